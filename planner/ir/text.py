@@ -306,7 +306,10 @@ def parse_sharding(
     if wrapped:
         t.expect(">")
     t.done()
-    return TensorSharding(mesh, tuple(dims), replicated, unreduced)
+    try:
+        return TensorSharding(mesh, tuple(dims), replicated, unreduced)
+    except ShardingError as e:
+        raise ShardingError(f"{what} {text.strip()}: {e.message}") from None
 
 
 def parse_axis_ref(text: str) -> AxisRef:
@@ -320,3 +323,34 @@ def parse_axis_ref(text: str) -> AxisRef:
     ref = _axisref(t)
     t.done()
     return ref
+
+
+_SHORT_MESH = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*[=:]\s*\d+\s*(,\s*[A-Za-z_][A-Za-z0-9_.\-]*\s*[=:]\s*\d+\s*)*$")
+
+
+def parse_mesh_spec(text: str, default_name: str = "mesh") -> Mesh:
+    """A mesh as users type it on a command line.
+
+    Accepts the full text (``@m = <["x"=2]>``), the bare axes list (``<["x"=2, "y"=4]>``)
+    or the short ``x=2,y=4``; the latter two are named ``default_name``.
+
+    >>> str(parse_mesh_spec("x=2,y=4"))
+    '@mesh = <["x"=2, "y"=4]>'
+    """
+    src = text.strip()
+    if src.startswith("@"):
+        return parse_mesh(src)
+    if src.startswith("<") or src.startswith("{"):
+        return parse_mesh(f"@{default_name} = {src}")
+    if _SHORT_MESH.match(src):
+        sizes = []
+        for part in src.split(","):
+            name, _, size = part.replace(":", "=").partition("=")
+            sizes.append((name.strip(), int(size)))
+        names = [n for n, _ in sizes]
+        if len(set(names)) != len(names):
+            raise MeshError(f"mesh {text!r} names an axis twice")
+        return Mesh.from_sizes(default_name, sizes)
+    raise ParseError(
+        f"cannot parse mesh {text!r}: write it as x=2,y=4 or as '@name = <[\"x\"=2, \"y\"=4]>'"
+    )

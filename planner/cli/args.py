@@ -1,0 +1,52 @@
+"""Parsing the command-line forms of shapes, dtypes, meshes and shardings."""
+
+from __future__ import annotations
+
+import re
+
+from planner.errors import ParseError
+from planner.ir.mesh import Mesh
+from planner.ir.text import parse_mesh_spec
+
+DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``4x8`` (or ``4,8``) -> ``(4, 8)``; ``scalar`` or ``""`` -> ``()``.
+
+    >>> parse_shape("64x32")
+    (64, 32)
+    """
+    src = text.strip().lower()
+    if src in ("", "scalar", "()"):
+        return ()
+    if not re.fullmatch(r"\d+([x,]\d+)*", src):
+        raise ParseError(f"cannot parse shape {text!r}: write the sizes separated by x, e.g. 64x32")
+    dims = tuple(int(p) for p in re.split(r"[x,]", src))
+    if any(d < 1 for d in dims):
+        raise ParseError(f"shape {text!r} has a dimension of size 0; every size must be >= 1")
+    return dims
+
+
+def parse_dtype(text: str) -> str:
+    if text not in DTYPES:
+        raise ParseError(f"unknown dtype {text!r}; use one of {', '.join(DTYPES)}")
+    return text
+
+
+def parse_meshes(texts: list[str] | None) -> list[Mesh]:
+    """Every ``--mesh`` flag; the first is the default. Names must be distinct."""
+    if not texts:
+        raise ParseError("give a mesh with --mesh, e.g. --mesh x=2,y=4 or --mesh '@m = <[\"x\"=2]>'")
+    meshes: list[Mesh] = []
+    for i, text in enumerate(texts):
+        mesh = parse_mesh_spec(text, default_name="mesh" if i == 0 else f"mesh{i}")
+        if any(m.name == mesh.name for m in meshes):
+            raise ParseError(f"two --mesh flags define @{mesh.name}; give each mesh its own name")
+        if meshes and mesh.size != meshes[0].size:
+            raise ParseError(
+                f"mesh @{mesh.name} has {mesh.size} devices but @{meshes[0].name} has {meshes[0].size}; "
+                "all meshes describe the same devices"
+            )
+        meshes.append(mesh)
+    return meshes

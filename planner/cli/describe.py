@@ -1,0 +1,66 @@
+"""``shardplan describe``: one sharding's local shape, device index map and other notations."""
+
+from __future__ import annotations
+
+import argparse
+
+from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
+from planner.cli.output import table, to_json, write_text
+from planner.ir.text import parse_sharding
+from planner.views.summary import describe
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "describe",
+        help="show a sharding's local shape, which device holds what, and its JAX/MindSpore/DTensor forms",
+        description="Describe a sharding: canonical text, local shape, the index range every device "
+        "holds, and the same sharding as a JAX PartitionSpec and type, a MindSpore layout and DTensor placements.",
+    )
+    p.add_argument("sharding", help='e.g. \'[{"x"}, {"z", "y"}]\' or \'sharding<@m, [{"x"}, {}]>\'')
+    p.add_argument("--mesh", action="append", required=True, metavar="MESH",
+                   help="x=2,y=4 or '@name = <[\"x\"=2, \"y\"=4]>'; repeat for several meshes (the first is the default)")
+    p.add_argument("--shape", required=True, help="tensor shape, e.g. 4x8")
+    p.add_argument("--dtype", default="f32", help=f"one of {', '.join(DTYPES)} (default f32)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(run=run)
+
+
+def _ranges(index: list[list[int]]) -> list[str]:
+    return [f"[{a},{b})" for a, b in index]
+
+
+def render_table(d: dict) -> str:
+    layout = d["mindspore"]
+    why = d["not_expressible"]
+    rows = [
+        ("sharding", d["sharding"]),
+        ("mesh", d["mesh"]),
+        ("shape", "x".join(map(str, d["shape"])) + f" {d['dtype']}"),
+        ("local shape", "x".join(map(str, d["local_shape"])) or "scalar"),
+        ("PartitionSpec", d["partition_spec"] or f"not expressible: {why.get('partition_spec')}"),
+        ("JAX type", d["jax_type"]),
+        ("MindSpore", f"device matrix {layout['device_matrix']}, tensor map {layout['tensor_map']}"
+         if layout else f"not expressible: {why.get('mindspore')}"),
+        ("DTensor", d["dtensor"] or f"not expressible: {why.get('dtensor')}"),
+    ]
+    rank = len(d["shape"])
+    devices = table(
+        ([e["device"], *_ranges(e["index"])] for e in d["devices"]),
+        header=["device", *[f"dim {i}" for i in range(rank)]],
+    )
+    return table(rows) + "\n\n" + devices + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    meshes = parse_meshes(args.mesh)
+    shape = parse_shape(args.shape)
+    dtype = parse_dtype(args.dtype)
+    sharding = parse_sharding(args.sharding, meshes)
+    sharding.check_rank(shape)
+    d = describe(sharding, shape, dtype)
+    if args.format == "json":
+        write_text(to_json(d), None)
+    else:
+        write_text(render_table(d), None)
+    return 0

@@ -1,0 +1,31 @@
+"""Other notations for the same sharding: JAX, MindSpore, PyTorch DTensor (SPEC §2).
+
+Every conversion goes both ways where the other notation can express the
+sharding, and raises :class:`~planner.errors.NotExpressibleError` where it cannot.
+"""
+
+from planner.views.dtensor import from_placements, to_placements
+from planner.views.jax import from_jax_type, from_partition_spec, to_jax_type, to_partition_spec
+from planner.views.mindspore import (
+    axes_for_splits,
+    from_strategy,
+    from_tensor_layout,
+    to_strategy,
+    to_tensor_layout,
+)
+from planner.views.summary import describe
+
+__all__ = [
+    "axes_for_splits",
+    "describe",
+    "from_jax_type",
+    "from_partition_spec",
+    "from_placements",
+    "from_strategy",
+    "from_tensor_layout",
+    "to_jax_type",
+    "to_partition_spec",
+    "to_placements",
+    "to_strategy",
+    "to_tensor_layout",
+]
