@@ -1,0 +1,56 @@
+"""The documented cluster presets shipped in ``costmodels/presets/*.yaml``.
+
+Each preset is a cluster file in the format of :mod:`costmodels.loader`, every
+number commented with its source; ``docs/clusters.md`` lists them. Load one with
+``load_cluster("nvlink-node")``.
+
+==============  ==========================================================================
+preset          what it describes
+==============  ==========================================================================
+``default``     a generic uniform cluster: 100 GB/s and 5 us everywhere, 100 TFLOP/s, 80 GiB
+``nvlink-node`` one 8-GPU H100 SXM5 node: NVLink 450 GB/s per direction, 989 TFLOP/s bf16
+``ib-cluster``  several ``nvlink-node`` nodes over InfiniBand NDR, 50 GB/s per GPU
+``a100-node``   one 8-GPU A100 SXM4 80GB node: NVLink 300 GB/s, HDR 25 GB/s per GPU, 312 TFLOP/s
+==============  ==========================================================================
+
+>>> preset_names()
+('a100-node', 'default', 'ib-cluster', 'nvlink-node')
+>>> preset_path("nvlink-node").name
+'nvlink-node.yaml'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from planner.errors import ClusterError
+
+__all__ = ["DEFAULT_PRESET", "PRESETS_DIR", "preset_names", "preset_path"]
+
+PRESETS_DIR = Path(__file__).with_name("presets")
+"""Where the preset files live."""
+
+DEFAULT_PRESET = "default"
+"""The preset used when a model names no cluster."""
+
+
+def preset_names() -> tuple[str, ...]:
+    """The names of the shipped presets, sorted."""
+    return tuple(sorted(path.stem for path in PRESETS_DIR.glob("*.yaml")))
+
+
+def preset_path(name: str) -> Path:
+    """The file of preset ``name``; a :class:`ClusterError` listing the presets if there is none.
+
+    >>> preset_path("nvlink")
+    Traceback (most recent call last):
+    ...
+    planner.errors.ClusterError: unknown cluster preset 'nvlink'; the presets are a100-node, default, ib-cluster, nvlink-node (or give the path of a cluster YAML file)
+    """
+    names = preset_names()
+    if name not in names:
+        raise ClusterError(
+            f"unknown cluster preset {name!r}; the presets are {', '.join(names)} "
+            "(or give the path of a cluster YAML file)"
+        )
+    return PRESETS_DIR / f"{name}.yaml"

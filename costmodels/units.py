@@ -1,0 +1,130 @@
+"""Human-readable quantities in cluster files: ``"450GB/s"``, ``"5us"``, ``"80GiB"``, ``"989TFLOP/s"``.
+
+Every quantity has one base unit, the one in the field's name: bytes/s, seconds,
+bytes, FLOP/s. A plain number (or a string holding only a number, which is how
+PyYAML reads ``5e-6``) is taken in that base unit. Decimal prefixes ``k K M G T P``
+are powers of 1000; binary prefixes ``Ki Mi Gi Ti Pi`` (bytes and bytes/s only) are
+powers of 1024. ``B`` is a byte and ``b`` a bit, so ``"400Gb/s"`` is 50 GB/s.
+
+>>> parse_quantity("450GB/s", "bytes/s")
+450000000000.0
+>>> parse_quantity("400 Gb/s", "bytes/s")
+50000000000.0
+>>> parse_quantity("5us", "s")
+5e-06
+>>> parse_quantity("80GiB", "bytes")
+85899345920.0
+>>> parse_quantity("989TFLOP/s", "FLOP/s")
+989000000000000.0
+>>> format_quantity(450e9, "bytes/s"), format_quantity(3e-6, "s"), format_quantity(80 * 2**30, "bytes")
+('450GB/s', '3us', '80GiB')
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from fractions import Fraction
+
+__all__ = ["UNITS", "format_quantity", "nonnegative_int", "parse_quantity"]
+
+# Factors are exact fractions so that "5us" is the float nearest 5e-6, not 5 * 1e-6.
+_DECIMAL = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_TIME = {
+    "s": Fraction(1),
+    "ms": Fraction(1, 10**3),
+    "us": Fraction(1, 10**6),
+    "µs": Fraction(1, 10**6),  # micro sign
+    "μs": Fraction(1, 10**6),  # Greek mu
+    "ns": Fraction(1, 10**9),
+}
+
+# base unit -> ((suffix, factor to the base unit, allowed prefixes), ...), and an example.
+_SUFFIXES = {
+    "bytes/s": ((("B/s", Fraction(1), {**_DECIMAL, **_BINARY}), ("b/s", Fraction(1, 8), _DECIMAL)), "450GB/s"),
+    "bytes": ((("B", Fraction(1), {**_DECIMAL, **_BINARY}),), "80GiB"),
+    "FLOP/s": (
+        tuple((suffix, Fraction(1), _DECIMAL) for suffix in ("FLOP/s", "FLOPS", "flop/s", "flops")),
+        "989TFLOP/s",
+    ),
+    "s": (tuple((name, factor, {"": 1}) for name, factor in _TIME.items()), "5us"),
+}
+UNITS = tuple(_SUFFIXES)
+"""The base units :func:`parse_quantity` understands."""
+
+_QUANTITY = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
+
+
+def parse_quantity(value: object, unit: str) -> float:
+    """``value`` (a number in ``unit``, or a string such as ``"450GB/s"``) in the base ``unit``.
+
+    Raises :class:`ValueError` saying which forms are accepted; callers turn it
+    into their own error with the location.
+
+    >>> parse_quantity(8, "bytes"), parse_quantity("5e-6", "s"), parse_quantity("1.5 ms", "s")
+    (8.0, 5e-06, 0.0015)
+    >>> parse_quantity("450GB", "bytes/s")
+    Traceback (most recent call last):
+    ...
+    ValueError: '450GB' is not a quantity in bytes/s; write a number of bytes/s or e.g. '450GB/s'
+    """
+    suffixes, example = _SUFFIXES[unit]
+    hint = f"write a number of {unit} or e.g. {example!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{value!r} is not a quantity in {unit}; {hint}")
+    if not isinstance(value, str):
+        return float(value)
+    match = _QUANTITY.match(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a quantity in {unit}; {hint}")
+    number, text = float(match.group(1)), match.group(2)
+    if not text:
+        return number
+    for suffix, factor, prefixes in suffixes:
+        if text.endswith(suffix):
+            prefix = text[: -len(suffix)].strip()
+            if prefix in prefixes:
+                scale = prefixes[prefix] * factor
+                return number * scale.numerator / scale.denominator
+    raise ValueError(f"{value!r} is not a quantity in {unit}; {hint}")
+
+
+def format_quantity(value: float, unit: str) -> str:
+    """The compact form users read: a decimal prefix (binary for whole GiB/MiB of bytes).
+
+    >>> format_quantity(989e12, "FLOP/s"), format_quantity(80e9, "bytes"), format_quantity(0.0, "s")
+    ('989TFLOP/s', '80GB', '0s')
+    """
+    if unit == "s":
+        for name in ("s", "ms", "us", "ns"):
+            if value == 0 or abs(value) >= _TIME[name] or name == "ns":
+                return f"{value * _TIME[name].denominator:g}{name}"
+    suffix = _SUFFIXES[unit][0][0][0]
+    if unit == "bytes":
+        for prefix in ("Ti", "Gi", "Mi"):
+            if value and value % _BINARY[prefix] == 0:
+                return f"{value / _BINARY[prefix]:g}{prefix}{suffix}"
+    for prefix in ("P", "T", "G", "M", "k"):
+        if abs(value) >= _DECIMAL[prefix]:
+            return f"{value / _DECIMAL[prefix]:g}{prefix}{suffix}"
+    return f"{value:g}{suffix}"
+
+
+def nonnegative_int(value: object, name: str) -> int:
+    """``value`` as an ``int`` (numpy integers too), checked ``>= 0``; byte counts are exact.
+
+    >>> nonnegative_int(3, "shard_bytes")
+    3
+    >>> nonnegative_int(2.5, "shard_bytes")
+    Traceback (most recent call last):
+    ...
+    TypeError: shard_bytes must be an integer, got 2.5
+    """
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    if count < 0:
+        raise ValueError(f"{name} must be >= 0, got {count}")
+    return count

@@ -1,0 +1,229 @@
+"""Loading clusters from presets, YAML files and inline mappings, and the errors users see."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import costmodels.presets
+from costmodels.cluster import Cluster, Link
+from costmodels.loader import load_cluster
+from planner.errors import ClusterError
+
+FULL = {
+    "name": "lab",
+    "device_peak_flops": "100TFLOP/s",
+    "device_memory_bytes": "16GiB",
+    "devices_per_node": 4,
+    "intra_node": {"bandwidth_bytes_per_s": "200GB/s", "latency_s": "2us"},
+    "inter_node": {"bandwidth_bytes_per_s": "100Gb/s", "latency_s": "15us"},
+}
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_no_spec_loads_the_default_preset():
+    cluster = load_cluster()
+    assert cluster.name == "default"
+    assert cluster == load_cluster("default")
+
+
+def test_a_cluster_is_returned_as_is():
+    cluster = load_cluster("nvlink-node")
+    assert load_cluster(cluster) is cluster
+
+
+def test_inline_mapping_with_units():
+    cluster = load_cluster(FULL)
+    assert cluster == Cluster(
+        "lab", 100e12, 16 * 2**30, 4, Link(200e9, 2e-6), Link(12.5e9, 15e-6)
+    )
+
+
+def test_inline_mapping_with_plain_numbers():
+    cluster = load_cluster(
+        {
+            "name": "plain",
+            "device_peak_flops": 1e14,
+            "device_memory_bytes": 17179869184,
+            "devices_per_node": 4,
+            "intra_node": {"bandwidth_bytes_per_s": 2e11, "latency_s": 2.0e-6},
+            "inter_node": {"bandwidth_bytes_per_s": 1.25e10, "latency_s": 1.5e-5},
+        }
+    )
+    assert cluster == Cluster("plain", 100e12, 16 * 2**30, 4, Link(200e9, 2e-6), Link(12.5e9, 15e-6))
+
+
+def test_yaml_file_relative_to_base_dir(tmp_path):
+    write(
+        tmp_path,
+        "lab.yaml",
+        """\
+        device_peak_flops: 100TFLOP/s
+        device_memory_bytes: 16GiB
+        devices_per_node: 4
+        intra_node: {bandwidth_bytes_per_s: 200GB/s, latency_s: 2us}
+        inter_node: {bandwidth_bytes_per_s: 12.5e9, latency_s: 15e-6}
+        axes:
+          pp: {bandwidth_bytes_per_s: 1GB/s, latency_s: 50us}
+        """,
+    )
+    cluster = load_cluster("lab.yaml", base_dir=tmp_path)
+    assert cluster.name == "lab"  # the file's stem
+    assert cluster.inter_node == Link(12.5e9, 15e-6)  # PyYAML reads 15e-6 as a string
+    assert cluster.axis_links == (("pp", Link(1e9, 50e-6)),)
+    assert load_cluster(tmp_path / "lab.yaml") == cluster
+
+
+def test_preset_overrides_replace_single_values():
+    cluster = load_cluster({"preset": "nvlink-node", "inter_node": {"latency_s": "20us"}, "devices_per_node": 4})
+    base = load_cluster("nvlink-node")
+    assert cluster.name == "nvlink-node"
+    assert cluster.devices_per_node == 4
+    assert cluster.inter_node == Link(base.inter_node.bandwidth_bytes_per_s, 20e-6)
+    assert cluster.intra_node == base.intra_node
+
+
+def test_file_based_on_a_preset_is_named_after_the_file(tmp_path):
+    write(tmp_path, "my-dgx.yaml", "preset: ib-cluster\naxes: {pp: {bandwidth_bytes_per_s: 25GB/s, latency_s: 20us}}\n")
+    cluster = load_cluster("my-dgx.yaml", base_dir=tmp_path)
+    assert cluster.name == "my-dgx"
+    assert cluster.axis_links == (("pp", Link(25e9, 20e-6)),)
+    assert cluster.device_peak_flops == load_cluster("ib-cluster").device_peak_flops
+
+
+def test_inline_mapping_without_name_or_preset_is_called_custom():
+    assert load_cluster({k: v for k, v in FULL.items() if k != "name"}).name == "custom"
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(ClusterError) as info:
+        load_cluster("dgx", where="model.yaml:3")
+    assert str(info.value) == (
+        "model.yaml:3: unknown cluster preset 'dgx'; the presets are a100-node, default, ib-cluster, "
+        "nvlink-node (or give the path of a cluster YAML file)"
+    )
+
+
+def test_unknown_base_preset_points_at_the_preset_line(tmp_path):
+    write(tmp_path, "c.yaml", "name: c\npreset: h100\n")
+    with pytest.raises(ClusterError, match=r"c.yaml:2: unknown cluster preset 'h100'; the presets are a100-node"):
+        load_cluster("c.yaml", base_dir=tmp_path)
+
+
+def test_unknown_key_is_named_with_its_line_and_a_suggestion(tmp_path):
+    path = write(
+        tmp_path,
+        "c.yaml",
+        """\
+        preset: default
+        intra_node:
+          bandwith_bytes_per_s: 10GB/s
+        """,
+    )
+    with pytest.raises(ClusterError) as info:
+        load_cluster(path)
+    assert str(info.value) == (
+        f"{path}:3: unknown key 'bandwith_bytes_per_s' in intra_node; did you mean 'bandwidth_bytes_per_s'? "
+        "the keys are bandwidth_bytes_per_s, latency_s"
+    )
+
+
+def test_unknown_top_level_key_lists_the_keys():
+    with pytest.raises(ClusterError, match="unknown key 'gpus'; the keys are name, preset, device_peak_flops"):
+        load_cluster({"preset": "default", "gpus": 8})
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("device_peak_flops", 0, "device_peak_flops is 0; it must be a finite number > 0"),
+        ("device_peak_flops", "-5TFLOP/s", "device_peak_flops is '-5TFLOP/s'; it must be a finite number > 0"),
+        ("device_memory_bytes", "0GB", "device_memory_bytes is '0GB'; it must be a finite number > 0"),
+        ("device_memory_bytes", 1.5, "device_memory_bytes is 1.5; it must be a whole number of bytes"),
+        ("devices_per_node", 0, "devices_per_node is 0; it must be an integer >= 1"),
+        ("devices_per_node", "8", "devices_per_node is '8'; it must be an integer >= 1"),
+        ("devices_per_node", 2.0, "devices_per_node is 2.0; it must be an integer >= 1"),
+        ("intra_node", {"bandwidth_bytes_per_s": 0}, "intra_node.bandwidth_bytes_per_s is 0; it must be a finite"),
+        ("inter_node", {"latency_s": -1e-6}, "inter_node.latency_s is -1e-06; it must be a finite number >= 0"),
+        ("inter_node", {"latency_s": float("inf")}, "inter_node.latency_s is inf"),
+        ("intra_node", {"latency_s": "5GB/s"}, "intra_node.latency_s: '5GB/s' is not a quantity in s"),
+        ("intra_node", "fast", "intra_node must be a mapping with keys bandwidth_bytes_per_s, latency_s; got str"),
+        ("axes", ["tp"], "axes maps mesh axis names to links; got list"),
+        ("name", 7, "name must be a non-empty string, got 7"),
+    ],
+)
+def test_bad_values_say_what_to_write(key, value, message):
+    with pytest.raises(ClusterError) as info:
+        load_cluster({"preset": "default", key: value})
+    assert message in str(info.value)
+
+
+def test_zero_latency_is_allowed_for_idealised_links():
+    assert load_cluster({"preset": "default", "intra_node": {"latency_s": 0}}).intra_node.latency_s == 0.0
+
+
+def test_error_in_a_file_names_the_file_and_line(tmp_path):
+    path = write(tmp_path, "c.yaml", "preset: default\ndevices_per_node: 8\ninter_node:\n  latency_s: -3us\n")
+    with pytest.raises(ClusterError, match=r"c.yaml:4: inter_node.latency_s is '-3us'"):
+        load_cluster(path, where="model.yaml:9")
+    with pytest.raises(ClusterError) as info:
+        load_cluster(path, where="model.yaml:9")
+    assert str(info.value).startswith(f"model.yaml:9: {path}:4: ")
+
+
+def test_missing_values_without_a_preset_suggest_one():
+    with pytest.raises(ClusterError) as info:
+        load_cluster({"name": "x", "devices_per_node": 8}, where="model.yaml:5")
+    assert str(info.value) == (
+        "model.yaml:5: the cluster description lacks device_peak_flops, device_memory_bytes, intra_node, "
+        "inter_node; give them, or name a base preset to start from "
+        "(preset: one of a100-node, default, ib-cluster, nvlink-node)"
+    )
+
+
+def test_link_missing_a_value_without_a_preset_is_named():
+    spec = dict(FULL, intra_node={"bandwidth_bytes_per_s": "1GB/s"})
+    with pytest.raises(ClusterError, match="intra_node lacks latency_s"):
+        load_cluster(spec)
+
+
+def test_new_axis_override_needs_both_values():
+    with pytest.raises(ClusterError, match="axes.tp lacks bandwidth_bytes_per_s"):
+        load_cluster({"preset": "default", "axes": {"tp": {"latency_s": "1us"}}})
+
+
+def test_missing_file_is_reported(tmp_path):
+    with pytest.raises(ClusterError, match="cannot read cluster file .*nope.yaml"):
+        load_cluster("nope.yaml", base_dir=tmp_path)
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    path = write(tmp_path, "bad.yaml", "name: x\nintra_node: {bandwidth_bytes_per_s: 1GB/s\n")
+    with pytest.raises(ClusterError, match=r"bad.yaml:\d+: not valid YAML"):
+        load_cluster(path)
+
+
+def test_empty_file_is_not_a_cluster(tmp_path):
+    path = write(tmp_path, "empty.yaml", "")
+    with pytest.raises(ClusterError, match="a cluster description is a mapping .*; got nothing"):
+        load_cluster(path)
+
+
+def test_spec_of_another_type_is_rejected():
+    with pytest.raises(ClusterError, match="not int 8"):
+        load_cluster(8)
+
+
+def test_presets_that_refer_to_each_other_in_a_loop_are_reported(tmp_path, monkeypatch):
+    write(tmp_path, "a.yaml", "preset: b\n")
+    write(tmp_path, "b.yaml", "preset: a\n")
+    monkeypatch.setattr(costmodels.presets, "PRESETS_DIR", tmp_path)
+    with pytest.raises(ClusterError, match="presets refer to each other in a loop: a -> b -> a"):
+        load_cluster("a")
