@@ -1,0 +1,400 @@
+"""``ComputationGraph``: a model as a bipartite networkx graph of tensors and ops.
+
+**Nodes.** One node per tensor (attribute ``kind="tensor"``, ``spec`` its
+:class:`TensorSpec`) and one per op instance (``kind="op"``, ``spec`` its
+:class:`OpSpec`). Tensor and op names share one namespace, so every node name is
+unique.
+
+**Edges.** ``tensor -> op`` when the op reads the tensor; its attribute ``operands``
+lists the operand positions (``mul(x, x)`` gives one edge with ``operands=[0, 1]``).
+``op -> tensor`` from an op to its result. Every op has exactly one result and
+every tensor at most one producer; inputs, parameters and constants have none.
+
+A graph is built once, validated and never changed: shapes and dtypes of every
+activation are inferred by the op catalogue, attributes get their defaults and
+canonical form, and ``ops`` is a deterministic topological order (Kahn's
+algorithm, ties broken by the order the ops were given). Each violation raises
+:class:`~planner.errors.ModelError` naming the file and line (when known), the op
+or tensor, and what is wrong.
+
+>>> from graphs.graph_builder import GraphBuilder
+>>> b = GraphBuilder("sq", {"x": 2})
+>>> x = b.tensor("x", [4, 8])
+>>> y = b.op("mul", [x, x], output="y", name="square")
+>>> g = b.build()
+>>> g.nx.edges["x", "square"]["operands"], g.consumers("x"), g.producer("y")
+([0, 1], [('square', 0), ('square', 1)], 'square')
+"""
+
+from __future__ import annotations
+
+import difflib
+import heapq
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import networkx as nx
+
+from graphs.meshes import check_same_devices
+from graphs.ops.opdef import OpDef
+from graphs.ops.registry import get_op
+from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
+from planner.errors import ModelError, ShardplanError
+from planner.ir import Mesh
+
+__all__ = ["ComputationGraph", "OpSpec", "TensorSpec", "TENSOR_KINDS"]
+
+
+def _suggest(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+class ComputationGraph:
+    """A validated model (see the module docstring). Read-only after construction.
+
+    Parameters: ``name``; ``meshes`` (ordered ``{name: Mesh}``, the first is the
+    default); ``tensors`` the declared (non-activation) :class:`TensorSpec`\\ s;
+    ``ops`` the :class:`OpSpec`\\ s in any order; ``outputs`` (default: every result
+    nobody reads, in op order); ``shard_as`` groups of tensor names sharded alike;
+    ``cluster`` kept as given; ``source`` the file the model came from. ``lines``
+    optionally gives the source line of ``"outputs"`` and ``"shard_as"``.
+    """
+
+    __slots__ = ("name", "meshes", "cluster", "tensors", "ops", "outputs", "shard_as", "source", "nx",
+                 "_ops", "_producer", "_consumers")
+
+    def __init__(
+        self,
+        name: str,
+        meshes: Mapping[str, Mesh] | None,
+        tensors: Iterable[TensorSpec],
+        ops: Iterable[OpSpec],
+        outputs: Sequence[str] | None = None,
+        shard_as: Iterable[Sequence[str]] = (),
+        *,
+        cluster: Any = None,
+        source: str | None = None,
+        lines: Mapping[str, int | None] | None = None,
+    ):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        self._check_name(name, source)
+        set_("name", name)
+        set_("source", source)
+        set_("cluster", cluster)
+        set_("meshes", MappingProxyType(check_same_devices(dict(meshes or {}))))
+        lines = dict(lines or {})
+
+        declared = self._declared(list(tensors))
+        op_list = list(ops)
+        producer = self._producers(op_list, declared)
+        self._check_inputs(op_list, declared, producer)
+        order = self._topological(op_list, producer)
+
+        specs: dict[str, TensorSpec] = dict(declared)
+        ordered_ops = []
+        for op in order:
+            op = self._infer(op, specs)
+            ordered_ops.append(op)
+        self._check_meshes(specs.values())
+
+        set_("tensors", MappingProxyType(specs))
+        set_("ops", tuple(ordered_ops))
+        set_("_ops", {op.name: op for op in ordered_ops})
+        set_("_producer", {op.output: op.name for op in ordered_ops})
+        consumers: dict[str, list[tuple[str, int]]] = {t: [] for t in specs}
+        for op in ordered_ops:
+            for i, t in enumerate(op.inputs):
+                consumers[t].append((op.name, i))
+        set_("_consumers", consumers)
+        set_("outputs", self._outputs(outputs, lines.get("outputs")))
+        set_("shard_as", self._shard_as(shard_as, lines.get("shard_as")))
+        set_("nx", nx.freeze(self._networkx()))
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"ComputationGraph is read-only; build a new one instead of setting {key!r}")
+
+    def __repr__(self) -> str:
+        return f"ComputationGraph({self.name!r}, {len(self.ops)} ops, {len(self.tensors)} tensors)"
+
+    # -- construction steps ---------------------------------------------------------
+    def _where(self, line: int | None) -> str | None:
+        if line is None:
+            return None
+        return f"{self.source or '<string>'}:{line}"
+
+    def _error(self, message: str, line: int | None) -> ModelError:
+        return ModelError(message, where=self._where(line))
+
+    @staticmethod
+    def _check_name(name: Any, source: str | None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"a model needs a non-empty name, got {name!r}", where=source)
+
+    def _declared(self, tensors: list[TensorSpec]) -> dict[str, TensorSpec]:
+        out: dict[str, TensorSpec] = {}
+        for t in tensors:
+            if t.name in out:
+                first = out[t.name].line
+                at = f" (first at line {first})" if first else ""
+                raise self._error(f"tensor {t.name!r} is defined twice{at}", t.line)
+            if t.kind == "activation":
+                raise self._error(
+                    f"tensor {t.name!r} is declared with kind activation; activations are op results "
+                    "and are not declared (use input, param or const)",
+                    t.line,
+                )
+            out[t.name] = t
+        return out
+
+    def _producers(self, ops: list[OpSpec], declared: dict[str, TensorSpec]) -> dict[str, OpSpec]:
+        names: dict[str, OpSpec] = {}
+        producer: dict[str, OpSpec] = {}
+        for op in ops:
+            if op.name in names:
+                first = names[op.name].line
+                at = f" (first at line {first})" if first else ""
+                raise self._error(f"op {op.name!r} is defined twice{at}", op.line)
+            if op.name in declared:
+                raise self._error(f"op {op.name!r} has the name of a tensor; tensor and op names must differ", op.line)
+            names[op.name] = op
+            if op.output in declared:
+                t = declared[op.output]
+                at = f" at line {t.line}" if t.line else ""
+                raise self._error(
+                    f"tensor {op.output!r} is defined twice: declared in tensors{at} and produced by op {op.name!r}",
+                    op.line,
+                )
+            if op.output in producer:
+                other = producer[op.output]
+                at = f" (line {other.line})" if other.line else ""
+                raise self._error(
+                    f"tensor {op.output!r} is defined twice: produced by op {other.name!r}{at} and by op {op.name!r}",
+                    op.line,
+                )
+            producer[op.output] = op
+        for t, op in producer.items():
+            if t in names:
+                raise self._error(
+                    f"op {op.name!r} names its output {t!r}, which is an op name; tensor and op names must differ",
+                    op.line,
+                )
+        return producer
+
+    def _check_inputs(self, ops: list[OpSpec], declared: Mapping[str, TensorSpec], producer: Mapping[str, OpSpec]):
+        for op in ops:
+            opdef = get_op(op.op)
+            try:
+                opdef.check_arity(len(op.inputs), op.inputs)
+                opdef.with_defaults(op.attrs_dict)
+            except ModelError as e:
+                raise self._error(f"op {op.name!r}: {e.message}", op.line) from None
+            for t in op.inputs:
+                if t not in declared and t not in producer:
+                    hint = _suggest(t, list(declared) + list(producer))
+                    raise self._error(
+                        f"op {op.name!r} reads tensor {t!r}, which is not defined{hint} "
+                        "(declare it under tensors or produce it with an op)",
+                        op.line,
+                    )
+
+    def _topological(self, ops: list[OpSpec], producer: Mapping[str, OpSpec]) -> list[OpSpec]:
+        """Kahn's algorithm; among ready ops the one given first goes first."""
+        index = {op.name: i for i, op in enumerate(ops)}
+        deps = {op.name: sorted({producer[t].name for t in op.inputs if t in producer}, key=index.get) for op in ops}
+        users: dict[str, list[str]] = {op.name: [] for op in ops}
+        for name, ds in deps.items():
+            for d in ds:
+                users[d].append(name)
+        waiting = {name: len(ds) for name, ds in deps.items()}
+        ready = [(index[n], n) for n, k in waiting.items() if k == 0]
+        heapq.heapify(ready)
+        order = []
+        while ready:
+            _, name = heapq.heappop(ready)
+            order.append(ops[index[name]])
+            for u in users[name]:
+                waiting[u] -= 1
+                if waiting[u] == 0:
+                    heapq.heappush(ready, (index[u], u))
+        if len(order) < len(ops):
+            done = {op.name for op in order}
+            g = nx.DiGraph()
+            for op in ops:
+                if op.name not in done:
+                    g.add_node(op.name)
+            for name in g.nodes:
+                for d in deps[name]:
+                    if d in g:
+                        g.add_edge(d, name)
+            cycle = [u for u, _ in nx.find_cycle(g)]
+            first = min(cycle, key=index.get)
+            k = cycle.index(first)
+            cycle = cycle[k:] + cycle[:k]
+            path = " -> ".join(f"{n} ({ops[index[n]].output})" for n in cycle + [cycle[0]])
+            raise self._error(
+                f"ops form a cycle: {path}; an op's result cannot depend on itself",
+                ops[index[first]].line,
+            )
+        return order
+
+    def _infer(self, op: OpSpec, specs: dict[str, TensorSpec]) -> OpSpec:
+        """Infer ``op``'s result, canonicalise its attributes and check its annotations."""
+        opdef = get_op(op.op)
+        ins = [specs[t] for t in op.inputs]
+        shapes = [t.shape for t in ins]
+        try:
+            attrs = opdef.with_defaults(op.attrs_dict)
+            shape, dtype = opdef.infer(shapes, [t.dtype for t in ins], attrs, names=op.inputs)
+            attrs = opdef.canonical(shapes, attrs)
+            self._check_strategy(op, opdef, ins)
+            out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
+        except ShardplanError as e:
+            raise self._error(f"op {op.name!r}: {e.message}", op.line) from None
+        specs[op.output] = out
+        return replace(op, attrs=attrs)
+
+    @staticmethod
+    def _check_strategy(op: OpSpec, opdef: OpDef, ins: list[TensorSpec]) -> None:
+        if op.strategy is None:
+            return
+        if len(op.strategy) != len(ins):
+            raise ModelError(
+                f"strategy gives {len(op.strategy)} entries but {opdef.name} has {len(ins)} inputs "
+                f"({', '.join(t.name for t in ins)}); give one list of split counts per input"
+            )
+        for i, (split, t) in enumerate(zip(op.strategy, ins)):
+            if len(split) != t.rank:
+                raise ModelError(
+                    f"strategy for input {i} ({t.name}, shape {t.type_text()}) has {len(split)} split counts "
+                    f"but the tensor has rank {t.rank}; give one per dimension"
+                )
+
+    def _check_meshes(self, tensors: Iterable[TensorSpec]) -> None:
+        known = dict(self.meshes)
+        for t in tensors:
+            s = t.sharding
+            if s is not None and known.get(s.mesh.name) != s.mesh:
+                names = ", ".join("@" + n for n in known) or "none"
+                raise self._error(
+                    f"tensor {t.name!r} is sharded on mesh @{s.mesh.name}, which is not a mesh of this model "
+                    f"(meshes: {names})",
+                    t.line,
+                )
+
+    def _outputs(self, outputs: Sequence[str] | None, line: int | None) -> tuple[str, ...]:
+        if outputs is None:
+            return tuple(op.output for op in self.ops if not self._consumers[op.output])
+        outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+        for t in outputs:
+            if t not in self.tensors:
+                raise self._error(f"output {t!r} is not a tensor of the model{_suggest(str(t), self.tensors)}", line)
+        return outputs
+
+    def _shard_as(self, groups: Iterable[Sequence[str]], lines: Any) -> tuple[tuple[str, ...], ...]:
+        out = []
+        for k, group in enumerate(groups):
+            line = lines[k] if isinstance(lines, (list, tuple)) and k < len(lines) else lines
+            group = tuple(group)
+            if len(group) < 2:
+                raise self._error(f"shard_as group {list(group)} needs at least two tensors", line)
+            for t in group:
+                if t not in self.tensors:
+                    raise self._error(
+                        f"shard_as names tensor {t!r}, which is not defined{_suggest(str(t), self.tensors)}", line
+                    )
+            first = self.tensors[group[0]]
+            for t in group[1:]:
+                spec = self.tensors[t]
+                if spec.shape != first.shape:
+                    raise self._error(
+                        f"shard_as groups tensors of different shapes: {first.name} is {first.type_text()} "
+                        f"but {spec.name} is {spec.type_text()}; tensors sharded alike need equal shapes",
+                        line,
+                    )
+            out.append(group)
+        return tuple(out)
+
+    def _networkx(self) -> nx.DiGraph:
+        g = nx.DiGraph(name=self.name)
+        for t in self.tensors.values():
+            if t.kind != "activation":
+                g.add_node(t.name, kind="tensor", spec=t)
+        for op in self.ops:
+            g.add_node(op.name, kind="op", spec=op)
+            for i, t in enumerate(op.inputs):
+                if g.has_edge(t, op.name):
+                    g.edges[t, op.name]["operands"].append(i)
+                else:
+                    g.add_edge(t, op.name, operands=[i])
+            g.add_node(op.output, kind="tensor", spec=self.tensors[op.output])
+            g.add_edge(op.name, op.output)
+        return g
+
+    # -- queries ---------------------------------------------------------------------
+    @property
+    def mesh(self) -> Mesh:
+        """The default (first) mesh; ModelError if the model has none."""
+        for mesh in self.meshes.values():
+            return mesh
+        raise ModelError(f"model {self.name!r} has no mesh; add `mesh:` to the YAML or pass mesh= to the builder")
+
+    def tensor(self, name: str) -> TensorSpec:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise ModelError(f"model {self.name!r} has no tensor {name!r}{_suggest(name, self.tensors)}") from None
+
+    def op(self, name: str) -> OpSpec:
+        try:
+            return self._ops[name]
+        except KeyError:
+            raise ModelError(f"model {self.name!r} has no op {name!r}{_suggest(name, self._ops)}") from None
+
+    def op_def(self, name: str) -> OpDef:
+        """The catalogue entry of op instance ``name``."""
+        return get_op(self.op(name).op)
+
+    def producer(self, tensor: str) -> str | None:
+        """The op that computes ``tensor``, or None for inputs, parameters and constants."""
+        self.tensor(tensor)
+        return self._producer.get(tensor)
+
+    def consumers(self, tensor: str) -> list[tuple[str, int]]:
+        """``(op name, operand index)`` for every use of ``tensor``, in op order."""
+        self.tensor(tensor)
+        return list(self._consumers[tensor])
+
+    def inputs_of(self, op: str) -> tuple[TensorSpec, ...]:
+        return tuple(self.tensors[t] for t in self.op(op).inputs)
+
+    def output_of(self, op: str) -> TensorSpec:
+        return self.tensors[self.op(op).output]
+
+    def tensors_of_kind(self, kind: str) -> tuple[TensorSpec, ...]:
+        """Tensors of one kind (input, param, const, activation) in definition order."""
+        if kind not in TENSOR_KINDS:
+            raise ModelError(f"unknown tensor kind {kind!r} (kinds: {', '.join(TENSOR_KINDS)})")
+        return tuple(t for t in self.tensors.values() if t.kind == kind)
+
+    def walk(self) -> Iterator[tuple[OpSpec, tuple[TensorSpec, ...], TensorSpec]]:
+        """``(op, operand specs, result spec)`` in topological order."""
+        for op in self.ops:
+            yield op, tuple(self.tensors[t] for t in op.inputs), self.tensors[op.output]
+
+    def op_flops(self, name: str) -> int:
+        op = self.op(name)
+        ins = [self.tensors[t].shape for t in op.inputs]
+        return get_op(op.op).flops(ins, self.tensors[op.output].shape, op.attrs_dict)
+
+    def total_flops(self) -> int:
+        """Forward FLOPs of the whole model (each family's convention, see :mod:`graphs.ops`)."""
+        return sum(self.op_flops(op.name) for op in self.ops)
+
+    def param_count(self) -> int:
+        return sum(t.numel for t in self.tensors_of_kind("param"))
+
+    def param_bytes(self) -> int:
+        """Bytes of all parameters at their dtypes (unsharded)."""
+        return sum(t.nbytes for t in self.tensors_of_kind("param"))

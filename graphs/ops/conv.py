@@ -1,0 +1,86 @@
+"""``conv2d``: 2-D convolution, NCHW input and OIHW weight, no groups or dilation.
+
+Inputs ``[x (N, C, H, W), w (O, C, KH, KW)]``; attributes ``stride`` and ``padding``
+(an int or a pair ``[h, w]``; defaults 1 and 0, zero padding on both sides). The
+result is ``(N, O, OH, OW)`` with ``OH = (H + 2·pad_h - KH) // stride_h + 1``. In a
+graph both are stored as pairs.
+
+FLOP convention: a multiply-add is **2 FLOPs**: ``2·N·O·OH·OW·C·KH·KW``.
+
+>>> CONV2D.infer([(8, 3, 32, 32), (16, 3, 3, 3)], ["f32", "f32"], {"padding": 1})
+((8, 16, 32, 32), 'f32')
+>>> CONV2D.flops([(1, 2, 4, 4), (3, 2, 3, 3)], (1, 3, 2, 2), {})
+432
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs.ops.common import need_float, numel, operand, pair, same_dtype
+from graphs.ops.opdef import OpDef
+from planner.errors import ModelError
+
+
+def _params(attrs):
+    stride = pair(attrs.get("stride", 1), "conv2d attribute stride")
+    padding = pair(attrs.get("padding", 0), "conv2d attribute padding")
+    if min(stride) < 1 or min(padding) < 0:
+        raise ModelError(f"conv2d needs stride >= 1 and padding >= 0, got stride {list(stride)}, padding {list(padding)}")
+    return stride, padding
+
+
+def _conv_infer(shapes, dtypes, attrs, names=None):
+    stride, padding = _params(attrs)
+    dtype = same_dtype("conv2d", dtypes, names)
+    need_float("conv2d", dtype, names)
+    x, w = tuple(shapes[0]), tuple(shapes[1])
+    if len(x) != 4 or len(w) != 4:
+        raise ModelError(
+            f"conv2d needs a rank-4 NCHW input and a rank-4 OIHW weight, got {operand(names, shapes, 0)} "
+            f"and {operand(names, shapes, 1)}"
+        )
+    if x[1] != w[1]:
+        raise ModelError(
+            f"conv2d input {operand(names, shapes, 0)} has {x[1]} channels but weight "
+            f"{operand(names, shapes, 1)} expects {w[1]}"
+        )
+    out_hw = []
+    for k, axis in enumerate("HW"):
+        size = x[2 + k] + 2 * padding[k] - w[2 + k]
+        if size < 0:
+            raise ModelError(
+                f"conv2d kernel {axis}={w[2 + k]} is larger than the padded input {axis}="
+                f"{x[2 + k] + 2 * padding[k]} ({operand(names, shapes, 0)})"
+            )
+        out_hw.append(size // stride[k] + 1)
+    return (x[0], w[0], out_hw[0], out_hw[1]), dtype
+
+
+def _conv_flops(in_shapes, out_shape, attrs):
+    _, c, kh, kw = in_shapes[1]
+    return 2 * numel(out_shape) * c * kh * kw
+
+
+def _conv_reference(arrays, attrs):
+    (sh, sw), (ph, pw) = _params(attrs)
+    x, w = np.asarray(arrays[0]), np.asarray(arrays[1])
+    x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = (h - kh) // sh + 1, (wd - kw) // sw + 1
+    out = np.zeros((n, o, oh, ow), dtype=np.result_type(x, w))
+    for i in range(kh):
+        for j in range(kw):
+            patch = x[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    return out
+
+
+def _conv_canonical(shapes, attrs):
+    stride, padding = _params(attrs)
+    return {"stride": stride, "padding": padding}
+
+
+CONV2D = OpDef("conv2d", "conv", 2, 2, (("stride", 1), ("padding", 0)), _conv_infer, _conv_flops,
+               _conv_reference, _conv_canonical)

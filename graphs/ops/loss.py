@@ -1,0 +1,54 @@
+"""``cross_entropy``: mean softmax cross-entropy of logits against integer labels.
+
+Inputs ``[logits (..., V) float, labels (...) i32/i64]`` where ``labels.shape`` is
+``logits.shape[:-1]``; the result is a scalar ``f32``: the mean over every label
+position of ``logsumexp(logits) - logits[label]``.
+
+FLOP convention: **4 per logits element** (max, subtract, exp, sum) plus **2 per
+label position** (log and subtract) plus the mean's 1 per label position.
+
+>>> CROSS_ENTROPY.infer([(8, 16, 100), (8, 16)], ["f32", "i32"], {})
+((), 'f32')
+>>> CROSS_ENTROPY.flops([(2, 10), (2,)], (), {})
+86
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from graphs.ops.common import need_float, need_int, need_rank, numel, operand
+from graphs.ops.opdef import OpDef
+from planner.errors import ModelError
+
+FLOPS_PER_LOGIT = 4
+FLOPS_PER_LABEL = 3
+
+
+def _ce_infer(shapes, dtypes, attrs, names=None):
+    need_rank("cross_entropy", shapes, names, 0, 1, "logits")
+    need_float("cross_entropy", dtypes[0], names, 0)
+    need_int("cross_entropy", dtypes[1], names, 1, "labels")
+    if tuple(shapes[1]) != tuple(shapes[0][:-1]):
+        raise ModelError(
+            f"cross_entropy labels {operand(names, shapes, 1)} must have the shape of logits "
+            f"{operand(names, shapes, 0)} without its last (class) dimension"
+        )
+    return (), "f32"
+
+
+def _ce_flops(in_shapes, out_shape, attrs):
+    return FLOPS_PER_LOGIT * numel(in_shapes[0]) + FLOPS_PER_LABEL * numel(in_shapes[1])
+
+
+def _ce_reference(arrays, attrs):
+    logits, labels = np.asarray(arrays[0]), np.asarray(arrays[1])
+    if labels.size and (labels.min() < 0 or labels.max() >= logits.shape[-1]):
+        raise IndexError(f"cross_entropy label out of range [0, {logits.shape[-1]})")
+    m = np.max(logits, axis=-1, keepdims=True)
+    lse = np.log(np.sum(np.exp(logits - m), axis=-1)) + m[..., 0]
+    picked = np.take_along_axis(logits, labels[..., None].astype(np.int64), axis=-1)[..., 0]
+    return np.asarray(np.mean(lse - picked))
+
+
+CROSS_ENTROPY = OpDef("cross_entropy", "loss", 2, 2, (), _ce_infer, _ce_flops, _ce_reference)

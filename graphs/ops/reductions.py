@@ -1,0 +1,81 @@
+"""Reductions over a list of axes: ``sum``, ``mean``, ``max``.
+
+Attributes: ``axes`` (a list of dimensions, negative counting from the end; absent
+or null means every dimension) and ``keepdims`` (keep reduced dimensions as size
+1; default false). In a graph, ``axes`` is stored canonically: sorted,
+non-negative, listed in full.
+
+FLOP convention: **1 FLOP per input element** (one add or compare each); ``mean``
+adds 1 per output element for the division.
+
+>>> SUM.infer([(4, 8, 16)], ["f32"], {"axes": [-1, 0]})
+((8,), 'f32')
+>>> MEAN.infer([(4, 8)], ["f32"], {"keepdims": True})
+((1, 1), 'f32')
+>>> MEAN.flops([(4, 8)], (), {})
+33
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from graphs.ops.common import Shape, check_bool, need_float, normalize_axis, numel, operand_name
+from graphs.ops.opdef import OpDef
+from planner.errors import ModelError
+
+
+def reduced_axes(op: str, rank: int, axes: Any) -> tuple[int, ...]:
+    """The sorted non-negative axes a reduction reduces (every axis when ``axes`` is None)."""
+    if axes is None:
+        return tuple(range(rank))
+    if not isinstance(axes, (list, tuple)):
+        axes = [axes]
+    out = [normalize_axis(a, rank, f"{op} axis") for a in axes]
+    for a in out:
+        if out.count(a) > 1:
+            raise ModelError(f"{op} lists axis {a} twice in axes {list(axes)}")
+    return tuple(sorted(out))
+
+
+def _canonical(op: str):
+    def canonical(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> dict:
+        return {
+            "axes": reduced_axes(op, len(shapes[0]), attrs.get("axes")),
+            "keepdims": attrs.get("keepdims", False),
+        }
+
+    return canonical
+
+
+def _reduction(name: str, fn, floats_only: bool, extra_per_output: int) -> OpDef:
+    def infer(shapes, dtypes, attrs, names=None):
+        shape = tuple(shapes[0])
+        axes = reduced_axes(name, len(shape), attrs.get("axes"))
+        keep = check_bool(attrs.get("keepdims", False), f"{name} attribute keepdims")
+        if floats_only:
+            need_float(name, dtypes[0], names)
+        elif dtypes[0] == "bool":
+            raise ModelError(f"{name} needs a numeric input, but {operand_name(names, 0)} is bool")
+        if keep:
+            out = tuple(1 if i in axes else d for i, d in enumerate(shape))
+        else:
+            out = tuple(d for i, d in enumerate(shape) if i not in axes)
+        return out, dtypes[0]
+
+    def flops(in_shapes, out_shape, attrs):
+        return numel(in_shapes[0]) + extra_per_output * numel(out_shape)
+
+    def reference(arrays, attrs):
+        x = np.asarray(arrays[0])
+        axes = reduced_axes(name, x.ndim, attrs.get("axes"))
+        return np.asarray(fn(x, axis=axes, keepdims=attrs.get("keepdims", False)))
+
+    return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference, _canonical(name))
+
+
+MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0)
+MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1)
+SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0)

@@ -1,0 +1,67 @@
+"""The one registry of operators: name -> :class:`~graphs.ops.opdef.OpDef`, in alphabetical order.
+
+Every op of the YAML format is registered here and only here. Every op has an
+entry; none is deliberately left without one.
+
+>>> get_op("relu").family
+'pointwise'
+>>> get_op("matmull")
+Traceback (most recent call last):
+...
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, matmul, max, maximum, mean, mul, neg, relu, reshape, rmsnorm, sigmoid, slice, softmax, sub, sum, tanh, transpose)
+"""
+
+from __future__ import annotations
+
+import difflib
+from types import MappingProxyType
+from typing import Mapping
+
+from graphs.ops import conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
+from graphs.ops.opdef import OpDef
+from planner.errors import ModelError
+
+OPS: Mapping[str, OpDef] = MappingProxyType({
+    "add": pointwise.ADD,
+    "cast": pointwise.CAST,
+    "concat": shape_ops.CONCAT,
+    "conv2d": conv.CONV2D,
+    "cross_entropy": loss.CROSS_ENTROPY,
+    "div": pointwise.DIV,
+    "einsum": matmul.EINSUM,
+    "exp": pointwise.EXP,
+    "gather": gather.GATHER,
+    "gelu": pointwise.GELU,
+    "layernorm": normalization.LAYERNORM,
+    "matmul": matmul.MATMUL,
+    "max": reductions.MAX,
+    "maximum": pointwise.MAXIMUM,
+    "mean": reductions.MEAN,
+    "mul": pointwise.MUL,
+    "neg": pointwise.NEG,
+    "relu": pointwise.RELU,
+    "reshape": shape_ops.RESHAPE,
+    "rmsnorm": normalization.RMSNORM,
+    "sigmoid": pointwise.SIGMOID,
+    "slice": shape_ops.SLICE,
+    "softmax": normalization.SOFTMAX,
+    "sub": pointwise.SUB,
+    "sum": reductions.SUM,
+    "tanh": pointwise.TANH,
+    "transpose": shape_ops.TRANSPOSE,
+})
+
+
+def op_names() -> tuple[str, ...]:
+    """Every registered op name, alphabetically."""
+    return tuple(OPS)
+
+
+def get_op(name: str) -> OpDef:
+    """The :class:`OpDef` called ``name``; an unknown name raises ModelError listing the known ops."""
+    try:
+        return OPS[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), OPS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ModelError(f"unknown op {name!r}{hint} (known ops: {', '.join(OPS)})") from None

@@ -1,0 +1,183 @@
+"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``.
+
+- ``reshape(shape)``: the same elements in row-major order; one entry of ``shape`` may
+  be -1 and is then inferred. Stored resolved (no -1) in a graph.
+- ``transpose(perm)``: result dimension ``i`` is input dimension ``perm[i]``.
+- ``concat(axis=0)``: joins its inputs along ``axis``; every other dimension must agree.
+- ``slice(starts, stops)``: keeps ``starts[i] <= index < stops[i]`` of every dimension i
+  (one entry per dimension, ``0 <= start < stop <= size``; no steps).
+
+FLOP convention: **0 FLOPs** (data movement only).
+
+>>> RESHAPE.infer([(8, 6)], ["f32"], {"shape": [2, -1, 3]})
+((2, 8, 3), 'f32')
+>>> SLICE.infer([(8, 6)], ["f32"], {"starts": [0, 2], "stops": [4, 6]})
+((4, 4), 'f32')
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from graphs.ops.common import (
+    Shape,
+    check_int_list,
+    normalize_axis,
+    numel,
+    operand,
+    same_dtype,
+    shape_text,
+)
+from graphs.ops.opdef import REQUIRED, OpDef
+from planner.errors import ModelError
+
+
+def _no_flops(in_shapes, out_shape, attrs) -> int:
+    return 0
+
+
+# -- reshape ---------------------------------------------------------------------
+
+def resolve_reshape(in_shape: Shape, target: Any, names: Sequence[str] | None = None) -> Shape:
+    """``target`` with its -1 resolved; ModelError if the element counts differ."""
+    target = check_int_list(target, "reshape attribute shape")
+    n = numel(in_shape)
+    unknown = [i for i, d in enumerate(target) if d == -1]
+    if len(unknown) > 1 or any(d < -1 or d == 0 for d in target):
+        raise ModelError(f"reshape shape {list(target)} may hold positive sizes and at most one -1")
+    known = numel([d for d in target if d != -1])
+    if unknown:
+        if n % known:
+            raise ModelError(
+                f"reshape cannot fit {operand(names, [in_shape], 0)} ({n} elements) into {list(target)}: "
+                f"{n} is not a multiple of {known}"
+            )
+        target = tuple(n // known if d == -1 else d for d in target)
+    if numel(target) != n:
+        raise ModelError(
+            f"reshape changes the number of elements: {operand(names, [in_shape], 0)} has {n} but "
+            f"{shape_text(target)} has {numel(target)}"
+        )
+    return tuple(target)
+
+
+def _reshape_infer(shapes, dtypes, attrs, names=None):
+    return resolve_reshape(tuple(shapes[0]), attrs.get("shape"), names), dtypes[0]
+
+
+def _reshape_reference(arrays, attrs):
+    x = np.asarray(arrays[0])
+    return x.reshape(resolve_reshape(x.shape, attrs["shape"]))
+
+
+def _reshape_canonical(shapes, attrs):
+    return {"shape": resolve_reshape(tuple(shapes[0]), attrs["shape"])}
+
+
+RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer, _no_flops,
+                _reshape_reference, _reshape_canonical)
+
+
+# -- transpose -------------------------------------------------------------------
+
+def _check_perm(perm: Any, rank: int, names, shapes) -> tuple[int, ...]:
+    perm = check_int_list(perm, "transpose attribute perm")
+    if sorted(perm) != list(range(rank)):
+        raise ModelError(
+            f"transpose perm {list(perm)} is not a permutation of 0..{rank - 1} for "
+            f"{operand(names, shapes, 0)}"
+        )
+    return perm
+
+
+def _transpose_infer(shapes, dtypes, attrs, names=None):
+    shape = tuple(shapes[0])
+    perm = _check_perm(attrs.get("perm"), len(shape), names, shapes)
+    return tuple(shape[p] for p in perm), dtypes[0]
+
+
+def _transpose_reference(arrays, attrs):
+    return np.transpose(np.asarray(arrays[0]), tuple(attrs["perm"]))
+
+
+def _transpose_canonical(shapes, attrs):
+    return {"perm": tuple(attrs["perm"])}
+
+
+TRANSPOSE = OpDef("transpose", "shape", 1, 1, (("perm", REQUIRED),), _transpose_infer, _no_flops,
+                  _transpose_reference, _transpose_canonical)
+
+
+# -- concat ----------------------------------------------------------------------
+
+def _concat_infer(shapes, dtypes, attrs, names=None):
+    dtype = same_dtype("concat", dtypes, names)
+    rank = len(shapes[0])
+    if rank == 0:
+        raise ModelError(f"concat cannot join scalars ({operand(names, shapes, 0)})")
+    axis = normalize_axis(attrs.get("axis", 0), rank, "concat axis")
+    total = 0
+    for i, s in enumerate(shapes):
+        if len(s) != rank or any(d != e for k, (d, e) in enumerate(zip(s, shapes[0])) if k != axis):
+            raise ModelError(
+                f"concat along axis {axis} needs equal other dimensions: {operand(names, shapes, 0)} "
+                f"and {operand(names, shapes, i)} differ"
+            )
+        total += s[axis]
+    out = list(shapes[0])
+    out[axis] = total
+    return tuple(out), dtype
+
+
+def _concat_reference(arrays, attrs):
+    return np.concatenate([np.asarray(a) for a in arrays], axis=attrs.get("axis", 0))
+
+
+def _concat_canonical(shapes, attrs):
+    return {"axis": normalize_axis(attrs.get("axis", 0), len(shapes[0]), "concat axis")}
+
+
+CONCAT = OpDef("concat", "shape", 1, None, (("axis", 0),), _concat_infer, _no_flops, _concat_reference,
+               _concat_canonical)
+
+
+# -- slice -----------------------------------------------------------------------
+
+def _slice_bounds(shape: Shape, attrs: Mapping[str, Any], names=None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    starts = check_int_list(attrs.get("starts"), "slice attribute starts")
+    stops = check_int_list(attrs.get("stops"), "slice attribute stops")
+    for what, v in (("starts", starts), ("stops", stops)):
+        if len(v) != len(shape):
+            raise ModelError(
+                f"slice {what} has {len(v)} entries but {operand(names, [shape], 0)} has rank {len(shape)}; "
+                "give one per dimension"
+            )
+    for i, (a, b, d) in enumerate(zip(starts, stops, shape)):
+        if not 0 <= a < b <= d:
+            raise ModelError(
+                f"slice of dimension {i} keeps [{a}, {b}) but needs 0 <= start < stop <= {d} "
+                f"(input {operand(names, [shape], 0)})"
+            )
+    return starts, stops
+
+
+def _slice_infer(shapes, dtypes, attrs, names=None):
+    starts, stops = _slice_bounds(tuple(shapes[0]), attrs, names)
+    return tuple(b - a for a, b in zip(starts, stops)), dtypes[0]
+
+
+def _slice_reference(arrays, attrs):
+    x = np.asarray(arrays[0])
+    starts, stops = _slice_bounds(x.shape, attrs)
+    return x[tuple(slice(a, b) for a, b in zip(starts, stops))]
+
+
+def _slice_canonical(shapes, attrs):
+    starts, stops = _slice_bounds(tuple(shapes[0]), attrs)
+    return {"starts": starts, "stops": stops}
+
+
+SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)), _slice_infer, _no_flops,
+              _slice_reference, _slice_canonical)

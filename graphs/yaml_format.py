@@ -1,0 +1,249 @@
+"""The YAML model format (SPEC §9, documented in ``docs/model-format.md``): loading only.
+
+:func:`load_model` reads a file, :func:`load_model_text` a string. Both return a
+validated :class:`~graphs.graph.ComputationGraph`. YAML is read with a
+``SafeLoader`` that records lines, so every error is a
+:class:`~planner.errors.ModelError` located at ``file:line`` that names the op or
+tensor and says what is wrong, e.g.
+``configs/ffn.yaml:12: op 'dense1': matmul contracts 64 with 32: inputs x (64x64) and w1 (32x16) ...``.
+
+>>> g = load_model_text('''
+... name: two
+... mesh: '<["x"=2]>'
+... tensors: {a: {shape: [4]}, b: {shape: [4]}}
+... ops: [{name: s, op: add, inputs: [a, b], output: c}]
+... ''')
+>>> g.outputs, str(g.mesh)
+(('c',), '@mesh = <["x"=2]>')
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from graphs import builders
+from graphs.graph import ComputationGraph
+from graphs.graph_builder import GraphBuilder
+from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
+from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
+from planner.errors import ModelError, ShardplanError
+
+#: Every top-level key of a model file.
+TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "shard_as", "model",
+                  "shardings", "strategies")
+#: Keys of one entry of ``tensors``.
+TENSOR_KEYS = ("shape", "dtype", "kind", "sharding", "value")
+#: Keys of one entry of ``ops`` that are not op attributes.
+OP_KEYS = ("name", "op", "inputs", "output", "strategy", "out_sharding")
+
+
+def load_model(path: str | Path) -> ComputationGraph:
+    """Load the model file at ``path``; errors are located as ``<path>:<line>``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ModelError(f"cannot read the model file: {e.strerror}", where=str(path)) from None
+    return load_model_text(text, source=str(path))
+
+
+def load_model_text(text: str, source: str = "<string>") -> ComputationGraph:
+    """Load a model from YAML text; ``source`` names it in error locations."""
+    return _Reader(parse_yaml(text, source), source).graph()
+
+
+def _suggest(word: str, options: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(str(word), list(options), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+class _Reader:
+    """Turns one parsed document into GraphBuilder calls, in the order of the format's sections."""
+
+    def __init__(self, doc: Any, source: str):
+        self.doc = doc
+        self.source = source
+
+    def error(self, message: str, line: int | None) -> ModelError:
+        return ModelError(message, where=f"{self.source}:{line}" if line else self.source)
+
+    def graph(self) -> ComputationGraph:
+        doc = self.doc
+        if doc is None:
+            raise self.error("the model file is empty; it needs at least `name` and `tensors`/`ops` or `model`", 1)
+        if not isinstance(doc, LineDict):
+            raise self.error("a model file must be a mapping with keys like name, mesh, tensors, ops", 1)
+        for key in doc:
+            if key not in TOP_LEVEL_KEYS:
+                raise self.error(
+                    f"unknown top-level key {key!r}{_suggest(key, TOP_LEVEL_KEYS)} "
+                    f"(keys: {', '.join(TOP_LEVEL_KEYS)})",
+                    doc.line_of(key),
+                )
+        if "name" not in doc:
+            raise self.error("missing `name`: every model needs one, e.g. `name: ffn`", doc.line)
+        name = doc["name"]
+        if not isinstance(name, str) or not name:
+            raise self.error(f"`name` must be a non-empty string, got {name!r}", doc.line_of("name"))
+        cluster = doc.get("cluster")
+        if cluster is not None and not isinstance(cluster, (str, dict)):
+            raise self.error(
+                f"`cluster` must be a preset name, a file path or a mapping, got {cluster!r}", doc.line_of("cluster")
+            )
+        b = GraphBuilder(name, self._meshes(), source=self.source, cluster=plain(cluster))
+        if "model" in doc:
+            for key in ("tensors", "ops", "outputs"):
+                if key in doc:
+                    raise self.error(f"`{key}` cannot be combined with `model` (a builder defines them)", doc.line_of(key))
+            self._builder(b, doc["model"], doc.line_of("model"))
+        else:
+            self._tensors(b)
+            self._ops(b)
+        self._outputs(b)
+        self._shard_as(b)
+        self._patterns(b)
+        fallback = doc.line_of("model") if "model" in doc else doc.line
+        try:
+            return b.build()
+        except ModelError as e:
+            if e.where is None:
+                raise e.located(f"{self.source}:{fallback}") from None
+            raise
+
+    # -- meshes ---------------------------------------------------------------------------
+    def _meshes(self) -> dict:
+        doc = self.doc
+        if "mesh" in doc and "meshes" in doc:
+            raise self.error("give either `mesh` or `meshes`, not both", doc.line_of("meshes"))
+        try:
+            if "mesh" in doc:
+                mesh = mesh_from_value(DEFAULT_MESH_NAME, doc["mesh"])
+                return {mesh.name: mesh}
+            if "meshes" not in doc:
+                return {}
+            table = doc["meshes"]
+            if not isinstance(table, LineDict) or not table:
+                raise self.error("`meshes` must map mesh names to meshes", doc.line_of("meshes"))
+            out = {}
+            for mesh_name, value in table.items():
+                try:
+                    out[str(mesh_name)] = mesh_from_value(str(mesh_name), value)
+                except ModelError as e:
+                    raise self.error(e.message, table.line_of(mesh_name)) from None
+            return check_same_devices(out)
+        except ModelError as e:
+            if e.where is not None:
+                raise
+            key = "mesh" if "mesh" in doc else "meshes"
+            raise self.error(e.message, doc.line_of(key)) from None
+
+    # -- explicit tensors and ops -----------------------------------------------------------
+    def _tensors(self, b: GraphBuilder) -> None:
+        table = self.doc.get("tensors")
+        if table is None:
+            return
+        if not isinstance(table, LineDict):
+            raise self.error("`tensors` must map tensor names to {shape: [...], dtype, kind, sharding}",
+                             self.doc.line_of("tensors"))
+        for name, spec in table.items():
+            line = table.line_of(name)
+            if not isinstance(spec, LineDict):
+                raise self.error(f"tensor {name!r} must be a mapping like {{shape: [64, 64], kind: param}}", line)
+            for key in spec:
+                if key not in TENSOR_KEYS:
+                    raise self.error(
+                        f"tensor {name!r} has unknown key {key!r}{_suggest(key, TENSOR_KEYS)} "
+                        f"(keys: {', '.join(TENSOR_KEYS)})",
+                        spec.line_of(key),
+                    )
+            if "shape" not in spec:
+                raise self.error(f"tensor {name!r} needs a shape, e.g. shape: [64, 64] ([] for a scalar)", line)
+            b.tensor(str(name), spec["shape"], spec.get("dtype", "f32"), spec.get("kind", "input"),
+                     spec.get("sharding"), value=spec.get("value"), line=line)
+
+    def _ops(self, b: GraphBuilder) -> None:
+        ops = self.doc.get("ops")
+        if ops is None:
+            return
+        if not isinstance(ops, LineList):
+            raise self.error("`ops` must be a list of ops like {name: dense1, op: matmul, inputs: [x, w]}",
+                             self.doc.line_of("ops"))
+        for i, spec in enumerate(ops):
+            line = ops.line_of(i)
+            if not isinstance(spec, LineDict):
+                raise self.error(f"ops entry {i} must be a mapping with at least op and inputs", line)
+            label = f"op {spec['name']!r}" if "name" in spec else f"ops entry {i}"
+            for key in ("op", "inputs"):
+                if key not in spec:
+                    raise self.error(f"{label} needs `{key}`", line)
+            inputs = spec["inputs"]
+            if isinstance(inputs, str):
+                inputs = [inputs]
+            if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs):
+                raise self.error(f"{label}: inputs must be a list of tensor names, got {plain(inputs)!r}", line)
+            attrs = {str(k): plain(v) for k, v in spec.items() if k not in OP_KEYS}
+            b.op(spec["op"], list(inputs), spec.get("output"), spec.get("name"),
+                 strategy=plain(spec.get("strategy")), out_sharding=spec.get("out_sharding"), line=line, **attrs)
+
+    # -- builders -------------------------------------------------------------------------
+    def _builder(self, b: GraphBuilder, model: Any, line: int) -> None:
+        if not isinstance(model, LineDict) or "builder" not in model:
+            raise self.error(
+                f"`model` must be a mapping with a builder, e.g. {{builder: gpt, layers: 12}} "
+                f"(builders: {', '.join(builders.BUILDERS)})",
+                line,
+            )
+        name = model["builder"]
+        try:
+            builders.get_builder(name)
+        except ModelError as e:
+            raise self.error(e.message, model.line_of("builder")) from None
+        args = {}
+        for key, value in model.items():
+            if key == "builder":
+                continue
+            try:
+                builders.check_arg(name, key, value)
+            except ModelError as e:
+                raise self.error(e.message, model.line_of(key)) from None
+            args[key] = value
+        try:
+            builders.define(b, name, **args)
+        except ModelError as e:
+            if e.where is not None:
+                raise
+            raise self.error(e.message, model.line) from None
+
+    # -- outputs, groups, patterns --------------------------------------------------------------
+    def _names(self, value: Any, what: str, line: int) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(f"{what} must be a list of tensor names, got {plain(value)!r}", line)
+        return list(value)
+
+    def _outputs(self, b: GraphBuilder) -> None:
+        if "outputs" in self.doc:
+            line = self.doc.line_of("outputs")
+            b.outputs(*self._names(self.doc["outputs"], "`outputs`", line), line=line)
+
+    def _shard_as(self, b: GraphBuilder) -> None:
+        groups = self.doc.get("shard_as")
+        if groups is None:
+            return
+        if not isinstance(groups, LineList):
+            raise self.error("`shard_as` must be a list of groups like [[h1, h3]]", self.doc.line_of("shard_as"))
+        for i, group in enumerate(groups):
+            line = groups.line_of(i)
+            b.shard_as(*self._names(group, "a shard_as group", line), line=line)
+
+    def _patterns(self, b: GraphBuilder) -> None:
+        for key, apply in (("shardings", b.annotate_shardings), ("strategies", b.annotate_strategies)):
+            table = self.doc.get(key)
+            if table is None:
+                continue
+            if not isinstance(table, LineDict):
+                raise self.error(f"`{key}` must map name patterns (globs like 'layer*.mlp.w1') to annotations",
+                                 self.doc.line_of(key))
+            apply({str(k): plain(v) for k, v in table.items()}, {str(k): table.line_of(k) for k in table})
