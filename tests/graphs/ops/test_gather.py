@@ -1,0 +1,23 @@
+import numpy as np
+import pytest
+
+from graphs.ops.gather import GATHER
+from planner.errors import ModelError
+
+
+def test_gather_shape_is_indices_then_row_shape():
+    assert GATHER.infer([(100, 4, 8), (2, 3)], ["bf16", "i64"], {}) == ((2, 3, 4, 8), "bf16")
+
+
+def test_gather_needs_integer_indices():
+    with pytest.raises(ModelError, match="gather needs integer indices .* but ids is f32"):
+        GATHER.infer([(100, 8), (2, 3)], ["f32", "f32"], {}, names=["table", "ids"])
+
+
+def test_gather_reference_picks_rows():
+    table = np.arange(20.0).reshape(5, 4)
+    idx = np.array([[4, 0], [2, 2]])
+    np.testing.assert_array_equal(GATHER.reference([table, idx], {}), table[idx])
+    with pytest.raises(IndexError):
+        GATHER.reference([table, np.array([5])], {})
+    assert GATHER.flops([(5, 4), (2, 2)], (2, 2, 4), {}) == 0

@@ -1,0 +1,43 @@
+import pytest
+
+from graphs.ops.registry import OPS, get_op, op_names
+from planner.errors import ModelError
+
+SPEC_OPS = (
+    "matmul einsum add sub mul div maximum relu gelu tanh exp sigmoid neg cast sum mean max softmax "
+    "layernorm rmsnorm reshape transpose gather concat slice cross_entropy conv2d"
+).split()
+
+
+def test_registry_has_exactly_the_spec_ops_in_alphabetical_order():
+    assert sorted(SPEC_OPS) == list(op_names())
+    assert list(OPS) == sorted(OPS)
+
+
+def test_every_entry_is_named_after_its_key():
+    assert all(opdef.name == name for name, opdef in OPS.items())
+
+
+def test_unknown_op_suggests_and_lists_known_ops():
+    with pytest.raises(ModelError) as e:
+        get_op("softmx")
+    assert "did you mean softmax?" in e.value.message
+    assert "known ops: add, cast" in e.value.message
+
+
+def test_unknown_attribute_lists_the_valid_ones():
+    with pytest.raises(ModelError, match=r"matmul has no attribute 'transpose_c'; did you mean transpose_b\? "
+                                         r"\(its attributes: transpose_a, transpose_b\)"):
+        get_op("matmul").with_defaults({"transpose_c": True})
+
+
+def test_missing_required_attribute():
+    with pytest.raises(ModelError, match="reshape needs the attribute 'shape'"):
+        get_op("reshape").with_defaults({})
+
+
+@pytest.mark.parametrize("name, n, text", [("relu", 2, "1 input"), ("layernorm", 4, "1 to 3 inputs"),
+                                          ("rmsnorm", 0, "1 or 2 inputs"), ("concat", 0, "at least 1 input")])
+def test_arity_messages(name, n, text):
+    with pytest.raises(ModelError, match=f"{name} takes {text}, got {n}"):
+        get_op(name).check_arity(n)
