@@ -62,7 +62,7 @@ class GraphBuilder:
         try:
             return parse_sharding(value, self.meshes)
         except ShardplanError as e:
-            raise ModelError(f"{what}: bad sharding {value!r}: {e.message}", where=self.where(line)) from None
+            raise ModelError(f"{what}: bad sharding: {e.message}", where=self.where(line)) from None
 
     # -- recording -------------------------------------------------------------------
     def tensor(

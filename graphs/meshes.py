@@ -94,7 +94,9 @@ def as_meshes(value: Any) -> dict[str, Mesh]:
             out[mesh.name] = mesh
         return check_same_devices(out)
     if isinstance(value, Mapping):
-        if value and all(isinstance(v, Mesh) for v in value.values()):
+        if not value:
+            return {}
+        if all(isinstance(v, Mesh) for v in value.values()):
             return check_same_devices({k: v for k, v in value.items()})
         mesh = mesh_from_value(DEFAULT_MESH_NAME, value)
         return {mesh.name: mesh}

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 from graphs.dtypes import check_dtype, dtype_itemsize
 from graphs.ops.common import numel, shape_text
 from graphs.ops.registry import get_op
-from planner.errors import ModelError, ShardplanError
+from planner.errors import ModelError
 from planner.ir import TensorSharding
 
 #: The kinds of tensor: data fed in, trained parameters, constants, and op results.
@@ -77,10 +77,12 @@ class TensorSpec:
         if self.sharding is not None:
             if not isinstance(self.sharding, TensorSharding):
                 raise ModelError(f"tensor {self.name!r}: sharding must be a TensorSharding, got {self.sharding!r}")
-            try:
-                self.sharding.check_rank(self.shape, self.name)
-            except ShardplanError as e:
-                raise ModelError(f"tensor {self.name!r}: {e.message}") from None
+            if self.sharding.rank != len(self.shape):
+                raise ModelError(
+                    f"tensor {self.name!r} has rank {len(self.shape)} (shape {shape_text(self.shape)}) but its "
+                    f"sharding {self.sharding.dims_text()} has {self.sharding.rank} dimension shardings; "
+                    "give one {...} per dimension"
+                )
 
     @property
     def rank(self) -> int:

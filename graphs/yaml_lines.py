@@ -93,9 +93,14 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
         return loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        detail = " ".join(p for p in (e.context, e.problem) if p)
+        detail = e.problem or "malformed YAML"
+        if e.context:
+            started = e.context_mark
+            at = f" (started at line {started.line + 1})" if started is not None and started is not mark else ""
+            detail = f"{e.context}{at}: {detail}"
         line = f":{mark.line + 1}" if mark is not None else ""
-        raise ModelError(f"YAML syntax error: {detail}", where=f"{source}{line}") from None
+        kind = "YAML error" if isinstance(e, yaml.constructor.ConstructorError) else "YAML syntax error"
+        raise ModelError(f"{kind}: {detail}", where=f"{source}{line}") from None
     except yaml.YAMLError as e:
         raise ModelError(f"YAML error: {e}", where=source) from None
     finally:
