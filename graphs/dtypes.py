@@ -25,6 +25,12 @@ DTYPES: tuple[str, ...] = ("f32", "bf16", "f16", "i32", "i64", "bool")
 _ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "bool": 1}
 _NUMPY = {"f32": "float32", "bf16": "float32", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
 _FLOATS = ("f32", "bf16", "f16")
+# Spellings from other frameworks, used only to suggest the right name in errors.
+_ALIASES = {
+    "float": ["f32"], "float32": ["f32"], "fp32": ["f32"], "f64": ["f32"], "float64": ["f32"],
+    "bfloat16": ["bf16"], "float16": ["f16"], "fp16": ["f16"], "half": ["f16"],
+    "int": ["i32"], "int32": ["i32"], "int64": ["i64"], "long": ["i64"], "bool_": ["bool"],
+}
 _INTS = ("i32", "i64")
 
 
@@ -32,7 +38,7 @@ def check_dtype(name: object) -> str:
     """Return ``name`` if it is a known dtype, else raise :class:`ModelError` listing them."""
     if isinstance(name, str) and name in _ITEMSIZE:
         return name
-    close = difflib.get_close_matches(str(name), DTYPES, n=1)
+    close = _ALIASES.get(str(name).lower()) or difflib.get_close_matches(str(name), DTYPES, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     raise ModelError(f"unknown dtype {name!r}{hint} (dtypes are {', '.join(DTYPES)})")
 
