@@ -1,0 +1,214 @@
+"""The redistribution engine: the cheapest sequence of collectives between two shardings.
+
+Given a tensor's shape and dtype and a source and destination sharding (one mesh,
+or two meshes over the same devices), :func:`reshard` returns a
+:class:`~planner.redistribution.steps.ReshardPlan`: ordered steps (AllReduce,
+ReduceScatter, AllGather, AllToAll, CollectivePermute, Slice), each with its
+bytes per device and time, and the lower bound the plan is scored against.
+
+How: both shardings are rewritten over the common refinement of the mesh axes
+(:mod:`planner.redistribution.state`) and a Dijkstra search runs over layouts,
+one collective per edge (:mod:`planner.redistribution.moves`), minimising bytes
+received per device, then time, then the number of steps. Because every move is
+a whole collective, the search finds e.g. ReduceScatter instead of AllReduce +
+Slice, AllToAll for an axis that changes dimension, slices before gathers, and a
+CollectivePermute where one device's block simply moves to another — and never
+gathers what a later step slices away. When the meshes differ, a first
+CollectivePermute moves blocks to the devices that hold them in the destination
+mesh's order (only where they differ).
+
+Plans are cached by ``(shape, dtype, source, destination, cluster)``.
+
+>>> from planner.ir import parse_mesh, parse_sharding
+>>> m = parse_mesh('@m = <["x"=2, "y"=4]>')
+>>> plan = reshard((64, 32), "f32", parse_sharding('[{"x"}, {}]', m), parse_sharding('[{}, {"x"}]', m))
+>>> [str(s) for s in plan.steps], plan.lower_bound_bytes_per_device
+(['AllToAll {"x"} dims [0, 1]: 2048 B'], 2048)
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from costmodels import RING, Cluster, CollectiveCost, load_cluster
+from graphs.dtypes import dtype_itemsize
+from planner.errors import ShardingError, ShardplanError
+from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
+from planner.ir.layout import device_index_ranges, devices_to_positions
+from planner.ir.sharding import TensorSharding
+from planner.redistribution.lower_bound import NOTE, lower_bound_bytes
+from planner.redistribution.moves import Move, moves
+from planner.redistribution.state import Pieces, State
+from planner.redistribution.steps import ReshardPlan, Step
+
+
+class ReshardError(ShardplanError):
+    """A redistribution that cannot be done (different device counts, shapes ...)."""
+
+
+def reshard(
+    shape: Sequence[int],
+    dtype: str,
+    source: TensorSharding,
+    destination: TensorSharding,
+    cluster: Cluster | None = None,
+) -> ReshardPlan:
+    """The cheapest plan from ``source`` to ``destination`` (see the module docstring)."""
+    shape = tuple(int(d) for d in shape)
+    source.check_rank(shape, "source")
+    destination.check_rank(shape, "destination")
+    if source.mesh.size != destination.mesh.size:
+        raise ReshardError(
+            f"the source mesh @{source.mesh.name} has {source.mesh.size} devices and the destination mesh "
+            f"@{destination.mesh.name} has {destination.mesh.size}; a redistribution stays on the same devices"
+        )
+    return _reshard(shape, dtype, source.layout_only(), destination.layout_only(), cluster or _default_cluster())
+
+
+@lru_cache(maxsize=1)
+def _default_cluster() -> Cluster:
+    return load_cluster(None)
+
+
+@lru_cache(maxsize=65536)
+def _reshard(shape, dtype, source, destination, cluster) -> ReshardPlan:
+    itemsize = dtype_itemsize(dtype)
+    steps: list[Step] = []
+    start = source
+    if source.mesh != destination.mesh:
+        start, step = _change_mesh(shape, itemsize, source, destination, cluster)
+        if step is not None:
+            steps.append(step)
+    steps += _search(shape, itemsize, start, destination, cluster)
+    bound = lower_bound_bytes(source, destination, shape, itemsize)
+    return ReshardPlan(shape, dtype, source, destination, tuple(steps), bound, NOTE)
+
+
+# -- mesh change -------------------------------------------------------------------------
+
+def _translate(sharding: TensorSharding, mesh) -> TensorSharding:
+    """The same digits of the flat device position, named with ``mesh``'s axes."""
+    src = sharding.mesh
+    dims = [[a for ref in d.axes for a in axes_for_digit(mesh, *ref.digit(src))] for d in sharding.dims]
+    unreduced = [a for ref in sharding.unreduced for a in axes_for_digit(mesh, *ref.digit(src))]
+    return TensorSharding.build(mesh, dims, unreduced=unreduced)
+
+
+def _change_mesh(shape, itemsize, source, destination, cluster) -> tuple[TensorSharding, Step | None]:
+    """Re-express ``source`` on the destination mesh; move blocks whose device changes."""
+    mesh = destination.mesh
+    try:
+        moved = _translate(source, mesh)
+    except ShardingError:
+        raise ReshardError(
+            f"the axes of @{source.mesh.name} ({source.mesh.short()}) do not line up with those of "
+            f"@{mesh.name} ({mesh.short()}); use meshes whose axis sizes divide each other"
+        ) from None
+    # the device at flat position q of the destination mesh takes what the source
+    # gives the device at flat position q of the source mesh
+    giver = np.empty(mesh.size, dtype=np.int64)
+    giver[np.asarray(mesh.devices)] = np.asarray(source.mesh.devices)
+    if source.unreduced:
+        moves_ = giver != np.arange(mesh.size)  # partial sums travel with their device slot
+    else:
+        old = device_index_ranges(source, shape)
+        new = device_index_ranges(moved, shape)
+        moves_ = ~np.all(old == new, axis=(1, 2))
+    if not moves_.any():
+        return moved, None
+    pairs = tuple(sorted((int(giver[r]), int(r)) for r in np.flatnonzero(moves_)))
+    local = int(np.prod(moved.local_shape(shape), dtype=np.int64)) * itemsize
+    cost = RING.collective_permute(local, cluster.link_for(mesh, _axes_between(mesh, pairs)))
+    return moved, Step("CollectivePermute", (), (), source, moved, cost.bytes_per_device, cost.time_s, pairs)
+
+
+def _axes_between(mesh, pairs) -> tuple[AxisRef, ...]:
+    """Mesh axes along which some pair of devices differs (the link a permute uses)."""
+    pos = devices_to_positions(mesh)
+    src = pos[[a for a, _ in pairs]]
+    dst = pos[[b for _, b in pairs]]
+    out = []
+    for axis in mesh.axes:
+        stride = mesh.axis_stride(axis.name)
+        if np.any((src // stride) % axis.size != (dst // stride) % axis.size):
+            out.append(AxisRef(axis.name))
+    return tuple(out)
+
+
+# -- search --------------------------------------------------------------------------------
+
+def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
+    if move.kind == "Slice":
+        return CollectiveCost(0, 0.0)
+    if move.kind == "CollectivePermute":
+        return RING.collective_permute(move.unit_bytes, cluster.link_for(pc.mesh, _axes_between(pc.mesh, move.pairs)))
+    link = cluster.link_for(pc.mesh, pc.axes_of(move.group))
+    fn = {
+        "AllReduce": RING.all_reduce,
+        "ReduceScatter": RING.reduce_scatter,
+        "AllGather": RING.all_gather,
+        "AllToAll": RING.all_to_all,
+    }[move.kind]
+    return fn(move.p, move.unit_bytes, link)
+
+
+def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster) -> list[Step]:
+    pc = Pieces.refine(destination.mesh, shape, [source, destination])
+    start, goal = pc.state_of(source), pc.state_of(destination)
+    if start == goal:
+        return []
+    counter = itertools.count()
+    best: dict[State, tuple] = {start: (0, 0.0, 0)}
+    back: dict[State, tuple[State, Move, CollectiveCost]] = {}
+    heap = [(0, 0.0, 0, next(counter), start)]
+    while heap:
+        b, t, n, _, state = heapq.heappop(heap)
+        if best.get(state, (None,)) < (b, t, n):
+            continue
+        if state == goal or _same_layout(pc, state, goal):
+            return _steps(pc, back, start, state, goal, cluster)
+        for move in moves(pc, state, goal, itemsize):
+            cost = _move_cost(pc, move, cluster)
+            key = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
+            if key < best.get(move.after, (float("inf"),)):
+                best[move.after] = key
+                back[move.after] = (state, move, cost)
+                heapq.heappush(heap, (*key, next(counter), move.after))
+    raise ReshardError(
+        f"no sequence of collectives turns {source} into {destination} for shape {'x'.join(map(str, shape))}"
+    )
+
+
+def _same_layout(pc: Pieces, a: State, b: State) -> bool:
+    if a.unreduced != b.unreduced:
+        return False
+    return bool(np.array_equal(pc.boxes(a), pc.boxes(b)))
+
+
+def _steps(pc: Pieces, back, start: State, end: State, goal: State, cluster) -> list[Step]:
+    chain = []
+    state = end
+    while state != start:
+        prev, move, cost = back[state]
+        chain.append((prev, move, cost))
+        state = prev
+    chain.reverse()
+    steps = []
+    for prev, move, cost in chain:
+        after = pc.sharding_of(goal if move.after == end else move.after)
+        axes = pc.axes_of(move.group) if move.kind == "AllReduce" else _ordered_axes(pc, move.group)
+        steps.append(
+            Step(move.kind, axes, move.dims, pc.sharding_of(prev), after, cost.bytes_per_device, cost.time_s, move.pairs)
+        )
+    return steps
+
+
+def _ordered_axes(pc: Pieces, group) -> tuple:
+    """The group's pieces as axis references in member order (adjacent pieces merged)."""
+    return merge_adjacent([pc.refs[p] for p in group], pc.mesh)
+

@@ -1,0 +1,187 @@
+"""The search state of the redistribution engine: a layout over refined axis pieces.
+
+Source and destination shardings may cut one mesh axis differently (``"d"`` in one,
+``"d":(1)2`` and ``"d":(2)4`` in the other). Both are rewritten over the common
+refinement of every axis: the *pieces* between all cut points either of them uses.
+A state then says, per tensor dimension, which pieces split it (major to minor)
+and which pieces carry a pending sum. States convert back to
+:class:`~planner.ir.sharding.TensorSharding` (adjacent pieces merged).
+
+Everything about where data sits is computed from the device index map, vectorised
+over devices: the ``[start, stop)`` box per device and dimension (clipped to the
+tensor, as :func:`planner.ir.layout.device_index_ranges` gives it) and the local,
+padded shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from planner.ir.axis import AxisRef, make_axis
+from planner.ir.layout import devices_to_positions
+from planner.ir.mesh import Mesh
+from planner.ir.sharding import TensorSharding
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """Pieces per dimension (indices into :attr:`Pieces.refs`) and pieces pending a sum."""
+
+    dims: tuple[tuple[int, ...], ...]
+    unreduced: frozenset[int] = frozenset()
+
+    def used(self) -> set[int]:
+        return {p for d in self.dims for p in d} | set(self.unreduced)
+
+    def dim_of(self, piece: int) -> int | None:
+        for i, d in enumerate(self.dims):
+            if piece in d:
+                return i
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class Pieces:
+    """The refined pieces of a mesh, with their digits and the geometry they imply."""
+
+    mesh: Mesh
+    shape: tuple[int, ...]
+    refs: tuple[AxisRef, ...]
+    strides: np.ndarray = field(repr=False)
+    sizes: np.ndarray = field(repr=False)
+    positions: np.ndarray = field(repr=False)  # flat mesh position of each device id
+    _digits: np.ndarray = field(repr=False)  # (devices, pieces) digit value of each device
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding]) -> "Pieces":
+        refs: list[AxisRef] = []
+        for axis in mesh.axes:
+            cuts = {1, axis.size}
+            for s in shardings:
+                for ref in s.used_axes():
+                    if ref.name == axis.name:
+                        lo, hi = ref.interval(mesh)
+                        cuts.update((lo, hi))
+            cuts = sorted(cuts)
+            for lo, hi in zip(cuts, cuts[1:]):
+                refs.append(make_axis(mesh, axis.name, lo, hi // lo))
+        digits = [r.digit(mesh) for r in refs]
+        strides = np.array([d[0] for d in digits], dtype=np.int64)
+        sizes = np.array([d[1] for d in digits], dtype=np.int64)
+        positions = devices_to_positions(mesh)
+        values = (positions[:, None] // strides[None, :]) % sizes[None, :]
+        return cls(mesh, tuple(shape), tuple(refs), strides, sizes, positions, values)
+
+    # -- conversions -------------------------------------------------------------
+    def pieces_of(self, ref: AxisRef) -> tuple[int, ...]:
+        lo, hi = ref.interval(self.mesh)
+        found = [
+            i for i, p in enumerate(self.refs)
+            if p.name == ref.name and lo <= p.interval(self.mesh)[0] and p.interval(self.mesh)[1] <= hi
+        ]
+        return tuple(sorted(found, key=lambda i: self.refs[i].pre_size))
+
+    def state_of(self, sharding: TensorSharding) -> State:
+        dims = tuple(tuple(p for ref in d.axes for p in self.pieces_of(ref)) for d in sharding.dims)
+        unreduced = frozenset(p for ref in sharding.unreduced for p in self.pieces_of(ref))
+        return State(dims, unreduced)
+
+    def sharding_of(self, state: State) -> TensorSharding:
+        key = ("sharding", state)
+        if key not in self._cache:
+            self._cache[key] = TensorSharding.build(
+                self.mesh,
+                [[self.refs[p] for p in d] for d in state.dims],
+                unreduced=[self.refs[p] for p in state.unreduced],
+            )
+        return self._cache[key]
+
+    def axes_of(self, pieces: Sequence[int]) -> tuple[AxisRef, ...]:
+        """The pieces as canonical axis references (adjacent pieces merged), in mesh order."""
+        refs = sorted((self.refs[p] for p in pieces), key=lambda r: r.sort_key(self.mesh))
+        merged: list[AxisRef] = []
+        for r in refs:
+            if merged and merged[-1].name == r.name and merged[-1].interval(self.mesh)[1] == r.interval(self.mesh)[0]:
+                lo = merged[-1].interval(self.mesh)[0]
+                merged[-1] = make_axis(self.mesh, r.name, lo, r.interval(self.mesh)[1] // lo)
+            else:
+                merged.append(r)
+        return tuple(merged)
+
+    # -- geometry -----------------------------------------------------------------
+    def size(self, pieces: Sequence[int]) -> int:
+        n = 1
+        for p in pieces:
+            n *= int(self.sizes[p])
+        return n
+
+    def local_shape(self, state: State) -> tuple[int, ...]:
+        return tuple(-(-d // self.size(ps)) for d, ps in zip(self.shape, state.dims))
+
+    def local_elements(self, state: State) -> int:
+        n = 1
+        for s in self.local_shape(state):
+            n *= s
+        return n
+
+    def shard_index(self, pieces: Sequence[int]) -> np.ndarray:
+        """Each device's mixed-radix index over ``pieces`` (major to minor)."""
+        idx = np.zeros(self.mesh.size, dtype=np.int64)
+        for p in pieces:
+            idx = idx * self.sizes[p] + self._digits[:, p]
+        return idx
+
+    def boxes(self, state: State) -> np.ndarray:
+        """``(devices, rank, 2)`` clipped ``[start, stop)`` of every device (cached)."""
+        key = ("boxes", state.dims)
+        box = self._cache.get(key)
+        if box is None:
+            n = self.mesh.size
+            box = np.zeros((n, len(self.shape), 2), dtype=np.int64)
+            for k, (d, ps) in enumerate(zip(self.shape, state.dims)):
+                local = -(-d // self.size(ps))
+                idx = self.shard_index(ps)
+                box[:, k, 0] = np.minimum(idx * local, d)
+                box[:, k, 1] = np.minimum((idx + 1) * local, d)
+            self._cache[key] = box
+        return box
+
+    def group_key(self, pieces: Sequence[int]) -> np.ndarray:
+        """Label per device: equal labels are one group of a collective over ``pieces``."""
+        key = self.positions.copy()
+        for p in pieces:
+            key -= self._digits[:, p] * self.strides[p]
+        return key
+
+    def groups(self, pieces: Sequence[int]) -> list[np.ndarray]:
+        """Device ids of each group, each ordered by its members' index over ``pieces``."""
+        key = self.group_key(pieces)
+        member = self.shard_index(pieces)
+        order = np.lexsort((member, key))
+        sorted_keys = key[order]
+        cuts = np.flatnonzero(np.diff(sorted_keys)) + 1
+        return [g for g in np.split(order, cuts)]
+
+    def digits(self) -> np.ndarray:
+        return self._digits
+
+
+def contains(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Per device: whether box ``inner`` lies in box ``outer`` (empty boxes lie anywhere)."""
+    empty = np.any(inner[..., 1] <= inner[..., 0], axis=-1)
+    inside = np.all((outer[..., 0] <= inner[..., 0]) & (inner[..., 1] <= outer[..., 1]), axis=-1)
+    return empty | inside
+
+
+def box_volume(box: np.ndarray) -> np.ndarray:
+    return np.prod(np.maximum(box[..., 1] - box[..., 0], 0), axis=-1)
+
+
+def overlap_volume(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    lo = np.maximum(a[..., 0], b[..., 0])
+    hi = np.minimum(a[..., 1], b[..., 1])
+    return np.prod(np.maximum(hi - lo, 0), axis=-1)

@@ -1,0 +1,269 @@
+"""Collectives executed for real on the simulator's blocks, counting received bytes.
+
+Each function takes a :class:`~planner.simulation.distributed.DistributedArray`, a
+:class:`~planner.redistribution.steps.Step` and a :class:`Network`, moves numpy
+blocks between simulated devices exactly as the algorithm would (ring passes for
+AllGather, ReduceScatter and AllReduce; one chunk per peer for AllToAll; one block
+per receiver for CollectivePermute) and returns the array in the step's ``after``
+sharding. Every transfer goes through :meth:`Network.send`, which is what the
+measured bytes count. A device then cuts its new block out of what it holds and
+received; an element it should hold but cannot find is an ``AssertionError``
+(the engine's plan was wrong), never silently zero.
+
+Device groups come from the mesh: the devices whose positions differ only in the
+step's axes, ordered by their index over those axes.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from planner.ir.layout import devices_to_positions
+from planner.ir.sharding import TensorSharding
+from planner.redistribution.steps import Step
+from planner.simulation.distributed import DistributedArray, block_origins
+
+
+class Network:
+    """Counts the bytes each simulated device receives, step by step."""
+
+    def __init__(self, devices: int):
+        self.devices = devices
+        self.total = np.zeros(devices, dtype=np.int64)
+        self.per_step: list[np.ndarray] = []
+
+    def begin_step(self) -> None:
+        self.per_step.append(np.zeros(self.devices, dtype=np.int64))
+
+    def send(self, src: int, dst: int, data: np.ndarray) -> np.ndarray:
+        """Deliver a copy of ``data`` from ``src`` to ``dst`` (free when they are the same device)."""
+        if src != dst:
+            if not self.per_step:
+                self.begin_step()
+            self.per_step[-1][dst] += data.nbytes
+            self.total[dst] += data.nbytes
+        return np.array(data, copy=True)
+
+    def step_bytes(self) -> int:
+        """Largest number of bytes any device received in the last step."""
+        return int(self.per_step[-1].max(initial=0)) if self.per_step else 0
+
+    @property
+    def bytes_per_device(self) -> int:
+        """Sum over steps of each step's largest per-device receipt (the engine's measure)."""
+        return int(sum(int(s.max(initial=0)) for s in self.per_step))
+
+
+# -- groups and pieces ------------------------------------------------------------------------
+
+def groups(sharding: TensorSharding, axes) -> list[np.ndarray]:
+    """Device ids of each group of a collective over ``axes``, in member order."""
+    mesh = sharding.mesh
+    pos = devices_to_positions(mesh)
+    key = pos.copy()
+    member = np.zeros(mesh.size, dtype=np.int64)
+    for ref in axes:
+        stride, size = ref.digit(mesh)
+        digit = (pos // stride) % size
+        key -= digit * stride
+        member = member * size + digit
+    order = np.lexsort((member, key))
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    return list(np.split(order, cuts))
+
+
+def _extract(block: np.ndarray, origin: Sequence[int], want_origin: Sequence[int], want_shape: Sequence[int]):
+    """The part of ``block`` (at ``origin``) covering ``[want_origin, +want_shape)``, zero-padded."""
+    out = np.zeros(tuple(want_shape), dtype=block.dtype)
+    src, dst = [], []
+    for o, n, w, m in zip(origin, block.shape, want_origin, want_shape):
+        lo, hi = max(o, w), min(o + n, w + m)
+        if hi <= lo:
+            return out
+        src.append(slice(lo - o, hi - o))
+        dst.append(slice(lo - w, hi - w))
+    out[tuple(dst)] = block[tuple(src)]
+    return out
+
+
+def _assemble(pieces, origin, local, shape) -> np.ndarray:
+    """A new block at ``origin`` built from ``(origin, array)`` pieces; every valid element must be found."""
+    dtype = pieces[0][1].dtype
+    out = np.zeros(tuple(local), dtype=dtype)
+    covered = np.zeros(tuple(local), dtype=bool)
+    for p_origin, arr in pieces:
+        src, dst = [], []
+        empty = False
+        for o, n, w, m in zip(p_origin, arr.shape, origin, local):
+            lo, hi = max(o, w), min(o + n, w + m)
+            if hi <= lo:
+                empty = True
+                break
+            src.append(slice(lo - o, hi - o))
+            dst.append(slice(lo - w, hi - w))
+        if empty:
+            continue
+        out[tuple(dst)] = arr[tuple(src)]
+        covered[tuple(dst)] = True
+    valid = tuple(slice(0, max(0, min(m, d - w))) for w, m, d in zip(origin, local, shape))
+    if not covered[valid].all():
+        raise AssertionError("a device lacks elements of its new block: the plan is not executable")
+    return out
+
+
+def _rebuild(arr: DistributedArray, after: TensorSharding, pieces_of) -> DistributedArray:
+    shape = arr.shape
+    local = after.local_shape(shape)
+    origins = block_origins(after, shape)
+    blocks = [_assemble(pieces_of(d), origins[d], local, shape) for d in range(after.mesh.size)]
+    return DistributedArray(after, shape, blocks)
+
+
+# -- the collectives ----------------------------------------------------------------------------
+
+def _ring_all_gather(net: Network, members: np.ndarray, items: list) -> list[list]:
+    """Ring all-gather of one item per member; returns every member's list of all items."""
+    p = len(members)
+    have = [{r: items[r]} for r in range(p)]
+    for t in range(p - 1):
+        sends = [(r, (r - t) % p) for r in range(p)]
+        for r, j in sends:
+            dst = (r + 1) % p
+            origin, data = have[r][j]
+            have[dst][j] = (origin, net.send(int(members[r]), int(members[dst]), data))
+    return [[have[r][j] for j in range(p)] for r in range(p)]
+
+
+def all_gather(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    origins = arr.origins()
+    held: dict[int, list] = {}
+    for members in groups(arr.sharding, step.axes):
+        items = [(origins[d], arr.blocks[d]) for d in members]
+        for r, got in enumerate(_ring_all_gather(net, members, items)):
+            held[int(members[r])] = got
+    return _rebuild(arr, step.after, lambda d: held[d])
+
+
+def all_to_all(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    _, k = step.dims
+    shape = arr.shape
+    origins = arr.origins()
+    new_origins = block_origins(step.after, shape)
+    new_local = step.after.local_shape(shape)
+    held: dict[int, list] = {}
+    for members in groups(arr.sharding, step.axes):
+        for n in members:
+            got = []
+            for m in members:
+                want_origin = list(origins[m])
+                want_origin[k] = new_origins[n][k]
+                want_shape = list(arr.blocks[m].shape)
+                want_shape[k] = new_local[k]
+                chunk = _extract(arr.blocks[m], origins[m], want_origin, want_shape)
+                got.append((want_origin, net.send(int(m), int(n), chunk)))
+            held[int(n)] = got
+    return _rebuild(arr, step.after, lambda d: held[d])
+
+
+def _ring_reduce_scatter(net: Network, members: np.ndarray, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """``chunks[r][c]``: member r's partial of chunk c. Member r ends with the sum of chunk r."""
+    p = len(members)
+    acc = [[c.copy() for c in row] for row in chunks]
+    for t in range(p - 1):
+        sends = []
+        for r in range(p):
+            c = (r - t - 1) % p
+            sends.append((r, c, acc[r][c]))
+        for r, c, data in sends:
+            dst = (r + 1) % p
+            acc[dst][c] = acc[dst][c] + net.send(int(members[r]), int(members[dst]), data)
+    return [acc[r][r] for r in range(p)]
+
+
+def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    shape = arr.shape
+    origins = arr.origins()
+    new_origins = block_origins(step.after, shape)
+    new_local = step.after.local_shape(shape)
+    held: dict[int, list] = {}
+    for members in groups(arr.sharding, step.axes):
+        chunks = [
+            [_extract(arr.blocks[m], origins[m], new_origins[c], new_local) for c in members] for m in members
+        ]
+        for r, total in enumerate(_ring_reduce_scatter(net, members, chunks)):
+            d = int(members[r])
+            held[d] = [(new_origins[d], total)]
+    return _rebuild(arr, step.after, lambda d: held[d])
+
+
+def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    blocks = list(arr.blocks)
+    for members in groups(arr.sharding, step.axes):
+        p = len(members)
+        flat = [arr.blocks[m].reshape(-1) for m in members]
+        n = flat[0].size
+        c = -(-n // p) if n else 0
+        padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
+        chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
+        reduced = _ring_reduce_scatter(net, members, chunks)
+        gathered = _ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
+        for r, items in enumerate(gathered):
+            full = np.concatenate([a for _, a in items])[:n]
+            blocks[int(members[r])] = full.reshape(arr.blocks[int(members[r])].shape)
+    return DistributedArray(step.after, arr.shape, blocks)
+
+
+def collective_permute(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    shape = arr.shape
+    origins = arr.origins()
+    after = step.after
+    new_origins = block_origins(after, shape)
+    new_local = after.local_shape(shape)
+    source = {dst: src for src, dst in step.pairs}
+    if arr.sharding.unreduced:  # partial sums move whole, with their device slot
+        blocks = list(arr.blocks)
+        for dst, src in source.items():
+            blocks[dst] = net.send(src, dst, arr.blocks[src])
+        return DistributedArray(after, shape, blocks)
+
+    def pieces_of(d):
+        if d in source:
+            s = source[d]
+            block = _extract(arr.blocks[s], origins[s], new_origins[d], new_local)
+            return [(new_origins[d], net.send(s, d, block))]
+        return [(origins[d], arr.blocks[d])]
+
+    return _rebuild(arr, after, pieces_of)
+
+
+def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    fresh = [a for a in step.after.unreduced if a not in arr.sharding.unreduced]
+    if fresh:  # keep a 1/p share: the group's first member keeps the value, the others zero
+        mesh = arr.mesh
+        pos = devices_to_positions(mesh)
+        keep = np.ones(mesh.size, dtype=bool)
+        for ref in fresh:
+            stride, size = ref.digit(mesh)
+            keep &= (pos // stride) % size == 0
+        blocks = [b if keep[d] else np.zeros_like(b) for d, b in enumerate(arr.blocks)]
+        arr = DistributedArray(arr.sharding.with_unreduced(arr.sharding.unreduced + tuple(fresh)), arr.shape, blocks)
+    origins = arr.origins()
+    return _rebuild(arr, step.after, lambda d: [(origins[d], arr.blocks[d])])
+
+
+EXECUTORS = {
+    "AllGather": all_gather,
+    "AllReduce": all_reduce,
+    "AllToAll": all_to_all,
+    "CollectivePermute": collective_permute,
+    "ReduceScatter": reduce_scatter,
+    "Slice": local_slice,
+}
+
+
+def run_step(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
+    """Execute one step; the array must be in the step's ``before`` layout."""
+    net.begin_step()
+    return EXECUTORS[step.kind](arr, step, net)
