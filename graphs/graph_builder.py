@@ -128,80 +128,69 @@ class GraphBuilder:
         self._lines["shard_as"].append(line)
 
     # -- annotations by name pattern ------------------------------------------------------
-    def _match(self, pattern: str, names: Sequence[str], what: str, line: int | None) -> list[str]:
+    def _match(self, pattern: str, names: Sequence[str], section: str, kind: str, line: int | None) -> list[str]:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            raise ModelError(f"{what} pattern {pattern!r} matches no {what.split()[0]} of the model", where=self.where(line))
+            raise ModelError(f"{section} pattern {pattern!r} matches no {kind} of the model", where=self.where(line))
         return hits
 
     def annotate_shardings(self, patterns: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
         """Give every tensor whose name matches a glob pattern that pattern's sharding.
 
         Activations get it as their producer's ``out_sharding``. A pattern matching
-        nothing, or a tensor given two different shardings, is an error.
+        nothing, a tensor given two different shardings, or one that already has a
+        different sharding is an error.
         """
         lines = lines or {}
-        given: dict[str, tuple[str, TensorSharding]] = {}
-        declared = [t.name for t in self._tensors]
-        produced = [op.output for op in self._ops]
+        declared = {t.name: i for i, t in enumerate(self._tensors)}
+        produced = {op.output: i for i, op in enumerate(self._ops)}
+        given: dict[str, str] = {}
         for pattern, value in patterns.items():
             line = lines.get(pattern)
             sharding = self.sharding(value, f"shardings pattern {pattern!r}", line)
-            for name in self._match(pattern, declared + produced, "tensor sharding", line):
-                if name in given and given[name][1] != sharding:
+            for name in self._match(pattern, [*declared, *produced], "shardings", "tensor", line):
+                old = self._tensors[declared[name]].sharding if name in declared else \
+                    self._ops[produced[name]].out_sharding
+                if old is not None and old != sharding:
+                    source = f"pattern {given[name]!r}" if name in given else "its definition"
                     raise ModelError(
-                        f"tensor {name!r} matches shardings patterns {given[name][0]!r} and {pattern!r}, "
-                        "which give different shardings; make the patterns disjoint",
-                        where=self.where(line),
-                    )
-                given[name] = (pattern, sharding)
-                self._set_sharding(name, sharding, pattern, line)
-
-    def _set_sharding(self, name: str, sharding: TensorSharding, pattern: str, line: int | None) -> None:
-        for i, t in enumerate(self._tensors):
-            if t.name == name:
-                if t.sharding is not None and t.sharding != sharding:
-                    raise ModelError(
-                        f"tensor {name!r} already has sharding {t.sharding.dims_text()}; pattern {pattern!r} "
-                        f"would give it {sharding.dims_text()}",
-                        where=self.where(line),
-                    )
-                try:
-                    self._tensors[i] = replace(t, sharding=sharding)
-                except ShardplanError as e:
-                    raise self._located(e, line, f"shardings pattern {pattern!r}: ") from None
-        for i, op in enumerate(self._ops):
-            if op.output == name:
-                if op.out_sharding is not None and op.out_sharding != sharding:
-                    raise ModelError(
-                        f"tensor {name!r} already has out_sharding {op.out_sharding.dims_text()} from op "
-                        f"{op.name!r}; pattern {pattern!r} would give it {sharding.dims_text()}",
-                        where=self.where(line),
-                    )
-                self._ops[i] = replace(op, out_sharding=sharding)
-
-    def annotate_strategies(self, patterns: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
-        """Give every op whose name matches a glob pattern that pattern's strategy."""
-        lines = lines or {}
-        given: dict[str, str] = {}
-        names = [op.name for op in self._ops]
-        for pattern, strategy in patterns.items():
-            line = lines.get(pattern)
-            for name in self._match(pattern, names, "op strategy", line):
-                if name in given:
-                    raise ModelError(
-                        f"op {name!r} matches strategies patterns {given[name]!r} and {pattern!r}; "
-                        "make the patterns disjoint",
+                        f"tensor {name!r} already has sharding {old.dims_text()} from {source}; pattern "
+                        f"{pattern!r} would give it {sharding.dims_text()}",
                         where=self.where(line),
                     )
                 given[name] = pattern
-                i = names.index(name)
-                op = self._ops[i]
-                if op.strategy is not None:
-                    raise ModelError(f"op {name!r} already has a strategy; pattern {pattern!r} would replace it",
-                                     where=self.where(line))
                 try:
-                    self._ops[i] = replace(op, strategy=strategy)
+                    if name in declared:
+                        i = declared[name]
+                        self._tensors[i] = replace(self._tensors[i], sharding=sharding)
+                    else:
+                        i = produced[name]
+                        self._ops[i] = replace(self._ops[i], out_sharding=sharding)
+                except ShardplanError as e:
+                    raise self._located(e, line, f"shardings pattern {pattern!r}: ") from None
+
+    def annotate_strategies(self, patterns: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
+        """Give every op whose name matches a glob pattern that pattern's strategy.
+
+        A pattern matching nothing, or an op that already has a strategy (from its
+        definition or an earlier pattern), is an error.
+        """
+        lines = lines or {}
+        position = {op.name: i for i, op in enumerate(self._ops)}
+        given: dict[str, str] = {}
+        for pattern, strategy in patterns.items():
+            line = lines.get(pattern)
+            for name in self._match(pattern, list(position), "strategies", "op", line):
+                op = self._ops[position[name]]
+                if op.strategy is not None:
+                    source = f"pattern {given[name]!r}" if name in given else "its definition"
+                    raise ModelError(
+                        f"op {name!r} already has a strategy from {source}; pattern {pattern!r} would replace it",
+                        where=self.where(line),
+                    )
+                given[name] = pattern
+                try:
+                    self._ops[position[name]] = replace(op, strategy=strategy)
                 except ShardplanError as e:
                     raise self._located(e, line) from None
 

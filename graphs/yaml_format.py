@@ -28,7 +28,7 @@ from graphs.graph import ComputationGraph
 from graphs.graph_builder import GraphBuilder
 from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
 from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
-from planner.errors import ModelError, ShardplanError
+from planner.errors import ModelError
 
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "shard_as", "model",

@@ -71,6 +71,13 @@ def same_dtype(op: str, dtypes: Sequence[str], names: Sequence[str] | None) -> s
     return dtypes[0]
 
 
+def need_numeric(op: str, dtypes: Sequence[str], names: Sequence[str] | None) -> None:
+    """Arithmetic ops take numbers: a bool operand is an error."""
+    for i, d in enumerate(dtypes):
+        if d == "bool":
+            raise ModelError(f"{op} needs numeric inputs, but {operand_name(names, i)} is bool")
+
+
 def need_float(op: str, dtype: str, names: Sequence[str] | None, i: int = 0) -> None:
     if not is_float(dtype):
         raise ModelError(f"{op} needs a floating-point input, but {operand_name(names, i)} is {dtype}")

@@ -33,20 +33,15 @@ import numpy as np
 from graphs.ops.common import (
     Shape,
     check_bool,
+    need_numeric,
     need_rank,
     numel,
     operand,
-    operand_name,
     same_dtype,
 )
 from graphs.ops.opdef import REQUIRED, OpDef
 from graphs.ops.pointwise import broadcast_shapes
 from planner.errors import ModelError
-
-
-def _numeric(op, dtype, names):
-    if dtype == "bool":
-        raise ModelError(f"{op} needs numeric inputs, got bool ({operand_name(names, 0)})")
 
 
 # -- matmul ----------------------------------------------------------------------
@@ -59,7 +54,7 @@ def _matmul_infer(shapes, dtypes, attrs, names=None):
     ta = check_bool(attrs.get("transpose_a", False), "matmul attribute transpose_a")
     tb = check_bool(attrs.get("transpose_b", False), "matmul attribute transpose_b")
     dtype = same_dtype("matmul", dtypes, names)
-    _numeric("matmul", dtype, names)
+    need_numeric("matmul", dtypes, names)
     need_rank("matmul", shapes, names, 0, 2)
     need_rank("matmul", shapes, names, 1, 2)
     a, b = _oriented(shapes[0], ta), _oriented(shapes[1], tb)
@@ -155,7 +150,7 @@ def _einsum_infer(shapes, dtypes, attrs, names=None):
     if equation is None:
         raise ModelError("einsum needs the attribute 'equation'")
     dtype = same_dtype("einsum", dtypes, names)
-    _numeric("einsum", dtype, names)
+    need_numeric("einsum", dtypes, names)
     sizes = label_sizes(equation, shapes, names)
     _, out = parse_equation(equation, len(shapes))
     return tuple(sizes[c] for c in out), dtype

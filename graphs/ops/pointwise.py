@@ -20,9 +20,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from graphs.dtypes import check_dtype, is_float, numpy_dtype
-from graphs.ops.common import Shape, numel, operand, operand_name, same_dtype, need_float
-from planner.errors import ModelError
+from graphs.ops.common import Shape, need_float, need_numeric, numel, operand, same_dtype
 from graphs.ops.opdef import REQUIRED, OpDef
+from planner.errors import ModelError
 
 
 def broadcast_shapes(shapes: Sequence[Shape], op: str = "broadcast", names: Sequence[str] | None = None) -> Shape:
@@ -50,12 +50,6 @@ def _elementwise_flops(in_shapes, out_shape, attrs) -> int:
     return numel(out_shape)
 
 
-def _numeric(op: str, dtypes, names) -> None:
-    for i, d in enumerate(dtypes):
-        if d == "bool":
-            raise ModelError(f"{op} needs numeric inputs, but {operand_name(names, i)} is bool")
-
-
 # -- unary -----------------------------------------------------------------------
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool) -> OpDef:
@@ -63,7 +57,7 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool)
         if floats_only:
             need_float(name, dtypes[0], names)
         else:
-            _numeric(name, dtypes, names)
+            need_numeric(name, dtypes, names)
         return tuple(shapes[0]), dtypes[0]
 
     def reference(arrays, attrs):
@@ -115,7 +109,7 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], float
         if floats_only:
             need_float(name, dtype, names)
         else:
-            _numeric(name, dtypes, names)
+            need_numeric(name, dtypes, names)
         return broadcast_shapes(shapes, name, names), dtype
 
     def reference(arrays, attrs):

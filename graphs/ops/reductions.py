@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from graphs.ops.common import Shape, check_bool, need_float, normalize_axis, numel, operand_name
+from graphs.ops.common import Shape, check_bool, need_float, need_numeric, normalize_axis, numel
 from graphs.ops.opdef import OpDef
 from planner.errors import ModelError
 
@@ -57,8 +57,8 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int) -> OpDef
         keep = check_bool(attrs.get("keepdims", False), f"{name} attribute keepdims")
         if floats_only:
             need_float(name, dtypes[0], names)
-        elif dtypes[0] == "bool":
-            raise ModelError(f"{name} needs a numeric input, but {operand_name(names, 0)} is bool")
+        else:
+            need_numeric(name, dtypes, names)
         if keep:
             out = tuple(1 if i in axes else d for i, d in enumerate(shape))
         else:

@@ -33,7 +33,7 @@ CASES = [
     ("unknown_dtype.yaml", 5, "tensor 'x': unknown dtype 'f64'"),
     ("unknown_builder.yaml", 5, "unknown builder 'gpt3'; did you mean gpt? (builders: conv, gpt, mlp, moe, transformer)"),
     ("bad_builder_argument.yaml", 7, "builder transformer has no argument 'dim' (arguments: layers, hidden, heads,"),
-    ("pattern_matches_nothing.yaml", 7, "tensor sharding pattern 'layer*.mlp.w1' matches no tensor"),
+    ("pattern_matches_nothing.yaml", 7, "shardings pattern 'layer*.mlp.w1' matches no tensor"),
     ("shard_as_shapes.yaml", 12, "shard_as groups tensors of different shapes: h is f32[8x8] but y is f32[8x4]"),
     ("undefined_output.yaml", 8, "output 'hh' is not a tensor of the model; did you mean h?"),
     ("missing_shape.yaml", 5, "tensor 'x' needs a shape"),
