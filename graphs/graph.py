@@ -115,6 +115,12 @@ class ComputationGraph:
     def __setattr__(self, key, value):
         raise AttributeError(f"ComputationGraph is read-only; build a new one instead of setting {key!r}")
 
+    def __reduce__(self):
+        """Pickle and copy by rebuilding from the specs (the networkx view is derived)."""
+        declared = [t for t in self.tensors.values() if t.kind != "activation"]
+        args = (self.name, dict(self.meshes), declared, list(self.ops), self.outputs, self.shard_as)
+        return _rebuild, (args, {"cluster": self.cluster, "source": self.source})
+
     def __repr__(self) -> str:
         return f"ComputationGraph({self.name!r}, {len(self.ops)} ops, {len(self.tensors)} tensors)"
 
@@ -398,3 +404,7 @@ class ComputationGraph:
     def param_bytes(self) -> int:
         """Bytes of all parameters at their dtypes (unsharded)."""
         return sum(t.nbytes for t in self.tensors_of_kind("param"))
+
+
+def _rebuild(args: tuple, kwargs: dict) -> ComputationGraph:
+    return ComputationGraph(*args, **kwargs)

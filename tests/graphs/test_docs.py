@@ -35,3 +35,21 @@ def test_every_top_level_key_is_documented():
 
     for key in TOP_LEVEL_KEYS:
         assert f"| `{key}` |" in DOC, key
+
+
+def test_the_complete_examples_load():
+    import re
+
+    from graphs import load_model_text
+
+    yaml_blocks = re.findall(r"```yaml\n(.*?)```", DOC, re.S)
+    for block in yaml_blocks[:2]:
+        assert load_model_text(block).ops
+
+
+def test_the_python_examples_run(monkeypatch):
+    import re
+
+    monkeypatch.chdir(ROOT)
+    for block in re.findall(r"```python\n(.*?)```", DOC, re.S):
+        exec(block, {})

@@ -157,3 +157,15 @@ def test_tensors_of_kind():
     assert [t.name for t in g.tensors_of_kind("param")] == ["w", "bias"]
     with pytest.raises(ModelError, match="unknown tensor kind"):
         g.tensors_of_kind("weights")
+
+
+def test_graph_pickles_and_copies_to_an_equal_graph():
+    import copy
+    import pickle
+
+    from graphs.builders import gpt
+
+    g = gpt(layers=1, hidden=16, heads=2, seq=4, batch=2, vocab=11, mesh={"dp": 2}, shardings={"tokens": '[{"dp"}, {}]'})
+    for clone in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        assert clone.ops == g.ops and dict(clone.tensors) == dict(g.tensors) and clone.outputs == g.outputs
+        assert list(clone.nx.edges(data=True)) == list(g.nx.edges(data=True))
