@@ -95,7 +95,7 @@ class ComputationGraph:
         specs: dict[str, TensorSpec] = dict(declared)
         ordered_ops = []
         for op in order:
-            op = self._infer(op, specs)
+            op, specs[op.output] = self._infer(op, specs)
             ordered_ops.append(op)
         self._check_meshes(specs.values())
 
@@ -245,8 +245,8 @@ class ComputationGraph:
             )
         return order
 
-    def _infer(self, op: OpSpec, specs: dict[str, TensorSpec]) -> OpSpec:
-        """Infer ``op``'s result, canonicalise its attributes and check its annotations."""
+    def _infer(self, op: OpSpec, specs: Mapping[str, TensorSpec]) -> tuple[OpSpec, TensorSpec]:
+        """``op`` with canonical attributes and its inferred result; checks its annotations."""
         opdef = get_op(op.op)
         ins = [specs[t] for t in op.inputs]
         shapes = [t.shape for t in ins]
@@ -258,8 +258,7 @@ class ComputationGraph:
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
         except ShardplanError as e:
             raise self._error(f"op {op.name!r}: {e.message}", op.line) from None
-        specs[op.output] = out
-        return replace(op, attrs=attrs)
+        return replace(op, attrs=attrs), out
 
     @staticmethod
     def _check_strategy(op: OpSpec, opdef: OpDef, ins: list[TensorSpec]) -> None:
