@@ -1,0 +1,186 @@
+"""Factor-based operator sharding rules (SPEC §3): the value type.
+
+A rule names the op's **factors** (Shardy's word; an einsum's letters). Every
+dimension of every operand and of the result maps to a tuple of factor indices,
+major to minor; a size-1 broadcast dimension maps to ``()``. Sharding a factor
+with mesh axes shards every dimension it appears in. Each factor has a kind:
+
+- ``PASS_THROUGH``: it appears in the result (matmul's ``i`` and ``j``);
+- ``REDUCTION``: it appears only in operands and is summed over (matmul's ``k``);
+  sharding it leaves the result *unreduced* (a pending sum) on its axes;
+- ``NEED_REPLICATION``: it may not be sharded without gathering first (the
+  softmax axis, a concatenation axis). It may appear in operands and result.
+
+**Divisibility.** A dimension with one factor tolerates padding: a factor of size
+5 split 2 ways is stored as ``ceil(5/2) = 3`` per device. A factor that shares a
+dimension with other factors (a reshape piece) does not: its axes must divide its
+size, or the dimension's blocks would not line up with the factor's. The rule
+records this per factor in ``needs_divisible`` (derived from the mapping; a
+builder may force it). :meth:`OpShardingRule.admits` combines it with the kind.
+
+>>> K = FactorKind
+>>> rule = OpShardingRule(
+...     factor_sizes=(8, 32, 16), factor_kinds=(K.PASS_THROUGH, K.REDUCTION, K.PASS_THROUGH),
+...     factor_names=("i", "k", "j"), operands=(((0,), (1,)), ((1,), (2,))), result=((0,), (2,)))
+>>> str(rule)
+'([i,k],[k,j])->([i,j]) {i=8,j=16,k=32} reduction={k}'
+>>> rule.admits(1, 4), rule.admits(1, 64)
+(True, False)
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Sequence
+
+from planner.errors import RuleError
+
+#: Names a tensor of a rule: an operand index, or this constant for the result.
+RESULT = "result"
+
+Dims = tuple[tuple[int, ...], ...]
+
+
+class FactorKind(enum.Enum):
+    """What sharding a factor means for the op (see the module docstring)."""
+
+    PASS_THROUGH = "pass_through"
+    REDUCTION = "reduction"
+    NEED_REPLICATION = "need_replication"
+
+
+def _tuple_dims(dims: Sequence[Sequence[int]]) -> Dims:
+    return tuple(tuple(int(f) for f in d) for d in dims)
+
+
+@dataclass(frozen=True, slots=True)
+class OpShardingRule:
+    """One op instance's factor mapping (see the module docstring).
+
+    ``operands[i][d]`` and ``result[d]`` list the factors of a dimension, major to
+    minor. The size of a dimension is the product of its factors' sizes (1 for
+    ``()``), so the rule fixes every operand's and the result's shape.
+    """
+
+    factor_sizes: tuple[int, ...]
+    factor_kinds: tuple[FactorKind, ...]
+    factor_names: tuple[str, ...]
+    operands: tuple[Dims, ...]
+    result: Dims
+    needs_divisible: tuple[bool, ...] = ()
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        set_("factor_sizes", tuple(int(s) for s in self.factor_sizes))
+        set_("factor_kinds", tuple(self.factor_kinds))
+        set_("factor_names", tuple(self.factor_names))
+        set_("operands", tuple(_tuple_dims(o) for o in self.operands))
+        set_("result", _tuple_dims(self.result))
+        self._check()
+        derived = self._shared_factors()
+        given = tuple(self.needs_divisible) or (False,) * len(derived)
+        if len(given) != len(derived):
+            raise RuleError(f"needs_divisible has {len(given)} entries for {len(derived)} factors")
+        set_("needs_divisible", tuple(a or b for a, b in zip(given, derived)))
+
+    # -- validation --------------------------------------------------------------
+    def _check(self) -> None:
+        n = len(self.factor_sizes)
+        if len(self.factor_kinds) != n or len(self.factor_names) != n:
+            raise RuleError(
+                f"a rule needs one kind and one name per factor: {n} sizes, "
+                f"{len(self.factor_kinds)} kinds, {len(self.factor_names)} names"
+            )
+        if len(set(self.factor_names)) != n:
+            raise RuleError(f"factor names {self.factor_names} repeat a name")
+        if any(s < 1 for s in self.factor_sizes):
+            raise RuleError(f"factor sizes {self.factor_sizes} must be >= 1")
+        seen_in_operands: set[int] = set()
+        for dims in self.operands:
+            for d in dims:
+                seen_in_operands.update(d)
+        in_result = {f for d in self.result for f in d}
+        for f in seen_in_operands | in_result:
+            if not 0 <= f < n:
+                raise RuleError(f"factor index {f} is out of range for {n} factors")
+        for f, kind in enumerate(self.factor_kinds):
+            name = self.factor_names[f]
+            if f not in seen_in_operands and f not in in_result:
+                raise RuleError(f"factor {name} appears in no dimension")
+            if kind is FactorKind.PASS_THROUGH and f not in in_result:
+                raise RuleError(f"pass-through factor {name} must appear in the result")
+            if kind is FactorKind.REDUCTION and f in in_result:
+                raise RuleError(f"reduction factor {name} may not appear in the result")
+
+    def _shared_factors(self) -> tuple[bool, ...]:
+        shared = [False] * len(self.factor_sizes)
+        for dims in self.operands + (self.result,):
+            for d in dims:
+                if len(d) > 1:
+                    for f in d:
+                        shared[f] = True
+        return tuple(shared)
+
+    # -- queries -------------------------------------------------------------------
+    @property
+    def num_factors(self) -> int:
+        return len(self.factor_sizes)
+
+    @property
+    def num_operands(self) -> int:
+        return len(self.operands)
+
+    def tensor_dims(self, which: int | str) -> Dims:
+        """The factor mapping of operand ``which`` (an int) or of the result (:data:`RESULT`)."""
+        if which == RESULT:
+            return self.result
+        if isinstance(which, int) and 0 <= which < len(self.operands):
+            return self.operands[which]
+        raise RuleError(f"the rule has operands 0..{len(self.operands) - 1} and {RESULT!r}; got {which!r}")
+
+    def dim_size(self, factors: Sequence[int]) -> int:
+        size = 1
+        for f in factors:
+            size *= self.factor_sizes[f]
+        return size
+
+    def tensor_shape(self, which: int | str) -> tuple[int, ...]:
+        """The shape of operand ``which`` (or the result) implied by the factor sizes."""
+        return tuple(self.dim_size(d) for d in self.tensor_dims(which))
+
+    def factors_of_kind(self, kind: FactorKind) -> tuple[int, ...]:
+        return tuple(f for f, k in enumerate(self.factor_kinds) if k is kind)
+
+    def admits(self, factor: int, axes_size: int) -> bool:
+        """Whether ``factor`` may be sharded by axes whose sizes multiply to ``axes_size``.
+
+        No axes (``axes_size == 1``) always fit. Otherwise a size-1 factor and a
+        ``NEED_REPLICATION`` factor admit nothing; the others admit at most their
+        size, and a factor in ``needs_divisible`` only sizes that divide it.
+        """
+        if axes_size == 1:
+            return True
+        size = self.factor_sizes[factor]
+        if size == 1 or self.factor_kinds[factor] is FactorKind.NEED_REPLICATION:
+            return False
+        if axes_size > size:
+            return False
+        return not self.needs_divisible[factor] or size % axes_size == 0
+
+    # -- text ----------------------------------------------------------------------
+    def _dims_text(self, dims: Dims) -> str:
+        return "[" + ",".join("".join(self.factor_names[f] for f in d) or "1" for d in dims) + "]"
+
+    def _names_text(self, factors: Sequence[int]) -> str:
+        return "{" + ",".join(sorted(self.factor_names[f] for f in factors)) + "}"
+
+    def __str__(self) -> str:
+        ins = ",".join(self._dims_text(o) for o in self.operands)
+        sizes = ",".join(f"{n}={s}" for n, s in sorted(zip(self.factor_names, self.factor_sizes)))
+        text = f"({ins})->({self._dims_text(self.result)}) {{{sizes}}}"
+        for kind, label in ((FactorKind.REDUCTION, "reduction"), (FactorKind.NEED_REPLICATION, "need_replication")):
+            factors = self.factors_of_kind(kind)
+            if factors:
+                text += f" {label}={self._names_text(factors)}"
+        return text

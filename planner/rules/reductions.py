@@ -1,0 +1,38 @@
+"""Rules of reductions over any axes: ``sum``, ``mean``, ``max``.
+
+``sum`` and ``mean`` make their reduced dimensions ``REDUCTION`` factors: sharding
+one leaves each device a partial result and the value unreduced (for ``mean`` each
+device divides its partial sum by the *global* count). ``max`` makes them
+``NEED_REPLICATION``, because "unreduced" means a pending *sum*, not a pending max.
+Other dimensions pass through; with ``keepdims`` a reduced dimension of the
+result has size 1 and maps to ``()``.
+
+>>> str(sum_([(4, 8, 16)], (8,), {"axes": (0, 2), "keepdims": False}))
+'([i,j,k])->([j]) {i=4,j=8,k=16} reduction={i,k}'
+>>> str(max_([(4, 8)], (4, 1), {"axes": (1,), "keepdims": True}))
+'([i,j])->([i,1]) {i=4,j=8} need_replication={j}'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from planner.rules.builder import reduction_rule
+from planner.rules.factors import FactorKind, OpShardingRule
+
+
+def _axes(in_shapes, attrs) -> tuple[int, ...]:
+    axes = attrs.get("axes")
+    return tuple(range(len(in_shapes[0]))) if axes is None else tuple(axes)
+
+
+def sum_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Reduced dimensions are reductions (also used for ``mean``)."""
+    return reduction_rule(in_shapes[0], _axes(in_shapes, attrs), bool(attrs.get("keepdims", False)),
+                          FactorKind.REDUCTION)
+
+
+def max_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Reduced dimensions need replication."""
+    return reduction_rule(in_shapes[0], _axes(in_shapes, attrs), bool(attrs.get("keepdims", False)),
+                          FactorKind.NEED_REPLICATION)

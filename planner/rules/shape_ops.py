@@ -1,0 +1,74 @@
+"""Rules of data-movement ops: ``reshape``, ``transpose``, ``concat``, ``slice``.
+
+- ``reshape``: the pieces common to input and output dims (:func:`~planner.rules.builder.reshape_rule`).
+- ``transpose``: result dimension ``d`` carries the factor of input dimension ``perm[d]``.
+- ``concat``: the concatenation axis needs replication; each operand's axis and the
+  result's get a factor of their own (their sizes differ); other dims pass through.
+- ``slice``: a sliced dimension (one that does not keep its whole range) needs
+  replication, with one factor for the input side and one for the result;
+  untouched dimensions pass through.
+
+>>> str(transpose([(2, 3, 4)], (4, 2, 3), {"perm": (2, 0, 1)}))
+'([i,j,k])->([k,i,j]) {i=2,j=3,k=4}'
+>>> str(concat([(2, 3), (2, 5)], (2, 8), {"axis": 1}))
+'([i,j],[i,k])->([i,l]) {i=2,j=3,k=5,l=8} need_replication={j,k,l}'
+>>> str(slice_([(8, 6)], (4, 6), {"starts": (2, 0), "stops": (6, 6)}))
+'([i,j])->([k,j]) {i=8,j=6,k=4} need_replication={i,k}'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from planner.rules.builder import RuleBuilder, reshape_rule
+from planner.rules.factors import FactorKind, OpShardingRule
+
+_NR = FactorKind.NEED_REPLICATION
+
+
+def reshape(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Common pieces of input and output dims; runs without one need replication."""
+    return reshape_rule(in_shapes[0], out_shape)
+
+
+def transpose(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Factors permuted like the dimensions."""
+    b = RuleBuilder()
+    factors = [b.factor(d) for d in in_shapes[0]]
+    b.operand([(f,) for f in factors])
+    b.result([(factors[p],) for p in attrs["perm"]])
+    return b.build()
+
+
+def concat(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """The concatenation axis needs replication."""
+    axis = attrs.get("axis", 0) % len(out_shape)
+    b = RuleBuilder()
+    shared = {d: b.factor(size) for d, size in enumerate(out_shape) if d != axis}
+    for shape in in_shapes:
+        own = b.factor(shape[axis], _NR)
+        b.operand([(own,) if d == axis else (shared[d],) for d in range(len(shape))])
+    own = b.factor(out_shape[axis], _NR)
+    b.result([(own,) if d == axis else (shared[d],) for d in range(len(out_shape))])
+    return b.build(by_appearance=True)
+
+
+def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Sliced dims need replication; untouched dims pass through."""
+    shape = in_shapes[0]
+    b = RuleBuilder()
+    ins, outs = [], []
+    for d, (size, start, stop) in enumerate(zip(shape, attrs["starts"], attrs["stops"])):
+        if (start, stop) == (0, size):
+            f = b.factor(size)
+            ins.append((f,))
+            outs.append((f,))
+        else:
+            ins.append((b.factor(size, _NR),))
+            outs.append(None)
+    for d, size in enumerate(out_shape):
+        if outs[d] is None:
+            outs[d] = (b.factor(size, _NR),)
+    b.operand(ins)
+    b.result(outs)
+    return b.build(by_appearance=True)
