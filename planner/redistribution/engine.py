@@ -57,8 +57,16 @@ def reshard(
     source: TensorSharding,
     destination: TensorSharding,
     cluster: Cluster | None = None,
+    objective: str = "bytes",
 ) -> ReshardPlan:
-    """The cheapest plan from ``source`` to ``destination`` (see the module docstring)."""
+    """The cheapest plan from ``source`` to ``destination`` (see the module docstring).
+
+    ``objective`` is ``"bytes"`` (fewest bytes received per device, then time) or
+    ``"time"`` (shortest time on ``cluster``, then bytes): for small tensors the
+    latency of each collective dominates and the two can disagree.
+    """
+    if objective not in ("bytes", "time"):
+        raise ReshardError(f"unknown objective {objective!r}; use bytes or time")
     shape = tuple(int(d) for d in shape)
     source.check_rank(shape, "source")
     destination.check_rank(shape, "destination")
@@ -67,7 +75,9 @@ def reshard(
             f"the source mesh @{source.mesh.name} has {source.mesh.size} devices and the destination mesh "
             f"@{destination.mesh.name} has {destination.mesh.size}; a redistribution stays on the same devices"
         )
-    return _reshard(shape, dtype, source.layout_only(), destination.layout_only(), cluster or _default_cluster())
+    return _reshard(
+        shape, dtype, source.layout_only(), destination.layout_only(), cluster or _default_cluster(), objective
+    )
 
 
 @lru_cache(maxsize=1)
@@ -76,7 +86,7 @@ def _default_cluster() -> Cluster:
 
 
 @lru_cache(maxsize=65536)
-def _reshard(shape, dtype, source, destination, cluster) -> ReshardPlan:
+def _reshard(shape, dtype, source, destination, cluster, objective) -> ReshardPlan:
     itemsize = dtype_itemsize(dtype)
     steps: list[Step] = []
     start = source
@@ -84,7 +94,7 @@ def _reshard(shape, dtype, source, destination, cluster) -> ReshardPlan:
         start, step = _change_mesh(shape, itemsize, source, destination, cluster)
         if step is not None:
             steps.append(step)
-    steps += _search(shape, itemsize, start, destination, cluster)
+    steps += _search(shape, itemsize, start, destination, cluster, objective == "time")
     bound = lower_bound_bytes(source, destination, shape, itemsize)
     return ReshardPlan(shape, dtype, source, destination, tuple(steps), bound, NOTE)
 
@@ -157,7 +167,7 @@ def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
     return fn(move.p, move.unit_bytes, link)
 
 
-def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster) -> list[Step]:
+def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool) -> list[Step]:
     pc = Pieces.refine(destination.mesh, shape, [source, destination])
     start, goal = pc.state_of(source), pc.state_of(destination)
     if start == goal:
@@ -165,20 +175,23 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     counter = itertools.count()
     best: dict[State, tuple] = {start: (0, 0.0, 0)}
     back: dict[State, tuple[State, Move, CollectiveCost]] = {}
-    heap = [(0, 0.0, 0, next(counter), start)]
+    heap = [((0, 0.0, 0) if not by_time else (0.0, 0, 0), next(counter), start)]
     while heap:
-        b, t, n, _, state = heapq.heappop(heap)
-        if best.get(state, (None,)) < (b, t, n):
+        key, _, state = heapq.heappop(heap)
+        b, t, n = (key[1], key[0], key[2]) if by_time else key
+        if best[state] != (b, t, n):  # a cheaper way here was found after this entry
             continue
         if state == goal or _same_layout(pc, state, goal):
             return _steps(pc, back, start, state, goal, cluster)
         for move in moves(pc, state, goal, itemsize):
             cost = _move_cost(pc, move, cluster)
-            key = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
-            if key < best.get(move.after, (float("inf"),)):
-                best[move.after] = key
+            new = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
+            order = (new[1], new[0], new[2]) if by_time else new
+            old = best.get(move.after)
+            if old is None or order < ((old[1], old[0], old[2]) if by_time else old):
+                best[move.after] = new
                 back[move.after] = (state, move, cost)
-                heapq.heappush(heap, (*key, next(counter), move.after))
+                heapq.heappush(heap, (order, next(counter), move.after))
     raise ReshardError(
         f"no sequence of collectives turns {source} into {destination} for shape {'x'.join(map(str, shape))}"
     )

@@ -4,14 +4,24 @@ Without pending sums it is information-theoretic: the largest number of bytes an
 device must receive because its destination block holds elements its source
 block does not (valid elements only; padding never needs to move).
 
-For a source with pending sums over a group of ``p`` devices we use the bandwidth
-bound of reduce-scatter followed by all-gather (Patarasuk and Yuan, "Bandwidth
-optimal all-reduce algorithms for clusters of workstations", JPDC 2009): if the
-group's destination blocks together cover ``U`` elements and device ``d`` ends with
-``B_d`` of them, ``d`` must receive at least ``(p-1)/p * |U|`` partial values for
-its share of the reduction plus ``|B_d| - |U|/p`` reduced values it did not
-compute, i.e. ``(p-1)/p * |U|`` for a ReduceScatter and ``2(p-1)/p * |U|`` for an
-AllReduce, which the ring algorithms meet.
+For a source with pending sums over ``p`` devices (the reduction group; the
+destination keeps none of them) every element is the sum of ``p`` partial values
+held on ``p`` different devices (possibly with replicas elsewhere). If ``k`` devices
+need an element, at least ``(p-1) + k - c`` transfers of a value derived from it
+take place, where ``c`` is 1 if one of those devices holds a partial of it and 0
+otherwise: ``p-1`` merges before the first device knows the sum (a transfer joins
+at most two sets of partials), a completing receipt for every other device that
+needs it (none of those merges: a merge into a device precedes the first full
+sum), and one more receipt when the first to know the sum started with no partial.
+So any plan moves at least ``n*(p-1) + sum_d |B_d| - |C|`` values in all (``n``
+elements, ``B_d`` device d's destination block, ``C`` the elements some device
+needs and holds a partial of), and some device receives at least that divided by
+the number of devices; each device also receives at least one value
+per element of ``B_d``. The bound is the larger of the two. For an AllReduce over
+all devices it is ``2(p-1)/p * n``, which the ring meets (Patarasuk and Yuan,
+JPDC 2009); where partial sums are replicated, fewer transfers can suffice and
+the bound says so. When the destination keeps some pending sums, only the
+per-device term is used.
 
 >>> from planner.ir import parse_mesh, parse_sharding
 >>> m = parse_mesh('@m = <["x"=2, "y"=4]>')
@@ -27,13 +37,13 @@ from typing import Sequence
 import numpy as np
 
 from planner.ir.axis import AxisRef
-from planner.ir.layout import device_index_ranges, devices_to_positions
+from planner.ir.layout import device_index_ranges
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.state import box_volume, overlap_volume
 
 NOTE = (
-    "elements each device must receive that it did not hold; pending sums use the "
-    "reduce-scatter + all-gather bandwidth bound (p-1)/p*|U| + (|B| - |U|/p)"
+    "elements each device must receive that it did not hold; with pending sums over p "
+    "devices, max(|B_d|, (n*(p-1) + sum_d |B_d| - n) / devices)"
 )
 
 
@@ -52,26 +62,50 @@ def lower_bound_bytes(src: TensorSharding, dst: TensorSharding, shape: Sequence[
         need = box_volume(db) - overlap_volume(sb, db)
         return int(need.max(initial=0)) * itemsize
     mesh = src.mesh
-    positions = devices_to_positions(mesh)
-    key = positions.copy()
     p = 1
     for ref in reduced:
-        stride, size = ref.digit(mesh)
-        key -= ((positions // stride) % size) * stride
-        p *= size
-    _, labels = np.unique(key, return_inverse=True)
-    # the part of each destination block the device's group holds partial sums of
-    inter = np.stack([np.maximum(sb[..., 0], db[..., 0]), np.minimum(sb[..., 1], db[..., 1])], axis=-1)
-    inter[..., 1] = np.maximum(inter[..., 1], inter[..., 0])
-    held = box_volume(inter)
-    outside = box_volume(db) - held  # must arrive from elsewhere, already reduced
-    best = 0.0
-    for g in range(labels.max() + 1):
-        members = np.flatnonzero(labels == g)
-        # blocks of one layout are equal or disjoint: |U| sums the distinct ones
-        distinct = np.unique(inter[members].reshape(len(members), -1), axis=0)
-        union = float(box_volume(distinct.reshape(len(distinct), -1, 2)).sum())
-        reduce_part = (p - 1) / p * union
-        gather_part = np.maximum(held[members] - union / p, 0.0)
-        best = max(best, float(np.max(reduce_part + gather_part + outside[members])))
-    return int(np.ceil(best - 1e-9)) * itemsize
+        p *= ref.size_in(mesh)
+    vol = box_volume(db)
+    per_device = int(vol.max(initial=0))
+    if dst.unreduced:
+        return per_device * itemsize
+    n = 1
+    for d in shape:
+        n *= d
+    covered = _union_volume(_intersections(sb, db), shape)
+    if covered is None:  # too many distinct blocks to count: assume every element is covered
+        covered = n
+    total = n * (p - 1) + int(vol.sum()) - covered
+    average = -(-total // mesh.size)
+    return max(per_device, average) * itemsize
+
+
+def _intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    lo = np.maximum(a[..., 0], b[..., 0])
+    hi = np.maximum(np.minimum(a[..., 1], b[..., 1]), lo)
+    return np.stack([lo, hi], axis=-1)
+
+
+def _union_volume(boxes: np.ndarray, shape: Sequence[int], max_cells: int = 1 << 20) -> int | None:
+    """Volume of the union of boxes, on the grid of their own boundaries (None if too large)."""
+    edges = [np.unique(np.concatenate([boxes[:, k, 0], boxes[:, k, 1], [0, d]])) for k, d in enumerate(shape)]
+    cells = 1
+    for e in edges:
+        cells *= max(len(e) - 1, 1)
+    if cells > max_cells:
+        return None
+    grid = np.zeros(tuple(max(len(e) - 1, 1) for e in edges), dtype=bool)
+    for box in boxes:
+        if np.any(box[:, 1] <= box[:, 0]):
+            continue
+        index = tuple(
+            slice(int(np.searchsorted(e, lo)), int(np.searchsorted(e, hi))) for e, (lo, hi) in zip(edges, box)
+        )
+        grid[index] = True
+    sizes = [np.diff(e) if len(e) > 1 else np.array([1]) for e in edges]
+    weight = np.ones(grid.shape, dtype=np.int64)
+    for k, sz in enumerate(sizes):
+        shape_k = [1] * len(edges)
+        shape_k[k] = len(sz)
+        weight = weight * sz.reshape(shape_k)
+    return int(weight[grid].sum())

@@ -7,8 +7,10 @@ Invariants every move keeps, so that plans execute exactly on the simulator:
   (valid elements; padding is zero) from what the collective delivers to it —
   checked on the device index map, which is what makes non-divisible
   dimensions safe;
-* axes only join a dimension at its minor end and only the most minor axes of a
-  dimension leave it (anything else would not be a local reshuffle);
+* only the most minor axes of a dimension leave it (so that a group's blocks are
+  adjacent and concatenate); axes may join a dimension at any position, since the
+  validity check on the index map decides whether each device's new block lies in
+  what it has (Slice, ReduceScatter) or receives (AllToAll);
 * bytes are what a device receives, counted on padded local buffers with the
   ring formulas of :mod:`costmodels.collectives`; a step's bytes are the largest
   over devices.
@@ -23,7 +25,7 @@ from typing import Iterator
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from planner.redistribution.state import Pieces, State, contains
+from planner.redistribution.state import Pieces, State, box_volume, contains, missing_box
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,26 @@ class Move:
 
 def _with_dim(state: State, k: int, pieces: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     return tuple(pieces if i == k else d for i, d in enumerate(state.dims))
+
+
+def _insertions(
+    dim: tuple[int, ...], group: tuple[int, ...], goal: tuple[int, ...] = (), free: frozenset = frozenset()
+) -> list[tuple[int, ...]]:
+    """``dim`` with ``group`` inserted as a block at every position, minor end first.
+
+    Also the goal's own arrangement of the dimension when it holds ``dim`` and
+    ``group`` plus only ``free`` pieces: a collective whose members each keep a
+    smaller block may take the free pieces' slice at the same time.
+    """
+    out = [dim[:j] + group + dim[j:] for j in range(len(dim), -1, -1)]
+    extra = set(goal) - set(dim) - set(group)
+    if goal and set(dim) | set(group) <= set(goal) and extra and extra <= free and goal not in out:
+        out.append(goal)
+    return out
+
+
+def _free_pieces(pc: Pieces, used: set[int]) -> list[int]:
+    return [p for p in range(len(pc.refs)) if p not in used]
 
 
 def _union_along(pc: Pieces, box: np.ndarray, group: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -64,6 +86,7 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move
     rank = len(state.dims)
     goal_dim = {p: i for i, d in enumerate(goal.dims) for p in d}
     to_reduce = tuple(sorted(state.unreduced - goal.unreduced, key=lambda p: pc.refs[p].sort_key(pc.mesh)))
+    free = frozenset(goal_dim) - state.used()
 
     # AllReduce every pending sum the goal does not keep, at once.
     if to_reduce:
@@ -73,13 +96,16 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move
         yield Move("AllReduce", to_reduce, (), after, p, chunk)
 
         # ReduceScatter a subset of them onto the minor end of a dimension.
+        # Members may receive any disjoint pieces of their common block, so the
+        # pieces can join the dimension at any position the block contains.
         for r in range(1, len(to_reduce) + 1):
             for subset in itertools.permutations(to_reduce, r):
                 for k in range(rank):
-                    after = State(_with_dim(state, k, state.dims[k] + subset), state.unreduced - set(subset))
-                    if contains(box, pc.boxes(after)).all():
-                        p = pc.size(subset)
-                        yield Move("ReduceScatter", subset, (k,), after, p, pc.local_elements(after) * itemsize)
+                    for dim in _insertions(state.dims[k], subset, goal.dims[k], free):
+                        after = State(_with_dim(state, k, dim), state.unreduced - set(subset))
+                        if contains(box, pc.boxes(after)).all():
+                            p = pc.size(subset)
+                            yield Move("ReduceScatter", subset, (k,), after, p, pc.local_elements(after) * itemsize)
 
     for i, dim in enumerate(state.dims):
         for j in range(1, len(dim) + 1):
@@ -91,33 +117,51 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move
             after = State(_with_dim(state, i, rest), state.unreduced)
             if _span_ok(pc.boxes(after), lo, hi, i):
                 yield Move("AllGather", group, (i,), after, p, local * itemsize)
-            # AllToAll them to the minor end of another dimension.
+            # AllToAll them into another dimension (at any position its block contains).
             for k in range(rank):
                 if k == i:
                     continue
-                dims = list(state.dims)
-                dims[i] = rest
-                dims[k] = state.dims[k] + group
-                after = State(tuple(dims), state.unreduced)
-                new = pc.boxes(after)
-                if not _span_ok(new, lo, hi, i):
-                    continue
-                inside_k = (new[:, k, 1] <= new[:, k, 0]) | (
-                    (box[:, k, 0] <= new[:, k, 0]) & (new[:, k, 1] <= box[:, k, 1])
-                )
-                if not inside_k.all():
-                    continue
-                chunk = local // pc.local_shape(state)[k] * pc.local_shape(after)[k] if pc.local_shape(state)[k] else 0
-                yield Move("AllToAll", group, (i, k), after, p, chunk * itemsize)
+                for dim_k in _insertions(state.dims[k], group, goal.dims[k], free):
+                  dims = list(state.dims)
+                  dims[i] = rest
+                  dims[k] = dim_k
+                  after = State(tuple(dims), state.unreduced)
+                  new = pc.boxes(after)
+                  if not _span_ok(new, lo, hi, i):
+                      continue
+                  inside_k = (new[:, k, 1] <= new[:, k, 0]) | (
+                      (box[:, k, 0] <= new[:, k, 0]) & (new[:, k, 1] <= box[:, k, 1])
+                  )
+                  if not inside_k.all():
+                      continue
+                  chunk = local // pc.local_shape(state)[k] * pc.local_shape(after)[k] if pc.local_shape(state)[k] else 0
+                  yield Move("AllToAll", group, (i, k), after, p, chunk * itemsize)
 
-    # Slice: a free piece joins the dimension the goal puts it in.
+    # Slice: free pieces join the dimension the goal puts them in; a run of the
+    # goal's own suffix at once (on non-divisible dims the pieces one by one may
+    # not be local even when the run is).
     used = state.used()
-    for piece, k in sorted(goal_dim.items()):
+    for k, (have, want) in enumerate(zip(state.dims, goal.dims)):
+        if want[: len(have)] != have:
+            continue
+        suffix = want[len(have):]
+        for j in range(2, len(suffix) + 1):
+            run = suffix[:j]
+            if any(p in used for p in run):
+                break
+            after = State(_with_dim(state, k, have + run), state.unreduced)
+            if contains(box, pc.boxes(after)).all():
+                yield Move("Slice", (), (k,), after, 1, 0)
+    # Any free piece may also split a dimension for a while: work on a smaller
+    # block, gather it back later (e.g. a reduction shared among replicas).
+    targets = sorted(set(goal_dim.items()) | {(p, k) for p in _free_pieces(pc, used) for k in range(rank)})
+    for piece, k in targets:
         if piece in used:
             continue
-        after = State(_with_dim(state, k, state.dims[k] + (piece,)), state.unreduced)
-        if contains(box, pc.boxes(after)).all():
-            yield Move("Slice", (), (k,), after, 1, 0)
+        for dim in _insertions(state.dims[k], (piece,)):
+            after = State(_with_dim(state, k, dim), state.unreduced)
+            if contains(box, pc.boxes(after)).all():
+                yield Move("Slice", (), (k,), after, 1, 0)
 
     # A value becomes a pending sum over free pieces the goal keeps unreduced.
     fresh = tuple(sorted(p for p in goal.unreduced - state.unreduced if p not in used))
@@ -141,30 +185,28 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move
 def permute_move(pc: Pieces, state: State, target: State, itemsize: int) -> Move | None:
     """One CollectivePermute from ``state`` to ``target``, if a matching of holders exists.
 
-    Devices that already hold their new block receive nothing; every other device
-    receives its whole (padded) new block from a distinct device that holds it.
+    A device whose new block it already holds receives nothing; any other device
+    must be missing a single box of its new block (:func:`missing_box`) and receives
+    exactly that box from a distinct device that holds all of it (each device sends
+    at most one message and receives at most one, as XLA's collective-permute).
     """
-    if state.unreduced != target.unreduced:
+    if state.unreduced != target.unreduced or state.unreduced:
         return None
     old, new = pc.boxes(state), pc.boxes(target)
-    need = ~contains(old, new)
-    if not need.any():
+    ok, missing = missing_box(old, new)
+    volume = box_volume(missing)
+    if not ok.all() or not volume.any():
         return None
-    if state.unreduced:
-        # pending sums may only move within their own reduction group position
-        return None
-    receivers = np.flatnonzero(need)
-    # holders[r, s]: device s's block contains receiver r's new block
-    holders = np.all(
-        (old[None, :, :, 0] <= new[receivers][:, None, :, 0]) & (new[receivers][:, None, :, 1] <= old[None, :, :, 1]),
-        axis=-1,
-    )
+    receivers = np.flatnonzero(volume)
+    want = missing[receivers]
+    # holders[r, s]: device s holds receiver r's missing box
+    holders = np.all((old[None, :, :, 0] <= want[:, None, :, 0]) & (want[:, None, :, 1] <= old[None, :, :, 1]), axis=-1)
+    holders[np.arange(len(receivers)), receivers] = False
     if not holders.any(axis=1).all():
         return None
-    # prefer sources that are not receivers themselves, then the lowest id (deterministic)
-    cost = np.where(holders, 1.0 + need[None, :] * 0.5 + np.arange(pc.mesh.size)[None, :] * 1e-6, 1e9)
+    cost = np.where(holders, 1.0 + np.arange(pc.mesh.size)[None, :] * 1e-6, 1e9)
     rows, cols = linear_sum_assignment(cost)
-    if np.any(cost[rows, cols] >= 1e9):
+    if len(rows) < len(receivers) or np.any(cost[rows, cols] >= 1e9):
         return None
     pairs = tuple(sorted((int(c), int(receivers[r])) for r, c in zip(rows, cols)))
-    return Move("CollectivePermute", (), (), target, 1, pc.local_elements(target) * itemsize, pairs)
+    return Move("CollectivePermute", (), (), target, 1, int(volume.max()) * itemsize, pairs)

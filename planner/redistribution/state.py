@@ -185,3 +185,36 @@ def overlap_volume(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     lo = np.maximum(a[..., 0], b[..., 0])
     hi = np.minimum(a[..., 1], b[..., 1])
     return np.prod(np.maximum(hi - lo, 0), axis=-1)
+
+
+def missing_box(own: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per device: whether ``target`` minus ``own`` is one box, and that box.
+
+    The difference of two boxes is a box when they are disjoint (all of ``target``),
+    or when ``own`` covers ``target`` in every dimension but one and, in that one,
+    covers a prefix or a suffix of it. Devices whose ``own`` covers ``target`` get an
+    empty box. Returns ``(ok, box)`` with ``box`` shaped like ``target``.
+    """
+    lo = np.maximum(own[..., 0], target[..., 0])
+    hi = np.minimum(own[..., 1], target[..., 1])
+    t_empty = np.any(target[..., 1] <= target[..., 0], axis=-1)
+    disjoint = np.any(hi <= lo, axis=-1) & ~t_empty
+    covers = (own[..., 0] <= target[..., 0]) & (target[..., 1] <= own[..., 1])  # per dim
+    full = np.all(covers, axis=-1) | t_empty
+    short = ~covers
+    one = short.sum(axis=-1) == 1
+    box = target.copy()
+    ok = full | disjoint
+    # exactly one dimension falls short: own must be a prefix or a suffix there
+    k = np.argmax(short, axis=-1)
+    rows = np.arange(target.shape[0])
+    t0, t1 = target[rows, k, 0], target[rows, k, 1]
+    o0, o1 = lo[rows, k], hi[rows, k]
+    prefix = one & ~disjoint & (o0 <= t0) & (o1 < t1)
+    suffix = one & ~disjoint & (o0 > t0) & (o1 >= t1)
+    box[rows[prefix], k[prefix], 0] = o1[prefix]
+    box[rows[suffix], k[suffix], 1] = o0[suffix]
+    ok |= prefix | suffix
+    box[full] = target[full]
+    box[full, :, 1] = box[full, :, 0]  # nothing missing
+    return ok, box

@@ -3,8 +3,8 @@
 Each function takes a :class:`~planner.simulation.distributed.DistributedArray`, a
 :class:`~planner.redistribution.steps.Step` and a :class:`Network`, moves numpy
 blocks between simulated devices exactly as the algorithm would (ring passes for
-AllGather, ReduceScatter and AllReduce; one chunk per peer for AllToAll; one block
-per receiver for CollectivePermute) and returns the array in the step's ``after``
+AllGather, ReduceScatter and AllReduce; one chunk per peer for AllToAll; the one
+missing box per receiver for CollectivePermute) and returns the array in the step's ``after``
 sharding. Every transfer goes through :meth:`Network.send`, which is what the
 measured bytes count. A device then cuts its new block out of what it holds and
 received; an element it should hold but cannot find is an ``AssertionError``
@@ -20,7 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from planner.ir.layout import devices_to_positions
+from planner.ir.layout import device_index_ranges, devices_to_positions
+from planner.redistribution.state import missing_box
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.steps import Step
 from planner.simulation.distributed import DistributedArray, block_origins
@@ -228,12 +229,19 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
             blocks[dst] = net.send(src, dst, arr.blocks[src])
         return DistributedArray(after, shape, blocks)
 
+    own = device_index_ranges(arr.sharding, shape)
+    ok, missing = missing_box(own, device_index_ranges(after, shape))
+
     def pieces_of(d):
+        pieces = [(origins[d], arr.blocks[d])]
         if d in source:
+            if not ok[d]:
+                raise AssertionError(f"device {d} lacks more than one box of its new block")
             s = source[d]
-            block = _extract(arr.blocks[s], origins[s], new_origins[d], new_local)
-            return [(new_origins[d], net.send(s, d, block))]
-        return [(origins[d], arr.blocks[d])]
+            start, stop = missing[d, :, 0], missing[d, :, 1]
+            box = _extract(arr.blocks[s], origins[s], start, stop - start)
+            pieces.append((start, net.send(s, d, box)))
+        return pieces
 
     return _rebuild(arr, after, pieces_of)
 
