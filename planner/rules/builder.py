@@ -11,8 +11,10 @@ them); the helpers below cover the op families:
 - :func:`reduction_rule` — reduced dimensions get the given kind.
 - :func:`reshape_rule` — the pieces common to input and output dimensions.
 
-Factors are numbered in order of first appearance, operands first (so for
-``ik,kj->ij`` they are ``i, k, j``: MindSpore's device-matrix order for MatMul).
+Factor order matters for MindSpore strategies (split counts are laid out over
+the devices in factor order). Einsum factors are numbered in order of first
+appearance, operands first (for ``ik,kj->ij``: ``i, k, j``, MindSpore's device
+matrix for MatMul); elementwise factors follow the result's dimensions.
 
 >>> str(rule_from_einsum("bij,bjk->bik", [(2, 8, 4), (2, 4, 16)]))
 '([b,i,j],[b,j,k])->([b,i,k]) {b=2,i=8,j=4,k=16} reduction={j}'
@@ -68,9 +70,6 @@ class RuleBuilder:
         self._divisible.append(divisible)
         return len(self._sizes) - 1
 
-    def set_kind(self, factor: int, kind: FactorKind) -> None:
-        self._kinds[factor] = kind
-
     def operand(self, dims: Iterable[Iterable[int]]) -> None:
         self._operands.append(tuple(tuple(d) for d in dims))
 
@@ -102,7 +101,7 @@ class RuleBuilder:
         new = {old: k for k, old in enumerate(order)}
         names: list[str] = []
         fixed = [self._names[f] for f in order if not self._auto[f]]
-        for k, f in enumerate(order):
+        for f in order:
             names.append(self._free_name(fixed + names) if self._auto[f] and by_appearance else self._names[f])
         remap = lambda dims: tuple(tuple(new[f] for f in d) for d in dims)  # noqa: E731
         return OpShardingRule(

@@ -10,8 +10,8 @@ partial-sum group when the result is unreduced.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import permutations
-from typing import Any, Mapping, Sequence
+from itertools import permutations, product
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from planner.ir.layout import device_index_ranges, partial_groups
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.rules import (
+    FactorKind,
     OpShardingRule,
     check_factor_axes,
     operand_shardings,
@@ -34,6 +35,7 @@ MESHES = {
     "x2": Mesh.from_sizes("m", {"x": 2}),
     "x4": Mesh.from_sizes("m", {"x": 4}),
     "x2y2": Mesh.from_sizes("m", {"x": 2, "y": 2}),
+    "x2y2z2": Mesh.from_sizes("m", {"x": 2, "y": 2, "z": 2}),
 }
 
 
@@ -161,11 +163,14 @@ def run_sharded(case: Case, factor_axes, mesh: Mesh, seed: int = 0) -> ShardedRu
 
 # -- factor shardings to try ------------------------------------------------------------
 
-def _axis_groups(mesh: Mesh) -> list[tuple[AxisRef, ...]]:
-    names = mesh.axis_names
-    groups = [(AxisRef(n),) for n in names]
-    groups += [tuple(AxisRef(n) for n in p) for p in permutations(names, 2)]
-    return groups
+def _pieces(mesh: Mesh) -> list[tuple[AxisRef, ...]]:
+    """The ways to cut the mesh into assignable pieces: its axes, and a size-4 axis also as two halves."""
+    out = [tuple(AxisRef(n) for n in mesh.axis_names)]
+    for k, a in enumerate(mesh.axes):
+        if a.size == 4:
+            halves = (AxisRef(a.name, 1, 2), AxisRef(a.name, 2, 2))
+            out.append(out[0][:k] + halves + out[0][k + 1:])
+    return out
 
 
 def _valid(rule: OpShardingRule, fa, mesh: Mesh) -> bool:
@@ -177,31 +182,23 @@ def _valid(rule: OpShardingRule, fa, mesh: Mesh) -> bool:
 
 
 def factor_shardings(rule: OpShardingRule, mesh: Mesh) -> list[tuple[tuple[AxisRef, ...], ...]]:
-    """Every valid assignment of one axis group (one axis, or two axes) to one factor, plus every
-    valid assignment of two distinct axes (or two pieces of a 1-D axis) to two factors."""
-    n = rule.num_factors
-    out = []
-
-    def put(assign: Mapping[int, tuple[AxisRef, ...]]):
-        fa = tuple(assign.get(f, ()) for f in range(n))
-        if fa not in out and _valid(rule, fa, mesh):
-            out.append(fa)
-
-    for f in range(n):
-        for group in _axis_groups(mesh):
-            put({f: group})
-    if len(mesh.axes) >= 2:
-        pieces = (AxisRef(mesh.axis_names[0]), AxisRef(mesh.axis_names[1]))
-    else:
-        a = mesh.axes[0]
-        pieces = (AxisRef(a.name, 1, 2), AxisRef(a.name, 2, a.size // 2)) if a.size >= 4 else ()
-    if pieces:
-        for f in range(n):
-            for g in range(n):
-                if f != g:
-                    put({f: (pieces[0],), g: (pieces[1],)})
-        for f in range(n):  # both pieces on one factor, major then minor
-            put({f: pieces})
+    """Every valid factor sharding that gives each mesh piece to one shardable factor or to none
+    (pieces on one factor in every order): one axis on one factor, two axes on one factor,
+    axes on several factors, reduction factors included."""
+    shardable = [f for f in range(rule.num_factors)
+                 if rule.factor_sizes[f] > 1 and rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION]
+    out: list[tuple[tuple[AxisRef, ...], ...]] = []
+    for pieces in _pieces(mesh):
+        for owners in product([None] + shardable, repeat=len(pieces)):
+            groups: dict[int, list[AxisRef]] = {}
+            for piece, f in zip(pieces, owners):
+                if f is not None:
+                    groups.setdefault(f, []).append(piece)
+            for orders in product(*(permutations(g) for g in groups.values())):
+                assign = dict(zip(groups, orders))
+                fa = tuple(tuple(assign.get(f, ())) for f in range(rule.num_factors))
+                if fa not in out and _valid(rule, fa, mesh):
+                    out.append(fa)
     return out
 
 
