@@ -249,6 +249,8 @@ class TensorSharding:
 
     def layout_only(self) -> "TensorSharding":
         """The same layout with every dimension closed, no priorities and no replicated axes."""
+        if not self.replicated and all(d.is_closed and d.priority == 0 for d in self.dims):
+            return self
         return TensorSharding(self.mesh, tuple(DimSharding(d.axes) for d in self.dims), (), self.unreduced)
 
     # -- text ----------------------------------------------------------------------

@@ -41,7 +41,7 @@ from planner.errors import ShardingError, ShardplanError
 from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
-from planner.redistribution.lower_bound import NOTE, lower_bound_bytes
+from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.moves import Move, moves
 from planner.redistribution.state import Pieces, State
 from planner.redistribution.steps import ReshardPlan, Step
@@ -95,8 +95,7 @@ def _reshard(shape, dtype, source, destination, cluster, objective) -> ReshardPl
         if step is not None:
             steps.append(step)
     steps += _search(shape, itemsize, start, destination, cluster, objective == "time")
-    bound = lower_bound_bytes(source, destination, shape, itemsize)
-    return ReshardPlan(shape, dtype, source, destination, tuple(steps), bound, NOTE)
+    return ReshardPlan(shape, dtype, source, destination, tuple(steps), NOTE)
 
 
 # -- mesh change -------------------------------------------------------------------------
@@ -184,7 +183,10 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
         if state == goal or _same_layout(pc, state, goal):
             return _steps(pc, back, start, state, goal, cluster)
         for move in moves(pc, state, goal, itemsize):
-            cost = _move_cost(pc, move, cluster)
+            ck = ("cost", move, cluster)
+            cost = pc._cache.get(ck)
+            if cost is None:
+                cost = pc._cache[ck] = _move_cost(pc, move, cluster)
             new = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
             order = (new[1], new[0], new[2]) if by_time else new
             old = best.get(move.after)
@@ -200,7 +202,11 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
 def _same_layout(pc: Pieces, a: State, b: State) -> bool:
     if a.unreduced != b.unreduced:
         return False
-    return bool(np.array_equal(pc.boxes(a), pc.boxes(b)))
+    key = ("same", a.dims, b.dims)
+    hit = pc._cache.get(key)
+    if hit is None:
+        hit = pc._cache[key] = bool(np.array_equal(pc.boxes(a), pc.boxes(b)))
+    return hit
 
 
 def _steps(pc: Pieces, back, start: State, end: State, goal: State, cluster) -> list[Step]:

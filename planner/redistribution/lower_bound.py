@@ -32,6 +32,7 @@ per-device term is used.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -109,3 +110,10 @@ def _union_volume(boxes: np.ndarray, shape: Sequence[int], max_cells: int = 1 <<
         shape_k[k] = len(sz)
         weight = weight * sz.reshape(shape_k)
     return int(weight[grid].sum())
+
+
+@lru_cache(maxsize=65536)
+def cached_lower_bound(src: TensorSharding, dst: TensorSharding, shape: tuple[int, ...], dtype: str) -> int:
+    from graphs.dtypes import dtype_itemsize
+
+    return lower_bound_bytes(src, dst, shape, dtype_itemsize(dtype))

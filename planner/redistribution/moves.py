@@ -79,68 +79,146 @@ def _span_ok(new: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int) -> bool:
     return bool(np.all(empty | ((lo <= new[:, k, 0]) & (new[:, k, 1] <= hi))))
 
 
-def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move]:
-    """Every valid move from ``state`` that can bring it closer to ``goal``."""
+def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:
+    """Every valid move from ``state`` that can bring it closer to ``goal``.
+
+    The moves that do not depend on the goal are computed once per state and
+    kept on ``pc`` (shared by every search over the same pieces), the rest once
+    per (state, goal).
+    """
+    key = ("base", state, itemsize)
+    base = pc._cache.get(key)
+    if base is None:
+        base = pc._cache[key] = list(_base_moves(pc, state, itemsize))
+    key = ("goal", state, goal, itemsize)
+    extra = pc._cache.get(key)
+    if extra is None:
+        extra = pc._cache[key] = list(_goal_moves(pc, state, goal, itemsize))
+    return base + extra
+
+
+def _contained(pc: Pieces, old: State, new: State) -> bool:
+    """Every device's block under ``new`` lies in its block under ``old`` (cached)."""
+    key = ("in", old.dims, new.dims)
+    hit = pc._cache.get(key)
+    if hit is None:
+        hit = pc._cache[key] = bool(contains(pc.boxes(old), pc.boxes(new)).all())
+    return hit
+
+
+def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:
+    """After gathering ``group`` (minor pieces of dim i), every new block lies in what the group holds."""
+    key = ("gather", state.dims, group, i, after.dims)
+    hit = pc._cache.get(key)
+    if hit is None:
+        lo, hi = _union_along(pc, pc.boxes(state), group, i)
+        hit = pc._cache[key] = _span_ok(pc.boxes(after), lo, hi, i)
+    return hit
+
+
+def _along_ok(pc: Pieces, old: State, new: State, k: int) -> bool:
+    key = ("along", old.dims, new.dims, k)
+    hit = pc._cache.get(key)
+    if hit is None:
+        box, nb = pc.boxes(old), pc.boxes(new)
+        hit = pc._cache[key] = bool(np.all((nb[:, k, 1] <= nb[:, k, 0]) | (
+            (box[:, k, 0] <= nb[:, k, 0]) & (nb[:, k, 1] <= box[:, k, 1]))))
+    return hit
+
+
+def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, itemsize) -> Move | None:
+    dims = list(state.dims)
+    dims[i] = rest
+    dims[k] = dim_k
+    after = State(tuple(dims), state.unreduced)
+    if not _gather_ok(pc, state, group, i, after) or not _along_ok(pc, state, after, k):
+        return None
+    old_local, new_local = pc.local_shape(state), pc.local_shape(after)
+    chunk = pc.local_elements(state) // old_local[k] * new_local[k] if old_local[k] else 0
+    return Move("AllToAll", group, (i, k), after, pc.size(group), chunk * itemsize)
+
+
+def _base_moves(pc: Pieces, state: State, itemsize: int) -> Iterator[Move]:
+    """Moves that do not depend on the goal: gathers, all-to-alls, slices, reorderings."""
     local = pc.local_elements(state)
-    box = pc.boxes(state)
+    rank = len(state.dims)
+    for i, dim in enumerate(state.dims):
+        for j in range(1, len(dim) + 1):
+            group = dim[len(dim) - j:]
+            rest = dim[: len(dim) - j]
+            # AllGather the most minor ``j`` pieces of dimension i.
+            after = State(_with_dim(state, i, rest), state.unreduced)
+            if _gather_ok(pc, state, group, i, after):
+                yield Move("AllGather", group, (i,), after, pc.size(group), local * itemsize)
+            # AllToAll them into another dimension (at any position its block contains).
+            for k in range(rank):
+                if k != i:
+                    for dim_k in _insertions(state.dims[k], group):
+                        m = _all_to_all(pc, state, i, k, group, rest, dim_k, itemsize)
+                        if m is not None:
+                            yield m
+    # Any free piece may split a dimension for a while: work on a smaller block,
+    # gather it back later (e.g. a reduction shared among replicas).
+    used = state.used()
+    for piece in _free_pieces(pc, used):
+        for k in range(rank):
+            for dim in _insertions(state.dims[k], (piece,)):
+                after = State(_with_dim(state, k, dim), state.unreduced)
+                if _contained(pc, state, after):
+                    yield Move("Slice", (), (k,), after, 1, 0)
+    # CollectivePermute to a reordering of one dimension.
+    if not state.unreduced:
+        for i, dim in enumerate(state.dims):
+            if len(dim) > 1:
+                for order in itertools.permutations(dim):
+                    if order != dim:
+                        m = permute_move(pc, state, State(_with_dim(state, i, order), state.unreduced), itemsize)
+                        if m is not None:
+                            yield m
+
+
+def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move]:
+    """Moves aimed at ``goal``: reductions, jumps straight to its dimensions, runs of its slices."""
+    local = pc.local_elements(state)
     rank = len(state.dims)
     goal_dim = {p: i for i, d in enumerate(goal.dims) for p in d}
     to_reduce = tuple(sorted(state.unreduced - goal.unreduced, key=lambda p: pc.refs[p].sort_key(pc.mesh)))
-    free = frozenset(goal_dim) - state.used()
+    used = state.used()
+    free = frozenset(goal_dim) - used
 
     # AllReduce every pending sum the goal does not keep, at once.
     if to_reduce:
         p = pc.size(to_reduce)
         after = State(state.dims, state.unreduced - set(to_reduce))
-        chunk = -(-local // p) * itemsize
-        yield Move("AllReduce", to_reduce, (), after, p, chunk)
-
-        # ReduceScatter a subset of them onto the minor end of a dimension.
-        # Members may receive any disjoint pieces of their common block, so the
-        # pieces can join the dimension at any position the block contains.
+        yield Move("AllReduce", to_reduce, (), after, p, -(-local // p) * itemsize)
+        # ReduceScatter a subset of them into a dimension. Members may receive any
+        # disjoint pieces of their common block, so the pieces can join the
+        # dimension at any position the block contains (even with free pieces of
+        # the goal's arrangement, sliced at the same time).
         for r in range(1, len(to_reduce) + 1):
             for subset in itertools.permutations(to_reduce, r):
                 for k in range(rank):
                     for dim in _insertions(state.dims[k], subset, goal.dims[k], free):
                         after = State(_with_dim(state, k, dim), state.unreduced - set(subset))
-                        if contains(box, pc.boxes(after)).all():
-                            p = pc.size(subset)
-                            yield Move("ReduceScatter", subset, (k,), after, p, pc.local_elements(after) * itemsize)
+                        if _contained(pc, state, after):
+                            yield Move("ReduceScatter", subset, (k,), after, pc.size(subset),
+                                       pc.local_elements(after) * itemsize)
 
+    # AllToAll straight into the goal's arrangement of a dimension (slicing free pieces too).
     for i, dim in enumerate(state.dims):
         for j in range(1, len(dim) + 1):
-            group = dim[len(dim) - j:]
-            rest = dim[: len(dim) - j]
-            p = pc.size(group)
-            lo, hi = _union_along(pc, box, group, i)
-            # AllGather the most minor ``j`` pieces of dimension i.
-            after = State(_with_dim(state, i, rest), state.unreduced)
-            if _span_ok(pc.boxes(after), lo, hi, i):
-                yield Move("AllGather", group, (i,), after, p, local * itemsize)
-            # AllToAll them into another dimension (at any position its block contains).
+            group, rest = dim[len(dim) - j:], dim[: len(dim) - j]
             for k in range(rank):
                 if k == i:
                     continue
-                for dim_k in _insertions(state.dims[k], group, goal.dims[k], free):
-                  dims = list(state.dims)
-                  dims[i] = rest
-                  dims[k] = dim_k
-                  after = State(tuple(dims), state.unreduced)
-                  new = pc.boxes(after)
-                  if not _span_ok(new, lo, hi, i):
-                      continue
-                  inside_k = (new[:, k, 1] <= new[:, k, 0]) | (
-                      (box[:, k, 0] <= new[:, k, 0]) & (new[:, k, 1] <= box[:, k, 1])
-                  )
-                  if not inside_k.all():
-                      continue
-                  chunk = local // pc.local_shape(state)[k] * pc.local_shape(after)[k] if pc.local_shape(state)[k] else 0
-                  yield Move("AllToAll", group, (i, k), after, p, chunk * itemsize)
+                jumps = _insertions(state.dims[k], group, goal.dims[k], free)[len(state.dims[k]) + 1:]
+                for dim_k in jumps:
+                    m = _all_to_all(pc, state, i, k, group, rest, dim_k, itemsize)
+                    if m is not None:
+                        yield m
 
-    # Slice: free pieces join the dimension the goal puts them in; a run of the
-    # goal's own suffix at once (on non-divisible dims the pieces one by one may
-    # not be local even when the run is).
-    used = state.used()
+    # Slice a run of the goal's own suffix at once (on non-divisible dimensions
+    # the pieces one by one may not be local even when the run is).
     for k, (have, want) in enumerate(zip(state.dims, goal.dims)):
         if want[: len(have)] != have:
             continue
@@ -150,17 +228,7 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move
             if any(p in used for p in run):
                 break
             after = State(_with_dim(state, k, have + run), state.unreduced)
-            if contains(box, pc.boxes(after)).all():
-                yield Move("Slice", (), (k,), after, 1, 0)
-    # Any free piece may also split a dimension for a while: work on a smaller
-    # block, gather it back later (e.g. a reduction shared among replicas).
-    targets = sorted(set(goal_dim.items()) | {(p, k) for p in _free_pieces(pc, used) for k in range(rank)})
-    for piece, k in targets:
-        if piece in used:
-            continue
-        for dim in _insertions(state.dims[k], (piece,)):
-            after = State(_with_dim(state, k, dim), state.unreduced)
-            if contains(box, pc.boxes(after)).all():
+            if _contained(pc, state, after):
                 yield Move("Slice", (), (k,), after, 1, 0)
 
     # A value becomes a pending sum over free pieces the goal keeps unreduced.
@@ -168,18 +236,11 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move
     if fresh:
         yield Move("Slice", fresh, (), State(state.dims, state.unreduced | set(fresh)), 1, 0)
 
-    # CollectivePermute: straight to the goal, or to a reordering of one dimension.
-    if state.unreduced == goal.unreduced:
-        targets = [goal] if goal != state else []
-        for i, dim in enumerate(state.dims):
-            if len(dim) > 1:
-                for order in itertools.permutations(dim):
-                    if order != dim:
-                        targets.append(State(_with_dim(state, i, order), state.unreduced))
-        for target in targets:
-            m = permute_move(pc, state, target, itemsize)
-            if m is not None:
-                yield m
+    # CollectivePermute straight to the goal.
+    if state.unreduced == goal.unreduced and goal != state:
+        m = permute_move(pc, state, goal, itemsize)
+        if m is not None:
+            yield m
 
 
 def permute_move(pc: Pieces, state: State, target: State, itemsize: int) -> Move | None:

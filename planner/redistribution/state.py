@@ -16,6 +16,7 @@ padded shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -32,6 +33,13 @@ class State:
 
     dims: tuple[tuple[int, ...], ...]
     unreduced: frozenset[int] = frozenset()
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.dims, self.unreduced)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def used(self) -> set[int]:
         return {p for d in self.dims for p in d} | set(self.unreduced)
@@ -58,6 +66,7 @@ class Pieces:
 
     @classmethod
     def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding]) -> "Pieces":
+        """The pieces of ``mesh`` cut wherever one of ``shardings`` cuts an axis (shared, cached)."""
         refs: list[AxisRef] = []
         for axis in mesh.axes:
             cuts = {1, axis.size}
@@ -69,6 +78,10 @@ class Pieces:
             cuts = sorted(cuts)
             for lo, hi in zip(cuts, cuts[1:]):
                 refs.append(make_axis(mesh, axis.name, lo, hi // lo))
+        return _pieces(mesh, tuple(shape), tuple(refs))
+
+    @classmethod
+    def _make(cls, mesh: Mesh, shape: tuple[int, ...], refs: tuple[AxisRef, ...]) -> "Pieces":
         digits = [r.digit(mesh) for r in refs]
         strides = np.array([d[0] for d in digits], dtype=np.int64)
         sizes = np.array([d[1] for d in digits], dtype=np.int64)
@@ -168,6 +181,12 @@ class Pieces:
 
     def digits(self) -> np.ndarray:
         return self._digits
+
+
+@lru_cache(maxsize=512)
+def _pieces(mesh: Mesh, shape: tuple[int, ...], refs: tuple[AxisRef, ...]) -> Pieces:
+    """One :class:`Pieces` per (mesh, shape, refinement): searches over it share their caches."""
+    return Pieces._make(mesh, shape, refs)
 
 
 def contains(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:

@@ -68,8 +68,14 @@ class ReshardPlan:
     source: TensorSharding
     destination: TensorSharding
     steps: tuple[Step, ...]
-    lower_bound_bytes_per_device: int
     lower_bound_note: str = field(default="", compare=False)
+
+    @property
+    def lower_bound_bytes_per_device(self) -> int:
+        """What any plan must move at least (computed on first use; see :mod:`.lower_bound`)."""
+        from planner.redistribution.lower_bound import cached_lower_bound
+
+        return cached_lower_bound(self.source, self.destination, self.shape, self.dtype)
 
     @property
     def bytes_per_device(self) -> int:

@@ -45,7 +45,6 @@ def test_replicas_share_a_reduction_to_reach_the_bound():
 
 def test_verify_reports_a_wrong_plan():
     good = reshard((8, 8), "f32", parse_sharding('[{"x"}, {}]', MESH), parse_sharding('[{}, {}]', MESH))
-    wrong = type(good)(good.shape, good.dtype, good.source, parse_sharding('[{}, {"x"}]', MESH), good.steps,
-                       good.lower_bound_bytes_per_device)
+    wrong = type(good)(good.shape, good.dtype, good.source, parse_sharding('[{}, {"x"}]', MESH), good.steps)
     assert verify(good).verified
     assert not verify(wrong).verified

@@ -1,0 +1,5 @@
+"""Strategy enumeration (SPEC §6.1): the candidates each op may take on the mesh."""
+
+from planner.enumeration.strategies import Strategy, enumerate_strategies, make_strategy, search_pieces
+
+__all__ = ["Strategy", "enumerate_strategies", "make_strategy", "search_pieces"]

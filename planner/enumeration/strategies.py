@@ -1,0 +1,168 @@
+"""Strategy enumeration (SPEC §6.1): every way an op's factor rule admits to use the mesh.
+
+A :class:`Strategy` assigns mesh axes to an op's factors (each axis, or sub-axis
+*piece*, to at most one factor; several pieces on one factor in any order) and
+carries what follows from it: the operand shardings the op needs, its result
+sharding (unreduced on the axes of sharded reduction factors), its MindSpore
+strategy (split counts per operand dimension) and how many ways its work is
+divided.
+
+The pieces are the mesh axes refined at every cut point the model needs
+(:func:`search_pieces`): sub-axes users wrote (``"d":(1)2``), those a MindSpore
+strategy implies on a 1-D mesh, and those reshapes need to keep data in place.
+Pieces of one axis on one factor stay in their natural order, so they merge back
+into the larger sub-axis or the whole axis.
+
+Enumeration order is deterministic: pieces in mesh order, each trying "no factor"
+first and then factors in rule order; so the replicated strategy is always
+index 0 and simpler strategies come first (the BFS tie-break relies on it).
+
+>>> from planner.ir.mesh import Mesh
+>>> from planner.rules.registry import rule_for
+>>> mesh = Mesh.from_sizes("mesh", {"x": 2, "y": 2})
+>>> rule = rule_for("matmul", [(8, 8), (8, 8)], (8, 8))
+>>> len(enumerate_strategies(rule, mesh, search_pieces(mesh)))  # 16 assignments, 3 with two orders
+19
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+from planner.errors import RuleError
+from planner.ir.axis import AxisRef, make_axis, merge_adjacent
+from planner.ir.mesh import Mesh
+from planner.ir.sharding import TensorSharding
+from planner.rules.factors import FactorKind, OpShardingRule
+from planner.rules.projection import (
+    check_factor_axes,
+    factor_axes_to_strategy,
+    operand_shardings,
+    result_sharding,
+)
+
+FactorAxes = tuple[tuple[AxisRef, ...], ...]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Strategy:
+    """One admissible factor sharding of an op and the shardings it implies."""
+
+    factor_axes: FactorAxes
+    operands: tuple[TensorSharding, ...]
+    result: TensorSharding
+    splits: tuple[tuple[int, ...], ...]
+    work_divisor: int  # devices that split the op's work (product of all used axes)
+
+    def text(self) -> str:
+        """MindSpore's form, e.g. ``((2, 4), (4, 1))``."""
+        return "(" + ", ".join("(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+                               for s in self.splits) + ("," if len(self.splits) == 1 else "") + ")"
+
+
+def make_strategy(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> Strategy:
+    """The strategy of a valid factor sharding (raises RuleError otherwise)."""
+    factor_axes = tuple(merge_adjacent(a, mesh) for a in factor_axes)
+    check_factor_axes(rule, factor_axes, mesh)
+    divisor = 1
+    for axes in factor_axes:
+        for a in axes:
+            divisor *= a.size_in(mesh)
+    return Strategy(
+        factor_axes,
+        operand_shardings(rule, factor_axes, mesh),
+        result_sharding(rule, factor_axes, mesh),
+        factor_axes_to_strategy(rule, factor_axes, mesh),
+        divisor,
+    )
+
+
+# -- pieces -----------------------------------------------------------------------------------
+
+def search_pieces(mesh: Mesh, refs: Iterable[AxisRef] = (), cut_sizes: Iterable[int] = ()) -> tuple[AxisRef, ...]:
+    """The mesh axes cut at every boundary of ``refs``, major to minor.
+
+    ``cut_sizes`` adds, for each axis, a cut after a major piece of
+    ``gcd(axis size, s)`` (what a reshape factor of size ``s`` needs).
+    """
+    cuts: dict[str, set[int]] = {a.name: {1, a.size} for a in mesh.axes}
+    for ref in refs:
+        if mesh.has_axis(ref.name):
+            lo, hi = ref.interval(mesh)
+            cuts[ref.name].update((lo, hi))
+    for s in cut_sizes:
+        for a in mesh.axes:
+            g = math.gcd(a.size, int(s))
+            if 1 < g < a.size:
+                cuts[a.name].add(g)
+    out: list[AxisRef] = []
+    for axis in mesh.axes:
+        points = sorted(cuts[axis.name])
+        # keep only cut points that divide the larger ones (a chain of divisors)
+        chain = [1]
+        for p in points[1:]:
+            if p % chain[-1] == 0:
+                chain.append(p)
+        if chain[-1] != axis.size:
+            chain.append(axis.size)
+        for lo, hi in zip(chain, chain[1:]):
+            out.append(make_axis(mesh, axis.name, lo, hi // lo))
+    return tuple(out)
+
+
+# -- enumeration ------------------------------------------------------------------------------------
+
+def enumerate_strategies(rule: OpShardingRule, mesh: Mesh, pieces: Sequence[AxisRef]) -> tuple[Strategy, ...]:
+    """Every admissible strategy of ``rule`` on ``mesh`` using ``pieces`` (cached)."""
+    return _enumerate(rule, mesh, tuple(pieces))
+
+
+@lru_cache(maxsize=4096)
+def _enumerate(rule: OpShardingRule, mesh: Mesh, pieces: tuple[AxisRef, ...]) -> tuple[Strategy, ...]:
+    shardable = [
+        f for f in range(rule.num_factors)
+        if rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION and rule.factor_sizes[f] > 1
+    ]
+    sizes = [p.size_in(mesh) for p in pieces]
+    seen: set[FactorAxes] = set()
+    out: list[Strategy] = []
+    for choice in itertools.product([None] + shardable, repeat=len(pieces)):
+        per_factor: dict[int, list[int]] = {}
+        for i, f in enumerate(choice):
+            if f is not None:
+                per_factor.setdefault(f, []).append(i)
+        if any(not rule.admits(f, math.prod(sizes[i] for i in idx)) for f, idx in per_factor.items()):
+            continue
+        for orders in itertools.product(*(_orders(idx, pieces) for idx in per_factor.values())):
+            axes = [()] * rule.num_factors
+            for f, order in zip(per_factor, orders):
+                axes[f] = tuple(pieces[i] for i in order)
+            factor_axes = tuple(merge_adjacent(a, mesh) for a in axes)
+            if factor_axes in seen:
+                continue
+            seen.add(factor_axes)
+            try:
+                out.append(make_strategy(rule, factor_axes, mesh))
+            except RuleError:
+                continue  # e.g. a minor reshape factor sharded below a partly sharded major one
+    return tuple(out)
+
+
+def _orders(idx: list[int], pieces: Sequence[AxisRef]) -> list[tuple[int, ...]]:
+    """Orders of several pieces on one factor; pieces of one axis keep their natural order."""
+    if len(idx) == 1:
+        return [tuple(idx)]
+    orders = []
+    for perm in itertools.permutations(idx):
+        ok = True
+        for a, b in itertools.combinations(perm, 2):
+            if pieces[a].name == pieces[b].name and pieces[a].pre_size > pieces[b].pre_size:
+                ok = False
+                break
+        if ok:
+            orders.append(perm)
+    return orders
