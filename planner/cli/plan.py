@@ -1,0 +1,130 @@
+"""``shardplan plan`` and ``shardplan explain``: plan a model, or say why a tensor is sharded as it is."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from costmodels import format_quantity
+from planner.cli.output import table, to_csv, to_json, write_text
+from planner.errors import ParseError
+from planner.plan import SEARCHES, PlanWarning, plan
+
+CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding", "source", "compute_time_s",
+               "comm_time_s", "reason")
+
+
+def _plan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--search", choices=SEARCHES, default="bfs",
+                   help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001")
+    p.add_argument("--mesh", help="plan on this mesh instead of the model's (same number of devices)")
+    p.add_argument("--cluster", metavar="PRESET|FILE", help="cluster preset or YAML file (default: the model's, else default)")
+    p.add_argument("--training", action="store_true",
+                   help="plan a training step: backward communication and gradient reduction included")
+    p.add_argument("--memory-budget", metavar="BYTES", help="per-device memory budget, e.g. 16GiB or 1e9 (ilp)")
+    p.add_argument("--time-limit", type=float, metavar="S", help="ILP time limit in seconds (falls back to bfs)")
+    p.add_argument("--solver", choices=("auto", "highs", "cbc"), default="auto", help="ILP solver (default auto)")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="plan how to shard a model: a sharding per tensor, a strategy per op, the collectives and their cost",
+        description="Plan a model: enumerate each op's strategies, cost every redistribution, and choose by "
+        "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp) or seed 001's "
+        "consensus rule (explicit).",
+    )
+    p.add_argument("model", help="model YAML file")
+    _plan_options(p)
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    p.set_defaults(run=run)
+
+    e = sub.add_parser(
+        "explain",
+        help="say why a tensor is sharded the way it is, back to the user annotation that decided it",
+        description="Plan the model and print the chain of decisions from TENSOR back to a user annotation.",
+    )
+    e.add_argument("model", help="model YAML file")
+    e.add_argument("tensor", help="tensor name")
+    _plan_options(e)
+    e.set_defaults(run=run_explain)
+
+
+def _budget(text: str | None) -> float | None:
+    if text is None:
+        return None
+    from costmodels import parse_quantity
+
+    try:
+        value = parse_quantity(text, "bytes")
+    except Exception:
+        raise ParseError(f"cannot read --memory-budget {text!r}: give bytes, e.g. 16GiB or 1.5e9") from None
+    if value <= 0:
+        raise ParseError(f"--memory-budget must be positive, got {text!r}")
+    return float(value)
+
+
+def make_plan(args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PlanWarning)
+        result = plan(args.model, search=args.search, mesh=args.mesh, cluster=args.cluster, training=args.training,
+                      memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver)
+    for w in caught:
+        print(f"shardplan: warning: {w.message}", file=sys.stderr)
+    return result
+
+
+def render_table(p) -> str:
+    rows = [(o["name"], o["op"], o["strategy"], o["result_sharding"].split(", ", 1)[1][:-1] if ", " in o["result_sharding"] else o["result_sharding"],
+             o["source"]) for o in p.ops]
+    out = [f"model {p.model}, search {p.search}, mesh {p.meshes[0]}", ""]
+    out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
+    if p.reshards:
+        out += ["", "redistributions:"]
+        rs = []
+        for r in p.reshards:
+            steps = ", ".join(f"{s['kind']}{'{' + ','.join(s['axes']) + '}' if s['axes'] else ''}" for s in r["steps"])
+            phase = f" [{r['phase']}]" if "phase" in r else ""
+            rs.append((r["tensor"], f"{r['producer'] or 'input'} -> {r['consumer'] or 'output'}{phase}", steps,
+                       f"{r['bytes_per_device']:,} B", format_quantity(r["time_s"], "s")))
+        out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
+    if p.gradient_syncs:
+        out += ["", "gradient reductions:"]
+        gs = [(g["param"], ", ".join(s["kind"] + "{" + ",".join(s["axes"]) + "}" for s in g["steps"]),
+               f"{g['bytes_per_device']:,} B", format_quantity(g["time_s"], "s")) for g in p.gradient_syncs]
+        out.append(table(gs, header=("param", "steps", "bytes/device", "time")))
+    t = p.totals
+    out += ["", "totals: " + ", ".join([
+        f"communication {t['comm_bytes_per_device']:,} B per device in {format_quantity(t['comm_time_s'], 's')}",
+        f"compute {format_quantity(t['compute_time_s'], 's')}",
+        *( [f"memory {format_quantity(t['memory_bytes_per_device'], 'bytes')} per device"]
+           if t.get("memory_bytes_per_device") is not None else []),
+        f"objective {format_quantity(t['objective'], 's')}",
+    ])]
+    if p.solver:
+        s = p.solver
+        gap = "n/a" if s["gap"] is None else f"{s['gap']:.3g}"
+        out.append(f"solver: {s['name']} {s['status']} (optimal: {s['optimal']}, gap {gap}) in "
+                   f"{format_quantity(s['time_s'], 's')}, {s['variables']} variables solved")
+    return "\n".join(out) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    p = make_plan(args)
+    if args.format == "json":
+        text = to_json(p.to_dict())
+    elif args.format == "csv":
+        text = to_csv(([o[c] if not isinstance(o[c], list) else "; ".join(o[c]) for c in CSV_COLUMNS] for o in p.ops),
+                      CSV_COLUMNS)
+    else:
+        text = render_table(p)
+    write_text(text, args.out)
+    return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    p = make_plan(args)
+    write_text("\n".join(p.explain(args.tensor)) + "\n", None)
+    return 0

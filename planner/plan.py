@@ -1,0 +1,388 @@
+"""The planner's public entry point: ``plan(model, ...) -> Plan`` (SPEC §6, §9).
+
+``plan`` loads the model (a path, YAML text or a built graph), builds the search
+problem (:mod:`planner.propagation.build`), solves it with the chosen search
+(``bfs``, ``ilp`` or ``explicit``), runs priority phases when annotations carry
+several priorities, and returns a :class:`Plan`: plain data about every tensor,
+op, redistribution and gradient reduction, with provenance for every decision.
+
+>>> p = plan("configs/ffn.yaml", search="bfs")          # doctest: +SKIP
+>>> [row["strategy"] for row in p.table()]              # doctest: +SKIP
+['((2, 1), (1, 4))', '((2, 4), (4,))', '((2, 4),)', '((2, 4), (4, 1))', '((2, 4), (4,))']
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from costmodels import Cluster, compute_time_s, load_cluster
+from graphs import ComputationGraph, load_model, load_model_text
+from planner.errors import PlanningError, ShardplanError
+from planner.ir.mesh import Mesh
+from planner.ir.text import parse_mesh_spec
+from planner.propagation.annotations import axes_of, priorities, translate
+from planner.propagation.bfs import bfs
+from planner.propagation.build import Model, Options, OpNode, SourceNode, build_model, output_layout
+from planner.redistribution import reshard
+from planner.training.gradients import operand_gradient, result_gradient
+
+SEARCHES = ("bfs", "ilp", "explicit")
+
+
+class PlanWarning(UserWarning):
+    """Something the user should know about a plan (e.g. the ILP fell back to BFS)."""
+
+
+@dataclass
+class Plan:
+    """A plan as plain data (see :meth:`to_dict` for the JSON contract)."""
+
+    model: str
+    search: str
+    meshes: list[str]
+    tensors: dict[str, dict]
+    ops: list[dict]
+    reshards: list[dict]
+    totals: dict
+    gradient_syncs: list[dict] | None = None
+    solver: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    _internal: Any = field(default=None, repr=False, compare=False)
+
+    def table(self) -> list[dict]:
+        """The strategy table: one row per op, as plain data."""
+        return [dict(row) for row in self.ops]
+
+    def to_dict(self) -> dict:
+        out = {
+            "model": self.model,
+            "search": self.search,
+            "meshes": self.meshes,
+            "tensors": self.tensors,
+            "ops": self.ops,
+            "reshards": self.reshards,
+            "totals": self.totals,
+        }
+        if self.gradient_syncs is not None:
+            out["gradient_syncs"] = self.gradient_syncs
+        if self.solver is not None:
+            out["solver"] = self.solver
+        if self.warnings:
+            out["warnings"] = self.warnings
+        return out
+
+    def explain(self, tensor: str) -> list[str]:
+        """The chain of decisions from ``tensor`` back to a user annotation (see ``shardplan explain``)."""
+        from planner.propagation.provenance import explain
+
+        return explain(self, tensor)
+
+
+# -- inputs -------------------------------------------------------------------------------------
+
+def load(model: Any) -> ComputationGraph:
+    """A graph from a path, YAML text or a graph."""
+    if isinstance(model, ComputationGraph):
+        return model
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".yaml", ".yml"))):
+        return load_model(model)
+    if isinstance(model, str):
+        return load_model_text(model)
+    raise PlanningError(f"cannot plan {type(model).__name__}: give a YAML path, YAML text or a ComputationGraph")
+
+
+def _planning_mesh(graph: ComputationGraph, mesh: Any) -> Mesh:
+    if mesh is None:
+        return graph.mesh
+    if isinstance(mesh, Mesh):
+        return mesh
+    text = str(mesh)
+    if text in graph.meshes:
+        return graph.meshes[text]
+    candidate = parse_mesh_spec(text, default_name=graph.mesh.name if graph.meshes else "mesh")
+    return candidate
+
+
+def _cluster(graph: ComputationGraph, cluster: Any) -> Cluster:
+    spec = cluster if cluster is not None else graph.cluster
+    base = str(Path(graph.source).parent) if graph.source and Path(str(graph.source)).exists() else None
+    return load_cluster(spec, base_dir=base)
+
+
+# -- the entry point ------------------------------------------------------------------------------
+
+def plan(
+    model: Any,
+    *,
+    search: str = "bfs",
+    mesh: Any = None,
+    cluster: Any = None,
+    training: bool = False,
+    memory_budget: float | None = None,
+    time_limit: float | None = None,
+    solver: str = "auto",
+) -> Plan:
+    """Plan ``model`` (a path, YAML text or graph); see the module docstring."""
+    if search not in SEARCHES:
+        raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
+    graph = load(model)
+    if search == "explicit":
+        from planner.propagation.explicit_plan import explicit_plan
+
+        return explicit_plan(graph)
+    planning_mesh = _planning_mesh(graph, mesh)
+    if graph.meshes and planning_mesh.size != graph.mesh.size:
+        raise PlanningError(
+            f"--mesh {planning_mesh.short()} has {planning_mesh.size} devices but the model's mesh "
+            f"@{graph.mesh.name} has {graph.mesh.size}; a different mesh must cover the same devices"
+        )
+    clu = _cluster(graph, cluster)
+    notes: list[str] = []
+    base = Options(training=training, memory_budget=memory_budget)
+    annotations = [translate(t.sharding, planning_mesh) for t in graph.tensors.values() if t.sharding is not None]
+    levels = priorities(annotations)
+    prefixes: dict = {}
+    if len(levels) > 1:
+        for level in levels:
+            allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
+            opts = Options(training, memory_budget, level, allowed, dict(prefixes))
+            m = build_model(graph, planning_mesh, clu, opts)
+            choice, _, _, _ = _solve(m, search, time_limit, solver, notes)
+            prefixes = {n.name: n.strategies[c].factor_axes for n, c in zip(m.nodes, choice) if isinstance(n, OpNode)}
+        base = Options(training, memory_budget, None, None, prefixes)
+    m = build_model(graph, planning_mesh, clu, base)
+    choice, reasons, report, used = _solve(m, search, time_limit, solver, notes)
+    for note in notes:
+        warnings.warn(note, PlanWarning, stacklevel=2)
+    return assemble(m, choice, reasons, used, report, notes)
+
+
+def _seeds(m: Model) -> list[int]:
+    return [i for i, n in enumerate(m.nodes) if n.user]
+
+
+def _prefer(m: Model):
+    """BFS tie-break: keep the layouts of the node propagation came from, dimension by dimension."""
+
+    def layouts_of(i, c):
+        n = m.nodes[i]
+        if isinstance(n, SourceNode):
+            return [n.layouts[c]]
+        s = n.strategies[c]
+        return [*s.operands, s.result]
+
+    def edge_layout(i, c, info):
+        n = m.nodes[i]
+        if isinstance(n, SourceNode):
+            return n.layouts[c]
+        s = n.strategies[c]
+        return s.operands[info.operand] if info.consumer == i else s.result
+
+    def prefer(v, u, e, cu):
+        info = m.edges[e]
+        theirs = [l for l in layouts_of(u, cu)]
+        node = m.nodes[v]
+        count = len(node.layouts) if isinstance(node, SourceNode) else len(node.strategies)
+        scores = np.zeros(count)
+        for c in range(count):
+            mine = edge_layout(v, c, info)
+            best = 0
+            for l in theirs:
+                if l.rank == mine.rank:
+                    best = max(best, sum(a.axes == b.axes for a, b in zip(l.dims, mine.dims)))
+            scores[c] = best
+        return scores
+
+    return prefer
+
+
+def _solve(m: Model, search: str, time_limit, solver, notes) -> tuple:
+    """``(choice, reasons, solver report, search used)``."""
+    if search == "ilp":
+        from planner.propagation.ilp import SolverFailed, solve_ilp
+
+        try:
+            result = solve_ilp(m.problem, time_limit=time_limit, solver=solver)
+            return result.choice, None, result.report, "ilp"
+        except SolverFailed as e:
+            notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
+    result = bfs(m.problem, _seeds(m), prefer=_prefer(m))
+    return result.choice, result.parent, None, "bfs"
+
+
+# -- reporting --------------------------------------------------------------------------------------
+
+def _steps(plan_) -> list[dict]:
+    return [s.to_dict() for s in plan_.steps]
+
+
+def _node_name(m: Model, i: int) -> str | None:
+    n = m.nodes[i]
+    return None if isinstance(n, SourceNode) else n.name
+
+
+def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
+    """Everything a user reads about a chosen plan, with costs recomputed from the same engine."""
+    from planner.propagation.provenance import decision_reasons
+
+    graph, clu, training = m.graph, m.cluster, m.options.training
+    reasons = decision_reasons(m, choice, parents)
+    tensors: dict[str, dict] = {}
+    ops: list[dict] = []
+    reshards: list[dict] = []
+    syncs: list[dict] = []
+    compute_total = 0.0
+    reduce_time: dict[str, float] = {op.name: 0.0 for op in graph.ops}
+
+    def layout_of(name: str):
+        producer = graph.producer(name)
+        if producer is not None:
+            return m.nodes[m.index[producer]].strategies[choice[m.index[producer]]].result
+        if f"tensor:{name}" in m.index:
+            i = m.index[f"tensor:{name}"]
+            return m.nodes[i].layouts[choice[i]]
+        op_name, k = m.private_sources[name][0]
+        i = m.index[op_name]
+        return m.nodes[i].strategies[choice[i]].operands[k]
+
+    for name, spec in graph.tensors.items():
+        if spec.kind != "activation" and not graph.consumers(name):
+            continue
+        lay = layout_of(name)
+        user = spec.sharding is not None
+        tensors[name] = {
+            "shape": list(spec.shape),
+            "dtype": spec.dtype,
+            "sharding": str(lay),
+            "source": "user" if user else "propagated",
+            "reason": reasons["tensors"][name],
+        }
+
+    for e, info in enumerate(m.edges):
+        spec = graph.tensor(info.tensor)
+        producer = m.nodes[info.producer]
+        consumer = m.nodes[info.consumer]
+        cc = consumer.strategies[choice[info.consumer]]
+        if isinstance(producer, SourceNode):
+            src = producer.layouts[choice[info.producer]]
+            res_grad = src
+        else:
+            ps = producer.strategies[choice[info.producer]]
+            src, res_grad = ps.result, result_gradient(ps)
+        fwd = reshard(spec.shape, spec.dtype, src, cc.operands[info.operand], clu, "time")
+        if fwd.steps:
+            row = _reshard_row(info.tensor, _node_name(m, info.producer), consumer.name, fwd, training, "forward")
+            reshards.append(row)
+            if not isinstance(producer, SourceNode):
+                reduce_time[producer.name] += sum(s.time_s for s in fwd.steps if s.kind in ("AllReduce", "ReduceScatter"))
+        if info.backward:
+            grad = operand_gradient(consumer.rule, cc, info.operand)
+            bwd = reshard(spec.shape, spec.dtype, grad, res_grad, clu, "time")
+            if bwd.steps:
+                if isinstance(producer, SourceNode) and spec.kind == "param":
+                    syncs.append(_sync_row(info.tensor, bwd, consumer.name))
+                else:
+                    reshards.append(_reshard_row(info.tensor, consumer.name, _node_name(m, info.producer), bwd,
+                                                 training, "backward"))
+
+    for i, node in enumerate(m.nodes):
+        if not isinstance(node, OpNode):
+            continue
+        s = node.strategies[choice[i]]
+        op = node.spec
+        out = graph.tensor(op.output)
+        flops = graph.op_flops(op.name)
+        grads = sum(1 for t in op.inputs if m.needs_grad.get(t, False)) if training else 0
+        compute = compute_time_s(flops * (1 + grads) / s.work_divisor, clu)
+        compute_total += compute
+        comm = reduce_time[op.name]
+        if op.output in graph.outputs and not (training and out.rank == 0):
+            final = output_layout(s.result, m.annotations.get(op.output))
+            fin = reshard(out.shape, out.dtype, s.result, final, clu, "time")
+            if fin.steps:
+                reshards.append(_reshard_row(op.output, op.name, None, fin, training, "forward"))
+                comm += sum(st.time_s for st in fin.steps if st.kind in ("AllReduce", "ReduceScatter"))
+        for t, reads in m.private_sources.items():
+            for name, k in reads:
+                tspec = graph.tensor(t)
+                if name == op.name and training and tspec.kind == "param" and m.needs_grad.get(t, False):
+                    g = reshard(tspec.shape, tspec.dtype, operand_gradient(node.rule, s, k), s.operands[k], clu, "time")
+                    if g.steps:
+                        syncs.append(_sync_row(t, g, op.name))
+        ops.append({
+            "name": op.name,
+            "op": op.op,
+            "strategy": s.text(),
+            "operand_shardings": [str(x) for x in s.operands],
+            "result_sharding": str(s.result),
+            "source": "user" if node.user else "propagated",
+            "compute_time_s": compute,
+            "comm_time_s": comm,
+            "reason": reasons["ops"][op.name],
+        })
+
+    comm_bytes = sum(r["bytes_per_device"] for r in reshards) + sum(g["bytes_per_device"] for g in syncs)
+    comm_time = sum(r["time_s"] for r in reshards) + sum(g["time_s"] for g in syncs)
+    objective = m.problem.objective(choice)
+    totals = {
+        "comm_bytes_per_device": int(comm_bytes),
+        "comm_time_s": comm_time,
+        "compute_time_s": compute_total,
+        "memory_bytes_per_device": int(m.problem.memory(choice)),
+        "objective": objective,
+    }
+    solver_info = None
+    if report is not None:
+        solver_info = {
+            "name": report.name, "status": report.status, "optimal": report.optimal, "gap": report.gap,
+            "time_s": report.time_s, "variables": report.variables,
+        }
+    meshes = [str(m.mesh)] + [str(x) for x in m.graph.meshes.values() if x != m.mesh]
+    search_name = used
+    return Plan(
+        model=graph.name,
+        search=search_name,
+        meshes=meshes,
+        tensors=tensors,
+        ops=ops,
+        reshards=reshards,
+        totals=totals,
+        gradient_syncs=syncs if training else None,
+        solver=solver_info,
+        warnings=list(notes),
+        _internal=(m, tuple(choice), parents),
+    )
+
+
+def _reshard_row(tensor, producer, consumer, p, training, phase) -> dict:
+    row = {
+        "tensor": tensor,
+        "producer": producer,
+        "consumer": consumer,
+        "from": str(p.source),
+        "to": str(p.destination),
+        "steps": _steps(p),
+        "bytes_per_device": p.bytes_per_device,
+        "time_s": p.time_s,
+    }
+    if training:
+        row["phase"] = phase
+    return row
+
+
+def _sync_row(param, p, reader) -> dict:
+    return {
+        "param": param,
+        "reader": reader,
+        "from": str(p.source),
+        "to": str(p.destination),
+        "steps": _steps(p),
+        "bytes_per_device": p.bytes_per_device,
+        "time_s": p.time_s,
+    }

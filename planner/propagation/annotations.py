@@ -1,0 +1,133 @@
+"""User annotations as constraints on candidate layouts (SPEC §6.5, seeds 000 and 003).
+
+A tensor annotation such as ``[{"x", ?}p1, {}], replicated={"y"}`` constrains the
+layouts the tensor may take:
+
+* a **closed** dimension keeps exactly its axes; an **open** one keeps them as its
+  most major axes and may gain more (minor) ones;
+* an explicitly **replicated** axis may not split the tensor anywhere;
+* **priorities** order propagation (:func:`priorities`): annotations of priority
+  ``< i`` are propagated through the whole program before those of priority ``i``.
+
+Axes are compared as pieces of the search refinement, so ``"d"`` satisfies an open
+``{"d":(1)2, ?}`` (its major piece is ``"d":(1)2``).
+
+>>> from planner.ir import parse_mesh, parse_sharding
+>>> m = parse_mesh('@m = <["x"=2, "y"=4]>')
+>>> ann = parse_sharding('[{"x", ?}, {}], replicated={"y"}', m)
+>>> [satisfies(parse_sharding(t, m), ann) for t in ('[{"x"}, {}]', '[{"x", "y"}, {}]', '[{}, {}]')]
+[True, False, False]
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from planner.errors import PlanningError, ShardingError
+from planner.ir.axis import AxisRef, axes_for_digit
+from planner.ir.mesh import Mesh
+from planner.ir.sharding import DimSharding, TensorSharding
+
+
+def _expand(axes: Sequence[AxisRef], mesh: Mesh, cuts: dict[str, set[int]]) -> list[tuple[str, int, int]]:
+    out = []
+    for ref in axes:
+        lo, hi = ref.interval(mesh)
+        points = sorted(p for p in cuts.get(ref.name, ()) if lo < p < hi)
+        bounds = [lo, *points, hi]
+        out += [(ref.name, a, b) for a, b in zip(bounds, bounds[1:])]
+    return out
+
+
+def _cuts(mesh: Mesh, *shardings: TensorSharding) -> dict[str, set[int]]:
+    cuts: dict[str, set[int]] = {}
+    for s in shardings:
+        for ref in s.used_axes():
+            lo, hi = ref.interval(mesh)
+            cuts.setdefault(ref.name, set()).update((lo, hi))
+    return cuts
+
+
+def satisfies(candidate: TensorSharding, annotation: TensorSharding) -> bool:
+    """Whether a layout honours an annotation's closed/open dims and replicated axes.
+
+    Pending sums (``unreduced``) of the candidate are ignored: they are resolved by
+    the redistribution that follows.
+    """
+    mesh = candidate.mesh
+    if annotation.mesh != mesh:
+        annotation = translate(annotation, mesh)
+    cuts = _cuts(mesh, candidate, annotation)
+    for have, want in zip(candidate.dims, annotation.dims):
+        h = _expand(have.axes, mesh, cuts)
+        w = _expand(want.axes, mesh, cuts)
+        if want.is_closed and h != w:
+            return False
+        if want.is_open and h[: len(w)] != w:
+            return False
+    if annotation.replicated:
+        used = [a for d in candidate.dims for a in d.axes]
+        if any(a.overlaps(r) for a in used for r in annotation.replicated):
+            return False
+    return True
+
+
+def translate(sharding: TensorSharding, mesh: Mesh) -> TensorSharding:
+    """The same sharding named with ``mesh``'s axes (meshes over the same devices in the same order)."""
+    if sharding.mesh == mesh:
+        return sharding
+    if sharding.mesh.devices != mesh.devices:
+        raise PlanningError(
+            f"{sharding} is on mesh @{sharding.mesh.name}, whose device order differs from @{mesh.name}; "
+            "the planner works on one device order: annotate on the planning mesh"
+        )
+
+    def conv(refs):
+        out = []
+        for r in refs:
+            try:
+                out += list(axes_for_digit(mesh, *r.digit(sharding.mesh)))
+            except ShardingError:
+                raise PlanningError(
+                    f"axis {r} of @{sharding.mesh.name} has no counterpart on mesh @{mesh.name} "
+                    f"({mesh.short()}); annotate on the planning mesh"
+                ) from None
+        return out
+
+    dims = tuple(
+        DimSharding(tuple(conv(d.axes)), d.is_open, d.priority) for d in sharding.dims
+    )
+    built = TensorSharding.build(mesh, [d.axes for d in dims], replicated=conv(sharding.replicated),
+                                 unreduced=conv(sharding.unreduced))
+    return TensorSharding(mesh, tuple(DimSharding(b.axes, d.is_open, d.priority) for b, d in zip(built.dims, dims)),
+                          built.replicated, built.unreduced)
+
+
+def restrict_to_priority(annotation: TensorSharding, level: int) -> TensorSharding | None:
+    """The part of an annotation that applies once priorities ``<= level`` are active.
+
+    Dimensions of a higher priority become open and empty; ``None`` if nothing applies.
+    Replicated axes carry no priority and always apply.
+    """
+    dims = []
+    active = False
+    for d in annotation.dims:
+        if d.priority <= level and (d.axes or d.is_closed):
+            dims.append(d)
+            active = active or bool(d.axes) or d.is_closed
+        else:
+            dims.append(DimSharding((), is_open=True))
+    if not active and not annotation.replicated:
+        return None
+    return TensorSharding(annotation.mesh, tuple(dims), annotation.replicated, ())
+
+
+def priorities(annotations: Iterable[TensorSharding]) -> list[int]:
+    """Distinct priorities of the annotations' non-empty dimensions, ascending."""
+    found = {d.priority for a in annotations for d in a.dims if d.axes}
+    return sorted(found) or [0]
+
+
+def axes_of(annotations: Iterable[TensorSharding]) -> set[str]:
+    """Mesh axis names any of the annotations uses to split a dimension."""
+    return {a.name for s in annotations for d in s.dims for a in d.axes}

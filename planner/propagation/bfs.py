@@ -1,0 +1,140 @@
+"""Breadth-first strategy propagation (seed 002, SPEC §6.3).
+
+Start from the user-configured nodes (decided first, each at its cheapest own
+cost among the candidates its annotations leave), then walk edges breadth-first
+in both directions. Each undecided neighbour takes the candidate that minimises
+its own cost plus the cost of its edges to every already-decided neighbour;
+decided nodes are never revisited (propagation stops at configured ops).
+
+Deterministic tie-breaking: seeds in node order, neighbours in node order; among
+equal costs the candidate the caller's ``prefer`` scores highest (the planner
+prefers keeping the layouts of the node propagation came from), then the one
+with the lowest index (enumeration puts simpler strategies first). A part of the graph no seed reaches starts from its first
+node, at its cheapest own cost. With a memory budget, a candidate is skipped
+when taking it would leave no room for the cheapest choice of every node not yet
+decided.
+
+>>> import numpy as np
+>>> from planner.propagation.problem import Edge, Node, SearchProblem
+>>> p = SearchProblem((Node("a", np.array([0.0, 0.0])), Node("b", np.array([0.0, 0.0]))),
+...                   (Edge.from_matrix(0, 1, np.array([[0.0, 3.0], [3.0, 0.0]])),))
+>>> bfs(p, seeds=[0], seed_choice={0: 1}).choice
+(1, 1)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from planner.errors import PlanningError
+from planner.propagation.problem import SearchProblem
+
+
+@dataclass(frozen=True)
+class BfsResult:
+    """One candidate per node, and for each node the (neighbour, edge) it was decided from."""
+
+    choice: tuple[int, ...]
+    parent: tuple[tuple[int, int] | None, ...]
+    order: tuple[int, ...]
+    objective: float
+
+
+def _adjacency(problem: SearchProblem) -> list[list[tuple[int, int]]]:
+    adj: list[list[tuple[int, int]]] = [[] for _ in problem.nodes]
+    for e, edge in enumerate(problem.edges):
+        adj[edge.u].append((edge.v, e))
+        adj[edge.v].append((edge.u, e))
+    for lst in adj:
+        lst.sort()
+    return adj
+
+
+def _edge_costs(problem: SearchProblem, e: int, node: int, other_choice: int) -> np.ndarray:
+    """Cost of edge ``e`` for each candidate of ``node`` given the other end's choice."""
+    edge = problem.edges[e]
+    if edge.v == node:
+        return edge.class_cost[edge.u_class[other_choice], edge.v_class]
+    return edge.class_cost[edge.u_class, edge.v_class[other_choice]]
+
+
+def bfs(
+    problem: SearchProblem,
+    seeds: Sequence[int],
+    seed_choice: Mapping[int, int] | None = None,
+    prefer: Callable[[int, int, int, int], np.ndarray] | None = None,
+) -> BfsResult:
+    """Propagate from ``seeds`` (see the module docstring); ``seed_choice`` pins some seeds."""
+    n = len(problem.nodes)
+    adj = _adjacency(problem)
+    choice: list[int | None] = [None] * n
+    parent: list[tuple[int, int] | None] = [None] * n
+    order: list[int] = []
+    pinned = dict(problem.fixed)
+    pinned.update(seed_choice or {})
+    min_memory = np.array([float(nd.memory.min()) if nd.memory is not None else 0.0 for nd in problem.nodes])
+    used_memory = 0.0
+    remaining_min = float(min_memory.sum())
+
+    def decide(v: int, via: tuple[int, int] | None) -> None:
+        nonlocal used_memory, remaining_min
+        node = problem.nodes[v]
+        total = node.cost.astype(float).copy()
+        for w, e in adj[v]:
+            if choice[w] is not None:
+                total = total + _edge_costs(problem, e, v, choice[w])
+        allowed = np.ones(node.n, dtype=bool)
+        if v in pinned:
+            allowed[:] = False
+            allowed[pinned[v]] = True
+        for a, ac, b, bc in problem.same:
+            if a == v and choice[b] is not None:
+                allowed &= ac == bc[choice[b]]
+            if b == v and choice[a] is not None:
+                allowed &= bc == ac[choice[a]]
+        if problem.memory_budget is not None and node.memory is not None:
+            room = problem.memory_budget - used_memory - (remaining_min - min_memory[v])
+            allowed &= node.memory <= room * (1 + 1e-9)
+        if not allowed.any():
+            raise PlanningError(
+                f"breadth-first propagation found no candidate for {node.name} that satisfies its "
+                "constraints (shard_as, pinned strategies, memory budget) given its decided neighbours; "
+                "try --search ilp"
+            )
+        total = np.where(allowed, total, np.inf)
+        best = total.min()
+        ties = np.flatnonzero(np.isclose(total, best, rtol=1e-9, atol=0.0) & allowed)
+        c = int(ties[0])
+        if len(ties) > 1 and prefer is not None and via is not None:
+            u, e = via
+            scores = prefer(v, u, e, choice[u])[ties]
+            c = int(ties[int(np.argmax(scores))])  # first among the best scores
+        choice[v] = c
+        parent[v] = via
+        order.append(v)
+        if node.memory is not None:
+            used_memory += float(node.memory[c])
+        remaining_min -= min_memory[v]
+
+    queue: deque[int] = deque()
+    for s in sorted(set(seeds)):
+        decide(s, None)
+        queue.append(s)
+    while True:
+        while queue:
+            u = queue.popleft()
+            for v, e in adj[u]:
+                if choice[v] is None:
+                    decide(v, (u, e))
+                    queue.append(v)
+        rest = [v for v in range(n) if choice[v] is None]
+        if not rest:
+            break
+        decide(rest[0], None)
+        queue.append(rest[0])
+    final = tuple(int(c) for c in choice)
+    return BfsResult(final, tuple(parent), tuple(order), problem.objective(final))

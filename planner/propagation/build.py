@@ -1,0 +1,401 @@
+"""From a model to a :class:`~planner.propagation.problem.SearchProblem` (SPEC §6.1-6.2).
+
+One node per op (its candidates are the strategies its rule admits, minus those
+the user's constraints forbid) and one per *source* tensor (input, parameter,
+constant) that several ops read (its candidates are the layouts its readers ask
+for). A source read by one op has no node: it is laid out as that op reads it.
+
+Costs, all in seconds on the cluster:
+
+* per op and strategy: compute time (FLOPs split over the devices that divide
+  the work), the reduction of a graph output's pending sums, and with training
+  the backward compute (one forward's worth per operand whose gradient is
+  needed) and the gradient reduction of parameters only this op reads;
+* per edge (a tensor from its producer, or a shared source, to one reader): the
+  redistribution between the producer's result layout and the reader's operand
+  layout, and with training the redistribution of the gradient back
+  (:mod:`planner.training.gradients`).
+
+Edge tables are built over *classes* (distinct layouts on each side), each
+distinct (shape, dtype, source, destination) redistribution planned once by the
+engine and cached; identical layers therefore cost nothing extra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from costmodels import Cluster, compute_time_s
+from graphs.dtypes import dtype_itemsize
+from planner.enumeration import Strategy, enumerate_strategies, make_strategy, search_pieces
+from planner.errors import PlanningError, RuleError, ShardplanError
+from planner.ir.axis import AxisRef
+from planner.ir.mesh import Mesh
+from planner.ir.sharding import DimSharding, TensorSharding
+from planner.propagation.annotations import restrict_to_priority, satisfies, translate
+from planner.propagation.problem import Edge, Node, SearchProblem
+from planner.redistribution import reshard
+from planner.rules.factors import FactorKind
+from planner.rules.projection import strategy_to_factor_axes
+from planner.rules.registry import rule_for
+from planner.training.gradients import operand_gradient, requires_grad, result_gradient
+
+OPTIMIZER_COPIES = 4  # training keeps the parameter, its gradient and two Adam moments
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to plan for."""
+
+    training: bool = False
+    memory_budget: float | None = None
+    priority_level: int | None = None  # annotations with a larger priority are not yet active
+    allowed_axes: frozenset[str] | None = None  # phase restriction (priorities): axes the search may use
+    prefixes: dict = field(default_factory=dict)  # op -> factor axes the strategy must extend (earlier phases)
+
+
+@dataclass
+class OpNode:
+    """An op's candidates and why they are what they are."""
+
+    name: str
+    spec: object
+    rule: object
+    strategies: tuple[Strategy, ...]
+    user: str | None = None  # why the user's annotations pinned or narrowed this op
+
+
+@dataclass
+class SourceNode:
+    """A tensor read by several ops, with the layouts it may take."""
+
+    name: str
+    layouts: tuple[TensorSharding, ...]
+    user: str | None = None
+
+
+@dataclass
+class EdgeInfo:
+    """Which tensor an edge carries, between which nodes, to which operand."""
+
+    tensor: str
+    producer: int  # node index (an op or a source node)
+    consumer: int
+    operand: int
+    backward: bool  # the tensor's gradient flows back along it
+
+
+@dataclass
+class Model:
+    """The built problem with everything needed to report a choice."""
+
+    graph: object
+    mesh: Mesh
+    cluster: Cluster
+    options: Options
+    pieces: tuple[AxisRef, ...]
+    nodes: list
+    index: dict
+    edges: list[EdgeInfo]
+    problem: SearchProblem
+    needs_grad: dict
+    private_sources: dict  # tensor -> (consumer node, operand indices) for sources read by one op
+    annotations: dict  # tensor -> annotation (active part) on the planning mesh
+
+
+def _annotations(graph, mesh: Mesh, level: int | None) -> dict[str, TensorSharding]:
+    out = {}
+    for name, t in graph.tensors.items():
+        if t.sharding is None:
+            continue
+        ann = translate(t.sharding, mesh)
+        if level is not None:
+            ann = restrict_to_priority(ann, level)
+        if ann is not None:
+            out[name] = ann
+    return out
+
+
+def default_annotations(graph, mesh: Mesh) -> dict[str, TensorSharding]:
+    """With no annotation at all, graph inputs are batch-sharded on the first mesh axis."""
+    axis = mesh.axes[0]
+    out = {}
+    for name, t in graph.tensors.items():
+        if t.kind == "input" and t.rank and t.shape[0] >= axis.size and axis.size > 1:
+            dims = (DimSharding((AxisRef(axis.name),), is_open=True),) + tuple(
+                DimSharding((), is_open=True) for _ in t.shape[1:])
+            out[name] = TensorSharding(mesh, dims)
+    return out
+
+
+def has_user_annotations(graph) -> bool:
+    return any(t.sharding is not None for t in graph.tensors.values()) or any(
+        op.strategy is not None or op.out_sharding is not None for op in graph.ops)
+
+
+def _cut_sizes(graph) -> set[int]:
+    """Factor sizes of reshape pieces: the planner cuts mesh axes so they can follow a reshape."""
+    sizes = set()
+    for op in graph.ops:
+        if op.op == "reshape":
+            rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
+            sizes.update(s for f, s in enumerate(rule.factor_sizes) if rule.needs_divisible[f])
+    return sizes
+
+
+def _where(graph, line) -> str | None:
+    if graph.source and line:
+        return f"{graph.source}:{line}"
+    return graph.source
+
+
+def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options()) -> Model:
+    """Enumerate, constrain and cost every node and edge of ``graph`` on ``mesh``."""
+    annotations = _annotations(graph, mesh, options.priority_level)
+    if not has_user_annotations(graph):
+        annotations = default_annotations(graph, mesh)
+    refs = [a for ann in annotations.values() for a in ann.used_axes()]
+    user_strategies = {}
+    for op in graph.ops:
+        if op.strategy is not None:
+            rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
+            try:
+                fa = strategy_to_factor_axes(rule, op.strategy, mesh)
+            except (RuleError, ShardplanError) as e:
+                raise PlanningError(f"op {op.name!r}: strategy {op.strategy}: {e.message}",
+                                    where=_where(graph, op.line)) from None
+            user_strategies[op.name] = fa
+            refs += [a for axes in fa for a in axes]
+    pieces = search_pieces(mesh, refs, _cut_sizes(graph))
+    needs = requires_grad(graph) if options.training else {t: False for t in graph.tensors}
+
+    # -- which sources get a node ---------------------------------------------------------------
+    readers: dict[str, list[tuple[str, int]]] = {name: [] for name in graph.tensors}
+    for op in graph.ops:
+        for k, t in enumerate(op.inputs):
+            readers[t].append((op.name, k))
+    sources = [name for name, t in graph.tensors.items() if t.kind != "activation" and readers[name]]
+    shared = [s for s in sources if len({op for op, _ in readers[s]}) > 1 or len(readers[s]) > 1]
+    private = {s: readers[s] for s in sources if s not in shared}
+
+    # -- op nodes ------------------------------------------------------------------------------
+    nodes: list = []
+    index: dict[str, int] = {}
+    for op in graph.ops:
+        node = _op_node(graph, op, mesh, pieces, annotations, private, user_strategies, options)
+        index[op.name] = len(nodes)
+        nodes.append(node)
+    for s in shared:
+        layouts = []
+        seen = set()
+        for op_name, k in readers[s]:
+            for strat in nodes[index[op_name]].strategies:
+                lay = strat.operands[k]
+                if lay not in seen and (s not in annotations or satisfies(lay, annotations[s])):
+                    seen.add(lay)
+                    layouts.append(lay)
+        if not layouts:
+            raise PlanningError(f"no layout of tensor {s!r} satisfies its annotation {annotations[s]} and is "
+                                "readable by its ops", where=_where(graph, graph.tensor(s).line))
+        user = f"annotation {annotations[s].dims_text()} on tensor {s!r}" if s in annotations else None
+        index[f"tensor:{s}"] = len(nodes)
+        nodes.append(SourceNode(s, tuple(layouts), user))
+
+    # -- costs ----------------------------------------------------------------------------------
+    problem_nodes = [_op_costs(graph, n, cluster, options, needs, private, annotations) if isinstance(n, OpNode)
+                     else _source_costs(graph, n, options) for n in nodes]
+    edges: list[EdgeInfo] = []
+    problem_edges: list[Edge] = []
+    for op in graph.ops:
+        v = index[op.name]
+        for k, t in enumerate(op.inputs):
+            producer = graph.producer(t)
+            if producer is not None:
+                u = index[producer]
+            elif t in shared:
+                u = index[f"tensor:{t}"]
+            else:
+                continue
+            back = options.training and needs.get(t, False)
+            info = EdgeInfo(t, u, v, k, back)
+            edges.append(info)
+            problem_edges.append(_edge(graph, info, nodes, cluster))
+    problem = SearchProblem(tuple(problem_nodes), tuple(problem_edges), _same_groups(graph, nodes, index, shared),
+                            options.memory_budget)
+    return Model(graph, mesh, cluster, options, pieces, nodes, index, edges, problem, needs, private, annotations)
+
+
+# -- nodes ------------------------------------------------------------------------------------------
+
+def _op_node(graph, op, mesh, pieces, annotations, private, user_strategies, options) -> OpNode:
+    shapes = [graph.tensor(t).shape for t in op.inputs]
+    out = graph.tensor(op.output)
+    rule = rule_for(op, shapes, out.shape)
+    candidates = list(enumerate_strategies(rule, mesh, pieces))
+    user = []
+    if op.name in user_strategies:
+        fa = user_strategies[op.name]
+        match = [s for s in candidates if s.factor_axes == fa]
+        candidates = match or [make_strategy(rule, fa, mesh)]
+        user.append(f"strategy {candidates[0].text()} given in the model")
+    if options.allowed_axes is not None:
+        allowed = options.allowed_axes | _prefix_axes(options, op.name)
+        candidates = [s for s in candidates if all(a.name in allowed for axes in s.factor_axes for a in axes)]
+    if op.name in options.prefixes:
+        prefix = options.prefixes[op.name]
+        candidates = [s for s in candidates if all(tuple(s.factor_axes[f][: len(p)]) == tuple(p)
+                                                   for f, p in enumerate(prefix))]
+    if op.output in annotations:
+        ann = annotations[op.output]
+        candidates = [s for s in candidates if satisfies(s.result, ann)]
+        user.append(f"annotation {ann.dims_text()} on its result {op.output!r}")
+    for t, reads in private.items():
+        for name, k in reads:
+            if name == op.name and t in annotations:
+                ann = annotations[t]
+                candidates = [s for s in candidates if satisfies(s.operands[k], ann)]
+                user.append(f"annotation {ann.dims_text()} on its operand {t!r}")
+    if not candidates:
+        raise PlanningError(
+            f"op {op.name!r} ({op.op}) has no strategy that satisfies {'; '.join(user) or 'its constraints'}; "
+            "loosen one of them (open a dimension with ?, or drop a replicated axis)",
+            where=_where(graph, op.line),
+        )
+    return OpNode(op.name, op, rule, tuple(candidates), "; ".join(user) or None)
+
+
+def _prefix_axes(options, op_name) -> set[str]:
+    return {a.name for axes in options.prefixes.get(op_name, ()) for a in axes}
+
+
+def _local_bytes(sharding: TensorSharding, shape, dtype) -> int:
+    n = 1
+    for d in sharding.local_shape(shape):
+        n *= d
+    return n * dtype_itemsize(dtype)
+
+
+def _op_costs(graph, node: OpNode, cluster, options, needs, private, annotations) -> Node:
+    op = node.spec
+    out = graph.tensor(op.output)
+    flops = graph.op_flops(op.name)
+    grads = sum(1 for t in op.inputs if needs.get(t, False)) if options.training else 0
+    cost = np.zeros(len(node.strategies))
+    memory = np.zeros(len(node.strategies))
+    is_output = op.output in graph.outputs
+    keep_pending = options.training and out.rank == 0  # a training loss: its value is only reported
+    own_params = [(t, k) for t, reads in private.items() for name, k in reads
+                  if name == op.name and graph.tensor(t).kind == "param"]
+    for i, s in enumerate(node.strategies):
+        c = compute_time_s(flops * (1 + grads) / s.work_divisor, cluster)
+        if is_output and not keep_pending:
+            final = output_layout(s.result, annotations.get(op.output))
+            c += reshard(out.shape, out.dtype, s.result, final, cluster, "time").time_s
+        mem = _local_bytes(s.result, out.shape, out.dtype)
+        for t, k in own_params:
+            spec = graph.tensor(t)
+            copies = OPTIMIZER_COPIES if options.training else 1
+            mem += copies * _local_bytes(s.operands[k], spec.shape, spec.dtype)
+            if options.training and needs.get(t, False):
+                c += reshard(spec.shape, spec.dtype, operand_gradient(node.rule, s, k), s.operands[k],
+                             cluster, "time").time_s
+        cost[i] = c
+        memory[i] = mem
+    return Node(op.name, cost, memory, labels=tuple(s.text() for s in node.strategies))
+
+
+def output_layout(result: TensorSharding, annotation: TensorSharding | None) -> TensorSharding:
+    """The layout a graph output ends in: its annotation's (when closed), else the result's, reduced."""
+    if annotation is not None and all(d.is_closed for d in annotation.dims):
+        return annotation.layout_only()
+    return result.with_unreduced(()) if result.unreduced else result
+
+
+def _source_costs(graph, node: SourceNode, options) -> Node:
+    spec = graph.tensor(node.name)
+    copies = OPTIMIZER_COPIES if options.training and spec.kind == "param" else 1
+    memory = np.array([copies * _local_bytes(l, spec.shape, spec.dtype) for l in node.layouts], dtype=float)
+    return Node(f"tensor:{node.name}", np.zeros(len(node.layouts)), memory,
+                labels=tuple(l.dims_text() for l in node.layouts))
+
+
+# -- edges ------------------------------------------------------------------------------------------
+
+def _classes(items) -> tuple[np.ndarray, list]:
+    seen: dict = {}
+    idx = np.empty(len(items), dtype=np.int64)
+    for i, it in enumerate(items):
+        idx[i] = seen.setdefault(it, len(seen))
+    return idx, list(seen)
+
+
+def _edge(graph, info: EdgeInfo, nodes, cluster) -> Edge:
+    spec = graph.tensor(info.tensor)
+    producer, consumer = nodes[info.producer], nodes[info.consumer]
+    if isinstance(producer, SourceNode):
+        out_side = [(lay, lay) for lay in producer.layouts]
+    else:
+        out_side = [(s.result, result_gradient(s)) for s in producer.strategies]
+    in_side = []
+    for s in consumer.strategies:
+        grad = operand_gradient(consumer.rule, s, info.operand) if info.backward else None
+        in_side.append((s.operands[info.operand], grad))
+    u_class, u_items = _classes(out_side)
+    v_class, v_items = _classes(in_side)
+    table = _table(spec.shape, spec.dtype, tuple(u_items), tuple(v_items), info.backward, cluster)
+    label = f"{info.tensor}: {producer.name} -> {consumer.name}"
+    return Edge(info.producer, info.consumer, u_class, v_class, table, label)
+
+
+_TABLES: dict = {}
+
+
+def _table(shape, dtype, u_items, v_items, backward, cluster) -> np.ndarray:
+    """Seconds for every (producer class, consumer class): forward (+ backward) redistribution."""
+    key = (tuple(shape), dtype, u_items, v_items, backward, cluster)
+    table = _TABLES.get(key)
+    if table is None:
+        table = np.zeros((len(u_items), len(v_items)))
+        for a, (res, res_grad) in enumerate(u_items):
+            for b, (opd, opd_grad) in enumerate(v_items):
+                t = reshard(shape, dtype, res, opd, cluster, "time").time_s
+                if backward:
+                    t += reshard(shape, dtype, opd_grad, res_grad, cluster, "time").time_s
+                table[a, b] = t
+        if len(_TABLES) > 4096:
+            _TABLES.clear()
+        _TABLES[key] = table
+    return table
+
+
+def _same_groups(graph, nodes, index, shared) -> tuple:
+    """shard_as groups as equal-layout constraints between the nodes that lay the tensors out."""
+    out = []
+    for group in graph.shard_as:
+        sides = [_layout_classes(graph, t, nodes, index, shared) for t in group]
+        for (a, ak), (b, bk) in zip(sides, sides[1:]):
+            keys = {k: i for i, k in enumerate(dict.fromkeys(ak + bk))}
+            out.append((a, np.array([keys[k] for k in ak]), b, np.array([keys[k] for k in bk])))
+    return tuple(out)
+
+
+def _layout_classes(graph, tensor, nodes, index, shared):
+    """(node, per-candidate layout key) of the node that decides ``tensor``'s layout."""
+    producer = graph.producer(tensor)
+    if producer is not None:
+        n = index[producer]
+        return n, [_dims_key(s.result) for s in nodes[n].strategies]
+    if tensor in shared:
+        n = index[f"tensor:{tensor}"]
+        return n, [_dims_key(l) for l in nodes[n].layouts]
+    op_name, k = graph.consumers(tensor)[0]
+    n = index[op_name]
+    return n, [_dims_key(s.operands[k]) for s in nodes[n].strategies]
+
+
+def _dims_key(sharding: TensorSharding) -> tuple:
+    """A layout's axes per dimension (what shard_as compares; pending sums are resolved first)."""
+    return tuple(d.axes for d in sharding.dims)
