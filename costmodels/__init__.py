@@ -7,9 +7,9 @@
 >>> mesh = Mesh.from_sizes("mesh", {"dp": 4, "tp": 8})
 >>> link = cluster.link_for(mesh, [AxisRef("dp")])   # the outer axis crosses nodes
 >>> str(link)
-'50GB/s, 10us'
+'50GB/s, 10us, 2us per call'
 >>> all_gather_cost(4, 2**20, link)
-CollectiveCost(bytes_per_device=3145728, time_s=9.291456e-05)
+CollectiveCost(bytes_per_device=3145728, time_s=9.491456e-05)
 """
 
 from costmodels.cluster import Cluster, Link, group_spans_nodes, slowest_link

@@ -63,25 +63,34 @@ def _check_positive(owner: str, name: str, value: object, *, allow_zero: bool = 
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """One kind of link: per-device bandwidth in each direction (bytes/s) and latency (s).
+    """One kind of link: per-device bandwidth in each direction (bytes/s), latency (s)
+    and a fixed overhead per collective call (s).
 
     In the alpha–beta model moving ``n`` bytes in one step costs
-    ``latency_s + n / bandwidth_bytes_per_s``. A latency of 0 is allowed (an
-    idealised link); a bandwidth must be positive.
+    ``latency_s + n / bandwidth_bytes_per_s``; every collective also pays
+    ``overhead_s`` once (LogP's *o*: launching the kernel and synchronising the
+    group), so that two collectives cost more than one that moves the same bytes
+    in the same number of steps. Latency and overhead may be 0 (an idealised
+    link); a bandwidth must be positive.
 
-    >>> str(Link(450e9, 3e-6))
-    '450GB/s, 3us'
+    >>> str(Link(450e9, 3e-6)), str(Link(450e9, 3e-6, 2e-6))
+    ('450GB/s, 3us', '450GB/s, 3us, 2us per call')
     """
 
     bandwidth_bytes_per_s: float
     latency_s: float
+    overhead_s: float = 0.0
 
     def __post_init__(self):
         _check_positive("link", "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
         _check_positive("link", "latency_s", self.latency_s, allow_zero=True)
+        _check_positive("link", "overhead_s", self.overhead_s, allow_zero=True)
 
     def __str__(self) -> str:
-        return f"{format_quantity(self.bandwidth_bytes_per_s, 'bytes/s')}, {format_quantity(self.latency_s, 's')}"
+        text = f"{format_quantity(self.bandwidth_bytes_per_s, 'bytes/s')}, {format_quantity(self.latency_s, 's')}"
+        if self.overhead_s:
+            text += f", {format_quantity(self.overhead_s, 's')} per call"
+        return text
 
 
 def slowest_link(links: Sequence[Link]) -> Link:
@@ -97,7 +106,7 @@ def slowest_link(links: Sequence[Link]) -> Link:
     """
     if not links:
         raise ValueError("slowest_link needs at least one link")
-    return min(links, key=lambda link: (link.bandwidth_bytes_per_s, -link.latency_s))
+    return min(links, key=lambda link: (link.bandwidth_bytes_per_s, -link.latency_s, -link.overhead_s))
 
 
 @dataclass(frozen=True, slots=True)

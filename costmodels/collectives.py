@@ -159,7 +159,12 @@ RING = CollectiveModel(all_gather_cost, reduce_scatter_cost, all_reduce_cost, al
 
 
 def _cost(steps: int, received: int, link: Link) -> CollectiveCost:
-    return CollectiveCost(received, steps * link.latency_s + received / link.bandwidth_bytes_per_s)
+    """``steps`` latencies, the bytes at the link's bandwidth, and the per-call overhead once."""
+    if steps == 0:
+        return NO_COST
+    return CollectiveCost(
+        received, link.overhead_s + steps * link.latency_s + received / link.bandwidth_bytes_per_s
+    )
 
 
 def _group(p: int) -> int:

@@ -21,7 +21,7 @@ override only one of its two values. Mistakes raise
 'default'
 >>> cluster = load_cluster({"preset": "nvlink-node", "intra_node": {"latency_s": "2us"}})
 >>> cluster.name, str(cluster.intra_node)
-('nvlink-node', '450GB/s, 2us')
+('nvlink-node', '450GB/s, 2us, 2us per call')
 >>> load_cluster({"preset": "nvlink-node", "devices_per_node": 0}, where="model.yaml:4")
 Traceback (most recent call last):
 ...
@@ -49,7 +49,8 @@ __all__ = ["ClusterSpec", "load_cluster"]
 ClusterSpec = Union[None, str, "os.PathLike[str]", Mapping[str, Any], Cluster]
 """What :func:`load_cluster` accepts."""
 
-_LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s")
+_LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s", "overhead_s")
+_REQUIRED_LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s")
 _REQUIRED = ("device_peak_flops", "device_memory_bytes", "devices_per_node", "intra_node", "inter_node")
 _TOP_KEYS = ("name", "preset", *_REQUIRED, "axes")
 
@@ -264,13 +265,13 @@ def _build(values: dict, source: _Source) -> Cluster:
     links = {key: values[key] for key in ("intra_node", "inter_node")}
     links.update({("axes", axis): link for axis, link in values.get("axes", {}).items()})
     for keys, link in links.items():
-        lacking = [key for key in _LINK_KEYS if key not in link]
+        lacking = [key for key in _REQUIRED_LINK_KEYS if key not in link]
         if lacking:
             keys = keys if isinstance(keys, tuple) else (keys,)
             raise source.error(keys, f"{'.'.join(keys)} lacks {' and '.join(lacking)}")
 
     def make(link: dict) -> Link:
-        return Link(link["bandwidth_bytes_per_s"], link["latency_s"])
+        return Link(link["bandwidth_bytes_per_s"], link["latency_s"], link.get("overhead_s", 0.0))
 
     return Cluster(
         name=values.get("name", "custom"),

@@ -28,7 +28,17 @@ from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.annotations import axes_of, priorities, translate
 from planner.propagation.bfs import bfs
-from planner.propagation.build import Model, Options, OpNode, SourceNode, build_model, output_layout
+from planner.propagation.annotations import satisfies
+from planner.propagation.build import (
+    Model,
+    Options,
+    OpNode,
+    SourceNode,
+    build_model,
+    default_annotations,
+    has_user_annotations,
+    output_layout,
+)
 from planner.redistribution import reshard
 from planner.training.gradients import operand_gradient, result_gradient
 
@@ -212,8 +222,32 @@ def _solve(m: Model, search: str, time_limit, solver, notes) -> tuple:
             return result.choice, None, result.report, "ilp"
         except SolverFailed as e:
             notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
-    result = bfs(m.problem, _seeds(m), prefer=_prefer(m))
+    seeds, seed_choice = _seeds(m), {}
+    if not has_user_annotations(m.graph):
+        seeds, seed_choice = _default_seeds(m)
+    result = bfs(m.problem, seeds, seed_choice, prefer=_prefer(m))
     return result.choice, result.parent, None, "bfs"
+
+
+def _default_seeds(m: Model) -> tuple[list[int], dict[int, int]]:
+    """No annotation at all: the readers of graph inputs start from batch-sharding on the first mesh axis.
+
+    Each reader of an input takes its cheapest candidate whose operand is split along
+    dimension 0 by the first mesh axis (when the dimension is at least that large);
+    this seeds the propagation without constraining the problem.
+    """
+    defaults = default_annotations(m.graph, m.mesh)
+    seeds, choice = [], {}
+    for tensor, ann in defaults.items():
+        for op_name, k in m.graph.consumers(tensor):
+            i = m.index[op_name]
+            node = m.nodes[i]
+            ok = [c for c, s in enumerate(node.strategies) if satisfies(s.operands[k], ann)]
+            if ok and i not in choice:
+                costs = m.problem.nodes[i].cost
+                choice[i] = min(ok, key=lambda c: (costs[c], c))
+                seeds.append(i)
+    return seeds, choice
 
 
 # -- reporting --------------------------------------------------------------------------------------

@@ -155,8 +155,6 @@ def _where(graph, line) -> str | None:
 def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options()) -> Model:
     """Enumerate, constrain and cost every node and edge of ``graph`` on ``mesh``."""
     annotations = _annotations(graph, mesh, options.priority_level)
-    if not has_user_annotations(graph):
-        annotations = default_annotations(graph, mesh)
     refs = [a for ann in annotations.values() for a in ann.used_axes()]
     user_strategies = {}
     for op in graph.ops:

@@ -136,3 +136,14 @@ def test_time_is_steps_times_latency_plus_bytes_over_bandwidth(p, nbytes, bandwi
         result = cost(p, nbytes, link)
         assert result.bytes_per_device == factor * nbytes
         assert result.time_s == pytest.approx(steps * latency + factor * nbytes / bandwidth)
+
+
+def test_overhead_is_paid_once_per_collective_so_two_calls_cost_more_than_one():
+    from costmodels import Link, all_gather_cost, all_reduce_cost, reduce_scatter_cost
+
+    link = Link(100.0, 1.0, 10.0)
+    ar = all_reduce_cost(4, 100, link)
+    rs_ag = reduce_scatter_cost(4, 100, link) + all_gather_cost(4, 100, link)
+    assert ar.bytes_per_device == rs_ag.bytes_per_device
+    assert ar.time_s == 10.0 + 6 * 1.0 + 600 / 100.0
+    assert rs_ag.time_s == ar.time_s + 10.0

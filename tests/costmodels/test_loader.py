@@ -86,7 +86,7 @@ def test_preset_overrides_replace_single_values():
     base = load_cluster("nvlink-node")
     assert cluster.name == "nvlink-node"
     assert cluster.devices_per_node == 4
-    assert cluster.inter_node == Link(base.inter_node.bandwidth_bytes_per_s, 20e-6)
+    assert cluster.inter_node == Link(base.inter_node.bandwidth_bytes_per_s, 20e-6, base.inter_node.overhead_s)
     assert cluster.intra_node == base.intra_node
 
 
@@ -131,7 +131,7 @@ def test_unknown_key_is_named_with_its_line_and_a_suggestion(tmp_path):
         load_cluster(path)
     assert str(info.value) == (
         f"{path}:3: unknown key 'bandwith_bytes_per_s' in intra_node; did you mean 'bandwidth_bytes_per_s'? "
-        "the keys are bandwidth_bytes_per_s, latency_s"
+        "the keys are bandwidth_bytes_per_s, latency_s, overhead_s"
     )
 
 
@@ -154,7 +154,7 @@ def test_unknown_top_level_key_lists_the_keys():
         ("inter_node", {"latency_s": -1e-6}, "inter_node.latency_s is -1e-06; it must be a finite number >= 0"),
         ("inter_node", {"latency_s": float("inf")}, "inter_node.latency_s is inf"),
         ("intra_node", {"latency_s": "5GB/s"}, "intra_node.latency_s: '5GB/s' is not a quantity in s"),
-        ("intra_node", "fast", "intra_node must be a mapping with keys bandwidth_bytes_per_s, latency_s; got str"),
+        ("intra_node", "fast", "intra_node must be a mapping with keys bandwidth_bytes_per_s, latency_s, overhead_s; got str"),
         ("axes", ["tp"], "axes maps mesh axis names to links; got list"),
         ("name", 7, "name must be a non-empty string, got 7"),
     ],
@@ -227,3 +227,15 @@ def test_presets_that_refer_to_each_other_in_a_loop_are_reported(tmp_path, monke
     monkeypatch.setattr(costmodels.presets, "PRESETS_DIR", tmp_path)
     with pytest.raises(ClusterError, match="presets refer to each other in a loop: a -> b -> a"):
         load_cluster("a")
+
+
+def test_overhead_is_read_and_defaults_to_zero():
+    c = load_cluster({"preset": "default", "intra_node": {"bandwidth_bytes_per_s": "100GB/s", "latency_s": "1us",
+                                                          "overhead_s": "2us"}})
+    assert c.intra_node.overhead_s == 2e-6
+    # a link given in part keeps the rest of its base preset's link, overhead included
+    assert load_cluster({"preset": "default", "inter_node": {"latency_s": 0}}).inter_node.overhead_s == 2e-6
+    plain = {"name": "plain", "device_peak_flops": 1e12, "device_memory_bytes": 10**9, "devices_per_node": 8,
+             "intra_node": {"bandwidth_bytes_per_s": 1e9, "latency_s": 0},
+             "inter_node": {"bandwidth_bytes_per_s": 1e9, "latency_s": 0}}
+    assert load_cluster(plain).inter_node.overhead_s == 0.0

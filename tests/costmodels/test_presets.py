@@ -37,7 +37,7 @@ def test_every_number_in_a_preset_has_a_comment(name):
 
 def test_default_is_one_uniform_generic_network():
     cluster = load_cluster("default")
-    assert cluster.intra_node == cluster.inter_node == Link(100e9, 5e-6)
+    assert cluster.intra_node == cluster.inter_node == Link(100e9, 5e-6, 2e-6)
     assert cluster.device_peak_flops == 100e12
     assert cluster.device_memory_bytes == 80 * 2**30
 
