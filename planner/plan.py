@@ -182,23 +182,26 @@ def _prefer(m: Model):
 
     def layouts_of(i, c):
         n = m.nodes[i]
-        if isinstance(n, SourceNode):
+        if not isinstance(n, OpNode):
             return [n.layouts[c]]
         s = n.strategies[c]
         return [*s.operands, s.result]
 
     def edge_layout(i, c, info):
         n = m.nodes[i]
-        if isinstance(n, SourceNode):
+        if not isinstance(n, OpNode):
             return n.layouts[c]
         s = n.strategies[c]
         return s.operands[info.operand] if info.consumer == i else s.result
 
     def prefer(v, u, e, cu):
         info = m.edges[e]
+        node = m.nodes[v]
+        if info.kind != "data":
+            return np.zeros(len(node.strategies) if isinstance(node, OpNode) else len(node.layouts))
         theirs = [l for l in layouts_of(u, cu)]
         node = m.nodes[v]
-        count = len(node.layouts) if isinstance(node, SourceNode) else len(node.strategies)
+        count = len(node.strategies) if isinstance(node, OpNode) else len(node.layouts)
         scores = np.zeros(count)
         for c in range(count):
             mine = edge_layout(v, c, info)
@@ -258,7 +261,7 @@ def _steps(plan_) -> list[dict]:
 
 def _node_name(m: Model, i: int) -> str | None:
     n = m.nodes[i]
-    return None if isinstance(n, SourceNode) else n.name
+    return n.name if isinstance(n, OpNode) else None
 
 
 def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
@@ -298,27 +301,48 @@ def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
             "reason": reasons["tensors"][name],
         }
 
-    for e, info in enumerate(m.edges):
+    for info in m.edges:
         spec = graph.tensor(info.tensor)
-        producer = m.nodes[info.producer]
-        consumer = m.nodes[info.consumer]
-        cc = consumer.strategies[choice[info.consumer]]
+        src_node, dst_node = m.nodes[info.producer], m.nodes[info.consumer]
+        a, b = choice[info.producer], choice[info.consumer]
+        if info.kind == "grad_in":  # a reader's gradients into the accumulation layout
+            cc = src_node.strategies[a]
+            for grad in dict.fromkeys(operand_gradient(src_node.rule, cc, k) for k in info.operands):
+                p = reshard(spec.shape, spec.dtype, grad, dst_node.layouts[b], clu, "time")
+                if p.steps:
+                    reshards.append(_reshard_row(info.tensor, src_node.name, f"gradient of {info.tensor}", p,
+                                                 training, "backward"))
+            continue
+        if info.kind == "grad_out":  # the summed gradient back to the producer (or the parameter)
+            target = dst_node.layouts[b] if isinstance(dst_node, SourceNode) else result_gradient(dst_node.strategies[b])
+            p = reshard(spec.shape, spec.dtype, src_node.layouts[a], target, clu, "time")
+            if p.steps:
+                if isinstance(dst_node, SourceNode) and spec.kind == "param":
+                    syncs.append(_sync_row(info.tensor, p, "several ops"))
+                else:
+                    reshards.append(_reshard_row(info.tensor, f"gradient of {info.tensor}", _node_name(m, info.consumer),
+                                                 p, training, "backward"))
+            continue
+        producer, consumer = src_node, dst_node
+        cc = consumer.strategies[b]
         if isinstance(producer, SourceNode):
-            src = producer.layouts[choice[info.producer]]
+            src = producer.layouts[a]
             res_grad = src
         else:
-            ps = producer.strategies[choice[info.producer]]
+            ps = producer.strategies[a]
             src, res_grad = ps.result, result_gradient(ps)
-        fwd = reshard(spec.shape, spec.dtype, src, cc.operands[info.operand], clu, "time")
-        if fwd.steps:
-            row = _reshard_row(info.tensor, _node_name(m, info.producer), consumer.name, fwd, training, "forward")
-            reshards.append(row)
-            if not isinstance(producer, SourceNode):
-                reduce_time[producer.name] += sum(s.time_s for s in fwd.steps if s.kind in ("AllReduce", "ReduceScatter"))
+        for layout in dict.fromkeys(cc.operands[k] for k in info.operands):
+            fwd = reshard(spec.shape, spec.dtype, src, layout, clu, "time")
+            if fwd.steps:
+                row = _reshard_row(info.tensor, _node_name(m, info.producer), consumer.name, fwd, training, "forward")
+                reshards.append(row)
+                if not isinstance(producer, SourceNode):
+                    reduce_time[producer.name] += sum(s.time_s for s in fwd.steps if s.kind in ("AllReduce", "ReduceScatter"))
         if info.backward:
-            grad = operand_gradient(consumer.rule, cc, info.operand)
-            bwd = reshard(spec.shape, spec.dtype, grad, res_grad, clu, "time")
-            if bwd.steps:
+            for grad in dict.fromkeys(operand_gradient(consumer.rule, cc, k) for k in info.operands):
+                bwd = reshard(spec.shape, spec.dtype, grad, res_grad, clu, "time")
+                if not bwd.steps:
+                    continue
                 if isinstance(producer, SourceNode) and spec.kind == "param":
                     syncs.append(_sync_row(info.tensor, bwd, consumer.name))
                 else:

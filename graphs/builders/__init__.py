@@ -67,6 +67,9 @@ def check_arg(builder: str, key: Any, value: Any) -> None:
         raise ModelError(f"builder {builder} has no argument {key!r}{hint} (arguments: {', '.join(args)})")
     if key == "dtype":
         check_dtype(value)
+    elif isinstance(args[key], bool):
+        if not isinstance(value, bool):
+            raise ModelError(f"builder {builder} argument {key} must be true or false, got {value!r}")
     elif value is None and args[key] is None:
         return
     elif isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -33,17 +33,21 @@ def check_heads(hidden: int, heads: int) -> int:
     return hidden // heads
 
 
-def layernorm(b: GraphBuilder, prefix: str, x: str, hidden: int, dtype: str = "f32") -> str:
-    """Layernorm op ``prefix`` with params ``prefix.scale``/``prefix.bias``; returns ``prefix_out``."""
+def layernorm(b: GraphBuilder, prefix: str, x: str, hidden: int, dtype: str = "f32", params: bool = True) -> str:
+    """Layernorm op ``prefix`` with params ``prefix.scale``/``prefix.bias`` (unless ``params`` is
+    false: a plain normalisation); returns ``prefix_out``."""
+    if not params:
+        return b.op("layernorm", [x], output=f"{prefix}_out", name=prefix)
     scale = b.param(f"{prefix}.scale", [hidden], dtype)
     bias = b.param(f"{prefix}.bias", [hidden], dtype)
     return b.op("layernorm", [x, scale, bias], output=f"{prefix}_out", name=prefix)
 
 
-def attention(b: GraphBuilder, p: str, x: str, *, batch: int, seq: int, hidden: int, heads: int, dtype: str) -> str:
+def attention(b: GraphBuilder, p: str, x: str, *, batch: int, seq: int, hidden: int, heads: int, dtype: str,
+              norm_params: bool = True) -> str:
     """Multi-head self-attention with a residual; returns ``{p}.res``."""
     hd = check_heads(hidden, heads)
-    h = layernorm(b, f"{p}.ln", x, hidden, dtype)
+    h = layernorm(b, f"{p}.ln", x, hidden, dtype, norm_params)
     per_head = {}
     for n in ("q", "k", "v"):
         w = b.param(f"{p}.w{n}", [hidden, hidden], dtype)
@@ -63,9 +67,10 @@ def attention(b: GraphBuilder, p: str, x: str, *, batch: int, seq: int, hidden: 
     return b.op("add", [x, o], output=f"{p}.res", name=f"{p}.residual")
 
 
-def mlp_block(b: GraphBuilder, p: str, x: str, *, hidden: int, ffn: int, dtype: str, out: str) -> str:
+def mlp_block(b: GraphBuilder, p: str, x: str, *, hidden: int, ffn: int, dtype: str, out: str,
+              norm_params: bool = True) -> str:
     """Layernorm, ``w1``, gelu, ``w2`` and a residual; returns ``out``."""
-    h = layernorm(b, f"{p}.ln", x, hidden, dtype)
+    h = layernorm(b, f"{p}.ln", x, hidden, dtype, norm_params)
     w1 = b.param(f"{p}.w1", [hidden, ffn], dtype)
     h = b.op("matmul", [h, w1], output=f"{p}.h", name=f"{p}.up")
     h = b.op("gelu", [h], output=f"{p}.act", name=f"{p}.gelu")
@@ -75,15 +80,18 @@ def mlp_block(b: GraphBuilder, p: str, x: str, *, hidden: int, ffn: int, dtype: 
 
 
 def block(b: GraphBuilder, prefix: str, x: str, *, batch: int, seq: int, hidden: int, heads: int, ffn: int,
-          dtype: str = "f32") -> str:
+          dtype: str = "f32", norm_params: bool = True) -> str:
     """One transformer block named ``prefix`` reading ``x``; returns ``{prefix}.out``."""
-    h = attention(b, f"{prefix}.attn", x, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype)
-    return mlp_block(b, f"{prefix}.mlp", h, hidden=hidden, ffn=ffn, dtype=dtype, out=f"{prefix}.out")
+    h = attention(b, f"{prefix}.attn", x, batch=batch, seq=seq, hidden=hidden, heads=heads, dtype=dtype,
+                  norm_params=norm_params)
+    return mlp_block(b, f"{prefix}.mlp", h, hidden=hidden, ffn=ffn, dtype=dtype, out=f"{prefix}.out",
+                     norm_params=norm_params)
 
 
 def define(b: GraphBuilder, *, layers: int, hidden: int, heads: int, seq: int, batch: int, ffn: int | None = None,
-           dtype: str = "f32") -> None:
-    """``layers`` blocks on input ``x [batch, seq, hidden]``; ``ffn`` defaults to ``4·hidden``.
+           dtype: str = "f32", norm_params: bool = True) -> None:
+    """``layers`` blocks on input ``x [batch, seq, hidden]``; ``ffn`` defaults to ``4·hidden``;
+    ``norm_params: false`` gives layer norms without scale and bias.
 
     The output is the last block's result ``layer{layers-1}.out``.
     """
@@ -91,5 +99,5 @@ def define(b: GraphBuilder, *, layers: int, hidden: int, heads: int, seq: int, b
     h = b.tensor("x", [batch, seq, hidden], dtype)
     for i in range(layers):
         h = block(b, f"layer{i}", h, batch=batch, seq=seq, hidden=hidden, heads=heads, ffn=ffn or 4 * hidden,
-                  dtype=dtype)
+                  dtype=dtype, norm_params=norm_params)
     b.outputs(h)

@@ -78,14 +78,38 @@ class SourceNode:
 
 
 @dataclass
+class GradNode:
+    """With training: where the gradient of a tensor read by several ops is summed.
+
+    Contributions that arrive in the node's layout are added locally (pending sums
+    included) and the sum goes back to the producer once: one AllReduce for the
+    three projections that read a layer-norm output, not three.
+    """
+
+    name: str  # the tensor
+    layouts: tuple[TensorSharding, ...]
+    user: str | None = None
+
+
+@dataclass
 class EdgeInfo:
-    """Which tensor an edge carries, between which nodes, to which operand."""
+    """Which tensor an edge carries, between which nodes, to which operands of the reader.
+
+    An op that reads one tensor twice (``mul(h, h)``) has one edge with both
+    operand positions: the tensor is redistributed once per distinct layout the
+    reads need, and their gradients are summed before going back.
+    """
 
     tensor: str
     producer: int  # node index (an op or a source node)
     consumer: int
-    operand: int
+    operands: tuple[int, ...]
     backward: bool  # the tensor's gradient flows back along it
+    kind: str = "data"  # "data", "grad_in" (reader -> GradNode) or "grad_out" (GradNode -> producer)
+
+    @property
+    def operand(self) -> int:
+        return self.operands[0]
 
 
 @dataclass
@@ -202,23 +226,55 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
         index[f"tensor:{s}"] = len(nodes)
         nodes.append(SourceNode(s, tuple(layouts), user))
 
+    # -- gradient accumulation (training) ---------------------------------------------------------
+    reads_by_tensor: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for op in graph.ops:
+        grouped: dict[str, list[int]] = {}
+        for k, t in enumerate(op.inputs):
+            grouped.setdefault(t, []).append(k)
+        for t, ks in grouped.items():
+            reads_by_tensor.setdefault(t, []).append((op.name, tuple(ks)))
+
+    def producer_node(t: str) -> int | None:
+        producer = graph.producer(t)
+        if producer is not None:
+            return index[producer]
+        return index.get(f"tensor:{t}")
+
+    if options.training:
+        for t, reads in reads_by_tensor.items():
+            if needs.get(t, False) and len(reads) > 1 and producer_node(t) is not None:
+                index[f"grad:{t}"] = len(nodes)
+                nodes.append(GradNode(t, _grad_layouts(t, reads, nodes, index, producer_node(t))))
+
     # -- costs ----------------------------------------------------------------------------------
-    problem_nodes = [_op_costs(graph, n, cluster, options, needs, private, annotations) if isinstance(n, OpNode)
-                     else _source_costs(graph, n, options) for n in nodes]
+    problem_nodes = []
+    for n in nodes:
+        if isinstance(n, OpNode):
+            problem_nodes.append(_op_costs(graph, n, cluster, options, needs, private, annotations))
+        elif isinstance(n, SourceNode):
+            problem_nodes.append(_source_costs(graph, n, options))
+        else:
+            problem_nodes.append(Node(f"grad:{n.name}", np.zeros(len(n.layouts)),
+                                      labels=tuple(l.dims_text() for l in n.layouts)))
     edges: list[EdgeInfo] = []
     problem_edges: list[Edge] = []
-    for op in graph.ops:
-        v = index[op.name]
-        for k, t in enumerate(op.inputs):
-            producer = graph.producer(t)
-            if producer is not None:
-                u = index[producer]
-            elif t in shared:
-                u = index[f"tensor:{t}"]
-            else:
-                continue
-            back = options.training and needs.get(t, False)
-            info = EdgeInfo(t, u, v, k, back)
+    for t, reads in reads_by_tensor.items():
+        u = producer_node(t)
+        if u is None:
+            continue
+        back = options.training and needs.get(t, False)
+        acc = index.get(f"grad:{t}")
+        for op_name, ks in reads:
+            v = index[op_name]
+            infos = [EdgeInfo(t, u, v, ks, back and acc is None)]
+            if acc is not None:
+                infos.append(EdgeInfo(t, v, acc, ks, True, "grad_in"))
+            for info in infos:
+                edges.append(info)
+                problem_edges.append(_edge(graph, info, nodes, cluster))
+        if acc is not None:
+            info = EdgeInfo(t, acc, u, (), True, "grad_out")
             edges.append(info)
             problem_edges.append(_edge(graph, info, nodes, cluster))
     problem = SearchProblem(tuple(problem_nodes), tuple(problem_edges), _same_groups(graph, nodes, index, shared),
@@ -330,38 +386,80 @@ def _classes(items) -> tuple[np.ndarray, list]:
     return idx, list(seen)
 
 
+def _reader_side(consumer: OpNode, ks, backward: bool) -> list:
+    """Per strategy of a reader: the distinct layouts its reads need, and their gradients'."""
+    out = []
+    for s in consumer.strategies:
+        layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
+        grads = tuple(dict.fromkeys(operand_gradient(consumer.rule, s, k) for k in ks)) if backward else ()
+        out.append((layouts, grads))
+    return out
+
+
+def _producer_side(node) -> list:
+    """Per candidate of a producer: its result layout and the layout its result's gradient must reach."""
+    if isinstance(node, SourceNode):
+        return [(lay, lay) for lay in node.layouts]
+    return [(s.result, result_gradient(s)) for s in node.strategies]
+
+
+def _grad_layouts(tensor, reads, nodes, index, producer) -> tuple[TensorSharding, ...]:
+    seen = {}
+    for op_name, ks in reads:
+        node = nodes[index[op_name]]
+        for _, grads in _reader_side(node, ks, True):
+            for g in grads:
+                seen.setdefault(g, None)
+    for _, res_grad in _producer_side(nodes[producer]):
+        seen.setdefault(res_grad, None)
+    return tuple(seen)
+
+
 def _edge(graph, info: EdgeInfo, nodes, cluster) -> Edge:
     spec = graph.tensor(info.tensor)
-    producer, consumer = nodes[info.producer], nodes[info.consumer]
-    if isinstance(producer, SourceNode):
-        out_side = [(lay, lay) for lay in producer.layouts]
-    else:
-        out_side = [(s.result, result_gradient(s)) for s in producer.strategies]
-    in_side = []
-    for s in consumer.strategies:
-        grad = operand_gradient(consumer.rule, s, info.operand) if info.backward else None
-        in_side.append((s.operands[info.operand], grad))
-    u_class, u_items = _classes(out_side)
-    v_class, v_items = _classes(in_side)
-    table = _table(spec.shape, spec.dtype, tuple(u_items), tuple(v_items), info.backward, cluster)
-    label = f"{info.tensor}: {producer.name} -> {consumer.name}"
+    u_node, v_node = nodes[info.producer], nodes[info.consumer]
+    if info.kind == "data":
+        u_items, v_items = _producer_side(u_node), _reader_side(v_node, info.operands, info.backward)
+    elif info.kind == "grad_in":
+        u_items = [grads for _, grads in _reader_side(u_node, info.operands, True)]
+        v_items = list(v_node.layouts)
+    else:  # grad_out
+        u_items = list(u_node.layouts)
+        v_items = [res_grad for _, res_grad in _producer_side(v_node)]
+    u_class, u_uniq = _classes(u_items)
+    v_class, v_uniq = _classes(v_items)
+    table = _table(info.kind, spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), info.backward, cluster)
+    label = f"{info.tensor}: {u_node.name} -> {v_node.name}"
     return Edge(info.producer, info.consumer, u_class, v_class, table, label)
 
 
 _TABLES: dict = {}
 
 
-def _table(shape, dtype, u_items, v_items, backward, cluster) -> np.ndarray:
-    """Seconds for every (producer class, consumer class): forward (+ backward) redistribution."""
-    key = (tuple(shape), dtype, u_items, v_items, backward, cluster)
+def _table(kind, shape, dtype, u_items, v_items, backward, cluster) -> np.ndarray:
+    """Seconds for every (producer class, consumer class) of an edge.
+
+    ``data``: the forward redistribution of the result to each distinct layout the
+    reader needs, plus (``backward``) each distinct gradient layout back to the
+    producer's. ``grad_in``: a reader's gradients to the accumulation layout.
+    ``grad_out``: the accumulated gradient to the producer's layout.
+    """
+    key = (kind, tuple(shape), dtype, u_items, v_items, backward, cluster)
     table = _TABLES.get(key)
     if table is None:
+        cost = lambda a, b: reshard(shape, dtype, a, b, cluster, "time").time_s  # noqa: E731
         table = np.zeros((len(u_items), len(v_items)))
-        for a, (res, res_grad) in enumerate(u_items):
-            for b, (opd, opd_grad) in enumerate(v_items):
-                t = reshard(shape, dtype, res, opd, cluster, "time").time_s
-                if backward:
-                    t += reshard(shape, dtype, opd_grad, res_grad, cluster, "time").time_s
+        for a, left in enumerate(u_items):
+            for b, right in enumerate(v_items):
+                if kind == "data":
+                    (res, res_grad), (layouts, grads) = left, right
+                    t = sum(cost(res, opd) for opd in layouts)
+                    if backward:
+                        t += sum(cost(g, res_grad) for g in grads)
+                elif kind == "grad_in":
+                    t = sum(cost(g, right) for g in left)
+                else:
+                    t = cost(left, right)
                 table[a, b] = t
         if len(_TABLES) > 4096:
             _TABLES.clear()

@@ -12,7 +12,8 @@ def test_builders_are_registered_alphabetically():
 
 def test_builder_args_come_from_the_signature():
     args = builder_args("transformer")
-    assert list(args) == ["layers", "hidden", "heads", "seq", "batch", "ffn", "dtype"]
+    assert list(args) == ["layers", "hidden", "heads", "seq", "batch", "ffn", "dtype", "norm_params"]
+    assert args["norm_params"] is True
     assert args["layers"] is inspect.Parameter.empty and args["ffn"] is None
 
 
@@ -43,3 +44,8 @@ def test_python_builders_accept_mesh_name_and_pattern_annotations():
     assert g.name == "tb" and g.mesh.axis_names == ("dp", "tp")
     assert g.tensor("layer1.mlp.w1").sharding.dims_text() == '[{}, {"tp"}]'
     assert g.op("layer0.mlp.up").strategy == ((2, 1, 1), (1, 2))
+
+
+def test_boolean_builder_argument_must_be_a_bool():
+    with pytest.raises(ModelError, match="argument norm_params must be true or false, got 1"):
+        build("transformer", layers=1, hidden=8, heads=2, seq=2, batch=1, norm_params=1)
