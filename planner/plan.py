@@ -174,7 +174,8 @@ def plan(
 
 
 def _seeds(m: Model) -> list[int]:
-    return [i for i, n in enumerate(m.nodes) if n.user]
+    """Configured ops start the walk (in topological order), and annotated tensors not fixed to one layout."""
+    return [i for i, n in enumerate(m.nodes) if n.user and (isinstance(n, OpNode) or len(n.layouts) > 1)]
 
 
 def _prefer(m: Model):
@@ -226,9 +227,10 @@ def _solve(m: Model, search: str, time_limit, solver, notes) -> tuple:
         except SolverFailed as e:
             notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
     seeds, seed_choice = _seeds(m), {}
+    context = {i: 0 for i, n in enumerate(m.nodes) if not isinstance(n, OpNode) and n.user and len(n.layouts) == 1}
     if not has_user_annotations(m.graph):
         seeds, seed_choice = _default_seeds(m)
-    result = bfs(m.problem, seeds, seed_choice, prefer=_prefer(m))
+    result = bfs(m.problem, seeds, seed_choice, prefer=_prefer(m), context=context)
     return result.choice, result.parent, None, "bfs"
 
 

@@ -2,7 +2,9 @@
 
 Start from the user-configured nodes (decided first, each at its cheapest own
 cost among the candidates its annotations leave), then walk edges breadth-first
-in both directions. Each undecided neighbour takes the candidate that minimises
+in both directions. *Context* nodes (e.g. a tensor stored exactly as annotated)
+are decided up front but propagation does not start from them: their readers are
+decided when the walk reaches them, with everything decided so far in view. Each undecided neighbour takes the candidate that minimises
 its own cost plus the cost of its edges to every already-decided neighbour;
 decided nodes are never revisited (propagation stops at configured ops).
 
@@ -67,8 +69,14 @@ def bfs(
     seeds: Sequence[int],
     seed_choice: Mapping[int, int] | None = None,
     prefer: Callable[[int, int, int, int], np.ndarray] | None = None,
+    context: Mapping[int, int] | None = None,
 ) -> BfsResult:
-    """Propagate from ``seeds`` (see the module docstring); ``seed_choice`` pins some seeds."""
+    """Propagate from ``seeds`` (see the module docstring); ``seed_choice`` pins some seeds.
+
+    ``context`` maps nodes to their only candidate; they are decided first and not
+    walked from. Without seeds the walk starts at the first node that reads a context
+    node (else the first node).
+    """
     n = len(problem.nodes)
     adj = _adjacency(problem)
     choice: list[int | None] = [None] * n
@@ -121,7 +129,14 @@ def bfs(
         remaining_min -= min_memory[v]
 
     queue: deque[int] = deque()
-    for s in sorted(set(seeds)):
+    for v, c in sorted((context or {}).items()):
+        pinned[v] = c
+        decide(v, None)
+    starts = sorted(set(seeds) - set(context or {}))
+    if not starts and context:
+        readers = sorted(w for v in context for w, _ in adj[v] if choice[w] is None)
+        starts = readers[:1]
+    for s in starts:
         decide(s, None)
         queue.append(s)
     while True:

@@ -200,7 +200,9 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
         for k, t in enumerate(op.inputs):
             readers[t].append((op.name, k))
     sources = [name for name, t in graph.tensors.items() if t.kind != "activation" and readers[name]]
-    shared = [s for s in sources if len({op for op, _ in readers[s]}) > 1 or len(readers[s]) > 1]
+    # A source gets a node when several reads may want different layouts, or when the
+    # user fixed how it is stored (its readers may still redistribute it, at a cost).
+    shared = [s for s in sources if len(readers[s]) > 1 or s in annotations]
     private = {s: readers[s] for s in sources if s not in shared}
 
     # -- op nodes ------------------------------------------------------------------------------
@@ -213,6 +215,10 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     for s in shared:
         layouts = []
         seen = set()
+        if s in annotations and all(d.is_closed for d in annotations[s].dims):
+            fixed = annotations[s].layout_only()  # stored exactly as annotated
+            seen.add(fixed)
+            layouts.append(fixed)
         for op_name, k in readers[s]:
             for strat in nodes[index[op_name]].strategies:
                 lay = strat.operands[k]
@@ -306,12 +312,6 @@ def _op_node(graph, op, mesh, pieces, annotations, private, user_strategies, opt
         ann = annotations[op.output]
         candidates = [s for s in candidates if satisfies(s.result, ann)]
         user.append(f"annotation {ann.dims_text()} on its result {op.output!r}")
-    for t, reads in private.items():
-        for name, k in reads:
-            if name == op.name and t in annotations:
-                ann = annotations[t]
-                candidates = [s for s in candidates if satisfies(s.operands[k], ann)]
-                user.append(f"annotation {ann.dims_text()} on its operand {t!r}")
     if not candidates:
         raise PlanningError(
             f"op {op.name!r} ({op.op}) has no strategy that satisfies {'; '.join(user) or 'its constraints'}; "
