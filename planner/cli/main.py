@@ -10,9 +10,9 @@ from planner import __version__
 from planner.errors import ShardplanError
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
-from planner.cli import check, describe, graph, plan, reshard
+from planner.cli import check, describe, graph, plan, reshard, simulate
 
-COMMANDS = (describe, graph, plan, reshard, check)
+COMMANDS = (describe, graph, plan, reshard, simulate, check)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     _plan_options(p)
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--format", choices=("table", "json", "csv", "program"), default="table",
+                   help="table (default), json, csv (the strategy table) or program (the per-device SPMD listing)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     p.set_defaults(run=run)
 
@@ -115,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
     p = make_plan(args)
     if args.format == "json":
         text = to_json(p.to_dict())
+    elif args.format == "program":
+        from planner.partitioning import lower, render as render_program
+
+        text = render_program(lower(p))
     elif args.format == "csv":
         text = to_csv(([o[c] if not isinstance(o[c], list) else "; ".join(o[c]) for c in CSV_COLUMNS] for o in p.ops),
                       CSV_COLUMNS)

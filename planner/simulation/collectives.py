@@ -30,8 +30,9 @@ from planner.simulation.distributed import DistributedArray, block_origins
 class Network:
     """Counts the bytes each simulated device receives, step by step."""
 
-    def __init__(self, devices: int):
+    def __init__(self, devices: int, itemsize: int | None = None):
         self.devices = devices
+        self.itemsize = itemsize  # bytes counted per element (the declared dtype's), else the array's own
         self.total = np.zeros(devices, dtype=np.int64)
         self.per_step: list[np.ndarray] = []
 
@@ -43,8 +44,9 @@ class Network:
         if src != dst:
             if not self.per_step:
                 self.begin_step()
-            self.per_step[-1][dst] += data.nbytes
-            self.total[dst] += data.nbytes
+            nbytes = data.nbytes if self.itemsize is None else data.size * self.itemsize
+            self.per_step[-1][dst] += nbytes
+            self.total[dst] += nbytes
         return np.array(data, copy=True)
 
     def step_bytes(self) -> int:

@@ -60,12 +60,16 @@ class DistributedArray:
         origins = block_origins(sharding, shape)
         blocks = []
         for d in range(sharding.mesh.size):
-            block = np.zeros(local, dtype=x.dtype)
             region = valid_region(origins[d], local, shape)
             src = tuple(slice(o, o + r.stop) for o, r in zip(origins[d], region))
+            if all(r.stop == n for r, n in zip(region, local)):
+                blocks.append(x[src])  # a read-only view: blocks are never written in place
+                continue
+            block = np.zeros(local, dtype=x.dtype)
             block[region] = x[src]
             blocks.append(block)
         if sharding.unreduced:
+            blocks = [np.array(b, copy=True) for b in blocks]
             _split_partials(blocks, sharding, rng)
         return cls(sharding, shape, blocks)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphs.dtypes import numpy_dtype
+from graphs.dtypes import dtype_itemsize, numpy_dtype
 from planner.ir.layout import same_layout
 from planner.redistribution.steps import ReshardPlan
 from planner.simulation.collectives import Network, run_step
@@ -24,9 +24,14 @@ class Verification:
     message: str = ""
 
 
-def execute(plan: ReshardPlan, arr: DistributedArray) -> tuple[DistributedArray, Network]:
-    """Run every step of ``plan`` on ``arr`` (which must be laid out as the plan's source)."""
-    net = Network(arr.mesh.size)
+def execute(plan: ReshardPlan, arr: DistributedArray, net: Network | None = None) -> tuple[DistributedArray, Network]:
+    """Run every step of ``plan`` on ``arr`` (which must be laid out as the plan's source).
+
+    Bytes are counted at the plan's declared dtype (a bf16 tensor simulated in
+    float32 still counts 2 bytes per element); pass ``net`` to accumulate.
+    """
+    net = net if net is not None else Network(arr.mesh.size)
+    net.itemsize = dtype_itemsize(plan.dtype)
     for step in plan.steps:
         arr = run_step(arr, step, net)
     return arr, net

@@ -1,0 +1,5 @@
+"""SPMD partitioning (SPEC §7): a plan lowered to the program every device runs."""
+
+from planner.partitioning.program import Compute, Load, Program, Redistribute, lower, render
+
+__all__ = ["Compute", "Load", "Program", "Redistribute", "lower", "render"]
