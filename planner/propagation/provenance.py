@@ -43,6 +43,14 @@ def _holding_edge(m: Model, choice, i: int) -> tuple[int, int] | None:
     return best
 
 
+def _annotated_neighbour(m: Model, i: int) -> tuple[int, int] | None:
+    """An annotated tensor this node reads (the first by edge order), as (node, edge)."""
+    for e, edge in enumerate(m.problem.edges):
+        if edge.v == i and isinstance(m.nodes[edge.u], SourceNode) and m.nodes[edge.u].user:
+            return edge.u, e
+    return None
+
+
 def decision_reasons(m: Model, choice, parents) -> dict:
     """``{"ops": {name: reason}, "tensors": {name: reason}, "parent": {node: (node, edge)}}``."""
     graph = m.graph
@@ -55,7 +63,13 @@ def decision_reasons(m: Model, choice, parents) -> dict:
             continue
         if parents is not None:
             via = parents[i]
-            if via is None:
+            anchor = _annotated_neighbour(m, i) if via is None else None
+            if anchor is not None:
+                u, e = anchor
+                via = anchor
+                node_reason[i] = (f"breadth-first start: cheapest given {_label(m, u, choice[u])} "
+                                  f"across tensor {m.edges[e].tensor!r}")
+            elif via is None:
                 node_reason[i] = "breadth-first start of a part no annotation reaches: its cheapest own cost"
             else:
                 u, e = via

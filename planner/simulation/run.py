@@ -133,6 +133,11 @@ def _compute(ins: Compute, values, readers) -> DistributedArray:
         arr = readers.get((t, op.name), values[t])
         if arr.sharding.layout_only() != s.operands[k] and (t, op.name) in readers:
             arr = values[t]  # this read needed no redistribution; another read of the same tensor did
+        if arr.sharding.layout_only() != s.operands[k]:
+            raise AssertionError(
+                f"op {op.name!r} reads {t!r} laid out as {arr.sharding} but its strategy needs {s.operands[k]}: "
+                "the program lacks a redistribution"
+            )
         operands.append(arr)
     n = s.result.mesh.size
     blocks = []

@@ -1,0 +1,80 @@
+import json
+from pathlib import Path
+
+from planner.cli.main import main
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_plan_json_has_the_contract_keys(capsys):
+    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert {"model", "search", "meshes", "tensors", "ops", "reshards", "totals"} <= set(d)
+    assert set(d["tensors"]["h3"]) == {"shape", "dtype", "sharding", "source", "reason"}
+    assert set(d["ops"][0]) == {"name", "op", "strategy", "operand_shardings", "result_sharding", "source",
+                                "compute_time_s", "comm_time_s", "reason"}
+    assert set(d["reshards"][0]) == {"tensor", "producer", "consumer", "from", "to", "steps", "bytes_per_device",
+                                     "time_s"}
+    assert set(d["reshards"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
+    assert set(d["totals"]) == {"comm_bytes_per_device", "comm_time_s", "compute_time_s", "memory_bytes_per_device",
+                                "objective"}
+    t = d["totals"]
+    assert abs(t["objective"] - (t["compute_time_s"] + t["comm_time_s"])) <= 1e-12 * max(t["objective"], 1)
+
+
+def test_training_plan_json_has_gradient_syncs_and_phases(capsys):
+    model = CONFIGS / "megatron_mlp.yaml"
+    assert main(["plan", str(model), "--training", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert "gradient_syncs" in d
+    assert all(r["phase"] in ("forward", "backward") for r in d["reshards"])
+
+
+def test_ilp_plan_reports_the_solver(capsys):
+    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--search", "ilp", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["solver"]) == {"name", "status", "optimal", "gap", "time_s", "variables"}
+    assert d["solver"]["optimal"] is True and d["search"] == "ilp"
+
+
+def test_plan_out_writes_the_file_and_csv_has_a_row_per_op(tmp_path, capsys):
+    out = tmp_path / "plan.csv"
+    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "csv", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("name,op,strategy") and len(lines) == 6
+    assert capsys.readouterr().out == ""
+
+
+def test_same_model_gives_byte_identical_plans(capsys):
+    main(["plan", str(CONFIGS / "transformer_block.yaml"), "--format", "json"])
+    first = capsys.readouterr().out
+    main(["plan", str(CONFIGS / "transformer_block.yaml"), "--format", "json"])
+    assert capsys.readouterr().out == first
+
+
+def test_explain_prints_the_chain_to_the_user_annotation(capsys):
+    assert main(["explain", str(CONFIGS / "megatron_mlp.yaml"), "a"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == 'a: sharding<@mesh, [{"dp"}, {"tp"}]>'
+    assert "op 'fc1'" in "\n".join(lines)
+    assert lines[-1] == "  <- tensor 'x' laid out as [{\"dp\"}, {}]: user: annotation [{\"dp\"}, {}] on tensor 'x'"
+
+
+def test_explain_unknown_tensor_exits_2(capsys):
+    assert main(["explain", str(CONFIGS / "ffn.yaml"), "hh3"]) == 2
+    assert "did you mean h3" in capsys.readouterr().err
+
+
+def test_simulate_json_keys(capsys):
+    assert main(["simulate", str(CONFIGS / "ffn.yaml"), "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    for key in ("ok", "max_abs_error", "max_rel_error", "devices", "measured_comm_bytes_per_device",
+                "predicted_comm_bytes_per_device", "collectives", "time_s"):
+        assert key in d
+    assert d["ok"] is True and d["collectives"] == {"ReduceScatter": 1}
+
+
+def test_plan_program_format(capsys):
+    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "program"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("// SPMD program on @mesh") and "ReduceScatter(%h4)" in out
