@@ -38,6 +38,7 @@ from planner.propagation.build import (
     default_annotations,
     has_user_annotations,
     output_layout,
+    with_shrink_hints,
 )
 from planner.redistribution import reshard
 from planner.training.gradients import operand_gradient, result_gradient
@@ -221,17 +222,29 @@ def _solve(m: Model, search: str, time_limit, solver, notes) -> tuple:
     if search == "ilp":
         from planner.propagation.ilp import SolverFailed, solve_ilp
 
+        started = time.perf_counter()
         try:
-            result = solve_ilp(m.problem, time_limit=time_limit, solver=solver)
+            # Shrunk first (followers folded, repeated layers solved once); the hints
+            # restrict the problem, so the answer is checked against BFS on the full
+            # problem and the full problem is solved exactly when BFS does better.
+            result = solve_ilp(with_shrink_hints(m), time_limit=time_limit, solver=solver)
+            reference = _bfs(m)
+            if result.objective > reference.objective * (1 + 1e-9):
+                left = None if time_limit is None else max(time_limit - (time.perf_counter() - started), 1.0)
+                result = solve_ilp(m.problem, time_limit=left, solver=solver, shrink=False)
             return result.choice, None, result.report, "ilp"
         except SolverFailed as e:
             notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
+    result = _bfs(m)
+    return result.choice, result.parent, None, "bfs"
+
+
+def _bfs(m: Model):
     seeds, seed_choice = _seeds(m), {}
     context = {i: 0 for i, n in enumerate(m.nodes) if not isinstance(n, OpNode) and n.user and len(n.layouts) == 1}
     if not has_user_annotations(m.graph):
         seeds, seed_choice = _default_seeds(m)
-    result = bfs(m.problem, seeds, seed_choice, prefer=_prefer(m), context=context)
-    return result.choice, result.parent, None, "bfs"
+    return bfs(m.problem, seeds, seed_choice, prefer=_prefer(m), context=context)
 
 
 def _default_seeds(m: Model) -> tuple[list[int], dict[int, int]]:

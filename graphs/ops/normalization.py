@@ -50,8 +50,10 @@ def _softmax_flops(in_shapes, out_shape, attrs):
 def _softmax_reference(arrays, attrs):
     x = np.asarray(arrays[0])
     axis = attrs.get("axis", -1)
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    e = x - np.max(x, axis=axis, keepdims=True)
+    np.exp(e, out=e)
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e
 
 
 def _softmax_canonical(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> dict:

@@ -69,7 +69,19 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool)
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU with the tanh approximation: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
     c = np.sqrt(2.0 / np.pi)
-    return (0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x**3)))).astype(x.dtype, copy=False)
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    inner = x * x  # computed in place below: this runs on every simulated device
+    inner *= 0.044715
+    inner += 1.0
+    inner *= x
+    inner *= c
+    np.tanh(inner, out=inner)
+    inner += 1.0
+    inner *= x
+    inner *= 0.5
+    return inner
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

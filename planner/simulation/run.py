@@ -43,6 +43,7 @@ class SimulationResult:
     time_s: float
     outputs: dict = field(default_factory=dict)  # output -> {"ok", "max_abs_error", "max_rel_error"}
     forward_only: bool = False
+    peak_device_bytes: int = 0  # the most any simulated device held at once (its blocks only)
 
     def to_dict(self) -> dict:
         out = {
@@ -55,6 +56,7 @@ class SimulationResult:
             "collectives": self.collectives,
             "time_s": self.time_s,
             "outputs": self.outputs,
+            "peak_device_bytes": self.peak_device_bytes,
         }
         if self.forward_only:
             out["note"] = "training plan: the forward pass is simulated; backward costs are predicted only"
@@ -83,7 +85,9 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
     counts: Counter = Counter()
     values: dict[str, DistributedArray] = {}
     readers: dict[tuple[str, str], DistributedArray] = {}
-    for ins in program.instructions:
+    last_use = _last_uses(program)
+    peak = 0
+    for step, ins in enumerate(program.instructions):
         if isinstance(ins, Load):
             values[ins.tensor] = DistributedArray.from_global(local_feeds[ins.tensor], ins.layout)
         elif isinstance(ins, Redistribute):
@@ -98,6 +102,9 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
             del_keys = [k for k in readers if k[1] == ins.op.name]
             for k in del_keys:
                 del readers[k]
+        peak = max(peak, _held(values, readers, n))
+        for t in [t for t in values if last_use.get(t, -1) <= step and t not in program.outputs]:
+            del values[t]  # free a tensor after its last reader, as a device would
     report, ok, max_abs, max_rel = {}, True, 0.0, 0.0
     for name in program.outputs:
         got = values[name].to_global()
@@ -123,7 +130,29 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
         time_s=time.perf_counter() - start,
         outputs=report,
         forward_only=program.training,
+        peak_device_bytes=peak,
     )
+
+
+def _last_uses(program) -> dict[str, int]:
+    """Index of the last instruction that reads each tensor."""
+    last: dict[str, int] = {}
+    for i, ins in enumerate(program.instructions):
+        if isinstance(ins, Compute):
+            for t in ins.op.inputs:
+                last[t] = i
+        elif isinstance(ins, Redistribute):
+            last[ins.tensor] = max(last.get(ins.tensor, -1), i)
+    return last
+
+
+def _held(values, readers, n: int) -> int:
+    """Bytes the busiest device holds: every live block it has (views of shared inputs count too)."""
+    per_device = np.zeros(n, dtype=np.int64)
+    for arr in list(values.values()) + list(readers.values()):
+        for d, b in enumerate(arr.blocks):
+            per_device[d] += b.nbytes
+    return int(per_device.max(initial=0))
 
 
 def _compute(ins: Compute, values, readers) -> DistributedArray:
