@@ -20,7 +20,11 @@ from planner.ir import (  # noqa: E402
     same_layout,
 )
 
+from planner.plan import Plan, plan  # noqa: E402  (planner.plan(...) is the API; the module stays importable)
+
 __all__ = [
+    "Plan",
+    "plan",
     "AxisRef",
     "DimSharding",
     "Mesh",

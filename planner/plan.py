@@ -138,11 +138,18 @@ def plan(
     memory_budget: float | None = None,
     time_limit: float | None = None,
     solver: str = "auto",
+    progress=None,
 ) -> Plan:
-    """Plan ``model`` (a path, YAML text or graph); see the module docstring."""
+    """Plan ``model`` (a path, YAML text or graph); see the module docstring.
+
+    ``progress``, if given, is called with a short message at each stage of a long
+    search (the CLI prints them when stderr is a terminal).
+    """
+    say = progress or (lambda message: None)
     if search not in SEARCHES:
         raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
     graph = load(model)
+    say(f"loaded {graph.name}: {len(graph.ops)} ops")
     if search == "explicit":
         from planner.propagation.explicit_plan import explicit_plan
 
@@ -161,14 +168,18 @@ def plan(
     prefixes: dict = {}
     if len(levels) > 1:
         for level in levels:
+            say(f"priority phase p{level} of {len(levels)}")
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
             opts = Options(training, memory_budget, level, allowed, dict(prefixes))
             m = build_model(graph, planning_mesh, clu, opts)
             choice, _, _, _ = _solve(m, search, time_limit, solver, notes)
             prefixes = {n.name: n.strategies[c].factor_axes for n, c in zip(m.nodes, choice) if isinstance(n, OpNode)}
         base = Options(training, memory_budget, None, None, prefixes)
+    say("enumerating strategies and building cost tables")
     m = build_model(graph, planning_mesh, clu, base)
+    say(f"searching ({search}) over {m.problem.variables} candidates")
     choice, reasons, report, used = _solve(m, search, time_limit, solver, notes)
+    say("assembling the plan")
     for note in notes:
         warnings.warn(note, PlanWarning, stacklevel=2)
     return assemble(m, choice, reasons, used, report, notes)

@@ -67,11 +67,17 @@ def _budget(text: str | None) -> float | None:
     return float(value)
 
 
+def _progress(message: str) -> None:
+    print(f"shardplan: {message}", file=sys.stderr, flush=True)
+
+
 def make_plan(args):
+    report = _progress if sys.stderr.isatty() else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlanWarning)
         result = plan(args.model, search=args.search, mesh=args.mesh, cluster=args.cluster, training=args.training,
-                      memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver)
+                      memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
+                      progress=report)
     for w in caught:
         print(f"shardplan: warning: {w.message}", file=sys.stderr)
     return result
@@ -82,6 +88,17 @@ def render_table(p) -> str:
              o["source"]) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.meshes[0]}", ""]
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
+    if p.search == "explicit":  # seed 001's mode is about every tensor's type
+        from planner.views.jax import to_jax_type
+        from planner.ir.text import parse_sharding
+        from planner.ir.text import parse_mesh
+
+        meshes = [parse_mesh(m) for m in p.meshes]
+        trows = []
+        for name, t in p.tensors.items():
+            s = parse_sharding(t["sharding"], meshes)
+            trows.append((name, to_jax_type(s, t["shape"], t["dtype"]), s.dims_text(), t["source"]))
+        out += ["", table(trows, header=("tensor", "type", "sharding", "source"))]
     if p.reshards:
         out += ["", "redistributions:"]
         rs = []

@@ -80,3 +80,15 @@ def test_trainable_first_layer_norm_needs_the_fourth_backward_all_reduce():
     p = plan(transformer(2, norm_params=True), search="ilp", training=True)
     found = collectives(p)
     assert len(found) == 4 * 2 and ("layer0.attn.ln_out", "backward", "AllReduce") in found
+
+
+def test_sharded_weight_storage_turns_the_gradient_reduction_into_a_reduce_scatter():
+    """Weights stored sharded over the data-parallel axis (their optimizer state with them, as in
+    ZeRO / FSDP): gathered for the forward pass, their gradients reduce-scattered back."""
+    text = mlp(1024, 128).replace("model: {builder: mlp", 'shardings: {"layer*.w": \'[{"d"}, {}]\'}\nmodel: {builder: mlp')
+    p = plan(text, search="ilp", training=True)
+    assert {row["name"]: row["strategy"] for row in p.table()}["layer0.matmul"] == "((4, 1), (1, 1))"
+    kinds = sorted((g["param"], [s["kind"] for s in g["steps"]]) for g in p.gradient_syncs)
+    assert kinds == [("layer0.w", ["ReduceScatter"]), ("layer1.w", ["ReduceScatter"])]
+    gathers = [r for r in p.reshards if r["tensor"] in ("layer0.w", "layer1.w")]
+    assert all([s["kind"] for s in r["steps"]] == ["AllGather"] for r in gathers) and len(gathers) == 2
