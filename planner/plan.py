@@ -6,9 +6,20 @@ problem (:mod:`planner.propagation.build`), solves it with the chosen search
 several priorities, and returns a :class:`Plan`: plain data about every tensor,
 op, redistribution and gradient reduction, with provenance for every decision.
 
->>> p = plan("configs/ffn.yaml", search="bfs")          # doctest: +SKIP
->>> [row["strategy"] for row in p.table()]              # doctest: +SKIP
-['((2, 1), (1, 4))', '((2, 4), (4,))', '((2, 4),)', '((2, 4), (4, 1))', '((2, 4), (4,))']
+>>> p = plan('''
+... name: tiny
+... mesh: {x: 2}
+... tensors:
+...   a: {shape: [8, 4], kind: input, sharding: '[{"x"}, {}]'}
+...   w: {shape: [4, 4], kind: param}
+... ops:
+...   - {name: mm, op: matmul, inputs: [a, w], output: h}
+...   - {name: act, op: relu, inputs: [h], output: y}
+... ''', search="bfs")
+>>> [(row["name"], row["strategy"]) for row in p.table()]
+[('mm', '((2, 1), (1, 1))'), ('act', '((2, 1),)')]
+>>> p.tensors["y"]["sharding"], p.totals["comm_bytes_per_device"]
+('sharding<@mesh, [{"x"}, {}]>', 0)
 """
 
 from __future__ import annotations
