@@ -14,33 +14,16 @@ import argparse
 import statistics
 import time
 
-from planner.plan import plan
+from common import clear_caches, gpt
 
-MODEL = """
-name: gpt{layers}
-mesh: {{dp: 2, tp: 4}}
-model: {{builder: gpt, layers: {layers}, hidden: 768, heads: 12, seq: 1024, batch: 8, vocab: 50257}}
-"""
-
-
-def clear_caches() -> None:
-    from planner.enumeration.strategies import _enumerate
-    from planner.propagation import build
-    from planner.redistribution.engine import _reshard
-    from planner.redistribution.state import _pieces
-    from planner.rules.registry import _cached_rule
-
-    for cache in (_enumerate, _reshard, _pieces, _cached_rule):
-        cache.cache_clear()
-    build._TABLES.clear()
-
+from planner.api import plan
 
 def timed(layers: int, search: str, repeat: int):
     times, p = [], None
     for _ in range(repeat):
         clear_caches()
         t0 = time.perf_counter()
-        p = plan(MODEL.format(layers=layers), search=search)
+        p = plan(gpt(layers), search=search)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), p
 

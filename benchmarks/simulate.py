@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from planner.plan import plan
+from planner.api import plan
 from planner.simulation.run import simulate
 
 MODEL = """

@@ -19,26 +19,10 @@ from costmodels import load_cluster
 from graphs import load_model_text
 from planner.enumeration import enumerate_strategies, search_pieces
 from planner.propagation.build import build_model
-from planner.redistribution.engine import _reshard
+from planner.redistribution.engine import _reshard  # its size: the distinct redistributions planned
 from planner.rules.registry import rule_for
 
-MODEL = """
-name: gpt{layers}
-mesh: {{dp: 2, tp: 4}}
-model: {{builder: gpt, layers: {layers}, hidden: 768, heads: 12, seq: 1024, batch: 8, vocab: 50257}}
-"""
-
-
-def clear() -> None:
-    from planner.enumeration.strategies import _enumerate
-    from planner.propagation import build
-    from planner.redistribution.state import _pieces
-    from planner.rules.registry import _cached_rule
-
-    for cache in (_enumerate, _reshard, _pieces, _cached_rule):
-        cache.cache_clear()
-    build._TABLES.clear()
-
+from common import clear_caches, gpt
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,17 +33,17 @@ def main() -> None:
     print(f"{'layers':>6}  {'ops':>5}  {'candidates':>10}  {'edges':>6}  {'table cells':>11}  "
           f"{'enumerate s':>11}  {'build s':>8}  {'distinct reshards':>17}")
     for layers in args.layers:
-        graph = load_model_text(MODEL.format(layers=layers))
+        graph = load_model_text(gpt(layers))
         enum_t, build_t = [], []
         for _ in range(args.repeat):
-            clear()
+            clear_caches()
             t0 = time.perf_counter()
             pieces = search_pieces(graph.mesh)
             for op in graph.ops:
                 rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
                 enumerate_strategies(rule, graph.mesh, pieces)
             enum_t.append(time.perf_counter() - t0)
-            clear()
+            clear_caches()
             t0 = time.perf_counter()
             m = build_model(graph, graph.mesh, cluster)
             build_t.append(time.perf_counter() - t0)

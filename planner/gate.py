@@ -38,14 +38,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from planner.errors import ShardplanError
-from planner.plan import SEARCHES
+from planner.files import write_atomic
+from planner.api import SEARCHES
 
 FORMAT_VERSION = 1
 METRICS = ("comm_bytes_per_device", "comm_time_s", "collectives")
@@ -149,7 +149,7 @@ def measure(model: str | os.PathLike, search: str = "bfs", training: bool = Fals
     same model, search and flag always measure the same.
     """
     from graphs import load_model
-    from planner.plan import plan
+    from planner.api import plan
 
     result = plan(load_model(model), search=search, training=training).to_dict()
     rows = list(result["reshards"]) + list(result.get("gradient_syncs") or [])
@@ -227,15 +227,7 @@ def write_baseline(path: str | os.PathLike, entries: Mapping[str, Mapping], sear
     target = Path(path)
     if target.is_file() and target.read_text() == text:
         return False
-    fd, tmp = tempfile.mkstemp(prefix=".shardplan-baseline-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text)
     return True
 
 

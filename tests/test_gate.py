@@ -19,7 +19,7 @@ from planner.gate import (
     write_baseline,
     worse_models,
 )
-from planner.plan import plan
+from planner.api import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

@@ -28,7 +28,7 @@ from planner.gate import (
     worse_models,
     write_baseline,
 )
-from planner.plan import SEARCHES, PlanWarning
+from planner.api import SEARCHES, PlanWarning
 
 GATE = "communication-cost gate"
 

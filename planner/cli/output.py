@@ -5,10 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
-import tempfile
 from typing import Any, Iterable, Sequence
+
+from planner.files import write_atomic
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str] | None = None) -> str:
@@ -47,13 +47,4 @@ def write_text(text: str, path: str | None) -> None:
     if path is None or path == "-":
         sys.stdout.write(text)
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".shardplan-", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text)

@@ -9,7 +9,7 @@ import warnings
 from costmodels import format_quantity
 from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError
-from planner.plan import SEARCHES, PlanWarning, plan
+from planner.api import SEARCHES, PlanWarning, plan
 
 CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding", "source", "compute_time_s",
                "comm_time_s", "reason")

@@ -1,4 +1,4 @@
-"""A :class:`~planner.plan.Plan` from explicit mode (seed 001): shardings flow forward by consensus."""
+"""A :class:`~planner.api.Plan` from explicit mode (seed 001): shardings flow forward by consensus."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def explicit_plan(graph, cluster=None):
     Ops read their operands as they are; the only collectives are the AllReduces
     that sharded contracting factors insert (JAX's psum).
     """
-    from planner.plan import Plan
+    from planner.api import Plan
 
     clu = load_cluster(cluster if cluster is not None else graph.cluster)
     result = explicit_shardings(graph)

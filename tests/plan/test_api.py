@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 import planner
-from planner.plan import PlanWarning
+from planner.api import PlanWarning
 
 FFN = Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"
 

@@ -3,7 +3,7 @@
 import pytest
 
 from planner.errors import PlanningError
-from planner.plan import plan
+from planner.api import plan
 
 from .conftest import BANDWIDTH_BOUND
 

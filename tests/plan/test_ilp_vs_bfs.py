@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.plan import plan
+from planner.api import plan
 from planner.propagation.brute_force import brute_force
 from planner.propagation.ilp import solve_ilp
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from planner.ir import parse_mesh
 from planner.ir.layout import partial_groups
-from planner.plan import plan
+from planner.api import plan
 
 FFN = Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"
 

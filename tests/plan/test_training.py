@@ -2,7 +2,7 @@
 
 import pytest
 
-from planner.plan import plan
+from planner.api import plan
 
 from .conftest import BANDWIDTH_BOUND, collectives
 

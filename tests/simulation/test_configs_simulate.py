@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.plan import plan
+from planner.api import plan
 from planner.simulation.run import simulate
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner.partitioning import lower, render
-from planner.plan import plan
+from planner.api import plan
 from planner.simulation.run import simulate
 
 FFN = Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"

@@ -1,4 +1,4 @@
-"""The planner's public entry point: ``plan(model, ...) -> Plan`` (SPEC §6, §9).
+"""The planner's public entry point: ``planner.plan(model, ...) -> Plan`` (SPEC §6, §9).
 
 ``plan`` loads the model (a path, YAML text or a built graph), builds the search
 problem (:mod:`planner.propagation.build`), solves it with the chosen search
