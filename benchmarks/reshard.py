@@ -4,7 +4,9 @@ Prints, per shape and for the whole suite, the ratio of plan bytes to the lower
 bound (median, maximum, summed), every pair above 1.0, and the time to plan and
 to verify all pairs on the simulator (median of --repeat runs, plan cache cleared).
 
-    python benchmarks/reshard.py [--repeat 3] [--pairs]
+    python benchmarks/reshard.py [--repeat 3] [--pairs] [--pieces primes|axes]
+
+``--pieces axes`` measures the faster whole-axis search the planner's cost tables use.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from planner.redistribution.suite import MESH, SHAPES, pairs
 from planner.simulation.reshard import verify
 
 
-def run(shape, repeat):
+def run(shape, repeat, pieces="primes"):
     suite = list(pairs())
     plan_times, verify_times = [], []
     for _ in range(repeat):
         _reshard.cache_clear()
         t0 = time.perf_counter()
-        plans = [reshard(shape, "f32", s, d) for s, d in suite]
+        plans = [reshard(shape, "f32", s, d, pieces=pieces) for s, d in suite]
         plan_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         checks = [verify(p) for p in plans]
@@ -38,14 +40,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--pairs", action="store_true", help="list every pair above ratio 1.0")
+    parser.add_argument("--pieces", choices=("primes", "axes"), default="primes",
+                        help="the engine's search space (default primes, as shardplan reshard)")
     args = parser.parse_args()
-    print(f"mesh {MESH.short()}, {len(list(pairs()))} (source, destination) pairs per shape, f32\n")
+    print(f"mesh {MESH.short()}, {len(list(pairs()))} (source, destination) pairs per shape, f32, "
+          f"pieces {args.pieces}\n")
     header = f"{'shape':>7}  {'pairs':>5}  {'median':>6}  {'max':>6}  {'summed':>6}  {'>1.0':>4}  {'plan s':>7}  {'verify s':>8}"
     print(header)
     total_bytes = total_bound = 0
     above = []
     for shape in SHAPES:
-        plans, t_plan, t_verify = run(shape, args.repeat)
+        plans, t_plan, t_verify = run(shape, args.repeat, args.pieces)
         ratios = [p.ratio for p in plans]
         b = sum(p.bytes_per_device for p in plans)
         lb = sum(p.lower_bound_bytes_per_device for p in plans)

@@ -51,7 +51,7 @@ from planner.propagation.build import (
     output_layout,
     with_shrink_hints,
 )
-from planner.redistribution import reshard
+from planner.redistribution import reshard_for_planning
 from planner.training.gradients import operand_gradient, result_gradient
 
 SEARCHES = ("bfs", "ilp", "explicit")
@@ -345,14 +345,14 @@ def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
         if info.kind == "grad_in":  # a reader's gradients into the accumulation layout
             cc = src_node.strategies[a]
             for grad in dict.fromkeys(operand_gradient(src_node.rule, cc, k) for k in info.operands):
-                p = reshard(spec.shape, spec.dtype, grad, dst_node.layouts[b], clu, "time")
+                p = reshard_for_planning(spec.shape, spec.dtype, grad, dst_node.layouts[b], clu)
                 if p.steps:
                     reshards.append(_reshard_row(info.tensor, src_node.name, f"gradient of {info.tensor}", p,
                                                  training, "backward"))
             continue
         if info.kind == "grad_out":  # the summed gradient back to the producer (or the parameter)
             target = dst_node.layouts[b] if isinstance(dst_node, SourceNode) else result_gradient(dst_node.strategies[b])
-            p = reshard(spec.shape, spec.dtype, src_node.layouts[a], target, clu, "time")
+            p = reshard_for_planning(spec.shape, spec.dtype, src_node.layouts[a], target, clu)
             if p.steps:
                 if isinstance(dst_node, SourceNode) and spec.kind == "param":
                     syncs.append(_sync_row(info.tensor, p, "several ops"))
@@ -369,7 +369,7 @@ def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
             ps = producer.strategies[a]
             src, res_grad = ps.result, result_gradient(ps)
         for layout in dict.fromkeys(cc.operands[k] for k in info.operands):
-            fwd = reshard(spec.shape, spec.dtype, src, layout, clu, "time")
+            fwd = reshard_for_planning(spec.shape, spec.dtype, src, layout, clu)
             if fwd.steps:
                 row = _reshard_row(info.tensor, _node_name(m, info.producer), consumer.name, fwd, training, "forward")
                 reshards.append(row)
@@ -377,7 +377,7 @@ def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
                     reduce_time[producer.name] += sum(s.time_s for s in fwd.steps if s.kind in ("AllReduce", "ReduceScatter"))
         if info.backward:
             for grad in dict.fromkeys(operand_gradient(consumer.rule, cc, k) for k in info.operands):
-                bwd = reshard(spec.shape, spec.dtype, grad, res_grad, clu, "time")
+                bwd = reshard_for_planning(spec.shape, spec.dtype, grad, res_grad, clu)
                 if not bwd.steps:
                     continue
                 if isinstance(producer, SourceNode) and spec.kind == "param":
@@ -399,7 +399,7 @@ def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
         comm = reduce_time[op.name]
         if op.output in graph.outputs and not (training and out.rank == 0):
             final = output_layout(s.result, m.annotations.get(op.output))
-            fin = reshard(out.shape, out.dtype, s.result, final, clu, "time")
+            fin = reshard_for_planning(out.shape, out.dtype, s.result, final, clu)
             if fin.steps:
                 reshards.append(_reshard_row(op.output, op.name, None, fin, training, "forward"))
                 comm += sum(st.time_s for st in fin.steps if st.kind in ("AllReduce", "ReduceScatter"))
@@ -407,7 +407,7 @@ def assemble(m: Model, choice, parents, used: str, report, notes) -> Plan:
             for name, k in reads:
                 tspec = graph.tensor(t)
                 if name == op.name and training and tspec.kind == "param" and m.needs_grad.get(t, False):
-                    g = reshard(tspec.shape, tspec.dtype, operand_gradient(node.rule, s, k), s.operands[k], clu, "time")
+                    g = reshard_for_planning(tspec.shape, tspec.dtype, operand_gradient(node.rule, s, k), s.operands[k], clu)
                     if g.steps:
                         syncs.append(_sync_row(t, g, op.name))
         ops.append({

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from planner.ir.sharding import TensorSharding
-from planner.redistribution import ReshardPlan, reshard
+from planner.redistribution import ReshardPlan, reshard_for_planning
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def lower(plan) -> Program:
                 continue
             done.add((t, need))
             spec = graph.tensor(t)
-            p = reshard(spec.shape, spec.dtype, layout[t], need, clu, "time")
+            p = reshard_for_planning(spec.shape, spec.dtype, layout[t], need, clu)
             if p.steps:
                 instructions.append(Redistribute(t, op.name, p))
         out = graph.tensor(op.output)
@@ -106,7 +106,7 @@ def lower(plan) -> Program:
             keep = m.options.training and out.rank == 0
             final = s.result if keep else output_layout(s.result, m.annotations.get(op.output))
             outputs[op.output] = final
-            p = reshard(out.shape, out.dtype, s.result, final, clu, "time")
+            p = reshard_for_planning(out.shape, out.dtype, s.result, final, clu)
             if p.steps:
                 instructions.append(Redistribute(op.output, None, p))
     return Program(m.mesh, tuple(instructions), outputs, m.options.training)

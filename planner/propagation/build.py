@@ -37,7 +37,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
 from planner.propagation.problem import Edge, Node, SearchProblem
-from planner.redistribution import reshard
+from planner.redistribution import reshard_for_planning
 from planner.rules.factors import FactorKind
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
@@ -347,15 +347,15 @@ def _op_costs(graph, node: OpNode, cluster, options, needs, private, annotations
         c = compute_time_s(flops * (1 + grads) / s.work_divisor, cluster)
         if is_output and not keep_pending:
             final = output_layout(s.result, annotations.get(op.output))
-            c += reshard(out.shape, out.dtype, s.result, final, cluster, "time").time_s
+            c += reshard_for_planning(out.shape, out.dtype, s.result, final, cluster).time_s
         mem = _local_bytes(s.result, out.shape, out.dtype)
         for t, k in own_params:
             spec = graph.tensor(t)
             copies = OPTIMIZER_COPIES if options.training else 1
             mem += copies * _local_bytes(s.operands[k], spec.shape, spec.dtype)
             if options.training and needs.get(t, False):
-                c += reshard(spec.shape, spec.dtype, operand_gradient(node.rule, s, k), s.operands[k],
-                             cluster, "time").time_s
+                c += reshard_for_planning(spec.shape, spec.dtype, operand_gradient(node.rule, s, k), s.operands[k],
+                             cluster).time_s
         cost[i] = c
         memory[i] = mem
     return Node(op.name, cost, memory, labels=tuple(s.text() for s in node.strategies))
@@ -447,7 +447,7 @@ def _table(kind, shape, dtype, u_items, v_items, backward, cluster) -> np.ndarra
     key = (kind, tuple(shape), dtype, u_items, v_items, backward, cluster)
     table = _TABLES.get(key)
     if table is None:
-        cost = lambda a, b: reshard(shape, dtype, a, b, cluster, "time").time_s  # noqa: E731
+        cost = lambda a, b: reshard_for_planning(shape, dtype, a, b, cluster).time_s  # noqa: E731
         table = np.zeros((len(u_items), len(v_items)))
         for a, left in enumerate(u_items):
             for b, right in enumerate(v_items):

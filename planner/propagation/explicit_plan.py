@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from costmodels import compute_time_s, load_cluster
 from planner.propagation.explicit import explicit_shardings
-from planner.redistribution import reshard
+from planner.redistribution import reshard_for_planning
 
 
 def explicit_plan(graph, cluster=None):
@@ -42,7 +42,7 @@ def explicit_plan(graph, cluster=None):
         comm = 0.0
         for ar in result.collectives.get(op.name, ()):
             pending = res.with_unreduced(ar.axes)
-            p = reshard(out.shape, out.dtype, pending, res, clu, "time")
+            p = reshard_for_planning(out.shape, out.dtype, pending, res, clu)
             comm += p.time_s
             comm_bytes += p.bytes_per_device
             reshards.append({

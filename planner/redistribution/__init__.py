@@ -1,7 +1,7 @@
 """Redistribution (SPEC §5): turning one sharding of a tensor into another with collectives."""
 
-from planner.redistribution.engine import ReshardError, reshard
+from planner.redistribution.engine import ReshardError, reshard, reshard_for_planning
 from planner.redistribution.lower_bound import lower_bound_bytes
 from planner.redistribution.steps import KINDS, ReshardPlan, Step
 
-__all__ = ["KINDS", "ReshardError", "ReshardPlan", "Step", "lower_bound_bytes", "reshard"]
+__all__ = ["KINDS", "ReshardError", "ReshardPlan", "Step", "lower_bound_bytes", "reshard", "reshard_for_planning"]

@@ -65,8 +65,11 @@ class Pieces:
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding]) -> "Pieces":
-        """The pieces of ``mesh`` cut wherever one of ``shardings`` cuts an axis (shared, cached)."""
+    def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding],
+               primes: bool = True) -> "Pieces":
+        """The pieces of ``mesh``: cut wherever one of ``shardings`` cuts an axis and, with
+        ``primes``, into prime factors, so that a collective may run over part of an axis
+        (a size-4 axis is two size-2 pieces the search may move separately). Shared and cached."""
         refs: list[AxisRef] = []
         for axis in mesh.axes:
             cuts = {1, axis.size}
@@ -77,7 +80,10 @@ class Pieces:
                         cuts.update((lo, hi))
             cuts = sorted(cuts)
             for lo, hi in zip(cuts, cuts[1:]):
-                refs.append(make_axis(mesh, axis.name, lo, hi // lo))
+                pre = lo
+                for p in _prime_factors(hi // lo) if primes else [hi // lo]:
+                    refs.append(make_axis(mesh, axis.name, pre, p))
+                    pre *= p
         return _pieces(mesh, tuple(shape), tuple(refs))
 
     @classmethod
@@ -181,6 +187,17 @@ class Pieces:
 
     def digits(self) -> np.ndarray:
         return self._digits
+
+
+def _prime_factors(n: int) -> list[int]:
+    """``12 -> [2, 2, 3]``."""
+    out, d = [], 2
+    while n > 1:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    return out
 
 
 @lru_cache(maxsize=512)
