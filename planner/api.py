@@ -34,7 +34,7 @@ import numpy as np
 
 from costmodels import Cluster, compute_time_s, load_cluster
 from graphs import ComputationGraph, load_model, load_model_text
-from planner.errors import PlanningError, ShardplanError
+from planner.errors import PlanningError
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.annotations import axes_of, priorities, translate

@@ -24,7 +24,6 @@ engine and cached; identical layers therefore cost nothing extra.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -38,7 +37,6 @@ from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
 from planner.propagation.problem import Edge, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
-from planner.rules.factors import FactorKind
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
 from planner.training.gradients import operand_gradient, requires_grad, result_gradient
@@ -209,7 +207,7 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     nodes: list = []
     index: dict[str, int] = {}
     for op in graph.ops:
-        node = _op_node(graph, op, mesh, pieces, annotations, private, user_strategies, options)
+        node = _op_node(graph, op, mesh, pieces, annotations, user_strategies, options)
         index[op.name] = len(nodes)
         nodes.append(node)
     for s in shared:
@@ -290,7 +288,7 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
 
 # -- nodes ------------------------------------------------------------------------------------------
 
-def _op_node(graph, op, mesh, pieces, annotations, private, user_strategies, options) -> OpNode:
+def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> OpNode:
     shapes = [graph.tensor(t).shape for t in op.inputs]
     out = graph.tensor(op.output)
     rule = rule_for(op, shapes, out.shape)

@@ -222,8 +222,6 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
     shape = arr.shape
     origins = arr.origins()
     after = step.after
-    new_origins = block_origins(after, shape)
-    new_local = after.local_shape(shape)
     source = {dst: src for src, dst in step.pairs}
     if arr.sharding.unreduced:  # partial sums move whole, with their device slot
         blocks = list(arr.blocks)

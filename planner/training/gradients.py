@@ -33,7 +33,7 @@ broadcast, not summed).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from planner.ir.axis import sort_axes
 from planner.ir.sharding import TensorSharding

@@ -10,28 +10,18 @@ from .conftest import BANDWIDTH_BOUND
 SEARCHES = ["bfs", "ilp"]
 
 
-def chain(h1_sharding: str | None, extra: str = "") -> str:
-    ann = f", sharding: '{h1_sharding}'" if h1_sharding else ""
+def chain(h1_sharding: str | None) -> str:
+    """a (batch-sharded input) -> relu -> h1 -> tanh -> h2; ``h1_sharding`` pins relu's result."""
+    pin = f", out_sharding: '{h1_sharding}'" if h1_sharding else ""
     return f"""
 name: chain
 mesh: {{x: 2}}
 tensors:
   a: {{shape: [64, 64], kind: input, sharding: '[{{"x"}}, {{}}]'}}
 ops:
-  - {{name: f, op: relu, inputs: [a], output: h1, out_sharding: {h1_sharding!r}}}
+  - {{name: f, op: relu, inputs: [a], output: h1{pin}}}
   - {{name: g, op: tanh, inputs: [h1], output: h2}}
 outputs: [h2]
-{extra}
-""" if h1_sharding else f"""
-name: chain
-mesh: {{x: 2}}
-tensors:
-  a: {{shape: [64, 64], kind: input, sharding: '[{{"x"}}, {{}}]'}}
-ops:
-  - {{name: f, op: relu, inputs: [a], output: h1}}
-  - {{name: g, op: tanh, inputs: [h1], output: h2}}
-outputs: [h2]
-{extra}
 """
 
 
@@ -96,34 +86,33 @@ def test_shard_as_group_is_sharded_alike(search):
     assert p.totals["comm_bytes_per_device"] > 0
 
 
-def big_weight(budget: bool) -> str:
-    # on the default (latency-bound) cluster a replicated weight is fastest: no collective at all
-    return f"""
+# On the default (latency-bound) cluster a replicated weight is fastest: no collective at all.
+BIG_WEIGHT = """
 name: big
-mesh: {{d: 4}}
+mesh: {d: 4}
 tensors:
-  x: {{shape: [8, 2048], kind: input}}
-  w: {{shape: [2048, 2048], kind: param}}
+  x: {shape: [8, 2048], kind: input}
+  w: {shape: [2048, 2048], kind: param}
 ops:
-  - {{name: mm, op: matmul, inputs: [x, w], output: y, out_sharding: '[{{}}, {{}}]'}}
+  - {name: mm, op: matmul, inputs: [x, w], output: y, out_sharding: '[{}, {}]'}
 outputs: [y]
 """
 
 
 def test_memory_budget_forces_the_weight_to_be_sharded():
-    free = plan(big_weight(False), search="ilp")
+    free = plan(BIG_WEIGHT, search="ilp")
     weight = 2048 * 2048 * 4
     assert free.totals["memory_bytes_per_device"] >= weight  # replicated weight: no communication
     assert free.totals["comm_bytes_per_device"] == 0
     budget = weight // 2
-    p = plan(big_weight(True), search="ilp", memory_budget=budget)
+    p = plan(BIG_WEIGHT, search="ilp", memory_budget=budget)
     assert p.totals["memory_bytes_per_device"] <= budget
     assert "d" in p.tensors["w"]["sharding"]
 
 
 def test_memory_budget_too_small_says_so():
     with pytest.raises(PlanningError, match="budget"):
-        plan(big_weight(True), search="ilp", memory_budget=1000)
+        plan(BIG_WEIGHT, search="ilp", memory_budget=1000)
 
 
 def priorities(px: int, pw: int) -> str:
