@@ -65,7 +65,7 @@ def lower(plan) -> Program:
     from planner.propagation.build import OpNode, output_layout
 
     if plan._internal is None:
-        raise PlanningError(f"a {plan.search} plan has no per-op strategies to lower; plan with --search bfs or ilp")
+        raise PlanningError(f"the {plan.search} search gives shardings but no per-op strategies to lower or simulate; plan with --search bfs or ilp")
     m, choice, _ = plan._internal
     graph, clu = m.graph, m.cluster
     layout: dict[str, TensorSharding] = {}
