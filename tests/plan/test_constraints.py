@@ -143,3 +143,15 @@ def test_higher_priority_batch_sharding_propagates_first(search):
     p = plan(priorities(0, 1), search=search)
     assert sharding(p, "y") == 'sharding<@mesh, [{"dp"}, {}]>'
     assert any(r["tensor"] == "w" for r in p.reshards)  # the weight is gathered instead
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+def test_fixed_output_sharding_is_where_the_plan_ends(search):
+    """h2 is a graph output pinned replicated: somewhere the batch sharding must be gathered."""
+    text = chain(None).replace("  - {name: g, op: tanh, inputs: [h1], output: h2}",
+                               "  - {name: g, op: tanh, inputs: [h1], output: h2, out_sharding: '[{}, {}]'}")
+    free = plan(chain(None), search=search)
+    p = plan(text, search=search)
+    assert free.totals["comm_bytes_per_device"] == 0
+    assert sharding(p, "h2") == "sharding<@mesh, [{}, {}]>"
+    assert [s["kind"] for r in p.reshards for s in r["steps"]] == ["AllGather"]
