@@ -28,7 +28,6 @@ or tensor, and what is wrong.
 
 from __future__ import annotations
 
-import difflib
 import heapq
 from dataclasses import replace
 from types import MappingProxyType
@@ -40,15 +39,14 @@ from graphs.meshes import check_same_devices
 from graphs.ops.opdef import OpDef
 from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
-from planner.errors import ModelError, ShardplanError
+from planner.errors import ModelError, ShardplanError, did_you_mean
 from planner.ir import Mesh
 
 __all__ = ["ComputationGraph", "OpSpec", "TensorSpec", "TENSOR_KINDS"]
 
 
 def _suggest(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=3)
-    return f"; did you mean {' or '.join(close)}?" if close else ""
+    return did_you_mean(name, list(known), n=3)
 
 
 class ComputationGraph:

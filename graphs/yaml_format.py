@@ -19,7 +19,6 @@ tensor and says what is wrong, e.g.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from graphs.graph import ComputationGraph
 from graphs.graph_builder import GraphBuilder
 from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
 from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
-from planner.errors import ModelError
+from planner.errors import ModelError, did_you_mean
 
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "shard_as", "model",
@@ -54,8 +53,7 @@ def load_model_text(text: str, source: str = "<string>") -> ComputationGraph:
 
 
 def _suggest(word: str, options: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(str(word), list(options), n=1)
-    return f"; did you mean {close[0]}?" if close else ""
+    return did_you_mean(word, options)
 
 
 class _Reader:

@@ -61,3 +61,15 @@ class ClusterError(ShardplanError):
 
 class PlanningError(ShardplanError):
     """The search cannot satisfy the user's constraints."""
+
+
+def did_you_mean(word: object, options, n: int = 1) -> str:
+    """``"; did you mean X?"`` (or ``"X or Y"``) for the options closest to ``word``, else ``""``.
+
+    >>> did_you_mean("matmull", ["matmul", "einsum"])
+    '; did you mean matmul?'
+    """
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=n)
+    return f"; did you mean {' or '.join(close)}?" if close else ""

@@ -20,7 +20,6 @@ planner.errors.ModelError: builder mlp has no argument 'layer'; did you mean lay
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -29,7 +28,7 @@ from graphs.builders import conv_model, gpt_model, mlp_model, moe_model, transfo
 from graphs.dtypes import check_dtype
 from graphs.graph import ComputationGraph
 from graphs.graph_builder import GraphBuilder
-from planner.errors import ModelError
+from planner.errors import ModelError, did_you_mean
 
 BUILDERS: Mapping[str, Callable[..., None]] = MappingProxyType({
     "conv": conv_model.define,
@@ -47,8 +46,7 @@ def get_builder(name: Any) -> Callable[..., None]:
     try:
         return BUILDERS[name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), BUILDERS, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        hint = did_you_mean(name, BUILDERS)
         raise ModelError(f"unknown builder {name!r}{hint} (builders: {', '.join(BUILDERS)})") from None
 
 
@@ -62,8 +60,7 @@ def check_arg(builder: str, key: Any, value: Any) -> None:
     """ModelError unless ``key`` is an argument of ``builder`` and ``value`` suits it."""
     args = builder_args(builder)
     if key not in args:
-        close = difflib.get_close_matches(str(key), args, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        hint = did_you_mean(key, args)
         raise ModelError(f"builder {builder} has no argument {key!r}{hint} (arguments: {', '.join(args)})")
     if key == "dtype":
         check_dtype(value)

@@ -26,11 +26,10 @@ either the raw or the canonical mapping.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from planner.errors import ModelError
+from planner.errors import ModelError, did_you_mean
 
 
 class _Required:
@@ -94,8 +93,7 @@ class OpDef:
         for key in attrs:
             if key not in allowed:
                 known = ", ".join(self.attr_names) or "none"
-                close = difflib.get_close_matches(str(key), self.attr_names, n=1)
-                hint = f"; did you mean {close[0]}?" if close else ""
+                hint = did_you_mean(key, self.attr_names)
                 raise ModelError(f"{self.name} has no attribute {key!r}{hint} (its attributes: {known})")
         out = {}
         for key, default in self.attrs:

@@ -13,13 +13,12 @@ planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops
 
 from __future__ import annotations
 
-import difflib
 from types import MappingProxyType
 from typing import Mapping
 
 from graphs.ops import conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
 from graphs.ops.opdef import OpDef
-from planner.errors import ModelError
+from planner.errors import ModelError, did_you_mean
 
 OPS: Mapping[str, OpDef] = MappingProxyType({
     "add": pointwise.ADD,
@@ -62,6 +61,4 @@ def get_op(name: str) -> OpDef:
     try:
         return OPS[name]
     except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), OPS, n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise ModelError(f"unknown op {name!r}{hint} (known ops: {', '.join(OPS)})") from None
+        raise ModelError(f"unknown op {name!r}{did_you_mean(name, OPS)} (known ops: {', '.join(OPS)})") from None

@@ -111,12 +111,8 @@ def explain(plan, tensor: str) -> list[str]:
     m, choice, parents = plan._internal
     graph = m.graph
     if tensor not in plan.tensors:
-        from planner.errors import PlanningError
-        import difflib
-
-        close = difflib.get_close_matches(tensor, list(plan.tensors), n=3)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise PlanningError(f"the plan has no tensor {tensor!r}{hint}")
+        from planner.errors import PlanningError, did_you_mean
+        raise PlanningError(f"the plan has no tensor {tensor!r}{did_you_mean(tensor, plan.tensors, n=3)}")
     info = decision_reasons(m, choice, parents)
     lines = [f"{tensor}: {plan.tensors[tensor]['sharding']}", f"  {info['tensors'][tensor]}"]
     producer = graph.producer(tensor)
