@@ -78,3 +78,19 @@ def test_plan_program_format(capsys):
     assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "program"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("// SPMD program on @mesh") and "ReduceScatter(%h4)" in out
+
+
+def test_plans_are_byte_identical_across_processes():
+    """Different hash seeds (set and dict orders) must not change a plan."""
+    import os
+    import subprocess
+    import sys
+
+    outs = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        run = subprocess.run([sys.executable, "-m", "planner", "plan", str(CONFIGS / "moe.yaml"), "--training",
+                              "--format", "json"], capture_output=True, text=True, env=env)
+        assert run.returncode == 0, run.stderr
+        outs.add(run.stdout)
+    assert len(outs) == 1
