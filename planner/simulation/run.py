@@ -84,7 +84,7 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
     net = Network(n)
     counts: Counter = Counter()
     values: dict[str, DistributedArray] = {}
-    readers: dict[tuple[str, str], DistributedArray] = {}
+    readers: dict[tuple, DistributedArray] = {}  # (tensor, reader op, layout) -> redistributed copy
     last_use = _last_uses(program)
     peak = 0
     for step, ins in enumerate(program.instructions):
@@ -96,7 +96,7 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
             if ins.reader is None:
                 values[ins.tensor] = out
             else:
-                readers[(ins.tensor, ins.reader)] = out
+                readers[(ins.tensor, ins.reader, ins.plan.destination)] = out
         else:
             values[ins.op.output] = _compute(ins, values, readers)
             del_keys = [k for k in readers if k[1] == ins.op.name]
@@ -159,9 +159,7 @@ def _compute(ins: Compute, values, readers) -> DistributedArray:
     op, s = ins.op, ins.strategy
     operands = []
     for k, t in enumerate(op.inputs):
-        arr = readers.get((t, op.name), values[t])
-        if arr.sharding.layout_only() != s.operands[k] and (t, op.name) in readers:
-            arr = values[t]  # this read needed no redistribution; another read of the same tensor did
+        arr = readers.get((t, op.name, s.operands[k]), values[t])
         if arr.sharding.layout_only() != s.operands[k]:
             raise AssertionError(
                 f"op {op.name!r} reads {t!r} laid out as {arr.sharding} but its strategy needs {s.operands[k]}: "

@@ -58,3 +58,20 @@ def test_same_seed_same_result_and_bytes():
     a, b = simulate(plan(FFN), seed=3), simulate(plan(FFN), seed=3)
     assert a.max_abs_error == b.max_abs_error and a.measured_comm_bytes_per_device == b.measured_comm_bytes_per_device
     assert np.isfinite(a.max_rel_error)
+
+
+def test_one_op_reading_a_tensor_in_two_layouts_gets_each_copy():
+    """x @ x^T with the two reads of x wanting different layouts: each read its own copy."""
+    text = """
+name: gram
+mesh: {d: 2}
+tensors:
+  x: {shape: [8, 8], kind: input}
+ops:
+  - {name: pre, op: relu, inputs: [x], output: h, out_sharding: '[{"d"}, {}]'}
+  - {name: gram, op: matmul, inputs: [h, h], output: y}
+outputs: [y]
+"""
+    p = plan(text, search="ilp")
+    r = simulate(p)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
