@@ -15,13 +15,7 @@ def gpt(layers: int) -> str:
 
 
 def clear_caches() -> None:
-    """Cold start: forget cached rules, strategies, redistributions and cost tables."""
-    from planner.enumeration.strategies import _enumerate
-    from planner.propagation import build
-    from planner.redistribution.engine import _reshard
-    from planner.redistribution.state import _pieces
-    from planner.rules.registry import _cached_rule
+    """Cold start: forget every cache of the planner (rules, strategies, redistributions, cost tables)."""
+    import planner
 
-    for cache in (_enumerate, _reshard, _pieces, _cached_rule):
-        cache.cache_clear()
-    build._TABLES.clear()
+    planner.clear_caches()

@@ -2,9 +2,10 @@
 
 For the gpt builder (mesh dp=2 x tp=4) prints, per layer count, the number of ops,
 the candidates enumerated in all, the edges and their class-table entries, and the
-time to enumerate and to build every table from cold caches (median of --repeat),
-plus the distinct redistributions the engine planned (the work the caches save:
-identical layers share their tables).
+time to enumerate and to build every table, truly cold (after ``planner.clear_caches()``)
+and warm (the same call again, caches kept), median of --repeat, plus the distinct
+redistributions the engine planned (the work the caches save: identical layers
+share their tables).
 
     python benchmarks/tables.py [--layers 1 12 48] [--repeat 3]
 """
@@ -18,8 +19,8 @@ import time
 from costmodels import load_cluster
 from graphs import load_model_text
 from planner.enumeration import enumerate_strategies, search_pieces
+from planner.caches import cache_stats
 from planner.propagation.build import build_model
-from planner.redistribution.engine import _reshard  # its size: the distinct redistributions planned
 from planner.rules.registry import rule_for
 
 from common import clear_caches, gpt
@@ -31,28 +32,39 @@ def main() -> None:
     args = parser.parse_args()
     cluster = load_cluster(None)
     print(f"{'layers':>6}  {'ops':>5}  {'candidates':>10}  {'edges':>6}  {'table cells':>11}  "
-          f"{'enumerate s':>11}  {'build s':>8}  {'distinct reshards':>17}")
+          f"{'enumerate cold s':>16}  {'enumerate warm s':>16}  {'build cold s':>12}  {'build warm s':>12}  "
+          f"{'distinct reshards':>17}")
     for layers in args.layers:
         graph = load_model_text(gpt(layers))
-        enum_t, build_t = [], []
-        for _ in range(args.repeat):
-            clear_caches()
-            t0 = time.perf_counter()
+        enum_t = {"cold": [], "warm": []}
+        build_t = {"cold": [], "warm": []}
+
+        def enumerate_all():
             pieces = search_pieces(graph.mesh)
             for op in graph.ops:
                 rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
                 enumerate_strategies(rule, graph.mesh, pieces)
-            enum_t.append(time.perf_counter() - t0)
+
+        for _ in range(args.repeat):
             clear_caches()
-            t0 = time.perf_counter()
-            m = build_model(graph, graph.mesh, cluster)
-            build_t.append(time.perf_counter() - t0)
-        reshards = _reshard.cache_info().currsize
+            for run in ("cold", "warm"):
+                t0 = time.perf_counter()
+                enumerate_all()
+                enum_t[run].append(time.perf_counter() - t0)
+            clear_caches()
+            for run in ("cold", "warm"):
+                t0 = time.perf_counter()
+                m = build_model(graph, graph.mesh, cluster)
+                build_t[run].append(time.perf_counter() - t0)
+        reshards = cache_stats()["redistribution plans"]["size"]
         cells = sum(e.class_cost.size for e in m.problem.edges)
+        med = statistics.median
         print(f"{layers:>6}  {len(graph.ops):>5}  {m.problem.variables:>10}  {len(m.problem.edges):>6}  {cells:>11}  "
-              f"{statistics.median(enum_t):>11.3f}  {statistics.median(build_t):>8.3f}  {reshards:>17}")
-    print("\nbuild s: enumeration, constraints, every edge's cost table (redistribution engine) and node costs,")
-    print("from cold caches; median of", args.repeat)
+              f"{med(enum_t['cold']):>16.3f}  {med(enum_t['warm']):>16.3f}  {med(build_t['cold']):>12.3f}  "
+              f"{med(build_t['warm']):>12.3f}  {reshards:>17}")
+    print("\nbuild s: enumeration, constraints, every edge's cost table (redistribution engine) and node costs.")
+    print("cold: right after planner.clear_caches(); warm: the same call again with the caches it filled;")
+    print("median of", args.repeat)
 
 
 if __name__ == "__main__":

@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from costmodels.units import format_quantity
-from planner.errors import ClusterError, ShardingError
+from planner.caches import memoize
+from planner.errors import ClusterError, CostModelError, ShardingError
 from planner.ir.axis import AxisRef
 from planner.ir.layout import positions_to_devices
 from planner.ir.mesh import Mesh
@@ -105,7 +105,7 @@ def slowest_link(links: Sequence[Link]) -> Link:
     '50GB/s, 10us'
     """
     if not links:
-        raise ValueError("slowest_link needs at least one link")
+        raise CostModelError("slowest_link needs at least one link")
     return min(links, key=lambda link: (link.bandwidth_bytes_per_s, -link.latency_s, -link.overhead_s))
 
 
@@ -196,7 +196,7 @@ def group_spans_nodes(mesh: Mesh, axes: Iterable[AxisRef], devices_per_node: int
     return _group_spans_nodes(mesh, key, devices_per_node)
 
 
-@lru_cache(maxsize=4096)
+@memoize("cluster node spans", maxsize=4096)
 def _group_spans_nodes(mesh: Mesh, axes: tuple[AxisRef, ...], devices_per_node: int) -> bool:
     for i, ref in enumerate(axes):
         ref.validate(mesh)

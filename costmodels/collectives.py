@@ -40,6 +40,7 @@ from typing import Callable, NamedTuple
 
 from costmodels.cluster import Link
 from costmodels.units import format_quantity, nonnegative_int
+from planner.errors import CostModelError
 
 __all__ = [
     "RING",
@@ -170,6 +171,6 @@ def _cost(steps: int, received: int, link: Link) -> CollectiveCost:
 def _group(p: int) -> int:
     p = operator.index(p)
     if p < 1:
-        raise ValueError(f"a collective group has at least one device, got p={p}")
+        raise CostModelError(f"a collective group has at least one device, got p={p}")
     return p
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from costmodels.cluster import Cluster
+from planner.errors import CostModelError
 
 __all__ = ["compute_time_s"]
 
@@ -28,5 +29,5 @@ def compute_time_s(flops_per_device: float, cluster: Cluster) -> float:
     0.002147483648
     """
     if isinstance(flops_per_device, bool) or not math.isfinite(flops_per_device) or flops_per_device < 0:
-        raise ValueError(f"flops_per_device must be a finite number >= 0, got {flops_per_device!r}")
+        raise CostModelError(f"flops_per_device must be a finite number >= 0, got {flops_per_device!r}")
     return flops_per_device / cluster.device_peak_flops

@@ -25,6 +25,7 @@ from typing import Iterable
 
 from costmodels.cluster import Cluster
 from costmodels.units import nonnegative_int
+from planner.errors import CostModelError
 
 __all__ = [
     "OPTIMIZER_STATE_BYTES_PER_ELEMENT",
@@ -64,13 +65,13 @@ def parameter_bytes(
     >>> parameter_bytes(1000, 4, optimizer="lion")
     Traceback (most recent call last):
     ...
-    ValueError: unknown optimizer 'lion'; use one of adam, momentum, none, sgd
+    planner.errors.CostModelError: unknown optimizer 'lion'; use one of adam, momentum, none, sgd
     """
     elements = nonnegative_int(elements, "elements")
     itemsize = nonnegative_int(itemsize, "itemsize")
     if optimizer not in OPTIMIZER_STATE_BYTES_PER_ELEMENT:
         known = ", ".join(sorted(OPTIMIZER_STATE_BYTES_PER_ELEMENT))
-        raise ValueError(f"unknown optimizer {optimizer!r}; use one of {known}")
+        raise CostModelError(f"unknown optimizer {optimizer!r}; use one of {known}")
     per_element = itemsize * (2 if gradients else 1) + OPTIMIZER_STATE_BYTES_PER_ELEMENT[optimizer]
     if master_weights:
         per_element += F32_BYTES

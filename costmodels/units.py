@@ -26,6 +26,8 @@ import operator
 import re
 from fractions import Fraction
 
+from planner.errors import CostModelError
+
 __all__ = ["UNITS", "format_quantity", "nonnegative_int", "parse_quantity"]
 
 # Factors are exact fractions so that "5us" is the float nearest 5e-6, not 5 * 1e-6.
@@ -59,25 +61,25 @@ _QUANTITY = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)
 def parse_quantity(value: object, unit: str) -> float:
     """``value`` (a number in ``unit``, or a string such as ``"450GB/s"``) in the base ``unit``.
 
-    Raises :class:`ValueError` saying which forms are accepted; callers turn it
-    into their own error with the location.
+    Raises :class:`~planner.errors.CostModelError` (also a ``ValueError``) saying which
+    forms are accepted; callers turn it into their own error with the location.
 
     >>> parse_quantity(8, "bytes"), parse_quantity("5e-6", "s"), parse_quantity("1.5 ms", "s")
     (8.0, 5e-06, 0.0015)
     >>> parse_quantity("450GB", "bytes/s")
     Traceback (most recent call last):
     ...
-    ValueError: '450GB' is not a quantity in bytes/s; write a number of bytes/s or e.g. '450GB/s'
+    planner.errors.CostModelError: '450GB' is not a quantity in bytes/s; write a number of bytes/s or e.g. '450GB/s'
     """
     suffixes, example = _SUFFIXES[unit]
     hint = f"write a number of {unit} or e.g. {example!r}"
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{value!r} is not a quantity in {unit}; {hint}")
+        raise CostModelError(f"{value!r} is not a quantity in {unit}; {hint}")
     if not isinstance(value, str):
         return float(value)
     match = _QUANTITY.match(value)
     if match is None:
-        raise ValueError(f"{value!r} is not a quantity in {unit}; {hint}")
+        raise CostModelError(f"{value!r} is not a quantity in {unit}; {hint}")
     number, text = float(match.group(1)), match.group(2)
     if not text:
         return number
@@ -87,7 +89,7 @@ def parse_quantity(value: object, unit: str) -> float:
             if prefix in prefixes:
                 scale = prefixes[prefix] * factor
                 return number * scale.numerator / scale.denominator
-    raise ValueError(f"{value!r} is not a quantity in {unit}; {hint}")
+    raise CostModelError(f"{value!r} is not a quantity in {unit}; {hint}")
 
 
 def format_quantity(value: float, unit: str) -> str:
@@ -120,11 +122,15 @@ def nonnegative_int(value: object, name: str) -> int:
     Traceback (most recent call last):
     ...
     TypeError: shard_bytes must be an integer, got 2.5
+    >>> nonnegative_int(-1, "shard_bytes")
+    Traceback (most recent call last):
+    ...
+    planner.errors.CostModelError: shard_bytes must be >= 0, got -1
     """
     try:
         count = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {value!r}") from None
     if count < 0:
-        raise ValueError(f"{name} must be >= 0, got {count}")
+        raise CostModelError(f"{name} must be >= 0, got {count}")
     return count

@@ -10,6 +10,7 @@ use, so that the lower layers (and ``costmodels``, ``graphs``) import without it
 
 __version__ = "0.1.0"
 
+from planner.caches import clear_caches  # noqa: E402
 from planner.errors import ShardplanError  # noqa: E402
 from planner.ir import (  # noqa: E402
     AxisRef,
@@ -30,6 +31,7 @@ __all__ = [
     "ShardplanError",
     "TensorSharding",
     "__version__",
+    "clear_caches",
     "device_index_ranges",
     "parse_mesh",
     "parse_sharding",

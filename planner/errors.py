@@ -1,7 +1,17 @@
 """The project's exceptions: one small hierarchy, each class says when it is raised.
 
-The library raises these and never prints or exits; the CLI catches
-:class:`ShardplanError` once, prints its message to stderr and exits with status 2.
+There are two branches, never mixed:
+
+* :class:`ShardplanError` — the user's input is wrong (a file, a flag, a sharding, a
+  cluster). The message says what to change. The CLI prints it and exits with status 2.
+* :class:`InternalError` — an invariant of shardplan's own code broke: a bug, whatever
+  the input. It is deliberately *not* a :class:`ShardplanError`, so ``except
+  ShardplanError`` never hides one. The CLI reports it in one line and exits with status 3.
+
+The library raises these and never prints or exits.
+
+>>> issubclass(CostModelError, ShardplanError), issubclass(SimulationMismatch, ShardplanError)
+(True, False)
 """
 
 from __future__ import annotations
@@ -61,6 +71,68 @@ class ClusterError(ShardplanError):
 
 class PlanningError(ShardplanError):
     """The search cannot satisfy the user's constraints."""
+
+
+class SolverFailed(PlanningError):
+    """The solver stopped without a usable solution (time limit, crash, numerical trouble).
+
+    Callers may fall back to BFS. ``report`` is the
+    :class:`~planner.propagation.ilp.SolverReport` when the solver ran, else ``None``.
+    """
+
+    def __init__(self, message: str, *, report: "SolverReport | None" = None):  # noqa: F821
+        super().__init__(message)
+        self.report = report
+
+
+class ReshardError(ShardplanError):
+    """A redistribution that cannot be done (different device counts, shapes ...)."""
+
+
+class GateError(ShardplanError):
+    """The gate cannot compare: a model is not in the baseline, the search differs, a bad tolerance."""
+
+
+class BaselineError(GateError):
+    """A baseline file is missing, is not JSON, or is not shaped as a baseline (see :mod:`planner.gate`)."""
+
+
+class CostModelError(ShardplanError, ValueError):
+    """A cost function got a bad argument: a quantity that does not parse (``"450GB"`` for
+    bytes/s), an unknown optimizer, a negative byte or FLOP count, an empty device group.
+
+    Also a :class:`ValueError` (what these functions raised before), so code that
+    catches ``ValueError`` around them — the cluster loader adding the file and line
+    to a bad quantity, for one — keeps working.
+
+    >>> from costmodels import parse_quantity
+    >>> parse_quantity("fast", "bytes/s")
+    Traceback (most recent call last):
+    ...
+    planner.errors.CostModelError: 'fast' is not a quantity in bytes/s; write a number of bytes/s or e.g. '450GB/s'
+    """
+
+
+class InternalError(Exception):
+    """Base class of broken invariants of shardplan's own code: a bug, never the user's fault.
+
+    Not a :class:`ShardplanError`: the CLI reports it as an internal error (exit 3)
+    and ``SHARDPLAN_DEBUG=1`` shows its traceback.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class SimulationMismatch(InternalError):
+    """The simulator caught a plan or program that does not do what it claims: a device
+    lacks elements of its new block, devices disagree on the values of one block, some
+    elements are held by no device, a program reads a tensor in the wrong layout.
+
+    Raised as ``SimulationMismatch(message)``; :func:`planner.simulation.reshard.verify`
+    turns it into a failed verification.
+    """
 
 
 def did_you_mean(word: object, options, n: int = 1) -> str:

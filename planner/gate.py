@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from planner.errors import ShardplanError
+from planner.errors import BaselineError, GateError  # defined there; re-exported here
 from planner.files import write_atomic
 from planner.api import SEARCHES
 
@@ -51,14 +51,6 @@ FORMAT_VERSION = 1
 METRICS = ("comm_bytes_per_device", "comm_time_s", "collectives")
 LOCAL_STEPS = frozenset({"Slice"})  # steps that move no data between devices
 ROUNDING = 1e-9  # relative changes smaller than this are floating-point noise, not a change
-
-
-class GateError(ShardplanError):
-    """The gate cannot compare: a model is not in the baseline, the search differs, a bad tolerance."""
-
-
-class BaselineError(GateError):
-    """A baseline file is missing, is not JSON, or is not shaped as a baseline (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +143,12 @@ def measure(model: str | os.PathLike, search: str = "bfs", training: bool = Fals
     from graphs import load_model
     from planner.api import plan
 
-    result = plan(load_model(model), search=search, training=training).to_dict()
-    rows = list(result["reshards"]) + list(result.get("gradient_syncs") or [])
-    kinds = Counter(step["kind"] for row in rows for step in row["steps"] if step["kind"] not in LOCAL_STEPS)
-    totals = result["totals"]
+    program = plan(load_model(model), search=search, training=training).program
+    kinds = Counter(step.kind for r in program.redistributions() for step in r.plan.steps
+                    if step.kind not in LOCAL_STEPS)
     return {
-        "comm_bytes_per_device": int(totals["comm_bytes_per_device"]),
-        "comm_time_s": float(totals["comm_time_s"]),
+        "comm_bytes_per_device": int(program.comm_bytes_per_device()),
+        "comm_time_s": float(program.comm_time_s()),
         "collectives": {kind: kinds[kind] for kind in sorted(kinds)},
     }
 
@@ -360,7 +351,7 @@ def check_tolerance(tolerance: float) -> float:
     >>> check_tolerance(-0.1)
     Traceback (most recent call last):
       ...
-    planner.gate.GateError: the tolerance must be a relative growth >= 0 (0.05 allows 5%), got -0.1
+    planner.errors.GateError: the tolerance must be a relative growth >= 0 (0.05 allows 5%), got -0.1
     """
     value = float(tolerance)
     if not math.isfinite(value) or value < 0:

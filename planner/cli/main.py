@@ -1,8 +1,16 @@
-"""Entry point of the ``shardplan`` command: parse arguments, run one command, map errors to exit 2."""
+"""Entry point of the ``shardplan`` command: parse arguments, run one command, map errors to exit codes.
+
+Exit codes (also in ``shardplan --help``): 0 success; 1 the gate found a regression
+(``check``) or the simulation does not match (``simulate``); 2 a user error
+(:class:`~planner.errors.ShardplanError`, or bad arguments); 3 an internal error
+(:class:`~planner.errors.InternalError` or any other unexpected exception: a bug, reported
+in one line, with the traceback when ``SHARDPLAN_DEBUG=1``); 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -14,12 +22,24 @@ from planner.cli import check, describe, graph, plan, reshard, simulate
 
 COMMANDS = (describe, graph, plan, reshard, simulate, check)
 
+EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEBUG_ENV = "SHARDPLAN_DEBUG"
+
+EXIT_CODES = f"""exit status:
+  {EXIT_OK}    success
+  {EXIT_FAILED}    check: the gate found a regression; simulate: the simulation does not match
+  {EXIT_USER_ERROR}    user error: bad arguments or input (the message says what to change)
+  {EXIT_INTERNAL_ERROR}    internal error: a bug in shardplan; rerun with {DEBUG_ENV}=1 for the traceback
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="shardplan",
-        description="Plan how to shard a model over a device mesh, explain the plan, and prove it on a "
-        "numpy device simulator.",
+        description="Plan how to shard a model over a device mesh, explain the plan, and prove it\n"
+        "on a numpy device simulator.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"shardplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -29,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit status (0 ok, 1 a check failed, 2 a user error)."""
+    """Run one command; returns the exit status (see :data:`EXIT_CODES`).
+
+    With ``SHARDPLAN_DEBUG=1`` an internal error is re-raised instead, so that its
+    traceback shows.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -42,10 +66,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except ShardplanError as e:
         print(f"shardplan {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
     except BrokenPipeError:
-        return 0
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print(f"shardplan {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # InternalError, or any bug that escaped as another exception
+        if _debug():
+            raise
+        print(f"shardplan: internal error: {_one_line(e)}; rerun with {DEBUG_ENV}=1 for the traceback",
+              file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
+
+
+def _one_line(e: BaseException) -> str:
+    """``Type: message`` on one line (the type names the bug for a report)."""
+    message = " ".join(str(e).split())
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__
 
 
 def console_main() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+    except Exception:  # only with SHARDPLAN_DEBUG set: show the traceback, keep the exit code
+        import traceback
+
+        traceback.print_exc()
+        code = EXIT_INTERNAL_ERROR
+    sys.exit(code)

@@ -84,49 +84,45 @@ def make_plan(args):
 
 
 def render_table(p) -> str:
-    rows = [(o["name"], o["op"], o["strategy"], o["result_sharding"].split(", ", 1)[1][:-1] if ", " in o["result_sharding"] else o["result_sharding"],
-             o["source"]) for o in p.ops]
-    out = [f"model {p.model}, search {p.search}, mesh {p.meshes[0]}", ""]
+    rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
+    out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
     if p.search == "explicit":  # seed 001's mode is about every tensor's type
         from planner.views.jax import to_jax_type
-        from planner.ir.text import parse_sharding
-        from planner.ir.text import parse_mesh
 
-        meshes = [parse_mesh(m) for m in p.meshes]
-        trows = []
-        for name, t in p.tensors.items():
-            s = parse_sharding(t["sharding"], meshes)
-            trows.append((name, to_jax_type(s, t["shape"], t["dtype"]), s.dims_text(), t["source"]))
+        trows = [(name, to_jax_type(t.sharding, t.shape, t.dtype), t.sharding.dims_text(), t.source)
+                 for name, t in p.tensors.items()]
         out += ["", table(trows, header=("tensor", "type", "sharding", "source"))]
     if p.reshards:
         out += ["", "redistributions:"]
         rs = []
         for r in p.reshards:
-            steps = ", ".join(f"{s['kind']}{'{' + ','.join(s['axes']) + '}' if s['axes'] else ''}" for s in r["steps"])
-            phase = f" [{r['phase']}]" if "phase" in r else ""
-            rs.append((r["tensor"], f"{r['producer'] or 'input'} -> {r['consumer'] or 'output'}{phase}", steps,
-                       f"{r['bytes_per_device']:,} B", format_quantity(r["time_s"], "s")))
+            phase = f" [{r.phase}]" if p.training else ""
+            rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
+                       _steps_text(r.steps), f"{r.bytes_per_device:,} B", format_quantity(r.time_s, "s")))
         out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
     if p.gradient_syncs:
         out += ["", "gradient reductions:"]
-        gs = [(g["param"], ", ".join(s["kind"] + "{" + ",".join(s["axes"]) + "}" for s in g["steps"]),
-               f"{g['bytes_per_device']:,} B", format_quantity(g["time_s"], "s")) for g in p.gradient_syncs]
+        gs = [(g.tensor, _steps_text(g.steps), f"{g.bytes_per_device:,} B", format_quantity(g.time_s, "s"))
+              for g in p.gradient_syncs]
         out.append(table(gs, header=("param", "steps", "bytes/device", "time")))
     t = p.totals
     out += ["", "totals: " + ", ".join([
-        f"communication {t['comm_bytes_per_device']:,} B per device in {format_quantity(t['comm_time_s'], 's')}",
-        f"compute {format_quantity(t['compute_time_s'], 's')}",
-        *( [f"memory {format_quantity(t['memory_bytes_per_device'], 'bytes')} per device"]
-           if t.get("memory_bytes_per_device") is not None else []),
-        f"objective {format_quantity(t['objective'], 's')}",
+        f"communication {t.comm_bytes_per_device:,} B per device in {format_quantity(t.comm_time_s, 's')}",
+        f"compute {format_quantity(t.compute_time_s, 's')}",
+        f"memory {format_quantity(t.memory_bytes_per_device, 'bytes')} per device",
+        f"objective {format_quantity(t.objective, 's')}",
     ])]
     if p.solver:
         s = p.solver
-        gap = "n/a" if s["gap"] is None else f"{s['gap']:.3g}"
-        out.append(f"solver: {s['name']} {s['status']} (optimal: {s['optimal']}, gap {gap}) in "
-                   f"{format_quantity(s['time_s'], 's')}, {s['variables']} variables solved")
+        gap = "n/a" if s.gap is None else f"{s.gap:.3g}"
+        out.append(f"solver: {s.name} {s.status} (optimal: {s.optimal}, gap {gap}) in "
+                   f"{format_quantity(s.time_s, 's')}, {s.variables} variables solved")
     return "\n".join(out) + "\n"
+
+
+def _steps_text(steps) -> str:
+    return ", ".join(f"{s.kind}{'{' + ','.join(map(str, s.axes)) + '}' if s.axes else ''}" for s in steps)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,11 +130,12 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = to_json(p.to_dict())
     elif args.format == "program":
-        from planner.partitioning import lower, render as render_program
+        from planner.partitioning import render as render_program
 
-        text = render_program(lower(p))
+        text = render_program(p.program)
     elif args.format == "csv":
-        text = to_csv(([o[c] if not isinstance(o[c], list) else "; ".join(o[c]) for c in CSV_COLUMNS] for o in p.ops),
+        rows = [o.to_dict() for o in p.ops]
+        text = to_csv(([r[c] if not isinstance(r[c], list) else "; ".join(r[c]) for c in CSV_COLUMNS] for r in rows),
                       CSV_COLUMNS)
     else:
         text = render_table(p)

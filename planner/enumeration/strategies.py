@@ -30,9 +30,9 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Iterable, Sequence
 
+from planner.caches import memoize
 from planner.errors import RuleError
 from planner.ir.axis import AxisRef, make_axis, merge_adjacent
 from planner.ir.mesh import Mesh
@@ -121,7 +121,7 @@ def enumerate_strategies(rule: OpShardingRule, mesh: Mesh, pieces: Sequence[Axis
     return _enumerate(rule, mesh, tuple(pieces))
 
 
-@lru_cache(maxsize=4096)
+@memoize("strategy enumeration", maxsize=4096)
 def _enumerate(rule: OpShardingRule, mesh: Mesh, pieces: tuple[AxisRef, ...]) -> tuple[Strategy, ...]:
     shardable = [
         f for f in range(rule.num_factors)

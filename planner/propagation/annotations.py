@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 from planner.errors import PlanningError, ShardingError
 from planner.ir.axis import AxisRef, axes_for_digit
+from planner.ir.equivalence import equivalent_sharding
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 
@@ -72,15 +73,21 @@ def satisfies(candidate: TensorSharding, annotation: TensorSharding) -> bool:
     return True
 
 
-def translate(sharding: TensorSharding, mesh: Mesh) -> TensorSharding:
-    """The same sharding named with ``mesh``'s axes (meshes over the same devices in the same order)."""
+def translate(sharding: TensorSharding, mesh: Mesh, shape: Sequence[int] | None = None) -> TensorSharding:
+    """The same sharding named with ``mesh``'s axes (meshes over the same devices).
+
+    On a mesh with the same device order the axes are renamed digit by digit. On a
+    mesh with another device order the result is
+    :func:`~planner.ir.equivalence.equivalent_sharding`: every device keeps the same
+    index ranges of a tensor of ``shape``. Without ``shape`` the translation must hold
+    for every shape (it is computed for the shape whose dimensions equal the shard
+    counts, where ranges match exactly when the shard indices do). A sharding with no
+    equivalent raises :class:`PlanningError`.
+    """
     if sharding.mesh == mesh:
         return sharding
     if sharding.mesh.devices != mesh.devices:
-        raise PlanningError(
-            f"{sharding} is on mesh @{sharding.mesh.name}, whose device order differs from @{mesh.name}; "
-            "the planner works on one device order: annotate on the planning mesh"
-        )
+        return _translate_reordered(sharding, mesh, shape)
 
     def conv(refs):
         out = []
@@ -101,6 +108,35 @@ def translate(sharding: TensorSharding, mesh: Mesh) -> TensorSharding:
                                  unreduced=conv(sharding.unreduced))
     return TensorSharding(mesh, tuple(DimSharding(b.axes, d.is_open, d.priority) for b, d in zip(built.dims, dims)),
                           built.replicated, built.unreduced)
+
+
+def _translate_reordered(sharding: TensorSharding, mesh: Mesh, shape: Sequence[int] | None) -> TensorSharding:
+    """``translate`` between meshes whose device orders differ."""
+    src = sharding.mesh
+    if src.size != mesh.size:
+        raise PlanningError(
+            f"{sharding} is on mesh {src} ({src.size} devices) but the planning mesh {mesh} has "
+            f"{mesh.size}; annotate on @{mesh.name}"
+        )
+    if shape is None:
+        shape = sharding.shard_counts()
+        for_shape = "for every shape"
+    else:
+        sharding.check_rank(shape)
+        for_shape = f"for shape {'x'.join(map(str, shape)) or 'scalar'}"
+    try:
+        found = equivalent_sharding(sharding, mesh, tuple(shape))
+    except ShardingError as e:
+        raise PlanningError(f"cannot translate {sharding} to mesh @{mesh.name}: {e.message}") from None
+    if found is None:
+        raise PlanningError(
+            f"{sharding} has no equivalent on mesh @{mesh.name} {for_shape}: the meshes {src} and {mesh} "
+            f"order the devices differently and no sharding of @{mesh.name} gives every device the same "
+            f"indices{' and pending-sum groups' if sharding.unreduced else ''}. Annotate it on @{mesh.name} "
+            f"instead; data that must stay on @{src.name} has to be moved to @{mesh.name} with a "
+            f"CollectivePermute first (`shardplan reshard` plans that move)"
+        )
+    return found
 
 
 def restrict_to_priority(annotation: TensorSharding, level: int) -> TensorSharding | None:

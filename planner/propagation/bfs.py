@@ -1,15 +1,20 @@
 """Breadth-first strategy propagation (seed 002, SPEC §6.3).
 
 Start from the user-configured nodes (decided first, each at its cheapest own
-cost among the candidates its annotations leave), then walk edges breadth-first
-in both directions. *Context* nodes (e.g. a tensor stored exactly as annotated)
+cost among the candidates its annotations leave), then walk links (edges and
+fanouts, :meth:`SearchProblem.neighbours`) breadth-first in both directions.
+*Context* nodes (e.g. a tensor stored exactly as annotated)
 are decided up front but propagation does not start from them: their readers are
 decided when the walk reaches them, with everything decided so far in view. Each undecided neighbour takes the candidate that minimises
-its own cost plus the cost of its edges to every already-decided neighbour;
-decided nodes are never revisited (propagation stops at configured ops).
+its own cost plus the cost of its links to every already-decided neighbour
+(:meth:`SearchProblem.link_costs` over the decided participants: a fanout's
+layout some decided reader already needs costs a later reader nothing, so a
+shared copy is counted once); decided nodes are never revisited (propagation
+stops at configured ops). A node's ``parent`` is the ``(neighbour, link id)`` it
+was reached through.
 
-Deterministic tie-breaking: seeds in node order, neighbours in node order; among
-equal costs the candidate the caller's ``prefer`` scores highest (the planner
+Deterministic tie-breaking: seeds in node order, neighbours in node order (then
+link id); among equal costs the candidate the caller's ``prefer`` scores highest (the planner
 prefers keeping the layouts of the node propagation came from), then the one
 with the lowest index (enumeration puts simpler strategies first). A part of the graph no seed reaches starts from its first
 node, at its cheapest own cost. With a memory budget, a candidate is skipped
@@ -22,6 +27,16 @@ decided.
 ...                   (Edge.from_matrix(0, 1, np.array([[0.0, 3.0], [3.0, 0.0]])),))
 >>> bfs(p, seeds=[0], seed_choice={0: 1}).choice
 (1, 1)
+
+A fanout: reader 2 joins reader 1's layout 0, paid once (3.0), rather than take
+layout 1 (2.0 more):
+
+>>> from planner.propagation.problem import Fanout
+>>> f = Fanout(0, np.array([0]), (1, 2), (((0,),), ((0,), (1,))), np.array([[3.0, 2.0]]))
+>>> q = SearchProblem(tuple(Node(n, np.zeros(k)) for n, k in (("u", 1), ("r", 1), ("s", 2))), fanouts=(f,))
+>>> r = bfs(q, seeds=[0])
+>>> r.choice, r.parent, r.objective
+((0, 0, 0), (None, (0, 0), (0, 0)), 3.0)
 """
 
 from __future__ import annotations
@@ -38,22 +53,12 @@ from planner.propagation.problem import SearchProblem
 
 @dataclass(frozen=True)
 class BfsResult:
-    """One candidate per node, and for each node the (neighbour, edge) it was decided from."""
+    """One candidate per node, and for each node the (neighbour, link id) it was decided from."""
 
     choice: tuple[int, ...]
     parent: tuple[tuple[int, int] | None, ...]
     order: tuple[int, ...]
     objective: float
-
-
-def _adjacency(problem: SearchProblem) -> list[list[tuple[int, int]]]:
-    adj: list[list[tuple[int, int]]] = [[] for _ in problem.nodes]
-    for e, edge in enumerate(problem.edges):
-        adj[edge.u].append((edge.v, e))
-        adj[edge.v].append((edge.u, e))
-    for lst in adj:
-        lst.sort()
-    return adj
 
 
 def _edge_costs(problem: SearchProblem, e: int, node: int, other_choice: int) -> np.ndarray:
@@ -75,11 +80,15 @@ def bfs(
 
     ``context`` maps nodes to their only candidate; they are decided first and not
     walked from. Without seeds the walk starts at the first node that reads a context
-    node (else the first node).
+    node (else the first node). ``prefer(v, u, link, cu)`` scores the candidates of ``v``
+    reached from ``u`` (at ``cu``) through ``link``, a link id: ``>= len(problem.edges)``
+    for a fanout.
     """
     n = len(problem.nodes)
-    adj = _adjacency(problem)
+    adj = [problem.neighbours(v) for v in range(n)]
+    edge_links = len(problem.edges)  # link ids from here on are fanouts
     choice: list[int | None] = [None] * n
+    decided = [False] * n
     parent: list[tuple[int, int] | None] = [None] * n
     order: list[int] = []
     pinned = dict(problem.fixed)
@@ -92,9 +101,18 @@ def bfs(
         nonlocal used_memory, remaining_min
         node = problem.nodes[v]
         total = node.cost.astype(float).copy()
+        fanouts = None
         for w, e in adj[v]:
             if choice[w] is not None:
-                total = total + _edge_costs(problem, e, v, choice[w])
+                if e < edge_links:
+                    total = total + _edge_costs(problem, e, v, choice[w])
+                elif fanouts is None:
+                    fanouts = {e}
+                else:
+                    fanouts.add(e)  # a producer sees one fanout once, however many readers are decided
+        if fanouts is not None:
+            for f in sorted(fanouts):
+                total = total + problem.link_costs(f, v, choice, decided)
         allowed = np.ones(node.n, dtype=bool)
         if v in pinned:
             allowed[:] = False
@@ -122,6 +140,7 @@ def bfs(
             scores = prefer(v, u, e, choice[u])[ties]
             c = int(ties[int(np.argmax(scores))])  # first among the best scores
         choice[v] = c
+        decided[v] = True
         parent[v] = via
         order.append(v)
         if node.memory is not None:

@@ -2,131 +2,364 @@
 
 One node per op (its candidates are the strategies its rule admits, minus those
 the user's constraints forbid) and one per *source* tensor (input, parameter,
-constant) that several ops read (its candidates are the layouts its readers ask
-for). A source read by one op has no node: it is laid out as that op reads it.
+constant) that several ops read or that the user annotated (its candidates are
+the layouts it may be stored in). A source read by one op has no node: it is
+stored as that op reads it. With training, a tensor whose gradient several ops
+contribute to gets a *gradient node*: the layout its gradient is summed in.
 
-Costs, all in seconds on the cluster:
+Nodes are joined by :class:`Link` s, each one kind of data movement:
 
-* per op and strategy: compute time (FLOPs split over the devices that divide
-  the work), the reduction of a graph output's pending sums, and with training
-  the backward compute (one forward's worth per operand whose gradient is
-  needed) and the gradient reduction of parameters only this op reads;
-* per edge (a tensor from its producer, or a shared source, to one reader): the
-  redistribution between the producer's result layout and the reader's operand
-  layout, and with training the redistribution of the gradient back
-  (:mod:`planner.training.gradients`).
+* ``data``: a tensor from its producer (an op or a source node) to its only
+  reader: the forward redistribution to each distinct layout the reader needs,
+  and with training each distinct gradient layout back
+  (:mod:`planner.training.gradients`);
+* ``fanout``: a tensor read by several ops: one forward redistribution per
+  *distinct* layout the readers need, shared by every reader of that layout;
+* ``grad_in``: a reader's gradient contributions to the gradient node;
+* ``grad_out``: the summed gradient back to the producer (or the parameter).
 
-Edge tables are built over *classes* (distinct layouts on each side), each
-distinct (shape, dtype, source, destination) redistribution planned once by the
-engine and cached; identical layers therefore cost nothing extra.
+What a link or a node moves for given candidates is defined once, in
+:func:`link_moves` and :func:`node_moves`; the cost tables below price exactly
+those moves and the lowering (:mod:`planner.partitioning.program`) emits exactly
+those moves, so the objective a search optimises is what the program does.
+
+Costs, all in seconds on the cluster: per op and strategy its compute time
+(:func:`op_compute_time_s`), the delivery of a graph output
+(:func:`final_layout`) and, with training, the gradient reduction of parameters
+only this op reads; per link the redistributions above. Edge tables are built
+over *classes* (distinct layouts on each side), each distinct redistribution
+planned once by the engine and cached; identical layers cost nothing extra.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import re
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Iterator, Mapping
 
 import numpy as np
 
-from costmodels import Cluster, compute_time_s
-from graphs.dtypes import dtype_itemsize
+from costmodels import Cluster, compute_time_s, parameter_bytes
+from graphs.dtypes import dtype_itemsize, is_float
+from planner.caches import BoundedCache
 from planner.enumeration import Strategy, enumerate_strategies, make_strategy, search_pieces
 from planner.errors import PlanningError, RuleError, ShardplanError
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
-from planner.propagation.problem import Edge, Node, SearchProblem
+from planner.propagation.problem import Edge, Fanout, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
+from planner.rules.factors import OpShardingRule
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
 from planner.training.gradients import operand_gradient, requires_grad, result_gradient
 
-OPTIMIZER_COPIES = 4  # training keeps the parameter, its gradient and two Adam moments
+OUTPUT_LAYOUTS = ("free", "replicated")
+OPTIMIZER = "adam"
+"""Training keeps Adam's two f32 moments per parameter element (:func:`costmodels.parameter_bytes`)."""
 
 
 @dataclass(frozen=True)
 class Options:
-    """What to plan for."""
+    """What to plan for.
+
+    ``outputs_layout``: how graph outputs the user did not pin are delivered:
+    ``free`` (any fully reduced layout: a pending sum may be reduce-scattered)
+    or ``replicated`` (every device holds the whole output).
+    """
 
     training: bool = False
     memory_budget: float | None = None
     priority_level: int | None = None  # annotations with a larger priority are not yet active
     allowed_axes: frozenset[str] | None = None  # phase restriction (priorities): axes the search may use
-    prefixes: dict = field(default_factory=dict)  # op -> factor axes the strategy must extend (earlier phases)
+    prefixes: Mapping[str, tuple] = field(default_factory=dict)  # op -> factor axes its strategy must extend
+    outputs_layout: str = "free"
+    fixed_strategies: Mapping[str, tuple] = field(default_factory=dict)  # op -> the only factor axes it may take
 
 
-@dataclass
+# -- nodes and links ---------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
 class OpNode:
-    """An op's candidates and why they are what they are."""
+    """An op's candidate strategies and why they are what they are."""
 
     name: str
-    spec: object
-    rule: object
+    op: object  # graphs.specs.OpSpec
+    rule: OpShardingRule
     strategies: tuple[Strategy, ...]
     user: str | None = None  # why the user's annotations pinned or narrowed this op
 
+    def candidates(self) -> int:
+        return len(self.strategies)
 
-@dataclass
+
+@dataclass(frozen=True, eq=False)
 class SourceNode:
-    """A tensor read by several ops, with the layouts it may take."""
+    """A source tensor stored in one of ``layouts`` (read by several ops, or annotated)."""
 
-    name: str
+    tensor: str
     layouts: tuple[TensorSharding, ...]
     user: str | None = None
 
+    @property
+    def name(self) -> str:
+        return self.tensor
 
-@dataclass
+    def candidates(self) -> int:
+        return len(self.layouts)
+
+
+@dataclass(frozen=True, eq=False)
 class GradNode:
-    """With training: where the gradient of a tensor read by several ops is summed.
+    """With training: the layout the gradient of a tensor read by several ops is summed in.
 
     Contributions that arrive in the node's layout are added locally (pending sums
     included) and the sum goes back to the producer once: one AllReduce for the
     three projections that read a layer-norm output, not three.
     """
 
-    name: str  # the tensor
+    tensor: str
     layouts: tuple[TensorSharding, ...]
     user: str | None = None
 
+    @property
+    def name(self) -> str:
+        return self.tensor
 
-@dataclass
-class EdgeInfo:
-    """Which tensor an edge carries, between which nodes, to which operands of the reader.
+    def candidates(self) -> int:
+        return len(self.layouts)
 
-    An op that reads one tensor twice (``mul(h, h)``) has one edge with both
-    operand positions: the tensor is redistributed once per distinct layout the
-    reads need, and their gradients are summed before going back.
+
+PlanNode = OpNode | SourceNode | GradNode
+LINK_KINDS = ("data", "fanout", "grad_in", "grad_out")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of movement of ``tensor`` between nodes (see the module docstring).
+
+    ``producer`` is where the data (or gradient) comes from; ``readers`` where it
+    goes, with ``operands[j]`` the operand positions of reader ``j`` that read the
+    tensor (for ``grad_in`` the positions of the producing op instead).
+    Link ``k`` of a model is link ``k`` of its search problem.
     """
 
+    kind: str
     tensor: str
-    producer: int  # node index (an op or a source node)
-    consumer: int
-    operands: tuple[int, ...]
-    backward: bool  # the tensor's gradient flows back along it
-    kind: str = "data"  # "data", "grad_in" (reader -> GradNode) or "grad_out" (GradNode -> producer)
-
-    @property
-    def operand(self) -> int:
-        return self.operands[0]
+    producer: int
+    readers: tuple[int, ...]
+    operands: tuple[tuple[int, ...], ...]
+    backward: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
+class Move:
+    """One redistribution a plan makes: ``tensor`` from ``source`` to ``destination`` in ``phase``."""
+
+    tensor: str
+    source: TensorSharding
+    destination: TensorSharding
+    phase: str  # "forward", "backward" or "gradient"
+
+
+@dataclass(frozen=True, eq=False)
 class Model:
-    """The built problem with everything needed to report a choice."""
+    """The built problem and everything needed to read a choice of it.
+
+    ``nodes[i]`` is decision ``i`` of ``problem``; ``links[k]`` is its link ``k``
+    (``problem.edges`` then ``problem.fanouts``).
+    """
 
     graph: object
     mesh: Mesh
     cluster: Cluster
     options: Options
     pieces: tuple[AxisRef, ...]
-    nodes: list
-    index: dict
-    edges: list[EdgeInfo]
+    nodes: tuple[PlanNode, ...]
+    links: tuple[Link, ...]
     problem: SearchProblem
-    needs_grad: dict
-    private_sources: dict  # tensor -> (consumer node, operand indices) for sources read by one op
-    annotations: dict  # tensor -> annotation (active part) on the planning mesh
+    needs_grad: Mapping[str, bool]
+    annotations: Mapping[str, TensorSharding]  # tensor -> its active annotation on the planning mesh
+    op_index: Mapping[str, int]
+    source_index: Mapping[str, int]  # sources with a node
+    grad_index: Mapping[str, int]
+    private_sources: Mapping[str, tuple[str, int]]  # source read by one op -> (that op, first operand)
 
+    # -- reading a choice ---------------------------------------------------------------------
+    def strategy(self, op: str, choice) -> Strategy:
+        i = self.op_index[op]
+        return self.nodes[i].strategies[choice[i]]
+
+    def deciding_node(self, tensor: str) -> int | None:
+        """The node whose choice decides ``tensor``'s layout (None for a tensor nobody reads or makes)."""
+        producer = self.graph.producer(tensor)
+        if producer is not None:
+            return self.op_index[producer]
+        if tensor in self.source_index:
+            return self.source_index[tensor]
+        if tensor in self.private_sources:
+            return self.op_index[self.private_sources[tensor][0]]
+        return None
+
+    def layout(self, tensor: str, choice) -> TensorSharding:
+        """Where ``tensor`` lives under ``choice``: its producer's result or how its source is stored."""
+        producer = self.graph.producer(tensor)
+        if producer is not None:
+            return self.strategy(producer, choice).result
+        if tensor in self.source_index:
+            i = self.source_index[tensor]
+            return self.nodes[i].layouts[choice[i]]
+        op, k = self.private_sources[tensor]
+        return self.strategy(op, choice).operands[k]
+
+    def keeps_pending(self, tensor: str) -> bool:
+        """A training loss (a scalar graph output) keeps its pending sum: its value is only reported."""
+        return self.options.training and self.graph.tensor(tensor).rank == 0
+
+    def final_layout(self, op: str, strategy: Strategy) -> TensorSharding:
+        """The layout graph output ``op`` delivers under ``strategy`` (see :func:`final_layout`)."""
+        out = self.graph.tensor(self.graph.op(op).output)
+        if self.keeps_pending(out.name):
+            return strategy.result
+        return final_layout(strategy.result, self.annotations.get(out.name), self.options.outputs_layout,
+                            out.shape, out.dtype, self.cluster)
+
+    def walk_links(self) -> Iterator[tuple[int, Link]]:
+        return iter(enumerate(self.links))
+
+
+# -- the moves (one definition for costs and lowering) ---------------------------------------
+
+def final_layout(result: TensorSharding, annotation: TensorSharding | None, policy: str, shape, dtype,
+                 cluster: Cluster) -> TensorSharding:
+    """The layout a graph output is delivered in.
+
+    A closed annotation is delivered as written. Otherwise, with ``policy``
+    ``replicated`` every device gets the whole value; with ``free`` the result keeps
+    its layout and a pending sum is resolved the cheapest way: reduced in place
+    (AllReduce) or reduce-scattered onto one of its dimensions (ties: in place, then
+    the lowest dimension).
+    """
+    if annotation is not None and all(d.is_closed for d in annotation.dims):
+        return annotation.layout_only()
+    if policy == "replicated":
+        return TensorSharding.replicated_on(result.mesh, result.rank)
+    if not result.unreduced:
+        return result
+    options = [result.with_unreduced(())]
+    for d in range(result.rank):
+        dims = [list(x.axes) for x in result.dims]
+        dims[d] += list(result.unreduced)
+        try:
+            candidate = result.with_unreduced(()).with_dims(dims)
+        except ShardplanError:
+            continue
+        if annotation is None or satisfies(candidate, annotation):
+            options.append(candidate)
+    return min(options, key=lambda lay: reshard_for_planning(shape, dtype, result, lay, cluster).time_s)
+
+
+def _data_moves(producer_side, reader_side, backward: bool) -> list[tuple[TensorSharding, TensorSharding, bool]]:
+    """``(source, destination, is_backward)`` of a data link between one producer candidate and one reader's."""
+    (res, res_grad), (layouts, grads) = producer_side, reader_side
+    moves = [(res, lay, False) for lay in layouts]
+    if backward:
+        moves += [(g, res_grad, True) for g in grads]
+    return moves
+
+
+def link_moves(m: Model, k: int, choice) -> list[Move]:
+    """The redistributions link ``k`` makes under ``choice`` (the costs price exactly these)."""
+    link = m.links[k]
+    t = link.tensor
+    u = m.nodes[link.producer]
+    grad_phase = "gradient" if m.graph.tensor(t).kind == "param" else "backward"
+    out: list[Move] = []
+    if link.kind == "data":
+        (v,) = link.readers
+        pside = _producer_side(u)[choice[link.producer]]
+        rside = _reader_side(m.nodes[v], link.operands[0], link.backward)[choice[v]]
+        for src, dst, back in _data_moves(pside, rside, link.backward):
+            out.append(Move(t, src, dst, (grad_phase if isinstance(u, SourceNode) else "backward") if back else "forward"))
+    elif link.kind == "fanout":
+        src = _producer_side(u)[choice[link.producer]][0]
+        for lay in fanout_layouts(m, k, choice):
+            out.append(Move(t, src, lay, "forward"))
+    elif link.kind == "grad_in":
+        (acc,) = link.readers
+        grads = _reader_side(u, link.operands[0], True)[choice[link.producer]][1]
+        target = m.nodes[acc].layouts[choice[acc]]
+        out += [Move(t, g, target, "backward") for g in grads]
+    else:  # grad_out
+        (v,) = link.readers
+        target = _producer_side(m.nodes[v])[choice[v]][1]
+        phase = grad_phase if isinstance(m.nodes[v], SourceNode) else "backward"
+        out.append(Move(t, u.layouts[choice[link.producer]], target, phase))
+    return out
+
+
+def fanout_layouts(m: Model, k: int, choice) -> list[TensorSharding]:
+    """The distinct layouts the readers of fanout link ``k`` need under ``choice``, in reader order."""
+    link = m.links[k]
+    seen: dict[TensorSharding, None] = {}
+    for v, ks in zip(link.readers, link.operands):
+        s = m.nodes[v].strategies[choice[v]]
+        for j in ks:
+            seen.setdefault(s.operands[j], None)
+    return list(seen)
+
+
+def node_moves(m: Model, i: int, choice) -> list[Move]:
+    """The redistributions op node ``i`` itself makes: its graph output's delivery and its own parameters' gradients."""
+    node = m.nodes[i]
+    if not isinstance(node, OpNode):
+        return []
+    return _op_moves(m.graph, node, node.strategies[choice[i]], m)
+
+
+def _op_moves(graph, node: OpNode, s: Strategy, m: Model) -> list[Move]:
+    op = node.op
+    out: list[Move] = []
+    if op.output in graph.outputs:
+        out.append(Move(op.output, s.result, m.final_layout(op.name, s), "forward"))
+    if m.options.training:
+        for t, k in _own_params(graph, node, m.private_sources):
+            if m.needs_grad.get(t, False):
+                out.append(Move(t, operand_gradient(node.rule, s, k), s.operands[k], "gradient"))
+    return out
+
+
+def _own_params(graph, node: OpNode, private) -> list[tuple[str, int]]:
+    return [(t, k) for k, t in enumerate(node.op.inputs)
+            if t in private and private[t][0] == node.name and private[t][1] == k
+            and graph.tensor(t).kind == "param"]
+
+
+def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training: bool, needs_grad) -> float:
+    """Forward compute, plus with training one forward's worth per operand whose gradient is needed."""
+    grads = sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
+    return compute_time_s(graph.op_flops(op.name) * (1 + grads) / strategy.work_divisor, cluster)
+
+
+def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
+    """Bytes one device holds for a source tensor stored in ``layout``.
+
+    With training a parameter also has its gradient and Adam's two f32 moments,
+    plus an f32 master copy when it is stored in a narrower float type
+    (:func:`costmodels.parameter_bytes`).
+    """
+    elements = math.prod(layout.local_shape(spec.shape))
+    itemsize = dtype_itemsize(spec.dtype)
+    if training and spec.kind == "param":
+        return parameter_bytes(elements, itemsize, optimizer=OPTIMIZER, gradients=True,
+                               master_weights=is_float(spec.dtype) and itemsize < 4)
+    return elements * itemsize
+
+
+# -- annotations -------------------------------------------------------------------------------
 
 def _annotations(graph, mesh: Mesh, level: int | None) -> dict[str, TensorSharding]:
     out = {}
@@ -174,8 +407,13 @@ def _where(graph, line) -> str | None:
     return graph.source
 
 
+# -- building ----------------------------------------------------------------------------------
+
 def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options()) -> Model:
-    """Enumerate, constrain and cost every node and edge of ``graph`` on ``mesh``."""
+    """Enumerate, constrain and cost every node and link of ``graph`` on ``mesh``."""
+    if options.outputs_layout not in OUTPUT_LAYOUTS:
+        raise PlanningError(f"outputs_layout must be one of {', '.join(OUTPUT_LAYOUTS)}, "
+                            f"got {options.outputs_layout!r}")
     annotations = _annotations(graph, mesh, options.priority_level)
     refs = [a for ann in annotations.values() for a in ann.used_axes()]
     user_strategies = {}
@@ -189,104 +427,81 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
                                     where=_where(graph, op.line)) from None
             user_strategies[op.name] = fa
             refs += [a for axes in fa for a in axes]
+    for fa in options.fixed_strategies.values():
+        refs += [a for axes in fa for a in axes]
     pieces = search_pieces(mesh, refs, _cut_sizes(graph))
     needs = requires_grad(graph) if options.training else {t: False for t in graph.tensors}
 
     # -- which sources get a node ---------------------------------------------------------------
-    readers: dict[str, list[tuple[str, int]]] = {name: [] for name in graph.tensors}
-    for op in graph.ops:
-        for k, t in enumerate(op.inputs):
-            readers[t].append((op.name, k))
-    sources = [name for name, t in graph.tensors.items() if t.kind != "activation" and readers[name]]
-    # A source gets a node when several reads may want different layouts, or when the
-    # user fixed how it is stored (its readers may still redistribute it, at a cost).
-    shared = [s for s in sources if len(readers[s]) > 1 or s in annotations]
-    private = {s: readers[s] for s in sources if s not in shared}
-
-    # -- op nodes ------------------------------------------------------------------------------
-    nodes: list = []
-    index: dict[str, int] = {}
-    for op in graph.ops:
-        node = _op_node(graph, op, mesh, pieces, annotations, user_strategies, options)
-        index[op.name] = len(nodes)
-        nodes.append(node)
-    for s in shared:
-        layouts = []
-        seen = set()
-        if s in annotations and all(d.is_closed for d in annotations[s].dims):
-            fixed = annotations[s].layout_only()  # stored exactly as annotated
-            seen.add(fixed)
-            layouts.append(fixed)
-        for op_name, k in readers[s]:
-            for strat in nodes[index[op_name]].strategies:
-                lay = strat.operands[k]
-                if lay not in seen and (s not in annotations or satisfies(lay, annotations[s])):
-                    seen.add(lay)
-                    layouts.append(lay)
-        if not layouts:
-            raise PlanningError(f"no layout of tensor {s!r} satisfies its annotation {annotations[s]} and is "
-                                "readable by its ops", where=_where(graph, graph.tensor(s).line))
-        user = f"annotation {annotations[s].dims_text()} on tensor {s!r}" if s in annotations else None
-        index[f"tensor:{s}"] = len(nodes)
-        nodes.append(SourceNode(s, tuple(layouts), user))
-
-    # -- gradient accumulation (training) ---------------------------------------------------------
-    reads_by_tensor: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    reads: dict[str, list[tuple[str, tuple[int, ...]]]] = {name: [] for name in graph.tensors}
     for op in graph.ops:
         grouped: dict[str, list[int]] = {}
         for k, t in enumerate(op.inputs):
             grouped.setdefault(t, []).append(k)
         for t, ks in grouped.items():
-            reads_by_tensor.setdefault(t, []).append((op.name, tuple(ks)))
+            reads[t].append((op.name, tuple(ks)))
+    sources = [name for name, t in graph.tensors.items() if t.kind != "activation" and reads[name]]
+    # A source gets a node when several ops read it, or when the user fixed how it is
+    # stored (its readers may still redistribute it, at a cost).
+    shared = [s for s in sources if len(reads[s]) > 1 or s in annotations]
+    private = {s: (reads[s][0][0], reads[s][0][1][0]) for s in sources if s not in shared}
+
+    # -- nodes ------------------------------------------------------------------------------------
+    nodes: list[PlanNode] = []
+    op_index: dict[str, int] = {}
+    for op in graph.ops:
+        op_index[op.name] = len(nodes)
+        nodes.append(_op_node(graph, op, mesh, pieces, annotations, user_strategies, options))
+    source_index: dict[str, int] = {}
+    for s in shared:
+        source_index[s] = len(nodes)
+        nodes.append(_source_node(graph, s, reads[s], nodes, op_index, annotations))
 
     def producer_node(t: str) -> int | None:
         producer = graph.producer(t)
-        if producer is not None:
-            return index[producer]
-        return index.get(f"tensor:{t}")
+        return op_index[producer] if producer is not None else source_index.get(t)
 
+    grad_index: dict[str, int] = {}
     if options.training:
-        for t, reads in reads_by_tensor.items():
-            if needs.get(t, False) and len(reads) > 1 and producer_node(t) is not None:
-                index[f"grad:{t}"] = len(nodes)
-                nodes.append(GradNode(t, _grad_layouts(t, reads, nodes, index, producer_node(t))))
+        for t, rs in reads.items():
+            if needs.get(t, False) and len(rs) > 1 and producer_node(t) is not None:
+                grad_index[t] = len(nodes)
+                nodes.append(GradNode(t, _grad_layouts(rs, nodes, op_index, nodes[producer_node(t)])))
 
-    # -- costs ----------------------------------------------------------------------------------
-    problem_nodes = []
-    for n in nodes:
-        if isinstance(n, OpNode):
-            problem_nodes.append(_op_costs(graph, n, cluster, options, needs, private, annotations))
-        elif isinstance(n, SourceNode):
-            problem_nodes.append(_source_costs(graph, n, options))
-        else:
-            problem_nodes.append(Node(f"grad:{n.name}", np.zeros(len(n.layouts)),
-                                      labels=tuple(l.dims_text() for l in n.layouts)))
-    edges: list[EdgeInfo] = []
-    problem_edges: list[Edge] = []
-    for t, reads in reads_by_tensor.items():
+    # -- links ------------------------------------------------------------------------------------
+    edges: list[Link] = []
+    fanouts: list[Link] = []
+    for t, rs in reads.items():
         u = producer_node(t)
-        if u is None:
+        if u is None or not rs:
             continue
-        back = options.training and needs.get(t, False)
-        acc = index.get(f"grad:{t}")
-        for op_name, ks in reads:
-            v = index[op_name]
-            infos = [EdgeInfo(t, u, v, ks, back and acc is None)]
-            if acc is not None:
-                infos.append(EdgeInfo(t, v, acc, ks, True, "grad_in"))
-            for info in infos:
-                edges.append(info)
-                problem_edges.append(_edge(graph, info, nodes, cluster))
+        acc = grad_index.get(t)
+        back = options.training and needs.get(t, False) and acc is None
+        if len(rs) == 1:
+            op_name, ks = rs[0]
+            edges.append(Link("data", t, u, (op_index[op_name],), (ks,), back))
+        else:
+            fanouts.append(Link("fanout", t, u, tuple(op_index[o] for o, _ in rs), tuple(ks for _, ks in rs)))
         if acc is not None:
-            info = EdgeInfo(t, acc, u, (), True, "grad_out")
-            edges.append(info)
-            problem_edges.append(_edge(graph, info, nodes, cluster))
-    problem = SearchProblem(tuple(problem_nodes), tuple(problem_edges), _same_groups(graph, nodes, index, shared),
-                            options.memory_budget)
-    return Model(graph, mesh, cluster, options, pieces, nodes, index, edges, problem, needs, private, annotations)
+            for op_name, ks in rs:
+                edges.append(Link("grad_in", t, op_index[op_name], (acc,), (ks,), True))
+            edges.append(Link("grad_out", t, acc, (u,), ((),), True))
+    links = tuple(edges + fanouts)
 
+    nodes_t = tuple(nodes)
+    stub = Model(graph, mesh, cluster, options, pieces, nodes_t, links, SearchProblem(()), MappingProxyType(needs),
+                 MappingProxyType(annotations), MappingProxyType(op_index), MappingProxyType(source_index),
+                 MappingProxyType(grad_index), MappingProxyType(private))
+    problem_nodes = tuple(_node_costs(stub, i) for i in range(len(nodes_t)))
+    problem = SearchProblem(
+        problem_nodes,
+        tuple(_edge(stub, link) for link in edges),
+        _same_groups(stub),
+        options.memory_budget,
+        fanouts=tuple(_fanout(stub, link) for link in fanouts),
+    )
+    return replace(stub, problem=problem)
 
-# -- nodes ------------------------------------------------------------------------------------------
 
 def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> OpNode:
     shapes = [graph.tensor(t).shape for t in op.inputs]
@@ -299,8 +514,13 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         match = [s for s in candidates if s.factor_axes == fa]
         candidates = match or [make_strategy(rule, fa, mesh)]
         user.append(f"strategy {candidates[0].text()} given in the model")
+    if op.name in options.fixed_strategies:  # explicit mode: the op computes its types, whatever they cost
+        fa = options.fixed_strategies[op.name]
+        match = [s for s in candidates if s.factor_axes == fa]
+        return OpNode(op.name, op, rule, (match[0] if match else make_strategy(rule, fa, mesh),),
+                      f"explicit mode: the strategy that computes its types (seed 001)")
     if options.allowed_axes is not None:
-        allowed = options.allowed_axes | _prefix_axes(options, op.name)
+        allowed = options.allowed_axes | {a.name for axes in options.prefixes.get(op.name, ()) for a in axes}
         candidates = [s for s in candidates if all(a.name in allowed for axes in s.factor_axes for a in axes)]
     if op.name in options.prefixes:
         prefix = options.prefixes[op.name]
@@ -319,62 +539,57 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
     return OpNode(op.name, op, rule, tuple(candidates), "; ".join(user) or None)
 
 
-def _prefix_axes(options, op_name) -> set[str]:
-    return {a.name for axes in options.prefixes.get(op_name, ()) for a in axes}
+def _source_node(graph, s: str, reads, nodes, op_index, annotations) -> SourceNode:
+    layouts: dict[TensorSharding, None] = {}
+    ann = annotations.get(s)
+    if ann is not None and all(d.is_closed for d in ann.dims):
+        layouts[ann.layout_only()] = None  # stored exactly as annotated
+    for op_name, ks in reads:
+        for strat in nodes[op_index[op_name]].strategies:
+            for k in ks:
+                lay = strat.operands[k]
+                if ann is None or satisfies(lay, ann):
+                    layouts.setdefault(lay, None)
+    if not layouts:
+        raise PlanningError(f"no layout of tensor {s!r} satisfies its annotation {ann} and is readable by its ops",
+                            where=_where(graph, graph.tensor(s).line))
+    user = f"annotation {ann.dims_text()} on tensor {s!r}" if ann is not None else None
+    return SourceNode(s, tuple(layouts), user)
 
 
-def _local_bytes(sharding: TensorSharding, shape, dtype) -> int:
-    n = 1
-    for d in sharding.local_shape(shape):
-        n *= d
-    return n * dtype_itemsize(dtype)
-
-
-def _op_costs(graph, node: OpNode, cluster, options, needs, private, annotations) -> Node:
-    op = node.spec
+def _node_costs(m: Model, i: int) -> Node:
+    node = m.nodes[i]
+    graph = m.graph
+    if isinstance(node, GradNode):
+        return Node(f"grad:{node.tensor}", np.zeros(len(node.layouts)), labels=tuple(l.dims_text() for l in node.layouts))
+    if isinstance(node, SourceNode):
+        spec = graph.tensor(node.tensor)
+        memory = np.array([stored_bytes(l, spec, m.options.training) for l in node.layouts], dtype=float)
+        return Node(f"tensor:{node.tensor}", np.zeros(len(node.layouts)), memory,
+                    labels=tuple(l.dims_text() for l in node.layouts))
+    op = node.op
     out = graph.tensor(op.output)
-    flops = graph.op_flops(op.name)
-    grads = sum(1 for t in op.inputs if needs.get(t, False)) if options.training else 0
+    own = _own_params(graph, node, m.private_sources)
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
-    is_output = op.output in graph.outputs
-    keep_pending = options.training and out.rank == 0  # a training loss: its value is only reported
-    own_params = [(t, k) for t, reads in private.items() for name, k in reads
-                  if name == op.name and graph.tensor(t).kind == "param"]
-    for i, s in enumerate(node.strategies):
-        c = compute_time_s(flops * (1 + grads) / s.work_divisor, cluster)
-        if is_output and not keep_pending:
-            final = output_layout(s.result, annotations.get(op.output))
-            c += reshard_for_planning(out.shape, out.dtype, s.result, final, cluster).time_s
-        mem = _local_bytes(s.result, out.shape, out.dtype)
-        for t, k in own_params:
-            spec = graph.tensor(t)
-            copies = OPTIMIZER_COPIES if options.training else 1
-            mem += copies * _local_bytes(s.operands[k], spec.shape, spec.dtype)
-            if options.training and needs.get(t, False):
-                c += reshard_for_planning(spec.shape, spec.dtype, operand_gradient(node.rule, s, k), s.operands[k],
-                             cluster).time_s
-        cost[i] = c
-        memory[i] = mem
+    for c, s in enumerate(node.strategies):
+        t = op_compute_time_s(graph, op, s, m.cluster, m.options.training, m.needs_grad)
+        t += sum(move_time_s(m, mv) for mv in _op_moves(graph, node, s, m))
+        cost[c] = t
+        mem = math.prod(s.result.local_shape(out.shape)) * dtype_itemsize(out.dtype)
+        for p, k in own:
+            mem += stored_bytes(s.operands[k], graph.tensor(p), m.options.training)
+        memory[c] = mem
     return Node(op.name, cost, memory, labels=tuple(s.text() for s in node.strategies))
 
 
-def output_layout(result: TensorSharding, annotation: TensorSharding | None) -> TensorSharding:
-    """The layout a graph output ends in: its annotation's (when closed), else the result's, reduced."""
-    if annotation is not None and all(d.is_closed for d in annotation.dims):
-        return annotation.layout_only()
-    return result.with_unreduced(()) if result.unreduced else result
+def move_time_s(m: Model, move: Move) -> float:
+    """Seconds the engine's plan for ``move`` takes on the model's cluster."""
+    spec = m.graph.tensor(move.tensor)
+    return reshard_for_planning(spec.shape, spec.dtype, move.source, move.destination, m.cluster).time_s
 
 
-def _source_costs(graph, node: SourceNode, options) -> Node:
-    spec = graph.tensor(node.name)
-    copies = OPTIMIZER_COPIES if options.training and spec.kind == "param" else 1
-    memory = np.array([copies * _local_bytes(l, spec.shape, spec.dtype) for l in node.layouts], dtype=float)
-    return Node(f"tensor:{node.name}", np.zeros(len(node.layouts)), memory,
-                labels=tuple(l.dims_text() for l in node.layouts))
-
-
-# -- edges ------------------------------------------------------------------------------------------
+# -- cost tables ---------------------------------------------------------------------------------
 
 def _classes(items) -> tuple[np.ndarray, list]:
     seen: dict = {}
@@ -396,98 +611,115 @@ def _reader_side(consumer: OpNode, ks, backward: bool) -> list:
 
 def _producer_side(node) -> list:
     """Per candidate of a producer: its result layout and the layout its result's gradient must reach."""
-    if isinstance(node, SourceNode):
+    if isinstance(node, (SourceNode, GradNode)):
         return [(lay, lay) for lay in node.layouts]
     return [(s.result, result_gradient(s)) for s in node.strategies]
 
 
-def _grad_layouts(tensor, reads, nodes, index, producer) -> tuple[TensorSharding, ...]:
-    seen = {}
+def _grad_layouts(reads, nodes, op_index, producer) -> tuple[TensorSharding, ...]:
+    seen: dict = {}
     for op_name, ks in reads:
-        node = nodes[index[op_name]]
-        for _, grads in _reader_side(node, ks, True):
+        for _, grads in _reader_side(nodes[op_index[op_name]], ks, True):
             for g in grads:
                 seen.setdefault(g, None)
-    for _, res_grad in _producer_side(nodes[producer]):
+    for _, res_grad in _producer_side(producer):
         seen.setdefault(res_grad, None)
     return tuple(seen)
 
 
-def _edge(graph, info: EdgeInfo, nodes, cluster) -> Edge:
-    spec = graph.tensor(info.tensor)
-    u_node, v_node = nodes[info.producer], nodes[info.consumer]
-    if info.kind == "data":
-        u_items, v_items = _producer_side(u_node), _reader_side(v_node, info.operands, info.backward)
-    elif info.kind == "grad_in":
-        u_items = [grads for _, grads in _reader_side(u_node, info.operands, True)]
+TABLES = BoundedCache("cost tables", maxsize=4096)
+"""Edge and fanout cost tables by value (shape, dtype, layouts, cluster): identical layers share them."""
+
+
+def _label(m: Model, link: Link) -> str:
+    readers = ", ".join(m.nodes[v].name for v in link.readers)
+    return f"{link.tensor}: {m.nodes[link.producer].name} -> {readers}"
+
+
+def _edge(m: Model, link: Link) -> Edge:
+    spec = m.graph.tensor(link.tensor)
+    u_node, v_node = m.nodes[link.producer], m.nodes[link.readers[0]]
+    if link.kind == "data":
+        u_items = _producer_side(u_node)
+        v_items = _reader_side(v_node, link.operands[0], link.backward)
+    elif link.kind == "grad_in":
+        u_items = [grads for _, grads in _reader_side(u_node, link.operands[0], True)]
         v_items = list(v_node.layouts)
     else:  # grad_out
         u_items = list(u_node.layouts)
         v_items = [res_grad for _, res_grad in _producer_side(v_node)]
     u_class, u_uniq = _classes(u_items)
     v_class, v_uniq = _classes(v_items)
-    table = _table(info.kind, spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), info.backward, cluster)
-    label = f"{info.tensor}: {u_node.name} -> {v_node.name}"
-    return Edge(info.producer, info.consumer, u_class, v_class, table, label)
+    table = _table(link.kind, spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), link.backward, m.cluster)
+    return Edge(link.producer, link.readers[0], u_class, v_class, table, _label(m, link))
 
 
-_TABLES: dict = {}
+def _fanout(m: Model, link: Link) -> Fanout:
+    spec = m.graph.tensor(link.tensor)
+    u_class, u_uniq = _classes([res for res, _ in _producer_side(m.nodes[link.producer])])
+    column: dict[TensorSharding, int] = {}
+    needs = []
+    for v, ks in zip(link.readers, link.operands):
+        per_candidate = []
+        for layouts, _ in _reader_side(m.nodes[v], ks, False):
+            per_candidate.append(tuple(sorted({column.setdefault(lay, len(column)) for lay in layouts})))
+        needs.append(tuple(per_candidate))
+    table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), False, m.cluster)
+    return Fanout(link.producer, u_class, link.readers, tuple(needs), table, _label(m, link))
 
 
 def _table(kind, shape, dtype, u_items, v_items, backward, cluster) -> np.ndarray:
-    """Seconds for every (producer class, consumer class) of an edge.
+    """Seconds for every (producer class, reader class) of a link; the moves of :func:`link_moves`.
 
     ``data``: the forward redistribution of the result to each distinct layout the
     reader needs, plus (``backward``) each distinct gradient layout back to the
-    producer's. ``grad_in``: a reader's gradients to the accumulation layout.
-    ``grad_out``: the accumulated gradient to the producer's layout.
+    producer's. ``fanout``: the result to one layout. ``grad_in``: a reader's
+    gradients to the accumulation layout. ``grad_out``: the accumulated gradient to
+    the producer's layout.
     """
     key = (kind, tuple(shape), dtype, u_items, v_items, backward, cluster)
-    table = _TABLES.get(key)
-    if table is None:
+
+    def build() -> np.ndarray:
         cost = lambda a, b: reshard_for_planning(shape, dtype, a, b, cluster).time_s  # noqa: E731
         table = np.zeros((len(u_items), len(v_items)))
         for a, left in enumerate(u_items):
             for b, right in enumerate(v_items):
                 if kind == "data":
-                    (res, res_grad), (layouts, grads) = left, right
-                    t = sum(cost(res, opd) for opd in layouts)
-                    if backward:
-                        t += sum(cost(g, res_grad) for g in grads)
+                    t = sum(cost(src, dst) for src, dst, _ in _data_moves(left, right, backward))
                 elif kind == "grad_in":
                     t = sum(cost(g, right) for g in left)
-                else:
+                else:  # fanout, grad_out
                     t = cost(left, right)
                 table[a, b] = t
-        if len(_TABLES) > 4096:
-            _TABLES.clear()
-        _TABLES[key] = table
-    return table
+        return table
+
+    return TABLES.get_or_compute(key, build)
 
 
-def _same_groups(graph, nodes, index, shared) -> tuple:
+# -- shard_as groups ------------------------------------------------------------------------------
+
+def _same_groups(m: Model) -> tuple:
     """shard_as groups as equal-layout constraints between the nodes that lay the tensors out."""
     out = []
-    for group in graph.shard_as:
-        sides = [_layout_classes(graph, t, nodes, index, shared) for t in group]
+    for group in m.graph.shard_as:
+        sides = [_layout_classes(m, t) for t in group]
         for (a, ak), (b, bk) in zip(sides, sides[1:]):
             keys = {k: i for i, k in enumerate(dict.fromkeys(ak + bk))}
             out.append((a, np.array([keys[k] for k in ak]), b, np.array([keys[k] for k in bk])))
     return tuple(out)
 
 
-def _layout_classes(graph, tensor, nodes, index, shared):
+def _layout_classes(m: Model, tensor: str):
     """(node, per-candidate layout key) of the node that decides ``tensor``'s layout."""
-    producer = graph.producer(tensor)
-    if producer is not None:
-        n = index[producer]
-        return n, [_dims_key(s.result) for s in nodes[n].strategies]
-    if tensor in shared:
-        n = index[f"tensor:{tensor}"]
-        return n, [_dims_key(l) for l in nodes[n].layouts]
-    op_name, k = graph.consumers(tensor)[0]
-    n = index[op_name]
-    return n, [_dims_key(s.operands[k]) for s in nodes[n].strategies]
+    graph = m.graph
+    n = m.deciding_node(tensor)
+    node = m.nodes[n]
+    if graph.producer(tensor) is not None:
+        return n, [_dims_key(s.result) for s in node.strategies]
+    if isinstance(node, SourceNode):
+        return n, [_dims_key(l) for l in node.layouts]
+    k = m.private_sources[tensor][1]
+    return n, [_dims_key(s.operands[k]) for s in node.strategies]
 
 
 def _dims_key(sharding: TensorSharding) -> tuple:
@@ -498,6 +730,7 @@ def _dims_key(sharding: TensorSharding) -> tuple:
 # -- shrinking hints for the ILP ------------------------------------------------------------------
 
 _FOLLOWERS = frozenset({"relu", "gelu", "tanh", "exp", "sigmoid", "neg", "cast"})
+_LAYER = re.compile(r"^(tensor:|grad:)?layer(\d+)\.(.*)$")
 
 
 def with_shrink_hints(m: Model) -> SearchProblem:
@@ -511,27 +744,23 @@ def with_shrink_hints(m: Model) -> SearchProblem:
     Both restrict the problem; the planner checks the answer against BFS on the
     unrestricted problem and solves that one exactly when the hints cost something.
     """
-    import re
-    from dataclasses import replace
-
     nodes = list(m.problem.nodes)
     for i, node in enumerate(m.nodes):
-        if not isinstance(node, OpNode) or node.spec.op not in _FOLLOWERS:
+        if not isinstance(node, OpNode) or node.op.op not in _FOLLOWERS:
             continue
-        producer = m.graph.producer(node.spec.inputs[0])
+        producer = m.graph.producer(node.op.inputs[0])
         if producer is None:
             continue
-        parent = m.nodes[m.index[producer]]
+        parent = m.nodes[m.op_index[producer]]
         by_layout = {}
         for c, s in enumerate(node.strategies):
             by_layout.setdefault(s.operands[0], c)
         mapping = [by_layout.get(s.result.with_unreduced(()) if s.result.unreduced else s.result)
                    for s in parent.strategies]
         if all(c is not None for c in mapping):
-            nodes[i] = replace(nodes[i], follows=m.index[producer], follow_map=np.array(mapping))
-    pattern = re.compile(r"^(tensor:|grad:)?layer(\d+)\.(.*)$")
+            nodes[i] = replace(nodes[i], follows=m.op_index[producer], follow_map=np.array(mapping))
     for i, node in enumerate(m.problem.nodes):
-        match = pattern.match(node.name)
+        match = _LAYER.match(node.name)
         if match:
             digest = (node.labels, node.cost.round(15).tobytes())
             signature = f"{match.group(1) or ''}{match.group(3)}#{hash(digest)}"

@@ -1,74 +1,73 @@
-"""A :class:`~planner.api.Plan` from explicit mode (seed 001): shardings flow forward by consensus."""
+"""Explicit mode (seed 001) as a decided planning model: strategies, real costs, a program that runs.
+
+:func:`explicit_outcome` applies seed 001's consensus rule
+(:func:`planner.propagation.explicit.explicit_shardings`; its errors, with
+``out_sharding`` advice, surface unchanged) and turns each op's types into the
+one strategy that computes them:
+
+* without ``out_sharding`` the op computes on its operands as they are: the
+  consensus factor sharding (a sharded contracting factor leaves a pending sum,
+  reduced by an AllReduce before anything reads it, as JAX's psum);
+* with ``out_sharding`` the op still computes on its operands as they are when
+  their factor shardings agree, and its result is then redistributed to the
+  ``out_sharding``; when they disagree, the op computes in the ``out_sharding``'s
+  factor sharding and its operands are redistributed to it.
+
+The model is then the same as every search's (:func:`planner.propagation.build.build_model`
+with each op fixed), so explicit plans are costed, lowered, simulated and gated
+like the others, with the cluster, ``--training`` and ``--memory-budget``
+honoured. Explicit types live on the model's mesh: another ``--mesh`` is refused.
+"""
 
 from __future__ import annotations
 
-from costmodels import compute_time_s, load_cluster
+from dataclasses import replace
+
+from planner.errors import PlanningError, RuleError
+from planner.ir.axis import merge_adjacent
+from planner.propagation.build import Options, build_model
 from planner.propagation.explicit import explicit_shardings
-from planner.redistribution import reshard_for_planning
+from planner.propagation.search import SearchOutcome, decide_fixed
+from planner.rules import check_factor_axes, factor_axes_from_tensor, rule_for
 
 
-def explicit_plan(graph, cluster=None):
-    """Apply the consensus rule op by op and report it in the plan's format.
+def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
+    """The decided model of seed 001's explicit mode on ``graph`` (see the module docstring)."""
+    if mesh != graph.mesh:
+        raise PlanningError(f"explicit mode types tensors on the model's mesh @{graph.mesh.name} "
+                            f"({graph.mesh.short()}); --mesh {mesh.short()} cannot be used with --search explicit")
+    types = explicit_shardings(graph)
+    fixed = {}
+    for op, in_specs, out_spec in graph.walk():
+        rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
+        fixed[op.name] = _factor_axes(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
+    m = build_model(graph, mesh, cluster, replace(options, fixed_strategies=fixed))
+    outcome = decide_fixed(m)
+    budget = options.memory_budget
+    if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
+        raise PlanningError(f"the explicit plan needs {m.problem.memory(outcome.choice):.0f} bytes per device, "
+                            f"more than the memory budget of {budget:.0f}; shard the largest tensors further")
+    return outcome
 
-    Ops read their operands as they are; the only collectives are the AllReduces
-    that sharded contracting factors insert (JAX's psum).
-    """
-    from planner.api import Plan
 
-    clu = load_cluster(cluster if cluster is not None else graph.cluster)
-    result = explicit_shardings(graph)
-    tensors = {}
-    for name, spec in graph.tensors.items():
-        if spec.kind != "activation" and not graph.consumers(name):
-            continue
-        tensors[name] = {
-            "shape": list(spec.shape),
-            "dtype": spec.dtype,
-            "sharding": str(result.sharding(name)),
-            "source": "user" if spec.sharding is not None else "propagated",
-            "reason": result.reason(name),
-        }
-    ops, reshards = [], []
-    compute_total = comm_total = 0.0
-    comm_bytes = 0
-    for op in graph.ops:
-        out = graph.tensor(op.output)
-        operands = [result.sharding(t) for t in op.inputs]
-        res = result.sharding(op.output)
-        divisor = 1
-        for s in operands + [res]:
-            divisor = max(divisor, s.num_shards())
-        compute = compute_time_s(graph.op_flops(op.name) / divisor, clu)
-        comm = 0.0
-        for ar in result.collectives.get(op.name, ()):
-            pending = res.with_unreduced(ar.axes)
-            p = reshard_for_planning(out.shape, out.dtype, pending, res, clu)
-            comm += p.time_s
-            comm_bytes += p.bytes_per_device
-            reshards.append({
-                "tensor": op.output, "producer": op.name, "consumer": None,
-                "from": str(pending), "to": str(res), "steps": [s.to_dict() for s in p.steps],
-                "bytes_per_device": p.bytes_per_device, "time_s": p.time_s,
-            })
-        compute_total += compute
-        comm_total += comm
-        ops.append({
-            "name": op.name,
-            "op": op.op,
-            "strategy": "(" + ", ".join("(" + ", ".join(map(str, s.shard_counts())) + ("," if s.rank == 1 else "") + ")"
-                                        for s in operands) + ("," if len(operands) == 1 else "") + ")",
-            "operand_shardings": [str(s) for s in operands],
-            "result_sharding": str(res),
-            "source": "user" if op.out_sharding is not None else "propagated",
-            "compute_time_s": compute,
-            "comm_time_s": comm,
-            "reason": result.reason(op.output),
-        })
-    totals = {
-        "comm_bytes_per_device": int(comm_bytes),
-        "comm_time_s": comm_total,
-        "compute_time_s": compute_total,
-        "memory_bytes_per_device": None,
-        "objective": compute_total + comm_total,
-    }
-    return Plan(graph.name, "explicit", [str(m) for m in graph.meshes.values()], tensors, ops, reshards, totals)
+def _factor_axes(rule, operands, result, mesh) -> tuple:
+    """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s."""
+    try:
+        per_operand = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
+    except RuleError:
+        per_operand = None
+    agreed = [] if per_operand is not None else None
+    for f in range(rule.num_factors if per_operand is not None else 0):
+        seen = {fa[f] for fa in per_operand if fa[f]}
+        if len(seen) > 1:
+            agreed = None
+            break
+        agreed.append(next(iter(seen), ()))
+    if agreed is not None:
+        try:
+            check_factor_axes(rule, tuple(agreed), mesh)
+            return tuple(agreed)
+        except RuleError:
+            pass
+    from_result = factor_axes_from_tensor(rule, "result", result)
+    return tuple(merge_adjacent(a, mesh) for a in from_result)

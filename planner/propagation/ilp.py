@@ -6,9 +6,11 @@ one function, :func:`_build_model`, in the order data → problem → variables 
 by (node, candidate) → objective → named constraints; :func:`_solve` runs the
 solver and checks its status before any value is read. Only this module imports PuLP.
 
-Formulation (over the *solved* nodes, after shrinking; ``x`` binary, ``z >= 0``)::
+Formulation (over the *solved* nodes, after shrinking; ``x`` binary, ``z, w >= 0``,
+``0 <= y <= 1``)::
 
     minimise   sum_{o,k} cost[o,k] x[o,k] + sum_{e,a,b} C_e[a,b] z[e,a,b]
+                                          + sum_{f,a,L} C_f[a,L] w[f,a,L]
     one_hot{o}: sum_k x[o,k] == 1                                   every solved node o
     edge{e}_u{a}: sum_b z[e,a,b] == sum_{k: u_class[k]==a} x[u,k]   every class a of u
     edge{e}_v{b}: sum_a z[e,a,b] == sum_{k: v_class[k]==b} x[v,k]   every class b of v
@@ -16,10 +18,23 @@ Formulation (over the *solved* nodes, after shrinking; ``x`` binary, ``z >= 0``)
     same{j}_class{c}: [a's class is c] - [b's class is c] == 0      every class c
     follow{f}_{j}: [f takes j] - [f's parent takes one mapped to j] == 0   (only unshrunk)
     memory:     sum_{o,k} memory[o,k] x[o,k] <= budget
+    fanout{f}_r{j}_L{L}: y[f,L] - sum_{k: L in needs_j(k)} x[r_j,k] >= 0   every reader j, layout L
+    fanout{f}_L{L}:      sum_a w[f,a,L] - y[f,L] == 0                     every layout L
+    fanout{f}_a{a}_L{L}: w[f,a,L] - sum_{k: u_class[k]==a} x[u,k] <= 0    every row a, layout L
 
 For one-hot ``x`` the transportation rows leave exactly one ``z[e,a,b]`` at 1 (the
 classes of the two choices), so the edge term is exact, with ``U + V`` rows and
 ``U * V`` columns per edge instead of one per pair of candidates.
+
+A fanout (:class:`~planner.propagation.problem.Fanout`: producer ``u``, readers
+``r_j``, ``needs_j(k)`` the layouts reader ``j`` needs at candidate ``k``) pays
+``C_f[a, L]`` once per layout ``L`` any reader needs, ``a`` the producer's row.
+For one-hot ``x``: ``y[f,L]`` is at least 1 exactly when some reader needs ``L``
+and, as costs are ``>= 0``, the minimum takes ``y[f,L] = [some reader needs L]``;
+the ``w`` rows put all of ``y[f,L]`` on the producer's row ``a`` (every other
+row's bound is 0), so the term is ``sum_L C_f[a,L] [L needed]``: exact. A fanout
+whose rows all cost the same (one row left) puts ``C_f[0,L]`` on ``y`` and has no
+``w``.
 
 Shrinking (``shrink=True``) happens on the data before the model is built:
 
@@ -36,7 +51,18 @@ Shrinking (``shrink=True``) happens on the data before the model is built:
 * edges are normalised: classes no candidate reaches are dropped, classes with
   equal cost rows merged, edges between the same two solved nodes with the same
   class partitions summed, and an edge whose cost splits into ``f(a) + g(b)``
-  becomes unary costs. All of these are exact.
+  becomes unary costs. All of these are exact;
+* fanouts are remapped through owners like edges; readers with the same owner
+  become one reader needing the union of their layouts (a reader owned by the
+  producer's owner is a reader like any other, its rows over the producer's
+  ``x``). Layout columns no reader can need, or that cost 0 from every row the
+  producer can take, are dropped, and so are readers left needing nothing. A
+  fanout all of whose participants have one owner is a unary cost of that owner;
+  with two owners it is an edge (producer classes ``(row, own readers' layouts)``
+  against the other owner's classes ``(its readers' layouts)``, cost summed over
+  the union) and is normalised with the edges; with three or more it keeps its
+  ``y``/``w`` variables, and fanouts over the same owners with the same class
+  structure (tied layers) are summed into one. All exact.
 
 :attr:`SolverReport.variables` and ``nodes_solved`` describe the model actually solved.
 
@@ -92,6 +118,7 @@ that no deprecation warning is raised. Only 3.3.2 has been tested.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -105,7 +132,7 @@ import numpy as np
 import pulp
 
 from planner.errors import PlanningError
-from planner.propagation.problem import Edge, SearchProblem
+from planner.propagation.problem import Edge, Fanout, SearchProblem
 
 COST_SCALE = 1e6
 """Model cost units per second (the model works in microseconds)."""
@@ -117,16 +144,7 @@ SUPPORTED_PULP = (3, 4)
 _SEPARABLE_RTOL = 1e-12
 
 
-class SolverFailed(PlanningError):
-    """The solver stopped without a usable solution (time limit, crash, numerical trouble).
-
-    Callers may fall back to BFS. ``report`` is the :class:`SolverReport` when the
-    solver ran, else ``None``.
-    """
-
-    def __init__(self, message: str, *, report: "SolverReport | None" = None):
-        super().__init__(message)
-        self.report = report
+from planner.errors import SolverFailed  # noqa: E402  (defined there; re-exported here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +213,18 @@ class _ClassEdge:
 
 
 @dataclass(frozen=True, slots=True)
+class _ClassFanout:
+    """A fanout over three or more solved nodes: the producer's row per candidate, each
+    reader owner's needed layouts per candidate, and a cost (model units) per (row, layout).
+    """
+
+    u: int
+    u_class: np.ndarray
+    readers: tuple[tuple[int, np.ndarray], ...]  # (owner, bool matrix: its candidates x layouts)
+    cost: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
 class _Row:
     """A named linear equality over ``x``: ``sum coef * x[o, k] == rhs``."""
 
@@ -219,6 +249,7 @@ class _Data:
     memory: tuple[np.ndarray, ...] | None
     memory_rhs: float
     tied: bool
+    fanouts: tuple[_ClassFanout, ...] = ()
 
 
 class _Infeasible(Exception):
@@ -237,8 +268,9 @@ def _reduce(problem: SearchProblem, *, fold: bool, tie: bool) -> _Data:
         sizes[o] = len(pick[i])
     unary = [(owner[i], COST_SCALE * np.asarray(node.cost, dtype=float)[pick[i]])
              for i, node in enumerate(problem.nodes)]
-    edges, edge_unary = _normalised_edges(problem.edges, owner, pick)
-    cost = _per_solved_node(unary + edge_unary, sizes)
+    fanout_edges, fanouts, fanout_unary = _normalised_fanouts(problem.fanouts, owner, pick)
+    edges, edge_unary = _normalised_edges(problem.edges, owner, pick, fanout_edges)
+    cost = _per_solved_node(unary + edge_unary + fanout_unary, sizes)
     rows = _fixed_rows(problem, owner, pick) + _same_rows(problem, owner, pick)
     if not fold:
         rows += _follow_rows(problem)
@@ -247,7 +279,7 @@ def _reduce(problem: SearchProblem, *, fold: bool, tie: bool) -> _Data:
         if not row.terms and row.rhs != 0:
             raise _Infeasible(tied)
     rows = tuple(row for row in rows if row.terms)
-    return _Data(tuple(owner), tuple(pick), tuple(cost), edges, rows, memory, memory_rhs, tied)
+    return _Data(tuple(owner), tuple(pick), tuple(cost), edges, rows, memory, memory_rhs, tied, fanouts)
 
 
 def _owners(problem: SearchProblem, *, fold: bool, tie: bool) -> tuple[list[int], list[np.ndarray], bool]:
@@ -299,16 +331,19 @@ def _per_solved_node(terms: list[tuple[int, np.ndarray]], sizes: list[int]) -> t
     return tuple(total)
 
 
-def _normalised_edges(edges: tuple[Edge, ...], owner: list[int], pick: list[np.ndarray]
-                      ) -> tuple[tuple[_ClassEdge, ...], list[tuple[int, np.ndarray]]]:
-    """Edges between distinct solved nodes, merged and compacted, and the unary costs the others became."""
+def _normalised_edges(edges: tuple[Edge, ...], owner: list[int], pick: list[np.ndarray],
+                      extra: list[_ClassEdge] = ()) -> tuple[tuple[_ClassEdge, ...], list[tuple[int, np.ndarray]]]:
+    """Edges between distinct solved nodes, merged and compacted, and the unary costs the others became.
+
+    ``extra`` are edges already over solved nodes in model units (fanouts between two owners).
+    """
     merged: dict[tuple, _ClassEdge] = {}
     unary = []
-    for edge in edges:
-        u, v = owner[edge.u], owner[edge.v]
-        u_class = np.asarray(edge.u_class)[pick[edge.u]]
-        v_class = np.asarray(edge.v_class)[pick[edge.v]]
-        table = COST_SCALE * np.asarray(edge.class_cost, dtype=float)
+    remapped = (_ClassEdge(owner[edge.u], owner[edge.v], np.asarray(edge.u_class)[pick[edge.u]],
+                           np.asarray(edge.v_class)[pick[edge.v]],
+                           COST_SCALE * np.asarray(edge.class_cost, dtype=float)) for edge in edges)
+    for edge in itertools.chain(remapped, extra):
+        u, v, u_class, v_class, table = edge.u, edge.v, edge.u_class, edge.v_class, edge.cost
         if u == v:
             unary.append((u, table[u_class, v_class]))
             continue
@@ -330,6 +365,60 @@ def _normalised_edges(edges: tuple[Edge, ...], owner: list[int], pick: list[np.n
         else:
             unary += parts
     return tuple(kept), unary
+
+
+def _normalised_fanouts(fanouts: tuple[Fanout, ...], owner: list[int], pick: list[np.ndarray]
+                        ) -> tuple[list[_ClassEdge], tuple[_ClassFanout, ...], list[tuple[int, np.ndarray]]]:
+    """Fanouts over solved nodes: as edges (two owners), as hyperedges (three or more), as unary costs (one).
+
+    See the module docstring (shrinking) for the cases; everything here is exact.
+    """
+    edges: list[_ClassEdge] = []
+    merged: dict[tuple, _ClassFanout] = {}
+    unary: list[tuple[int, np.ndarray]] = []
+    for fanout in fanouts:
+        u = owner[fanout.u]
+        rows = np.asarray(fanout.u_class)[pick[fanout.u]]  # per candidate of u's owner
+        need: dict[int, np.ndarray] = {}  # reader owner -> its candidates x layouts
+        for j, r in enumerate(fanout.readers):
+            mask = fanout.need_mask(j)[pick[r]]
+            need[owner[r]] = need[owner[r]] | mask if owner[r] in need else mask
+        if not need:
+            continue
+        table = COST_SCALE * fanout.class_cost
+        keep = np.logical_or.reduce([m.any(axis=0) for m in need.values()]) & (table[np.unique(rows)] > 0).any(axis=0)
+        need = {o: m[:, keep] for o, m in sorted(need.items()) if m[:, keep].any()}
+        table = table[:, keep]
+        if not need:
+            continue
+        others = [o for o in need if o != u]
+        own = need.get(u, np.zeros((len(rows), table.shape[1]), dtype=bool))
+        if not others:
+            unary.append((u, (table[rows] * own).sum(axis=1)))
+        elif len(others) == 1:
+            edges.append(_fanout_edge(u, rows, own, others[0], need[others[0]], table))
+        else:
+            row_ids, u_class = np.unique(rows, return_inverse=True)
+            readers = tuple((o, need[o]) for o in need)
+            key = (u, u_class.tobytes(), tuple((o, m.shape, m.tobytes()) for o, m in readers))
+            cost = table[row_ids]
+            if key in merged:
+                cost = cost + merged[key].cost
+            merged[key] = _ClassFanout(u, u_class.ravel(), readers, cost)
+    compact = []
+    for fanout in merged.values():
+        cost, row_of = np.unique(fanout.cost, axis=0, return_inverse=True)
+        compact.append(_ClassFanout(fanout.u, row_of.ravel()[fanout.u_class], fanout.readers, cost))
+    return edges, tuple(compact), unary
+
+
+def _fanout_edge(u: int, rows: np.ndarray, own: np.ndarray, v: int, theirs: np.ndarray,
+                 table: np.ndarray) -> _ClassEdge:
+    """A fanout between two solved nodes as an edge: classes (row, own layouts) against (their layouts)."""
+    u_keys, u_class = np.unique(np.column_stack([rows, own]), axis=0, return_inverse=True)
+    v_keys, v_class = np.unique(theirs, axis=0, return_inverse=True)
+    cost = np.array([[table[key[0], key[1:].astype(bool) | layouts].sum() for layouts in v_keys] for key in u_keys])
+    return _ClassEdge(u, v, u_class.ravel(), v_class.ravel(), cost)
 
 
 def _first_seen_classes(classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -433,9 +522,17 @@ def _build_model(data: _Data) -> _Model:
          for o, cost in enumerate(data.cost) for k in range(len(cost))}
     z = {(e, a, b): _new_variable(model, f"z_{e}_{a}_{b}", 0, None, pulp.LpContinuous)
          for e, edge in enumerate(data.edges) for a in range(edge.cost.shape[0]) for b in range(edge.cost.shape[1])}
+    y = {(f, L): _new_variable(model, f"y_{f}_{L}", 0, 1, pulp.LpContinuous)
+         for f, fanout in enumerate(data.fanouts) for L in range(fanout.cost.shape[1])}
+    w = {(f, a, L): _new_variable(model, f"w_{f}_{a}_{L}", 0, None, pulp.LpContinuous)
+         for f, fanout in enumerate(data.fanouts) if fanout.cost.shape[0] > 1
+         for a in range(fanout.cost.shape[0]) for L in range(fanout.cost.shape[1])}
     model.setObjective(pulp.LpAffineExpression(
         [(x[o, k], float(c)) for o, cost in enumerate(data.cost) for k, c in enumerate(cost)]
-        + [(z[key], float(data.edges[key[0]].cost[key[1], key[2]])) for key in z]))
+        + [(z[key], float(data.edges[key[0]].cost[key[1], key[2]])) for key in z]
+        + [(w[key], float(data.fanouts[key[0]].cost[key[1], key[2]])) for key in w]
+        + [(y[f, L], float(fanout.cost[0, L])) for f, fanout in enumerate(data.fanouts)
+           if fanout.cost.shape[0] == 1 for L in range(fanout.cost.shape[1])]))
     for o, cost in enumerate(data.cost):
         model += pulp.lpSum(x[o, k] for k in range(len(cost))) == 1, f"one_hot{o}"
     for e, edge in enumerate(data.edges):
@@ -445,6 +542,21 @@ def _build_model(data: _Data) -> _Model:
         for b in range(edge.cost.shape[1]):
             model += (pulp.lpSum(z[e, a, b] for a in range(edge.cost.shape[0]))
                       == pulp.lpSum(x[edge.v, k] for k in np.flatnonzero(edge.v_class == b)), f"edge{e}_v{b}")
+    for f, fanout in enumerate(data.fanouts):
+        rows, layouts = fanout.cost.shape
+        for j, (o, need) in enumerate(fanout.readers):
+            for L in range(layouts):
+                takers = np.flatnonzero(need[:, L])
+                if takers.size:
+                    model += (pulp.LpAffineExpression([(y[f, L], 1.0)] + [(x[o, int(k)], -1.0) for k in takers])
+                              >= 0, f"fanout{f}_r{j}_L{L}")
+        if rows == 1:
+            continue
+        for L in range(layouts):
+            model += pulp.lpSum(w[f, a, L] for a in range(rows)) - y[f, L] == 0, f"fanout{f}_L{L}"
+            for a in range(rows):
+                model += (w[f, a, L] - pulp.lpSum(x[fanout.u, int(k)] for k in np.flatnonzero(fanout.u_class == a))
+                          <= 0, f"fanout{f}_a{a}_L{L}")
     for row in data.rows:
         model += pulp.LpAffineExpression([(x[key], coef) for key, coef in row.terms.items()]) == row.rhs, row.name
     memory = [(x[o, k], float(m)) for o, row in enumerate(data.memory or ()) for k, m in enumerate(row) if m]

@@ -29,6 +29,43 @@ Two shrinking hints come with the problem:
 ... )
 >>> p.objective([0, 1]), p.objective([0, 0])
 (0.0, 5.0)
+
+**Fanouts** (readers share a redistribution). An edge charges every (tensor,
+reader) pair its own redistribution; a :class:`Fanout` charges one copy per
+distinct layout the readers of one tensor need. With producer ``u``, readers
+``r_1 .. r_m`` and ``needs[j][c]`` the layouts reader ``r_j`` needs when it takes
+candidate ``c``::
+
+    fanout cost(choice) = sum_{L in N} class_cost[u_class[choice[u]], L]
+    where N = union_j needs[j][choice[r_j]]
+
+so two readers needing the same layout ``L`` pay ``class_cost[., L]`` once.
+:meth:`SearchProblem.objective` adds every fanout's cost to the unary and edge costs.
+
+**Links** give search algorithms one view of edges and fanouts: link ids ``0 ..
+len(edges) - 1`` are the edges, ``len(edges) .. len(edges) + len(fanouts) - 1``
+the fanouts. :meth:`SearchProblem.neighbours` lists ``(neighbour, link)`` pairs of
+a node (a fanout's producer is a neighbour of each reader and each reader of the
+producer; readers are not neighbours of each other through it), and
+:meth:`SearchProblem.link_costs` gives a link's cost for each candidate of one
+node with the other participants held: for a reader, only the layouts no other
+counted reader already needs, so a shared copy is never counted twice.
+
+>>> f = Fanout(0, np.array([0, 1]), (1, 2), (((), (0,)), ((0,), (1,))),
+...            np.array([[3.0, 4.0], [0.0, 1.0]]))
+>>> q = SearchProblem(tuple(Node(n, np.zeros(2)) for n in "urs"), fanouts=(f,))
+>>> f.needed([0, 1, 0]), q.objective([0, 1, 0])   # both readers need layout 0: paid once
+(frozenset({0}), 3.0)
+>>> q.objective([0, 1, 1])                          # layouts 0 and 1
+7.0
+>>> q.neighbours(0), q.neighbours(1)
+(((1, 0), (2, 0)), ((0, 0),))
+>>> q.link_costs(0, 2, [0, 1, 0])                   # reader s: layout 0 is already paid
+array([0., 4.])
+>>> q.link_costs(0, 2, [0, 1, 0], decided=[True, False, False])
+array([3., 4.])
+>>> q.link_costs(0, 0, [0, 1, 1])                   # producer: layouts 0 and 1, per candidate
+array([7., 1.])
 """
 
 from __future__ import annotations
@@ -37,6 +74,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+
+_Adjacency = tuple[tuple[tuple[int, int], ...], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,12 +121,76 @@ class Edge:
 
 
 @dataclass(frozen=True, eq=False)
+class Fanout:
+    """A tensor's forward redistributions from producer node ``u`` to its readers, paid once per distinct layout.
+
+    ``needs[j][c]`` is the tuple of layout ids (columns of ``class_cost``; sorted, distinct,
+    possibly empty) that reader ``readers[j]`` needs when it takes its candidate ``c``.
+    The cost of a choice is ``sum(class_cost[u_class[choice[u]], L] for L in union of needs)``.
+    """
+
+    u: int
+    u_class: np.ndarray                # per candidate of u: its row of class_cost
+    readers: tuple[int, ...]           # distinct node indices, none equal to u
+    needs: tuple[tuple[tuple[int, ...], ...], ...]
+    class_cost: np.ndarray             # shape (rows, layouts), seconds, all >= 0
+    label: str = ""
+    # per reader: bool matrix (its candidates x layouts), True where the candidate needs the layout
+    _masks: tuple[np.ndarray, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cost = np.asarray(self.class_cost, dtype=float)
+        if cost.ndim != 2:
+            raise ValueError(f"fanout {self.label!r}: class_cost must be a (rows, layouts) table")
+        if (cost < 0).any() or not np.isfinite(cost).all():
+            raise ValueError(f"fanout {self.label!r}: class_cost must be finite and >= 0")
+        readers = tuple(int(r) for r in self.readers)
+        if len(set(readers)) != len(readers) or int(self.u) in readers:
+            raise ValueError(f"fanout {self.label!r}: readers must be distinct and differ from the producer")
+        if len(self.needs) != len(readers):
+            raise ValueError(f"fanout {self.label!r}: one needs entry per reader expected")
+        needs = tuple(tuple(tuple(int(L) for L in layouts) for layouts in per) for per in self.needs)
+        masks = []
+        for per in needs:
+            mask = np.zeros((len(per), cost.shape[1]), dtype=bool)
+            for c, layouts in enumerate(per):
+                if list(layouts) != sorted(set(layouts)) or any(not 0 <= L < cost.shape[1] for L in layouts):
+                    raise ValueError(f"fanout {self.label!r}: needs must be sorted, distinct layout columns, "
+                                     f"got {layouts}")
+                mask[c, list(layouts)] = True
+            masks.append(mask)
+        object.__setattr__(self, "u", int(self.u))
+        object.__setattr__(self, "u_class", np.asarray(self.u_class, dtype=int))
+        object.__setattr__(self, "readers", readers)
+        object.__setattr__(self, "needs", needs)
+        object.__setattr__(self, "class_cost", cost)
+        object.__setattr__(self, "_masks", tuple(masks))
+
+    def need_mask(self, j: int) -> np.ndarray:
+        """Bool matrix (candidates of ``readers[j]``, layouts): True where that candidate needs the layout."""
+        return self._masks[j]
+
+    def needed(self, choice: Sequence[int]) -> frozenset[int]:
+        """The layouts some reader needs under ``choice`` (one copy each)."""
+        return frozenset(L for r, per in zip(self.readers, self.needs) for L in per[choice[r]])
+
+    def cost(self, choice: Sequence[int]) -> float:
+        """Seconds of redistribution under ``choice``: each needed layout once, from the producer's row."""
+        needed = self.needed(choice)
+        if not needed:
+            return 0.0
+        return float(self.class_cost[self.u_class[choice[self.u]], sorted(needed)].sum())
+
+
+@dataclass(frozen=True, eq=False)
 class SearchProblem:
     """Nodes, edges, equal-layout groups and an optional memory budget (bytes per device).
 
     ``same`` lists ``(a, a_class, b, b_class)``: the class of node ``a``'s choice
     (``a_class[choice_a]``) must equal the class of node ``b``'s (shard-as groups).
-    ``fixed`` maps a node to the only candidate it may take.
+    ``fixed`` maps a node to the only candidate it may take. ``fanouts`` (keyword
+    only) are the shared redistributions (see the module docstring); edges and
+    fanouts together are the problem's *links*.
     """
 
     nodes: tuple[Node, ...]
@@ -95,11 +198,82 @@ class SearchProblem:
     same: tuple[tuple[int, np.ndarray, int, np.ndarray], ...] = ()
     memory_budget: float | None = None
     fixed: dict = field(default_factory=dict)
+    fanouts: tuple[Fanout, ...] = field(default=(), kw_only=True)
+    _adjacency: _Adjacency | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.nodes)
+        for f in self.fanouts:
+            if not 0 <= f.u < n or any(not 0 <= r < n for r in f.readers):
+                raise ValueError(f"fanout {f.label!r} refers to a node outside the problem")
+            if len(f.u_class) != self.nodes[f.u].n or any(
+                    len(per) != self.nodes[r].n for r, per in zip(f.readers, f.needs)):
+                raise ValueError(f"fanout {f.label!r}: u_class and needs must have one entry per candidate")
 
     def objective(self, choice: Sequence[int]) -> float:
         total = sum(float(n.cost[c]) for n, c in zip(self.nodes, choice))
         total += sum(e.pair_cost(choice[e.u], choice[e.v]) for e in self.edges)
+        total += sum(f.cost(choice) for f in self.fanouts)
         return total
+
+    def neighbours(self, i: int) -> tuple[tuple[int, int], ...]:
+        """Sorted ``(neighbour node, link id)`` pairs of node ``i``, over edges and fanouts alike.
+
+        Computed once per problem for all nodes. A fanout's producer and each reader
+        are neighbours through it; two readers of one fanout are not.
+        """
+        adjacency = self._adjacency
+        if adjacency is None:
+            lists: list[list[tuple[int, int]]] = [[] for _ in self.nodes]
+            for e, edge in enumerate(self.edges):
+                lists[edge.u].append((edge.v, e))
+                lists[edge.v].append((edge.u, e))
+            for f, fanout in enumerate(self.fanouts, start=len(self.edges)):
+                for r in fanout.readers:
+                    lists[fanout.u].append((r, f))
+                    lists[r].append((fanout.u, f))
+            adjacency = tuple(tuple(sorted(pairs)) for pairs in lists)
+            object.__setattr__(self, "_adjacency", adjacency)
+        return adjacency[i]
+
+    def link_costs(self, link: int, i: int, choice: Sequence[int],
+                   decided: Sequence[bool] | None = None) -> np.ndarray:
+        """Cost (s) of ``link`` for each candidate of node ``i``, its other participants held at ``choice``.
+
+        With ``decided``, only participants ``p`` with ``decided[p]`` count (an
+        undecided one needs nothing). For a fanout reader, layouts another counted
+        reader already needs cost nothing more (the copy is shared).
+        """
+        counted = (lambda p: True) if decided is None else (lambda p: bool(decided[p]))
+        if link < len(self.edges):
+            edge = self.edges[link]
+            if edge.v == i:
+                if not counted(edge.u):
+                    return np.zeros(self.nodes[i].n)
+                return edge.class_cost[edge.u_class[choice[edge.u]], edge.v_class]
+            if edge.u != i:
+                raise ValueError(f"node {i} is not an end of edge {link}")
+            if not counted(edge.v):
+                return np.zeros(self.nodes[i].n)
+            return edge.class_cost[edge.u_class, edge.v_class[choice[edge.v]]]
+        fanout = self.fanouts[link - len(self.edges)]
+        layouts = fanout.class_cost.shape[1]
+        if i == fanout.u:
+            need = np.zeros(layouts, dtype=bool)
+            for r, mask in zip(fanout.readers, fanout._masks):
+                if counted(r):
+                    need |= mask[choice[r]]
+            return fanout.class_cost[:, need].sum(axis=1)[fanout.u_class]
+        if i not in fanout.readers:
+            raise ValueError(f"node {i} takes no part in fanout link {link}")
+        if not counted(fanout.u):
+            return np.zeros(self.nodes[i].n)
+        others = np.zeros(layouts, dtype=bool)
+        for r, mask in zip(fanout.readers, fanout._masks):
+            if r != i and counted(r):
+                others |= mask[choice[r]]
+        row = np.where(others, 0.0, fanout.class_cost[fanout.u_class[choice[fanout.u]]])
+        return fanout._masks[fanout.readers.index(i)] @ row
 
     def memory(self, choice: Sequence[int]) -> float:
         return sum(float(n.memory[c]) for n, c in zip(self.nodes, choice) if n.memory is not None)

@@ -18,7 +18,8 @@ gathers what a later step slices away. When the meshes differ, a first
 CollectivePermute moves blocks to the devices that hold them in the destination
 mesh's order (only where they differ).
 
-Plans are cached by ``(shape, dtype, source, destination, cluster)``.
+Plans are cached by ``(shape, dtype, source, destination, cluster)`` (the
+``redistribution plans`` cache of :mod:`planner.caches`).
 
 >>> from planner.ir import parse_mesh, parse_sharding
 >>> m = parse_mesh('@m = <["x"=2, "y"=4]>')
@@ -31,25 +32,21 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
 from costmodels import RING, Cluster, CollectiveCost, load_cluster
 from graphs.dtypes import dtype_itemsize
-from planner.errors import ShardingError, ShardplanError
+from planner.caches import BoundedCache, memoize
+from planner.errors import ReshardError, ShardingError  # ReshardError is re-exported here
 from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.moves import Move, moves
-from planner.redistribution.state import Pieces, State
+from planner.redistribution.state import MEMO_SIZE, Pieces, State
 from planner.redistribution.steps import ReshardPlan, Step
-
-
-class ReshardError(ShardplanError):
-    """A redistribution that cannot be done (different device counts, shapes ...)."""
 
 
 def reshard(
@@ -100,12 +97,12 @@ def reshard_for_planning(shape, dtype, source, destination, cluster) -> ReshardP
     return reshard(shape, dtype, source, destination, cluster, objective="time", pieces="axes")
 
 
-@lru_cache(maxsize=1)
+@memoize("default cluster", maxsize=1)
 def _default_cluster() -> Cluster:
     return load_cluster(None)
 
 
-@lru_cache(maxsize=65536)
+@memoize("redistribution plans", maxsize=65536)
 def _reshard(shape, dtype, source, destination, cluster, objective, primes) -> ReshardPlan:
     itemsize = dtype_itemsize(dtype)
     steps: list[Step] = []
@@ -195,6 +192,7 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     # a path's cost is (bytes, time, collectives); the objective orders them
     rank = (lambda c: (c[1], c[0], c[2])) if by_time else (lambda c: (c[0], c[2], c[1]))
     counter = itertools.count()
+    priced = pc.memo(("priced", cluster), _priced_memo)  # looked up once: hashing a Cluster is slow
     best: dict[State, tuple] = {start: (0, 0.0, 0)}
     back: dict[State, tuple[State, Move, CollectiveCost]] = {}
     heap = [(rank(best[start]), next(counter), start)]
@@ -205,11 +203,8 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
         b, t, n = best[state]
         if state == goal or _same_layout(pc, state, goal):
             return _steps(pc, back, start, state, goal, cluster)
-        for move in moves(pc, state, goal, itemsize):
-            ck = ("cost", move, cluster)
-            cost = pc._cache.get(ck)
-            if cost is None:
-                cost = pc._cache[ck] = _move_cost(pc, move, cluster)
+        for move, cost in priced.get_or_compute(("moves", state, goal, itemsize), _priced, pc, state, goal, itemsize,
+                                                cluster, priced):
             new = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
             old = best.get(move.after)
             if old is None or rank(new) < rank(old):
@@ -221,14 +216,27 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     )
 
 
+def _priced_memo() -> BoundedCache:
+    """What the searches over one :class:`Pieces` on one cluster share: each move's cost, and
+    the moves from a state towards a goal with their costs (bounded like the pieces' own memo)."""
+    return BoundedCache("pieces memo: costs on one cluster", MEMO_SIZE, register=False)
+
+
+def _priced(pc: Pieces, state: State, goal: State, itemsize: int, cluster: Cluster,
+            memo: BoundedCache) -> list[tuple[Move, CollectiveCost]]:
+    """The moves from ``state`` with their cost on ``cluster``: one lookup per state the search pops,
+    not one per edge it relaxes (a move's cost is shared by every goal it is a move towards)."""
+    return [(m, memo.get_or_compute(m, _move_cost, pc, m, cluster)) for m in moves(pc, state, goal, itemsize)]
+
+
 def _same_layout(pc: Pieces, a: State, b: State) -> bool:
     if a.unreduced != b.unreduced:
         return False
-    key = ("same", a.dims, b.dims)
-    hit = pc._cache.get(key)
-    if hit is None:
-        hit = pc._cache[key] = bool(np.array_equal(pc.boxes(a), pc.boxes(b)))
-    return hit
+    return pc.memo(("same", a.dims, b.dims), _same_boxes, pc, a, b)
+
+
+def _same_boxes(pc: Pieces, a: State, b: State) -> bool:
+    return bool(np.array_equal(pc.boxes(a), pc.boxes(b)))
 
 
 def _steps(pc: Pieces, back, start: State, end: State, goal: State, cluster) -> list[Step]:

@@ -32,11 +32,11 @@ per-device term is used.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
+from planner.caches import memoize
 from planner.ir.axis import AxisRef
 from planner.ir.layout import device_index_ranges
 from planner.ir.sharding import TensorSharding
@@ -112,7 +112,7 @@ def _union_volume(boxes: np.ndarray, shape: Sequence[int], max_cells: int = 1 <<
     return int(weight[grid].sum())
 
 
-@lru_cache(maxsize=65536)
+@memoize("redistribution lower bounds", maxsize=65536)
 def cached_lower_bound(src: TensorSharding, dst: TensorSharding, shape: tuple[int, ...], dtype: str) -> int:
     from graphs.dtypes import dtype_itemsize
 

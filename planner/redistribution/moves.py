@@ -19,7 +19,7 @@ Invariants every move keeps, so that plans execute exactly on the simulator:
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -37,6 +37,15 @@ class Move:
     p: int  # group size
     unit_bytes: int  # the shard / chunk / block size the cost formula of ``kind`` takes
     pairs: tuple[tuple[int, int], ...] = ()
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self):  # moves key the engine's cost cache: hash them once
+        object.__setattr__(
+            self, "_hash", hash((self.kind, self.group, self.dims, self.after, self.p, self.unit_bytes, self.pairs))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def _with_dim(state: State, k: int, pieces: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
@@ -86,44 +95,41 @@ def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:
     kept on ``pc`` (shared by every search over the same pieces), the rest once
     per (state, goal).
     """
-    key = ("base", state, itemsize)
-    base = pc._cache.get(key)
-    if base is None:
-        base = pc._cache[key] = list(_base_moves(pc, state, itemsize))
-    key = ("goal", state, goal, itemsize)
-    extra = pc._cache.get(key)
-    if extra is None:
-        extra = pc._cache[key] = list(_goal_moves(pc, state, goal, itemsize))
+    base = pc.memo(("base", state, itemsize), _listed, _base_moves, pc, state, itemsize)
+    extra = pc.memo(("goal", state, goal, itemsize), _listed, _goal_moves, pc, state, goal, itemsize)
     return base + extra
+
+
+def _listed(gen, *args) -> list:
+    return list(gen(*args))
 
 
 def _contained(pc: Pieces, old: State, new: State) -> bool:
     """Every device's block under ``new`` lies in its block under ``old`` (cached)."""
-    key = ("in", old.dims, new.dims)
-    hit = pc._cache.get(key)
-    if hit is None:
-        hit = pc._cache[key] = bool(contains(pc.boxes(old), pc.boxes(new)).all())
-    return hit
+    return pc.memo(("in", old.dims, new.dims), _contained_now, pc, old, new)
+
+
+def _contained_now(pc: Pieces, old: State, new: State) -> bool:
+    return bool(contains(pc.boxes(old), pc.boxes(new)).all())
 
 
 def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:
     """After gathering ``group`` (minor pieces of dim i), every new block lies in what the group holds."""
-    key = ("gather", state.dims, group, i, after.dims)
-    hit = pc._cache.get(key)
-    if hit is None:
-        lo, hi = _union_along(pc, pc.boxes(state), group, i)
-        hit = pc._cache[key] = _span_ok(pc.boxes(after), lo, hi, i)
-    return hit
+    return pc.memo(("gather", state.dims, group, i, after.dims), _gather_ok_now, pc, state, group, i, after)
+
+
+def _gather_ok_now(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:
+    lo, hi = _union_along(pc, pc.boxes(state), group, i)
+    return _span_ok(pc.boxes(after), lo, hi, i)
 
 
 def _along_ok(pc: Pieces, old: State, new: State, k: int) -> bool:
-    key = ("along", old.dims, new.dims, k)
-    hit = pc._cache.get(key)
-    if hit is None:
-        box, nb = pc.boxes(old), pc.boxes(new)
-        hit = pc._cache[key] = bool(np.all((nb[:, k, 1] <= nb[:, k, 0]) | (
-            (box[:, k, 0] <= nb[:, k, 0]) & (nb[:, k, 1] <= box[:, k, 1]))))
-    return hit
+    return pc.memo(("along", old.dims, new.dims, k), _along_ok_now, pc, old, new, k)
+
+
+def _along_ok_now(pc: Pieces, old: State, new: State, k: int) -> bool:
+    box, nb = pc.boxes(old), pc.boxes(new)
+    return bool(np.all((nb[:, k, 1] <= nb[:, k, 0]) | ((box[:, k, 0] <= nb[:, k, 0]) & (nb[:, k, 1] <= box[:, k, 1]))))
 
 
 def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, itemsize) -> Move | None:

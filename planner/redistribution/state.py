@@ -16,15 +16,21 @@ padded shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 
+from planner.caches import BoundedCache, memoize
 from planner.ir.axis import AxisRef, make_axis
 from planner.ir.layout import devices_to_positions
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
+
+T = TypeVar("T")
+
+#: Entries each :class:`Pieces` keeps of its search results (boxes, moves, costs): a
+#: few thousand for an 8-device mesh; at most 512 Pieces are cached (see planner.caches).
+MEMO_SIZE = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +68,9 @@ class Pieces:
     sizes: np.ndarray = field(repr=False)
     positions: np.ndarray = field(repr=False)  # flat mesh position of each device id
     _digits: np.ndarray = field(repr=False)  # (devices, pieces) digit value of each device
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _memo: BoundedCache = field(
+        default_factory=lambda: BoundedCache("pieces memo", MEMO_SIZE, register=False), repr=False, compare=False
+    )
 
     @classmethod
     def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding],
@@ -95,6 +103,15 @@ class Pieces:
         values = (positions[:, None] // strides[None, :]) % sizes[None, :]
         return cls(mesh, tuple(shape), tuple(refs), strides, sizes, positions, values)
 
+    def memo(self, key, fn: Callable[..., T], *args) -> T:
+        """``fn(*args)``, computed once per ``key`` over these pieces (a bounded LRU).
+
+        Searches over the same pieces share it: device boxes, valid moves, their
+        costs. ``key`` must determine the result (it starts with a tag naming what
+        is cached, e.g. ``("boxes", state.dims)``).
+        """
+        return self._memo.get_or_compute(key, fn, *args)
+
     # -- conversions -------------------------------------------------------------
     def pieces_of(self, ref: AxisRef) -> tuple[int, ...]:
         lo, hi = ref.interval(self.mesh)
@@ -110,14 +127,14 @@ class Pieces:
         return State(dims, unreduced)
 
     def sharding_of(self, state: State) -> TensorSharding:
-        key = ("sharding", state)
-        if key not in self._cache:
-            self._cache[key] = TensorSharding.build(
-                self.mesh,
-                [[self.refs[p] for p in d] for d in state.dims],
-                unreduced=[self.refs[p] for p in state.unreduced],
-            )
-        return self._cache[key]
+        return self._memo.get_or_compute(("sharding", state), self._sharding_of, state)
+
+    def _sharding_of(self, state: State) -> TensorSharding:
+        return TensorSharding.build(
+            self.mesh,
+            [[self.refs[p] for p in d] for d in state.dims],
+            unreduced=[self.refs[p] for p in state.unreduced],
+        )
 
     def axes_of(self, pieces: Sequence[int]) -> tuple[AxisRef, ...]:
         """The pieces as canonical axis references (adjacent pieces merged), in mesh order."""
@@ -156,17 +173,15 @@ class Pieces:
 
     def boxes(self, state: State) -> np.ndarray:
         """``(devices, rank, 2)`` clipped ``[start, stop)`` of every device (cached)."""
-        key = ("boxes", state.dims)
-        box = self._cache.get(key)
-        if box is None:
-            n = self.mesh.size
-            box = np.zeros((n, len(self.shape), 2), dtype=np.int64)
-            for k, (d, ps) in enumerate(zip(self.shape, state.dims)):
-                local = -(-d // self.size(ps))
-                idx = self.shard_index(ps)
-                box[:, k, 0] = np.minimum(idx * local, d)
-                box[:, k, 1] = np.minimum((idx + 1) * local, d)
-            self._cache[key] = box
+        return self._memo.get_or_compute(("boxes", state.dims), self._boxes, state.dims)
+
+    def _boxes(self, dims: tuple[tuple[int, ...], ...]) -> np.ndarray:
+        box = np.zeros((self.mesh.size, len(self.shape), 2), dtype=np.int64)
+        for k, (d, ps) in enumerate(zip(self.shape, dims)):
+            local = -(-d // self.size(ps))
+            idx = self.shard_index(ps)
+            box[:, k, 0] = np.minimum(idx * local, d)
+            box[:, k, 1] = np.minimum((idx + 1) * local, d)
         return box
 
     def group_key(self, pieces: Sequence[int]) -> np.ndarray:
@@ -200,7 +215,7 @@ def _prime_factors(n: int) -> list[int]:
     return out
 
 
-@lru_cache(maxsize=512)
+@memoize("redistribution pieces", maxsize=512)
 def _pieces(mesh: Mesh, shape: tuple[int, ...], refs: tuple[AxisRef, ...]) -> Pieces:
     """One :class:`Pieces` per (mesh, shape, refinement): searches over it share their caches."""
     return Pieces._make(mesh, shape, refs)

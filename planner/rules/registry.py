@@ -15,11 +15,11 @@ canonicalises them, checks the shapes and caches the answer.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 from graphs.ops.registry import get_op
+from planner.caches import memoize
 from planner.errors import RuleError, ShardplanError
 from planner.rules import conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
 from planner.rules.factors import RESULT, OpShardingRule
@@ -86,7 +86,7 @@ def rule_for(op: Any, in_shapes: Sequence[Sequence[int]], out_shape: Sequence[in
     return _cached_rule(name, shapes, tuple(int(d) for d in out_shape), key)
 
 
-@lru_cache(maxsize=4096)
+@memoize("op sharding rules", maxsize=4096)
 def _cached_rule(name: str, in_shapes: tuple[tuple[int, ...], ...], out_shape: tuple[int, ...],
                  attrs: tuple[tuple[str, Any], ...]) -> OpShardingRule:
     if name in NO_RULE:

@@ -7,8 +7,8 @@ AllGather, ReduceScatter and AllReduce; one chunk per peer for AllToAll; the one
 missing box per receiver for CollectivePermute) and returns the array in the step's ``after``
 sharding. Every transfer goes through :meth:`Network.send`, which is what the
 measured bytes count. A device then cuts its new block out of what it holds and
-received; an element it should hold but cannot find is an ``AssertionError``
-(the engine's plan was wrong), never silently zero.
+received; an element it should hold but cannot find is a
+:class:`~planner.errors.SimulationMismatch` (the engine's plan was wrong), never silently zero.
 
 Device groups come from the mesh: the devices whose positions differ only in the
 step's axes, ordered by their index over those axes.
@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.errors import SimulationMismatch
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.redistribution.state import missing_box
 from planner.ir.sharding import TensorSharding
@@ -112,7 +113,7 @@ def _assemble(pieces, origin, local, shape) -> np.ndarray:
         covered[tuple(dst)] = True
     valid = tuple(slice(0, max(0, min(m, d - w))) for w, m, d in zip(origin, local, shape))
     if not covered[valid].all():
-        raise AssertionError("a device lacks elements of its new block: the plan is not executable")
+        raise SimulationMismatch("a device lacks elements of its new block: the plan is not executable")
     return out
 
 
@@ -236,7 +237,7 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
         pieces = [(origins[d], arr.blocks[d])]
         if d in source:
             if not ok[d]:
-                raise AssertionError(f"device {d} lacks more than one box of its new block")
+                raise SimulationMismatch(f"device {d} lacks more than one box of its new block")
             s = source[d]
             start, stop = missing[d, :, 0], missing[d, :, 1]
             box = _extract(arr.blocks[s], origins[s], start, stop - start)

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.errors import SimulationMismatch
 from planner.ir.layout import partial_groups, shard_indices
 from planner.ir.sharding import TensorSharding
 
@@ -84,7 +85,7 @@ class DistributedArray:
         """Assemble the tensor: sum each partial-sum group, place each block's valid part.
 
         With ``check_replicas``, devices that hold the same elements must agree
-        (bit-exact), or ``AssertionError`` says which devices differ.
+        (bit-exact), or :class:`~planner.errors.SimulationMismatch` says which devices differ.
         """
         sharding = self.sharding
         local = sharding.local_shape(self.shape)
@@ -105,13 +106,13 @@ class DistributedArray:
             key = tuple(origins[d])
             if key in first:
                 if check_replicas and not np.array_equal(values[d][region], values[first[key]][region]):
-                    raise AssertionError(f"devices {first[key]} and {d} hold different values for the same block")
+                    raise SimulationMismatch(f"devices {first[key]} and {d} hold different values for the same block")
                 continue
             first[key] = d
             out[dst] = values[d][region]
             seen[dst] = True
         if not seen.all():
-            raise AssertionError("some elements are held by no device")
+            raise SimulationMismatch("some elements are held by no device")
         return out
 
     def nbytes_per_device(self) -> int:

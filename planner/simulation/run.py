@@ -2,12 +2,14 @@
 
 :func:`simulate` draws seeded data for every input, parameter and constant, runs
 the single-device numpy reference, then runs the lowered program
-(:mod:`planner.partitioning`) on the simulator: every ``Load`` cuts blocks from the
-data, every ``Redistribute`` executes its collectives for real (counting the
-bytes each device receives), every ``Compute`` runs the op's local instance on each
-device. The outputs are assembled (pending sums added) and compared with the
-reference. With ``--training`` plans the forward pass is simulated; the backward
-communication is priced by the plan but not executed.
+(``plan.program``, the same program the plan's numbers are read from) on the
+simulator: every ``Load`` cuts blocks from the data, every forward
+``Redistribute`` executes its collectives for real (counting the bytes each
+device receives) and keeps the new copy for every op that reads that layout,
+every ``Compute`` runs the op's local instance on each device. The outputs are
+assembled (pending sums added) and compared with the reference. With
+``--training`` plans the forward pass is simulated; the backward communication
+is priced by the plan but not executed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import numpy as np
 
 from graphs.dtypes import is_float
 from graphs.evaluate import example_inputs, run_reference
-from planner.partitioning import Compute, Load, Redistribute, lower
+from planner.errors import SimulationMismatch
+from planner.partitioning import Compute, Load, Redistribute
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray
 from planner.simulation.local_ops import LocalContext, local_compute
@@ -63,20 +66,11 @@ class SimulationResult:
         return out
 
 
-def _predicted(plan) -> int:
-    total = 0
-    for r in plan.reshards:
-        if r.get("phase", "forward") == "forward":
-            total += r["bytes_per_device"]
-    return total
-
-
 def simulate(plan, seed: int = 0) -> SimulationResult:
     """Run ``plan`` on the simulator and compare with the single-device reference."""
     start = time.perf_counter()
-    program = lower(plan)
-    m, _, _ = plan._internal
-    graph = m.graph
+    program = plan.program
+    graph = plan.outcome.model.graph
     feeds = example_inputs(graph, seed=seed)
     reference = run_reference(graph, feeds)
     local_feeds = feeds
@@ -84,24 +78,26 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
     net = Network(n)
     counts: Counter = Counter()
     values: dict[str, DistributedArray] = {}
-    readers: dict[tuple, DistributedArray] = {}  # (tensor, reader op, layout) -> redistributed copy
+    readers: dict[tuple, DistributedArray] = {}  # (tensor, layout) -> redistributed copy, shared by its readers
     last_use = _last_uses(program)
+    last_copy_use = _last_copy_uses(program)
     peak = 0
     for step, ins in enumerate(program.instructions):
         if isinstance(ins, Load):
             values[ins.tensor] = DistributedArray.from_global(local_feeds[ins.tensor], ins.layout)
         elif isinstance(ins, Redistribute):
+            if ins.phase != "forward":
+                continue  # backward: priced, not executed
             out, _ = execute(ins.plan, values[ins.tensor], net)
             counts.update(s.kind for s in ins.plan.steps if s.kind != "Slice")
-            if ins.reader is None:
+            if not ins.readers:
                 values[ins.tensor] = out
             else:
-                readers[(ins.tensor, ins.reader, ins.plan.destination)] = out
+                readers[(ins.tensor, ins.plan.destination)] = out
         else:
             values[ins.op.output] = _compute(ins, values, readers)
-            del_keys = [k for k in readers if k[1] == ins.op.name]
-            for k in del_keys:
-                del readers[k]
+            for key in [k for k in readers if last_copy_use.get(k, -1) <= step]:
+                del readers[key]
         peak = max(peak, _held(values, readers, n))
         for t in [t for t in values if last_use.get(t, -1) <= step and t not in program.outputs]:
             del values[t]  # free a tensor after its last reader, as a device would
@@ -125,7 +121,7 @@ def simulate(plan, seed: int = 0) -> SimulationResult:
         max_rel_error=max_rel,
         devices=n,
         measured_comm_bytes_per_device=net.bytes_per_device,
-        predicted_comm_bytes_per_device=_predicted(plan),
+        predicted_comm_bytes_per_device=program.comm_bytes_per_device("forward"),
         collectives=dict(sorted(counts.items())),
         time_s=time.perf_counter() - start,
         outputs=report,
@@ -141,8 +137,18 @@ def _last_uses(program) -> dict[str, int]:
         if isinstance(ins, Compute):
             for t in ins.op.inputs:
                 last[t] = i
-        elif isinstance(ins, Redistribute):
+        elif isinstance(ins, Redistribute) and ins.phase == "forward":
             last[ins.tensor] = max(last.get(ins.tensor, -1), i)
+    return last
+
+
+def _last_copy_uses(program) -> dict[tuple, int]:
+    """Index of the last instruction that reads each redistributed copy ``(tensor, layout)``."""
+    last: dict[tuple, int] = {}
+    for i, ins in enumerate(program.instructions):
+        if isinstance(ins, Compute):
+            for k, t in enumerate(ins.op.inputs):
+                last[(t, ins.strategy.operands[k])] = i
     return last
 
 
@@ -159,9 +165,9 @@ def _compute(ins: Compute, values, readers) -> DistributedArray:
     op, s = ins.op, ins.strategy
     operands = []
     for k, t in enumerate(op.inputs):
-        arr = readers.get((t, op.name, s.operands[k]), values[t])
+        arr = readers.get((t, s.operands[k]), values[t])
         if arr.sharding.layout_only() != s.operands[k]:
-            raise AssertionError(
+            raise SimulationMismatch(
                 f"op {op.name!r} reads {t!r} laid out as {arr.sharding} but its strategy needs {s.operands[k]}: "
                 "the program lacks a redistribution"
             )

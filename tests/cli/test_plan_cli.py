@@ -13,8 +13,8 @@ def test_plan_json_has_the_contract_keys(capsys):
     assert set(d["tensors"]["h3"]) == {"shape", "dtype", "sharding", "source", "reason"}
     assert set(d["ops"][0]) == {"name", "op", "strategy", "operand_shardings", "result_sharding", "source",
                                 "compute_time_s", "comm_time_s", "reason"}
-    assert set(d["reshards"][0]) == {"tensor", "producer", "consumer", "from", "to", "steps", "bytes_per_device",
-                                     "time_s"}
+    assert set(d["reshards"][0]) == {"tensor", "producer", "consumer", "readers", "phase", "from", "to", "steps",
+                                     "bytes_per_device", "time_s"}
     assert set(d["reshards"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
     assert set(d["totals"]) == {"comm_bytes_per_device", "comm_time_s", "compute_time_s", "memory_bytes_per_device",
                                 "objective"}
@@ -28,6 +28,8 @@ def test_training_plan_json_has_gradient_syncs_and_phases(capsys):
     d = json.loads(capsys.readouterr().out)
     assert "gradient_syncs" in d
     assert all(r["phase"] in ("forward", "backward") for r in d["reshards"])
+    assert all(set(g) == {"param", "reader", "from", "to", "steps", "bytes_per_device", "time_s"}
+               for g in d["gradient_syncs"])
 
 
 def test_ilp_plan_reports_the_solver(capsys):

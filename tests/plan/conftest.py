@@ -14,7 +14,7 @@ def collectives(plan, kinds=("AllReduce", "ReduceScatter", "AllGather", "AllToAl
     """(tensor or param, phase, kind) of every communicating step of a plan."""
     out = []
     for r in plan.reshards:
-        out += [(r["tensor"], r.get("phase", "forward"), s["kind"]) for s in r["steps"] if s["kind"] in kinds]
-    for g in plan.gradient_syncs or ():
-        out += [(g["param"], "gradient", s["kind"]) for s in g["steps"] if s["kind"] in kinds]
+        out += [(r.tensor, r.phase, s.kind) for s in r.steps if s.kind in kinds]
+    for g in plan.gradient_syncs:
+        out += [(g.tensor, "gradient", s.kind) for s in g.steps if s.kind in kinds]
     return out

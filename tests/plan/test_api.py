@@ -21,7 +21,7 @@ def test_planner_plan_returns_a_plan_whose_table_is_plain_data():
 def test_progress_messages_follow_the_stages():
     seen = []
     planner.plan(FFN, search="ilp", progress=seen.append)
-    assert seen[0].startswith("loaded ffn") and seen[-1] == "assembling the plan"
+    assert seen[0].startswith("loaded ffn") and seen[-1] == "lowering the plan"
     assert any(m.startswith("searching (ilp)") for m in seen)
 
 

@@ -27,18 +27,18 @@ def test_second_matmul_is_reduced_over_the_seed_group_0_1_2_3():
     which moves half the bytes and leaves each device the seed's 32x16 block."""
     p = plan(FFN, search="bfs")
     (row,) = p.reshards
-    assert (row["tensor"], row["producer"], row["consumer"]) == ("h4", "dense2.matmul", "dense2.add")
-    (step,) = row["steps"]
-    assert step["kind"] == "ReduceScatter" and step["axes"] == ['"d":(2)4'] and step["dims"] == [1]
-    assert step["bytes_per_device"] == 3 * 32 * 16 * 4  # (p-1) blocks of 32x16 f32
+    assert (row.tensor, row.producer, row.readers) == ("h4", "dense2.matmul", ("dense2.add",))
+    (step,) = row.steps
+    assert step.kind == "ReduceScatter" and [str(a) for a in step.axes] == ['"d":(2)4'] and list(step.dims) == [1]
+    assert step.bytes_per_device == 3 * 32 * 16 * 4  # (p-1) blocks of 32x16 f32
     all_reduce_plus_slice = 2 * 3 * (32 * 64 // 4) * 4
-    assert step["bytes_per_device"] * 2 == all_reduce_plus_slice
+    assert step.bytes_per_device * 2 == all_reduce_plus_slice
     # the reduction groups are the seed's group_ranks 0-1-2-3 (and 4-5-6-7)
     mesh = parse_mesh('@mesh = <["d"=8]>')
     from planner.ir.text import parse_sharding
-    groups = partial_groups(parse_sharding(row["from"], mesh))
+    groups = partial_groups(parse_sharding(str(row.source), mesh))
     assert list(groups) == [0, 0, 0, 0, 1, 1, 1, 1]
-    out = parse_sharding(row["to"], mesh)
+    out = parse_sharding(str(row.destination), mesh)
     assert out.local_shape((64, 64)) == (32, 16)
 
 

@@ -27,8 +27,8 @@ def test_small_batch_large_hidden_gives_megatron_with_one_all_reduce():
     assert s["layer1.matmul"] == "((1, 4), (4, 1))"  # row-parallel
     assert collectives(p) == [("layer1.h", "forward", "AllReduce")]
     (row,) = p.reshards
-    assert row["bytes_per_device"] == 2 * 3 * (128 * 1024 // 4) * 4  # ring AllReduce of batch x hidden f32
-    assert p.gradient_syncs == []
+    assert row.bytes_per_device == 2 * 3 * (128 * 1024 // 4) * 4  # ring AllReduce of batch x hidden f32
+    assert p.gradient_syncs == ()
 
 
 def test_large_batch_small_hidden_gives_data_parallelism_with_two_gradient_all_reduces():
@@ -37,12 +37,12 @@ def test_large_batch_small_hidden_gives_data_parallelism_with_two_gradient_all_r
     assert s["layer0.matmul"] == s["layer1.matmul"] == "((4, 1), (1, 1))"
     assert sorted(collectives(p)) == [("layer0.w", "gradient", "AllReduce"), ("layer1.w", "gradient", "AllReduce")]
     for g in p.gradient_syncs:
-        assert g["bytes_per_device"] == 2 * 3 * (128 * 128 // 4) * 4
+        assert g.bytes_per_device == 2 * 3 * (128 * 128 // 4) * 4
 
 
 def test_without_training_data_parallelism_costs_nothing_but_the_loss_reduction():
     p = plan(mlp(1024, 128), search="ilp")
-    assert strategies(p)["layer0.matmul"] == "((4, 1), (1, 1))" and p.gradient_syncs is None
+    assert strategies(p)["layer0.matmul"] == "((4, 1), (1, 1))" and not p.training and p.gradient_syncs == ()
     # the only communication left is summing the scalar loss's four partial sums
     assert collectives(p) == [("loss", "forward", "AllReduce")]
 
@@ -88,7 +88,7 @@ def test_sharded_weight_storage_turns_the_gradient_reduction_into_a_reduce_scatt
     text = mlp(1024, 128).replace("model: {builder: mlp", 'shardings: {"layer*.w": \'[{"d"}, {}]\'}\nmodel: {builder: mlp')
     p = plan(text, search="ilp", training=True)
     assert {row["name"]: row["strategy"] for row in p.table()}["layer0.matmul"] == "((4, 1), (1, 1))"
-    kinds = sorted((g["param"], [s["kind"] for s in g["steps"]]) for g in p.gradient_syncs)
+    kinds = sorted((g.tensor, [s.kind for s in g.steps]) for g in p.gradient_syncs)
     assert kinds == [("layer0.w", ["ReduceScatter"]), ("layer1.w", ["ReduceScatter"])]
-    gathers = [r for r in p.reshards if r["tensor"] in ("layer0.w", "layer1.w")]
-    assert all([s["kind"] for s in r["steps"]] == ["AllGather"] for r in gathers) and len(gathers) == 2
+    gathers = [r for r in p.reshards if r.tensor in ("layer0.w", "layer1.w")]
+    assert all([s.kind for s in r.steps] == ["AllGather"] for r in gathers) and len(gathers) == 2

@@ -16,5 +16,5 @@ def test_config_simulates_and_bytes_match(config, search):
     p = plan(config, search=search)
     r = simulate(p, seed=1)
     assert r.ok, r.outputs
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == p.totals["comm_bytes_per_device"]
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == p.totals.comm_bytes_per_device
     assert r.devices == 8

@@ -5,7 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.partitioning import lower, render
+from dataclasses import replace
+
+from planner.errors import SimulationMismatch
+from planner.partitioning import render
 from planner.api import plan
 from planner.simulation.run import simulate
 
@@ -13,7 +16,7 @@ FFN = Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"
 
 
 def test_ffn_program_listing_matches_seed_002_local_shapes():
-    text = render(lower(plan(FFN)))
+    text = render(plan(FFN).program)
     assert ("%h1 = matmul(%x, %w1) {name: dense1.matmul, strategy: ((2, 1), (1, 4))} : "
             "(f32[32,64], f32[64,16]) -> f32[32,16]") in text
     assert "%h4 = ReduceScatter(%h4) {axes: \"d\":(2)4, dims: [1]} : f32[32,64] -> f32[32,16]" in text
@@ -38,20 +41,13 @@ def test_simulation_catches_a_wrong_local_op(monkeypatch):
 def test_simulation_catches_a_missing_reduction():
     """Drop the ReduceScatter from the program: the pending sums never get added."""
     p = plan(FFN)
-    program = lower(p)
-    import planner.simulation.run as run
+    program = p.program
     from planner.partitioning import Redistribute
 
-    trimmed = type(program)(program.mesh, tuple(i for i in program.instructions if not isinstance(i, Redistribute)),
-                            program.outputs, program.training)
-    with pytest.raises(AssertionError, match="'dense2.add' reads 'h4' .* the program lacks a redistribution"):
+    trimmed = replace(program, instructions=tuple(i for i in program.instructions if not isinstance(i, Redistribute)))
+    with pytest.raises(SimulationMismatch, match="'dense2.add' reads 'h4' .* the program lacks a redistribution"):
         # the add would read h4 as pending sums: the simulator refuses rather than guess
-        orig = run.lower
-        run.lower = lambda _: trimmed
-        try:
-            simulate(p)
-        finally:
-            run.lower = orig
+        simulate(replace(p, program=trimmed))
 
 
 def test_same_seed_same_result_and_bytes():

@@ -1,0 +1,89 @@
+"""Running a search on a graph: priority phases, BFS or ILP, the ILP's check and fallback (SPEC §6).
+
+:func:`search` builds the planning model (:mod:`planner.propagation.build`) and
+decides it with ``bfs`` (:mod:`planner.propagation.seeding`) or ``ilp``
+(:mod:`planner.propagation.ilp`):
+
+* **priority phases**: when annotations carry several priorities, each phase
+  plans with the annotations of priority ``<= p`` active and the axes they use,
+  extending the factor axes earlier phases chose; the last phase plans the whole
+  problem with those prefixes;
+* **ILP**: solved shrunk first (followers folded, repeated layers solved once);
+  the hints restrict the problem, so the answer is checked against BFS on the
+  full problem and the full problem is solved exactly when BFS does better. If
+  the solver fails or runs out of time the search falls back to BFS with a note.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from planner.errors import PlanningError, SolverFailed
+from planner.propagation.annotations import axes_of, priorities, translate
+from planner.propagation.build import Model, OpNode, Options, build_model, with_shrink_hints
+from planner.propagation.seeding import propagate_bfs
+
+SEARCHES = ("bfs", "ilp", "explicit")
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """A decided model: one candidate per node, why (BFS parents), the solver's report, notes."""
+
+    model: Model
+    choice: tuple[int, ...]
+    parents: tuple | None  # BFS: per node (neighbour, link) it was decided from; None for the ILP
+    report: object | None  # planner.propagation.ilp.SolverReport for the ILP
+    search: str  # the search that decided it ("bfs" after an ILP fallback)
+    notes: tuple[str, ...] = ()
+
+
+def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_limit: float | None = None,
+           solver: str = "auto", say: Callable[[str], None] = lambda message: None) -> SearchOutcome:
+    """Build and decide ``graph`` on ``mesh`` with search ``how`` (``bfs`` or ``ilp``)."""
+    if how not in ("bfs", "ilp"):
+        raise PlanningError(f"unknown search {how!r}; use one of {', '.join(SEARCHES)}")
+    notes: list[str] = []
+    annotations = [translate(t.sharding, mesh) for t in graph.tensors.values() if t.sharding is not None]
+    levels = priorities(annotations)
+    if len(levels) > 1:
+        prefixes: dict = {}
+        for level in levels:
+            say(f"priority phase p{level} of {len(levels)}")
+            allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
+            phase = replace(options, priority_level=level, allowed_axes=allowed, prefixes=dict(prefixes))
+            m = build_model(graph, mesh, cluster, phase)
+            outcome = _decide(m, how, time_limit, solver, notes)
+            prefixes = {n.name: n.strategies[c].factor_axes for n, c in zip(m.nodes, outcome.choice)
+                        if isinstance(n, OpNode)}
+        options = replace(options, prefixes=prefixes)
+    say("enumerating strategies and building cost tables")
+    m = build_model(graph, mesh, cluster, options)
+    say(f"searching ({how}) over {m.problem.variables} candidates")
+    return replace(_decide(m, how, time_limit, solver, notes), notes=tuple(notes))
+
+
+def decide_fixed(m: Model) -> SearchOutcome:
+    """A model whose every op has one candidate (explicit mode): BFS only decides the source layouts."""
+    result = propagate_bfs(m)
+    return SearchOutcome(m, result.choice, result.parent, None, "explicit")
+
+
+def _decide(m: Model, how: str, time_limit, solver, notes: list[str]) -> SearchOutcome:
+    if how == "ilp":
+        from planner.propagation.ilp import solve_ilp
+
+        started = time.perf_counter()
+        try:
+            result = solve_ilp(with_shrink_hints(m), time_limit=time_limit, solver=solver)
+            reference = propagate_bfs(m)
+            if result.objective > reference.objective * (1 + 1e-9):
+                left = None if time_limit is None else max(time_limit - (time.perf_counter() - started), 1.0)
+                result = solve_ilp(m.problem, time_limit=left, solver=solver, shrink=False)
+            return SearchOutcome(m, result.choice, None, result.report, "ilp")
+        except SolverFailed as e:
+            notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
+    result = propagate_bfs(m)
+    return SearchOutcome(m, result.choice, result.parent, None, "bfs")
