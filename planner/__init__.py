@@ -3,9 +3,10 @@
 The package is layered the way the pipeline runs: ``planner.ir`` (the sharding
 representation) and ``planner.views`` (other notations for it) come first; the
 rules, search, redistribution, partitioning and simulation layers build on them;
-``planner.api`` holds the entry point ``planner.plan(...)`` and ``planner.cli`` is a
-thin command line over the library. ``plan`` and ``Plan`` are imported on first
-use, so that the lower layers (and ``costmodels``, ``graphs``) import without it.
+``planner.api`` holds the entry point (``from planner.api import plan``) and
+``planner.cli`` is a thin command line over the library. This package imports
+only the bottom layers, so ``costmodels`` and ``graphs``, which build on
+``planner.ir``, import in any order.
 """
 
 __version__ = "0.1.0"
@@ -27,7 +28,6 @@ __all__ = [
     "AxisRef",
     "DimSharding",
     "Mesh",
-    "Plan",
     "ShardplanError",
     "TensorSharding",
     "__version__",
@@ -35,14 +35,6 @@ __all__ = [
     "device_index_ranges",
     "parse_mesh",
     "parse_sharding",
-    "plan",
     "same_layout",
 ]
 
-
-def __getattr__(name: str):
-    if name in ("plan", "Plan"):
-        from planner import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'planner' has no attribute {name!r}")
