@@ -49,6 +49,10 @@ def _suggest(name: str, known: Iterable[str]) -> str:
     return did_you_mean(name, list(known), n=3)
 
 
+OUTPUTS_LAYOUTS = ("free", "replicated")
+"""How graph outputs the user did not pin are delivered (``outputs_layout``)."""
+
+
 class ComputationGraph:
     """A validated model (see the module docstring). Read-only after construction.
 
@@ -56,11 +60,13 @@ class ComputationGraph:
     default); ``tensors`` the declared (non-activation) :class:`TensorSpec`\\ s;
     ``ops`` the :class:`OpSpec`\\ s in any order; ``outputs`` (default: every result
     nobody reads, in op order); ``shard_as`` groups of tensor names sharded alike;
-    ``cluster`` kept as given; ``source`` the file the model came from. ``lines``
+    ``cluster`` kept as given; ``outputs_layout`` how outputs the user did not pin
+    are delivered (``free``: any fully reduced layout; ``replicated``: whole on every
+    device); ``source`` the file the model came from. ``lines``
     optionally gives the source line of ``"outputs"`` and ``"shard_as"``.
     """
 
-    __slots__ = ("name", "meshes", "cluster", "tensors", "ops", "outputs", "shard_as", "source", "nx",
+    __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "source", "nx",
                  "_ops", "_producer", "_consumers")
 
     def __init__(
@@ -73,6 +79,7 @@ class ComputationGraph:
         shard_as: Iterable[Sequence[str]] = (),
         *,
         cluster: Any = None,
+        outputs_layout: str = "free",
         source: str | None = None,
         lines: Mapping[str, int | None] | None = None,
     ):
@@ -81,6 +88,10 @@ class ComputationGraph:
         set_("name", name)
         set_("source", source)
         set_("cluster", cluster)
+        if outputs_layout not in OUTPUTS_LAYOUTS:
+            raise self._error(f"outputs_layout must be one of {', '.join(OUTPUTS_LAYOUTS)}, got {outputs_layout!r}",
+                              dict(lines or {}).get("outputs_layout"))
+        set_("outputs_layout", outputs_layout)
         set_("meshes", MappingProxyType(check_same_devices(dict(meshes or {}))))
         lines = dict(lines or {})
 
@@ -117,7 +128,8 @@ class ComputationGraph:
         """Pickle and copy by rebuilding from the specs (the networkx view is derived)."""
         declared = [t for t in self.tensors.values() if t.kind != "activation"]
         args = (self.name, dict(self.meshes), declared, list(self.ops), self.outputs, self.shard_as)
-        return _rebuild, (args, {"cluster": self.cluster, "source": self.source})
+        return _rebuild, (args, {"cluster": self.cluster, "outputs_layout": self.outputs_layout,
+                                 "source": self.source})
 
     def __repr__(self) -> str:
         return f"ComputationGraph({self.name!r}, {len(self.ops)} ops, {len(self.tensors)} tensors)"

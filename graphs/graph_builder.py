@@ -31,11 +31,13 @@ from planner.ir import TensorSharding, parse_sharding
 class GraphBuilder:
     """Collects tensors and ops for one model; see the module docstring."""
 
-    def __init__(self, name: str, meshes: Any = None, *, source: str | None = None, cluster: Any = None):
+    def __init__(self, name: str, meshes: Any = None, *, source: str | None = None, cluster: Any = None,
+                 outputs_layout: str = "free"):
         self.name = name
         self.meshes = as_meshes(meshes)
         self.source = source
         self.cluster = cluster
+        self.outputs_layout = outputs_layout
         self._tensors: list[TensorSpec] = []
         self._ops: list[OpSpec] = []
         self._outputs: tuple[str, ...] | None = None
@@ -199,5 +201,5 @@ class GraphBuilder:
         """Validate everything and return the graph (raises ModelError on the first problem)."""
         return ComputationGraph(
             self.name, self.meshes, self._tensors, self._ops, self._outputs, self._shard_as,
-            cluster=self.cluster, source=self.source, lines=self._lines,
+            cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
         )

@@ -30,8 +30,8 @@ from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
 from planner.errors import ModelError, did_you_mean
 
 #: Every top-level key of a model file.
-TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "shard_as", "model",
-                  "shardings", "strategies")
+TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "outputs_layout", "shard_as",
+                  "model", "shardings", "strategies")
 #: Keys of one entry of ``tensors``.
 TENSOR_KEYS = ("shape", "dtype", "kind", "sharding", "value")
 #: Keys of one entry of ``ops`` that are not op attributes.
@@ -89,7 +89,11 @@ class _Reader:
             raise self.error(
                 f"`cluster` must be a preset name, a file path or a mapping, got {cluster!r}", doc.line_of("cluster")
             )
-        b = GraphBuilder(name, self._meshes(), source=self.source, cluster=plain(cluster))
+        layout = doc.get("outputs_layout", "free")
+        if layout not in ("free", "replicated"):
+            raise self.error(f"`outputs_layout` must be free (any fully reduced layout, the default) or replicated "
+                             f"(every device holds each output whole), got {layout!r}", doc.line_of("outputs_layout"))
+        b = GraphBuilder(name, self._meshes(), source=self.source, cluster=plain(cluster), outputs_layout=layout)
         if "model" in doc:
             for key in ("tensors", "ops", "outputs"):
                 if key in doc:

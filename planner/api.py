@@ -104,7 +104,7 @@ def plan(
         raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
     graph = load(model)
     say(f"loaded {graph.name}: {len(graph.ops)} ops")
-    layout = outputs_layout if outputs_layout is not None else getattr(graph, "outputs_layout", "free")
+    layout = outputs_layout if outputs_layout is not None else graph.outputs_layout
     options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout)
     planning_mesh = _planning_mesh(graph, mesh)
     clu = _cluster(graph, cluster)

@@ -52,8 +52,10 @@ def _cuts(mesh: Mesh, *shardings: TensorSharding) -> dict[str, set[int]]:
 def satisfies(candidate: TensorSharding, annotation: TensorSharding) -> bool:
     """Whether a layout honours an annotation's closed/open dims and replicated axes.
 
-    Pending sums (``unreduced``) of the candidate are ignored: they are resolved by
-    the redistribution that follows.
+    Pending sums (``unreduced``) of the candidate are resolved by the
+    redistribution that follows, except under an annotation whose every dimension
+    is closed: that layout holds as written, so the candidate may carry only the
+    pending sums the annotation names (``unreduced=``).
     """
     mesh = candidate.mesh
     if annotation.mesh != mesh:
@@ -69,6 +71,10 @@ def satisfies(candidate: TensorSharding, annotation: TensorSharding) -> bool:
     if annotation.replicated:
         used = [a for d in candidate.dims for a in d.axes]
         if any(a.overlaps(r) for a in used for r in annotation.replicated):
+            return False
+    if candidate.unreduced and all(d.is_closed for d in annotation.dims):
+        # a closed annotation holds as written: no pending sums but those it names
+        if _expand(candidate.unreduced, mesh, cuts) != _expand(annotation.unreduced, mesh, cuts):
             return False
     return True
 
@@ -155,7 +161,7 @@ def restrict_to_priority(annotation: TensorSharding, level: int) -> TensorShardi
             dims.append(DimSharding((), is_open=True))
     if not active and not annotation.replicated:
         return None
-    return TensorSharding(annotation.mesh, tuple(dims), annotation.replicated, ())
+    return TensorSharding(annotation.mesh, tuple(dims), annotation.replicated, annotation.unreduced)
 
 
 def priorities(annotations: Iterable[TensorSharding]) -> list[int]:

@@ -43,6 +43,7 @@ import numpy as np
 
 from costmodels import Cluster, compute_time_s, parameter_bytes
 from graphs.dtypes import dtype_itemsize, is_float
+from graphs.graph import OUTPUTS_LAYOUTS as OUTPUT_LAYOUTS
 from planner.caches import BoundedCache
 from planner.enumeration import Strategy, enumerate_strategies, make_strategy, search_pieces
 from planner.errors import PlanningError, RuleError, ShardplanError
@@ -57,7 +58,6 @@ from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
 from planner.training.gradients import operand_gradient, requires_grad, result_gradient
 
-OUTPUT_LAYOUTS = ("free", "replicated")
 OPTIMIZER = "adam"
 """Training keeps Adam's two f32 moments per parameter element (:func:`costmodels.parameter_bytes`)."""
 
@@ -366,7 +366,7 @@ def _annotations(graph, mesh: Mesh, level: int | None) -> dict[str, TensorShardi
     for name, t in graph.tensors.items():
         if t.sharding is None:
             continue
-        ann = translate(t.sharding, mesh)
+        ann = translate(t.sharding, mesh, t.shape)
         if level is not None:
             ann = restrict_to_priority(ann, level)
         if ann is not None:

@@ -46,7 +46,7 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
     if how not in ("bfs", "ilp"):
         raise PlanningError(f"unknown search {how!r}; use one of {', '.join(SEARCHES)}")
     notes: list[str] = []
-    annotations = [translate(t.sharding, mesh) for t in graph.tensors.values() if t.sharding is not None]
+    annotations = [translate(t.sharding, mesh, t.shape) for t in graph.tensors.values() if t.sharding is not None]
     levels = priorities(annotations)
     if len(levels) > 1:
         prefixes: dict = {}
