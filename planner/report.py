@@ -26,10 +26,10 @@ from planner.errors import PlanningError, did_you_mean
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Program, lower
+from planner.partitioning.program import Redistribute as Redistribution
 from planner.propagation.build import Model
 from planner.propagation.provenance import decision_reasons, explain
 from planner.propagation.search import SearchOutcome
-from planner.redistribution import ReshardPlan
 
 
 @dataclass(frozen=True)
@@ -83,65 +83,33 @@ class OpDecision:
         }
 
 
-@dataclass(frozen=True)
-class Redistribution:
-    """One redistribution of the program: ``tensor`` (or its gradient) in ``phase``.
+def redistribution_dict(r: Redistribution) -> dict:
+    """The JSON form of one redistribution (``reshards`` rows)."""
+    return {
+        "tensor": r.tensor,
+        "producer": r.producer,
+        "consumer": r.readers[0] if r.readers else None,
+        "readers": list(r.readers),
+        "phase": r.phase,
+        "from": str(r.source),
+        "to": str(r.destination),
+        "steps": [s.to_dict() for s in r.steps],
+        "bytes_per_device": r.bytes_per_device,
+        "time_s": r.time_s,
+    }
 
-    See :class:`planner.partitioning.Redistribute` for what ``producer`` and
-    ``readers`` mean in each phase.
-    """
 
-    tensor: str
-    producer: str | None
-    readers: tuple[str, ...]
-    phase: str
-    plan: ReshardPlan
-
-    @property
-    def source(self) -> TensorSharding:
-        return self.plan.source
-
-    @property
-    def destination(self) -> TensorSharding:
-        return self.plan.destination
-
-    @property
-    def steps(self):
-        return self.plan.steps
-
-    @property
-    def bytes_per_device(self) -> int:
-        return self.plan.bytes_per_device
-
-    @property
-    def time_s(self) -> float:
-        return self.plan.time_s
-
-    def to_dict(self) -> dict:
-        return {
-            "tensor": self.tensor,
-            "producer": self.producer,
-            "consumer": self.readers[0] if self.readers else None,
-            "readers": list(self.readers),
-            "phase": self.phase,
-            "from": str(self.source),
-            "to": str(self.destination),
-            "steps": [s.to_dict() for s in self.steps],
-            "bytes_per_device": self.bytes_per_device,
-            "time_s": self.time_s,
-        }
-
-    def sync_dict(self) -> dict:
-        """The ``gradient_syncs`` form of a parameter's gradient reduction."""
-        return {
-            "param": self.tensor,
-            "reader": self.producer or "several ops",
-            "from": str(self.source),
-            "to": str(self.destination),
-            "steps": [s.to_dict() for s in self.steps],
-            "bytes_per_device": self.bytes_per_device,
-            "time_s": self.time_s,
-        }
+def gradient_sync_dict(r: Redistribution) -> dict:
+    """The ``gradient_syncs`` form of a parameter's gradient reduction."""
+    return {
+        "param": r.tensor,
+        "reader": r.producer or "several ops",
+        "from": str(r.source),
+        "to": str(r.destination),
+        "steps": [s.to_dict() for s in r.steps],
+        "bytes_per_device": r.bytes_per_device,
+        "time_s": r.time_s,
+    }
 
 
 @dataclass(frozen=True)
@@ -248,11 +216,11 @@ class Plan:
             "meshes": [str(m) for m in self.meshes],
             "tensors": {name: t.to_dict() for name, t in self.tensors.items()},
             "ops": self.table(),
-            "reshards": [r.to_dict() for r in self.reshards],
+            "reshards": [redistribution_dict(r) for r in self.reshards],
             "totals": self.totals.to_dict(),
         }
         if self.training:
-            out["gradient_syncs"] = [r.sync_dict() for r in self.gradient_syncs]
+            out["gradient_syncs"] = [gradient_sync_dict(r) for r in self.gradient_syncs]
         if self.solver is not None:
             s = self.solver
             out["solver"] = {"name": s.name, "status": s.status, "optimal": s.optimal, "gap": s.gap,
@@ -350,8 +318,7 @@ def make_plan(outcome: SearchOutcome) -> Plan:
         node = m.nodes[m.op_index[c.op.name]]
         ops.append(OpDecision(c.op.name, c.op.op, c.strategy, "user" if node.user else "propagated",
                               reasons["ops"][c.op.name], c.compute_time_s, forward_comm.get(c.op.name, 0.0)))
-    redistributions = tuple(Redistribution(r.tensor, r.producer, r.readers, r.phase, r.plan)
-                            for r in program.redistributions())
+    redistributions = program.redistributions()
     totals = Totals(
         comm_bytes_per_device=program.comm_bytes_per_device(),
         comm_time_s=program.comm_time_s(),

@@ -26,11 +26,9 @@ from typing import Union
 
 from planner.ir.sharding import TensorSharding
 from planner.propagation.build import (
-    GradNode,
     Model,
     Move,
     OpNode,
-    SourceNode,
     link_moves,
     node_moves,
     op_compute_time_s,
@@ -66,6 +64,18 @@ class Redistribute:
     readers: tuple[str, ...]
     phase: str
     plan: ReshardPlan
+
+    @property
+    def source(self) -> TensorSharding:
+        return self.plan.source
+
+    @property
+    def destination(self) -> TensorSharding:
+        return self.plan.destination
+
+    @property
+    def steps(self):
+        return self.plan.steps
 
     @property
     def bytes_per_device(self) -> int:
@@ -136,34 +146,33 @@ def lower(m: Model, choice) -> Program:
     def add_backward(key: float, r: Redistribute) -> None:
         backward.append((key, len(backward), r))
 
-    for k, link in enumerate(m.links):
-        for move in link_moves(m, k, choice):
-            plan = plan_of(move)
-            if not plan.steps:
-                continue
-            if move.phase == "forward":
-                readers = tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
-                                if any(m.nodes[v].strategies[choice[v]].operands[j] == move.destination for j in ks))
-                r = Redistribute(move.tensor, name(link.producer), readers, "forward", plan)
-                before[min(readers, key=position.get)].append(r)
-            elif link.kind == "grad_out":
-                v = link.readers[0]
-                last = min(position[n.name] for n in _readers_of(m, link.tensor))
-                add_backward(-last + 0.5, Redistribute(move.tensor, None, _op_names(m, v), move.phase, plan))
-            else:  # a reader's gradient: data link backward, or into the gradient node
-                src = link.readers[0] if link.kind == "data" else link.producer
-                dst = link.producer if link.kind == "data" else None
-                add_backward(-position[m.nodes[src].name],
-                             Redistribute(move.tensor, m.nodes[src].name, _op_names(m, dst), move.phase, plan))
-    for i, node in enumerate(m.nodes):
-        for move in node_moves(m, i, choice):
-            plan = plan_of(move)
-            if not plan.steps:
-                continue
+    moves = [(link, move) for k, link in enumerate(m.links) for move in link_moves(m, k, choice)]
+    moves += [(i, move) for i in range(len(m.nodes)) for move in node_moves(m, i, choice)]
+    for origin, move in moves:
+        plan = plan_of(move)
+        if not plan.steps:
+            continue
+        if isinstance(origin, int):  # an op's own move: its output's delivery or its parameters' gradients
+            node = m.nodes[origin]
             if move.phase == "forward":
                 after[node.name].append(Redistribute(move.tensor, node.name, (), "forward", plan))
             else:
                 add_backward(-position[node.name] - 0.25, Redistribute(move.tensor, node.name, (), move.phase, plan))
+            continue
+        link = origin
+        if move.phase == "forward":
+            readers = tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
+                            if any(m.nodes[v].strategies[choice[v]].operands[j] == move.destination for j in ks))
+            before[min(readers, key=position.get)].append(
+                Redistribute(move.tensor, name(link.producer), readers, "forward", plan))
+        elif link.kind == "grad_out":
+            last = min(position[n.name] for n in _readers_of(m, link.tensor))
+            add_backward(-last + 0.5, Redistribute(move.tensor, None, _op_names(m, link.readers[0]), move.phase, plan))
+        else:  # a reader's gradient: data link backward, or into the gradient node
+            src = link.readers[0] if link.kind == "data" else link.producer
+            dst = link.producer if link.kind == "data" else None
+            add_backward(-position[m.nodes[src].name],
+                         Redistribute(move.tensor, m.nodes[src].name, _op_names(m, dst), move.phase, plan))
 
     instructions: list[Instruction] = []
     for name_, spec in graph.tensors.items():

@@ -17,7 +17,7 @@ from planner.propagation.brute_force import brute_force
 from planner.propagation.ilp import solve_ilp
 from planner.propagation.problem import Edge, Fanout, Node, SearchProblem
 
-from .test_ilp import FAMILIES, assert_optimal, optimum, random_problem
+from .test_ilp import FAMILIES, assert_optimal, check_against_brute_force, optimum, random_problem
 
 
 def _nodes(*sizes, cost=None):
@@ -269,13 +269,7 @@ def with_fanouts(problem: SearchProblem, seed: int) -> SearchProblem:
 def test_ilp_matches_brute_force_with_fanouts(seed, family, shrink):
     # The reference is brute force on what solve_ilp solves: with shrink, layers tied (as same
     # groups) when that is feasible, else untied (test_ilp.optimum); followers are exact either way.
-    problem = with_fanouts(random_problem(seed, family), seed)
-    expected = optimum(problem, shrink=shrink)
-    if expected is None:
-        with pytest.raises(PlanningError, match="no choice"):
-            solve_ilp(problem, solver="highs", shrink=shrink)
-    else:
-        assert_optimal(solve_ilp(problem, solver="highs", shrink=shrink), problem, expected)
+    check_against_brute_force(with_fanouts(random_problem(seed, family), seed), shrink)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

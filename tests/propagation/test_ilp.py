@@ -148,13 +148,17 @@ def hard_problem(count=40, n=10, classes=4, seed=0) -> SearchProblem:
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("seed", range(50))
 def test_highs_finds_the_brute_force_optimum(seed, family, shrink):
-    problem = random_problem(seed, family)
+    check_against_brute_force(random_problem(seed, family), shrink)
+
+
+def check_against_brute_force(problem, shrink, solver="highs"):
+    """solve_ilp finds brute force's optimum of what it solves, or refuses when nothing is feasible."""
     expected = optimum(problem, shrink=shrink)
     if expected is None:
         with pytest.raises(PlanningError, match="no choice"):
-            solve_ilp(problem, solver="highs", shrink=shrink)
+            solve_ilp(problem, solver=solver, shrink=shrink)
     else:
-        assert_optimal(solve_ilp(problem, solver="highs", shrink=shrink), problem, expected)
+        assert_optimal(solve_ilp(problem, solver=solver, shrink=shrink), problem, expected)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
