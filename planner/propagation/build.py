@@ -361,12 +361,25 @@ def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
 
 # -- annotations -------------------------------------------------------------------------------
 
+def user_annotation(graph, name: str, mesh: Mesh) -> TensorSharding:
+    """Tensor ``name``'s sharding on ``mesh``, translated from the mesh it was given on.
+
+    A sharding with no equivalent on ``mesh`` is a :class:`PlanningError` naming the
+    tensor (and its line in the model file).
+    """
+    t = graph.tensor(name)
+    try:
+        return translate(t.sharding, mesh, t.shape)
+    except PlanningError as e:
+        raise PlanningError(f"tensor {name!r}: {e.message}", where=_where(graph, t.line)) from None
+
+
 def _annotations(graph, mesh: Mesh, level: int | None) -> dict[str, TensorSharding]:
     out = {}
     for name, t in graph.tensors.items():
         if t.sharding is None:
             continue
-        ann = translate(t.sharding, mesh, t.shape)
+        ann = user_annotation(graph, name, mesh)
         if level is not None:
             ann = restrict_to_priority(ann, level)
         if ann is not None:

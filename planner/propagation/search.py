@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from planner.errors import PlanningError, SolverFailed
-from planner.propagation.annotations import axes_of, priorities, translate
-from planner.propagation.build import Model, OpNode, Options, build_model, with_shrink_hints
+from planner.propagation.annotations import axes_of, priorities
+from planner.propagation.build import Model, OpNode, Options, build_model, user_annotation, with_shrink_hints
 from planner.propagation.seeding import propagate_bfs
 
 SEARCHES = ("bfs", "ilp", "explicit")
@@ -46,7 +46,7 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
     if how not in ("bfs", "ilp"):
         raise PlanningError(f"unknown search {how!r}; use one of {', '.join(SEARCHES)}")
     notes: list[str] = []
-    annotations = [translate(t.sharding, mesh, t.shape) for t in graph.tensors.values() if t.sharding is not None]
+    annotations = [user_annotation(graph, name, mesh) for name, t in graph.tensors.items() if t.sharding is not None]
     levels = priorities(annotations)
     if len(levels) > 1:
         prefixes: dict = {}

@@ -94,9 +94,12 @@ tensors:
   x: {shape: [8, 2048], kind: input}
   w: {shape: [2048, 2048], kind: param}
 ops:
-  - {name: mm, op: matmul, inputs: [x, w], output: y, out_sharding: '[{}, {}]'}
+  - {name: mm, op: matmul, inputs: [x, w], output: h}
+  - {name: act, op: relu, inputs: [h], output: y, out_sharding: '[{}, {}]'}
 outputs: [y]
 """
+# (the replicated result is pinned after the matmul: a closed annotation on the matmul's own
+# result would forbid the pending sum that sharding w's rows leaves)
 
 
 def test_memory_budget_forces_the_weight_to_be_sharded():
