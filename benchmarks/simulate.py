@@ -38,8 +38,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     p = plan(MODEL.format(layers=args.layers, batch=args.batch))
-    m = p._internal[0]
-    total_bytes = sum(t.numel * 8 for t in m.graph.tensors.values())  # float64 as simulated
+    total_bytes = sum(t.numel * 8 for t in p.outcome.model.graph.tensors.values())  # float64 as simulated
     runs = [simulate(p, seed=i) for i in range(args.repeat)]
     r = runs[0]
     t = statistics.median(x.time_s for x in runs)
