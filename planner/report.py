@@ -16,7 +16,7 @@ every candidate of its producer and every candidate of one reader.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -27,7 +27,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Program, lower
 from planner.partitioning.program import Redistribute as Redistribution
-from planner.propagation.build import Model
+from planner.propagation.build import link_table
 from planner.propagation.provenance import decision_reasons, explain
 from planner.propagation.search import SearchOutcome
 
@@ -269,9 +269,8 @@ class Plan:
                 continue
             u = link.producer
             if link.kind == "data":
-                seconds = m.problem.edges[k].cost
-                if link.backward:  # forward part only: the backward is the gradient's
-                    seconds = _forward_only(m, k)
+                # forward part only: a backward part is the gradient's
+                seconds = link_table(m, replace(link, backward=False)) if link.backward else m.problem.edges[k].cost
             else:
                 f = m.problem.fanouts[k - len(m.problem.edges)]
                 j = link.readers.index(v)
@@ -284,14 +283,6 @@ class Plan:
             raise PlanningError(f"op {reader!r} does not read tensor {tensor!r}; its readers are {', '.join(readers)}")
         raise PlanningError(f"tensor {tensor!r} is stored as {reader!r} reads it (its only reader): it has no "
                             "edge to redistribute over")
-
-
-def _forward_only(m: Model, k: int) -> np.ndarray:
-    from planner.propagation.build import Link, _edge
-
-    link = m.links[k]
-    fwd = Link(link.kind, link.tensor, link.producer, link.readers, link.operands, False)
-    return _edge(m, fwd).cost
 
 
 # -- building -------------------------------------------------------------------------------------

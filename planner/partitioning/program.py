@@ -35,8 +35,6 @@ from planner.propagation.build import (
 )
 from planner.redistribution import ReshardPlan, reshard_for_planning
 
-PHASES = ("forward", "backward", "gradient")
-
 
 @dataclass(frozen=True)
 class Load:

@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Iterator, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -134,7 +134,6 @@ class GradNode:
 
 
 PlanNode = OpNode | SourceNode | GradNode
-LINK_KINDS = ("data", "fanout", "grad_in", "grad_out")
 
 
 @dataclass(frozen=True)
@@ -226,9 +225,6 @@ class Model:
             return strategy.result
         return final_layout(strategy.result, self.annotations.get(out.name), self.options.outputs_layout,
                             out.shape, out.dtype, self.cluster)
-
-    def walk_links(self) -> Iterator[tuple[int, Link]]:
-        return iter(enumerate(self.links))
 
 
 # -- the moves (one definition for costs and lowering) ---------------------------------------
@@ -531,7 +527,7 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         fa = options.fixed_strategies[op.name]
         match = [s for s in candidates if s.factor_axes == fa]
         return OpNode(op.name, op, rule, (match[0] if match else make_strategy(rule, fa, mesh),),
-                      f"explicit mode: the strategy that computes its types (seed 001)")
+                      "explicit mode: the strategy that computes its types (seed 001)")
     if options.allowed_axes is not None:
         allowed = options.allowed_axes | {a.name for axes in options.prefixes.get(op.name, ()) for a in axes}
         candidates = [s for s in candidates if all(a.name in allowed for axes in s.factor_axes for a in axes)]
@@ -647,6 +643,11 @@ TABLES = BoundedCache("cost tables", maxsize=4096)
 def _label(m: Model, link: Link) -> str:
     readers = ", ".join(m.nodes[v].name for v in link.readers)
     return f"{link.tensor}: {m.nodes[link.producer].name} -> {readers}"
+
+
+def link_table(m: Model, link: Link) -> np.ndarray:
+    """Seconds of an edge link for every (producer candidate, reader candidate) pair."""
+    return _edge(m, link).cost
 
 
 def _edge(m: Model, link: Link) -> Edge:
