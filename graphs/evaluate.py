@@ -15,6 +15,7 @@ with sharded executions are tight; integer tensors read by ``gather`` (indices) 
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import numpy as np
@@ -39,6 +40,19 @@ def _int_high(graph: ComputationGraph, tensor: str) -> int:
     return min(bounds, default=_INT_HIGH_DEFAULT)
 
 
+def _fan_in(graph: ComputationGraph, t) -> int:
+    """How many inputs each output of a weight sums over (1 for tables, vectors and scalars)."""
+    if len(t.shape) < 2:
+        return 1
+    for op_name, i in graph.consumers(t.name):
+        kind = graph.op(op_name).op
+        if kind == "gather" and i == 0:
+            return 1  # an embedding table: rows are looked up, not summed
+        if kind == "conv2d" and i == 1:
+            return math.prod(t.shape[1:])  # [out, in, kh, kw]
+    return math.prod(t.shape[:-1])  # [..., in, out]
+
+
 def example_inputs(graph: ComputationGraph, seed: int = 0, float_dtype=np.float64) -> dict[str, np.ndarray]:
     """Deterministic data for every non-activation tensor (a const with a value is filled with it)."""
     rng = np.random.default_rng(seed)
@@ -49,7 +63,10 @@ def example_inputs(graph: ComputationGraph, seed: int = 0, float_dtype=np.float6
         if t.value is not None:
             out[t.name] = np.full(t.shape, t.value, dtype=float_dtype if is_float(t.dtype) else numpy_dtype(t.dtype))
         elif is_float(t.dtype):
-            out[t.name] = rng.standard_normal(t.shape).astype(float_dtype)
+            x = rng.standard_normal(t.shape)
+            if t.kind == "param":
+                x *= 1.0 / math.sqrt(_fan_in(graph, t))  # LeCun: activations keep their scale
+            out[t.name] = x.astype(float_dtype, copy=False)
         elif t.dtype == "bool":
             out[t.name] = rng.integers(0, 2, t.shape).astype(bool)
         else:
@@ -57,8 +74,12 @@ def example_inputs(graph: ComputationGraph, seed: int = 0, float_dtype=np.float6
     return out
 
 
-def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every tensor's value: ``feeds`` for inputs, parameters and constants, computed for the rest."""
+def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep=None) -> dict[str, np.ndarray]:
+    """Every tensor's value: ``feeds`` for inputs, parameters and constants, computed for the rest.
+
+    With ``keep`` (a collection of tensor names) only those are returned, and every
+    other value is dropped after its last reader (what a long model needs to fit).
+    """
     values: dict[str, np.ndarray] = {}
     for t in graph.tensors.values():
         if t.kind == "activation":
@@ -69,7 +90,19 @@ def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray]) -> d
         if value.shape != t.shape:
             raise ModelError(f"value for {t.name!r} has shape {value.shape}, but the tensor is {t.type_text()}")
         values[t.name] = value
-    for op in graph.ops:
+    last: dict[str, int] = {}
+    if keep is not None:
+        keep = set(keep)
+        for i, op in enumerate(graph.ops):
+            for t in op.inputs:
+                last[t] = i
+    for i, op in enumerate(graph.ops):
         result = get_op(op.op).reference([values[t] for t in op.inputs], op.attrs_dict)
         values[op.output] = np.asarray(result)
+        if keep is not None:
+            for t in set(op.inputs):
+                if last[t] == i and t not in keep:
+                    del values[t]
+    if keep is not None:
+        return {t: values[t] for t in keep}
     return values

@@ -30,6 +30,7 @@ from typing import Any
 
 from costmodels import Cluster, load_cluster
 from graphs import ComputationGraph, load_model, load_model_text
+from graphs.gradients import check_differentiable
 from planner.errors import PlanningError
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
@@ -90,8 +91,14 @@ def plan(
     solver: str = "auto",
     outputs_layout: str | None = None,
     progress=None,
+    insert_pbroadcast: bool = True,
 ) -> Plan:
     """Plan ``model`` (a path, YAML text or graph); see the module docstring.
+
+    ``insert_pbroadcast=False`` (training only) switches off seed 004's
+    device-variance types: every cotangent is treated as device-varying, so the
+    backward sums what is already whole, as transposes did before the seed. It is
+    there to show what the types save; plans are costed and run that way.
 
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
     ``outputs_layout``. ``progress``, if given, is called with a short message at
@@ -104,8 +111,11 @@ def plan(
         raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
     graph = load(model)
     say(f"loaded {graph.name}: {len(graph.ops)} ops")
+    if training:
+        check_differentiable(graph)  # the backward is the transposed forward: every op needs a VJP
     layout = outputs_layout if outputs_layout is not None else graph.outputs_layout
-    options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout)
+    options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout,
+                      insert_pbroadcast=insert_pbroadcast)
     planning_mesh = _planning_mesh(graph, mesh)
     clu = _cluster(graph, cluster)
     if search == "explicit":

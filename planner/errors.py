@@ -89,6 +89,12 @@ class ReshardError(ShardplanError):
     """A redistribution that cannot be done (different device counts, shapes ...)."""
 
 
+class VarianceError(ShardplanError):
+    """A per-device (shmap) program is ill-typed for device variance (seed 004): a collective
+    gets a varying operand where it needs an invariant one or the reverse, the operands of a
+    local op vary over different axes, or an unmapped output varies over an axis it omits."""
+
+
 class GateError(ShardplanError):
     """The gate cannot compare: a model is not in the baseline, the search differs, a bad tolerance."""
 

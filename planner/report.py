@@ -309,7 +309,7 @@ def make_plan(outcome: SearchOutcome) -> Plan:
         node = m.nodes[m.op_index[c.op.name]]
         ops.append(OpDecision(c.op.name, c.op.op, c.strategy, "user" if node.user else "propagated",
                               reasons["ops"][c.op.name], c.compute_time_s, forward_comm.get(c.op.name, 0.0)))
-    redistributions = program.redistributions()
+    redistributions = tuple(r for r in program.redistributions() if r.steps)  # a transpose may move nothing
     totals = Totals(
         comm_bytes_per_device=program.comm_bytes_per_device(),
         comm_time_s=program.comm_time_s(),

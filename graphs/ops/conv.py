@@ -7,6 +7,11 @@ graph both are stored as pairs.
 
 FLOP convention: a multiply-add is **2 FLOPs**: ``2·N·O·OH·OW·C·KH·KW``.
 
+VJP: one GEMM per kernel position ``(i, j)`` for each operand: the weight gets
+``cot · patch_ij`` contracted over batch and output positions, the (padded) input
+gets ``w_ij^T · cot`` added at the strided positions the patch came from; padding is
+cut off at the end, and input rows or columns no window reached get zero.
+
 >>> CONV2D.infer([(8, 3, 32, 32), (16, 3, 3, 3)], ["f32", "f32"], {"padding": 1})
 ((8, 16, 32, 32), 'f32')
 >>> CONV2D.flops([(1, 2, 4, 4), (3, 2, 3, 3)], (1, 3, 2, 2), {})
@@ -18,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphs.ops.common import need_float, numel, operand, pair, same_dtype
-from graphs.ops.opdef import OpDef
+from graphs.ops.opdef import OpDef, check_wrt
 from planner.errors import ModelError
 
 
@@ -82,5 +87,36 @@ def _conv_canonical(shapes, attrs):
     return {"stride": stride, "padding": padding}
 
 
+def _conv_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("conv2d", arrays, wrt, ("input", "weight"))
+    (sh, sw), (ph, pw) = _params(attrs)
+    x, w, cot = np.asarray(arrays[0]), np.asarray(arrays[1]), np.asarray(cotangent)
+    dtype = cot.dtype
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = cot.shape[2], cot.shape[3]
+    p = oh * ow
+    out = {}
+    if 1 in wrt:
+        xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+        cot_t = np.ascontiguousarray(np.transpose(cot, (1, 0, 2, 3))).reshape(o, n * p)   # [O, N·P]
+        dw = np.empty(w.shape, dtype=dtype)
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+                patch_t = np.transpose(patch, (1, 0, 2, 3)).reshape(c, n * p)              # [C, N·P]
+                dw[:, :, i, j] = cot_t @ patch_t.T
+        out[1] = dw
+    if 0 in wrt:
+        dxp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=dtype)
+        cot_r = cot.reshape(n, o, p)
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.matmul(w[:, :, i, j].T, cot_r)                                # [N, C, P]
+                dxp[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw] += contrib.reshape(n, c, oh, ow)
+        out[0] = dxp[:, :, ph:ph + h, pw:pw + wd].copy() if ph or pw else dxp
+    return tuple(np.asarray(out[i], dtype=dtype) for i in wrt)
+
+
 CONV2D = OpDef("conv2d", "conv", 2, 2, (("stride", 1), ("padding", 0)), _conv_infer, _conv_flops,
-               _conv_reference, _conv_canonical)
+               _conv_reference, _conv_canonical, vjp=_conv_vjp)

@@ -7,6 +7,9 @@ position of ``logsumexp(logits) - logits[label]``.
 FLOP convention: **4 per logits element** (max, subtract, exp, sum) plus **2 per
 label position** (log and subtract) plus the mean's 1 per label position.
 
+VJP: ``d loss / d logits = (softmax(logits) - onehot(labels)) / positions`` times the
+(scalar) cotangent; the labels have no gradient.
+
 >>> CROSS_ENTROPY.infer([(8, 16, 100), (8, 16)], ["f32", "i32"], {})
 ((), 'f32')
 >>> CROSS_ENTROPY.flops([(2, 10), (2,)], (), {})
@@ -18,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from graphs.ops.common import need_float, need_int, need_rank, numel, operand
-from graphs.ops.opdef import OpDef
+from graphs.ops.opdef import OpDef, check_wrt
 from planner.errors import ModelError
 
 FLOPS_PER_LOGIT = 4
@@ -51,4 +54,19 @@ def _ce_reference(arrays, attrs):
     return np.asarray(np.mean(lse - picked))
 
 
-CROSS_ENTROPY = OpDef("cross_entropy", "loss", 2, 2, (), _ce_infer, _ce_flops, _ce_reference)
+def _ce_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("cross_entropy", arrays, wrt, ("logits", "labels"))
+    logits, labels, cot = np.asarray(arrays[0]), np.asarray(arrays[1]), np.asarray(cotangent)
+    out = []
+    for _ in wrt:
+        p = np.subtract(logits, np.max(logits, axis=-1, keepdims=True), dtype=np.result_type(logits, cot))
+        np.exp(p, out=p)
+        p /= np.sum(p, axis=-1, keepdims=True)
+        rows = p.reshape(-1, p.shape[-1])
+        rows[np.arange(rows.shape[0]), labels.reshape(-1)] -= 1.0
+        p *= cot / max(labels.size, 1)
+        out.append(np.asarray(p, dtype=cot.dtype))
+    return tuple(out)
+
+
+CROSS_ENTROPY = OpDef("cross_entropy", "loss", 2, 2, (), _ce_infer, _ce_flops, _ce_reference, vjp=_ce_vjp)

@@ -15,6 +15,12 @@ of the second.
 one term per operand, every output letter present in some operand, a letter's
 size the same everywhere; no ``...`` and no letter repeated inside one term.
 
+Both run on BLAS: a two-operand einsum is translated to one batched ``matmul``
+(:func:`contract`), which is also how the VJPs are computed. The gradient of a
+matmul operand that was broadcast over batch dimensions is summed over them; the
+gradient of einsum operand ``i`` is the einsum of the cotangent with the other
+operands into term ``i``, broadcast along letters only that operand has.
+
 >>> MATMUL.infer([(8, 64, 32), (16, 32)], ["f32", "f32"], {"transpose_b": True})
 ((8, 64, 16), 'f32')
 >>> EINSUM.infer([(2, 3, 4), (4, 5)], ["f32", "f32"], {"equation": "bsh,hf->bsf"})
@@ -39,8 +45,8 @@ from graphs.ops.common import (
     operand,
     same_dtype,
 )
-from graphs.ops.opdef import REQUIRED, OpDef
-from graphs.ops.pointwise import broadcast_shapes
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
+from graphs.ops.pointwise import broadcast_shapes, fresh, unbroadcast
 from planner.errors import ModelError
 
 
@@ -84,9 +90,48 @@ def _matmul_reference(arrays, attrs):
     return np.matmul(a, b)
 
 
+def _rows(x: np.ndarray) -> np.ndarray:
+    """``x [..., m, k]`` as ``[prod(...)·m, k]`` (a view when ``x`` is C-contiguous)."""
+    return x.reshape(-1, x.shape[-1])
+
+
+def _matmul_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("matmul", arrays, wrt)
+    a, b = np.asarray(arrays[0]), np.asarray(arrays[1])
+    cot = np.asarray(cotangent)
+    ta, tb = attrs.get("transpose_a", False), attrs.get("transpose_b", False)
+    A = np.swapaxes(a, -1, -2) if ta else a     # [..., m, k]
+    B = np.swapaxes(b, -1, -2) if tb else b     # [..., k, n]
+    out = []
+    for i in wrt:
+        x, other = (a, B) if i == 0 else (b, A)
+        nb = cot.ndim - 2
+        if x.ndim == 2 and nb and other.shape[:-2] == cot.shape[:-2]:
+            # a 2-D operand against batched ones: contract the batch in the same GEMM
+            if i == 1 and not ta and a.flags.c_contiguous:
+                ar, cr = _rows(a), _rows(cot)          # [B·m, k], [B·m, n]
+                g = cr.T @ ar if tb else ar.T @ cr
+            else:
+                bat = list(range(nb))
+                if i == 0:   # dA' [m, k] = sum_batch cot [.., m, n] B [.., k, n]
+                    g = np.tensordot(cot, B, axes=(bat + [nb + 1], bat + [nb + 1]))
+                else:        # dB' [k, n] = sum_batch A [.., m, k] cot [.., m, n]
+                    g = np.tensordot(A, cot, axes=(bat + [nb], bat + [nb]))
+                if (ta if i == 0 else tb):
+                    g = g.T
+        elif i == 0:
+            g = unbroadcast(np.matmul(B, np.swapaxes(cot, -1, -2)) if ta else np.matmul(cot, np.swapaxes(B, -1, -2)),
+                            a.shape)
+        else:
+            g = unbroadcast(np.matmul(np.swapaxes(cot, -1, -2), A) if tb else np.matmul(np.swapaxes(A, -1, -2), cot),
+                            b.shape)
+        out.append(fresh(g, cot.dtype, a, b, cot, *out))
+    return tuple(out)
+
+
 MATMUL = OpDef(
     "matmul", "matmul", 2, 2, (("transpose_a", False), ("transpose_b", False)),
-    _matmul_infer, _matmul_flops, _matmul_reference,
+    _matmul_infer, _matmul_flops, _matmul_reference, vjp=_matmul_vjp,
 )
 
 
@@ -162,9 +207,73 @@ def _einsum_flops(in_shapes, out_shape, attrs):
     return terms if n == 1 else 2 * (n - 1) * terms
 
 
+def _as_matrices(x: np.ndarray, term: str, batch, rows, cols, size) -> np.ndarray:
+    """``x`` as ``[*batch sizes, prod(rows), prod(cols)]``: a strided view whenever the row and
+    column letters each merge without a copy (numpy's matmul hands strided and transposed
+    matrices straight to BLAS), else a copy."""
+    t = np.transpose(x, [term.index(c) for c in batch + rows + cols])
+    return t.reshape([size[c] for c in batch] + [math.prod(size[c] for c in rows), math.prod(size[c] for c in cols)])
+
+
+def _contract2(ta: str, tb: str, out: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``einsum(f"{ta},{tb}->{out}", a, b)`` as one batched matmul."""
+    # letters in one operand only and not in the output are summed out first
+    drop = tuple(k for k, c in enumerate(ta) if c not in tb and c not in out)
+    if drop:
+        a, ta = a.sum(axis=drop), "".join(c for k, c in enumerate(ta) if k not in drop)
+    drop = tuple(k for k, c in enumerate(tb) if c not in ta and c not in out)
+    if drop:
+        b, tb = b.sum(axis=drop), "".join(c for k, c in enumerate(tb) if k not in drop)
+    batch = [c for c in ta if c in tb and c in out]
+    summed = [c for c in ta if c in tb and c not in out]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    size = dict(zip(ta, a.shape)) | dict(zip(tb, b.shape))
+    am = _as_matrices(a, ta, batch, free_a, summed, size)
+    bm = _as_matrices(b, tb, batch, summed, free_b, size)
+    r = np.matmul(am, bm).reshape([size[c] for c in batch + free_a + free_b])
+    have = batch + free_a + free_b
+    return np.transpose(r, [have.index(c) for c in out])
+
+
+def contract(terms: Sequence[str], out: str, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.einsum`` of ``terms`` into ``out``: two operands through one batched matmul (BLAS),
+    other counts through ``np.einsum(..., optimize=True)``.
+
+    >>> a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 2, 2)
+    >>> bool(np.allclose(contract(["ij", "jkl"], "lki", [a, b]), np.einsum("ij,jkl->lki", a, b)))
+    True
+    """
+    arrays = [np.asarray(x) for x in arrays]
+    if len(arrays) == 2:
+        return _contract2(terms[0], terms[1], out, arrays[0], arrays[1])
+    return np.einsum(",".join(terms) + "->" + out, *arrays, optimize=len(arrays) > 2)
+
+
 def _einsum_reference(arrays, attrs):
-    # optimize=True contracts through BLAS (tensordot) instead of einsum's naive loops
-    return np.einsum(attrs["equation"].replace(" ", ""), *[np.asarray(a) for a in arrays], optimize=True)
+    terms, out = parse_equation(attrs["equation"], len(arrays))
+    return contract(terms, out, arrays)
 
 
-EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference)
+def _einsum_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("einsum", arrays, wrt)
+    terms, out = parse_equation(attrs["equation"], len(arrays))
+    cot = np.asarray(cotangent)
+    grads = []
+    for i in wrt:
+        others = [k for k in range(len(arrays)) if k != i]
+        seen = set(out).union(*(terms[k] for k in others))
+        target = "".join(c for c in terms[i] if c in seen)
+        g = contract([out] + [terms[k] for k in others], target, [cot] + [arrays[k] for k in others])
+        shape = np.shape(arrays[i])
+        if target != terms[i]:
+            # letters only operand i has were summed in the forward: broadcast along them
+            full = np.empty(shape, dtype=np.result_type(g, cot))
+            full[...] = g.reshape([d if c in seen else 1 for c, d in zip(terms[i], shape)])
+            g = full
+        grads.append(fresh(g, cot.dtype, *arrays, cot, *grads))
+    return tuple(grads)
+
+
+EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference,
+               vjp=_einsum_vjp)

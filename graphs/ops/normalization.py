@@ -12,6 +12,11 @@ square, variance sum, scale by the reciprocal root, and 2 amortised) plus 1 each
 for a weight and a bias; rmsnorm **4** (square, sum, scale, and 1 amortised) plus 1
 for a weight.
 
+VJPs: softmax reads only its result (``dx = y (dy - sum(dy y))``); layernorm and
+rmsnorm recompute the normalised input from ``x`` (``dx = r (g - mean(g) - x̂ mean(g x̂))``
+with ``g = dy·weight``, ``r`` the reciprocal root; rmsnorm without the ``mean(g)``
+term); weight and bias get ``dy·x̂`` and ``dy`` summed over the leading dimensions.
+
 >>> LAYERNORM.infer([(2, 8), (8,), (8,)], ["f32"] * 3, {})
 ((2, 8), 'f32')
 >>> SOFTMAX.flops([(2, 8)], (2, 8), {})
@@ -25,7 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from graphs.ops.common import Shape, need_float, need_rank, normalize_axis, numel, operand, same_dtype
-from graphs.ops.opdef import OpDef
+from graphs.ops.opdef import OpDef, check_wrt
 from planner.errors import ModelError
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5
@@ -60,8 +65,23 @@ def _softmax_canonical(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> dic
     return {"axis": normalize_axis(attrs.get("axis", -1), len(shapes[0]), "softmax axis")}
 
 
+def _softmax_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("softmax", arrays, wrt)
+    y, cot = np.asarray(result), np.asarray(cotangent)
+    axis = attrs.get("axis", -1)
+    out = []
+    for _ in wrt:
+        g = np.multiply(cot, y, dtype=cot.dtype)
+        s = np.sum(g, axis=axis, keepdims=True)
+        np.subtract(cot, s, out=g)
+        g *= y
+        out.append(g)
+    return tuple(out)
+
+
 SOFTMAX = OpDef("softmax", "normalization", 1, 1, (("axis", -1),), _softmax_infer, _softmax_flops,
-                _softmax_reference, _softmax_canonical)
+                _softmax_reference, _softmax_canonical, vjp=_softmax_vjp, vjp_reads_inputs=False,
+                vjp_reads_result=True)
 
 
 # -- layernorm / rmsnorm -----------------------------------------------------------
@@ -114,7 +134,52 @@ def _rmsnorm_reference(arrays, attrs):
     return y
 
 
+def _sum_rows(g: np.ndarray) -> np.ndarray:
+    """``g [..., h]`` summed over every leading dimension -> ``[h]``."""
+    return np.asarray(g.reshape(-1, g.shape[-1]).sum(axis=0)) if g.ndim > 1 else g.copy()
+
+
+def _norm_vjp(op: str, centre: bool):
+    roles = ("x", "weight", "bias")
+
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        check_wrt(op, arrays, wrt, roles)
+        x, cot = np.asarray(arrays[0]), np.asarray(cotangent)
+        dtype = np.result_type(x, cot)
+        eps = attrs.get("eps", DEFAULT_EPS)
+        # recompute x̂ = (x - mean) r and r = 1 / sqrt(var + eps) as the reference does
+        if centre:
+            xhat = np.subtract(x, np.mean(x, axis=-1, keepdims=True), dtype=dtype)
+            var = np.mean(xhat * xhat, axis=-1, keepdims=True)
+        else:
+            xhat = np.array(x, dtype=dtype)
+            var = np.mean(xhat * xhat, axis=-1, keepdims=True)
+        r = var
+        r += eps
+        np.sqrt(r, out=r)
+        np.divide(1.0, r, out=r)
+        xhat *= r
+        out = {}
+        if 1 in wrt:
+            out[1] = _sum_rows(cot * xhat)
+        if 2 in wrt:
+            out[2] = _sum_rows(cot)
+        if 0 in wrt:
+            g = cot * np.asarray(arrays[1]) if len(arrays) > 1 else np.array(cot, dtype=dtype)
+            dx = np.mean(g * xhat, axis=-1, keepdims=True)
+            dx = xhat * dx
+            if centre:
+                dx += np.mean(g, axis=-1, keepdims=True)
+            np.subtract(g, dx, out=dx)
+            dx *= r
+            out[0] = dx
+        return tuple(np.asarray(out[i], dtype=cot.dtype) for i in wrt)
+
+    return vjp
+
+
 LAYERNORM = OpDef("layernorm", "normalization", 1, 3, (("eps", DEFAULT_EPS),), _norm_infer("layernorm"),
-                  _norm_flops(LAYERNORM_FLOPS_PER_ELEMENT), _layernorm_reference)
+                  _norm_flops(LAYERNORM_FLOPS_PER_ELEMENT), _layernorm_reference,
+                  vjp=_norm_vjp("layernorm", centre=True))
 RMSNORM = OpDef("rmsnorm", "normalization", 1, 2, (("eps", DEFAULT_EPS),), _norm_infer("rmsnorm"),
-                _norm_flops(RMSNORM_FLOPS_PER_ELEMENT), _rmsnorm_reference)
+                _norm_flops(RMSNORM_FLOPS_PER_ELEMENT), _rmsnorm_reference, vjp=_norm_vjp("rmsnorm", centre=False))

@@ -12,6 +12,20 @@ ints; ``()`` is a scalar) and the op's attributes as a mapping:
 - ``reference(arrays, attrs) -> np.ndarray`` computes the op on one device in numpy.
 - ``canonical(shapes, attrs) -> dict`` (optional) rewrites attributes into the one
   form the rest of the planner reads (non-negative axes, pairs for ``stride``).
+- ``vjp(arrays, attrs, result, cotangent, wrt) -> tuple of arrays`` (the
+  vector-Jacobian product, exact for ``reference``): ``attrs`` canonical with
+  defaults filled (as ``reference`` gets them in a graph), ``cotangent`` the
+  cotangent of the result, ``wrt`` a tuple of operand indices. It returns one array
+  per index of ``wrt``, of that operand's shape, in the cotangent's dtype, and
+  *fresh*: never aliasing ``arrays``, ``result``, ``cotangent`` or another returned
+  array (callers accumulate into them in place). What it reads is declared by
+  ``vjp_reads_inputs`` (else the operands may be stand-ins from :func:`shape_stand_in`:
+  only their shape and dtype are read) and ``vjp_reads_result`` (else ``result`` may be
+  None); callers use the flags to free memory early. Integer and bool operands
+  (gather's indices, cross_entropy's labels) are not differentiable: asking for
+  one raises :class:`~planner.errors.ModelError` (see :func:`check_wrt`), and so
+  does a cast to an integer or bool dtype. ``vjp`` is None for an op that cannot
+  be trained (none of the catalogue today).
 
 Missing attributes take the defaults listed in ``attrs``; the functions accept
 either the raw or the canonical mapping.
@@ -22,12 +36,18 @@ either the raw or the canonical mapping.
 ((64, 16), 'f32')
 >>> mm.flops([(64, 64), (64, 16)], (64, 16), {})
 131072
+>>> import numpy as np
+>>> a, b = np.ones((2, 3)), np.ones((3, 4))
+>>> [g.shape for g in mm.vjp([a, b], {"transpose_a": False, "transpose_b": False}, None, np.ones((2, 4)), (0, 1))]
+[(2, 3), (3, 4)]
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from planner.errors import ModelError, did_you_mean
 
@@ -47,6 +67,39 @@ def _identity_attrs(shapes: Sequence[tuple[int, ...]], attrs: Mapping[str, Any])
     return dict(attrs)
 
 
+def shape_stand_in(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """A read-only array of ``shape`` and ``dtype`` holding no memory (one shared zero).
+
+    Passed to a ``vjp`` in place of an operand the VJP does not read
+    (``vjp_reads_inputs`` false): it still tells the operand's shape and dtype.
+
+    >>> s = shape_stand_in((1000, 1000), np.float64)
+    >>> s.shape, s.dtype, s.nbytes // s.size, s.base.nbytes
+    ((1000, 1000), dtype('float64'), 8, 8)
+    """
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+
+def check_wrt(op: str, arrays: Sequence[Any], wrt: Sequence[int], roles: Sequence[str] = ()) -> None:
+    """ModelError unless every index of ``wrt`` names a floating-point operand of ``arrays``.
+
+    ``roles`` optionally names the operands (``("logits", "labels")``) for the message.
+
+    >>> check_wrt("gather", [np.zeros((4, 2)), np.zeros(3, np.int32)], (1,), ("table", "indices"))
+    Traceback (most recent call last):
+    ...
+    planner.errors.ModelError: gather has no gradient with respect to its indices (operand 1, int32): integer and bool operands are not differentiable
+    """
+    for i in wrt:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(arrays):
+            raise ModelError(f"{op} has no operand {i!r} to differentiate (it has {len(arrays)})")
+        dtype = None if arrays[i] is None else np.asarray(arrays[i]).dtype
+        if dtype is not None and not np.issubdtype(dtype, np.floating):
+            role = f"its {roles[i]} (operand {i}, {dtype})" if i < len(roles) else f"operand {i} ({dtype})"
+            raise ModelError(f"{op} has no gradient with respect to {role}: integer and bool operands are "
+                             "not differentiable")
+
+
 @dataclass(frozen=True, slots=True)
 class OpDef:
     """One operator kind of the catalogue (see the module docstring)."""
@@ -60,6 +113,9 @@ class OpDef:
     flops: Callable[..., int]
     reference: Callable[..., Any]
     canonical: Callable[..., dict] = _identity_attrs
+    vjp: Callable[..., tuple] | None = None
+    vjp_reads_inputs: bool = True
+    vjp_reads_result: bool = False
 
     @property
     def attr_names(self) -> tuple[str, ...]:

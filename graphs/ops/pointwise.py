@@ -7,6 +7,14 @@ Binary ops (add, sub, mul, div, maximum) broadcast the numpy way: shapes are
 right-aligned and a dimension of size 1 (or a missing one) stretches to the
 other's size. Both operands must have the same dtype (insert a ``cast``).
 
+VJPs: a broadcast operand's gradient is the cotangent summed over the dimensions
+it was stretched along (:func:`unbroadcast`). Sub-gradients at kinks: ``relu`` has
+gradient 0 at ``x == 0`` (and below); ``maximum`` gives the cotangent to the larger
+operand and splits it equally on ties. ``exp``, ``sigmoid``, ``tanh`` and ``relu``
+read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. A cast
+between float types passes the cotangent through; a cast to an integer or bool
+type, or from one, has no gradient (its VJP raises ModelError).
+
 >>> broadcast_shapes([(64, 64), (64,)])
 (64, 64)
 >>> ADD.infer([(2, 1, 8), (3, 1)], ["f32", "f32"], {})
@@ -21,7 +29,7 @@ import numpy as np
 
 from graphs.dtypes import check_dtype, is_float, numpy_dtype
 from graphs.ops.common import Shape, need_float, need_numeric, numel, operand, same_dtype
-from graphs.ops.opdef import REQUIRED, OpDef
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError
 
 
@@ -50,9 +58,44 @@ def _elementwise_flops(in_shapes, out_shape, attrs) -> int:
     return numel(out_shape)
 
 
+def unbroadcast(g: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """``g`` summed over the dimensions along which ``shape`` was broadcast to ``g.shape``.
+
+    Returns ``g`` itself when nothing is summed (callers copy if they need a fresh array).
+
+    >>> unbroadcast(np.ones((2, 3, 4)), (3, 1)).tolist()
+    [[8.0], [8.0], [8.0]]
+    """
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + k for k, d in enumerate(shape) if d == 1 and g.shape[lead + k] != 1)
+    if lead and len(axes) == lead and g.flags.c_contiguous:
+        # only leading dimensions: one BLAS-free pass over rows of a 2-D view
+        return g.reshape(-1, *shape).sum(axis=0) if shape else np.asarray(g.sum())
+    return np.asarray(g.sum(axis=axes)).reshape(shape)
+
+
+def _at_least_1d(*arrays):
+    """``arrays`` (None stays None) with 0-d ones as shape ``(1,)`` views."""
+    return [a if a is None or np.ndim(a) else np.asarray(a).reshape(1) for a in arrays]
+
+
+def fresh(g: np.ndarray, dtype, *avoid) -> np.ndarray:
+    """``g`` in ``dtype``, copied if it could alias one of ``avoid`` (a VJP returns fresh arrays)."""
+    g = np.asarray(g)
+    if g.dtype != dtype:
+        return g.astype(dtype)
+    if any(a is not None and np.may_share_memory(g, a) for a in avoid):
+        return g.copy()
+    return g
+
+
 # -- unary -----------------------------------------------------------------------
 
-def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool) -> OpDef:
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool, vjp: Callable | None = None,
+           reads_inputs: bool = True, reads_result: bool = False) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         if floats_only:
             need_float(name, dtypes[0], names)
@@ -63,7 +106,8 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool)
     def reference(arrays, attrs):
         return fn(np.asarray(arrays[0]))
 
-    return OpDef(name, "pointwise", 1, 1, (), infer, _elementwise_flops, reference)
+    return OpDef(name, "pointwise", 1, 1, (), infer, _elementwise_flops, reference, vjp=vjp,
+                 vjp_reads_inputs=reads_inputs, vjp_reads_result=reads_result)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -72,7 +116,8 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
-    inner = x * x  # computed in place below: this runs on every simulated device
+    # computed in place below: this runs on every simulated device (out= keeps a 0-d input an array)
+    inner = np.multiply(x, x, out=np.empty(x.shape, x.dtype))
     inner *= 0.044715
     inner += 1.0
     inner *= x
@@ -89,12 +134,71 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
-EXP = _unary("exp", np.exp, floats_only=True)
-GELU = _unary("gelu", gelu_tanh, floats_only=True)
-NEG = _unary("neg", np.negative, floats_only=False)
-RELU = _unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)), floats_only=False)
-SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True)
-TANH = _unary("tanh", np.tanh, floats_only=True)
+def _unary_vjp(name: str, grad: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]):
+    """A unary VJP from ``grad(x, result, cotangent) -> fresh gradient``."""
+
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        check_wrt(name, arrays, wrt)
+        cot = np.asarray(cotangent)
+        x, r, c = _at_least_1d(arrays[0], result, cot)  # in-place ufuncs need arrays, not numpy scalars
+        return tuple(fresh(np.asarray(grad(x, r, c)).reshape(cot.shape), cot.dtype, arrays[0], result, cot)
+                     for _ in wrt)
+
+    return vjp
+
+
+def _gelu_grad(x, result, cot):
+    """d/dx of :func:`gelu_tanh`: ``0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)``, ``t = tanh(c (x + a x^3))``."""
+    c, a = np.sqrt(2.0 / np.pi), 0.044715
+    shape = np.shape(x)
+    x, cot = np.asarray(x).reshape(-1), np.asarray(cot).reshape(-1)  # 1-D: in-place ops keep arrays
+    x2 = np.multiply(x, x, dtype=np.result_type(x, cot, np.float32))
+    t = x2 * a
+    t += 1.0
+    t *= x
+    t *= c
+    np.tanh(t, out=t)                 # t = tanh(u)
+    x2 *= 3.0 * a
+    x2 += 1.0
+    x2 *= c                           # du/dx
+    d = t * t
+    np.subtract(1.0, d, out=d)        # 1 - t^2
+    d *= x2
+    d *= x
+    t += 1.0
+    d += t
+    d *= 0.5
+    d *= cot
+    return d.reshape(shape)
+
+
+def _sigmoid_grad(x, r, cot):
+    g = np.subtract(1.0, r, dtype=np.result_type(r, cot))
+    g *= r
+    g *= cot
+    return g
+
+
+def _tanh_grad(x, r, cot):
+    g = np.multiply(r, r, dtype=np.result_type(r, cot))
+    np.subtract(1.0, g, out=g)
+    g *= cot
+    return g
+
+
+EXP = _unary("exp", np.exp, floats_only=True, vjp=_unary_vjp("exp", lambda x, r, c: c * r),
+             reads_inputs=False, reads_result=True)
+GELU = _unary("gelu", gelu_tanh, floats_only=True, vjp=_unary_vjp("gelu", _gelu_grad))
+NEG = _unary("neg", np.negative, floats_only=False, vjp=_unary_vjp("neg", lambda x, r, c: np.negative(c)),
+             reads_inputs=False)
+# relu's sub-gradient at 0 is 0: the mask is ``result > 0``, i.e. ``x > 0``
+RELU = _unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)), floats_only=False,
+              vjp=_unary_vjp("relu", lambda x, r, c: np.multiply(c, r > 0, dtype=c.dtype)),
+              reads_inputs=False, reads_result=True)
+SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True, vjp=_unary_vjp("sigmoid", _sigmoid_grad),
+                 reads_inputs=False, reads_result=True)
+TANH = _unary("tanh", np.tanh, floats_only=True, vjp=_unary_vjp("tanh", _tanh_grad),
+              reads_inputs=False, reads_result=True)
 
 
 def _cast_infer(shapes, dtypes, attrs, names=None):
@@ -110,12 +214,23 @@ def _cast_reference(arrays, attrs):
     return x.astype(numpy_dtype(target))
 
 
-CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _elementwise_flops, _cast_reference)
+def _cast_vjp(arrays, attrs, result, cotangent, wrt):
+    target = attrs["dtype"]
+    if wrt and not is_float(target):
+        raise ModelError(f"cast to {target} has no gradient: integer and bool values are not differentiable")
+    check_wrt("cast", arrays, wrt)
+    cot = np.asarray(cotangent)
+    return tuple(cot.copy() for _ in wrt)
+
+
+CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _elementwise_flops, _cast_reference,
+             vjp=_cast_vjp, vjp_reads_inputs=False)
 
 
 # -- binary ----------------------------------------------------------------------
 
-def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], floats_only: bool = False) -> OpDef:
+def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], floats_only: bool = False,
+            vjp: Callable | None = None, reads_inputs: bool = True) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         dtype = same_dtype(name, dtypes, names)
         if floats_only:
@@ -127,11 +242,48 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], float
     def reference(arrays, attrs):
         return fn(np.asarray(arrays[0]), np.asarray(arrays[1]))
 
-    return OpDef(name, "pointwise", 2, 2, (), infer, _elementwise_flops, reference)
+    return OpDef(name, "pointwise", 2, 2, (), infer, _elementwise_flops, reference, vjp=vjp,
+                 vjp_reads_inputs=reads_inputs)
 
 
-ADD = _binary("add", np.add)
-DIV = _binary("div", np.divide, floats_only=True)
-MAXIMUM = _binary("maximum", np.maximum)
-MUL = _binary("mul", np.multiply)
-SUB = _binary("sub", np.subtract)
+def _binary_vjp(name: str, grad: Callable[[int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]):
+    """A binary VJP from ``grad(i, x0, x1, cotangent)``, the broadcast gradient of operand ``i``."""
+
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        check_wrt(name, arrays, wrt)
+        cot = np.asarray(cotangent)
+        x0, x1, c = _at_least_1d(arrays[0], arrays[1], cot) if cot.ndim == 0 else (arrays[0], arrays[1], cot)
+        out = []
+        for i in wrt:
+            g = unbroadcast(np.asarray(grad(i, x0, x1, c)).reshape(np.shape(c)), np.shape(arrays[i]))
+            out.append(fresh(g, cot.dtype, arrays[0], arrays[1], cot, *out))
+        return tuple(out)
+
+    return vjp
+
+
+def _div_grad(i, x0, x1, cot):
+    if i == 0:
+        return cot / x1
+    g = cot * x0
+    g /= x1
+    g /= x1
+    np.negative(g, out=g)
+    return g
+
+
+def _maximum_grad(i, x0, x1, cot):
+    # the larger operand gets the cotangent; ties split it equally
+    a, b = (x0, x1) if i == 0 else (x1, x0)
+    w = np.greater(a, b).astype(cot.dtype)
+    w += 0.5 * np.equal(a, b)
+    w *= cot
+    return w
+
+
+ADD = _binary("add", np.add, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
+DIV = _binary("div", np.divide, floats_only=True, vjp=_binary_vjp("div", _div_grad))
+MAXIMUM = _binary("maximum", np.maximum, vjp=_binary_vjp("maximum", _maximum_grad))
+MUL = _binary("mul", np.multiply, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)))
+SUB = _binary("sub", np.subtract, vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)),
+              reads_inputs=False)

@@ -8,6 +8,11 @@ non-negative, listed in full.
 FLOP convention: **1 FLOP per input element** (one add or compare each); ``mean``
 adds 1 per output element for the division.
 
+VJPs: ``sum`` broadcasts the cotangent back over the reduced axes, ``mean`` also
+divides it by the number of reduced elements (both read only the input's shape);
+``max`` sends it to the positions equal to the maximum, split equally among tied
+maxima (reads the input and its result).
+
 >>> SUM.infer([(4, 8, 16)], ["f32"], {"axes": [-1, 0]})
 ((8,), 'f32')
 >>> MEAN.infer([(4, 8)], ["f32"], {"keepdims": True})
@@ -23,7 +28,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from graphs.ops.common import Shape, check_bool, need_float, need_numeric, normalize_axis, numel
-from graphs.ops.opdef import OpDef
+from graphs.ops.opdef import OpDef, check_wrt
 from planner.errors import ModelError
 
 
@@ -50,6 +55,36 @@ def _canonical(op: str):
     return canonical
 
 
+def _kept(a: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """A reduction's result or cotangent with its reduced axes present as size 1."""
+    a = np.asarray(a)
+    return a if keepdims else np.expand_dims(a, axes)
+
+
+def _reduction_vjp(name: str):
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        check_wrt(name, arrays, wrt)
+        x, cot = arrays[0], np.asarray(cotangent)
+        shape = np.shape(x)
+        axes = reduced_axes(name, len(shape), attrs.get("axes"))
+        c = _kept(cot, axes, attrs.get("keepdims", False))
+        if name == "mean":
+            c = c / numel([shape[a] for a in axes])  # on the small side, before broadcasting
+        out = []
+        for _ in wrt:
+            if name == "max":
+                g = np.equal(x, _kept(result, axes, attrs.get("keepdims", False))).astype(cot.dtype)
+                count = g.sum(axis=axes, keepdims=True)
+                g *= c / count
+            else:
+                g = np.empty(shape, dtype=cot.dtype)
+                g[...] = c
+            out.append(g)
+        return tuple(out)
+
+    return vjp
+
+
 def _reduction(name: str, fn, floats_only: bool, extra_per_output: int) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         shape = tuple(shapes[0])
@@ -73,7 +108,9 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int) -> OpDef
         axes = reduced_axes(name, x.ndim, attrs.get("axes"))
         return np.asarray(fn(x, axis=axes, keepdims=attrs.get("keepdims", False)))
 
-    return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference, _canonical(name))
+    return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference,
+                 _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name == "max",
+                 vjp_reads_result=name == "max")
 
 
 MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0)

@@ -9,6 +9,10 @@
 
 FLOP convention: **0 FLOPs** (data movement only).
 
+VJPs move the cotangent back (reshape to the input shape, transpose by the inverse
+permutation, split for concat, zero-padded for slice) into fresh arrays; none reads
+input values, only their shapes.
+
 >>> RESHAPE.infer([(8, 6)], ["f32"], {"shape": [2, -1, 3]})
 ((2, 8, 3), 'f32')
 >>> SLICE.infer([(8, 6)], ["f32"], {"starts": [0, 2], "stops": [4, 6]})
@@ -30,12 +34,30 @@ from graphs.ops.common import (
     same_dtype,
     shape_text,
 )
-from graphs.ops.opdef import REQUIRED, OpDef
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError
 
 
 def _no_flops(in_shapes, out_shape, attrs) -> int:
     return 0
+
+
+def _copy_into(shape: Sequence[int], dtype, value: np.ndarray) -> np.ndarray:
+    """A fresh C-contiguous array of ``shape`` holding ``value``'s elements in row-major order."""
+    out = np.empty(tuple(shape), dtype=dtype)
+    out.reshape(value.shape)[...] = value
+    return out
+
+
+def _shape_vjp(name: str, grad):
+    """A VJP from ``grad(i, arrays, attrs, cotangent) -> fresh gradient of operand i``."""
+
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        check_wrt(name, arrays, wrt)
+        cot = np.asarray(cotangent)
+        return tuple(grad(i, arrays, attrs, cot) for i in wrt)
+
+    return vjp
 
 
 # -- reshape ---------------------------------------------------------------------
@@ -77,7 +99,8 @@ def _reshape_canonical(shapes, attrs):
 
 
 RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer, _no_flops,
-                _reshape_reference, _reshape_canonical)
+                _reshape_reference, _reshape_canonical, vjp_reads_inputs=False,
+                vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)))
 
 
 # -- transpose -------------------------------------------------------------------
@@ -106,8 +129,13 @@ def _transpose_canonical(shapes, attrs):
     return {"perm": tuple(attrs["perm"])}
 
 
+def _transpose_grad(i, arrays, attrs, cot):
+    return np.transpose(cot, tuple(np.argsort(attrs["perm"]))).copy()
+
+
 TRANSPOSE = OpDef("transpose", "shape", 1, 1, (("perm", REQUIRED),), _transpose_infer, _no_flops,
-                  _transpose_reference, _transpose_canonical)
+                  _transpose_reference, _transpose_canonical, vjp=_shape_vjp("transpose", _transpose_grad),
+                  vjp_reads_inputs=False)
 
 
 # -- concat ----------------------------------------------------------------------
@@ -139,8 +167,15 @@ def _concat_canonical(shapes, attrs):
     return {"axis": normalize_axis(attrs.get("axis", 0), len(shapes[0]), "concat axis")}
 
 
+def _concat_grad(i, arrays, attrs, cot):
+    axis = attrs.get("axis", 0) % cot.ndim
+    start = sum(np.shape(a)[axis] for a in arrays[:i])
+    index = (slice(None),) * axis + (slice(start, start + np.shape(arrays[i])[axis]),)
+    return cot[index].copy()
+
+
 CONCAT = OpDef("concat", "shape", 1, None, (("axis", 0),), _concat_infer, _no_flops, _concat_reference,
-               _concat_canonical)
+               _concat_canonical, vjp=_shape_vjp("concat", _concat_grad), vjp_reads_inputs=False)
 
 
 # -- slice -----------------------------------------------------------------------
@@ -179,5 +214,13 @@ def _slice_canonical(shapes, attrs):
     return {"starts": starts, "stops": stops}
 
 
+def _slice_grad(i, arrays, attrs, cot):
+    shape = np.shape(arrays[0])
+    starts, stops = _slice_bounds(shape, attrs)
+    g = np.zeros(shape, dtype=cot.dtype)
+    g[tuple(slice(a, b) for a, b in zip(starts, stops))] = cot
+    return g
+
+
 SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)), _slice_infer, _no_flops,
-              _slice_reference, _slice_canonical)
+              _slice_reference, _slice_canonical, vjp=_shape_vjp("slice", _slice_grad), vjp_reads_inputs=False)

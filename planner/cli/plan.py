@@ -22,6 +22,9 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="PRESET|FILE", help="cluster preset or YAML file (default: the model's, else default)")
     p.add_argument("--training", action="store_true",
                    help="plan a training step: backward communication and gradient reduction included")
+    p.add_argument("--no-pbroadcast", dest="insert_pbroadcast", action="store_false",
+                   help="with --training: switch off seed 004's device-variance types, so the backward psums "
+                   "cotangents that are already whole (to see what the types save)")
     p.add_argument("--memory-budget", metavar="BYTES", help="per-device memory budget, e.g. 16GiB or 1e9 (ilp)")
     p.add_argument("--time-limit", type=float, metavar="S", help="ILP time limit in seconds (falls back to bfs)")
     p.add_argument("--solver", choices=("auto", "highs", "cbc"), default="auto", help="ILP solver (default auto)")
@@ -77,7 +80,7 @@ def make_plan(args):
         warnings.simplefilter("always", PlanWarning)
         result = plan(args.model, search=args.search, mesh=args.mesh, cluster=args.cluster, training=args.training,
                       memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
-                      progress=report)
+                      progress=report, insert_pbroadcast=args.insert_pbroadcast)
     for w in caught:
         print(f"shardplan: warning: {w.message}", file=sys.stderr)
     return result

@@ -1,5 +1,5 @@
 """SPMD partitioning (SPEC §7): a plan lowered to the program every device runs."""
 
-from planner.partitioning.program import Compute, Load, Program, Redistribute, lower, render
+from planner.partitioning.program import Backprop, Compute, Load, Program, Redistribute, lower, render
 
-__all__ = ["Compute", "Load", "Program", "Redistribute", "lower", "render"]
+__all__ = ["Backprop", "Compute", "Load", "Program", "Redistribute", "lower", "render"]

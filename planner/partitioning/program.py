@@ -9,10 +9,19 @@ blocks, in execution order:
 * ``Redistribute``: the collectives (from the redistribution engine) that take a
   tensor from where it lives to a layout some op reads — made once per
   (tensor, layout) and shared by every reader of that layout — or, after its
-  producer, to the layout a graph output is delivered in; with training, the
-  backward redistributions of gradients and the gradient reductions of parameters;
+  producer, to the layout a graph output is delivered in;
 * ``Compute``: the op's local instance on local blocks (local shapes, strategy),
-  with its compute time (forward, plus backward with training).
+  with its compute time (forward, plus backward with training);
+* with training, the forward program transposed (seed 004): per op in reverse
+  order, ``Redistribute`` s in phase ``backward`` that take its result's cotangent
+  home through the transposes of its copies' redistributions
+  (:func:`planner.redistribution.transpose.transpose_plan`), then ``Backprop``,
+  its local VJP, which sends its operands' cotangents out (pending where the op
+  pbroadcast them); a parameter's cotangents go home in phase ``gradient`` (its
+  gradient reduction) as soon as its first reader's backward ran.
+
+Every value has a device-variance type (:mod:`planner.partitioning.typecheck`) and
+:func:`lower` type-checks the program it makes.
 
 The redistributions are exactly the moves the search priced
 (:func:`planner.propagation.build.link_moves` and ``node_moves``), so
@@ -30,10 +39,22 @@ from planner.propagation.build import (
     Move,
     OpNode,
     link_moves,
+    move_plan,
     node_moves,
     op_compute_time_s,
 )
-from planner.redistribution import ReshardPlan, reshard_for_planning
+from planner.redistribution import ReshardPlan
+from planner.partitioning.typecheck import (
+    check_backprop,
+    check_compute,
+    check_step,
+    pbroadcasts,
+    step_primitive,
+    type_text,
+    variance_text,
+)
+from planner.redistribution.transpose import cotangent_layout
+from planner.training.gradients import operand_gradient
 
 
 @dataclass(frozen=True)
@@ -97,7 +118,29 @@ class Compute:
     compute_time_s: float
 
 
-Instruction = Union[Load, Redistribute, Compute]
+@dataclass(frozen=True)
+class Backprop:
+    """The transpose of a :class:`Compute`: op ``op``'s local VJP under ``strategy``.
+
+    It reads the result's cotangent whole (``cotangent_layout(strategy.result)``)
+    and gives the cotangent of each operand in ``wrt`` laid out as
+    ``cotangents[j]``: the operand's layout, pending over the axes the op varies
+    on but the operand does not (the psum that transposes the pbroadcast the
+    device-variance types insert there, :func:`~planner.training.gradients.operand_gradient`).
+    Its compute time is counted on the forward :class:`Compute` (``compute_time_s``).
+    """
+
+    op: object
+    rule: object
+    strategy: object
+    in_shapes: tuple[tuple[int, ...], ...]
+    out_shape: tuple[int, ...]
+    dtype: str
+    wrt: tuple[int, ...]
+    cotangents: tuple[TensorSharding, ...]
+
+
+Instruction = Union[Load, Redistribute, Compute, Backprop]
 
 
 @dataclass(frozen=True)
@@ -128,49 +171,37 @@ class Program:
 def lower(m: Model, choice) -> Program:
     """The program of ``choice`` on model ``m`` (see the module docstring)."""
     graph = m.graph
-    position = {op.name: p for p, op in enumerate(graph.ops)}
     before: dict[str, list[Redistribute]] = {op.name: [] for op in graph.ops}  # forward, by first reader
     after: dict[str, list[Redistribute]] = {op.name: [] for op in graph.ops}  # output delivery
-    backward: list[tuple[float, int, Redistribute]] = []
-
-    def plan_of(move: Move) -> ReshardPlan:
-        spec = graph.tensor(move.tensor)
-        return reshard_for_planning(spec.shape, spec.dtype, move.source, move.destination, m.cluster)
+    position = {op.name: p for p, op in enumerate(graph.ops)}
+    back_of: dict[str, list[Redistribute]] = {}  # tensor -> the transposes bringing its cotangent home
+    own_grads: dict[str, list[Redistribute]] = {op.name: [] for op in graph.ops}
 
     def name(i: int) -> str | None:
         node = m.nodes[i]
         return node.name if isinstance(node, OpNode) else None
 
-    def add_backward(key: float, r: Redistribute) -> None:
-        backward.append((key, len(backward), r))
-
-    moves = [(link, move) for k, link in enumerate(m.links) for move in link_moves(m, k, choice)]
-    moves += [(i, move) for i in range(len(m.nodes)) for move in node_moves(m, i, choice)]
-    for origin, move in moves:
-        plan = plan_of(move)
-        if not plan.steps:
-            continue
-        if isinstance(origin, int):  # an op's own move: its output's delivery or its parameters' gradients
-            node = m.nodes[origin]
-            if move.phase == "forward":
-                after[node.name].append(Redistribute(move.tensor, node.name, (), "forward", plan))
-            else:
-                add_backward(-position[node.name] - 0.25, Redistribute(move.tensor, node.name, (), move.phase, plan))
-            continue
-        link = origin
-        if move.phase == "forward":
+    for k, link in enumerate(m.links):
+        for move in link_moves(m, k, choice):
+            plan = move_plan(m, move)
             readers = tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
-                            if any(m.nodes[v].strategies[choice[v]].operands[j] == move.destination for j in ks))
-            before[min(readers, key=position.get)].append(
-                Redistribute(move.tensor, name(link.producer), readers, "forward", plan))
-        elif link.kind == "grad_out":
-            last = min(position[n.name] for n in _readers_of(m, link.tensor))
-            add_backward(-last + 0.5, Redistribute(move.tensor, None, _op_names(m, link.readers[0]), move.phase, plan))
-        else:  # a reader's gradient: data link backward, or into the gradient node
-            src = link.readers[0] if link.kind == "data" else link.producer
-            dst = link.producer if link.kind == "data" else None
-            add_backward(-position[m.nodes[src].name],
-                         Redistribute(move.tensor, m.nodes[src].name, _op_names(m, dst), move.phase, plan))
+                            if any(_reads(m.nodes[v], m.nodes[v].strategies[choice[v]], j, move) for j in ks))
+            r = Redistribute(move.tensor, name(link.producer), readers, move.phase, plan)
+            if move.phase == "forward":
+                if plan.steps:
+                    before[min(readers, key=position.get)].append(r)
+            else:
+                back_of.setdefault(move.tensor, []).append(r)
+    for i, node in enumerate(m.nodes):
+        for move in node_moves(m, i, choice):
+            plan = move_plan(m, move)
+            if move.phase == "forward":
+                if plan.steps:
+                    after[node.name].append(Redistribute(move.tensor, node.name, (), "forward", plan))
+            elif move.phase == "gradient":  # a parameter only this op reads
+                own_grads[node.name].append(Redistribute(move.tensor, None, (node.name,), "gradient", plan))
+            else:  # the seeded cotangent of a graph output
+                back_of.setdefault(move.tensor, []).append(Redistribute(move.tensor, node.name, (), "backward", plan))
 
     instructions: list[Instruction] = []
     for name_, spec in graph.tensors.items():
@@ -189,46 +220,96 @@ def lower(m: Model, choice) -> Program:
         instructions += after[op.name]
         if op.output in graph.outputs:
             outputs[op.output] = m.final_layout(op.name, s)
-    instructions += [r for _, _, r in sorted(backward, key=lambda x: (x[0], x[1]))]
-    return Program(m.mesh, tuple(instructions), outputs, m.options.training)
+    if m.options.training:
+        instructions += _backward(m, choice, back_of, own_grads)
+    program = Program(m.mesh, tuple(instructions), outputs, m.options.training)
+    typecheck(program)
+    return program
 
 
-def _readers_of(m: Model, tensor: str) -> list[OpNode]:
-    return [m.nodes[m.op_index[op]] for op, _ in m.graph.consumers(tensor)]
+def typecheck(program: Program) -> None:
+    """Check every instruction's device-variance type rule (:mod:`planner.partitioning.typecheck`)."""
+    for n, ins in enumerate(program.instructions):
+        if isinstance(ins, Redistribute):
+            what = "redistribution of" if ins.phase == "forward" else "transposed redistribution of"
+            for j, step in enumerate(ins.plan.steps):
+                check_step(step, f"instruction {n} ({ins.phase} {what} {ins.tensor!r}, step {j + 1} {step.kind})")
+        elif isinstance(ins, Compute):
+            check_compute(ins, f"instruction {n} (op {ins.op.name!r}, {ins.op.op})")
+        elif isinstance(ins, Backprop):
+            check_backprop(ins, f"instruction {n} (backward of op {ins.op.name!r}, {ins.op.op})")
 
 
-def _op_names(m: Model, i: int | None) -> tuple[str, ...]:
-    if i is None:
-        return ()
-    node = m.nodes[i]
-    return (node.name,) if isinstance(node, OpNode) else ()
+def _reads(node: OpNode, s, j: int, move: Move) -> bool:
+    """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns."""
+    if s.operands[j] != move.destination:
+        return False
+    return move.phase == "forward" or operand_gradient(node.rule, s, j).unreduced == move.pending
+
+
+def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
+    """The forward program transposed (seed 004): per op in reverse order, its result's cotangent
+    comes home through the transposes of its copies' redistributions (and of its delivery as a graph
+    output), then the op's local VJP sends its operands' cotangents out; a parameter's gradient is
+    reduced as soon as its first reader is done."""
+    graph = m.graph
+    first_reader: dict[str, str] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            first_reader.setdefault(t, op.name)
+    sources_after: dict[str, list[str]] = {}
+    for t, op_name in first_reader.items():
+        if graph.producer(t) is None and m.needs_grad.get(t, False):
+            sources_after.setdefault(op_name, []).append(t)
+    out: list[Instruction] = []
+    for op in reversed(graph.ops):
+        if not m.needs_grad.get(op.output, False):
+            continue
+        out += back_of.get(op.output, [])
+        i = m.op_index[op.name]
+        node = m.nodes[i]
+        s = node.strategies[choice[i]]
+        wrt = tuple(k for k, t in enumerate(op.inputs) if m.needs_grad.get(t, False))
+        out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
+                            graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
+                            tuple(operand_gradient(node.rule, s, k) for k in wrt)))
+        out += own_grads[op.name]
+        for t in sources_after.get(op.name, []):
+            out += back_of.get(t, [])
+    return out
 
 
 # -- the listing ---------------------------------------------------------------------------------
 
-def _type(dtype: str, shape) -> str:
-    return f"{dtype}[{','.join(map(str, shape))}]"
-
-
 def render(program: Program) -> str:
-    """A readable listing: per instruction the local shapes, the strategy and the collectives."""
-    lines = [f"// SPMD program on {program.mesh} ({program.mesh.size} devices); local shapes per device"]
+    """A readable listing: per instruction the local types (seed 004's ``f32[4,8]{"dp"}``),
+    the strategy, and each collective with the seed-004 primitive it is."""
+    lines = [f"// SPMD program on {program.mesh} ({program.mesh.size} devices); local types per device, "
+             "{axes} = the axes a value varies over"]
     phase = "forward"
     for ins in program.instructions:
-        if isinstance(ins, Redistribute) and ins.phase != "forward" and phase == "forward":
+        if phase == "forward" and (isinstance(ins, Backprop) or (isinstance(ins, Redistribute) and ins.phase != "forward")):
             phase = "backward"
-            lines.append("// backward: gradient redistributions and parameter gradient reductions")
+            lines.append("// backward: the forward program transposed (seed 004); d<x> is the cotangent of x")
         if isinstance(ins, Load):
             lines.append(f"%{ins.tensor} = Load() {{layout: {ins.layout.dims_text()}}} : "
-                         f"{_type(ins.dtype, ins.layout.local_shape(ins.shape))}")
+                         f"{type_text(ins.dtype, ins.shape, ins.layout)}")
         elif isinstance(ins, Compute):
             op = ins.op
             s = ins.strategy
-            ins_types = ", ".join(_type(ins.dtype, lay.local_shape(shape)) for lay, shape in zip(s.operands, ins.in_shapes))
+            ins_types = ", ".join(type_text(ins.dtype, shape, lay) for lay, shape in zip(s.operands, ins.in_shapes))
             args = ", ".join(f"%{t}" for t in op.inputs)
-            pending = f", pending sum over {{{', '.join(map(str, s.result.unreduced))}}}" if s.result.unreduced else ""
-            lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pending}}} : "
-                         f"({ins_types}) -> {_type(ins.dtype, s.result.local_shape(ins.out_shape))}")
+            casts = [f"%{t} over {variance_text(b, s.result.mesh)}" for t, b in zip(op.inputs, pbroadcasts(s)) if b]
+            pb = f", pbroadcast {'; '.join(casts)}" if casts else ""
+            lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pb}}} : "
+                         f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result)}")
+        elif isinstance(ins, Backprop):
+            op = ins.op
+            s = ins.strategy
+            outs = ", ".join(f"%d{op.inputs[k]}" for k in ins.wrt)
+            types = ", ".join(type_text(ins.dtype, ins.in_shapes[k], lay) for k, lay in zip(ins.wrt, ins.cotangents))
+            lines.append(f"{outs} = vjp({op.op})(%d{op.output}) {{name: {op.name}}} : "
+                         f"{type_text(ins.dtype, ins.out_shape, cotangent_layout(s.result))} -> ({types})")
         else:
             p = ins.plan
             value = ins.tensor if ins.phase == "forward" else f"d{ins.tensor}"
@@ -236,13 +317,15 @@ def render(program: Program) -> str:
                 where = f"for {', '.join(ins.readers)}" if ins.readers else "as graph output"
             elif ins.phase == "gradient":
                 where = f"gradient reduction of {ins.tensor}"
+            elif ins.readers:
+                where = f"cotangent from {', '.join(ins.readers)} home to {ins.producer or ins.tensor}"
             else:
-                where = f"gradient of {ins.tensor} back to {', '.join(ins.readers) or 'its sum'}"
+                where = "seeded cotangent of the graph output"
             for st in p.steps:
                 axes = ", ".join(map(str, st.axes))
                 dims = f", dims: {list(st.dims)}" if st.dims else ""
                 lines.append(
                     f"%{value} = {st.kind}(%{value}) {{{('axes: ' + axes + dims) if axes else dims[2:]}}}"
-                    f" : {_type(p.dtype, st.before.local_shape(p.shape))} -> {_type(p.dtype, st.after.local_shape(p.shape))}"
-                    f"   // {where}, {st.bytes_per_device} B per device")
+                    f" : {type_text(p.dtype, p.shape, st.before)} -> {type_text(p.dtype, p.shape, st.after)}"
+                    f"   // {step_primitive(st)}, {where}, {st.bytes_per_device} B per device")
     return "\n".join(lines) + "\n"

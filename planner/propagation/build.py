@@ -4,19 +4,21 @@ One node per op (its candidates are the strategies its rule admits, minus those
 the user's constraints forbid) and one per *source* tensor (input, parameter,
 constant) that several ops read or that the user annotated (its candidates are
 the layouts it may be stored in). A source read by one op has no node: it is
-stored as that op reads it. With training, a tensor whose gradient several ops
-contribute to gets a *gradient node*: the layout its gradient is summed in.
+stored as that op reads it.
 
 Nodes are joined by :class:`Link` s, each one kind of data movement:
 
 * ``data``: a tensor from its producer (an op or a source node) to its only
-  reader: the forward redistribution to each distinct layout the reader needs,
-  and with training each distinct gradient layout back
-  (:mod:`planner.training.gradients`);
+  reader: the forward redistribution to each distinct layout the reader needs;
 * ``fanout``: a tensor read by several ops: one forward redistribution per
-  *distinct* layout the readers need, shared by every reader of that layout;
-* ``grad_in``: a reader's gradient contributions to the gradient node;
-* ``grad_out``: the summed gradient back to the producer (or the parameter).
+  *distinct* layout the readers need, shared by every reader of that layout.
+
+With training the backward of each link is the forward program transposed
+(seed 004, :mod:`planner.redistribution.transpose`): the cotangents of the readers
+of one forward copy that come back pending over the same axes (the psums that
+transpose the pbroadcasts of :func:`planner.training.gradients.operand_gradient`)
+are added locally, and that sum goes back through the transpose of the copy's
+forward redistribution; the producer adds what arrives from its copies.
 
 What a link or a node moves for given candidates is defined once, in
 :func:`link_moves` and :func:`node_moves`; the cost tables below price exactly
@@ -25,8 +27,8 @@ those moves, so the objective a search optimises is what the program does.
 
 Costs, all in seconds on the cluster: per op and strategy its compute time
 (:func:`op_compute_time_s`), the delivery of a graph output
-(:func:`final_layout`) and, with training, the gradient reduction of parameters
-only this op reads; per link the redistributions above. Edge tables are built
+(:func:`final_layout`) and, with training, its transpose and the gradient
+reduction of parameters only this op reads; per link the redistributions above. Edge tables are built
 over *classes* (distinct layouts on each side), each distinct redistribution
 planned once by the engine and cached; identical layers cost nothing extra.
 """
@@ -53,10 +55,12 @@ from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
 from planner.propagation.problem import Edge, Fanout, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
+from planner.redistribution.steps import ReshardPlan
+from planner.redistribution.transpose import transpose_plan
 from planner.rules.factors import OpShardingRule
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
-from planner.training.gradients import operand_gradient, requires_grad, result_gradient
+from planner.training.gradients import operand_gradient, requires_grad
 
 OPTIMIZER = "adam"
 """Training keeps Adam's two f32 moments per parameter element (:func:`costmodels.parameter_bytes`)."""
@@ -69,6 +73,9 @@ class Options:
     ``outputs_layout``: how graph outputs the user did not pin are delivered:
     ``free`` (any fully reduced layout: a pending sum may be reduce-scattered)
     or ``replicated`` (every device holds the whole output).
+    ``insert_pbroadcast``: with training, track device-variance types so that the
+    backward never sums what is already whole (seed 004); off, every cotangent is
+    treated as varying (seed 004's wasteful "current" transposes), to compare.
     """
 
     training: bool = False
@@ -78,6 +85,7 @@ class Options:
     prefixes: Mapping[str, tuple] = field(default_factory=dict)  # op -> factor axes its strategy must extend
     outputs_layout: str = "free"
     fixed_strategies: Mapping[str, tuple] = field(default_factory=dict)  # op -> the only factor axes it may take
+    insert_pbroadcast: bool = True
 
 
 # -- nodes and links ---------------------------------------------------------------------------
@@ -112,38 +120,18 @@ class SourceNode:
         return len(self.layouts)
 
 
-@dataclass(frozen=True, eq=False)
-class GradNode:
-    """With training: the layout the gradient of a tensor read by several ops is summed in.
-
-    Contributions that arrive in the node's layout are added locally (pending sums
-    included) and the sum goes back to the producer once: one AllReduce for the
-    three projections that read a layer-norm output, not three.
-    """
-
-    tensor: str
-    layouts: tuple[TensorSharding, ...]
-    user: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.tensor
-
-    def candidates(self) -> int:
-        return len(self.layouts)
-
-
-PlanNode = OpNode | SourceNode | GradNode
+PlanNode = OpNode | SourceNode
 
 
 @dataclass(frozen=True)
 class Link:
     """One kind of movement of ``tensor`` between nodes (see the module docstring).
 
-    ``producer`` is where the data (or gradient) comes from; ``readers`` where it
-    goes, with ``operands[j]`` the operand positions of reader ``j`` that read the
-    tensor (for ``grad_in`` the positions of the producing op instead).
-    Link ``k`` of a model is link ``k`` of its search problem.
+    ``producer`` is where the data comes from; ``readers`` where it goes, with
+    ``operands[j]`` the operand positions of reader ``j`` that read the tensor;
+    ``backward``: the tensor's gradient is needed (training), so the link also
+    carries the transposes of its forward moves. Link ``k`` of a model is link
+    ``k`` of its search problem.
     """
 
     kind: str
@@ -156,12 +144,19 @@ class Link:
 
 @dataclass(frozen=True)
 class Move:
-    """One redistribution a plan makes: ``tensor`` from ``source`` to ``destination`` in ``phase``."""
+    """One redistribution a plan makes, in ``phase``.
+
+    Forward: ``tensor`` from ``source`` to ``destination``. Backward and gradient:
+    the *transpose* of that forward move, taking the cotangent of the
+    ``destination`` copy (pending over ``pending``) back to ``source``'s
+    (:func:`planner.redistribution.transpose.transpose_plan`).
+    """
 
     tensor: str
     source: TensorSharding
     destination: TensorSharding
     phase: str  # "forward", "backward" or "gradient"
+    pending: tuple[AxisRef, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +179,6 @@ class Model:
     annotations: Mapping[str, TensorSharding]  # tensor -> its active annotation on the planning mesh
     op_index: Mapping[str, int]
     source_index: Mapping[str, int]  # sources with a node
-    grad_index: Mapping[str, int]
     private_sources: Mapping[str, tuple[str, int]]  # source read by one op -> (that op, first operand)
 
     # -- reading a choice ---------------------------------------------------------------------
@@ -258,54 +252,31 @@ def final_layout(result: TensorSharding, annotation: TensorSharding | None, poli
     return min(options, key=lambda lay: reshard_for_planning(shape, dtype, result, lay, cluster).time_s)
 
 
-def _data_moves(producer_side, reader_side, backward: bool) -> list[tuple[TensorSharding, TensorSharding, bool]]:
-    """``(source, destination, is_backward)`` of a data link between one producer candidate and one reader's."""
-    (res, res_grad), (layouts, grads) = producer_side, reader_side
-    moves = [(res, lay, False) for lay in layouts]
-    if backward:
-        moves += [(g, res_grad, True) for g in grads]
-    return moves
+def _grad_phase(m: Model, tensor: str) -> str:
+    """A parameter's gradient reduction is the ``gradient`` phase; any other cotangent is ``backward``."""
+    return "gradient" if m.graph.tensor(tensor).kind == "param" else "backward"
 
 
 def link_moves(m: Model, k: int, choice) -> list[Move]:
     """The redistributions link ``k`` makes under ``choice`` (the costs price exactly these)."""
     link = m.links[k]
     t = link.tensor
-    u = m.nodes[link.producer]
-    grad_phase = "gradient" if m.graph.tensor(t).kind == "param" else "backward"
-    out: list[Move] = []
-    if link.kind == "data":
-        (v,) = link.readers
-        pside = _producer_side(u)[choice[link.producer]]
-        rside = _reader_side(m.nodes[v], link.operands[0], link.backward)[choice[v]]
-        for src, dst, back in _data_moves(pside, rside, link.backward):
-            out.append(Move(t, src, dst, (grad_phase if isinstance(u, SourceNode) else "backward") if back else "forward"))
-    elif link.kind == "fanout":
-        src = _producer_side(u)[choice[link.producer]][0]
-        for lay in fanout_layouts(m, k, choice):
-            out.append(Move(t, src, lay, "forward"))
-    elif link.kind == "grad_in":
-        (acc,) = link.readers
-        grads = _reader_side(u, link.operands[0], True)[choice[link.producer]][1]
-        target = m.nodes[acc].layouts[choice[acc]]
-        out += [Move(t, g, target, "backward") for g in grads]
-    else:  # grad_out
-        (v,) = link.readers
-        target = _producer_side(m.nodes[v])[choice[v]][1]
-        phase = grad_phase if isinstance(m.nodes[v], SourceNode) else "backward"
-        out.append(Move(t, u.layouts[choice[link.producer]], target, phase))
+    src = _producer_side(m.nodes[link.producer])[choice[link.producer]]
+    layouts: dict[TensorSharding, None] = {}
+    grads: dict[tuple, None] = {}
+    for v, ks in zip(link.readers, link.operands):
+        lays, gs = _reader_side(m.nodes[v], ks, link.backward)[choice[v]]
+        layouts.update(dict.fromkeys(lays))
+        grads.update(dict.fromkeys(gs))
+    out = [Move(t, src, lay, "forward") for lay in layouts]
+    phase = _grad_phase(m, t)
+    out += [Move(t, src, lay, phase, pending) for lay, pending in grads]
     return out
 
 
 def fanout_layouts(m: Model, k: int, choice) -> list[TensorSharding]:
     """The distinct layouts the readers of fanout link ``k`` need under ``choice``, in reader order."""
-    link = m.links[k]
-    seen: dict[TensorSharding, None] = {}
-    for v, ks in zip(link.readers, link.operands):
-        s = m.nodes[v].strategies[choice[v]]
-        for j in ks:
-            seen.setdefault(s.operands[j], None)
-    return list(seen)
+    return [mv.destination for mv in link_moves(m, k, choice) if mv.phase == "forward"]
 
 
 def node_moves(m: Model, i: int, choice) -> list[Move]:
@@ -320,11 +291,14 @@ def _op_moves(graph, node: OpNode, s: Strategy, m: Model) -> list[Move]:
     op = node.op
     out: list[Move] = []
     if op.output in graph.outputs:
-        out.append(Move(op.output, s.result, m.final_layout(op.name, s), "forward"))
+        final = m.final_layout(op.name, s)
+        out.append(Move(op.output, s.result, final, "forward"))
+        if m.options.training and m.needs_grad.get(op.output, False):
+            out.append(Move(op.output, s.result, final, "backward"))  # the seeded cotangent goes back
     if m.options.training:
         for t, k in _own_params(graph, node, m.private_sources):
             if m.needs_grad.get(t, False):
-                out.append(Move(t, operand_gradient(node.rule, s, k), s.operands[k], "gradient"))
+                out.append(Move(t, s.operands[k], s.operands[k], "gradient", _pending(node.rule, s, k)))
     return out
 
 
@@ -470,37 +444,24 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
         producer = graph.producer(t)
         return op_index[producer] if producer is not None else source_index.get(t)
 
-    grad_index: dict[str, int] = {}
-    if options.training:
-        for t, rs in reads.items():
-            if needs.get(t, False) and len(rs) > 1 and producer_node(t) is not None:
-                grad_index[t] = len(nodes)
-                nodes.append(GradNode(t, _grad_layouts(rs, nodes, op_index, nodes[producer_node(t)])))
-
-    # -- links ------------------------------------------------------------------------------------
     edges: list[Link] = []
     fanouts: list[Link] = []
     for t, rs in reads.items():
         u = producer_node(t)
         if u is None or not rs:
             continue
-        acc = grad_index.get(t)
-        back = options.training and needs.get(t, False) and acc is None
+        back = options.training and needs.get(t, False)
         if len(rs) == 1:
             op_name, ks = rs[0]
             edges.append(Link("data", t, u, (op_index[op_name],), (ks,), back))
         else:
-            fanouts.append(Link("fanout", t, u, tuple(op_index[o] for o, _ in rs), tuple(ks for _, ks in rs)))
-        if acc is not None:
-            for op_name, ks in rs:
-                edges.append(Link("grad_in", t, op_index[op_name], (acc,), (ks,), True))
-            edges.append(Link("grad_out", t, acc, (u,), ((),), True))
+            fanouts.append(Link("fanout", t, u, tuple(op_index[o] for o, _ in rs), tuple(ks for _, ks in rs), back))
     links = tuple(edges + fanouts)
 
     nodes_t = tuple(nodes)
     stub = Model(graph, mesh, cluster, options, pieces, nodes_t, links, SearchProblem(()), MappingProxyType(needs),
                  MappingProxyType(annotations), MappingProxyType(op_index), MappingProxyType(source_index),
-                 MappingProxyType(grad_index), MappingProxyType(private))
+                 MappingProxyType(private))
     problem_nodes = tuple(_node_costs(stub, i) for i in range(len(nodes_t)))
     problem = SearchProblem(
         problem_nodes,
@@ -569,8 +530,6 @@ def _source_node(graph, s: str, reads, nodes, op_index, annotations) -> SourceNo
 def _node_costs(m: Model, i: int) -> Node:
     node = m.nodes[i]
     graph = m.graph
-    if isinstance(node, GradNode):
-        return Node(f"grad:{node.tensor}", np.zeros(len(node.layouts)), labels=tuple(l.dims_text() for l in node.layouts))
     if isinstance(node, SourceNode):
         spec = graph.tensor(node.tensor)
         memory = np.array([stored_bytes(l, spec, m.options.training) for l in node.layouts], dtype=float)
@@ -594,8 +553,26 @@ def _node_costs(m: Model, i: int) -> Node:
 
 def move_time_s(m: Model, move: Move) -> float:
     """Seconds the engine's plan for ``move`` takes on the model's cluster."""
+    return move_plan(m, move).time_s
+
+
+def move_plan(m: Model, move: Move) -> ReshardPlan:
+    """The engine's plan for ``move``: forward, or the transpose of the forward move (backward, gradient)."""
     spec = m.graph.tensor(move.tensor)
-    return reshard_for_planning(spec.shape, spec.dtype, move.source, move.destination, m.cluster).time_s
+    return _plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
+                 m.cluster, m.options.insert_pbroadcast)
+
+
+def _plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True) -> ReshardPlan:
+    forward = reshard_for_planning(shape, dtype, source, destination, cluster)
+    if not backward:
+        return forward
+    return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast)
+
+
+def _pending(rule: OpShardingRule, s: Strategy, k: int) -> tuple[AxisRef, ...]:
+    """The axes operand ``k``'s cotangent comes back pending over (the transposes of its pbroadcasts)."""
+    return operand_gradient(rule, s, k).unreduced
 
 
 # -- cost tables ---------------------------------------------------------------------------------
@@ -609,31 +586,21 @@ def _classes(items) -> tuple[np.ndarray, list]:
 
 
 def _reader_side(consumer: OpNode, ks, backward: bool) -> list:
-    """Per strategy of a reader: the distinct layouts its reads need, and their gradients'."""
+    """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
+    the distinct ``(layout, pending)`` its cotangents come back in."""
     out = []
     for s in consumer.strategies:
         layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
-        grads = tuple(dict.fromkeys(operand_gradient(consumer.rule, s, k) for k in ks)) if backward else ()
+        grads = tuple(dict.fromkeys((s.operands[k], _pending(consumer.rule, s, k)) for k in ks)) if backward else ()
         out.append((layouts, grads))
     return out
 
 
 def _producer_side(node) -> list:
-    """Per candidate of a producer: its result layout and the layout its result's gradient must reach."""
-    if isinstance(node, (SourceNode, GradNode)):
-        return [(lay, lay) for lay in node.layouts]
-    return [(s.result, result_gradient(s)) for s in node.strategies]
-
-
-def _grad_layouts(reads, nodes, op_index, producer) -> tuple[TensorSharding, ...]:
-    seen: dict = {}
-    for op_name, ks in reads:
-        for _, grads in _reader_side(nodes[op_index[op_name]], ks, True):
-            for g in grads:
-                seen.setdefault(g, None)
-    for _, res_grad in _producer_side(producer):
-        seen.setdefault(res_grad, None)
-    return tuple(seen)
+    """Per candidate of a producer: the layout its result (or stored source) has."""
+    if isinstance(node, SourceNode):
+        return list(node.layouts)
+    return [s.result for s in node.strategies]
 
 
 TABLES = BoundedCache("cost tables", maxsize=4096)
@@ -652,58 +619,55 @@ def link_table(m: Model, link: Link) -> np.ndarray:
 
 def _edge(m: Model, link: Link) -> Edge:
     spec = m.graph.tensor(link.tensor)
-    u_node, v_node = m.nodes[link.producer], m.nodes[link.readers[0]]
-    if link.kind == "data":
-        u_items = _producer_side(u_node)
-        v_items = _reader_side(v_node, link.operands[0], link.backward)
-    elif link.kind == "grad_in":
-        u_items = [grads for _, grads in _reader_side(u_node, link.operands[0], True)]
-        v_items = list(v_node.layouts)
-    else:  # grad_out
-        u_items = list(u_node.layouts)
-        v_items = [res_grad for _, res_grad in _producer_side(v_node)]
-    u_class, u_uniq = _classes(u_items)
-    v_class, v_uniq = _classes(v_items)
-    table = _table(link.kind, spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), link.backward, m.cluster)
+    u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
+    v_class, v_uniq = _classes(_reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
+    table = _table("data", spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast)
     return Edge(link.producer, link.readers[0], u_class, v_class, table, _label(m, link))
 
 
 def _fanout(m: Model, link: Link) -> Fanout:
+    """Columns: each distinct layout a reader needs (forward) and each distinct ``(layout, pending)``
+    cotangent coming back (backward); a reader candidate needs a set of columns."""
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes([res for res, _ in _producer_side(m.nodes[link.producer])])
-    column: dict[TensorSharding, int] = {}
+    u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
+    column: dict[tuple, int] = {}
     needs = []
     for v, ks in zip(link.readers, link.operands):
         per_candidate = []
-        for layouts, _ in _reader_side(m.nodes[v], ks, False):
-            per_candidate.append(tuple(sorted({column.setdefault(lay, len(column)) for lay in layouts})))
+        for layouts, grads in _reader_side(m.nodes[v], ks, link.backward):
+            cols = {column.setdefault(("forward", lay), len(column)) for lay in layouts}
+            cols |= {column.setdefault(("backward", lay, pending), len(column)) for lay, pending in grads}
+            per_candidate.append(tuple(sorted(cols)))
         needs.append(tuple(per_candidate))
-    table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), False, m.cluster)
+    table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), m.cluster,
+                   m.options.insert_pbroadcast)
     return Fanout(link.producer, u_class, link.readers, tuple(needs), table, _label(m, link))
 
 
-def _table(kind, shape, dtype, u_items, v_items, backward, cluster) -> np.ndarray:
+def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True) -> np.ndarray:
     """Seconds for every (producer class, reader class) of a link; the moves of :func:`link_moves`.
 
-    ``data``: the forward redistribution of the result to each distinct layout the
-    reader needs, plus (``backward``) each distinct gradient layout back to the
-    producer's. ``fanout``: the result to one layout. ``grad_in``: a reader's
-    gradients to the accumulation layout. ``grad_out``: the accumulated gradient to
-    the producer's layout.
+    ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
+    of the result to each distinct layout, plus the transpose back of each distinct
+    ``(layout, pending)`` cotangent. ``fanout``: a column is one forward
+    redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending)``.
     """
-    key = (kind, tuple(shape), dtype, u_items, v_items, backward, cluster)
+    key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast)
+
+    def cost(src, lay, backward=False, pending=()):
+        return _plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast).time_s
 
     def build() -> np.ndarray:
-        cost = lambda a, b: reshard_for_planning(shape, dtype, a, b, cluster).time_s  # noqa: E731
         table = np.zeros((len(u_items), len(v_items)))
-        for a, left in enumerate(u_items):
-            for b, right in enumerate(v_items):
+        for a, src in enumerate(u_items):
+            for b, item in enumerate(v_items):
                 if kind == "data":
-                    t = sum(cost(src, dst) for src, dst, _ in _data_moves(left, right, backward))
-                elif kind == "grad_in":
-                    t = sum(cost(g, right) for g in left)
-                else:  # fanout, grad_out
-                    t = cost(left, right)
+                    layouts, grads = item
+                    t = sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p) for lay, p in grads)
+                elif item[0] == "forward":
+                    t = cost(src, item[1])
+                else:
+                    t = cost(src, item[1], True, item[2])
                 table[a, b] = t
         return table
 

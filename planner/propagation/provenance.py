@@ -13,15 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from costmodels import format_quantity
-from planner.propagation.build import GradNode, Model, OpNode, SourceNode
+from planner.propagation.build import Model, OpNode, SourceNode
 
 
 def _label(m: Model, i: int, c: int) -> str:
     n = m.nodes[i]
     if isinstance(n, SourceNode):
         return f"tensor {n.tensor!r} laid out as {n.layouts[c].dims_text()}"
-    if isinstance(n, GradNode):
-        return f"the gradient of {n.tensor!r} summed as {n.layouts[c].dims_text()}"
     return f"op {n.name!r} {n.strategies[c].text()}"
 
 

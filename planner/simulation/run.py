@@ -1,4 +1,4 @@
-"""Simulating a whole plan (SPEC §7): the SPMD program on N numpy devices vs one device.
+"""Simulating a whole plan (SPEC §7-8): the SPMD program on N numpy devices vs one device.
 
 :func:`simulate` draws seeded data for every input, parameter and constant, runs
 the single-device numpy reference, then runs the lowered program
@@ -7,9 +7,17 @@ simulator: every ``Load`` cuts blocks from the data, every forward
 ``Redistribute`` executes its collectives for real (counting the bytes each
 device receives) and keeps the new copy for every op that reads that layout,
 every ``Compute`` runs the op's local instance on each device. The outputs are
-assembled (pending sums added) and compared with the reference. With
-``--training`` plans the forward pass is simulated; the backward communication
-is priced by the plan but not executed.
+assembled (pending sums added) and compared with the reference.
+
+A training plan's program continues with the forward program transposed (seed
+004, :mod:`planner.partitioning.program`): each graph output gets a seeded
+cotangent (:func:`graphs.gradients.output_cotangents`), every backward
+``Redistribute`` (a transposed redistribution) executes for real, every
+``Backprop`` runs the op's local VJP on each device
+(:mod:`planner.simulation.local_vjp`), and every parameter's gradient is assembled
+and compared with the single-device reference gradient
+(:func:`graphs.gradients.reference_gradients`). Bytes are measured per phase
+(forward, backward, gradient) and must equal the program's.
 """
 
 from __future__ import annotations
@@ -22,16 +30,24 @@ import numpy as np
 
 from graphs.dtypes import is_float
 from graphs.evaluate import example_inputs, run_reference
-from planner.errors import SimulationMismatch
-from planner.partitioning import Compute, Load, Redistribute
+from graphs.gradients import check_differentiable, output_cotangents, reference_gradients
+from graphs.ops.registry import get_op
+from planner.caches import memoize
+from planner.errors import PlanningError, SimulationMismatch
+from planner.ir.layout import device_index_ranges, devices_to_positions
+from planner.partitioning import Backprop, Compute, Load, Redistribute
+from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray
 from planner.simulation.local_ops import LocalContext, local_compute
+from planner.simulation.local_vjp import local_vjp
 from planner.simulation.reshard import execute
 
-# Both the reference and the simulated devices compute in float64 (bytes are still
-# counted at each tensor's declared dtype), so float results agree to rounding.
-FLOAT_RTOL = 1e-9
+# The reference and the simulated devices compute in the same float type (bytes are
+# still counted at each tensor's declared dtype), so float results agree to its
+# rounding: 1e-9 relative in float64; in float32 (``--dtype f32``, for speed) sums of
+# thousands of products differ from the reference's order by ~1e-5 relative.
+FLOAT_RTOL = {"f64": 1e-9, "f32": 1e-4}
 
 
 @dataclass
@@ -45,8 +61,11 @@ class SimulationResult:
     collectives: dict
     time_s: float
     outputs: dict = field(default_factory=dict)  # output -> {"ok", "max_abs_error", "max_rel_error"}
-    forward_only: bool = False
     peak_device_bytes: int = 0  # the most any simulated device held at once (its blocks only)
+    gradients: dict = field(default_factory=dict)  # param -> {"ok", "max_abs_error", "max_rel_error"}
+    phases: dict = field(default_factory=dict)  # phase -> measured / predicted bytes, collectives
+    training: bool = False
+    dtype: str = "f64"
 
     def to_dict(self) -> dict:
         out = {
@@ -60,74 +79,244 @@ class SimulationResult:
             "time_s": self.time_s,
             "outputs": self.outputs,
             "peak_device_bytes": self.peak_device_bytes,
+            "phases": self.phases,
+            "dtype": self.dtype,
         }
-        if self.forward_only:
-            out["note"] = "training plan: the forward pass is simulated; backward costs are predicted only"
+        if self.training:
+            out["gradients"] = self.gradients
         return out
 
 
-def simulate(plan, seed: int = 0) -> SimulationResult:
-    """Run ``plan`` on the simulator and compare with the single-device reference."""
+def simulate(plan, seed: int = 0, *, dtype: str = "f64") -> SimulationResult:
+    """Run ``plan`` on the simulator and compare with the single-device reference.
+
+    A training plan runs forward and backward: its gradients are compared with the
+    reference's. ``dtype`` is what floats are computed in: ``"f64"`` (exact to
+    rounding) or ``"f32"`` (faster, looser: :data:`FLOAT_RTOL`).
+    """
     start = time.perf_counter()
+    if dtype not in FLOAT_RTOL:
+        raise PlanningError(f"--dtype must be one of {', '.join(FLOAT_RTOL)}, got {dtype!r}")
+    float_dtype = np.float64 if dtype == "f64" else np.float32
     program = plan.program
     graph = plan.outcome.model.graph
-    feeds = example_inputs(graph, seed=seed)
-    reference = run_reference(graph, feeds)
-    local_feeds = feeds
-    n = program.mesh.size
-    net = Network(n)
-    counts: Counter = Counter()
-    values: dict[str, DistributedArray] = {}
-    readers: dict[tuple, DistributedArray] = {}  # (tensor, layout) -> redistributed copy, shared by its readers
-    last_use = _last_uses(program)
-    last_copy_use = _last_copy_uses(program)
-    peak = 0
-    for step, ins in enumerate(program.instructions):
-        if isinstance(ins, Load):
-            values[ins.tensor] = DistributedArray.from_global(local_feeds[ins.tensor], ins.layout)
-        elif isinstance(ins, Redistribute):
-            if ins.phase != "forward":
-                continue  # backward: priced, not executed
-            out, _ = execute(ins.plan, values[ins.tensor], net)
-            counts.update(s.kind for s in ins.plan.steps if s.kind != "Slice")
-            if not ins.readers:
-                values[ins.tensor] = out
-            else:
-                readers[(ins.tensor, ins.plan.destination)] = out
-        else:
-            values[ins.op.output] = _compute(ins, values, readers)
-            for key in [k for k in readers if last_copy_use.get(k, -1) <= step]:
-                del readers[key]
-        peak = max(peak, _held(values, readers, n))
-        for t in [t for t in values if last_use.get(t, -1) <= step and t not in program.outputs]:
-            del values[t]  # free a tensor after its last reader, as a device would
+    if program.training:
+        check_differentiable(graph)
+    feeds = example_inputs(graph, seed=seed, float_dtype=float_dtype)
+    cotangents = output_cotangents(graph, seed=seed, float_dtype=float_dtype) if program.training else {}
+    if program.training:
+        reference, ref_grads = reference_gradients(graph, feeds, cotangents)
+    else:
+        reference, ref_grads = _outputs_only(graph, feeds), {}
+    sim = _Run(program, graph, feeds, cotangents)
+    sim.run()
+    rtol = FLOAT_RTOL[dtype]
     report, ok, max_abs, max_rel = {}, True, 0.0, 0.0
     for name in program.outputs:
-        got = values[name].to_global()
-        want = reference[name]
-        err = float(np.max(np.abs(got - want))) if got.size else 0.0
-        scale = float(np.max(np.abs(want))) if want.size else 0.0
-        rel = err / scale if scale else err
-        if is_float(graph.tensor(name).dtype):
-            good = bool(np.allclose(got, want, rtol=FLOAT_RTOL, atol=FLOAT_RTOL * max(scale, 1.0)))
+        entry = _compare(sim.values[name].to_global(), reference[name], graph.tensor(name).dtype, rtol)
+        report[name] = entry
+        ok &= entry["ok"]
+        max_abs, max_rel = max(max_abs, entry["max_abs_error"]), max(max_rel, entry["max_rel_error"])
+    gradients = {}
+    for name, want in ref_grads.items():
+        got = sim.gradients.get(name)
+        if got is None:
+            gradients[name] = {"ok": False, "max_abs_error": float("inf"), "max_rel_error": float("inf")}
         else:
-            good = bool(np.array_equal(got, want))
-        report[name] = {"ok": good, "max_abs_error": err, "max_rel_error": rel}
-        ok &= good
-        max_abs, max_rel = max(max_abs, err), max(max_rel, rel)
+            gradients[name] = _compare(got.to_global(), want, graph.tensor(name).dtype, rtol)
+        ok &= gradients[name]["ok"]
+        max_abs = max(max_abs, gradients[name]["max_abs_error"])
+        max_rel = max(max_rel, gradients[name]["max_rel_error"])
+    phases = {}
+    for phase in (PHASES if program.training else ("forward",)):
+        phases[phase] = {
+            "measured_comm_bytes_per_device": sim.nets[phase].bytes_per_device,
+            "predicted_comm_bytes_per_device": program.comm_bytes_per_device(phase),
+            "collectives": dict(sorted(sim.counts[phase].items())),
+        }
+    total = Counter()
+    for c in sim.counts.values():
+        total.update(c)
     return SimulationResult(
         ok=ok,
         max_abs_error=max_abs,
         max_rel_error=max_rel,
-        devices=n,
-        measured_comm_bytes_per_device=net.bytes_per_device,
-        predicted_comm_bytes_per_device=program.comm_bytes_per_device("forward"),
-        collectives=dict(sorted(counts.items())),
+        devices=program.mesh.size,
+        measured_comm_bytes_per_device=sum(p["measured_comm_bytes_per_device"] for p in phases.values()),
+        predicted_comm_bytes_per_device=sum(p["predicted_comm_bytes_per_device"] for p in phases.values()),
+        collectives=dict(sorted(total.items())),
         time_s=time.perf_counter() - start,
         outputs=report,
-        forward_only=program.training,
-        peak_device_bytes=peak,
+        peak_device_bytes=sim.peak,
+        gradients=gradients,
+        phases=phases,
+        training=program.training,
+        dtype=dtype,
     )
+
+
+PHASES = ("forward", "backward", "gradient")
+
+
+def _outputs_only(graph, feeds) -> dict:
+    return run_reference(graph, feeds, keep=graph.outputs)
+
+
+def _compare(got: np.ndarray, want: np.ndarray, dtype: str, rtol: float) -> dict:
+    err = float(np.max(np.abs(got - want))) if got.size else 0.0
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    rel = err / scale if scale else err
+    if is_float(dtype):
+        good = bool(np.allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1.0)))
+    else:
+        good = bool(np.array_equal(got, want))
+    return {"ok": good, "max_abs_error": err, "max_rel_error": rel}
+
+
+class _Run:
+    """One execution of a program on the simulated devices (forward, then backward with training).
+
+    Forward values are freed after their last use, except the residuals a later
+    :class:`Backprop` reads (its operands as read, its result), which are freed
+    once it ran; cotangents are freed as soon as they are passed on.
+    """
+
+    def __init__(self, program, graph, feeds, cotangents):
+        self.program, self.graph, self.feeds, self.cotangents = program, graph, feeds, cotangents
+        self.n = program.mesh.size
+        self.nets = {phase: Network(self.n) for phase in PHASES}
+        self.counts = {phase: Counter() for phase in PHASES}
+        self.values: dict[str, DistributedArray] = {}
+        self.copies: dict[tuple, DistributedArray] = {}  # (tensor, layout) -> copy shared by its readers
+        self.residuals: dict[tuple, DistributedArray] = {}  # what a Backprop will read
+        self.cot_in: dict[tuple, DistributedArray] = {}  # (tensor, cotangent layout) -> readers' cotangents
+        self.cot_out: dict[str, DistributedArray] = {}  # tensor -> its cotangent, home
+        self.gradients: dict[str, DistributedArray] = {}
+        self.peak = 0
+
+    def run(self) -> None:
+        program = self.program
+        last_use = _last_uses(program)
+        last_copy_use = _last_copy_uses(program)
+        saved = _residual_keys(program)
+        for step, ins in enumerate(program.instructions):
+            if isinstance(ins, Load):
+                self.values[ins.tensor] = DistributedArray.from_global(self.feeds[ins.tensor], ins.layout)
+            elif isinstance(ins, Redistribute) and ins.phase == "forward":
+                out = self._execute(ins, self.values[ins.tensor])
+                if not ins.readers:
+                    self.values[ins.tensor] = out
+                else:
+                    self.copies[(ins.tensor, ins.plan.destination)] = out
+            elif isinstance(ins, Redistribute):
+                self._backward_redistribute(ins)
+            elif isinstance(ins, Compute):
+                operands = _operands(ins, self.values, self.copies)
+                self.values[ins.op.output] = _compute(ins, operands)
+                for key in saved.get(ins.op.name, ()):
+                    self.residuals[(ins.op.name,) + key] = (self.values[key[1]] if key[0] == "result"
+                                                            else operands[key[1]])
+                for key in [k for k in self.copies if last_copy_use.get(k, -1) <= step]:
+                    del self.copies[key]
+            else:
+                self._backprop(ins)
+            self.peak = max(self.peak, self._held())
+            for t in [t for t in self.values if last_use.get(t, -1) <= step and t not in program.outputs]:
+                del self.values[t]  # free a tensor after its last reader, as a device would
+
+    def _execute(self, ins: Redistribute, arr: DistributedArray) -> DistributedArray:
+        out, _ = execute(ins.plan, arr, self.nets[ins.phase])
+        self.counts[ins.phase].update(s.kind for s in ins.plan.steps if s.kind != "Slice")
+        return out
+
+    def _backward_redistribute(self, ins: Redistribute) -> None:
+        t = ins.tensor
+        if not ins.readers:  # the seeded cotangent of a graph output
+            if t not in self.cotangents:
+                return
+            arr = DistributedArray.from_global(self.cotangents[t], ins.plan.source)
+        else:
+            arr = self.cot_in.pop((t, ins.plan.source), None)
+            if arr is None:
+                raise SimulationMismatch(f"the backward of {', '.join(ins.readers)} left no cotangent of {t!r} "
+                                         f"laid out as {ins.plan.source}: the program lacks a Backprop")
+        out = self._execute(ins, arr)
+        home = self.gradients if self.graph.producer(t) is None else self.cot_out
+        home[t] = _add(home.get(t), out)
+
+    def _backprop(self, ins: Backprop) -> None:
+        op, s = ins.op, ins.strategy
+        cot = self.cot_out.pop(op.output, None)
+        opdef = get_op(op.op)
+        operands = [self.residuals.pop((op.name, "operand", k), None) for k in range(len(op.inputs))]
+        result = self.residuals.pop((op.name, "result", op.output), None)
+        if cot is None:
+            return  # nothing depends on this op's result: its operands get no cotangent from it
+        if cot.sharding != cotangent_layout(s.result):
+            raise SimulationMismatch(f"op {op.name!r}'s result cotangent is laid out as {cot.sharding}, but its "
+                                     f"backward reads {cotangent_layout(s.result)}")
+        per_device: list = [None] * self.n
+        layouts = tuple(s.operands) + (s.result, cot.sharding) + tuple(ins.cotangents)
+        shapes = tuple(ins.in_shapes) + (tuple(ins.out_shape),) * 2 + tuple(ins.in_shapes[k] for k in ins.wrt)
+        for members in replica_groups(layouts, shapes):
+            d = members[0]
+            ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
+            grads = [_frozen(g) for g in local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
+                                                   None if result is None else result.blocks[d], cot.blocks[d], ctx,
+                                                   ins.wrt)]
+            for e in members:
+                per_device[e] = grads
+        del opdef
+        for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
+            t = op.inputs[k]
+            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])
+            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            self.cot_in[key] = _add(self.cot_in.get(key), arr)
+
+    def _held(self) -> int:
+        """Bytes the busiest device holds: every live block (views of shared inputs count too)."""
+        per_device = np.zeros(self.n, dtype=np.int64)
+        for store in (self.values, self.copies, self.cot_in, self.cot_out, self.gradients):
+            for arr in store.values():
+                for d, b in enumerate(arr.blocks):
+                    per_device[d] += b.nbytes
+        seen = set()
+        for arr in self.residuals.values():
+            if id(arr) in seen or any(arr is v for v in self.values.values()) or \
+                    any(arr is v for v in self.copies.values()):
+                continue
+            seen.add(id(arr))
+            for d, b in enumerate(arr.blocks):
+                per_device[d] += b.nbytes
+        return int(per_device.max(initial=0))
+
+
+def _add(acc: DistributedArray | None, arr: DistributedArray) -> DistributedArray:
+    """``acc + arr`` blockwise (same layout: pending sums add too); ``arr`` when there is no ``acc``."""
+    if acc is None:
+        return arr
+    if acc.sharding != arr.sharding:
+        raise SimulationMismatch(f"cannot add cotangents laid out as {acc.sharding} and {arr.sharding}")
+    return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)])
+
+
+def _residual_keys(program) -> dict[str, tuple]:
+    """Per op with a Backprop: the forward values its VJP reads (operands as read, result)."""
+    out = {}
+    for ins in program.instructions:
+        if isinstance(ins, Backprop):
+            opdef = get_op(ins.op.op)
+            keys = []
+            if opdef.vjp_reads_inputs or ins.op.op in _READS_INPUTS:
+                keys += [("operand", k) for k in range(len(ins.op.inputs))]
+            if opdef.vjp_reads_result:
+                keys.append(("result", ins.op.output))
+            out[ins.op.name] = tuple(keys)
+    return out
+
+
+# local special cases that read their operands even where the catalogue VJP does not
+_READS_INPUTS = frozenset({"gather", "cross_entropy"})
 
 
 def _last_uses(program) -> dict[str, int]:
@@ -152,29 +341,59 @@ def _last_copy_uses(program) -> dict[tuple, int]:
     return last
 
 
-def _held(values, readers, n: int) -> int:
-    """Bytes the busiest device holds: every live block it has (views of shared inputs count too)."""
-    per_device = np.zeros(n, dtype=np.int64)
-    for arr in list(values.values()) + list(readers.values()):
-        for d, b in enumerate(arr.blocks):
-            per_device[d] += b.nbytes
-    return int(per_device.max(initial=0))
-
-
-def _compute(ins: Compute, values, readers) -> DistributedArray:
+def _operands(ins: Compute, values, copies) -> list[DistributedArray]:
     op, s = ins.op, ins.strategy
     operands = []
     for k, t in enumerate(op.inputs):
-        arr = readers.get((t, s.operands[k]), values[t])
+        arr = copies.get((t, s.operands[k]), values[t])
         if arr.sharding.layout_only() != s.operands[k]:
             raise SimulationMismatch(
                 f"op {op.name!r} reads {t!r} laid out as {arr.sharding} but its strategy needs {s.operands[k]}: "
                 "the program lacks a redistribution"
             )
         operands.append(arr)
+    return operands
+
+
+def _compute(ins: Compute, operands) -> DistributedArray:
+    op, s = ins.op, ins.strategy
     n = s.result.mesh.size
-    blocks = []
-    for d in range(n):
+    blocks: list = [None] * n
+    for members in replica_groups(tuple(a.sharding for a in operands) + (s.result,),
+                                  tuple(ins.in_shapes) + (tuple(ins.out_shape),)):
+        d = members[0]
         ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
-        blocks.append(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
+        block = _frozen(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
+        for e in members:
+            blocks[e] = block
     return DistributedArray(s.result, tuple(ins.out_shape), blocks)
+
+
+def _frozen(block: np.ndarray) -> np.ndarray:
+    """``block``, read-only: replicas share it, so nothing may write into it in place."""
+    block = np.asarray(block)
+    block.flags.writeable = False
+    return block
+
+
+@memoize("simulator replica groups", maxsize=4096)
+def replica_groups(shardings: tuple, shapes: tuple) -> tuple[tuple[int, ...], ...]:
+    """Devices that compute the same local instance: they hold the same blocks of every tensor
+    (same index ranges, and the same partial of every pending sum), so one computes for all.
+
+    Replicas hold bit-identical blocks (every collective hands each member the same bytes),
+    so sharing one result is exact; it also keeps one copy of a replicated activation.
+    """
+    mesh = shardings[0].mesh
+    pos = devices_to_positions(mesh)
+    keys: dict[tuple, list[int]] = {}
+    per_tensor = []
+    for sharding, shape in zip(shardings, shapes):
+        ranges = device_index_ranges(sharding, shape)
+        digits = [tuple(int((pos[d] // ref.digit(mesh)[0]) % ref.digit(mesh)[1]) for ref in sharding.unreduced)
+                  for d in range(mesh.size)]
+        per_tensor.append((ranges, digits))
+    for d in range(mesh.size):
+        key = tuple((tuple(map(tuple, r[d])), g[d]) for r, g in per_tensor)
+        keys.setdefault(key, []).append(d)
+    return tuple(tuple(v) for v in keys.values())

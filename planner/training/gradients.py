@@ -33,8 +33,7 @@ broadcast, not summed).
 
 from __future__ import annotations
 
-from typing import Iterable
-
+from graphs.gradients import requires_grad as reference_requires_grad
 from planner.ir.axis import sort_axes
 from planner.ir.sharding import TensorSharding
 from planner.rules.factors import OpShardingRule
@@ -55,11 +54,7 @@ def result_gradient(strategy) -> TensorSharding:
     return result.with_unreduced(()) if result.unreduced else result
 
 
-def requires_grad(graph, trainable_kinds: Iterable[str] = ("param",)) -> dict[str, bool]:
-    """Per tensor: whether any trainable tensor reaches it (so its gradient is needed)."""
-    kinds = set(trainable_kinds)
-    needs: dict[str, bool] = {name: t.kind in kinds for name, t in graph.tensors.items()}
-    for op in graph.ops:
-        needs[op.output] = any(needs[t] for t in op.inputs)
-    return needs
-
+def requires_grad(graph) -> dict[str, bool]:
+    """Per tensor: whether it needs a gradient (float parameters and the float tensors computed
+    from them; :func:`graphs.gradients.requires_grad`, the reference's own rule)."""
+    return reference_requires_grad(graph)

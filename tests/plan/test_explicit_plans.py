@@ -93,8 +93,9 @@ def steps(p):
 
 def assert_simulates_exactly(p):
     r = simulate(p)
-    assert r.ok, r.outputs
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+    assert r.ok, (r.outputs, r.gradients)
+    for phase in r.phases.values():
+        assert phase["measured_comm_bytes_per_device"] == phase["predicted_comm_bytes_per_device"]
     return r
 
 
@@ -210,8 +211,11 @@ def test_training_reduces_the_gradient_of_a_replicated_weight_read_by_a_batch_sh
     assert sync.tensor == "w" and [s.kind for s in sync.steps] == ["AllReduce"]
     assert sync.bytes_per_device == 2 * (4 - 1) * (64 * 64 * 4) // 4  # the whole f32 gradient, over x (4)
     assert p.totals.comm_bytes_per_device == sync.bytes_per_device
-    r = assert_simulates_exactly(p)  # forward only: nothing moves in it
-    assert r.forward_only and r.measured_comm_bytes_per_device == 0
+    r = assert_simulates_exactly(p)  # forward and backward: the gradient's AllReduce really runs
+    assert r.training and all(g["ok"] for g in r.gradients.values()) and set(r.gradients) == {"w"}
+    assert r.phases["forward"]["measured_comm_bytes_per_device"] == 0
+    assert r.phases["gradient"]["measured_comm_bytes_per_device"] == sync.bytes_per_device
+    assert r.phases["gradient"]["collectives"] == {"AllReduce": 1}
 
 
 def test_without_training_there_is_no_gradient_to_reduce():

@@ -25,5 +25,5 @@ def test_objective_equals_compute_plus_communication_of_the_lowered_program(conf
     assert p.totals.objective == pytest.approx(recomputed, rel=1e-12, abs=1e-18)
     assert p.totals.objective == pytest.approx(p.outcome.model.problem.objective(p.outcome.choice), rel=1e-15)
     assert p.totals.comm_bytes_per_device == sum(r.bytes_per_device for r in program.redistributions())
-    assert [r.plan for r in p.redistributions] == [r.plan for r in program.redistributions()]
+    assert [r.plan for r in p.redistributions] == [r.plan for r in program.redistributions() if r.steps]
     assert all(r.phase == "forward" for r in program.redistributions()) or training

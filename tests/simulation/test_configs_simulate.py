@@ -1,4 +1,5 @@
-"""Every config simulates exactly under bfs and ilp, and the simulator measures the predicted bytes."""
+"""Every config simulates exactly under bfs and ilp, forward and as a training step (gradients
+included), and the simulator measures the predicted bytes in every phase."""
 
 from pathlib import Path
 
@@ -18,3 +19,16 @@ def test_config_simulates_and_bytes_match(config, search):
     assert r.ok, r.outputs
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == p.totals.comm_bytes_per_device
     assert r.devices == 8
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_config_trains_exactly_and_bytes_match_per_phase(config, search):
+    p = plan(config, search=search, training=True)
+    r = simulate(p, seed=1)
+    assert r.ok, (r.outputs, r.gradients)
+    assert set(r.gradients) == {t for t, spec in p.outcome.model.graph.tensors.items() if spec.kind == "param"}
+    assert all(g["max_rel_error"] <= 1e-9 for g in r.gradients.values())
+    for name, phase in r.phases.items():
+        assert phase["measured_comm_bytes_per_device"] == phase["predicted_comm_bytes_per_device"], name
+    assert r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device

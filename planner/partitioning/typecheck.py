@@ -1,0 +1,188 @@
+"""Device-variance types of a lowered program (seed 004), and its type check.
+
+In the per-device program every value has a type such as ``f32[512,768]{dp}``: its
+local shape and the mesh axes (sub-axes included) over which it may differ from
+device to device. A value laid out as ``L`` varies over the axes that shard one of
+its dimensions and over the axes it is a pending sum over; it is device-invariant
+over every other axis (:func:`variance`).
+
+Every instruction has a type rule:
+
+* a redistribution step is one of seed 004's collectives, checked by the registry
+  of :mod:`planner.redistribution.primitives`: ``AllReduce`` is ``psum`` (varying
+  -> invariant), ``AllGather`` is ``all_gather_invariant`` (varying -> invariant;
+  fused with a reader's pbroadcast it is ``all_gather``), ``ReduceScatter`` is
+  ``psum_scatter``, ``AllToAll`` is ``all_to_all``, ``CollectivePermute`` is
+  ``ppermute`` (varying -> varying), and a ``Slice`` that splits a dimension or
+  starts a pending sum is ``pscatter`` (invariant -> varying, no communication);
+* a local op's operands must have one variance type: an operand that does not vary
+  over an axis the op varies over is ``pbroadcast`` there (seed 004's automatic
+  insertion, listed by :func:`pbroadcasts`); the result varies exactly where the op
+  does (more only through a local slice: pscatter);
+* the transpose of a local op gives each operand's cotangent the op's variance:
+  its layout plus a pending sum over the operand's pbroadcast axes (the psum that
+  transposes them);
+* backward steps are the transposes of forward ones and follow the same rules.
+
+:func:`planner.partitioning.program.typecheck` applies these rules to a whole
+program and raises :class:`~planner.errors.VarianceError` naming the instruction,
+the axis and the rule; the lowering runs it on every program it makes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.errors import VarianceError
+from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
+from planner.ir.sharding import TensorSharding
+from planner.redistribution.primitives import primitive, result_variance
+from planner.redistribution.transpose import cotangent_layout
+
+# Step kind -> the collective of seed 004 it is (see the module docstring).
+STEP_PRIMITIVES = {
+    "AllReduce": "psum",
+    "AllGather": "all_gather_invariant",
+    "ReduceScatter": "psum_scatter",
+    "AllToAll": "all_to_all",
+    "CollectivePermute": "ppermute",
+    "Slice": "pscatter",
+}
+
+
+@dataclass(frozen=True, order=True)
+class _Atom:
+    """An indivisible piece of a mesh axis: ``[lo, hi)`` of its index digits (sub-axes compare by pieces)."""
+
+    axis: str
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return f'"{self.axis}":({self.lo}){self.hi // self.lo}'
+
+
+def _atoms(ref: AxisRef, mesh) -> frozenset:
+    """``ref`` as prime pieces of its axis (any two sub-axes of one axis compare through them)."""
+    lo, hi = ref.interval(mesh)
+    out = []
+    n = lo
+    while n < hi:
+        p = _smallest_prime(hi // n)
+        out.append(_Atom(ref.name, n, n * p))
+        n *= p
+    return frozenset(out)
+
+
+def _smallest_prime(n: int) -> int:
+    p = 2
+    while p * p <= n:
+        if n % p == 0:
+            return p
+        p += 1
+    return n
+
+
+def variance(layout: TensorSharding) -> frozenset:
+    """The pieces of mesh axes a value laid out as ``layout`` varies over (dims and pending sums)."""
+    mesh = layout.mesh
+    out: set = set()
+    for ref in layout.used_axes():
+        out |= _atoms(ref, mesh)
+    return frozenset(out)
+
+
+def variance_text(atoms: frozenset, mesh) -> str:
+    """``{"dp", "tp"}``: the pieces merged back into (sub-)axes, in mesh order."""
+    refs = [AxisRef(a.axis, a.lo, a.hi // a.lo) if (a.lo, a.hi) != (1, mesh.axis_size(a.axis)) else AxisRef(a.axis)
+            for a in sorted(atoms)]
+    refs = merge_adjacent(sort_axes(refs, mesh), mesh) if refs else ()
+    return "{" + ", ".join(map(str, refs)) + "}"
+
+
+def type_text(dtype: str, shape, layout: TensorSharding) -> str:
+    """Seed 004's ``f32[3,4]{"i"}``: the local shape and the variance of ``layout``."""
+    local = layout.local_shape(shape)
+    v = variance(layout)
+    return f"{dtype}[{','.join(map(str, local))}]" + (variance_text(v, layout.mesh) if v else "")
+
+
+def step_primitive(step) -> str:
+    """The seed-004 collective a redistribution step is (forward or transposed)."""
+    return STEP_PRIMITIVES[step.kind]
+
+
+def check_step(step, where: str) -> None:
+    """The type rule of one redistribution step (a :class:`~planner.redistribution.steps.Step`).
+
+    A step may also slice pieces its group does not use (a fused pscatter: those
+    pieces were invariant and become varying); what it may never do is lose a
+    piece its collective does not sum or gather (that would need a psum).
+    """
+    if step.before.mesh != step.after.mesh:
+        return  # a change of device order: a ppermute between meshes, typed by its own pairs
+    mesh = step.before.mesh
+    before, after = variance(step.before), variance(step.after)
+    name = step_primitive(step)
+    if step.kind == "Slice":
+        axes = after - before
+    elif step.kind == "CollectivePermute":
+        axes = before & after
+    else:
+        axes = frozenset().union(*(_atoms(a, mesh) for a in step.axes))
+    if not axes:
+        got = before
+    else:
+        try:
+            got = result_variance(name, before, tuple(sorted(axes)), where=where,
+                                  operand=f"{step.before.dims_text()} (varying over {variance_text(before, mesh)})")
+        except VarianceError as e:
+            raise VarianceError(e.message.replace(repr(min(axes)), variance_text(frozenset({min(axes)}), mesh)),
+                                where=where) from None
+    lost = got - after
+    if lost:
+        raise VarianceError(
+            f"{name} over {variance_text(axes, mesh)} gives a value varying over {variance_text(got, mesh)}, but "
+            f"the step's result {step.after.dims_text()} varies only over {variance_text(after, mesh)}: axis "
+            f"{variance_text(frozenset({min(lost)}), mesh)} is dropped without a psum or a gather "
+            f"(rule: {name} {primitive(name).operand} -> {primitive(name).result})",
+            where=where,
+        )
+
+
+def pbroadcasts(strategy) -> tuple[frozenset, ...]:
+    """Per operand: the axis pieces it is pbroadcast over (the op varies there, the operand does not)."""
+    op_var = frozenset().union(*(variance(o) for o in strategy.operands)) if strategy.operands else frozenset()
+    return tuple(op_var - variance(o) for o in strategy.operands)
+
+
+def check_compute(ins, where: str) -> None:
+    """A local op: its result varies where its (pbroadcast) operands do, or more through a local slice."""
+    s = ins.strategy
+    op_var = frozenset().union(*(variance(o) for o in s.operands)) if s.operands else frozenset()
+    res = variance(s.result)
+    lost = op_var - res
+    if lost:
+        axis = variance_text(frozenset({min(lost)}), s.result.mesh)
+        raise VarianceError(
+            f"{where}: the operands vary over {axis} but the result {s.result.dims_text()} does not: a local op's "
+            "result has its operands' variance type (rule: local ops keep variance); a psum is missing"
+        )
+
+
+def check_backprop(ins, where: str) -> None:
+    """The transpose of a local op: every operand cotangent has the op's variance (pending where pbroadcast)."""
+    s = ins.strategy
+    op_var = variance(s.result) | frozenset().union(*(variance(o) for o in s.operands))
+    for k, lay in zip(ins.wrt, ins.cotangents):
+        got = variance(lay)
+        if got != op_var:
+            diff = min(got ^ op_var)
+            raise VarianceError(
+                f"{where}: the cotangent of operand {k} laid out as {lay.dims_text()} varies over "
+                f"{variance_text(got, lay.mesh)}, but the op varies over {variance_text(op_var, lay.mesh)} "
+                f"(axis {variance_text(frozenset({diff}), lay.mesh)}; rule: the transpose of pbroadcast is psum, "
+                "so an operand's cotangent is pending over its pbroadcast axes)"
+            )
+    if cotangent_layout(s.result).dims != s.result.dims:
+        raise VarianceError(f"{where}: the result cotangent's layout does not match the result's dimensions")
