@@ -154,7 +154,7 @@ def reference_gradients(
     residual_until: dict[str, int] = {}
     for k in backward:
         opdef = get_op(ops[k].op)
-        read = list(ops[k].inputs) if opdef.vjp_reads_inputs else []
+        read = [ops[k].inputs[i] for i in opdef.vjp_inputs(backward[k], len(ops[k].inputs))]
         if opdef.vjp_reads_result:
             read.append(ops[k].output)
         for t in read:
@@ -171,8 +171,9 @@ def reference_gradients(
         opdef = get_op(op.op)
         ins = [values[t] for t in op.inputs]
         values[op.output] = np.asarray(opdef.reference(ins, op.attrs_dict))
-        if k in backward and not opdef.vjp_reads_inputs:
-            stand_ins[k] = [shape_stand_in(a.shape, a.dtype) for a in ins]
+        if k in backward:
+            reads = opdef.vjp_inputs(backward[k], len(ins))
+            stand_ins[k] = [None if i in reads else shape_stand_in(a.shape, a.dtype) for i, a in enumerate(ins)]
         del ins
         for t in set(op.inputs) | {op.output}:
             if last_read.get(t, -1) <= k and t not in keep:
@@ -200,16 +201,19 @@ def reference_gradients(
         op = ops[k]
         opdef = get_op(op.op)
         cot = cots.pop(op.output, None)
+        owned_before = {op.output} if op.output in owned else set()  # allocated here: its buffer may be reused
         owned.discard(op.output)
         if cot is not None:
-            arrays = [values[t] for t in op.inputs] if opdef.vjp_reads_inputs else stand_ins.pop(k)
+            arrays = [values[t] if a is None else a for t, a in zip(op.inputs, stand_ins.pop(k))]
             result = values[op.output] if opdef.vjp_reads_result else None
-            grads = opdef.vjp(arrays, op.attrs_dict, result, cot, backward[k])
+            mine = op.output in owned_before and cot.flags.writeable and len(backward[k]) == 1
+            vjp = opdef.vjp_in_place if mine and opdef.vjp_in_place is not None else opdef.vjp
+            grads = vjp(arrays, op.attrs_dict, result, cot, backward[k])
             del arrays, result, cot
             for i, g in zip(backward[k], grads):
                 accumulate(op.inputs[i], g)
             del grads
-        stand_ins.pop(k, None)
+        stand_ins.pop(k, None)  # its operands got no cotangent from this op
         for t in releases.get(k, ()):
             if t not in graph.outputs:
                 values.pop(t, None)

@@ -119,4 +119,4 @@ def _conv_vjp(arrays, attrs, result, cotangent, wrt):
 
 
 CONV2D = OpDef("conv2d", "conv", 2, 2, (("stride", 1), ("padding", 0)), _conv_infer, _conv_flops,
-               _conv_reference, _conv_canonical, vjp=_conv_vjp)
+               _conv_reference, _conv_canonical, vjp=_conv_vjp, multilinear=True)

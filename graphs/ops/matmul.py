@@ -131,7 +131,7 @@ def _matmul_vjp(arrays, attrs, result, cotangent, wrt):
 
 MATMUL = OpDef(
     "matmul", "matmul", 2, 2, (("transpose_a", False), ("transpose_b", False)),
-    _matmul_infer, _matmul_flops, _matmul_reference, vjp=_matmul_vjp,
+    _matmul_infer, _matmul_flops, _matmul_reference, vjp=_matmul_vjp, multilinear=True,
 )
 
 
@@ -276,4 +276,4 @@ def _einsum_vjp(arrays, attrs, result, cotangent, wrt):
 
 
 EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference,
-               vjp=_einsum_vjp)
+               vjp=_einsum_vjp, multilinear=True)

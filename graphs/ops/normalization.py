@@ -79,9 +79,22 @@ def _softmax_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(out)
 
 
+def _softmax_vjp_in_place(arrays, attrs, result, cotangent, wrt):
+    """:func:`_softmax_vjp` written into ``cotangent``'s own buffer (its caller owns it and is done with it):
+    the attention probabilities' cotangent is the largest array of a transformer's backward."""
+    check_wrt("softmax", arrays, wrt)
+    y, g = np.asarray(result), cotangent
+    axis = attrs.get("axis", -1)
+    s = np.sum(np.multiply(g, y, dtype=g.dtype), axis=axis, keepdims=True) if g.ndim == 0 else \
+        np.expand_dims(np.einsum("...i,...i->...", np.moveaxis(g, axis, -1), np.moveaxis(y, axis, -1)), axis)
+    g -= s
+    g *= y
+    return (g,)
+
+
 SOFTMAX = OpDef("softmax", "normalization", 1, 1, (("axis", -1),), _softmax_infer, _softmax_flops,
                 _softmax_reference, _softmax_canonical, vjp=_softmax_vjp, vjp_reads_inputs=False,
-                vjp_reads_result=True)
+                vjp_reads_result=True, vjp_in_place=_softmax_vjp_in_place)
 
 
 # -- layernorm / rmsnorm -----------------------------------------------------------

@@ -19,9 +19,12 @@ ints; ``()`` is a scalar) and the op's attributes as a mapping:
   per index of ``wrt``, of that operand's shape, in the cotangent's dtype, and
   *fresh*: never aliasing ``arrays``, ``result``, ``cotangent`` or another returned
   array (callers accumulate into them in place). What it reads is declared by
-  ``vjp_reads_inputs`` (else the operands may be stand-ins from :func:`shape_stand_in`:
+  ``vjp_reads_inputs`` (:meth:`OpDef.vjp_inputs` says which; else the operands may be stand-ins from :func:`shape_stand_in`:
   only their shape and dtype are read) and ``vjp_reads_result`` (else ``result`` may be
-  None); callers use the flags to free memory early. Integer and bool operands
+  None); callers use the flags to free memory early. ``vjp_in_place`` (optional, one
+  operand) is the same VJP written into the cotangent's own buffer, for a caller
+  that owns the cotangent and is done with it (softmax: no second array the size of
+  the attention probabilities). Integer and bool operands
   (gather's indices, cross_entropy's labels) are not differentiable: asking for
   one raises :class:`~planner.errors.ModelError` (see :func:`check_wrt`), and so
   does a cast to an integer or bool dtype. ``vjp`` is None for an op that cannot
@@ -116,6 +119,25 @@ class OpDef:
     vjp: Callable[..., tuple] | None = None
     vjp_reads_inputs: bool = True
     vjp_reads_result: bool = False
+    multilinear: bool = False
+    vjp_in_place: Callable[..., tuple] | None = None
+
+    def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
+        """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).
+
+        A multilinear op (``mul``, ``matmul``, ``einsum``, ``conv2d``) needs, for the
+        cotangent of operand ``k``, only the *other* operands: the scores a constant
+        scale multiplies need not be kept for the backward.
+
+        >>> from graphs.ops.registry import get_op
+        >>> get_op("matmul").vjp_inputs((0,), 2), get_op("add").vjp_inputs((0, 1), 2), get_op("gelu").vjp_inputs((0,), 1)
+        ((1,), (), (0,))
+        """
+        if not self.vjp_reads_inputs:
+            return ()
+        if self.multilinear:
+            return tuple(i for i in range(n) if any(i != k for k in wrt))
+        return tuple(range(n))
 
     @property
     def attr_names(self) -> tuple[str, ...]:

@@ -230,7 +230,7 @@ CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _el
 # -- binary ----------------------------------------------------------------------
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], floats_only: bool = False,
-            vjp: Callable | None = None, reads_inputs: bool = True) -> OpDef:
+            vjp: Callable | None = None, reads_inputs: bool = True, multilinear: bool = False) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         dtype = same_dtype(name, dtypes, names)
         if floats_only:
@@ -243,7 +243,7 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], float
         return fn(np.asarray(arrays[0]), np.asarray(arrays[1]))
 
     return OpDef(name, "pointwise", 2, 2, (), infer, _elementwise_flops, reference, vjp=vjp,
-                 vjp_reads_inputs=reads_inputs)
+                 vjp_reads_inputs=reads_inputs, multilinear=multilinear)
 
 
 def _binary_vjp(name: str, grad: Callable[[int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]):
@@ -284,6 +284,7 @@ def _maximum_grad(i, x0, x1, cot):
 ADD = _binary("add", np.add, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
 DIV = _binary("div", np.divide, floats_only=True, vjp=_binary_vjp("div", _div_grad))
 MAXIMUM = _binary("maximum", np.maximum, vjp=_binary_vjp("maximum", _maximum_grad))
-MUL = _binary("mul", np.multiply, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)))
+MUL = _binary("mul", np.multiply, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
+              multilinear=True)
 SUB = _binary("sub", np.subtract, vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)),
               reads_inputs=False)

@@ -25,7 +25,7 @@ from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.redistribution.state import missing_box
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.steps import Step
-from planner.simulation.distributed import DistributedArray, block_origins
+from planner.simulation.distributed import DistributedArray, block_origins, replica_groups
 
 
 class Network:
@@ -41,14 +41,20 @@ class Network:
         self.per_step.append(np.zeros(self.devices, dtype=np.int64))
 
     def send(self, src: int, dst: int, data: np.ndarray) -> np.ndarray:
-        """Deliver a copy of ``data`` from ``src`` to ``dst`` (free when they are the same device)."""
+        """Deliver ``data`` from ``src`` to ``dst`` (free when they are the same device).
+
+        What arrives is a read-only view, not a copy: nothing in the simulator writes
+        into a block in place, so the receiver's copy would only cost memory.
+        """
         if src != dst:
             if not self.per_step:
                 self.begin_step()
             nbytes = data.nbytes if self.itemsize is None else data.size * self.itemsize
             self.per_step[-1][dst] += nbytes
             self.total[dst] += nbytes
-        return np.array(data, copy=True)
+        out = data.view()
+        out.flags.writeable = False
+        return out
 
     def step_bytes(self) -> int:
         """Largest number of bytes any device received in the last step."""
@@ -79,15 +85,20 @@ def groups(sharding: TensorSharding, axes) -> list[np.ndarray]:
 
 
 def _extract(block: np.ndarray, origin: Sequence[int], want_origin: Sequence[int], want_shape: Sequence[int]):
-    """The part of ``block`` (at ``origin``) covering ``[want_origin, +want_shape)``, zero-padded."""
-    out = np.zeros(tuple(want_shape), dtype=block.dtype)
+    """The part of ``block`` (at ``origin``) covering ``[want_origin, +want_shape)``, zero-padded
+    (a read-only view when the block holds all of it)."""
     src, dst = [], []
     for o, n, w, m in zip(origin, block.shape, want_origin, want_shape):
         lo, hi = max(o, w), min(o + n, w + m)
         if hi <= lo:
-            return out
+            return np.zeros(tuple(want_shape), dtype=block.dtype)
         src.append(slice(lo - o, hi - o))
         dst.append(slice(lo - w, hi - w))
+    if all(d.stop - d.start == m for d, m in zip(dst, want_shape)):
+        view = block[tuple(src)]
+        view.flags.writeable = False
+        return view
+    out = np.zeros(tuple(want_shape), dtype=block.dtype)
     out[tuple(dst)] = block[tuple(src)]
     return out
 
@@ -117,11 +128,39 @@ def _assemble(pieces, origin, local, shape) -> np.ndarray:
     return out
 
 
+def _replicas(after: TensorSharding, shape) -> tuple[tuple[int, ...], ...]:
+    """Groups of devices that hold the same block of a value laid out as ``after`` (singletons for a pending sum)."""
+    if after.unreduced:
+        return tuple((d,) for d in range(after.mesh.size))
+    return replica_groups((after,), (tuple(shape),))
+
+
+def same_block(kept: np.ndarray | None, block: np.ndarray, after: TensorSharding, device: int) -> np.ndarray:
+    """``kept`` if ``block`` equals it bit for bit (a replica: one copy is kept, read-only), else an error."""
+    if kept is None:
+        block.flags.writeable = False
+        return block
+    if kept.shape != block.shape or not np.array_equal(_bits(kept), _bits(block)):
+        raise SimulationMismatch(f"device {device} should hold the same block as its replicas of a value laid out as "
+                                 f"{after}, but it differs")
+    return kept
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s raw bits as unsigned integers (NaNs compare equal to identical NaNs, without copies)."""
+    a = np.ascontiguousarray(a)
+    kind = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(a.dtype.itemsize)
+    return a.view(kind) if kind is not None and a.dtype != np.bool_ else a
+
+
 def _rebuild(arr: DistributedArray, after: TensorSharding, pieces_of) -> DistributedArray:
     shape = arr.shape
     local = after.local_shape(shape)
     origins = block_origins(after, shape)
-    blocks = [_assemble(pieces_of(d), origins[d], local, shape) for d in range(after.mesh.size)]
+    blocks: list = [None] * after.mesh.size
+    for members in _replicas(after, shape):  # replicas share one block (checked equal): one copy per group
+        for d in members:
+            blocks[d] = same_block(blocks[members[0]], _assemble(pieces_of(d), origins[d], local, shape), after, d)
     return DistributedArray(after, shape, blocks)
 
 
@@ -213,9 +252,12 @@ def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
         chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
         reduced = _ring_reduce_scatter(net, members, chunks)
         gathered = _ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
+        first = None
         for r, items in enumerate(gathered):
-            full = np.concatenate([a for _, a in items])[:n]
-            blocks[int(members[r])] = full.reshape(arr.blocks[int(members[r])].shape)
+            full = np.concatenate([a for _, a in items])[:n].reshape(arr.blocks[int(members[r])].shape)
+            if not step.after.unreduced:  # every member holds the sum: keep one copy (checked equal)
+                full = first = same_block(first, full, step.after, int(members[r]))
+            blocks[int(members[r])] = full
     return DistributedArray(step.after, arr.shape, blocks)
 
 

@@ -27,7 +27,8 @@ from typing import Sequence
 import numpy as np
 
 from planner.errors import SimulationMismatch
-from planner.ir.layout import partial_groups, shard_indices
+from planner.caches import memoize
+from planner.ir.layout import device_index_ranges, devices_to_positions, partial_groups, shard_indices
 from planner.ir.sharding import TensorSharding
 
 
@@ -150,3 +151,26 @@ def _split_partials(blocks: list[np.ndarray], sharding: TensorSharding, rng) -> 
             rest = rest + part
         blocks[keeper] = total - rest
 
+
+@memoize("simulator replica groups", maxsize=4096)
+def replica_groups(shardings: tuple, shapes: tuple) -> tuple[tuple[int, ...], ...]:
+    """Devices that compute the same local instance: they hold the same blocks of every tensor
+    (same index ranges, and the same partial of every pending sum), so one computes for all.
+
+    Replicas hold bit-identical blocks (every collective hands each member the same bytes,
+    and the collectives check it), so the simulator keeps one copy per group: one
+    computation, one block shared read-only, as much memory as one device's worth.
+    """
+    mesh = shardings[0].mesh
+    pos = devices_to_positions(mesh)
+    keys: dict[tuple, list[int]] = {}
+    per_tensor = []
+    for sharding, shape in zip(shardings, shapes):
+        ranges = device_index_ranges(sharding, shape)
+        digits = [tuple(int((pos[d] // ref.digit(mesh)[0]) % ref.digit(mesh)[1]) for ref in sharding.unreduced)
+                  for d in range(mesh.size)]
+        per_tensor.append((ranges, digits))
+    for d in range(mesh.size):
+        key = tuple((tuple(map(tuple, r[d])), g[d]) for r, g in per_tensor)
+        keys.setdefault(key, []).append(d)
+    return tuple(tuple(v) for v in keys.values())

@@ -39,8 +39,12 @@ from planner.simulation.local_ops import LocalContext, _name_attrs, valid_mask, 
 
 
 def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None], result: np.ndarray | None,
-              cotangent: np.ndarray, ctx: LocalContext, wrt: Sequence[int]) -> list[np.ndarray]:
-    """The cotangent block of each operand in ``wrt`` on one device (see the module docstring)."""
+              cotangent: np.ndarray, ctx: LocalContext, wrt: Sequence[int], donate: bool = False) -> list[np.ndarray]:
+    """The cotangent block of each operand in ``wrt`` on one device (see the module docstring).
+
+    ``donate``: the caller owns ``cotangent`` and is done with it; an op with an in-place
+    VJP (:attr:`graphs.ops.opdef.OpDef.vjp_in_place`) writes its result there.
+    """
     name, attrs = _name_attrs(op)
     opdef = get_op(name)
     attrs = opdef.canonical([b.global_shape for b in ctx.operands], opdef.with_defaults(attrs))
@@ -53,7 +57,8 @@ def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None
         if special is not None:
             grads = special(attrs, arrays, cot, ctx, wrt)
         else:
-            grads = opdef.vjp(arrays, attrs, result, cot, wrt)
+            in_place = opdef.vjp_in_place if donate and len(wrt) == 1 else None
+            grads = (in_place or opdef.vjp)(arrays, attrs, result, cot, wrt)
     out = []
     for k, g in zip(wrt, grads):
         g = np.asarray(g)
@@ -116,6 +121,17 @@ def _cross_entropy(attrs, arrays, cot, ctx, wrt):
     p *= weight[..., None]
     return [p]
 
+
+def local_vjp_inputs(name: str, wrt, n: int) -> tuple[int, ...]:
+    """The operands :func:`local_vjp` reads for the cotangents of ``wrt`` (the others need only their shapes)."""
+    if name in _LOCAL_READS:
+        return _LOCAL_READS[name]
+    return get_op(name).vjp_inputs(tuple(wrt), n)
+
+
+# the local special cases that read operands the catalogue VJP would not: the indices of a
+# gather (to scatter into this device's rows), the logits and labels of a cross_entropy
+_LOCAL_READS = {"gather": (1,), "cross_entropy": (0, 1)}
 
 _SPECIAL = {
     "cross_entropy": _cross_entropy,

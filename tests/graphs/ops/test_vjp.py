@@ -40,9 +40,21 @@ def check_vjp(name, arrays, attrs=None, seed=0):
     result = np.asarray(opdef.reference(arrays, attrs))
     cot = rng.standard_normal(result.shape)
     wrt = tuple(i for i, a in enumerate(arrays) if a.dtype.kind == "f")
-    passed = arrays if opdef.vjp_reads_inputs else [shape_stand_in(a.shape, a.dtype) for a in arrays]
-    grads = opdef.vjp(passed, attrs, result if opdef.vjp_reads_result else None, cot, wrt)
+    def passed(which):  # the operands the VJP says it reads for ``which``; stand-ins for the others
+        reads = opdef.vjp_inputs(which, len(arrays))
+        return [a if i in reads else shape_stand_in(a.shape, a.dtype) for i, a in enumerate(arrays)]
+
+    grads = opdef.vjp(passed(wrt), attrs, result if opdef.vjp_reads_result else None, cot, wrt)
     assert len(grads) == len(wrt)
+    for i, g in zip(wrt, grads):  # one operand at a time reads only what vjp_inputs says, same numbers
+        (alone,) = opdef.vjp(passed((i,)), attrs, result if opdef.vjp_reads_result else None, cot, (i,))
+        np.testing.assert_allclose(alone, g, rtol=1e-14, atol=1e-14)
+        if opdef.vjp_in_place is not None:  # the in-place variant writes the same numbers into the cotangent
+            buffer = cot.copy()
+            (inplace,) = opdef.vjp_in_place(passed((i,)), attrs, result if opdef.vjp_reads_result else None,
+                                            buffer, (i,))
+            assert np.shares_memory(inplace, buffer)
+            np.testing.assert_allclose(inplace, g, rtol=1e-13, atol=1e-14)
     for k, (i, g) in enumerate(zip(wrt, grads)):
         assert isinstance(g, np.ndarray) and g.shape == arrays[i].shape and g.dtype == cot.dtype
         for other in [*arrays, result, cot, *grads[:k]]:
