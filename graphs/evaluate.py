@@ -74,12 +74,8 @@ def example_inputs(graph: ComputationGraph, seed: int = 0, float_dtype=np.float6
     return out
 
 
-def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep=None) -> dict[str, np.ndarray]:
-    """Every tensor's value: ``feeds`` for inputs, parameters and constants, computed for the rest.
-
-    With ``keep`` (a collection of tensor names) only those are returned, and every
-    other value is dropped after its last reader (what a long model needs to fit).
-    """
+def checked_feeds(graph: ComputationGraph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The value of every input, parameter and constant, each checked against its declared shape."""
     values: dict[str, np.ndarray] = {}
     for t in graph.tensors.values():
         if t.kind == "activation":
@@ -90,6 +86,16 @@ def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep
         if value.shape != t.shape:
             raise ModelError(f"value for {t.name!r} has shape {value.shape}, but the tensor is {t.type_text()}")
         values[t.name] = value
+    return values
+
+
+def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep=None) -> dict[str, np.ndarray]:
+    """Every tensor's value: ``feeds`` for inputs, parameters and constants, computed for the rest.
+
+    With ``keep`` (a collection of tensor names) only those are returned, and every
+    other value is dropped after its last reader (what a long model needs to fit).
+    """
+    values = checked_feeds(graph, feeds)
     last: dict[str, int] = {}
     if keep is not None:
         keep = set(keep)

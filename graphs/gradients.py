@@ -34,6 +34,7 @@ from typing import Mapping
 import numpy as np
 
 from graphs.dtypes import is_float
+from graphs.evaluate import checked_feeds
 from graphs.graph import ComputationGraph
 from graphs.ops.opdef import shape_stand_in
 from graphs.ops.registry import get_op
@@ -90,20 +91,6 @@ def check_differentiable(graph: ComputationGraph) -> None:
             )
 
 
-def _feeds(graph: ComputationGraph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    values: dict[str, np.ndarray] = {}
-    for t in graph.tensors.values():
-        if t.kind == "activation":
-            continue
-        if t.name not in feeds:
-            raise ModelError(f"no value given for {t.kind} {t.name!r} of model {graph.name!r}")
-        value = np.asarray(feeds[t.name])
-        if value.shape != t.shape:
-            raise ModelError(f"value for {t.name!r} has shape {value.shape}, but the tensor is {t.type_text()}")
-        values[t.name] = value
-    return values
-
-
 def _float_dtype(graph: ComputationGraph, values: Mapping[str, np.ndarray]) -> np.dtype:
     dtypes = [v.dtype for name, v in values.items() if is_float(graph.tensors[name].dtype)]
     return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
@@ -125,7 +112,7 @@ def reference_gradients(
     a parameter has no VJP (:func:`check_differentiable`).
     """
     check_differentiable(graph)
-    values = _feeds(graph, feeds)
+    values = checked_feeds(graph, feeds)
     if float_dtype is None:
         float_dtype = _float_dtype(graph, values)
     if cotangents is None:

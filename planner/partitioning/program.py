@@ -73,9 +73,10 @@ class Redistribute:
 
     Forward: ``producer`` is the op that made the tensor (None for a source) and
     ``readers`` the ops that read the new layout (empty for a graph output's
-    delivery). Backward and gradient: ``producer`` is the op whose backward made the
-    gradient (None for a summed gradient) and ``readers`` the op it flows back to
-    (empty for a parameter).
+    delivery). Backward and gradient: the transpose of such a redistribution,
+    carrying the summed cotangents of ``readers`` (empty: the seeded cotangent of a
+    graph output) home to ``producer`` (None: a parameter, whose gradient it
+    reduces); ``plan.source`` is where those cotangents were added up.
     """
 
     tensor: str

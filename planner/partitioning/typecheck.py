@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from planner.errors import VarianceError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.sharding import TensorSharding
+from planner.ir.variance import VarType
 from planner.redistribution.primitives import primitive, result_variance
 from planner.redistribution.transpose import cotangent_layout
 
@@ -92,19 +93,23 @@ def variance(layout: TensorSharding) -> frozenset:
     return frozenset(out)
 
 
-def variance_text(atoms: frozenset, mesh) -> str:
-    """``{"dp", "tp"}``: the pieces merged back into (sub-)axes, in mesh order."""
+def _refs(atoms: frozenset, mesh) -> tuple[AxisRef, ...]:
+    """The pieces merged back into (sub-)axes, in mesh order."""
     refs = [AxisRef(a.axis, a.lo, a.hi // a.lo) if (a.lo, a.hi) != (1, mesh.axis_size(a.axis)) else AxisRef(a.axis)
             for a in sorted(atoms)]
-    refs = merge_adjacent(sort_axes(refs, mesh), mesh) if refs else ()
-    return "{" + ", ".join(map(str, refs)) + "}"
+    return merge_adjacent(sort_axes(refs, mesh), mesh) if refs else ()
+
+
+def variance_text(atoms: frozenset, mesh) -> str:
+    """``{"dp", "tp"}``: the pieces merged back into (sub-)axes, in mesh order."""
+    return "{" + ", ".join(map(str, _refs(atoms, mesh))) + "}"
 
 
 def type_text(dtype: str, shape, layout: TensorSharding) -> str:
-    """Seed 004's ``f32[3,4]{"i"}``: the local shape and the variance of ``layout``."""
-    local = layout.local_shape(shape)
-    v = variance(layout)
-    return f"{dtype}[{','.join(map(str, local))}]" + (variance_text(v, layout.mesh) if v else "")
+    """Seed 004's ``f32[3,4]{"i"}`` (:class:`planner.ir.variance.VarType`): the local shape and the
+    variance of ``layout``, as (sub-)axes in mesh order."""
+    refs = _refs(variance(layout), layout.mesh)
+    return VarType(dtype, tuple(layout.local_shape(shape)), frozenset(refs)).text(order=refs)
 
 
 def step_primitive(step) -> str:
