@@ -424,9 +424,9 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
         for t, ks in grouped.items():
             reads[t].append((op.name, tuple(ks)))
     sources = [name for name, t in graph.tensors.items() if t.kind != "activation" and reads[name]]
-    # A source gets a node when several ops read it, or when the user fixed how it is
-    # stored (its readers may still redistribute it, at a cost).
-    shared = [s for s in sources if len(reads[s]) > 1 or s in annotations]
+    # A source gets a node when several ops (or several operands of one op) read it, or
+    # when the user fixed how it is stored (its readers may still redistribute it, at a cost).
+    shared = [s for s in sources if len(reads[s]) > 1 or len(reads[s][0][1]) > 1 or s in annotations]
     private = {s: (reads[s][0][0], reads[s][0][1][0]) for s in sources if s not in shared}
 
     # -- nodes ------------------------------------------------------------------------------------

@@ -140,3 +140,29 @@ def test_the_lowered_program_is_type_checked(monkeypatch):
     program = replace(p.program, instructions=tuple(wrong if i is compute else i for i in p.program.instructions))
     with pytest.raises(VarianceError, match=r"op 'fc2'.*\"tp\".*psum is missing"):
         typecheck(program)
+
+
+SQUARE = """
+name: square
+mesh: {x: 4}
+tensors:
+  a: {shape: [8, 8], kind: input, sharding: '[{"x"}, {}]'}
+  w: {shape: [8, 8], kind: param}
+ops:
+  - {name: ww, op: matmul, inputs: [w, w], output: w2, strategy: [[4, 1], [1, 1]]}
+  - {name: mm, op: matmul, inputs: [a, w2], output: y}
+  - {name: s, op: sum, inputs: [y], output: loss}
+outputs: [loss]
+"""
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_parameter_one_op_reads_in_two_layouts_is_redistributed_and_its_two_cotangents_go_home(training):
+    # w @ w with the first operand row-sharded and the second replicated: w is stored once and
+    # redistributed for the other operand; with training both operands' cotangents come back
+    r = simulate(plan(SQUARE, training=training))
+    assert r.ok, (r.outputs, r.gradients)
+    for phase in r.phases.values():
+        assert phase["measured_comm_bytes_per_device"] == phase["predicted_comm_bytes_per_device"]
+    if training:
+        assert_exact(r)
