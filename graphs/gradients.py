@@ -188,12 +188,12 @@ def reference_gradients(
         op = ops[k]
         opdef = get_op(op.op)
         cot = cots.pop(op.output, None)
-        owned_before = {op.output} if op.output in owned else set()  # allocated here: its buffer may be reused
+        was_owned = op.output in owned  # allocated here: its buffer may take the VJP's result
         owned.discard(op.output)
         if cot is not None:
             arrays = [values[t] if a is None else a for t, a in zip(op.inputs, stand_ins.pop(k))]
             result = values[op.output] if opdef.vjp_reads_result else None
-            mine = op.output in owned_before and cot.flags.writeable and len(backward[k]) == 1
+            mine = was_owned and cot.flags.writeable and len(backward[k]) == 1
             vjp = opdef.vjp_in_place if mine and opdef.vjp_in_place is not None else opdef.vjp
             grads = vjp(arrays, op.attrs_dict, result, cot, backward[k])
             del arrays, result, cot

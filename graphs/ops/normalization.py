@@ -85,8 +85,7 @@ def _softmax_vjp_in_place(arrays, attrs, result, cotangent, wrt):
     check_wrt("softmax", arrays, wrt)
     y, g = np.asarray(result), cotangent
     axis = attrs.get("axis", -1)
-    s = np.sum(np.multiply(g, y, dtype=g.dtype), axis=axis, keepdims=True) if g.ndim == 0 else \
-        np.expand_dims(np.einsum("...i,...i->...", np.moveaxis(g, axis, -1), np.moveaxis(y, axis, -1)), axis)
+    s = np.expand_dims(np.einsum("...i,...i->...", np.moveaxis(g, axis, -1), np.moveaxis(y, axis, -1)), axis)
     g -= s
     g *= y
     return (g,)

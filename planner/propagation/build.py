@@ -60,7 +60,8 @@ from planner.redistribution.transpose import transpose_plan
 from planner.rules.factors import OpShardingRule
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
-from planner.training.gradients import operand_gradient, requires_grad
+from graphs.gradients import requires_grad
+from planner.training.gradients import operand_gradient
 
 OPTIMIZER = "adam"
 """Training keeps Adam's two f32 moments per parameter element (:func:`costmodels.parameter_bytes`)."""

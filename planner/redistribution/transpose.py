@@ -92,10 +92,6 @@ def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast:
         if target != current:
             steps += reshard_for_planning(shape, dtype, current, target, cluster).steps
         current = target
-    if len(layouts) == 1 or current != cotangent_layout(layouts[0]):
-        end = cotangent_layout(layouts[0])
-        if current != end:
-            steps += reshard_for_planning(shape, dtype, current, end, cluster).steps
     return ReshardPlan(tuple(shape), dtype, start, cotangent_layout(forward.source), tuple(steps))
 
 

@@ -116,7 +116,7 @@ def zero_padding(array: np.ndarray, block: LocalBlock) -> np.ndarray:
     return np.where(valid_mask(block), array, np.zeros((), array.dtype))
 
 
-def _name_attrs(op: Any) -> tuple[str, dict]:
+def name_attrs(op: Any) -> tuple[str, dict]:
     if isinstance(op, str):
         return op, {}
     if isinstance(op, tuple):
@@ -231,7 +231,7 @@ _SPECIAL: Mapping[str, LocalFn] = {
 
 def local_compute(op: Any, rule: OpShardingRule, local_arrays: Sequence[np.ndarray], ctx: LocalContext) -> np.ndarray:
     """One device's result block of ``op`` (see the module docstring for the invariants)."""
-    name, attrs = _name_attrs(op)
+    name, attrs = name_attrs(op)
     opdef = get_op(name)
     attrs = opdef.canonical([b.global_shape for b in ctx.operands], opdef.with_defaults(attrs))
     if len(local_arrays) != len(ctx.operands) or len(ctx.operands) != rule.num_operands:

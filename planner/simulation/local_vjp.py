@@ -35,7 +35,7 @@ from graphs.ops.opdef import shape_stand_in
 from graphs.ops.registry import get_op
 from planner.errors import RuleError
 from planner.rules.factors import OpShardingRule
-from planner.simulation.local_ops import LocalContext, _name_attrs, valid_mask, zero_padding
+from planner.simulation.local_ops import LocalContext, name_attrs, valid_mask, zero_padding
 
 
 def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None], result: np.ndarray | None,
@@ -45,7 +45,7 @@ def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None
     ``donate``: the caller owns ``cotangent`` and is done with it; an op with an in-place
     VJP (:attr:`graphs.ops.opdef.OpDef.vjp_in_place`) writes its result there.
     """
-    name, attrs = _name_attrs(op)
+    name, attrs = name_attrs(op)
     opdef = get_op(name)
     attrs = opdef.canonical([b.global_shape for b in ctx.operands], opdef.with_defaults(attrs))
     cot = zero_padding(cotangent, ctx.result)

@@ -272,7 +272,6 @@ class _Run:
     def _backprop(self, ins: Backprop) -> None:
         op, s = ins.op, ins.strategy
         cot = self.cot_out.pop(op.output, None)
-        opdef = get_op(op.op)
         operands = [self.residuals.pop((op.name, "operand", k), None) for k in range(len(op.inputs))]
         result = self.residuals.pop((op.name, "result", op.output), None)
         if cot is None:
@@ -297,7 +296,6 @@ class _Run:
                                                    ins.wrt, donate=donate)]
             for e in members:
                 per_device[e] = grads
-        del opdef
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])

@@ -33,7 +33,6 @@ broadcast, not summed).
 
 from __future__ import annotations
 
-from graphs.gradients import requires_grad as reference_requires_grad
 from planner.ir.axis import sort_axes
 from planner.ir.sharding import TensorSharding
 from planner.rules.factors import OpShardingRule
@@ -52,9 +51,3 @@ def result_gradient(strategy) -> TensorSharding:
     """Layout the backward op reads its result's gradient in: the result's, without pending sums."""
     result = strategy.result
     return result.with_unreduced(()) if result.unreduced else result
-
-
-def requires_grad(graph) -> dict[str, bool]:
-    """Per tensor: whether it needs a gradient (float parameters and the float tensors computed
-    from them; :func:`graphs.gradients.requires_grad`, the reference's own rule)."""
-    return reference_requires_grad(graph)
