@@ -118,11 +118,13 @@ that no deprecation warning is raised. Only 3.3.2 has been tested.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -622,7 +624,8 @@ def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
 def _run_highs(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
     solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1)
     start = time.perf_counter()
-    model.solve(solver)
+    with _quiet_stdout():
+        model.solve(solver)
     elapsed = time.perf_counter() - start
     highs = model.solverModel
     status = highs.modelStatusToString(highs.getModelStatus())
@@ -680,7 +683,27 @@ def _cbc_path() -> str | None:
 
 
 def _highs_available() -> bool:
-    return bool(pulp.HiGHS(msg=False).available())
+    with _quiet_stdout():
+        return bool(pulp.HiGHS(msg=False).available())
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """Keep the solver's native stdout (HiGHS 1.16 prints a banner whatever ``msg`` says) out of the
+    planner's output, where ``--format json`` must stay JSON: file descriptor 1 points at /dev/null."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no real stdout (captured, closed): nothing to protect
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _backend(solver: str) -> _Backend:

@@ -96,3 +96,14 @@ def test_plans_are_byte_identical_across_processes():
         assert run.returncode == 0, run.stderr
         outs.add(run.stdout)
     assert len(outs) == 1
+
+
+def test_ilp_json_on_stdout_is_json_whatever_the_solver_prints():
+    # HiGHS 1.16 prints a banner on the process's own stdout (file descriptor 1, which capsys
+    # does not see), so this runs the command in a process of its own
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "planner", "plan", str(CONFIGS / "ffn.yaml"), "--search", "ilp",
+                          "--format", "json"], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["search"] == "ilp"
