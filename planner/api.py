@@ -35,6 +35,7 @@ from planner.errors import PlanningError
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
+from planner.propagation.phases import parse_per_phase
 from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
 
@@ -92,6 +93,7 @@ def plan(
     outputs_layout: str | None = None,
     progress=None,
     insert_pbroadcast: bool = True,
+    axes_per_phase: Any = "auto",
 ) -> Plan:
     """Plan ``model`` (a path, YAML text or graph); see the module docstring.
 
@@ -99,6 +101,12 @@ def plan(
     device-variance types: every cotangent is treated as device-varying, so the
     backward sums what is already whole, as transposes did before the seed. It is
     there to show what the types save; plans are costed and run that way.
+
+    ``axes_per_phase`` (``auto``, ``all`` or a number): how many mesh pieces each
+    phase of the search decides; ``auto`` plans meshes of up to two pieces whole and
+    larger ones a piece at a time after the first two (:mod:`planner.propagation.phases`);
+    the plan's ``search_space`` says which, with the gap to a lower bound.
+    ``time_limit`` (seconds) bounds the whole search, not only the solver.
 
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
     ``outputs_layout``. ``progress``, if given, is called with a short message at
@@ -109,6 +117,7 @@ def plan(
     say = progress or (lambda message: None)
     if search not in SEARCHES:
         raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
+    per_phase = parse_per_phase(axes_per_phase)
     graph = load(model)
     say(f"loaded {graph.name}: {len(graph.ops)} ops")
     if training:
@@ -123,7 +132,8 @@ def plan(
 
         outcome = explicit_outcome(graph, planning_mesh, clu, options)
     else:
-        outcome = run_search(graph, planning_mesh, clu, options, search, time_limit=time_limit, solver=solver, say=say)
+        outcome = run_search(graph, planning_mesh, clu, options, search, time_limit=time_limit, solver=solver, say=say,
+                             axes_per_phase=per_phase)
     say("lowering the plan")
     for note in outcome.notes:
         warnings.warn(note, PlanWarning, stacklevel=2)

@@ -185,10 +185,18 @@ class Plan:
     warnings: tuple[str, ...] = ()
 
     # -- reading ----------------------------------------------------------------------------
+    def _indexed(self, key: str, build):
+        """``build()``, computed on first use and kept (the plan is frozen, so it never goes stale)."""
+        value = self.__dict__.get(key)
+        if value is None:
+            value = build()
+            object.__setattr__(self, key, value)
+        return value
+
     def op(self, name: str) -> OpDecision:
-        for o in self.ops:
-            if o.name == name:
-                return o
+        found = self._indexed("_op_by_name", lambda: {o.name: o for o in reversed(self.ops)}).get(name)
+        if found is not None:
+            return found
         raise PlanningError(f"the plan has no op {name!r}{did_you_mean(name, [o.name for o in self.ops], n=3)}")
 
     def tensor(self, name: str) -> TensorDecision:
@@ -225,15 +233,23 @@ class Plan:
             s = self.solver
             out["solver"] = {"name": s.name, "status": s.status, "optimal": s.optimal, "gap": s.gap,
                              "time_s": s.time_s, "variables": s.variables}
+        if self.search_space is not None and self.search_space.restricted:
+            out["search_space"] = self.search_space.to_dict(self.totals.objective)
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+    @property
+    def search_space(self):
+        """What the search ran over (:class:`planner.propagation.phases.SearchSpace`; None in explicit mode)."""
+        return self.outcome.space
 
     def explain(self, tensor: str) -> list[str]:
         """The chain of decisions from ``tensor`` back to a user annotation (see ``shardplan explain``)."""
         t = self.tensor(tensor)
         o = self.outcome
-        return explain(o.model, o.choice, o.parents, tensor, t.sharding)
+        info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
+        return explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
 
     # -- the cost tables ----------------------------------------------------------------------
     def candidates(self, op: str) -> tuple[Candidate, ...]:
@@ -264,8 +280,10 @@ class Plan:
         self.tensor(tensor)
         self.op(reader)
         v = m.op_index[reader]
-        for k, link in enumerate(m.links):
-            if link.tensor != tensor or v not in link.readers or link.kind not in ("data", "fanout"):
+        by_tensor = self._indexed("_links_by_tensor", lambda: _links_by_tensor(m))
+        for k in by_tensor.get(tensor, ()):
+            link = m.links[k]
+            if v not in link.readers:
                 continue
             u = link.producer
             if link.kind == "data":
@@ -283,6 +301,15 @@ class Plan:
             raise PlanningError(f"op {reader!r} does not read tensor {tensor!r}; its readers are {', '.join(readers)}")
         raise PlanningError(f"tensor {tensor!r} is stored as {reader!r} reads it (its only reader): it has no "
                             "edge to redistribute over")
+
+
+def _links_by_tensor(m) -> dict[str, list[int]]:
+    """The data and fanout links of each tensor, in link order (built once per plan)."""
+    out: dict[str, list[int]] = {}
+    for k, link in enumerate(m.links):
+        if link.kind in ("data", "fanout"):
+            out.setdefault(link.tensor, []).append(k)
+    return out
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -318,5 +345,7 @@ def make_plan(outcome: SearchOutcome) -> Plan:
         objective=m.problem.objective(choice),
     )
     meshes = (m.mesh,) + tuple(x for x in graph.meshes.values() if x != m.mesh)
-    return Plan(graph.name, outcome.search, m.mesh, meshes, MappingProxyType(tensors), tuple(ops), redistributions,
+    plan = Plan(graph.name, outcome.search, m.mesh, meshes, MappingProxyType(tensors), tuple(ops), redistributions,
                 totals, m.options.training, program, outcome, outcome.report, outcome.notes)
+    object.__setattr__(plan, "_reasons", reasons)  # Plan.explain reads them
+    return plan

@@ -6,10 +6,12 @@ import argparse
 import sys
 import warnings
 
-from costmodels import format_quantity
+from planner.cli.args import SEARCHES
 from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError
-from planner.api import SEARCHES, PlanWarning, plan
+
+# The pipeline (planner.api, costmodels) is imported by the functions that run it, so that
+# ``shardplan --help`` stays fast (issue 11).
 
 CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding", "source", "compute_time_s",
                "comm_time_s", "reason")
@@ -26,7 +28,12 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
                    help="with --training: switch off seed 004's device-variance types, so the backward psums "
                    "cotangents that are already whole (to see what the types save)")
     p.add_argument("--memory-budget", metavar="BYTES", help="per-device memory budget, e.g. 16GiB or 1e9 (ilp)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="ILP time limit in seconds (falls back to bfs)")
+    p.add_argument("--time-limit", type=float, metavar="S",
+                   help="bound the whole search in seconds: the ILP gets what is left (else falls back to bfs), "
+                   "no axis phase starts after it (the plan so far is returned, with a warning)")
+    p.add_argument("--axes-per-phase", default="auto", metavar="auto|all|N",
+                   help="mesh pieces each search phase decides: auto (default) plans meshes of up to two pieces "
+                   "whole and larger ones one more piece at a time; all: the whole problem at once")
     p.add_argument("--solver", choices=("auto", "highs", "cbc"), default="auto", help="ILP solver (default auto)")
 
 
@@ -75,18 +82,23 @@ def _progress(message: str) -> None:
 
 
 def make_plan(args):
+    from planner.api import PlanWarning, plan
+
     report = _progress if sys.stderr.isatty() else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlanWarning)
         result = plan(args.model, search=args.search, mesh=args.mesh, cluster=args.cluster, training=args.training,
                       memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
-                      progress=report, insert_pbroadcast=args.insert_pbroadcast)
+                      progress=report, insert_pbroadcast=args.insert_pbroadcast,
+                      axes_per_phase=args.axes_per_phase)
     for w in caught:
         print(f"shardplan: warning: {w.message}", file=sys.stderr)
     return result
 
 
 def render_table(p) -> str:
+    from costmodels import format_quantity
+
     rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
@@ -116,6 +128,8 @@ def render_table(p) -> str:
         f"memory {format_quantity(t.memory_bytes_per_device, 'bytes')} per device",
         f"objective {format_quantity(t.objective, 's')}",
     ])]
+    if p.search_space is not None and p.search_space.restricted:
+        out.append(p.search_space.describe(p.totals.objective))
     if p.solver:
         s = p.solver
         gap = "n/a" if s.gap is None else f"{s.gap:.3g}"

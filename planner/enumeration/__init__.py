@@ -1,5 +1,11 @@
 """Strategy enumeration (SPEC §6.1): the candidates each op may take on the mesh."""
 
-from planner.enumeration.strategies import Strategy, enumerate_strategies, make_strategy, search_pieces
+from planner.enumeration.strategies import (
+    Strategy,
+    enumerate_extensions,
+    enumerate_strategies,
+    make_strategy,
+    search_pieces,
+)
 
-__all__ = ["Strategy", "enumerate_strategies", "make_strategy", "search_pieces"]
+__all__ = ["Strategy", "enumerate_extensions", "enumerate_strategies", "make_strategy", "search_pieces"]

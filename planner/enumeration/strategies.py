@@ -152,6 +152,73 @@ def _enumerate(rule: OpShardingRule, mesh: Mesh, pieces: tuple[AxisRef, ...]) ->
     return tuple(out)
 
 
+def enumerate_extensions(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes,
+                         new: Sequence[AxisRef]) -> tuple[Strategy, ...]:
+    """The strategies that keep ``prefix`` and add pieces of ``new`` (cached).
+
+    One phase of planning a mesh a few axes at a time (see
+    :mod:`planner.propagation.phases`): every factor keeps the axes ``prefix``
+    gave it, in their order, and each piece of ``new`` goes to at most one
+    factor, at any position among them (pieces of one axis in their natural
+    order). Pieces in neither stay unused. Index 0 is ``prefix`` itself. There are
+    at most ``(1 + factors) ** len(new)`` assignments, times the interleavings.
+    """
+    return _extend(rule, mesh, tuple(tuple(a) for a in prefix), tuple(new))
+
+
+@memoize("strategy extensions", maxsize=4096)
+def _extend(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes, new: tuple[AxisRef, ...]) -> tuple[Strategy, ...]:
+    shardable = [
+        f for f in range(rule.num_factors)
+        if rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION and rule.factor_sizes[f] > 1
+    ]
+    held = [math.prod(a.size_in(mesh) for a in axes) for axes in prefix]
+    sizes = [p.size_in(mesh) for p in new]
+    seen: set[FactorAxes] = set()
+    out: list[Strategy] = []
+    for choice in itertools.product([None] + shardable, repeat=len(new)):
+        per_factor: dict[int, list[int]] = {}
+        for i, f in enumerate(choice):
+            if f is not None:
+                per_factor.setdefault(f, []).append(i)
+        if any(not rule.admits(f, held[f] * math.prod(sizes[i] for i in idx)) for f, idx in per_factor.items()):
+            continue
+        options = [
+            [merged for order in _orders(idx, new)
+             for merged in _interleavings(prefix[f], [new[i] for i in order], mesh)]
+            for f, idx in per_factor.items()
+        ]
+        for placed in itertools.product(*options):
+            axes = list(prefix)
+            for f, seq in zip(per_factor, placed):
+                axes[f] = seq
+            factor_axes = tuple(merge_adjacent(a, mesh) for a in axes)
+            if factor_axes in seen:
+                continue
+            seen.add(factor_axes)
+            try:
+                out.append(make_strategy(rule, factor_axes, mesh))
+            except RuleError:
+                continue
+    return tuple(out)
+
+
+def _interleavings(fixed: Sequence[AxisRef], added: Sequence[AxisRef], mesh: Mesh) -> list[tuple[AxisRef, ...]]:
+    """Every merge of two sequences that keeps the order of each (``added`` in every gap of ``fixed``)
+    and the natural order of the pieces of one axis."""
+    n = len(fixed) + len(added)
+    out = []
+    for slots in itertools.combinations(range(n), len(added)):
+        it_fixed, it_added, merged = iter(fixed), iter(added), []
+        chosen = set(slots)
+        for j in range(n):
+            merged.append(next(it_added) if j in chosen else next(it_fixed))
+        if all(a.name != b.name or a.interval(mesh)[0] < b.interval(mesh)[0]
+               for a, b in itertools.combinations(merged, 2)):
+            out.append(tuple(merged))
+    return out
+
+
 def _orders(idx: list[int], pieces: Sequence[AxisRef]) -> list[tuple[int, ...]]:
     """Orders of several pieces on one factor; pieces of one axis keep their natural order."""
     if len(idx) == 1:

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -47,12 +48,13 @@ from costmodels import Cluster, compute_time_s, parameter_bytes
 from graphs.dtypes import dtype_itemsize, is_float
 from graphs.graph import OUTPUTS_LAYOUTS as OUTPUT_LAYOUTS
 from planner.caches import BoundedCache
-from planner.enumeration import Strategy, enumerate_strategies, make_strategy, search_pieces
+from planner.enumeration import Strategy, enumerate_extensions, enumerate_strategies, make_strategy, search_pieces
 from planner.errors import PlanningError, RuleError, ShardplanError
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
+from planner.propagation.phases import restrict_annotation, restrict_factor_axes
 from planner.propagation.problem import Edge, Fanout, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
 from planner.redistribution.steps import ReshardPlan
@@ -87,6 +89,10 @@ class Options:
     outputs_layout: str = "free"
     fixed_strategies: Mapping[str, tuple] = field(default_factory=dict)  # op -> the only factor axes it may take
     insert_pbroadcast: bool = True
+    # axis phases (planner.propagation.phases): the pieces this phase adds to the ``prefixes``
+    # (anywhere among their axes) and every piece allowed so far; None: the whole problem
+    phase_new: tuple[AxisRef, ...] | None = None
+    phase_allowed: tuple[AxisRef, ...] | None = None
 
 
 # -- nodes and links ---------------------------------------------------------------------------
@@ -393,8 +399,9 @@ def _where(graph, line) -> str | None:
 
 # -- building ----------------------------------------------------------------------------------
 
-def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options()) -> Model:
-    """Enumerate, constrain and cost every node and link of ``graph`` on ``mesh``."""
+def constraints(graph, mesh: Mesh, options: Options) -> tuple[dict, dict, tuple[AxisRef, ...]]:
+    """The user's active annotations, the strategies the model gives (factor axes per op) and the
+    search pieces: the mesh axes cut wherever those, the explicit strategies and reshapes need."""
     if options.outputs_layout not in OUTPUT_LAYOUTS:
         raise PlanningError(f"outputs_layout must be one of {', '.join(OUTPUT_LAYOUTS)}, "
                             f"got {options.outputs_layout!r}")
@@ -413,7 +420,20 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
             refs += [a for axes in fa for a in axes]
     for fa in options.fixed_strategies.values():
         refs += [a for axes in fa for a in axes]
-    pieces = search_pieces(mesh, refs, _cut_sizes(graph))
+    return annotations, user_strategies, search_pieces(mesh, refs, _cut_sizes(graph))
+
+
+def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(),
+                say: Callable[[str], None] | None = None) -> Model:
+    """Enumerate, constrain and cost every node and link of ``graph`` on ``mesh``.
+
+    ``say``, if given, hears how far table building has got (at most once a second).
+    """
+    annotations, user_strategies, pieces = constraints(graph, mesh, options)
+    allowed = options.phase_allowed
+    if allowed is not None and set(pieces) - set(allowed):  # an axis phase: what the constraints ask of it
+        annotations = {t: restrict_annotation(a, allowed) for t, a in annotations.items()}
+        user_strategies = {o: restrict_factor_axes(fa, allowed, mesh) for o, fa in user_strategies.items()}
     needs = requires_grad(graph) if options.training else {t: False for t in graph.tensors}
 
     # -- which sources get a node ---------------------------------------------------------------
@@ -463,22 +483,44 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     stub = Model(graph, mesh, cluster, options, pieces, nodes_t, links, SearchProblem(()), MappingProxyType(needs),
                  MappingProxyType(annotations), MappingProxyType(op_index), MappingProxyType(source_index),
                  MappingProxyType(private))
-    problem_nodes = tuple(_node_costs(stub, i) for i in range(len(nodes_t)))
+    tick = _Progress(say, len(nodes_t) + len(links))
+    problem_nodes = tuple(tick(_node_costs(stub, i)) for i in range(len(nodes_t)))
     problem = SearchProblem(
         problem_nodes,
-        tuple(_edge(stub, link) for link in edges),
+        tuple(tick(_edge(stub, link)) for link in edges),
         _same_groups(stub),
         options.memory_budget,
-        fanouts=tuple(_fanout(stub, link) for link in fanouts),
+        fanouts=tuple(tick(_fanout(stub, link)) for link in fanouts),
     )
     return replace(stub, problem=problem)
+
+
+class _Progress:
+    """Counts the cost tables built and tells ``say`` how far it got, at most once a second."""
+
+    def __init__(self, say, total: int):
+        self.say, self.total, self.done = say, total, 0
+        self.last = time.monotonic()
+
+    def __call__(self, item):
+        self.done += 1
+        if self.say is not None and time.monotonic() - self.last >= 1.0:
+            self.last = time.monotonic()
+            self.say(f"cost tables: {self.done} of {self.total} nodes and links")
+        return item
 
 
 def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> OpNode:
     shapes = [graph.tensor(t).shape for t in op.inputs]
     out = graph.tensor(op.output)
     rule = rule_for(op, shapes, out.shape)
-    candidates = list(enumerate_strategies(rule, mesh, pieces))
+    if options.phase_new is not None:  # an axis phase: extend what earlier phases chose
+        prefix = options.prefixes.get(op.name, ((),) * rule.num_factors)
+        held = [a for axes in prefix for a in axes]
+        new = tuple(p for p in options.phase_new if not any(a.overlaps(p) for a in held))
+        candidates = list(enumerate_extensions(rule, mesh, prefix, new))
+    else:
+        candidates = list(enumerate_strategies(rule, mesh, pieces))
     user = []
     if op.name in user_strategies:
         fa = user_strategies[op.name]
@@ -493,7 +535,7 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
     if options.allowed_axes is not None:
         allowed = options.allowed_axes | {a.name for axes in options.prefixes.get(op.name, ()) for a in axes}
         candidates = [s for s in candidates if all(a.name in allowed for axes in s.factor_axes for a in axes)]
-    if op.name in options.prefixes:
+    if op.name in options.prefixes and options.phase_new is None:
         prefix = options.prefixes[op.name]
         candidates = [s for s in candidates if all(tuple(s.factor_axes[f][: len(p)]) == tuple(p)
                                                    for f, p in enumerate(prefix))]

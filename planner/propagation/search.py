@@ -22,7 +22,16 @@ from typing import Callable
 
 from planner.errors import PlanningError, SolverFailed
 from planner.propagation.annotations import axes_of, priorities
-from planner.propagation.build import Model, OpNode, Options, build_model, user_annotation, with_shrink_hints
+from planner.propagation.build import (
+    Model,
+    OpNode,
+    Options,
+    build_model,
+    constraints,
+    user_annotation,
+    with_shrink_hints,
+)
+from planner.propagation.phases import SearchSpace, axis_phases, lower_bound_s
 from planner.propagation.seeding import propagate_bfs
 
 SEARCHES = ("bfs", "ilp", "explicit")
@@ -38,13 +47,22 @@ class SearchOutcome:
     report: object | None  # planner.propagation.ilp.SolverReport for the ILP
     search: str  # the search that decided it ("bfs" after an ILP fallback)
     notes: tuple[str, ...] = ()
+    space: SearchSpace | None = None  # the whole problem or axis phases, and a bound (None: explicit mode)
 
 
 def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_limit: float | None = None,
-           solver: str = "auto", say: Callable[[str], None] = lambda message: None) -> SearchOutcome:
-    """Build and decide ``graph`` on ``mesh`` with search ``how`` (``bfs`` or ``ilp``)."""
+           solver: str = "auto", say: Callable[[str], None] = lambda message: None,
+           axes_per_phase="auto") -> SearchOutcome:
+    """Build and decide ``graph`` on ``mesh`` with search ``how`` (``bfs`` or ``ilp``).
+
+    ``axes_per_phase`` (``auto``, ``all`` or a number of mesh pieces): how many pieces
+    of the mesh each axis phase decides (:mod:`planner.propagation.phases`).
+    ``time_limit`` bounds the whole run: the ILP gets what is left of it, and once it
+    has passed no further phase starts (the plan so far is returned, with a note).
+    """
     if how not in ("bfs", "ilp"):
         raise PlanningError(f"unknown search {how!r}; use one of {', '.join(SEARCHES)}")
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     notes: list[str] = []
     annotations = [user_annotation(graph, name, mesh) for name, t in graph.tensors.items() if t.sharding is not None]
     levels = priorities(annotations)
@@ -54,15 +72,47 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
             say(f"priority phase p{level} of {len(levels)}")
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
             phase = replace(options, priority_level=level, allowed_axes=allowed, prefixes=dict(prefixes))
-            m = build_model(graph, mesh, cluster, phase)
-            outcome = _decide(m, how, time_limit, solver, notes)
-            prefixes = {n.name: n.strategies[c].factor_axes for n, c in zip(m.nodes, outcome.choice)
-                        if isinstance(n, OpNode)}
+            m = build_model(graph, mesh, cluster, phase, say)
+            outcome = _decide(m, how, _left(deadline), solver, notes)
+            prefixes = _prefixes(m, outcome.choice)
         options = replace(options, prefixes=prefixes)
-    say("enumerating strategies and building cost tables")
-    m = build_model(graph, mesh, cluster, options)
-    say(f"searching ({how}) over {m.problem.variables} candidates")
-    return replace(_decide(m, how, time_limit, solver, notes), notes=tuple(notes))
+    pieces = constraints(graph, mesh, options)[2]
+    phases = axis_phases(pieces, axes_per_phase)
+    # what the priority phases chose stays; the axis phases add the other pieces
+    taken = {a for fa in options.prefixes.values() for axes in fa for a in axes}
+    allowed_so_far = tuple(p for p in pieces if any(a.contains(p, mesh) for a in taken))
+    phases = tuple(q for q in (tuple(p for p in ph if p not in allowed_so_far) for ph in phases) if q)
+    if len(phases) <= 1:
+        phases = (pieces,)  # the whole problem
+    outcome, done = None, 0
+    for k, new in enumerate(phases):
+        if outcome is not None and deadline is not None and time.monotonic() >= deadline:
+            notes.append(f"the time limit ({time_limit:g} s) passed after axis phase {done} of {len(phases)}: "
+                         f"the pieces of the later phases are left unused")
+            break
+        if len(phases) > 1:
+            allowed_so_far += new
+            say(f"axis phase {k + 1} of {len(phases)}: {', '.join(map(str, new))}")
+            options = replace(options, phase_new=new, phase_allowed=allowed_so_far,
+                              prefixes=_prefixes(outcome.model, outcome.choice) if outcome else options.prefixes)
+        say("enumerating strategies and building cost tables")
+        m = build_model(graph, mesh, cluster, options, say)
+        say(f"searching ({how}) over {m.problem.variables} candidates")
+        outcome = _decide(m, how, _left(deadline), solver, notes)
+        done += 1
+    rules = {o.name: n.rule for o, n in zip(graph.ops, outcome.model.nodes)}
+    bound = lower_bound_s(graph, mesh, cluster, options.training, outcome.model.needs_grad, rules)
+    return replace(outcome, notes=tuple(notes), space=SearchSpace(phases, done, bound))
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (at least one: a solver needs some time to return anything)."""
+    return None if deadline is None else max(deadline - time.monotonic(), 1.0)
+
+
+def _prefixes(m: Model, choice) -> dict:
+    """Each op's factor axes under ``choice``: what the next phase extends."""
+    return {n.name: n.strategies[c].factor_axes for n, c in zip(m.nodes, choice) if isinstance(n, OpNode)}
 
 
 def decide_fixed(m: Model) -> SearchOutcome:
