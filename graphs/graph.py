@@ -31,9 +31,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, Mapping, Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from graphs.meshes import check_same_devices
 from graphs.ops.opdef import OpDef
@@ -41,6 +39,9 @@ from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
 from planner.errors import ModelError, ShardplanError, did_you_mean
 from planner.ir import Mesh
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported when first used: it costs ~0.15 s (issue 11)
 
 __all__ = ["ComputationGraph", "OpSpec", "TensorSpec", "TENSOR_KINDS"]
 
@@ -66,7 +67,7 @@ class ComputationGraph:
     optionally gives the source line of ``"outputs"`` and ``"shard_as"``.
     """
 
-    __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "source", "nx",
+    __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "source", "_nx",
                  "_ops", "_producer", "_consumers")
 
     def __init__(
@@ -119,7 +120,7 @@ class ComputationGraph:
         set_("_consumers", consumers)
         set_("outputs", self._outputs(outputs, lines.get("outputs")))
         set_("shard_as", self._shard_as(shard_as, lines.get("shard_as")))
-        set_("nx", nx.freeze(self._networkx()))
+        set_("_nx", None)  # the networkx view, built on first use of .nx
 
     def __setattr__(self, key, value):
         raise AttributeError(f"ComputationGraph is read-only; build a new one instead of setting {key!r}")
@@ -235,6 +236,8 @@ class ComputationGraph:
                 if waiting[u] == 0:
                     heapq.heappush(ready, (index[u], u))
         if len(order) < len(ops):
+            import networkx as nx
+
             done = {op.name for op in order}
             g = nx.DiGraph()
             for op in ops:
@@ -332,6 +335,8 @@ class ComputationGraph:
         return tuple(out)
 
     def _networkx(self) -> nx.DiGraph:
+        import networkx as nx
+
         g = nx.DiGraph(name=self.name)
         for t in self.tensors.values():
             if t.kind != "activation":
@@ -348,6 +353,17 @@ class ComputationGraph:
         return g
 
     # -- queries ---------------------------------------------------------------------
+    @property
+    def nx(self) -> nx.DiGraph:
+        """The graph as a frozen networkx ``DiGraph`` (see the module docstring), built on first use."""
+        g = self._nx
+        if g is None:
+            import networkx as nx
+
+            g = nx.freeze(self._networkx())
+            object.__setattr__(self, "_nx", g)
+        return g
+
     @property
     def mesh(self) -> Mesh:
         """The default (first) mesh; ModelError if the model has none."""

@@ -9,6 +9,9 @@ from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 
 DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
+SEARCHES = ("bfs", "ilp", "explicit")
+"""``planner.api.SEARCHES``, repeated so that building the parser does not import the pipeline (issue 11;
+tests/test_startup.py checks that the two agree)."""
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

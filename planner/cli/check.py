@@ -10,25 +10,15 @@ import argparse
 import os
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
-from costmodels import format_quantity
+from planner.cli.args import SEARCHES
 from planner.cli.output import table, to_json, write_text
-from planner.gate import (
-    Baseline,
-    GateError,
-    Row,
-    better_models,
-    check_compatible,
-    check_tolerance,
-    collective_changes,
-    compare,
-    load_baseline,
-    measure,
-    model_path,
-    worse_models,
-    write_baseline,
-)
-from planner.api import SEARCHES, PlanWarning
+
+# planner.gate imports the whole pipeline (planner.api): the functions that use it import it, so that
+# ``shardplan --help`` stays fast (issue 11).
+if TYPE_CHECKING:
+    from planner.gate import Baseline, Row
 
 GATE = "communication-cost gate"
 
@@ -57,6 +47,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from planner.gate import (
+        GateError,
+        Row,
+        better_models,
+        check_compatible,
+        check_tolerance,
+        compare,
+        model_path,
+        worse_models,
+        write_baseline,
+    )
+
     tolerance = check_tolerance(args.tolerance)
     baseline = _existing_baseline(args.baseline, args.update)
     models, removed = _models(args, baseline)
@@ -120,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _existing_baseline(path: str, update: bool) -> Baseline | None:
     """The baseline, or None when it does not exist yet and --update will create it."""
+    from planner.gate import load_baseline
+
     if update and not os.path.exists(path):
         return None
     return load_baseline(path)
@@ -127,6 +131,8 @@ def _existing_baseline(path: str, update: bool) -> Baseline | None:
 
 def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[str], list[str]]:
     """``(models to measure, baseline entries to drop)``; every model file must exist."""
+    from planner.gate import GateError, model_path
+
     if args.models:
         models = list(dict.fromkeys(model_path(m) for m in args.models))
         for m in models:
@@ -148,6 +154,9 @@ def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[s
 
 
 def _measure_all(models: list[str], search: str, training: bool) -> dict[str, dict]:
+    from planner.api import PlanWarning
+    from planner.gate import measure
+
     progress = sys.stderr.isatty() and len(models) > 1
     measured = {}
     for i, m in enumerate(models, 1):
@@ -172,6 +181,8 @@ def _quantity(metric: str, value) -> str:
     if metric == "comm_bytes_per_device":
         return f"{value:,} B"
     if metric == "comm_time_s":
+        from costmodels import format_quantity
+
         return format_quantity(value, "s")
     return str(value)
 
@@ -197,6 +208,8 @@ def _verdict(r: Row) -> str:
 
 
 def _render(args, baseline, measured, rows, tolerance, worse, better, added, removed, changed) -> str:
+    from planner.gate import collective_changes, model_path
+
     mode = f"search {args.search}" + (", training" if args.training else "")
     out = [f"{GATE}: {len(measured)} model{'s' if len(measured) != 1 else ''}, {mode}, "
            f"baseline {model_path(args.baseline)}, tolerance {tolerance * 100:g}%", ""]

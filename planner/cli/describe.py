@@ -7,7 +7,6 @@ import argparse
 from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
 from planner.ir.text import parse_sharding
-from planner.views.summary import describe
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,6 +52,8 @@ def render_table(d: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from planner.views.summary import describe  # imported here: shardplan --help stays fast (issue 11)
+
     meshes = parse_meshes(args.mesh)
     shape = parse_shape(args.shape)
     dtype = parse_dtype(args.dtype)

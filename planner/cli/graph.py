@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from graphs import load_model
 from planner.cli.output import table, to_json, write_text
 
 
@@ -72,6 +71,8 @@ def render_dot(graph) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from graphs import load_model  # not at the top: shardplan --help does not load the model layer (issue 11)
+
     graph = load_model(args.model)
     if args.format == "dot":
         write_text(render_dot(graph), None)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from costmodels import format_quantity, load_cluster
 from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
 from planner.ir.text import parse_sharding
-from planner.redistribution import reshard
-from planner.simulation.reshard import verify
+
+# The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast (issue 11).
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from costmodels import load_cluster
+    from planner.redistribution import reshard
+    from planner.simulation.reshard import verify
+
     meshes = parse_meshes(args.mesh)
     shape = parse_shape(args.shape)
     dtype = parse_dtype(args.dtype)
@@ -57,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(plan, checked) -> str:
+    from costmodels import format_quantity
+
     rows = []
     for i, s in enumerate(plan.steps, 1):
         dims = " -> ".join(map(str, s.dims)) if s.kind == "AllToAll" else ", ".join(map(str, s.dims))

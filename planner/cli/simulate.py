@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from costmodels import format_quantity
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import _plan_options, make_plan
-from planner.simulation.run import simulate
+
+# The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast (issue 11).
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def render(plan, r) -> str:
+    from costmodels import format_quantity
+
     rows = [(name, "ok" if o["ok"] else "MISMATCH", f"{o['max_abs_error']:.3g}", f"{o['max_rel_error']:.3g}")
             for name, o in r.outputs.items()]
     lines = [
@@ -60,6 +62,8 @@ def render(plan, r) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from planner.simulation.run import simulate
+
     p = make_plan(args)
     r = simulate(p, seed=args.seed, dtype=args.dtype)
     if args.format == "json":

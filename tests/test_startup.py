@@ -1,0 +1,88 @@
+"""Start-up stays light (issue 11): importing the package and printing help load no solver, SciPy or networkx.
+
+These tests check what a fresh interpreter imports, not how long it takes; the timing is
+measured by benchmarks/startup.py.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pulp", "highspy", "scipy", "networkx")
+PIPELINE = ("planner.api", "planner.propagation", "planner.redistribution", "planner.simulation", "planner.gate")
+
+
+def imported_after(code: str) -> tuple[set[str], str]:
+    """The modules a fresh interpreter holds after running ``code``, and what the code printed."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        + "".join(f"    {line}\n" for line in code.splitlines())
+        + "print(json.dumps({'modules': sorted(sys.modules), 'out': out.getvalue()}))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout.splitlines()[-1])
+    return set(data["modules"]), data["out"]
+
+
+def test_import_planner_loads_no_solver_scipy_or_networkx():
+    modules, _ = imported_after("import planner")
+    assert not modules & set(HEAVY)
+    assert not modules & set(PIPELINE)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"], ["check", "--help"], ["reshard", "--help"],
+                                  ["simulate", "--help"], ["--version"]])
+def test_help_loads_no_solver_scipy_networkx_or_pipeline(argv):
+    modules, out = imported_after(f"from planner.cli.main import main\nassert main({argv!r}) == 0")
+    assert not modules & set(HEAVY)
+    assert not modules & set(PIPELINE)
+    assert "shardplan" in out
+
+
+def test_plan_help_still_lists_every_search():
+    _, out = imported_after("from planner.cli.main import main\nmain(['plan', '--help'])")
+    assert "{bfs,ilp,explicit}" in out
+
+
+def test_the_cli_searches_are_the_planners():
+    """planner.cli.args repeats planner.api.SEARCHES so that building the parser imports no pipeline."""
+    from planner.api import SEARCHES
+    from planner.cli.args import SEARCHES as CLI_SEARCHES
+
+    assert CLI_SEARCHES == SEARCHES
+
+
+def test_loading_a_model_does_not_import_networkx_until_the_graph_view_is_used():
+    modules, out = imported_after(
+        "import sys\nfrom graphs import load_model\ng = load_model('configs/ffn.yaml')\n"
+        "print('networkx' in sys.modules, g.nx.number_of_nodes() > 0, g.nx is g.nx)"
+    )
+    assert out.split() == ["False", "True", "True"]
+    assert "networkx" in modules
+
+
+def test_a_bfs_plan_loads_no_ilp_solver():
+    modules, out = imported_after("from planner.cli.main import main\nassert main(['plan', 'configs/ffn.yaml']) == 0")
+    assert "totals: communication" in out
+    assert not modules & {"pulp", "highspy", "planner.propagation.ilp", "networkx"}
+
+
+def test_shardplan_plan_runs_as_a_command():
+    run = subprocess.run([sys.executable, "-m", "planner", "plan", "configs/ffn.yaml"], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("model ffn") and "totals: communication" in run.stdout
+
+
+def test_a_user_error_still_exits_2_with_its_message():
+    run = subprocess.run([sys.executable, "-m", "planner", "plan", "configs/no-such-model.yaml"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert run.returncode == 2
+    assert run.stderr.startswith("shardplan plan: error: ") and "no-such-model.yaml" in run.stderr
