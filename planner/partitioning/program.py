@@ -209,6 +209,7 @@ def lower(m: Model, choice) -> Program:
         if spec.kind != "activation" and graph.consumers(name_):
             instructions.append(Load(name_, m.layout(name_, choice), spec.shape, spec.dtype))
     outputs = {}
+    graph_outputs = frozenset(graph.outputs)
     for op in graph.ops:
         i = m.op_index[op.name]
         node = m.nodes[i]
@@ -219,7 +220,7 @@ def lower(m: Model, choice) -> Program:
                                     out.dtype, op_compute_time_s(graph, op, s, m.cluster, m.options.training,
                                                                  m.needs_grad)))
         instructions += after[op.name]
-        if op.output in graph.outputs:
+        if op.output in graph_outputs:
             outputs[op.output] = m.final_layout(op.name, s)
     if m.options.training:
         instructions += _backward(m, choice, back_of, own_grads)

@@ -96,6 +96,13 @@ def bfs(
     min_memory = np.array([float(nd.memory.min()) if nd.memory is not None else 0.0 for nd in problem.nodes])
     used_memory = 0.0
     remaining_min = float(min_memory.sum())
+    # per fanout: the layouts its decided readers need, kept up to date as readers are decided
+    fanout_need = [np.zeros(f.class_cost.shape[1], dtype=bool) for f in problem.fanouts]
+    same_of: list[list[tuple]] = [[] for _ in range(n)]  # the equal-layout groups each node is in, in order
+    for group in problem.same:
+        same_of[group[0]].append(group)
+        if group[2] != group[0]:
+            same_of[group[2]].append(group)
 
     def decide(v: int, via: tuple[int, int] | None) -> None:
         nonlocal used_memory, remaining_min
@@ -112,12 +119,12 @@ def bfs(
                     fanouts.add(e)  # a producer sees one fanout once, however many readers are decided
         if fanouts is not None:
             for f in sorted(fanouts):
-                total = total + problem.link_costs(f, v, choice, decided)
+                total = total + problem.link_costs(f, v, choice, decided, needed=fanout_need[f - edge_links])
         allowed = np.ones(node.n, dtype=bool)
         if v in pinned:
             allowed[:] = False
             allowed[pinned[v]] = True
-        for a, ac, b, bc in problem.same:
+        for a, ac, b, bc in same_of[v]:
             if a == v and choice[b] is not None:
                 allowed &= ac == bc[choice[b]]
             if b == v and choice[a] is not None:
@@ -141,6 +148,11 @@ def bfs(
             c = int(ties[int(np.argmax(scores))])  # first among the best scores
         choice[v] = c
         decided[v] = True
+        for _, e in adj[v]:
+            if e >= edge_links:
+                fanout = problem.fanouts[e - edge_links]
+                if fanout.u != v:
+                    fanout_need[e - edge_links] |= fanout.need_mask(fanout._position[v])[c]
         parent[v] = via
         order.append(v)
         if node.memory is not None:
@@ -158,6 +170,7 @@ def bfs(
     for s in starts:
         decide(s, None)
         queue.append(s)
+    first_free = 0  # nodes below it are decided (a node, once decided, stays so)
     while True:
         while queue:
             u = queue.popleft()
@@ -165,10 +178,11 @@ def bfs(
                 if choice[v] is None:
                     decide(v, (u, e))
                     queue.append(v)
-        rest = [v for v in range(n) if choice[v] is None]
-        if not rest:
+        while first_free < n and choice[first_free] is not None:
+            first_free += 1
+        if first_free == n:
             break
-        decide(rest[0], None)
-        queue.append(rest[0])
+        decide(first_free, None)
+        queue.append(first_free)
     final = tuple(int(c) for c in choice)
     return BfsResult(final, tuple(parent), tuple(order), problem.objective(final))

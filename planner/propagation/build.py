@@ -268,11 +268,13 @@ def link_moves(m: Model, k: int, choice) -> list[Move]:
     """The redistributions link ``k`` makes under ``choice`` (the costs price exactly these)."""
     link = m.links[k]
     t = link.tensor
-    src = _producer_side(m.nodes[link.producer])[choice[link.producer]]
+    u = m.nodes[link.producer]
+    src = u.layouts[choice[link.producer]] if isinstance(u, SourceNode) else u.strategies[choice[link.producer]].result
     layouts: dict[TensorSharding, None] = {}
     grads: dict[tuple, None] = {}
     for v, ks in zip(link.readers, link.operands):
-        lays, gs = _reader_side(m.nodes[v], ks, link.backward)[choice[v]]
+        node = m.nodes[v]
+        lays, gs = _reader_entry(node.rule, node.strategies[choice[v]], ks, link.backward)
         layouts.update(dict.fromkeys(lays))
         grads.update(dict.fromkeys(gs))
     out = [Move(t, src, lay, "forward") for lay in layouts]
@@ -294,7 +296,7 @@ def node_moves(m: Model, i: int, choice) -> list[Move]:
     return _op_moves(m.graph, node, node.strategies[choice[i]], m)
 
 
-def _op_moves(graph, node: OpNode, s: Strategy, m: Model) -> list[Move]:
+def _op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Move]:
     op = node.op
     out: list[Move] = []
     if op.output in graph.outputs:
@@ -303,7 +305,7 @@ def _op_moves(graph, node: OpNode, s: Strategy, m: Model) -> list[Move]:
         if m.options.training and m.needs_grad.get(op.output, False):
             out.append(Move(op.output, s.result, final, "backward"))  # the seeded cotangent goes back
     if m.options.training:
-        for t, k in _own_params(graph, node, m.private_sources):
+        for t, k in own if own is not None else _own_params(graph, node, m.private_sources):
             if m.needs_grad.get(t, False):
                 out.append(Move(t, s.operands[k], s.operands[k], "gradient", _pending(node.rule, s, k)))
     return out
@@ -317,8 +319,13 @@ def _own_params(graph, node: OpNode, private) -> list[tuple[str, int]]:
 
 def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training: bool, needs_grad) -> float:
     """Forward compute, plus with training one forward's worth per operand whose gradient is needed."""
+    return compute_time_s(op_flops(graph, op, training, needs_grad) / strategy.work_divisor, cluster)
+
+
+def op_flops(graph, op, training: bool, needs_grad) -> float:
+    """FLOPs of ``op`` on one device: its forward, plus one forward's worth per needed operand gradient."""
     grads = sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
-    return compute_time_s(graph.op_flops(op.name) * (1 + grads) / strategy.work_divisor, cluster)
+    return graph.op_flops(op.name) * (1 + grads)
 
 
 def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
@@ -583,9 +590,10 @@ def _node_costs(m: Model, i: int) -> Node:
     own = _own_params(graph, node, m.private_sources)
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
+    flops = op_flops(graph, op, m.options.training, m.needs_grad)  # once per op, not per strategy
     for c, s in enumerate(node.strategies):
-        t = op_compute_time_s(graph, op, s, m.cluster, m.options.training, m.needs_grad)
-        t += sum(move_time_s(m, mv) for mv in _op_moves(graph, node, s, m))
+        t = compute_time_s(flops / s.work_divisor, m.cluster)
+        t += sum(move_time_s(m, mv) for mv in _op_moves(graph, node, s, m, own))
         cost[c] = t
         mem = math.prod(s.result.local_shape(out.shape)) * dtype_itemsize(out.dtype)
         for p, k in own:
@@ -615,7 +623,15 @@ def _plan(shape, dtype, source, destination, backward: bool, pending, cluster, i
 
 def _pending(rule: OpShardingRule, s: Strategy, k: int) -> tuple[AxisRef, ...]:
     """The axes operand ``k``'s cotangent comes back pending over (the transposes of its pbroadcasts)."""
+    return PENDING.get_or_compute((rule, s, k), _pending_now, rule, s, k)
+
+
+def _pending_now(rule: OpShardingRule, s: Strategy, k: int) -> tuple[AxisRef, ...]:
     return operand_gradient(rule, s, k).unreduced
+
+
+PENDING = BoundedCache("operand cotangent pending axes", maxsize=262144)
+"""By (rule, strategy, operand): strategies are made once per enumeration, so the key is cheap."""
 
 
 # -- cost tables ---------------------------------------------------------------------------------
@@ -631,12 +647,14 @@ def _classes(items) -> tuple[np.ndarray, list]:
 def _reader_side(consumer: OpNode, ks, backward: bool) -> list:
     """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
     the distinct ``(layout, pending)`` its cotangents come back in."""
-    out = []
-    for s in consumer.strategies:
-        layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
-        grads = tuple(dict.fromkeys((s.operands[k], _pending(consumer.rule, s, k)) for k in ks)) if backward else ()
-        out.append((layouts, grads))
-    return out
+    return [_reader_entry(consumer.rule, s, ks, backward) for s in consumer.strategies]
+
+
+def _reader_entry(rule: OpShardingRule, s: Strategy, ks, backward: bool) -> tuple:
+    """One strategy's entry of :func:`_reader_side`."""
+    layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
+    grads = tuple(dict.fromkeys((s.operands[k], _pending(rule, s, k)) for k in ks)) if backward else ()
+    return layouts, grads
 
 
 def _producer_side(node) -> list:

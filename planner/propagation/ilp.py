@@ -296,13 +296,14 @@ def _owners(problem: SearchProblem, *, fold: bool, tie: bool) -> tuple[list[int]
         owner[r] = solved.setdefault(head[r], len(solved))
         pick[r] = np.arange(nodes[r].n)
     for start in range(len(nodes)):
-        chain = []
+        chain, on_chain = [], set()
         i = start
         while owner[i] is None:
-            if i in chain:
+            if i in on_chain:
                 names = " -> ".join(nodes[j].name for j in chain[chain.index(i):] + [i])
                 raise PlanningError(f"nodes follow each other in a cycle: {names}")
             chain.append(i)
+            on_chain.add(i)
             i = nodes[i].follows
         for j in reversed(chain):
             parent = nodes[j].follows

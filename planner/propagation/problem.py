@@ -137,6 +137,11 @@ class Fanout:
     label: str = ""
     # per reader: bool matrix (its candidates x layouts), True where the candidate needs the layout
     _masks: tuple[np.ndarray, ...] = field(default=(), init=False, repr=False, compare=False)
+    # the masks stacked (row ``_offsets[j] + c`` is reader j's candidate c) and each reader's j:
+    # :meth:`SearchProblem.link_costs` reads every reader's row in one indexing, not one by one
+    _stack: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _offsets: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
+    _position: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         cost = np.asarray(self.class_cost, dtype=float)
@@ -165,6 +170,10 @@ class Fanout:
         object.__setattr__(self, "needs", needs)
         object.__setattr__(self, "class_cost", cost)
         object.__setattr__(self, "_masks", tuple(masks))
+        offsets = np.cumsum([0] + [len(mask) for mask in masks[:-1]]) if masks else ()
+        object.__setattr__(self, "_stack", np.concatenate(masks) if masks else np.zeros((0, cost.shape[1]), bool))
+        object.__setattr__(self, "_offsets", tuple(int(o) for o in offsets))
+        object.__setattr__(self, "_position", {r: j for j, r in enumerate(readers)})
 
     def need_mask(self, j: int) -> np.ndarray:
         """Bool matrix (candidates of ``readers[j]``, layouts): True where that candidate needs the layout."""
@@ -237,12 +246,16 @@ class SearchProblem:
         return adjacency[i]
 
     def link_costs(self, link: int, i: int, choice: Sequence[int],
-                   decided: Sequence[bool] | None = None) -> np.ndarray:
+                   decided: Sequence[bool] | None = None, needed: np.ndarray | None = None) -> np.ndarray:
         """Cost (s) of ``link`` for each candidate of node ``i``, its other participants held at ``choice``.
 
         With ``decided``, only participants ``p`` with ``decided[p]`` count (an
         undecided one needs nothing). For a fanout reader, layouts another counted
         reader already needs cost nothing more (the copy is shared).
+
+        ``needed`` (fanouts only): a caller that keeps track of it gives the bool per
+        layout "some counted reader other than ``i`` needs it" (see :meth:`fanout_counts`),
+        which spares a pass over all the fanout's readers per call.
         """
         counted = (lambda p: True) if decided is None else (lambda p: bool(decided[p]))
         if link < len(self.edges):
@@ -257,23 +270,22 @@ class SearchProblem:
                 return np.zeros(self.nodes[i].n)
             return edge.class_cost[edge.u_class, edge.v_class[choice[edge.v]]]
         fanout = self.fanouts[link - len(self.edges)]
-        layouts = fanout.class_cost.shape[1]
         if i == fanout.u:
-            need = np.zeros(layouts, dtype=bool)
-            for r, mask in zip(fanout.readers, fanout._masks):
-                if counted(r):
-                    need |= mask[choice[r]]
+            need = _needed_layouts(fanout, choice, counted, None) if needed is None else needed
             return fanout.class_cost[:, need].sum(axis=1)[fanout.u_class]
-        if i not in fanout.readers:
+        j = fanout._position.get(i)
+        if j is None:
             raise ValueError(f"node {i} takes no part in fanout link {link}")
         if not counted(fanout.u):
             return np.zeros(self.nodes[i].n)
-        others = np.zeros(layouts, dtype=bool)
-        for r, mask in zip(fanout.readers, fanout._masks):
-            if r != i and counted(r):
-                others |= mask[choice[r]]
+        others = _needed_layouts(fanout, choice, counted, i) if needed is None else needed
         row = np.where(others, 0.0, fanout.class_cost[fanout.u_class[choice[fanout.u]]])
-        return fanout._masks[fanout.readers.index(i)] @ row
+        return fanout._masks[j] @ row
+
+    def fanout_counts(self, link: int, choice: Sequence[int]) -> np.ndarray:
+        """Per layout of fanout ``link``: how many of its readers need it under ``choice`` (all counted)."""
+        fanout = self.fanouts[link - len(self.edges)]
+        return _needed_layouts(fanout, choice, lambda p: True, None, count=True)
 
     def memory(self, choice: Sequence[int]) -> float:
         return sum(float(n.memory[c]) for n, c in zip(self.nodes, choice) if n.memory is not None)
@@ -296,3 +308,12 @@ class SearchProblem:
     def variables(self) -> int:
         """Candidates in all (a measure of problem size)."""
         return sum(n.n for n in self.nodes)
+
+
+def _needed_layouts(fanout: Fanout, choice: Sequence[int], counted, skip: int | None,
+                    count: bool = False) -> np.ndarray:
+    """Bool per layout: needed by some counted reader of ``fanout`` (other than ``skip``) under ``choice``
+    (with ``count``: by how many)."""
+    rows = fanout._stack[np.array([o + choice[r] for r, o in zip(fanout.readers, fanout._offsets)
+                                   if r != skip and counted(r)], dtype=np.intp)]
+    return rows.sum(axis=0, dtype=np.int64) if count else rows.any(axis=0)

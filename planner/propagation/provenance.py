@@ -23,27 +23,52 @@ def _label(m: Model, i: int, c: int) -> str:
     return f"op {n.name!r} {n.strategies[c].text()}"
 
 
-def _holding_link(m: Model, choice, i: int) -> tuple[int, int] | None:
+def _link_costs(m: Model, link: int, i: int, choice, counts: dict) -> np.ndarray:
+    """``m.problem.link_costs(link, i, choice)`` with every participant counted; for a fanout, what
+    the other readers need is read off its reader counts (``counts``, kept per link by the caller)
+    rather than gathered from all its readers on every call."""
+    p = m.problem
+    if link < len(p.edges):
+        return p.link_costs(link, i, choice)
+    have = counts.get(link)
+    if have is None:
+        have = counts[link] = p.fanout_counts(link, choice)
+    fanout = p.fanouts[link - len(p.edges)]
+    if i == fanout.u:
+        return p.link_costs(link, i, choice, needed=have > 0)
+    own = fanout.need_mask(fanout._position[i])[choice[i]]
+    return p.link_costs(link, i, choice, needed=have - own > 0)
+
+
+def _holding_link(m: Model, choice, i: int, counts: dict) -> tuple[int, int] | None:
     """The neighbour and link whose cost most resists changing node ``i``'s choice."""
     p = m.problem
     best, best_regret = None, 0.0
+    regrets: dict[int, float] = {}  # per link: a fanout's producer meets it once per reader, same cost
     for other, link in p.neighbours(i):
-        row = p.link_costs(link, i, choice)
-        alt = np.delete(row, choice[i])
-        regret = float(alt.min() - row[choice[i]]) if alt.size else 0.0
+        regret = regrets.get(link)
+        if regret is None:
+            row = _link_costs(m, link, i, choice, counts)
+            alt = np.delete(row, choice[i])
+            regret = regrets[link] = float(alt.min() - row[choice[i]]) if alt.size else 0.0
         if best is None or regret > best_regret:
             best, best_regret = (other, link), regret
     return best
 
 
-def _annotated_neighbour(m: Model, i: int) -> tuple[int, int] | None:
-    """An annotated source tensor this node reads (the first by link order), as (node, link)."""
+def _annotated_neighbours(m: Model) -> dict[int, tuple[int, int]]:
+    """Per node, an annotated source tensor it reads (the first by link order), as (node, link).
+
+    Built once per model (one pass over the links), not once per node.
+    """
+    out: dict[int, tuple[int, int]] = {}
     for k, link in enumerate(m.links):
-        if i in link.readers and link.kind in ("data", "fanout"):
+        if link.kind in ("data", "fanout"):
             u = m.nodes[link.producer]
             if isinstance(u, SourceNode) and u.user:
-                return link.producer, k
-    return None
+                for r in link.readers:
+                    out.setdefault(r, (link.producer, k))
+    return out
 
 
 def decision_reasons(m: Model, choice, parents) -> dict:
@@ -51,7 +76,8 @@ def decision_reasons(m: Model, choice, parents) -> dict:
     graph = m.graph
     node_reason: dict[int, str] = {}
     parent: dict[int, tuple[int, int] | None] = {}
-    decided = [True] * len(m.nodes)
+    counts: dict = {}  # fanout link -> how many readers need each layout under ``choice``
+    annotated = _annotated_neighbours(m) if parents is not None else {}
     for i, n in enumerate(m.nodes):
         if n.user:
             node_reason[i] = f"user: {n.user}"
@@ -59,7 +85,7 @@ def decision_reasons(m: Model, choice, parents) -> dict:
             continue
         if parents is not None:
             via = parents[i]
-            anchor = _annotated_neighbour(m, i) if via is None else None
+            anchor = annotated.get(i) if via is None else None
             if anchor is not None:
                 u, k = anchor
                 via = anchor
@@ -69,13 +95,13 @@ def decision_reasons(m: Model, choice, parents) -> dict:
                 node_reason[i] = "breadth-first start of a part no annotation reaches: its cheapest own cost"
             else:
                 u, k = via
-                cost = float(m.problem.link_costs(k, i, choice, decided)[choice[i]])
+                cost = float(_link_costs(m, k, i, choice, counts)[choice[i]])
                 node_reason[i] = (f"breadth-first from {_label(m, u, choice[u])} across tensor "
                                   f"{m.links[k].tensor!r}: cheapest edge plus own cost "
                                   f"({format_quantity(cost, 's')} to redistribute)")
             parent[i] = via
         else:
-            via = _holding_link(m, choice, i)
+            via = _holding_link(m, choice, i, counts)
             parent[i] = via
             if via is None:
                 node_reason[i] = "ILP optimum: its cheapest own cost (no neighbours)"
@@ -100,9 +126,13 @@ def decision_reasons(m: Model, choice, parents) -> dict:
     return {"ops": ops, "tensors": tensors, "parent": parent, "node_reason": node_reason}
 
 
-def explain(m: Model, choice, parents, tensor: str, sharding) -> list[str]:
-    """Lines from ``tensor`` (laid out as ``sharding``) back to the user annotation that decided it."""
-    info = decision_reasons(m, choice, parents)
+def explain(m: Model, choice, parents, tensor: str, sharding, info: dict | None = None) -> list[str]:
+    """Lines from ``tensor`` (laid out as ``sharding``) back to the user annotation that decided it.
+
+    ``info``: :func:`decision_reasons` of the same arguments, if the caller has it already.
+    """
+    if info is None:
+        info = decision_reasons(m, choice, parents)
     lines = [f"{tensor}: {sharding}", f"  {info['tensors'][tensor]}"]
     i = m.deciding_node(tensor)
     seen = set()

@@ -50,15 +50,15 @@ def _default_seeds(m: Model) -> tuple[list[int], dict[int, int]]:
     return seeds, choice
 
 
-def _layouts_on_link(m: Model, i: int, c: int, link: int) -> list:
-    """The layouts node ``i`` under candidate ``c`` gives the tensor of ``link``."""
+def _layouts_on_link(m: Model, i: int, c: int, ks: tuple[int, ...] | None) -> list:
+    """The layouts node ``i`` under candidate ``c`` gives the tensor it reads by operands ``ks``
+    (None: its result)."""
     node = m.nodes[i]
     if not isinstance(node, OpNode):
         return [node.layouts[c]]
     s = node.strategies[c]
-    info = m.links[link]
-    if i in info.readers and info.kind in ("data", "fanout"):
-        return [s.operands[k] for k in info.operands[info.readers.index(i)]]
+    if ks is not None:
+        return [s.operands[k] for k in ks]
     return [s.result]
 
 
@@ -72,6 +72,7 @@ def _all_layouts(m: Model, i: int, c: int) -> list:
 
 def _prefer(m: Model):
     """Scores per candidate of ``v``: dimensions its layout on the link keeps of any layout of ``u`` (at ``cu``)."""
+    operands: dict[int, dict[int, tuple[int, ...]]] = {}  # link -> reader -> its operands, built once per link
 
     def prefer(v: int, u: int, link: int, cu: int) -> np.ndarray:
         node = m.nodes[v]
@@ -80,9 +81,16 @@ def _prefer(m: Model):
         if m.links[link].kind not in ("data", "fanout"):
             return scores
         theirs = _all_layouts(m, u, cu)
+        per = operands.get(link)
+        if per is None:
+            info = m.links[link]
+            per = operands[link] = {}
+            for r, ks in zip(info.readers, info.operands):
+                per.setdefault(r, ks)
+        ks = per.get(v)
         for c in range(count):
             best = 0
-            for mine in _layouts_on_link(m, v, c, link):
+            for mine in _layouts_on_link(m, v, c, ks):
                 for lay in theirs:
                     if lay.rank == mine.rank:
                         best = max(best, sum(a.axes == b.axes for a, b in zip(lay.dims, mine.dims)))
