@@ -7,10 +7,18 @@ ReduceScatter, AllGather, AllToAll, CollectivePermute, Slice), each with its
 bytes per device and time, and the lower bound the plan is scored against.
 
 How: both shardings are rewritten over the common refinement of the mesh axes
-(:mod:`planner.redistribution.state`) and a Dijkstra search runs over layouts,
-one collective per edge (:mod:`planner.redistribution.moves`), minimising bytes
+(:mod:`planner.redistribution.state`) and a search runs over layouts, one
+collective per edge (:mod:`planner.redistribution.moves`), minimising bytes
 received per device, then the number of collectives, then time (or, with
-``objective="time"``, time first). Because every move is
+``objective="time"``, time first). The search (:mod:`planner.redistribution.search`)
+is an A* guided by the lower bound from each layout to the destination, followed
+by the Dijkstra restricted to the layouts that bound leaves on a cheapest path: it
+returns the plan the exhaustive Dijkstra returns (kept as ``reshard(...,
+_exhaustive=True)``), expanding far fewer layouts. With sub-axis pieces the search
+over whole axes runs first and its plan bounds the finer search. Searches are
+budgeted (:data:`planner.redistribution.search.BUDGET`, states times devices): one
+that runs out goes on greedier and returns the best plan it found, marked
+``plan.exact = False`` (or, with none, gathers everything and slices). Because every move is
 a whole collective, the search finds e.g. ReduceScatter instead of AllReduce +
 Slice, AllToAll for an axis that changes dimension, slices before gathers, and a
 CollectivePermute where one device's block simply moves to another — and never
@@ -44,7 +52,8 @@ from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.lower_bound import NOTE
-from planner.redistribution.moves import Move, moves
+from planner.redistribution.moves import Move, gather_then_slice, moves
+from planner.redistribution.search import Budget, Graph, astar, chain_cost, search_budget
 from planner.redistribution.state import MEMO_SIZE, Pieces, State
 from planner.redistribution.steps import ReshardPlan, Step
 
@@ -57,6 +66,8 @@ def reshard(
     cluster: Cluster | None = None,
     objective: str = "bytes",
     pieces: str = "primes",
+    *,
+    _exhaustive: bool = False,
 ) -> ReshardPlan:
     """The cheapest plan from ``source`` to ``destination`` (see the module docstring).
 
@@ -68,6 +79,9 @@ def reshard(
     collective may run over part of an axis: the best plans, a larger search) or
     ``"axes"`` (only the cuts the two shardings make: about 6x faster, what the
     planner's cost tables use, see :func:`reshard_for_planning`).
+
+    ``_exhaustive`` (private) runs the Dijkstra the engine used before its A*, which
+    expands every state cheaper than the answer: benchmarks compare the two.
     """
     if objective not in ("bytes", "time"):
         raise ReshardError(f"unknown objective {objective!r}; use bytes or time")
@@ -83,7 +97,7 @@ def reshard(
         )
     return _reshard(
         shape, dtype, source.layout_only(), destination.layout_only(), cluster or _default_cluster(), objective,
-        pieces == "primes",
+        pieces == "primes", bool(_exhaustive),
     )
 
 
@@ -103,7 +117,7 @@ def _default_cluster() -> Cluster:
 
 
 @memoize("redistribution plans", maxsize=65536)
-def _reshard(shape, dtype, source, destination, cluster, objective, primes) -> ReshardPlan:
+def _reshard(shape, dtype, source, destination, cluster, objective, primes, exhaustive=False) -> ReshardPlan:
     itemsize = dtype_itemsize(dtype)
     steps: list[Step] = []
     start = source
@@ -111,8 +125,8 @@ def _reshard(shape, dtype, source, destination, cluster, objective, primes) -> R
         start, step = _change_mesh(shape, itemsize, source, destination, cluster)
         if step is not None:
             steps.append(step)
-    steps += _search(shape, itemsize, start, destination, cluster, objective == "time", primes)
-    return ReshardPlan(shape, dtype, source, destination, tuple(steps), NOTE)
+    found, exact = _search(shape, itemsize, start, destination, cluster, objective == "time", primes, exhaustive)
+    return ReshardPlan(shape, dtype, source, destination, tuple(steps + found), NOTE, exact)
 
 
 # -- mesh change -------------------------------------------------------------------------
@@ -184,11 +198,52 @@ def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
 
 
 def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool,
-            primes: bool = True) -> list[Step]:
+            primes: bool = True, exhaustive: bool = False) -> tuple[list[Step], bool]:
+    """The steps from ``source`` to ``destination``, and whether they are the exhaustive search's."""
     pc = Pieces.refine(destination.mesh, shape, [source, destination], primes)
     start, goal = pc.state_of(source), pc.state_of(destination)
     if start == goal:
-        return []
+        return [], True
+    if exhaustive:
+        return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time), True
+    budget = Budget(search_budget(pc))
+    describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
+    known = None  # (cost, steps) of a plan in hand
+    if primes:
+        # first the same search over whole axes (fewer pieces, far fewer states): its plan is
+        # one of the sub-axis search's, whose search then only looks for cheaper ones
+        coarse = Pieces.refine(destination.mesh, shape, [source, destination], False)
+        if len(coarse.refs) < len(pc.refs):
+            graph = _graph(coarse, cluster, itemsize, by_time)
+            chain, _ = budget.spend(0.4, lambda part: astar(
+                graph, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part))
+            if chain is not None:
+                known = (chain_cost(graph, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
+    graph = _graph(pc, cluster, itemsize, by_time)
+    chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None if known is None else known[0])
+    if chain is not None:
+        return _chain_steps(pc, chain, goal), exact
+    if known is not None:
+        return known[1], False
+    # out of budget with no plan: the one that needs no search
+    chain, state = [], start
+    for move in gather_then_slice(pc, start, goal, itemsize):
+        chain.append((state, move, _move_cost(pc, move, cluster), move.after))
+        state = move.after
+    return _chain_steps(pc, chain, goal), False
+
+
+def _graph(pc: Pieces, cluster, itemsize: int, by_time: bool) -> Graph:
+    return pc.memo(("graph", cluster, itemsize, by_time), Graph, pc, cluster, itemsize, by_time, _move_cost)
+
+
+def _unreachable(source, destination, shape) -> str:
+    return f"no sequence of collectives turns {source} into {destination} for shape {'x'.join(map(str, shape))}"
+
+
+def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destination, cluster, by_time) -> list[Step]:
+    """The exhaustive search the engine ran before its A* (kept to measure the A* against it)."""
+    shape = pc.shape
     # a path's cost is (bytes, time, collectives); the objective orders them
     rank = (lambda c: (c[1], c[0], c[2])) if by_time else (lambda c: (c[0], c[2], c[1]))
     counter = itertools.count()
@@ -211,9 +266,7 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
                 best[move.after] = new
                 back[move.after] = (state, move, cost)
                 heapq.heappush(heap, (rank(new), next(counter), move.after))
-    raise ReshardError(
-        f"no sequence of collectives turns {source} into {destination} for shape {'x'.join(map(str, shape))}"
-    )
+    raise ReshardError(_unreachable(source, destination, shape))
 
 
 def _priced_memo() -> BoundedCache:
@@ -244,11 +297,17 @@ def _steps(pc: Pieces, back, start: State, end: State, goal: State, cluster) -> 
     state = end
     while state != start:
         prev, move, cost = back[state]
-        chain.append((prev, move, cost))
+        chain.append((prev, move, cost, state))
         state = prev
     chain.reverse()
+    return _chain_steps(pc, chain, goal)
+
+
+def _chain_steps(pc: Pieces, chain, goal: State) -> list[Step]:
+    """Steps of ``[(before, move, cost, after)]``; the last one ends in ``goal``'s sharding."""
     steps = []
-    for prev, move, cost in chain:
+    end = chain[-1][3] if chain else goal
+    for prev, move, cost, _ in chain:
         after = pc.sharding_of(goal if move.after == end else move.after)
         axes = pc.axes_of(move.group) if move.kind == "AllReduce" else _ordered_axes(pc, move.group)
         steps.append(

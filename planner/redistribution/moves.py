@@ -24,7 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
-from planner.redistribution.state import Pieces, State, box_volume, contains, missing_box
+from planner.redistribution.state import Pieces, State, box_volume, missing_box
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,20 +71,20 @@ def _free_pieces(pc: Pieces, used: set[int]) -> list[int]:
     return [p for p in range(len(pc.refs)) if p not in used]
 
 
-def _union_along(pc: Pieces, box: np.ndarray, group: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per device: the span along dim ``k`` covered by its group's boxes (they are adjacent)."""
+def _union_along(pc: Pieces, lo: np.ndarray, hi: np.ndarray, group: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Per device: the span covered by its group's spans ``[lo, hi)`` (they are adjacent)."""
     _, labels = np.unique(pc.group_key(group), return_inverse=True)
     n = labels.max() + 1
-    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(lo, labels, box[:, k, 0])
-    np.maximum.at(hi, labels, box[:, k, 1])
-    return lo[labels], hi[labels]
+    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(first, labels, lo)
+    np.maximum.at(last, labels, hi)
+    return first[labels], last[labels]
 
 
-def _span_ok(new: np.ndarray, lo: np.ndarray, hi: np.ndarray, k: int) -> bool:
-    empty = new[:, k, 1] <= new[:, k, 0]
-    return bool(np.all(empty | ((lo <= new[:, k, 0]) & (new[:, k, 1] <= hi))))
+def _span_ok(new_lo: np.ndarray, new_hi: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    empty = new_hi <= new_lo
+    return bool(np.all(empty | ((lo <= new_lo) & (new_hi <= hi))))
 
 
 def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:
@@ -109,26 +109,56 @@ def _contained(pc: Pieces, old: State, new: State) -> bool:
 
 
 def _contained_now(pc: Pieces, old: State, new: State) -> bool:
-    return bool(contains(pc.boxes(old), pc.boxes(new)).all())
+    # per device: its new block is empty along some dimension, or inside the old one along all;
+    # decided per dimension on cached spans (a device outside along one must be empty along one)
+    outside: set[int] = set()
+    empty: set[int] = set()
+    for k, (a, b) in enumerate(zip(old.dims, new.dims)):
+        out_k, empty_k = _span_within(pc, k, a, b)
+        outside |= out_k
+        empty |= empty_k
+    return outside <= empty
+
+
+def _span_within(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[frozenset, frozenset]:
+    """Devices whose new span along ``k`` is non-empty and not inside the old one, and those whose
+    new span is empty (cached)."""
+    key = ("within", k, old, new)
+    out = pc._spans.get(key)
+    if out is None:
+        lo, hi, _ = pc.spans(k, old)
+        new_lo, new_hi, _ = pc.spans(k, new)
+        outside, empty = [], []
+        for d, (a, b, c, e) in enumerate(zip(lo, hi, new_lo, new_hi)):
+            if e <= c:
+                empty.append(d)
+            elif c < a or e > b:
+                outside.append(d)
+        out = pc._spans[key] = (frozenset(outside), frozenset(empty))
+    return out
 
 
 def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:
-    """After gathering ``group`` (minor pieces of dim i), every new block lies in what the group holds."""
-    return pc.memo(("gather", state.dims, group, i, after.dims), _gather_ok_now, pc, state, group, i, after)
+    """After gathering ``group`` (minor pieces of dim i), every new block lies in what the group holds.
+
+    Only dimension ``i`` decides, so the answer is cached per its pieces before and after."""
+    return pc.memo(("gather", i, state.dims[i], group, after.dims[i]), _gather_ok_now, pc, i, state.dims[i], group,
+                   after.dims[i])
 
 
-def _gather_ok_now(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:
-    lo, hi = _union_along(pc, pc.boxes(state), group, i)
-    return _span_ok(pc.boxes(after), lo, hi, i)
+def _gather_ok_now(pc: Pieces, i: int, before: tuple[int, ...], group: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    lo, hi = _union_along(pc, *pc.span_arrays(i, before), group)
+    return _span_ok(*pc.span_arrays(i, after), lo, hi)
 
 
 def _along_ok(pc: Pieces, old: State, new: State, k: int) -> bool:
-    return pc.memo(("along", old.dims, new.dims, k), _along_ok_now, pc, old, new, k)
+    """Every device's span along dim ``k`` under ``new`` lies in its span under ``old`` (cached per dim ``k``)."""
+    return pc.memo(("along", k, old.dims[k], new.dims[k]), _along_ok_now, pc, k, old.dims[k], new.dims[k])
 
 
-def _along_ok_now(pc: Pieces, old: State, new: State, k: int) -> bool:
-    box, nb = pc.boxes(old), pc.boxes(new)
-    return bool(np.all((nb[:, k, 1] <= nb[:, k, 0]) | ((box[:, k, 0] <= nb[:, k, 0]) & (nb[:, k, 1] <= box[:, k, 1]))))
+def _along_ok_now(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> bool:
+    (lo, hi), (new_lo, new_hi) = pc.span_arrays(k, old), pc.span_arrays(k, new)
+    return bool(np.all((new_hi <= new_lo) | ((lo <= new_lo) & (new_hi <= hi))))
 
 
 def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, itemsize) -> Move | None:
@@ -143,7 +173,36 @@ def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, it
     return Move("AllToAll", group, (i, k), after, pc.size(group), chunk * itemsize)
 
 
-def _base_moves(pc: Pieces, state: State, itemsize: int) -> Iterator[Move]:
+def eager_moves(pc: Pieces, state: State, goal: State | None, itemsize: int) -> list[Move]:
+    """:func:`moves` without its CollectivePermutes, for searches that price those lazily (see
+    :func:`permute_targets`): with ``goal`` None the moves that do not depend on the goal, else
+    the others (not cached: the caller keeps them)."""
+    if goal is None:
+        return list(_base_moves(pc, state, itemsize, False))
+    return list(_goal_moves(pc, state, goal, itemsize, False))
+
+
+def permute_targets(state: State, goal: State, listed: int = 0) -> list[State | int]:
+    """The states :func:`moves` tries to reach with one CollectivePermute, in its order: every
+    reordering of one dimension, then the goal (:func:`permute_move` says which are valid).
+
+    With ``listed`` the reorderings of a dimension of more than ``listed`` pieces are not listed:
+    the dimension's index stands for them (there are ``n! - 1``)."""
+    out: list[State | int] = []
+    if not state.unreduced:
+        for i, dim in enumerate(state.dims):
+            if listed and len(dim) > listed:
+                out.append(i)
+            elif len(dim) > 1:
+                for order in itertools.permutations(dim):
+                    if order != dim:
+                        out.append(State(_with_dim(state, i, order), state.unreduced))
+    if state.unreduced == goal.unreduced and goal != state and not state.unreduced:
+        out.append(goal)
+    return out
+
+
+def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) -> Iterator[Move]:
     """Moves that do not depend on the goal: gathers, all-to-alls, slices, reorderings."""
     local = pc.local_elements(state)
     rank = len(state.dims)
@@ -172,7 +231,7 @@ def _base_moves(pc: Pieces, state: State, itemsize: int) -> Iterator[Move]:
                 if _contained(pc, state, after):
                     yield Move("Slice", (), (k,), after, 1, 0)
     # CollectivePermute to a reordering of one dimension.
-    if not state.unreduced:
+    if permutes and not state.unreduced:
         for i, dim in enumerate(state.dims):
             if len(dim) > 1:
                 for order in itertools.permutations(dim):
@@ -182,7 +241,7 @@ def _base_moves(pc: Pieces, state: State, itemsize: int) -> Iterator[Move]:
                             yield m
 
 
-def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterator[Move]:
+def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True) -> Iterator[Move]:
     """Moves aimed at ``goal``: reductions, jumps straight to its dimensions, runs of its slices."""
     local = pc.local_elements(state)
     rank = len(state.dims)
@@ -242,7 +301,7 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int) -> Iterato
         yield Move("Slice", fresh, (), State(state.dims, state.unreduced | set(fresh)), 1, 0)
 
     # CollectivePermute straight to the goal.
-    if state.unreduced == goal.unreduced and goal != state:
+    if permutes and state.unreduced == goal.unreduced and goal != state:
         m = permute_move(pc, state, goal, itemsize)
         if m is not None:
             yield m
@@ -258,23 +317,170 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int) -> Move
     """
     if state.unreduced != target.unreduced or state.unreduced:
         return None
-    old, new = pc.boxes(state), pc.boxes(target)
-    ok, missing = missing_box(old, new)
-    volume = box_volume(missing)
-    if not ok.all() or not volume.any():
-        return None
-    receivers = np.flatnonzero(volume)
-    want = missing[receivers]
-    # holders[r, s]: device s holds receiver r's missing box
-    holders = np.all((old[None, :, :, 0] <= want[:, None, :, 0]) & (want[:, None, :, 1] <= old[None, :, :, 1]), axis=-1)
-    holders[np.arange(len(receivers)), receivers] = False
+    if pc.mesh.size <= _LOOP_DEVICES:
+        found = _permute_needs(pc, state, target)
+        if found is None:
+            return None
+        receivers, holders, most = found
+    else:
+        old, new = pc.boxes(state), pc.boxes(target)
+        ok, missing = missing_box(old, new)
+        volume = box_volume(missing)
+        if not ok.all() or not volume.any():
+            return None
+        receivers = np.flatnonzero(volume)
+        want = missing[receivers]
+        # holders[r, s]: device s holds receiver r's missing box
+        holders = np.all((old[None, :, :, 0] <= want[:, None, :, 0]) & (want[:, None, :, 1] <= old[None, :, :, 1]),
+                         axis=-1)
+        holders[np.arange(len(receivers)), receivers] = False
+        most = int(volume.max())
     if not holders.any(axis=1).all():
         return None
-    cost = np.where(holders, 1.0 + np.arange(pc.mesh.size)[None, :] * 1e-6, 1e9)
-    from scipy.optimize import linear_sum_assignment  # SciPy costs 0.4 s to import: only when a permute is priced
+    senders = _forced_matching(holders)
+    if senders is None:
+        cost = np.where(holders, 1.0 + np.arange(pc.mesh.size)[None, :] * 1e-6, 1e9)
+        from scipy.optimize import linear_sum_assignment  # SciPy costs 0.4 s to import: only when it must
 
-    rows, cols = linear_sum_assignment(cost)
-    if len(rows) < len(receivers) or np.any(cost[rows, cols] >= 1e9):
+        rows, cols = linear_sum_assignment(cost)
+        if len(rows) < len(receivers) or np.any(cost[rows, cols] >= 1e9):
+            return None
+        senders = dict(zip(rows.tolist(), cols.tolist()))
+    elif not senders:
         return None
-    pairs = tuple(sorted((int(c), int(receivers[r])) for r, c in zip(rows, cols)))
-    return Move("CollectivePermute", (), (), target, 1, int(volume.max()) * itemsize, pairs)
+    pairs = tuple(sorted((int(c), int(receivers[r])) for r, c in senders.items()))
+    return Move("CollectivePermute", (), (), target, 1, most * itemsize, pairs)
+
+
+#: Up to this many devices :func:`permute_move` works on per-dimension spans in Python.
+_LOOP_DEVICES = 256
+
+
+def _permute_needs(pc: Pieces, state: State, target: State):
+    """:func:`missing_box` and the holders of each missing box, on the spans of each dimension
+    (blocks form grids: a box lies in at most one block of the state, found per dimension).
+    Returns ``(receivers, holders, largest missing volume)``, or None if some device would miss
+    more than one box or none misses anything."""
+    rank = len(pc.shape)
+    olds = [pc.spans(k, ps)[:2] for k, ps in enumerate(state.dims)]
+    news = [pc.spans(k, ps)[:2] for k, ps in enumerate(target.dims)]
+    locals_ = [-(-d // pc.size(ps)) for d, ps in zip(pc.shape, state.dims)]
+    receivers, wants, most = [], [], 0
+    for d in range(pc.mesh.size):
+        box = []
+        short = []
+        t_empty = disjoint = False
+        for k in range(rank):
+            o0, o1 = olds[k][0][d], olds[k][1][d]
+            t0, t1 = news[k][0][d], news[k][1][d]
+            box.append([t0, t1, o0 if o0 > t0 else t0, o1 if o1 < t1 else t1])
+            if t1 <= t0:
+                t_empty = True
+            if not (o0 <= t0 and t1 <= o1):
+                short.append(k)
+        if t_empty or not short:
+            continue  # nothing missing
+        disjoint = any(b[3] <= b[2] for b in box)
+        if not disjoint:
+            if len(short) != 1:
+                return None
+            k = short[0]
+            t0, t1, lo, hi = box[k]
+            if lo <= t0 and hi < t1:
+                box[k][0] = hi  # it holds a prefix: the suffix is missing
+            elif lo > t0 and hi >= t1:
+                box[k][1] = lo
+            else:
+                return None
+        volume = 1
+        for b in box:
+            volume *= b[1] - b[0] if b[1] > b[0] else 0
+        if volume:
+            receivers.append(d)
+            wants.append(box)
+            if volume > most:
+                most = volume
+    if not receivers:
+        return None
+    # the state's block holding each missing box, per dimension (its spans partition the dimension)
+    by_block: dict[tuple, list[int]] = {}
+    for d in range(pc.mesh.size):
+        by_block.setdefault(tuple(olds[k][0][d] for k in range(rank)), []).append(d)
+    holders = np.zeros((len(receivers), pc.mesh.size), dtype=bool)
+    for r, (d, box) in enumerate(zip(receivers, wants)):
+        starts = []
+        for k, b in enumerate(box):
+            a, e = b[0], b[1]
+            i = a // locals_[k]
+            lo, hi = i * locals_[k], min((i + 1) * locals_[k], pc.shape[k])
+            if e > hi:
+                break
+            starts.append(lo)
+        else:
+            for s in by_block.get(tuple(starts), ()):
+                if s != d:
+                    holders[r, s] = True
+    return np.array(receivers), holders, most
+
+
+def _forced_matching(holders: np.ndarray) -> dict[int, int] | None:
+    """The matching of receivers (rows) to distinct senders (columns) when it is forced: a receiver
+    with one possible sender takes it, which may leave another with one, and so on until every
+    receiver has its sender. Then it is the only matching, hence the one the assignment solver
+    finds; ``{}`` when none exists, None when some receiver keeps a choice (ask the solver).
+    """
+    counts = holders.sum(axis=1)
+    if counts.min() > 1:
+        return None
+    rows, cols = np.nonzero(holders)
+    options: list[set[int]] = [set() for _ in range(holders.shape[0])]
+    wanted: dict[int, list[int]] = {}  # sender -> the receivers it could serve
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        options[r].add(c)
+        wanted.setdefault(c, []).append(r)
+    taken: dict[int, int] = {}
+    ready = [r for r, o in enumerate(options) if len(o) == 1]
+    while ready:
+        r = ready.pop()
+        if r in taken:
+            continue
+        if not options[r]:
+            return {}
+        (c,) = options[r]
+        taken[r] = c
+        for other in wanted[c]:  # c sends once
+            o = options[other]
+            if other not in taken and c in o:
+                o.discard(c)
+                if len(o) <= 1:
+                    ready.append(other)
+    if len(taken) < len(options):
+        return {} if any(not o for r, o in enumerate(options) if r not in taken) else None
+    return taken
+
+
+def gather_then_slice(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:
+    """The plan that always works, with no search: sum every pending sum the goal does not keep
+    (AllReduce), gather every dimension (AllGather), then slice the goal's layout locally (and
+    mark the goal's own pending sums). The engine falls back on it when its searches run out."""
+    out: list[Move] = []
+    to_reduce = tuple(sorted(state.unreduced - goal.unreduced, key=lambda p: pc.refs[p].sort_key(pc.mesh)))
+    if to_reduce:
+        p = pc.size(to_reduce)
+        after = State(state.dims, state.unreduced - set(to_reduce))
+        out.append(Move("AllReduce", to_reduce, (), after, p, -(-pc.local_elements(state) // p) * itemsize))
+        state = after
+    for i, dim in enumerate(state.dims):
+        if dim:
+            after = State(_with_dim(state, i, ()), state.unreduced)
+            out.append(Move("AllGather", dim, (i,), after, pc.size(dim), pc.local_elements(state) * itemsize))
+            state = after
+    for k, want in enumerate(goal.dims):
+        if want:
+            after = State(_with_dim(state, k, want), state.unreduced)
+            out.append(Move("Slice", (), (k,), after, 1, 0))
+            state = after
+    fresh = tuple(sorted(goal.unreduced - state.unreduced))
+    if fresh:
+        out.append(Move("Slice", fresh, (), State(state.dims, state.unreduced | set(fresh)), 1, 0))
+    return out

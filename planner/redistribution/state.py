@@ -71,6 +71,9 @@ class Pieces:
     _memo: BoundedCache = field(
         default_factory=lambda: BoundedCache("pieces memo", MEMO_SIZE, register=False), repr=False, compare=False
     )
+    # per-dimension geometry and what is derived from it (spans, bound terms, containment), keyed
+    # by a dimension and its pieces: few keys (far fewer than states), a plain dict for speed
+    _spans: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding],
@@ -183,6 +186,29 @@ class Pieces:
             box[:, k, 0] = np.minimum(idx * local, d)
             box[:, k, 1] = np.minimum((idx + 1) * local, d)
         return box
+
+    def spans(self, k: int, pieces: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """Dimension ``k`` split by ``pieces``: every device's clipped ``start`` and ``stop`` (as
+        tuples, for loops over few devices) and the longest span (cached)."""
+        key = (k, pieces)
+        out = self._spans.get(key)
+        if out is None:
+            d = self.shape[k]
+            local = -(-d // self.size(pieces))
+            idx = self.shard_index(pieces)
+            lo = np.minimum(idx * local, d)
+            hi = np.minimum((idx + 1) * local, d)
+            out = self._spans[key] = (tuple(lo.tolist()), tuple(hi.tolist()), int((hi - lo).max(initial=0)))
+        return out
+
+    def span_arrays(self, k: int, pieces: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`spans` as arrays over devices (cached)."""
+        key = ("arrays", k, pieces)
+        out = self._spans.get(key)
+        if out is None:
+            lo, hi, _ = self.spans(k, pieces)
+            out = self._spans[key] = (np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64))
+        return out
 
     def group_key(self, pieces: Sequence[int]) -> np.ndarray:
         """Label per device: equal labels are one group of a collective over ``pieces``."""

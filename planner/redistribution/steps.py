@@ -69,6 +69,9 @@ class ReshardPlan:
     destination: TensorSharding
     steps: tuple[Step, ...]
     lower_bound_note: str = field(default="", compare=False)
+    #: Whether the steps are those the engine's exhaustive search finds (False when a search
+    #: ran out of its budget and the best plan found so far was kept: see the engine).
+    exact: bool = field(default=True, compare=False)
 
     @property
     def lower_bound_bytes_per_device(self) -> int:

@@ -1,9 +1,13 @@
-"""The exhaustive redistribution suite of issue 4, shared by the tests and ``benchmarks/reshard.py``.
+"""The exhaustive redistribution suites, shared by the tests and ``benchmarks/reshard.py``.
 
-On a mesh ``x=2, y=4`` every sharding of a rank-2 tensor built from, per axis,
-{replicated, dimension 0, dimension 1} — both axes on one dimension in either
-order — is a destination (11 shardings); sources are those plus the ones where
-some axes carry a pending sum (7 more).
+Issue 4's 2-D suite: on a mesh ``x=2, y=4`` every sharding of a rank-2 tensor built
+from, per axis, {replicated, dimension 0, dimension 1} — both axes on one dimension
+in either order — is a destination (11 shardings); sources are those plus the ones
+where some axes carry a pending sum (7 more).
+
+Issue 11's 3-D suite: the same kinds of layouts on the meshes ``x=2, y=2, z=2`` and
+``x=2, y=4, z=2`` (axes sharing a dimension in every order: 49 destinations, 92
+sources per mesh).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from planner.ir.sharding import TensorSharding
 
 MESH = Mesh.from_sizes("mesh", {"x": 2, "y": 4})
 SHAPES = ((64, 32), (6, 10))
+MESHES_3D = (Mesh.from_sizes("mesh", {"x": 2, "y": 2, "z": 2}), Mesh.from_sizes("mesh", {"x": 2, "y": 4, "z": 2}))
 
 
 def shardings(mesh: Mesh = MESH, unreduced: bool = False) -> list[TensorSharding]:
@@ -30,13 +35,9 @@ def shardings(mesh: Mesh = MESH, unreduced: bool = False) -> list[TensorSharding
             if isinstance(place, int):
                 dims[place].append(name)
         unr = [n for n, p in zip(names, combo) if p == "U"]
-        orders = [dims]
-        for d in (0, 1):
-            if len(dims[d]) > 1:
-                orders = [o for base in orders for o in (base, [list(reversed(base[0])), base[1]] if d == 0
-                                                          else [base[0], list(reversed(base[1]))])]
-        for o in orders:
-            out.append(TensorSharding.build(mesh, o, unreduced=unr))
+        for first in itertools.permutations(dims[0]):  # the axes of a dimension in every order
+            for second in itertools.permutations(dims[1]):
+                out.append(TensorSharding.build(mesh, [list(first), list(second)], unreduced=unr))
     return out
 
 
