@@ -123,33 +123,7 @@ def enumerate_strategies(rule: OpShardingRule, mesh: Mesh, pieces: Sequence[Axis
 
 @memoize("strategy enumeration", maxsize=4096)
 def _enumerate(rule: OpShardingRule, mesh: Mesh, pieces: tuple[AxisRef, ...]) -> tuple[Strategy, ...]:
-    shardable = [
-        f for f in range(rule.num_factors)
-        if rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION and rule.factor_sizes[f] > 1
-    ]
-    sizes = [p.size_in(mesh) for p in pieces]
-    seen: set[FactorAxes] = set()
-    out: list[Strategy] = []
-    for choice in itertools.product([None] + shardable, repeat=len(pieces)):
-        per_factor: dict[int, list[int]] = {}
-        for i, f in enumerate(choice):
-            if f is not None:
-                per_factor.setdefault(f, []).append(i)
-        if any(not rule.admits(f, math.prod(sizes[i] for i in idx)) for f, idx in per_factor.items()):
-            continue
-        for orders in itertools.product(*(_orders(idx, pieces) for idx in per_factor.values())):
-            axes = [()] * rule.num_factors
-            for f, order in zip(per_factor, orders):
-                axes[f] = tuple(pieces[i] for i in order)
-            factor_axes = tuple(merge_adjacent(a, mesh) for a in axes)
-            if factor_axes in seen:
-                continue
-            seen.add(factor_axes)
-            try:
-                out.append(make_strategy(rule, factor_axes, mesh))
-            except RuleError:
-                continue  # e.g. a minor reshape factor sharded below a partly sharded major one
-    return tuple(out)
+    return _extensions(rule, mesh, ((),) * rule.num_factors, pieces)  # the empty prefix extended
 
 
 def enumerate_extensions(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes,
@@ -168,6 +142,11 @@ def enumerate_extensions(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes,
 
 @memoize("strategy extensions", maxsize=4096)
 def _extend(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes, new: tuple[AxisRef, ...]) -> tuple[Strategy, ...]:
+    return _extensions(rule, mesh, prefix, new)
+
+
+def _extensions(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes, new: tuple[AxisRef, ...]) -> tuple[Strategy, ...]:
+    """Each piece of ``new`` to no factor or one (rule order), placed in every gap of the factor's prefix."""
     shardable = [
         f for f in range(rule.num_factors)
         if rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION and rule.factor_sizes[f] > 1
