@@ -188,6 +188,16 @@ class Model:
     source_index: Mapping[str, int]  # sources with a node
     private_sources: Mapping[str, tuple[str, int]]  # source read by one op -> (that op, first operand)
 
+    @property
+    def reshard_pieces(self) -> tuple[AxisRef, ...] | None:
+        """The mesh pieces its redistributions may use: in an axis phase those of the phases so far
+        (the later pieces are not in this problem yet, so its collectives do not borrow them);
+        None: every piece (the whole problem, or the last phase)."""
+        allowed = self.options.phase_allowed
+        if allowed is None or not set(self.pieces) - set(allowed):
+            return None
+        return allowed
+
     # -- reading a choice ---------------------------------------------------------------------
     def strategy(self, op: str, choice) -> Strategy:
         i = self.op_index[op]
@@ -225,13 +235,13 @@ class Model:
         if self.keeps_pending(out.name):
             return strategy.result
         return final_layout(strategy.result, self.annotations.get(out.name), self.options.outputs_layout,
-                            out.shape, out.dtype, self.cluster)
+                            out.shape, out.dtype, self.cluster, self.reshard_pieces)
 
 
 # -- the moves (one definition for costs and lowering) ---------------------------------------
 
 def final_layout(result: TensorSharding, annotation: TensorSharding | None, policy: str, shape, dtype,
-                 cluster: Cluster) -> TensorSharding:
+                 cluster: Cluster, within: tuple[AxisRef, ...] | None = None) -> TensorSharding:
     """The layout a graph output is delivered in.
 
     A closed annotation is delivered as written. Otherwise, with ``policy``
@@ -256,7 +266,7 @@ def final_layout(result: TensorSharding, annotation: TensorSharding | None, poli
             continue
         if annotation is None or satisfies(candidate, annotation):
             options.append(candidate)
-    return min(options, key=lambda lay: reshard_for_planning(shape, dtype, result, lay, cluster).time_s)
+    return min(options, key=lambda lay: reshard_for_planning(shape, dtype, result, lay, cluster, within).time_s)
 
 
 def _grad_phase(m: Model, tensor: str) -> str:
@@ -611,14 +621,15 @@ def move_plan(m: Model, move: Move) -> ReshardPlan:
     """The engine's plan for ``move``: forward, or the transpose of the forward move (backward, gradient)."""
     spec = m.graph.tensor(move.tensor)
     return _plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
-                 m.cluster, m.options.insert_pbroadcast)
+                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces)
 
 
-def _plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True) -> ReshardPlan:
-    forward = reshard_for_planning(shape, dtype, source, destination, cluster)
+def _plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
+          within=None) -> ReshardPlan:
+    forward = reshard_for_planning(shape, dtype, source, destination, cluster, within)
     if not backward:
         return forward
-    return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast)
+    return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)
 
 
 def _pending(rule: OpShardingRule, s: Strategy, k: int) -> tuple[AxisRef, ...]:
@@ -682,7 +693,8 @@ def _edge(m: Model, link: Link) -> Edge:
     spec = m.graph.tensor(link.tensor)
     u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
     v_class, v_uniq = _classes(_reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
-    table = _table("data", spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast)
+    table = _table("data", spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
+                   m.reshard_pieces)
     return Edge(link.producer, link.readers[0], u_class, v_class, table, _label(m, link))
 
 
@@ -701,22 +713,23 @@ def _fanout(m: Model, link: Link) -> Fanout:
             per_candidate.append(tuple(sorted(cols)))
         needs.append(tuple(per_candidate))
     table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), m.cluster,
-                   m.options.insert_pbroadcast)
+                   m.options.insert_pbroadcast, m.reshard_pieces)
     return Fanout(link.producer, u_class, link.readers, tuple(needs), table, _label(m, link))
 
 
-def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True) -> np.ndarray:
+def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True, within=None) -> np.ndarray:
     """Seconds for every (producer class, reader class) of a link; the moves of :func:`link_moves`.
 
     ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
     of the result to each distinct layout, plus the transpose back of each distinct
     ``(layout, pending)`` cotangent. ``fanout``: a column is one forward
     redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending)``.
+    ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`).
     """
-    key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast)
+    key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within)
 
     def cost(src, lay, backward=False, pending=()):
-        return _plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast).time_s
+        return _plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast, within).time_s
 
     def build() -> np.ndarray:
         table = np.zeros((len(u_items), len(v_items)))

@@ -151,7 +151,11 @@ from planner.errors import SolverFailed  # noqa: E402  (defined there; re-export
 
 @dataclass(frozen=True, slots=True)
 class SolverReport:
-    """What the solver did: its verdict, gap, time (s) and the size of the model it solved."""
+    """What the solver did: its verdict, gap, time (s) and the size of the model it solved.
+
+    ``tied_layers``: repeated layers shared one decision (a restriction of the problem:
+    ``optimal`` then means optimal among plans that repeat one choice per layer).
+    """
 
     name: str
     status: str
@@ -161,6 +165,7 @@ class SolverReport:
     variables: int
     constraints: int
     nodes_solved: int
+    tied_layers: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,7 +605,7 @@ def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: f
     model = _build_model(data)
     outcome = backend.run(model.problem, time_limit)
     report = SolverReport(backend.name, outcome.status, outcome.optimal, outcome.gap, outcome.time_s,
-                          model.problem.numVariables(), model.problem.numConstraints(), len(data.cost))
+                          model.problem.numVariables(), model.problem.numConstraints(), len(data.cost), data.tied)
     if outcome.infeasible:
         raise _Infeasible(data.tied)
     if not outcome.solution:

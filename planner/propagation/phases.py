@@ -51,16 +51,18 @@ class SearchSpace:
     ``phases``: the pieces each phase decided (one phase: the whole problem);
     ``completed``: how many ran (fewer when the time limit stopped the run: the
     pieces of the rest are unused); ``lower_bound_s``: a bound on the objective of
-    the unrestricted problem (:func:`lower_bound_s`), for the gap.
+    the unrestricted problem (:func:`lower_bound_s`), for the gap; ``tied_layers``:
+    the ILP gave repeated layers one shared decision.
     """
 
     phases: tuple[tuple[AxisRef, ...], ...]
     completed: int
     lower_bound_s: float
+    tied_layers: bool = False
 
     @property
     def restricted(self) -> bool:
-        return len(self.phases) > 1
+        return len(self.phases) > 1 or self.tied_layers
 
     def phase_texts(self) -> list[list[str]]:
         return [[str(a) for a in p] for p in self.phases]
@@ -69,15 +71,20 @@ class SearchSpace:
         """One line for the plan's header."""
         if not self.restricted:
             return "search space: the whole problem"
-        steps = " then ".join("{" + ", ".join(p) + "}" for p in self.phase_texts())
-        done = "" if self.completed == len(self.phases) else f" (stopped after {self.completed} by the time limit)"
-        return (f"search space: mesh pieces in phases {steps}{done}; objective {objective:.6g} s is "
+        parts = []
+        if len(self.phases) > 1:
+            steps = " then ".join("{" + ", ".join(p) + "}" for p in self.phase_texts())
+            done = "" if self.completed == len(self.phases) else f" (stopped after {self.completed} by the time limit)"
+            parts.append(f"mesh pieces in phases {steps}{done}")
+        if self.tied_layers:
+            parts.append("repeated layers share one decision")
+        return (f"search space: {' and '.join(parts)}; objective {objective:.6g} s is "
                 f"{gap(objective, self.lower_bound_s):.3g}x a lower bound of {self.lower_bound_s:.6g} s "
                 "on the unrestricted problem (compute at full work division, no communication)")
 
     def to_dict(self, objective: float) -> dict:
         return {"restricted": self.restricted, "phases": self.phase_texts(), "completed_phases": self.completed,
-                "lower_bound_s": self.lower_bound_s, "objective_over_bound": gap(objective, self.lower_bound_s)}
+                "tied_layers": self.tied_layers, "lower_bound_s": self.lower_bound_s, "objective_over_bound": gap(objective, self.lower_bound_s)}
 
 
 def gap(objective: float, bound: float) -> float:

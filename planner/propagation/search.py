@@ -102,7 +102,8 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
         done += 1
     rules = {o.name: n.rule for o, n in zip(graph.ops, outcome.model.nodes)}
     bound = lower_bound_s(graph, mesh, cluster, options.training, outcome.model.needs_grad, rules)
-    return replace(outcome, notes=tuple(notes), space=SearchSpace(phases, done, bound))
+    tied = outcome.report is not None and outcome.report.tied_layers
+    return replace(outcome, notes=tuple(notes), space=SearchSpace(phases, done, bound, tied))
 
 
 def _left(deadline: float | None) -> float | None:

@@ -67,6 +67,9 @@ def reshard(
     objective: str = "bytes",
     pieces: str = "primes",
     *,
+    within: Sequence[AxisRef] | None = None,
+    ties: str = "exhaustive",
+    typed: bool = False,
     _exhaustive: bool = False,
 ) -> ReshardPlan:
     """The cheapest plan from ``source`` to ``destination`` (see the module docstring).
@@ -80,6 +83,19 @@ def reshard(
     ``"axes"`` (only the cuts the two shardings make: about 6x faster, what the
     planner's cost tables use, see :func:`reshard_for_planning`).
 
+    ``within`` (mesh axes or pieces; None: all) restricts the search to those pieces and the
+    ones the two shardings use: the problem as on a mesh without the other axes (the planner's
+    axis phases, where the later axes are not in the problem yet). Such a plan may cost more
+    than the unrestricted one, which can borrow a free axis for a while.
+
+    ``ties`` is ``"exhaustive"`` (of equally cheap plans, the one the exhaustive search returns)
+    or ``"any"`` (a cheapest plan the A* finds first, about a third faster; what the planner uses).
+    ``plan.exact`` then says the plan is known to be a cheapest one.
+
+    ``typed``: only plans a program typed by device variance can express (seed 004: no
+    CollectivePermute makes a value the same along an axis it varies over), as the planner's
+    programs are; the bare sequence of collectives may move a block to another axis in one permute.
+
     ``_exhaustive`` (private) runs the Dijkstra the engine used before its A*, which
     expands every state cheaper than the answer: benchmarks compare the two.
     """
@@ -87,6 +103,8 @@ def reshard(
         raise ReshardError(f"unknown objective {objective!r}; use bytes or time")
     if pieces not in ("primes", "axes"):
         raise ReshardError(f"unknown pieces {pieces!r}; use primes or axes")
+    if ties not in ("exhaustive", "any"):
+        raise ReshardError(f"unknown ties {ties!r}; use exhaustive or any")
     shape = tuple(int(d) for d in shape)
     source.check_rank(shape, "source")
     destination.check_rank(shape, "destination")
@@ -97,18 +115,20 @@ def reshard(
         )
     return _reshard(
         shape, dtype, source.layout_only(), destination.layout_only(), cluster or _default_cluster(), objective,
-        pieces == "primes", bool(_exhaustive),
+        pieces == "primes", bool(_exhaustive), None if within is None else tuple(within), ties == "exhaustive",
+        bool(typed),
     )
 
 
-def reshard_for_planning(shape, dtype, source, destination, cluster) -> ReshardPlan:
-    """The redistributions plans are made of: shortest time, whole-axis pieces.
+def reshard_for_planning(shape, dtype, source, destination, cluster, within=None) -> ReshardPlan:
+    """The redistributions plans are made of: shortest time, whole-axis pieces, any cheapest plan.
 
     The planner prices thousands of pairs per model, so its cost tables, its
     reported redistributions and the programs it lowers to all use this one
-    faster setting (consistently: what is costed is what runs).
+    faster setting (consistently: what is costed is what runs). ``within``: see :func:`reshard`.
     """
-    return reshard(shape, dtype, source, destination, cluster, objective="time", pieces="axes")
+    return reshard(shape, dtype, source, destination, cluster, objective="time", pieces="axes", within=within,
+                   ties="any", typed=True)
 
 
 @memoize("default cluster", maxsize=1)
@@ -117,7 +137,8 @@ def _default_cluster() -> Cluster:
 
 
 @memoize("redistribution plans", maxsize=65536)
-def _reshard(shape, dtype, source, destination, cluster, objective, primes, exhaustive=False) -> ReshardPlan:
+def _reshard(shape, dtype, source, destination, cluster, objective, primes, exhaustive=False,
+             within=None, ties=True, typed=False) -> ReshardPlan:
     itemsize = dtype_itemsize(dtype)
     steps: list[Step] = []
     start = source
@@ -125,7 +146,8 @@ def _reshard(shape, dtype, source, destination, cluster, objective, primes, exha
         start, step = _change_mesh(shape, itemsize, source, destination, cluster)
         if step is not None:
             steps.append(step)
-    found, exact = _search(shape, itemsize, start, destination, cluster, objective == "time", primes, exhaustive)
+    found, exact = _search(shape, itemsize, start, destination, cluster, objective == "time", primes, exhaustive,
+                           within, ties, typed)
     return ReshardPlan(shape, dtype, source, destination, tuple(steps + found), NOTE, exact)
 
 
@@ -198,29 +220,32 @@ def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
 
 
 def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool,
-            primes: bool = True, exhaustive: bool = False) -> tuple[list[Step], bool]:
+            primes: bool = True, exhaustive: bool = False, within=None, ties: bool = True,
+            typed: bool = False) -> tuple[list[Step], bool]:
     """The steps from ``source`` to ``destination``, and whether they are the exhaustive search's."""
-    pc = Pieces.refine(destination.mesh, shape, [source, destination], primes)
+    pc = Pieces.refine(destination.mesh, shape, [source, destination], primes, within)
     start, goal = pc.state_of(source), pc.state_of(destination)
     if start == goal:
         return [], True
     if exhaustive:
-        return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time), True
+        return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time, typed), True
     budget = Budget(search_budget(pc))
     describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
     known = None  # (cost, steps) of a plan in hand
     if primes:
         # first the same search over whole axes (fewer pieces, far fewer states): its plan is
         # one of the sub-axis search's, whose search then only looks for cheaper ones
-        coarse = Pieces.refine(destination.mesh, shape, [source, destination], False)
+        coarse = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
         if len(coarse.refs) < len(pc.refs):
-            graph = _graph(coarse, cluster, itemsize, by_time)
+            graph = _graph(coarse, cluster, itemsize, by_time, typed)
             chain, _ = budget.spend(0.4, lambda part: astar(
-                graph, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part))
+                graph, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
+                ties=ties))
             if chain is not None:
                 known = (chain_cost(graph, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
-    graph = _graph(pc, cluster, itemsize, by_time)
-    chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None if known is None else known[0])
+    graph = _graph(pc, cluster, itemsize, by_time, typed)
+    chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None if known is None else known[0],
+                         ties)
     if chain is not None:
         return _chain_steps(pc, chain, goal), exact
     if known is not None:
@@ -233,15 +258,17 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     return _chain_steps(pc, chain, goal), False
 
 
-def _graph(pc: Pieces, cluster, itemsize: int, by_time: bool) -> Graph:
-    return pc.memo(("graph", cluster, itemsize, by_time), Graph, pc, cluster, itemsize, by_time, _move_cost)
+def _graph(pc: Pieces, cluster, itemsize: int, by_time: bool, typed: bool = False) -> Graph:
+    return pc.memo(("graph", cluster, itemsize, by_time, typed), Graph, pc, cluster, itemsize, by_time, _move_cost,
+                   typed)
 
 
 def _unreachable(source, destination, shape) -> str:
     return f"no sequence of collectives turns {source} into {destination} for shape {'x'.join(map(str, shape))}"
 
 
-def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destination, cluster, by_time) -> list[Step]:
+def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destination, cluster, by_time,
+              typed: bool = False) -> list[Step]:
     """The exhaustive search the engine ran before its A* (kept to measure the A* against it)."""
     shape = pc.shape
     # a path's cost is (bytes, time, collectives); the objective orders them
@@ -258,8 +285,8 @@ def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destinati
         b, t, n = best[state]
         if state == goal or _same_layout(pc, state, goal):
             return _steps(pc, back, start, state, goal, cluster)
-        for move, cost in priced.get_or_compute(("moves", state, goal, itemsize), _priced, pc, state, goal, itemsize,
-                                                cluster, priced):
+        for move, cost in priced.get_or_compute(("moves", state, goal, itemsize, typed), _priced, pc, state, goal,
+                                                itemsize, cluster, priced, typed):
             new = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
             old = best.get(move.after)
             if old is None or rank(new) < rank(old):
@@ -276,10 +303,10 @@ def _priced_memo() -> BoundedCache:
 
 
 def _priced(pc: Pieces, state: State, goal: State, itemsize: int, cluster: Cluster,
-            memo: BoundedCache) -> list[tuple[Move, CollectiveCost]]:
+            memo: BoundedCache, typed: bool = False) -> list[tuple[Move, CollectiveCost]]:
     """The moves from ``state`` with their cost on ``cluster``: one lookup per state the search pops,
     not one per edge it relaxes (a move's cost is shared by every goal it is a move towards)."""
-    return [(m, memo.get_or_compute(m, _move_cost, pc, m, cluster)) for m in moves(pc, state, goal, itemsize)]
+    return [(m, memo.get_or_compute(m, _move_cost, pc, m, cluster)) for m in moves(pc, state, goal, itemsize, typed)]
 
 
 def _same_layout(pc: Pieces, a: State, b: State) -> bool:

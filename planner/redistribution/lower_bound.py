@@ -133,7 +133,7 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
     """
     reduced = state.unreduced - goal.unreduced
     p = pc.size(tuple(reduced))
-    if pc.mesh.size <= _LOOP_DEVICES:
+    if pc.n <= _LOOP_DEVICES:
         need_max, vol_max, vol_sum, sources = _needs(pc, state, goal, p)
     else:
         need_max, vol_max, vol_sum, sources = _needs_numpy(pc, state, goal, p)
@@ -146,7 +146,7 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
     for d in pc.shape:
         n *= d
     total = n * (p - 1) + vol_sum - _covered(pc, state, goal)
-    return max(per_device, -(-total // pc.mesh.size)), sources
+    return max(per_device, -(-total // pc.n)), sources  # totals over rows: per row as per device
 
 
 #: Up to this many devices :func:`state_bound` combines cached per-dimension terms in Python
@@ -165,7 +165,7 @@ def _needs(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
     need_max = vol_max = vol_sum = sources_max = 0
     dims = [_dim_terms(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, goal.dims))]
     if not dims:
-        return 0, 1, pc.mesh.size, 0
+        return 0, 1, pc.n, 0
     vols, overs, blocks = dims[0]
     for v, o, b in dims[1:]:
         vols = [x * y for x, y in zip(vols, v)]

@@ -87,15 +87,17 @@ def _span_ok(new_lo: np.ndarray, new_hi: np.ndarray, lo: np.ndarray, hi: np.ndar
     return bool(np.all(empty | ((lo <= new_lo) & (new_hi <= hi))))
 
 
-def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:
-    """Every valid move from ``state`` that can bring it closer to ``goal``.
+def moves(pc: Pieces, state: State, goal: State, itemsize: int, typed: bool = False) -> list[Move]:
+    """Every valid move from ``state`` that can bring it closer to ``goal`` (``typed``: see
+    :func:`permute_move`).
 
     The moves that do not depend on the goal are computed once per state and
     kept on ``pc`` (shared by every search over the same pieces), the rest once
     per (state, goal).
     """
     base = pc.memo(("base", state, itemsize), _listed, _base_moves, pc, state, itemsize)
-    extra = pc.memo(("goal", state, goal, itemsize), _listed, _goal_moves, pc, state, goal, itemsize)
+    extra = pc.memo(("goal", state, goal, itemsize, typed), _listed, _goal_moves, pc, state, goal, itemsize, True,
+                    typed)
     return base + extra
 
 
@@ -241,7 +243,8 @@ def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) 
                             yield m
 
 
-def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True) -> Iterator[Move]:
+def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True,
+                typed: bool = False) -> Iterator[Move]:
     """Moves aimed at ``goal``: reductions, jumps straight to its dimensions, runs of its slices."""
     local = pc.local_elements(state)
     rank = len(state.dims)
@@ -302,22 +305,29 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
 
     # CollectivePermute straight to the goal.
     if permutes and state.unreduced == goal.unreduced and goal != state:
-        m = permute_move(pc, state, goal, itemsize)
+        m = permute_move(pc, state, goal, itemsize, typed)
         if m is not None:
             yield m
 
 
-def permute_move(pc: Pieces, state: State, target: State, itemsize: int) -> Move | None:
+def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: bool = False) -> Move | None:
     """One CollectivePermute from ``state`` to ``target``, if a matching of holders exists.
 
     A device whose new block it already holds receives nothing; any other device
     must be missing a single box of its new block (:func:`missing_box`) and receives
     exactly that box from a distinct device that holds all of it (each device sends
     at most one message and receives at most one, as XLA's collective-permute).
+
+    With ``typed``, the target must shard over every piece the state shards over: in a program
+    typed by device variance (seed 004, the planner's) a permute cannot make a value the same
+    along an axis it varies over (only a sum or a gather drops an axis), even where the blocks
+    it moves would; a bare sequence of collectives (``shardplan reshard``) may.
     """
     if state.unreduced != target.unreduced or state.unreduced:
         return None
-    if pc.mesh.size <= _LOOP_DEVICES:
+    if typed and not state.used() <= target.used():
+        return None
+    if pc.n <= _LOOP_DEVICES:
         found = _permute_needs(pc, state, target)
         if found is None:
             return None
@@ -339,16 +349,10 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int) -> Move
         return None
     senders = _forced_matching(holders)
     if senders is None:
-        cost = np.where(holders, 1.0 + np.arange(pc.mesh.size)[None, :] * 1e-6, 1e9)
-        from scipy.optimize import linear_sum_assignment  # SciPy costs 0.4 s to import: only when it must
-
-        rows, cols = linear_sum_assignment(cost)
-        if len(rows) < len(receivers) or np.any(cost[rows, cols] >= 1e9):
-            return None
-        senders = dict(zip(rows.tolist(), cols.tolist()))
-    elif not senders:
+        senders = _nearest_matching(pc, receivers, holders)
+    if not senders:
         return None
-    pairs = tuple(sorted((int(c), int(receivers[r])) for r, c in senders.items()))
+    pairs = pc.lift_pairs((int(c), int(receivers[r])) for r, c in senders.items())
     return Move("CollectivePermute", (), (), target, 1, most * itemsize, pairs)
 
 
@@ -366,7 +370,7 @@ def _permute_needs(pc: Pieces, state: State, target: State):
     news = [pc.spans(k, ps)[:2] for k, ps in enumerate(target.dims)]
     locals_ = [-(-d // pc.size(ps)) for d, ps in zip(pc.shape, state.dims)]
     receivers, wants, most = [], [], 0
-    for d in range(pc.mesh.size):
+    for d in range(pc.n):
         box = []
         short = []
         t_empty = disjoint = False
@@ -404,9 +408,9 @@ def _permute_needs(pc: Pieces, state: State, target: State):
         return None
     # the state's block holding each missing box, per dimension (its spans partition the dimension)
     by_block: dict[tuple, list[int]] = {}
-    for d in range(pc.mesh.size):
+    for d in range(pc.n):
         by_block.setdefault(tuple(olds[k][0][d] for k in range(rank)), []).append(d)
-    holders = np.zeros((len(receivers), pc.mesh.size), dtype=bool)
+    holders = np.zeros((len(receivers), pc.n), dtype=bool)
     for r, (d, box) in enumerate(zip(receivers, wants)):
         starts = []
         for k, b in enumerate(box):
@@ -426,8 +430,8 @@ def _permute_needs(pc: Pieces, state: State, target: State):
 def _forced_matching(holders: np.ndarray) -> dict[int, int] | None:
     """The matching of receivers (rows) to distinct senders (columns) when it is forced: a receiver
     with one possible sender takes it, which may leave another with one, and so on until every
-    receiver has its sender. Then it is the only matching, hence the one the assignment solver
-    finds; ``{}`` when none exists, None when some receiver keeps a choice (ask the solver).
+    receiver has its sender. Then it is the only matching; ``{}`` when none exists, None when
+    some receiver keeps a choice (then :func:`_nearest_matching` chooses).
     """
     counts = holders.sum(axis=1)
     if counts.min() > 1:
@@ -457,6 +461,56 @@ def _forced_matching(holders: np.ndarray) -> dict[int, int] | None:
     if len(taken) < len(options):
         return {} if any(not o for r, o in enumerate(options) if r not in taken) else None
     return taken
+
+
+def _nearest_matching(pc: Pieces, receivers: np.ndarray, holders: np.ndarray) -> dict[int, int]:
+    """A sender for every receiver (rows), each sender used once; ``{}`` if there is no such matching.
+
+    Each receiver prefers the holders that differ from it on the fewest mesh axes (the link the
+    permute runs on), then the lowest device; augmenting paths (Kuhn's algorithm, tried in that
+    order) then make the matching complete whenever one exists.
+    """
+    pos = pc.positions
+    mesh = pc.mesh
+    digits = np.stack([(pos // mesh.axis_stride(a.name)) % a.size for a in mesh.axes], axis=1)  # (devices, axes)
+    prefs: list[list[int]] = []
+    for r, d in enumerate(receivers.tolist()):
+        cand = np.flatnonzero(holders[r])
+        far = (digits[cand] != digits[d]).sum(axis=1)
+        prefs.append(cand[np.lexsort((cand, far))].tolist())
+    owner: dict[int, int] = {}  # sender -> receiver row
+    for r0 in range(len(prefs)):
+        if not _augment(r0, prefs, owner):
+            return {}
+    return {r: c for c, r in owner.items()}
+
+
+def _augment(r0: int, prefs: list[list[int]], owner: dict[int, int]) -> bool:
+    """Match row ``r0`` along an augmenting path (depth first, each row trying its senders in
+    order), re-matching the rows on the path; False if there is none."""
+    seen: set[int] = set()
+    stack, tries, via = [r0], {r0: iter(prefs[r0])}, {}
+    while stack:
+        r = stack[-1]
+        for c in tries[r]:
+            if c in seen:
+                continue
+            seen.add(c)
+            if c not in owner:  # free: every row on the path takes the sender before it
+                for i in range(len(stack) - 1, -1, -1):
+                    row = stack[i]
+                    owner[c] = row
+                    if i:
+                        c = via[row]
+                return True
+            nxt = owner[c]  # taken: may its row move to another sender?
+            via[nxt] = c
+            tries[nxt] = iter(prefs[nxt])
+            stack.append(nxt)
+            break
+        else:
+            stack.pop()
+    return False
 
 
 def gather_then_slice(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:

@@ -64,11 +64,12 @@ class Graph:
 
     __slots__ = ("pc", "cluster", "itemsize", "by_time", "ids", "states", "edges", "goal_edges",
                  "bounds", "permutes", "same", "fast_step", "slow_bw", "cost_of", "entries", "call_s", "latency_s",
-                 "_rounds", "_least_memo", "links")
+                 "_rounds", "_least_memo", "links", "typed")
 
     def __init__(self, pc: Pieces, cluster: Cluster, itemsize: int, by_time: bool,
-                 cost_of: Callable[[Pieces, Move, Cluster], CollectiveCost]):
+                 cost_of: Callable[[Pieces, Move, Cluster], CollectiveCost], typed: bool = False):
         self.pc, self.cluster, self.itemsize, self.by_time, self.cost_of = pc, cluster, itemsize, by_time, cost_of
+        self.typed = typed  # permutes a variance-typed program can express (see permute_move)
         links = [cluster.intra_node, cluster.inter_node] + [link for _, link in cluster.axis_links]
         self.fast_step = min(link.overhead_s + link.latency_s for link in links)  # one collective's least time
         self.call_s = min(link.overhead_s for link in links)
@@ -197,7 +198,7 @@ class Graph:
     def permute(self, sid: int, tid: int):
         key = (sid, tid)
         if key not in self.permutes:
-            m = permute_move(self.pc, self.states[sid], self.states[tid], self.itemsize)
+            m = permute_move(self.pc, self.states[sid], self.states[tid], self.itemsize, self.typed)
             if m is None:
                 self.permutes[key] = None
             else:
@@ -245,9 +246,9 @@ class Family:
         def overlap(a0, a1, b0, b1):
             return np.maximum(np.minimum(a1, b1) - np.maximum(a0, b0), 0)
 
-        rest = np.ones((pc.mesh.size, 1), dtype=np.int64)  # other dimensions: the state's block
-        shared = np.ones((pc.mesh.size, 1), dtype=np.int64)  # other dimensions: its overlap with the goal's
-        goal_vol = np.ones((pc.mesh.size, 1), dtype=np.int64)
+        rest = np.ones((pc.n, 1), dtype=np.int64)  # other dimensions: the state's block
+        shared = np.ones((pc.n, 1), dtype=np.int64)  # other dimensions: its overlap with the goal's
+        goal_vol = np.ones((pc.n, 1), dtype=np.int64)
         most = 1
         for k, pieces in enumerate(state.dims):
             s0, s1 = spans(k, pieces)
@@ -350,7 +351,8 @@ class Budget:
 
 
 #: What one redistribution's searches may expand, counted in states times devices (an
-#: expansion's work grows with the devices): 768 states on 8 devices, 96 on 64, 16 on 1,024
+#: expansion's work grows with the devices, or with their representatives when the search runs
+#: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`): 768 states on 8 devices, 96 on 64, 16 on 1,024
 #: (measured at 2-4 ms per expansion on 64 devices). None: no limit (the searches are then
 #: exact whatever it takes).
 BUDGET: int | None = 6144
@@ -358,12 +360,12 @@ BUDGET: int | None = 6144
 
 def search_budget(pc: Pieces) -> int | None:
     """The states the searches of one redistribution over ``pc`` may expand (see :data:`BUDGET`)."""
-    return None if BUDGET is None else max(16, BUDGET // pc.mesh.size)
+    return None if BUDGET is None else max(16, BUDGET // pc.n)
 
 
 def astar(graph: Graph, start: State, goal: State, same: Callable[[Pieces, State, State], bool],
           describe: Callable[[], str], budget: Budget | None = None,
-          known: tuple | None = None) -> tuple[list[tuple[State, Move, CollectiveCost, State]] | None, bool]:
+          known: tuple | None = None, ties: bool = True) -> tuple[list[tuple[State, Move, CollectiveCost, State]] | None, bool]:
     """The chain of moves the exhaustive Dijkstra finds from ``start`` to a state with ``goal``'s
     layout, ``[(before, move, cost, after)]``, found in two passes:
 
@@ -373,7 +375,10 @@ def astar(graph: Graph, start: State, goal: State, same: Callable[[Pieces, State
        lie on no cheapest chain, and the states that do are pushed and popped in the same
        relative order as in the full search, so it finds the chain the full search finds.
 
-    Returns the chain and whether it is that one. ``known`` is the cost of a plan the caller
+    With ``ties`` False the second pass is skipped: the first pass's chain is a cheapest one,
+    not necessarily the one the exhaustive search picks among equally cheap chains (about a
+    third less work). Returns the chain and whether it is that one (with ``ties`` False: whether
+    it is known to be a cheapest one). ``known`` is the cost of a plan the caller
     has: chains dearer are not searched, and the chain is None when none cheaper was found
     (with True if the search proved none exists). The passes expand at most ``budget.left``
     states in all (and spend them): the first two thirds for the first pass, which then goes
@@ -397,6 +402,8 @@ def astar(graph: Graph, start: State, goal: State, same: Callable[[Pieces, State
     fallback = None if end is None else _chain(graph, back, s0, end)
     if not cheapest:
         return fallback, False
+    if not ties and fallback is not None:
+        return fallback, True
     # the second pass expands about as many states as the first: give up when it is far beyond
     chain = _first_cheapest(graph, s0, gid, h, same, cost, budget, 2 * expanded + 16)
     if chain is OVER_BUDGET:  # as cheap, maybe another of the cheapest chains than the exhaustive search's

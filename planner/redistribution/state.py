@@ -59,15 +59,26 @@ class State:
 
 @dataclass(frozen=True, eq=False)
 class Pieces:
-    """The refined pieces of a mesh, with their digits and the geometry they imply."""
+    """The refined pieces of a mesh, with their digits and the geometry they imply.
+
+    Per-device arrays have one row per device, or, when the pieces leave some of the mesh out
+    (a search ``within`` some axes), one row per *representative*: the devices whose digits
+    on the pieces left out are 0. The others hold and do what their representative does, so
+    bounds, boxes and moves computed on the representatives hold for every device, and a
+    CollectivePermute between representatives is the same permute in every replica
+    (:meth:`lift_pairs`). ``n`` is the number of rows.
+    """
 
     mesh: Mesh
     shape: tuple[int, ...]
     refs: tuple[AxisRef, ...]
     strides: np.ndarray = field(repr=False)
     sizes: np.ndarray = field(repr=False)
-    positions: np.ndarray = field(repr=False)  # flat mesh position of each device id
-    _digits: np.ndarray = field(repr=False)  # (devices, pieces) digit value of each device
+    positions: np.ndarray = field(repr=False)  # flat mesh position of each row's device
+    _digits: np.ndarray = field(repr=False)  # (rows, pieces) digit value of each row's device
+    devices: np.ndarray = field(repr=False)  # device id of each row
+    offsets: np.ndarray = field(repr=False)  # position offsets of a row's replicas (0 first)
+    device_at: np.ndarray = field(repr=False)  # device id at each flat mesh position
     _memo: BoundedCache = field(
         default_factory=lambda: BoundedCache("pieces memo", MEMO_SIZE, register=False), repr=False, compare=False
     )
@@ -77,20 +88,28 @@ class Pieces:
 
     @classmethod
     def refine(cls, mesh: Mesh, shape: Sequence[int], shardings: Sequence[TensorSharding],
-               primes: bool = True) -> "Pieces":
+               primes: bool = True, within: Sequence[AxisRef] | None = None) -> "Pieces":
         """The pieces of ``mesh``: cut wherever one of ``shardings`` cuts an axis and, with
         ``primes``, into prime factors, so that a collective may run over part of an axis
-        (a size-4 axis is two size-2 pieces the search may move separately). Shared and cached."""
+        (a size-4 axis is two size-2 pieces the search may move separately). Shared and cached.
+
+        ``within`` (None: the whole mesh) keeps only the pieces inside those mesh pieces or
+        used by ``shardings``: the search then never moves data over the others (the devices
+        along them hold the same and do the same, as on a mesh without those axes)."""
+        used = [ref for s in shardings for ref in s.used_axes()]
+        keep = None if within is None else list(within) + used
         refs: list[AxisRef] = []
         for axis in mesh.axes:
             cuts = {1, axis.size}
-            for s in shardings:
-                for ref in s.used_axes():
-                    if ref.name == axis.name:
-                        lo, hi = ref.interval(mesh)
-                        cuts.update((lo, hi))
+            for ref in used if keep is None else keep:
+                if ref.name == axis.name:
+                    lo, hi = ref.interval(mesh)
+                    cuts.update((lo, hi))
             cuts = sorted(cuts)
             for lo, hi in zip(cuts, cuts[1:]):
+                piece = make_axis(mesh, axis.name, lo, hi // lo)
+                if keep is not None and not any(k.contains(piece, mesh) for k in keep):
+                    continue
                 pre = lo
                 for p in _prime_factors(hi // lo) if primes else [hi // lo]:
                     refs.append(make_axis(mesh, axis.name, pre, p))
@@ -104,7 +123,26 @@ class Pieces:
         sizes = np.array([d[1] for d in digits], dtype=np.int64)
         positions = devices_to_positions(mesh)
         values = (positions[:, None] // strides[None, :]) % sizes[None, :]
-        return cls(mesh, tuple(shape), tuple(refs), strides, sizes, positions, values)
+        rest = positions - (values * strides[None, :]).sum(axis=1)  # the digits of pieces left out
+        rows = np.flatnonzero(rest == 0)
+        device_at = np.empty(mesh.size, dtype=np.int64)
+        device_at[positions] = np.arange(mesh.size)
+        return cls(mesh, tuple(shape), tuple(refs), strides, sizes, positions[rows], values[rows], rows,
+                   np.unique(rest), device_at)
+
+    @property
+    def n(self) -> int:
+        """Rows of the per-device arrays: the devices, or their representatives (see the class)."""
+        return len(self.devices)
+
+    def lift_pairs(self, pairs) -> tuple[tuple[int, int], ...]:
+        """``(sender row, receiver row)`` pairs as device ids on the whole mesh, every replica's, sorted."""
+        out = []
+        for a, b in pairs:
+            pa, pb = int(self.positions[a]), int(self.positions[b])
+            for off in self.offsets.tolist():
+                out.append((int(self.device_at[pa + off]), int(self.device_at[pb + off])))
+        return tuple(sorted(out))
 
     def memo(self, key, fn: Callable[..., T], *args) -> T:
         """``fn(*args)``, computed once per ``key`` over these pieces (a bounded LRU).
@@ -169,7 +207,7 @@ class Pieces:
 
     def shard_index(self, pieces: Sequence[int]) -> np.ndarray:
         """Each device's mixed-radix index over ``pieces`` (major to minor)."""
-        idx = np.zeros(self.mesh.size, dtype=np.int64)
+        idx = np.zeros(self.n, dtype=np.int64)
         for p in pieces:
             idx = idx * self.sizes[p] + self._digits[:, p]
         return idx
@@ -179,7 +217,7 @@ class Pieces:
         return self._memo.get_or_compute(("boxes", state.dims), self._boxes, state.dims)
 
     def _boxes(self, dims: tuple[tuple[int, ...], ...]) -> np.ndarray:
-        box = np.zeros((self.mesh.size, len(self.shape), 2), dtype=np.int64)
+        box = np.zeros((self.n, len(self.shape), 2), dtype=np.int64)
         for k, (d, ps) in enumerate(zip(self.shape, dims)):
             local = -(-d // self.size(ps))
             idx = self.shard_index(ps)
@@ -218,7 +256,7 @@ class Pieces:
         return key
 
     def groups(self, pieces: Sequence[int]) -> list[np.ndarray]:
-        """Device ids of each group, each ordered by its members' index over ``pieces``."""
+        """Rows of each group, each ordered by its members' index over ``pieces``."""
         key = self.group_key(pieces)
         member = self.shard_index(pieces)
         order = np.lexsort((member, key))

@@ -65,17 +65,18 @@ def cotangent_layout(layout: TensorSharding, pending: Sequence[AxisRef] = ()) ->
 
 
 def transpose_plan(forward: ReshardPlan, pending: Sequence[AxisRef], cluster, *,
-                   insert_pbroadcast: bool = True) -> ReshardPlan:
+                   insert_pbroadcast: bool = True, within: Sequence[AxisRef] | None = None) -> ReshardPlan:
     """The backward of ``forward`` for a cotangent pending over ``pending`` (see the module docstring).
 
     The result goes from ``cotangent_layout(forward.destination, pending)`` to
-    ``cotangent_layout(forward.source)``.
+    ``cotangent_layout(forward.source)``. ``within``: the mesh pieces its redistributions may
+    use (see :func:`~planner.redistribution.engine.reshard`).
     """
-    return _transpose(forward, tuple(pending), cluster, insert_pbroadcast)
+    return _transpose(forward, tuple(pending), cluster, insert_pbroadcast, None if within is None else tuple(within))
 
 
 @memoize("transposed redistribution plans", maxsize=65536)
-def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast: bool) -> ReshardPlan:
+def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast: bool, within=None) -> ReshardPlan:
     layouts = [forward.source] + [s.after for s in forward.steps]
     if not forward.steps:
         layouts = [forward.source, forward.destination]
@@ -86,11 +87,11 @@ def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast:
     if not insert_pbroadcast:  # the cotangent is not known to be whole: split it into a pending sum
         current = _all_free_pending(current)
         if current != start:
-            steps += reshard_for_planning(shape, dtype, start, current, cluster).steps
+            steps += reshard_for_planning(shape, dtype, start, current, cluster, within).steps
     for i in range(len(layouts) - 1, 0, -1):
         target = _next_layout(current, layouts[i - 1], shape, insert_pbroadcast, last=(i == 1))
         if target != current:
-            steps += reshard_for_planning(shape, dtype, current, target, cluster).steps
+            steps += reshard_for_planning(shape, dtype, current, target, cluster, within).steps
         current = target
     return ReshardPlan(tuple(shape), dtype, start, cotangent_layout(forward.source), tuple(steps))
 

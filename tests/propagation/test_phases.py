@@ -109,10 +109,14 @@ def test_annotations_hold_across_phases():
 
 def test_the_time_limit_stops_between_phases_with_a_runnable_plan():
     with pytest.warns(UserWarning, match="time limit"):
-        p = plan(MLP, search="bfs", time_limit=1e-9)
+        p = plan(MLP, search="bfs", training=True, time_limit=1e-9)
     assert p.search_space.completed == 1
     # the pieces of the phases that did not run are unused: z shards nothing
     assert all(a.name != "z" for o in p.ops for axes in o.strategy.factor_axes for a in axes)
+    # nor do its collectives: that phase's redistributions are searched within x and y
+    # (Model.reshard_pieces), and what was costed is what runs
+    steps = [s for r in p.redistributions for s in r.plan.steps]
+    assert steps and all(a.name != "z" for s in steps for a in s.axes)
     assert simulate(p).ok
 
 
@@ -147,3 +151,23 @@ outputs: [y]
     assert [[str(a) for a in ph] for ph in phased.search_space.phases][-1] == ['"z"']
     assert whole.totals.objective <= phased.totals.objective * (1 + 1e-9)
     assert simulate(phased).ok
+
+
+def test_tied_layers_are_reported_and_never_beat_the_untied_optimum():
+    """The ILP gives repeated layers one decision (a restriction): the plan says so, and on a small
+    mesh the untied problem's optimum is no worse, with the bound below both."""
+    from planner.propagation.ilp import solve_ilp
+
+    text = """
+name: gpt2l
+mesh: {dp: 2, tp: 2}
+model: {builder: gpt, layers: 2, hidden: 64, heads: 4, seq: 16, batch: 8, vocab: 97}
+"""
+    p = plan(text, search="ilp")
+    space = p.search_space
+    assert space.tied_layers and space.restricted and len(space.phases) == 1
+    assert "repeated layers share one decision" in space.describe(p.totals.objective)
+    assert p.to_dict()["search_space"]["tied_layers"] is True
+    untied = solve_ilp(p.outcome.model.problem, shrink=False)
+    assert not untied.report.tied_layers
+    assert space.lower_bound_s <= untied.objective <= p.totals.objective * (1 + 1e-9)

@@ -97,3 +97,52 @@ def test_different_device_counts_are_refused():
 def test_non_divisible_shapes_verify():
     p = plan('[{"x", "y"}, {}]', '[{}, {"y"}]', shape=(7, 5))
     assert p.bytes_per_device >= p.lower_bound_bytes_per_device
+
+
+def test_a_search_within_some_axes_does_not_borrow_the_others():
+    """Summing a pending sum over x=4 (1024x1024 f32, 4 MiB) with y=2 free: the whole-mesh search
+    slices over y, all-reduces the half (2 * 3/4 * 2 MiB = 3 MiB) and gathers it back over y
+    (1/2 * 4 MiB = 2 MiB): 5 MiB received instead of the AllReduce's 2 * 3/4 * 4 MiB = 6 MiB.
+    Within x alone (an axis phase before y exists) that trick is out: the AllReduce."""
+    from planner.ir.axis import AxisRef
+
+    mesh = parse_mesh('@m = <["x"=4, "y"=2]>')
+    src = parse_sharding('[{}, {}], unreduced={"x"}', mesh)
+    dst = parse_sharding('[{}, {}]', mesh)
+    whole = reshard((1024, 1024), "f32", src, dst)
+    inside = reshard((1024, 1024), "f32", src, dst, within=(AxisRef("x"),))
+    mib = 1 << 20
+    assert [s.kind for s in whole.steps] == ["Slice", "AllReduce", "AllGather"]
+    assert whole.bytes_per_device == 5 * mib
+    assert [(s.kind, tuple(map(str, s.axes))) for s in inside.steps] == [("AllReduce", ('"x"',))]
+    assert inside.bytes_per_device == 6 * mib
+    for plan in (whole, inside):
+        v = verify(plan, seed=1)
+        assert v.verified and v.measured_bytes_per_device == plan.bytes_per_device
+
+
+def test_unknown_ties_is_an_error():
+    mesh = parse_mesh('@m = <["x"=2]>')
+    s = parse_sharding('[{"x"}]', mesh)
+    with pytest.raises(ReshardError, match="ties"):
+        reshard((4,), "f32", s, s, ties="first")
+
+
+def test_a_search_within_some_axes_plans_on_representatives_and_lifts_its_permutes():
+    """Within x and y of a 2x2x2 mesh the search keeps one row per (x, y) (the devices at z=0);
+    its permute's pairs are those of every z plane, and the plan runs on all 8 devices."""
+    from planner.ir.axis import AxisRef
+    from planner.redistribution.state import Pieces
+
+    mesh = parse_mesh('@m = <["x"=2, "y"=2, "z"=2]>')
+    src, dst = parse_sharding('[{"x"}, {"y"}]', mesh), parse_sharding('[{"y"}, {"x"}]', mesh)
+    within = (AxisRef("x"), AxisRef("y"))
+    assert Pieces.refine(mesh, (8, 8), [src, dst], False, within).n == 4
+    plan = reshard((8, 8), "f32", src, dst, within=within)
+    assert [s.kind for s in plan.steps] == ["CollectivePermute"]
+    pairs = plan.steps[0].pairs
+    # (x, y, z) -> (y, x, z): devices whose x != y swap with their mirror on the same z plane
+    expected = sorted((4 * x + 2 * y + z, 4 * y + 2 * x + z) for x in (0, 1) for y in (0, 1) for z in (0, 1) if x != y)
+    assert list(pairs) == expected
+    v = verify(plan, seed=2)
+    assert v.verified and v.measured_bytes_per_device == plan.bytes_per_device

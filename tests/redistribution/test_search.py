@@ -38,6 +38,23 @@ def test_search_returns_the_exhaustive_plan_on_the_2d_suite(shape, objective, pi
     assert not differ, differ[:5]
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_planning_plans_are_as_fast_as_the_exhaustive_searchs(shape):
+    """The planner takes any cheapest plan (ties="any", no second pass): on the 2-D suite each is
+    as fast as the exhaustive search's (same objective: time, then bytes, then collectives; times
+    summed in another order may differ in the last bits) and measures what it predicts."""
+    cluster = _default_cluster()
+    for s, d in PAIRS_2D:
+        plan = reshard_for_planning(shape, "f32", s, d, cluster)
+        full = reshard(shape, "f32", s, d, cluster, objective="time", pieces="axes", typed=True, _exhaustive=True)
+        where = (s.dims_text(), d.dims_text())
+        assert plan.exact, where
+        assert plan.time_s == pytest.approx(full.time_s, rel=1e-12), where
+        assert plan.bytes_per_device == full.bytes_per_device, where
+        assert len([x for x in plan.steps if x.kind != "Slice"]) == len([x for x in full.steps if x.kind != "Slice"])
+        assert _verified(plan), where
+
+
 @pytest.mark.parametrize("mesh", MESHES_3D, ids=lambda m: m.short())
 def test_fast_path_never_worse_than_search_on_3d_suite(mesh):
     """A subset of the 3-D suite: every plan executes and measures what it predicts; a plan the

@@ -1,0 +1,69 @@
+"""Moves of the redistribution engine: who sends to whom in a CollectivePermute."""
+
+import numpy as np
+
+from planner.ir import parse_mesh, parse_sharding
+from planner.redistribution.moves import _nearest_matching, permute_move
+from planner.redistribution.state import Pieces
+
+
+def _pieces(mesh_text, shape=(8, 8)):
+    mesh = parse_mesh(mesh_text)
+    return Pieces.refine(mesh, shape, [], False)
+
+
+def test_a_receiver_takes_the_holder_on_the_fewest_mesh_axes():
+    # 2x2 mesh x, y: devices 0..3 at (x, y) = (0,0) (0,1) (1,0) (1,1). Receiver 0 may take from
+    # 1 (differs on y) or 3 (on x and y); receiver 3 from 2 (on y) or 0 (on both). The lowest
+    # index would give receiver 3 device 0; the nearest is 2.
+    pc = _pieces('@m = <["x"=2, "y"=2]>')
+    holders = np.zeros((2, 4), dtype=bool)
+    holders[0, [1, 3]] = True
+    holders[1, [0, 2]] = True
+    assert _nearest_matching(pc, np.array([0, 3]), holders) == {0: 1, 1: 2}
+
+
+def test_a_matching_is_completed_along_an_augmenting_path():
+    # receiver rows 0 and 1 both prefer sender 1 (one axis away); row 1 can only use 1, so the
+    # first greedy choice must be undone: row 0 moves to its other holder, 3
+    pc = _pieces('@m = <["x"=2, "y"=2]>')
+    holders = np.zeros((2, 4), dtype=bool)
+    holders[0, [1, 3]] = True
+    holders[1, [1]] = True
+    assert _nearest_matching(pc, np.array([0, 3]), holders) == {0: 3, 1: 1}
+
+
+def test_no_matching_when_two_receivers_share_their_only_sender():
+    pc = _pieces('@m = <["x"=2, "y"=2]>')
+    holders = np.zeros((2, 4), dtype=bool)
+    holders[:, 2] = True
+    assert _nearest_matching(pc, np.array([0, 1]), holders) == {}
+
+
+def test_swapping_blocks_on_a_replicated_axis_stays_off_that_axis():
+    # the tensor is replicated over z: each block has two holders, one on the receiver's own z
+    # plane; the permute pairs devices on the same plane, so it runs over x and y only
+    mesh = parse_mesh('@m = <["x"=2, "y"=2, "z"=2]>')
+    src, dst = parse_sharding('[{"x"}, {"y"}]', mesh), parse_sharding('[{"y"}, {"x"}]', mesh)
+    pc = Pieces.refine(mesh, (8, 8), [src, dst], False)
+    move = permute_move(pc, pc.state_of(src), pc.state_of(dst), 4)
+    assert move is not None
+    z = lambda d: (int(pc.positions[d]) // mesh.axis_stride("z")) % 2  # noqa: E731
+    assert move.pairs and all(z(a) == z(b) for a, b in move.pairs)
+
+
+def test_a_typed_permute_never_makes_a_value_the_same_along_an_axis_it_varies_over():
+    """[{}, {"x"}] -> [{}, {"y"}] on 2x2: the device (x, y) needs block y, which device (y, *) holds,
+    so one permute moves the blocks (the bare engine's plan); but in a program typed by device
+    variance the result would vary over x (seed 004: ppermute keeps variance) while its layout is
+    replicated over x. Typed (the planner's setting), the engine does without that permute."""
+    from planner.redistribution import reshard, reshard_for_planning
+
+    mesh = parse_mesh('@m = <["x"=2, "y"=2]>')
+    src, dst = parse_sharding('[{}, {"x"}]', mesh), parse_sharding('[{}, {"y"}]', mesh)
+    pc = Pieces.refine(mesh, (8, 8), [src, dst], False)
+    assert permute_move(pc, pc.state_of(src), pc.state_of(dst), 4) is not None
+    assert permute_move(pc, pc.state_of(src), pc.state_of(dst), 4, typed=True) is None
+    assert [s.kind for s in reshard((8, 8), "f32", src, dst).steps] == ["CollectivePermute"]
+    for plan in (reshard((8, 8), "f32", src, dst, typed=True), reshard_for_planning((8, 8), "f32", src, dst, None)):
+        assert "CollectivePermute" not in [s.kind for s in plan.steps]
