@@ -136,7 +136,7 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
     if pc.n <= _LOOP_DEVICES:
         need_max, vol_max, vol_sum, sources = _needs(pc, state, goal, p)
     else:
-        need_max, vol_max, vol_sum, sources = _needs_numpy(pc, state, goal, p)
+        need_max, vol_max, vol_sum, sources = _needs_arrays(pc, state, goal, p)
     if not reduced:
         return need_max, sources
     per_device = vol_max
@@ -150,8 +150,9 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
 
 
 #: Up to this many devices :func:`state_bound` combines cached per-dimension terms in Python
-#: (faster than numpy on whole boxes up to some 500 devices, measured on 8 to 1,024).
-_LOOP_DEVICES = 512
+#: lists, beyond it in numpy arrays (``python benchmarks/bound.py``: lists win at 16 devices,
+#: arrays at 64, 10x at 512).
+_LOOP_DEVICES = 32
 
 
 def _locals(pc, state) -> list[int]:
@@ -187,24 +188,46 @@ def _needs(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
 def _dim_terms(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """Per device, along dimension ``k`` split by ``ps`` (state) and ``qs`` (goal): the goal span's
     length, its overlap with the state's, and how many state spans it meets (cached)."""
-    key = ("terms", k, ps, qs)
-    out = pc._spans.get(key)
-    if out is None:
-        s, t, _ = pc.spans(k, ps)
-        g, h, _ = pc.spans(k, qs)
-        local = -(-pc.shape[k] // pc.size(ps))
-        vols, overs, blocks = [], [], []
-        for lo, hi, a, b in zip(s, t, g, h):
-            vols.append(b - a)
-            o = (hi if hi < b else b) - (lo if lo > a else a)
-            overs.append(o if o > 0 else 0)
-            blocks.append((b - 1) // local - a // local + 1 if b > a else 0)  # state spans [a, b) meets
-        out = pc._spans[key] = (tuple(vols), tuple(overs), tuple(blocks))
-    return out
+    return pc.per_dimension(("terms", k, ps, qs), _dim_terms_now, pc, k, ps, qs)
+
+
+def _dim_terms_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    s, t, _ = pc.spans(k, ps)
+    g, h, _ = pc.spans(k, qs)
+    local = -(-pc.shape[k] // pc.size(ps))
+    vols, overs, blocks = [], [], []
+    for lo, hi, a, b in zip(s, t, g, h):
+        vols.append(b - a)
+        o = (hi if hi < b else b) - (lo if lo > a else a)
+        overs.append(o if o > 0 else 0)
+        blocks.append((b - 1) // local - a // local + 1 if b > a else 0)  # state spans [a, b) meets
+    return tuple(vols), tuple(overs), tuple(blocks)
+
+
+def _needs_arrays(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
+    """:func:`_needs` on the same cached per-dimension terms, as numpy arrays (many devices)."""
+    dims = [_dim_arrays(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, goal.dims))]
+    if not dims:
+        return 0, 1, pc.n, 0
+    vols, overs, blocks = dims[0]
+    for v, o, b in dims[1:]:
+        vols, overs, blocks = vols * v, overs * o, blocks * b
+    need = vols - overs
+    sources = blocks * p - (overs > 0)
+    return int(need.max()), int(vols.max()), int(vols.sum()), int(sources.max())
+
+
+def _dim_arrays(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """:func:`_dim_terms` as int64 arrays over devices (cached)."""
+    return pc.per_dimension(("term arrays", k, ps, qs), _dim_arrays_now, pc, k, ps, qs)
+
+
+def _dim_arrays_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    return tuple(np.array(t, dtype=np.int64) for t in _dim_terms(pc, k, ps, qs))
 
 
 def _needs_numpy(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
-    """:func:`_needs` over many devices."""
+    """:func:`_needs` over many devices, on whole boxes (kept to check the others against)."""
     gb, sb = pc.boxes(goal), pc.boxes(state)
     vol = box_volume(gb)
     over = overlap_volume(sb, gb)

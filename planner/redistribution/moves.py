@@ -125,19 +125,19 @@ def _contained_now(pc: Pieces, old: State, new: State) -> bool:
 def _span_within(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[frozenset, frozenset]:
     """Devices whose new span along ``k`` is non-empty and not inside the old one, and those whose
     new span is empty (cached)."""
-    key = ("within", k, old, new)
-    out = pc._spans.get(key)
-    if out is None:
-        lo, hi, _ = pc.spans(k, old)
-        new_lo, new_hi, _ = pc.spans(k, new)
-        outside, empty = [], []
-        for d, (a, b, c, e) in enumerate(zip(lo, hi, new_lo, new_hi)):
-            if e <= c:
-                empty.append(d)
-            elif c < a or e > b:
-                outside.append(d)
-        out = pc._spans[key] = (frozenset(outside), frozenset(empty))
-    return out
+    return pc.per_dimension(("within", k, old, new), _span_within_now, pc, k, old, new)
+
+
+def _span_within_now(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[frozenset, frozenset]:
+    lo, hi, _ = pc.spans(k, old)
+    new_lo, new_hi, _ = pc.spans(k, new)
+    outside, empty = [], []
+    for d, (a, b, c, e) in enumerate(zip(lo, hi, new_lo, new_hi)):
+        if e <= c:
+            empty.append(d)
+        elif c < a or e > b:
+            outside.append(d)
+    return frozenset(outside), frozenset(empty)
 
 
 def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:

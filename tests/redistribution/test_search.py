@@ -179,6 +179,10 @@ def test_the_bound_of_a_state_never_exceeds_the_plan_from_it(mesh, shape):
             assert lower_bound.state_bound(pc, start, goal) == (elements, _)
         finally:
             lower_bound._LOOP_DEVICES = saved
+        # the per-dimension terms (lists and arrays) agree with whole device boxes
+        p = pc.size(tuple(start.unreduced - goal.unreduced))
+        boxes = lower_bound._needs_numpy(pc, start, goal, p)
+        assert lower_bound._needs(pc, start, goal, p) == lower_bound._needs_arrays(pc, start, goal, p) == boxes
 
 
 def test_the_bound_of_the_start_never_exceeds_the_reported_lower_bound():
