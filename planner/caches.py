@@ -15,7 +15,10 @@ What is cached where (cache name, what it maps, bound), and why each bound:
 * ``strategy enumeration`` (:mod:`planner.enumeration.strategies`): (rule, mesh,
   pieces) to the op's admissible strategies; 4,096.
 * ``redistribution plans`` (:mod:`planner.redistribution.engine`): (shape, dtype,
-  source, destination, cluster, objective, pieces) to the cheapest plan; 65,536.
+  source, destination, cluster, objective, pieces, within, ties, typed) to the
+  cheapest plan; 65,536.
+* ``transposed redistribution plans`` (:mod:`planner.redistribution.transpose`):
+  (forward plan, pending axes, cluster, pbroadcast, within) to the backward plan; 65,536.
 * ``default cluster`` (:mod:`planner.redistribution.engine`): the cluster used
   when none is given; 1.
 * ``redistribution lower bounds`` (:mod:`planner.redistribution.lower_bound`):
@@ -40,9 +43,13 @@ Besides these, every :class:`~planner.redistribution.state.Pieces` carries its
 own, unregistered :class:`BoundedCache` of search results (device boxes, valid
 moves; a few thousand entries for an 8-device mesh), bounded at 65,536 entries
 (``planner.redistribution.state.MEMO_SIZE``), which holds one more such cache
-per cluster searched on (the moves' costs). They live and die with their
-``Pieces``, which the ``redistribution pieces`` cache holds, so
-:func:`clear_caches` drops them too.
+per cluster searched on (the moves' costs), and a plain dict of per-dimension
+geometry (``Pieces.per_dimension``: spans and bound terms, a few keys per dimension
+and set of pieces). The A* keeps its :class:`~planner.redistribution.search.Graph`
+(states, priced moves, bounds) in that memo too, one per cluster, item size,
+objective and typing, and starts it afresh past ``search.GRAPH_SIZE`` (200,000)
+entries. They live and die with their ``Pieces``, which the ``redistribution
+pieces`` cache holds, so :func:`clear_caches` drops them too.
 
 A :class:`BoundedCache` is a least-recently-used map; :func:`memoize` is the
 decorator form for functions of hashable arguments (the replacement for
