@@ -25,6 +25,12 @@ COMMANDS = (describe, graph, plan, reshard, simulate, check)
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEBUG_ENV = "SHARDPLAN_DEBUG"
 
+#: Commands whose numpy work is on small arrays (no large matrix products): for them OpenBLAS's
+#: thread pool, which numpy starts on import (about 0.2 s of CPU on a 2-core machine, measured
+#: with ``/usr/bin/time python -c "import numpy"``), is not started, unless the user set
+#: ``OPENBLAS_NUM_THREADS``. ``simulate`` and ``check`` multiply real tensors and keep it.
+SMALL_ARRAY_COMMANDS = ("describe", "graph", "plan", "reshard")
+
 EXIT_CODES = f"""exit status:
   {EXIT_OK}    success
   {EXIT_FAILED}    check: the gate found a regression; simulate: the simulation does not match
@@ -62,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    if args.command in SMALL_ARRAY_COMMANDS and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         return int(args.run(args) or 0)
     except ShardplanError as e:
