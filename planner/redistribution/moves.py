@@ -113,31 +113,46 @@ def _contained(pc: Pieces, old: State, new: State) -> bool:
 def _contained_now(pc: Pieces, old: State, new: State) -> bool:
     # per device: its new block is empty along some dimension, or inside the old one along all;
     # decided per dimension on cached spans (a device outside along one must be empty along one)
-    outside: set[int] = set()
-    empty: set[int] = set()
+    outside = empty = 0  # bit d: device (row) d
     for k, (a, b) in enumerate(zip(old.dims, new.dims)):
         out_k, empty_k = _span_within(pc, k, a, b)
         outside |= out_k
         empty |= empty_k
-    return outside <= empty
+    return not outside & ~empty
 
 
-def _span_within(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[frozenset, frozenset]:
-    """Devices whose new span along ``k`` is non-empty and not inside the old one, and those whose
-    new span is empty (cached)."""
+def _span_within(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, int]:
+    """Devices (bits of an int) whose new span along ``k`` is non-empty and not inside the old one,
+    and those whose new span is empty (cached)."""
     return pc.per_dimension(("within", k, old, new), _span_within_now, pc, k, old, new)
 
 
-def _span_within_now(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[frozenset, frozenset]:
+def _span_within_now(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, int]:
+    if pc.n > _LOOP_SPANS:  # whole arrays: a few numpy calls instead of a loop over devices
+        lo, hi = pc.span_arrays(k, old)
+        new_lo, new_hi = pc.span_arrays(k, new)
+        empty = new_hi <= new_lo
+        outside = ~empty & ((new_lo < lo) | (new_hi > hi))
+        return _bits(outside), _bits(empty)
     lo, hi, _ = pc.spans(k, old)
     new_lo, new_hi, _ = pc.spans(k, new)
-    outside, empty = [], []
+    outside = empty = 0
     for d, (a, b, c, e) in enumerate(zip(lo, hi, new_lo, new_hi)):
         if e <= c:
-            empty.append(d)
+            empty |= 1 << d
         elif c < a or e > b:
-            outside.append(d)
-    return frozenset(outside), frozenset(empty)
+            outside |= 1 << d
+    return outside, empty
+
+
+#: Beyond this many devices :func:`_span_within_now` works on arrays (``python benchmarks/bound.py``
+#: measures the same trade-off for the bound: lists win at 16 devices, arrays at 64).
+_LOOP_SPANS = 32
+
+
+def _bits(mask: np.ndarray) -> int:
+    """A boolean array over devices as an int whose bit ``d`` is ``mask[d]``."""
+    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
 def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:

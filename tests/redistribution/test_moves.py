@@ -67,3 +67,29 @@ def test_a_typed_permute_never_makes_a_value_the_same_along_an_axis_it_varies_ov
     assert [s.kind for s in reshard((8, 8), "f32", src, dst).steps] == ["CollectivePermute"]
     for plan in (reshard((8, 8), "f32", src, dst, typed=True), reshard_for_planning((8, 8), "f32", src, dst, None)):
         assert "CollectivePermute" not in [s.kind for s in plan.steps]
+
+
+def test_containment_on_spans_matches_device_boxes_on_both_paths(monkeypatch):
+    """A slice is valid when every device's new block lies in its old one (or is empty): decided per
+    dimension on cached spans, by a loop over devices or on arrays; both agree with whole boxes."""
+    import itertools
+
+    import planner
+    from planner.redistribution import moves
+    from planner.redistribution.state import State, contains
+
+    mesh = parse_mesh('@m = <["a"=4, "b"=2, "c"=2]>')
+    seen = set()
+    for shape in ((8, 6), (7, 16)):
+        for limit in (0, 10_000):
+            monkeypatch.setattr(moves, "_LOOP_SPANS", limit)
+            planner.clear_caches()  # fresh Pieces: no spans cached by the other path
+            pc = Pieces.refine(mesh, shape, [], True)
+            pieces = range(len(pc.refs))
+            layouts = [State((tuple(d0), tuple(d1))) for n in range(3) for d0 in itertools.permutations(pieces, n)
+                       for d1 in itertools.permutations([p for p in pieces if p not in d0], min(1, len(pieces) - n))]
+            for old, new in itertools.product(layouts[::3], layouts[::5]):
+                truth = bool(contains(pc.boxes(old), pc.boxes(new)).all())
+                assert moves._contained_now(pc, old, new) == truth, (shape, old, new, limit)
+                seen.add(truth)
+    assert seen == {True, False}
