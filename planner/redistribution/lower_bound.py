@@ -155,10 +155,6 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
 _LOOP_DEVICES = 32
 
 
-def _locals(pc, state) -> list[int]:
-    return [-(-d // pc.size(ps)) for d, ps in zip(pc.shape, state.dims)]
-
-
 def _needs(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
     """Over devices: the most elements of a goal block missing from the state's, the largest
     goal block, the goal blocks' total volume, and the most sources of a device: the state
@@ -224,18 +220,6 @@ def _dim_arrays(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[n
 
 def _dim_arrays_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     return tuple(np.array(t, dtype=np.int64) for t in _dim_terms(pc, k, ps, qs))
-
-
-def _needs_numpy(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
-    """:func:`_needs` over many devices, on whole boxes (kept to check the others against)."""
-    gb, sb = pc.boxes(goal), pc.boxes(state)
-    vol = box_volume(gb)
-    over = overlap_volume(sb, gb)
-    need = vol - over
-    a, b = gb[..., 0], gb[..., 1]
-    local = np.array(_locals(pc, state), dtype=np.int64)[None, :]
-    blocks = np.prod(np.where(b > a, (b - 1) // local - a // local + 1, 0), axis=-1) * p - (over > 0)
-    return (int(need.max(initial=0)), int(vol.max(initial=0)), int(vol.sum()), int(blocks.max(initial=0)))
 
 
 def _covered(pc, state, goal) -> int:

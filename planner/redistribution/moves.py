@@ -174,8 +174,7 @@ def _along_ok(pc: Pieces, old: State, new: State, k: int) -> bool:
 
 
 def _along_ok_now(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> bool:
-    (lo, hi), (new_lo, new_hi) = pc.span_arrays(k, old), pc.span_arrays(k, new)
-    return bool(np.all((new_hi <= new_lo) | ((lo <= new_lo) & (new_hi <= hi))))
+    return _span_ok(*pc.span_arrays(k, new), *pc.span_arrays(k, old))
 
 
 def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, itemsize) -> Move | None:
@@ -247,15 +246,12 @@ def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) 
                 after = State(_with_dim(state, k, dim), state.unreduced)
                 if _contained(pc, state, after):
                     yield Move("Slice", (), (k,), after, 1, 0)
-    # CollectivePermute to a reordering of one dimension.
-    if permutes and not state.unreduced:
-        for i, dim in enumerate(state.dims):
-            if len(dim) > 1:
-                for order in itertools.permutations(dim):
-                    if order != dim:
-                        m = permute_move(pc, state, State(_with_dim(state, i, order), state.unreduced), itemsize)
-                        if m is not None:
-                            yield m
+    # CollectivePermute to a reordering of one dimension (the targets towards no other goal).
+    if permutes:
+        for target in permute_targets(state, state):
+            m = permute_move(pc, state, target, itemsize)
+            if m is not None:
+                yield m
 
 
 def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True,
