@@ -3,7 +3,8 @@
 ``plan`` loads the model (a path, YAML text or a built graph), normalises the
 arguments once, decides the model with the chosen search
 (:mod:`planner.propagation.search`; ``explicit`` through
-:mod:`planner.propagation.explicit_plan`) and returns the typed, frozen
+:mod:`planner.propagation.explicit_plan`, ``propagate`` through
+:mod:`planner.propagation.propagate_plan`) and returns the typed, frozen
 :class:`~planner.report.Plan` read off the lowered program.
 
 >>> p = plan('''
@@ -36,6 +37,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
 from planner.propagation.phases import parse_per_phase
+from planner.propagation.propagate import PASSES
 from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
 
@@ -94,6 +96,7 @@ def plan(
     progress=None,
     insert_pbroadcast: bool = True,
     axes_per_phase: Any = "auto",
+    propagation: str = "user-priority",
 ) -> Plan:
     """Plan ``model`` (a path, YAML text or graph); see the module docstring.
 
@@ -108,6 +111,10 @@ def plan(
     the plan's ``search_space`` says which, with the gap to a lower bound.
     ``time_limit`` (seconds) bounds the whole search, not only the solver.
 
+    ``propagation`` (``search="propagate"`` only): the rule-based pass, one of
+    ``basic``, ``aggressive``, ``op-priority``, ``user-priority`` (default), each
+    building on the previous (:mod:`planner.propagation.propagate`).
+
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
     ``outputs_layout``. ``progress``, if given, is called with a short message at
     each stage of a long search (the CLI prints them when stderr is a terminal).
@@ -117,6 +124,8 @@ def plan(
     say = progress or (lambda message: None)
     if search not in SEARCHES:
         raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
+    if propagation not in PASSES:
+        raise PlanningError(f"unknown propagation pass {propagation!r}; use one of {', '.join(PASSES)}")
     per_phase = parse_per_phase(axes_per_phase)
     graph = load(model)
     say(f"loaded {graph.name}: {len(graph.ops)} ops")
@@ -131,6 +140,11 @@ def plan(
         from planner.propagation.explicit_plan import explicit_outcome
 
         outcome = explicit_outcome(graph, planning_mesh, clu, options)
+    elif search == "propagate":
+        from planner.propagation.propagate_plan import propagate_outcome
+
+        say(f"propagating ({propagation})")
+        outcome = propagate_outcome(graph, planning_mesh, clu, options, propagation)
     else:
         outcome = run_search(graph, planning_mesh, clu, options, search, time_limit=time_limit, solver=solver, say=say,
                              axes_per_phase=per_phase)

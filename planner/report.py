@@ -217,7 +217,8 @@ class Plan:
         """The strategy table: one row per op, as plain data."""
         return [o.to_dict() for o in self.ops]
 
-    def to_dict(self) -> dict:
+    def to_dict(self, phases: bool = False) -> dict:
+        """The JSON form; ``phases``: with every tensor's sharding after each propagation phase."""
         out = {
             "model": self.model,
             "search": self.search,
@@ -235,9 +236,22 @@ class Plan:
                              "time_s": s.time_s, "variables": s.variables}
         if self.search_space is not None and self.search_space.restricted:
             out["search_space"] = self.search_space.to_dict(self.totals.objective)
+        prop = self.propagation
+        if prop is not None:
+            out["propagation"] = {"pass": prop.how, "visits": prop.visits}
+            if phases:
+                out["phases"] = [{"label": ph.label, "visits": ph.visits,
+                                  "tensors": {name: str(s) for name, s in ph.shardings.items()}}
+                                 for ph in prop.phases]
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+    @property
+    def propagation(self):
+        """What rule-based propagation gave (:class:`planner.propagation.propagate.Propagation`; None for other
+        searches): every tensor's sharding, the origin of each axis, the phases."""
+        return self.outcome.propagation
 
     @property
     def search_space(self):
@@ -248,6 +262,8 @@ class Plan:
         """The chain of decisions from ``tensor`` back to a user annotation (see ``shardplan explain``)."""
         t = self.tensor(tensor)
         o = self.outcome
+        if o.propagation is not None:
+            return [f"{tensor}: {t.sharding}", *(f"  {line}" for line in o.propagation.explain(tensor))]
         info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
         return explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
 
@@ -319,12 +335,17 @@ def make_plan(outcome: SearchOutcome) -> Plan:
     m, choice = outcome.model, outcome.choice
     graph = m.graph
     program = lower(m, choice)
-    reasons = decision_reasons(m, choice, outcome.parents)
+    if outcome.propagation is not None:
+        from planner.propagation.propagate_plan import propagation_reasons
+
+        reasons = propagation_reasons(m, outcome.propagation)
+    else:
+        reasons = decision_reasons(m, choice, outcome.parents)
     tensors = {}
     for name, spec in graph.tensors.items():
         if spec.kind != "activation" and not graph.consumers(name):
             continue
-        tensors[name] = TensorDecision(name, spec.shape, spec.dtype, spec.kind, m.layout(name, choice),
+        tensors[name] = TensorDecision(name, spec.shape, spec.dtype, spec.kind, m.reported_sharding(name, choice),
                                        "user" if spec.sharding is not None else "propagated",
                                        reasons["tensors"][name])
     forward_comm: dict[str, float] = {}

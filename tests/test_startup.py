@@ -48,13 +48,16 @@ def test_help_loads_no_solver_scipy_networkx_or_pipeline(argv):
 
 def test_plan_help_still_lists_every_search():
     _, out = imported_after("from planner.cli.main import main\nmain(['plan', '--help'])")
-    assert "{bfs,ilp,explicit}" in out
+    assert "{bfs,ilp,explicit,propagate}" in out
 
 
 def test_the_cli_searches_are_the_planners():
     """planner.cli.args repeats planner.api.SEARCHES so that building the parser imports no pipeline."""
     from planner.api import SEARCHES
-    from planner.cli.args import SEARCHES as CLI_SEARCHES
+    from planner.cli.args import PASSES as CLI_PASSES, SEARCHES as CLI_SEARCHES
+    from planner.propagation.propagate import PASSES
+
+    assert CLI_PASSES == PASSES
 
     assert CLI_SEARCHES == SEARCHES
 

@@ -9,8 +9,9 @@ from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 
 DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
-SEARCHES = ("bfs", "ilp", "explicit")
-"""``planner.api.SEARCHES``, repeated so that building the parser does not import the pipeline (issue 11;
+SEARCHES = ("bfs", "ilp", "explicit", "propagate")
+PASSES = ("basic", "aggressive", "op-priority", "user-priority")
+"""``planner.api.SEARCHES`` and ``planner.propagation.propagate.PASSES``, repeated so that building the parser does not import the pipeline (issue 11;
 tests/test_startup.py checks that the two agree)."""
 
 

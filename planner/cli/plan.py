@@ -6,7 +6,7 @@ import argparse
 import sys
 import warnings
 
-from planner.cli.args import SEARCHES
+from planner.cli.args import PASSES, SEARCHES
 from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError
 
@@ -19,7 +19,11 @@ CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding",
 
 def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", choices=SEARCHES, default="bfs",
-                   help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001")
+                   help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001; "
+                   "propagate: Shardy's rule-based propagation (seed 003)")
+    p.add_argument("--propagation", choices=PASSES, default="user-priority",
+                   help="with --search propagate: the pass, each building on the previous: basic, aggressive, "
+                   "op-priority, user-priority (default)")
     p.add_argument("--mesh", help="plan on this mesh instead of the model's (same number of devices)")
     p.add_argument("--cluster", metavar="PRESET|FILE", help="cluster preset or YAML file (default: the model's, else default)")
     p.add_argument("--training", action="store_true",
@@ -42,8 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "plan",
         help="plan how to shard a model: a sharding per tensor, a strategy per op, the collectives and their cost",
         description="Plan a model: enumerate each op's strategies, cost every redistribution, and choose by "
-        "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp) or seed 001's "
-        "consensus rule (explicit).",
+        "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
+        "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
     p.add_argument("model", help="model YAML file")
     _plan_options(p)
@@ -90,7 +94,7 @@ def make_plan(args):
         result = plan(args.model, search=args.search, mesh=args.mesh, cluster=args.cluster, training=args.training,
                       memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
                       progress=report, insert_pbroadcast=args.insert_pbroadcast,
-                      axes_per_phase=args.axes_per_phase)
+                      axes_per_phase=args.axes_per_phase, propagation=args.propagation)
     for w in caught:
         print(f"shardplan: warning: {w.message}", file=sys.stderr)
     return result
@@ -102,7 +106,7 @@ def render_table(p) -> str:
     rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
-    if p.search == "explicit":  # seed 001's mode is about every tensor's type
+    if p.search in ("explicit", "propagate"):  # these modes are about every tensor's sharding
         from planner.views.jax import to_jax_type
 
         trows = [(name, to_jax_type(t.sharding, t.shape, t.dtype), t.sharding.dims_text(), t.source)

@@ -225,6 +225,10 @@ class Model:
         op, k = self.private_sources[tensor]
         return self.strategy(op, choice).operands[k]
 
+    def reported_sharding(self, tensor: str, choice) -> TensorSharding:
+        """The sharding a plan reports for ``tensor``: its layout (a typed model reports its type)."""
+        return self.layout(tensor, choice)
+
     def keeps_pending(self, tensor: str) -> bool:
         """A training loss (a scalar graph output) keeps its pending sum: its value is only reported."""
         return self.options.training and self.graph.tensor(tensor).rank == 0

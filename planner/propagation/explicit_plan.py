@@ -29,16 +29,14 @@ sums included). A plan over the memory budget is refused naming the budget; a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from typing import Mapping
+from dataclasses import replace
 
-from graphs import ComputationGraph
 from planner.errors import PlanningError, RuleError
 from planner.ir.axis import merge_adjacent
-from planner.ir.sharding import TensorSharding
-from planner.propagation.build import Model, Options, SourceNode, build_model
+from planner.propagation.build import Options, build_model
 from planner.propagation.explicit import explicit_shardings
 from planner.propagation.search import SearchOutcome, decide_fixed
+from planner.propagation.typed import typed_graph, typed_model
 from planner.rules import check_factor_axes, factor_axes_from_tensor, rule_for
 
 
@@ -54,57 +52,16 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
         rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
         fixed[op.name] = _factor_axes(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
     # The budget is checked on the one plan there is (below): BFS would only say it found no candidate.
-    built = build_model(_typed_graph(graph, types, options.outputs_layout), mesh, cluster,
+    typed = {name: types.sharding(name).layout_only() for name in graph.tensors}
+    built = build_model(typed_graph(graph, typed, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))
-    m = _typed_model(built, graph, types)
+    m = typed_model(built, graph, typed, lambda t: f"explicit mode: stored as its type {types.type_text(t)}")
     outcome = decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
         raise PlanningError(f"the explicit plan needs {m.problem.memory(outcome.choice):.0f} bytes per device, "
                             f"more than the memory budget of {budget:.0f}; shard the largest tensors further")
     return outcome
-
-
-@dataclass(frozen=True, eq=False)
-class TypedModel(Model):
-    """An explicit plan's model: a produced tensor's layout is its type (what the op computes, then reduced or
-    redistributed to its ``out_sharding``); sources are stored in their types already."""
-
-    types: Mapping[str, TensorSharding] = field(default_factory=dict)
-
-    def layout(self, tensor: str, choice) -> TensorSharding:
-        if self.graph.producer(tensor) is not None:
-            return self.types[tensor]
-        return Model.layout(self, tensor, choice)
-
-
-def _typed_graph(graph, types, outputs_layout: str):
-    """``graph`` with every read source and every graph output annotated (closed) with its type, no shard_as.
-
-    An output without ``out_sharding`` keeps none under ``outputs_layout: replicated``.
-    """
-    def typed(name: str) -> TensorSharding:
-        return types.sharding(name).layout_only()
-
-    tensors = [replace(t, sharding=typed(t.name)) if graph.consumers(t.name) else t
-               for t in graph.tensors.values() if t.kind != "activation"]
-    ops = [replace(op, out_sharding=typed(op.output))
-           if op.output in graph.outputs and (op.out_sharding is not None or outputs_layout == "free") else op
-           for op in graph.ops]
-    return ComputationGraph(graph.name, dict(graph.meshes), tensors, ops, graph.outputs, (), cluster=graph.cluster,
-                            outputs_layout=graph.outputs_layout, source=graph.source)
-
-
-def _typed_model(built: Model, graph, types) -> TypedModel:
-    """``built`` (from :func:`_typed_graph`) reading as ``graph``: the user's own annotations, tensors' types."""
-    nodes = tuple(
-        replace(n, user=f"explicit mode: stored as its type {types.type_text(n.tensor)}")
-        if isinstance(n, SourceNode) and graph.tensor(n.tensor).sharding is None else n
-        for n in built.nodes
-    )
-    kept = {f.name: getattr(built, f.name) for f in fields(Model)}
-    kept.update(graph=graph, nodes=nodes)
-    return TypedModel(**kept, types={name: types.sharding(name).layout_only() for name in graph.tensors})
 
 
 def _check_shard_as(graph, types) -> None:

@@ -34,7 +34,7 @@ from planner.propagation.build import (
 from planner.propagation.phases import SearchSpace, axis_phases, lower_bound_s
 from planner.propagation.seeding import propagate_bfs
 
-SEARCHES = ("bfs", "ilp", "explicit")
+SEARCHES = ("bfs", "ilp", "explicit", "propagate")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class SearchOutcome:
     search: str  # the search that decided it ("bfs" after an ILP fallback)
     notes: tuple[str, ...] = ()
     space: SearchSpace | None = None  # the whole problem or axis phases, and a bound (None: explicit mode)
+    propagation: object | None = None  # planner.propagation.propagate.Propagation of a propagate plan
 
 
 def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_limit: float | None = None,

@@ -1,0 +1,112 @@
+"""From propagated shardings to a plan (seed 003's partitioner step, SPEC §6.7).
+
+:func:`propagate_outcome` runs rule-based propagation
+(:mod:`planner.propagation.propagate`) and gives every op the strategy that
+computes from the shardings around it (:func:`op_factor_axes`), as Shardy's SPMD
+partitioner does: a factor the op's result carries is computed as the result is
+sharded; any other factor (a contracting dimension, a dimension the result does not
+have) as the largest operand that shards it has it (ties: the lower operand index),
+so a dot whose operands conflict keeps the larger operand's sharding, and a
+contracting dimension sharded on both sides leaves a pending sum. Where a tensor's
+sharding and what its reader computes on disagree, the plan redistributes
+explicitly. Sources are stored and graph outputs delivered in their propagated
+shardings (:mod:`planner.propagation.typed`), so the plan is costed, lowered,
+explained, simulated and gated like a bfs or ilp plan; it reports each tensor's
+propagated sharding with its open marks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from planner.errors import PlanningError, RuleError
+from planner.ir.mesh import Mesh
+from planner.ir.sharding import TensorSharding
+from planner.propagation.build import Options, build_model, user_annotation
+from planner.propagation.propagate import Propagation, propagate, user_strategies
+from planner.propagation.search import SearchOutcome, decide_fixed
+from planner.propagation.typed import typed_graph, typed_model
+from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes_from_tensor, rule_for
+
+
+def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
+    """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
+    prop = propagate(graph, mesh, how, annotation=lambda name: user_annotation(graph, name, mesh))
+    pinned = user_strategies(graph, mesh)
+    fixed = {}
+    for op in graph.ops:
+        if op.name in pinned:
+            fixed[op.name] = pinned[op.name]
+            continue
+        rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
+        sizes = [graph.tensor(t).nbytes for t in op.inputs]
+        fixed[op.name] = op_factor_axes(rule, [prop.sharding(t) for t in op.inputs], prop.sharding(op.output),
+                                        sizes, mesh)
+    layouts = {name: s.layout_only() for name, s in prop.shardings.items()}
+    built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
+                        replace(options, fixed_strategies=fixed, memory_budget=None))
+    m = typed_model(built, graph, prop.shardings,
+                    lambda t: f"propagation ({how}): stored as propagated, {prop.sharding(t).dims_text()}", _pinned)
+    outcome = decide_fixed(m)
+    budget = options.memory_budget
+    if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
+        raise PlanningError(f"the propagated plan needs {m.problem.memory(outcome.choice):.0f} bytes per device, "
+                            f"more than the memory budget of {budget:.0f}; annotate the largest tensors with more "
+                            "axes, or use --search ilp, which honours the budget")
+    return replace(outcome, search="propagate", propagation=prop)
+
+
+def _pinned(op) -> str | None:
+    """Why the user pinned ``op`` (None: the op's strategy follows from the propagated shardings)."""
+    if op.strategy is not None:
+        return f"strategy {tuple(map(tuple, op.strategy))} given in the model"
+    if op.out_sharding is not None:
+        return f"out_sharding {op.out_sharding.dims_text()} given in the model"
+    return None
+
+
+def propagation_reasons(m, prop: Propagation) -> dict:
+    """Why each op computes as it does and where each tensor's axes came from (``Plan.explain``'s lines)."""
+    ops = {}
+    for op in m.graph.ops:
+        pinned = _pinned(op)
+        ops[op.name] = (f"user: {pinned}" if pinned and op.strategy is not None else
+                        f"rule-based propagation ({prop.how}): computes on its operands' and result's propagated "
+                        "shardings (the result's for the factors it carries, else the largest operand's)")
+    tensors = {name: "; ".join(prop.explain(name)) for name in m.graph.tensors}
+    return {"ops": ops, "tensors": tensors}
+
+
+def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
+                   operand_bytes: Sequence[int], mesh: Mesh) -> tuple:
+    """The factor sharding an op computes in, given its tensors' shardings (see the module docstring).
+
+    Tensors are read in order (the result, then operands by decreasing size, then
+    index); each factor takes its axes from the first tensor that shards it with
+    axes no other factor holds yet, as long as the factor sharding stays valid.
+    """
+    order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
+    chosen: list[tuple] = [()] * rule.num_factors
+    decided = [False] * rule.num_factors
+    for which, sharding in order:
+        try:
+            proj = factor_axes_from_tensor(rule, which, sharding)
+        except RuleError:
+            continue  # a sharding the op's factors cannot read (a reshape's misfit): the others decide
+        for f, axes in enumerate(proj):
+            if decided[f] or not axes:
+                continue
+            if any(a.overlaps(b) for g, held in enumerate(chosen) if g != f for b in held for a in axes):
+                continue
+            trial = list(chosen)
+            trial[f] = axes
+            try:
+                check_factor_axes(rule, tuple(trial), mesh)
+            except RuleError:
+                continue
+            chosen, decided[f] = trial, True
+    return tuple(chosen)
+
+
+__all__ = ["Propagation", "op_factor_axes", "propagate_outcome", "propagation_reasons"]
