@@ -241,16 +241,19 @@ _ALL = _Level("", False, False, False, True)
 
 # -- propagation --------------------------------------------------------------------------------
 
-def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None) -> Propagation:
+def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None,
+              defaults: Mapping[str, TensorSharding] | None = None) -> Propagation:
     """Propagate ``graph``'s annotations on ``mesh`` with pass ``how`` (see the module docstring).
 
     ``annotation(name)`` gives a tensor's annotation on ``mesh`` (default: the
     tensor's own sharding, which must be on ``mesh``). Ops the user gave a
     strategy (:func:`user_strategies`) seed their operands and result with it.
+    ``defaults`` are annotations the model did not write (a model with none gets
+    its inputs batch-sharded, as BFS does); their axes' origin says so.
     """
     if how not in PASSES:
         raise PlanningError(f"unknown propagation pass {how!r}; use one of {', '.join(PASSES)}")
-    return _Propagator(graph, mesh, how, annotation, user_strategies(graph, mesh)).run()
+    return _Propagator(graph, mesh, how, annotation, user_strategies(graph, mesh), defaults or {}).run()
 
 
 def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
@@ -269,11 +272,12 @@ def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
 
 
 class _Propagator:
-    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies):
+    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults):
         self.graph, self.mesh, self.how = graph, mesh, how
         self.aggressive = how != "basic"
         get = annotation or (lambda name: graph.tensor(name).sharding)
-        self.annotations: dict[str, TensorSharding] = {}
+        self.annotations: dict[str, TensorSharding] = dict(defaults)
+        self.defaults = frozenset(defaults)
         for name, t in graph.tensors.items():
             if t.sharding is not None:
                 self.annotations[name] = get(name)
@@ -305,6 +309,7 @@ class _Propagator:
                 self.in_groups.setdefault(t, []).append(len(self.ops) + g)
         self.phase = ""
         self.phases: list[Phase] = []
+        self.last_snapshot: dict | None = None  # tensor -> (its state, its sharding) at the last snapshot
 
     # -- annotations ------------------------------------------------------------------------
     def _levels_of_priority(self) -> list[int]:
@@ -318,10 +323,12 @@ class _Propagator:
                 if level is not None and dim.priority != level:
                     continue
                 mine = self.atoms.of_all(dim.axes)
+                why = ("default annotation (the model has none: inputs batch-sharded on the first mesh axis)"
+                       if name in self.defaults else "user annotation")
                 if not (dim.is_open and t.dims[d][:len(mine)] == mine):
-                    t.dims[d], t.origins[d] = list(mine), [(self.phase, "user annotation")] * len(mine)
+                    t.dims[d], t.origins[d] = list(mine), [(self.phase, why)] * len(mine)
                 else:  # open and already extending the annotation: keep the extension
-                    t.origins[d][:len(mine)] = [(self.phase, "user annotation")] * len(mine)
+                    t.origins[d][:len(mine)] = [(self.phase, why)] * len(mine)
                 t.open[d], t.user[d] = dim.is_open, True
                 for e in range(len(t.dims)):  # what the annotation takes leaves the other dimensions
                     if e != d and not t.user[e]:
@@ -373,13 +380,21 @@ class _Propagator:
         return t.origins[d][k]
 
     def _snapshot(self) -> Mapping[str, TensorSharding]:
+        """Every tensor's sharding now; tensors that did not change since the last snapshot keep its object."""
+        last = self.last_snapshot
         out = {}
         for name, t in self.tensors.items():
-            ann = self.annotations.get(name)
+            state = (tuple(tuple(d) for d in t.dims), tuple(t.open))
+            if last is not None and last[name][0] == state:
+                out[name] = last[name]
+                continue
+            ann = self.annotations.get(name) if name not in self.defaults else None
             dims = tuple(DimSharding(merge_adjacent(t.dims[d], self.mesh), is_open=t.open[d])
                          for d in range(len(t.dims)))
-            out[name] = TensorSharding(self.mesh, dims, ann.replicated if ann else (), ann.unreduced if ann else ())
-        return MappingProxyType(out)
+            out[name] = (state, TensorSharding(self.mesh, dims, ann.replicated if ann else (),
+                                               ann.unreduced if ann else ()))
+        self.last_snapshot = out
+        return MappingProxyType({name: s for name, (_, s) in out.items()})
 
     def _fixed_point(self, level: _Level) -> int:
         n_ops = len(self.ops)

@@ -23,7 +23,7 @@ from typing import Sequence
 from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
-from planner.propagation.build import Options, build_model, user_annotation
+from planner.propagation.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
 from planner.propagation.propagate import Propagation, propagate, user_strategies
 from planner.propagation.search import SearchOutcome, decide_fixed
 from planner.propagation.typed import typed_graph, typed_model
@@ -32,7 +32,8 @@ from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes
 
 def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
-    prop = propagate(graph, mesh, how, annotation=lambda name: user_annotation(graph, name, mesh))
+    defaults = {} if has_user_annotations(graph) else default_annotations(graph, mesh)
+    prop = propagate(graph, mesh, how, annotation=lambda name: user_annotation(graph, name, mesh), defaults=defaults)
     pinned = user_strategies(graph, mesh)
     fixed = {}
     for op in graph.ops:
