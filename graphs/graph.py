@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from graphs.meshes import check_same_devices
+from graphs.ops.common import shape_text
 from graphs.ops.opdef import OpDef
 from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
@@ -268,10 +269,23 @@ class ComputationGraph:
             shape, dtype = opdef.infer(shapes, [t.dtype for t in ins], attrs, names=op.inputs)
             attrs = opdef.canonical(shapes, attrs)
             self._check_strategy(op, opdef, ins)
+            self._check_out_sharding(op, opdef, shape, dtype)
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
         except ShardplanError as e:
             raise self._error(f"op {op.name!r}: {e.message}", op.line) from None
         return replace(op, attrs=attrs), out
+
+    def _check_out_sharding(self, op: OpSpec, opdef: OpDef, shape: tuple[int, ...], dtype: str) -> None:
+        """An op that means nothing without an ``out_sharding`` (``sharding_constraint``) must have one."""
+        if not opdef.requires_out_sharding or op.out_sharding is not None:
+            return
+        axis = next((f'"{a}"' for mesh in self.meshes.values() for a in mesh.axis_names), "")
+        example = "[" + ", ".join([f"{{{axis}}}"] + ["{}"] * (len(shape) - 1)) + "]" if shape else "[]"
+        raise ModelError(
+            f"{opdef.name} needs an out_sharding, the sharding the readers of {op.output} "
+            f"({dtype}[{shape_text(shape)}]) get; add one {{...}} per dimension, "
+            f"e.g. out_sharding: '{example}'"
+        )
 
     @staticmethod
     def _check_strategy(op: OpSpec, opdef: OpDef, ins: list[TensorSpec]) -> None:

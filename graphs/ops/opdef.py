@@ -29,6 +29,8 @@ ints; ``()`` is a scalar) and the op's attributes as a mapping:
   one raises :class:`~planner.errors.ModelError` (see :func:`check_wrt`), and so
   does a cast to an integer or bool dtype. ``vjp`` is None for an op that cannot
   be trained (none of the catalogue today).
+- ``requires_out_sharding``: the op means nothing without an ``out_sharding``
+  (``sharding_constraint``); a graph refuses such an op without one.
 
 Missing attributes take the defaults listed in ``attrs``; the functions accept
 either the raw or the canonical mapping.
@@ -121,6 +123,7 @@ class OpDef:
     vjp_reads_result: bool = False
     multilinear: bool = False
     vjp_in_place: Callable[..., tuple] | None = None
+    requires_out_sharding: bool = False
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

@@ -8,7 +8,7 @@ entry; none is deliberately left without one.
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, matmul, max, maximum, mean, mul, neg, relu, reshape, rmsnorm, sigmoid, slice, softmax, sub, sum, tanh, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, matmul, max, maximum, mean, mul, neg, propagation_barrier, relu, reshape, rmsnorm, sharding_constraint, sigmoid, slice, softmax, sub, sum, tanh, transpose)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from graphs.ops import conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
+from graphs.ops import annotation, conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
 from graphs.ops.opdef import OpDef
 from planner.errors import ModelError, did_you_mean
 
@@ -38,9 +38,11 @@ OPS: Mapping[str, OpDef] = MappingProxyType({
     "mean": reductions.MEAN,
     "mul": pointwise.MUL,
     "neg": pointwise.NEG,
+    "propagation_barrier": annotation.PROPAGATION_BARRIER,
     "relu": pointwise.RELU,
     "reshape": shape_ops.RESHAPE,
     "rmsnorm": normalization.RMSNORM,
+    "sharding_constraint": annotation.SHARDING_CONSTRAINT,
     "sigmoid": pointwise.SIGMOID,
     "slice": shape_ops.SLICE,
     "softmax": normalization.SOFTMAX,

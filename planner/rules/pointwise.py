@@ -1,5 +1,8 @@
 """Rules of elementwise ops: unary (relu, gelu, tanh, exp, sigmoid, neg, cast) and binary with broadcasting.
 
+The identities of :mod:`graphs.ops.annotation` (``sharding_constraint``,
+``propagation_barrier``) use the same pass-through rule: the result is its operand.
+
 Every result dimension is a pass-through factor; an operand dimension of size 1
 that numpy stretches maps to ``()`` (it is replicated along that factor's axes).
 

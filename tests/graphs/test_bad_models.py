@@ -37,6 +37,11 @@ CASES = [
     ("shard_as_shapes.yaml", 12, "shard_as groups tensors of different shapes: h is f32[8x8] but y is f32[8x4]"),
     ("undefined_output.yaml", 8, "output 'hh' is not a tensor of the model; did you mean h?"),
     ("missing_shape.yaml", 5, "tensor 'x' needs a shape"),
+    ("missing_out_sharding.yaml", 8, "op 'c1': sharding_constraint needs an out_sharding, the sharding the readers "
+                                     "of hc (f32[8x4]) get; add one {...} per dimension, e.g. out_sharding: "
+                                     "'[{\"x\"}, {}]'"),
+    ("bad_allowed_direction.yaml", 8, "op 'bar': propagation_barrier's allowed_direction must be one of none, forward, "
+                                      "backward, both; got 'backwards'; did you mean backward?"),
 ]
 
 

@@ -6,7 +6,7 @@ from planner.errors import ModelError
 SPEC_OPS = (
     "matmul einsum add sub mul div maximum relu gelu tanh exp sigmoid neg cast sum mean max softmax "
     "layernorm rmsnorm reshape transpose gather concat slice cross_entropy conv2d"
-).split()
+).split() + ["sharding_constraint", "propagation_barrier"]  # issue 12's annotation ops
 
 
 def test_registry_has_exactly_the_spec_ops_in_alphabetical_order():

@@ -98,6 +98,17 @@ def test_pointwise_vjps_match_central_differences():
         check_vjp("div", [normal(rng, a), denominator])
 
 
+def test_annotation_vjps_pass_the_cotangent_through():
+    rng = np.random.default_rng(12)
+    for name in ("sharding_constraint", "propagation_barrier"):
+        for shape in [(), (5,), (3, 4)]:
+            check_vjp(name, [normal(rng, shape)])
+        # the VJP of an identity is the identity: the cotangent itself, fresh (check_vjp checks aliasing)
+        cot = normal(rng, (2, 3))
+        (g,) = get_op(name).vjp([shape_stand_in((2, 3), np.float64)], {}, None, cot, (0,))
+        np.testing.assert_array_equal(g, cot)
+
+
 def test_relu_and_maximum_subgradients_at_kinks():
     relu, maximum = get_op("relu"), get_op("maximum")
     x = np.array([-1.0, 0.0, 2.0])
