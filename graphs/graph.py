@@ -61,15 +61,18 @@ class ComputationGraph:
     Parameters: ``name``; ``meshes`` (ordered ``{name: Mesh}``, the first is the
     default); ``tensors`` the declared (non-activation) :class:`TensorSpec`\\ s;
     ``ops`` the :class:`OpSpec`\\ s in any order; ``outputs`` (default: every result
-    nobody reads, in op order); ``shard_as`` groups of tensor names sharded alike;
-    ``cluster`` kept as given; ``outputs_layout`` how outputs the user did not pin
+    nobody reads, in op order); ``shard_as`` groups of tensor names sharded alike
+    (hard: every search gives the members one sharding); ``shard_like`` groups
+    sharded alike where nothing conflicts (soft: only rule-based propagation reads
+    them); ``cluster`` kept as given; ``outputs_layout`` how outputs the user did not pin
     are delivered (``free``: any fully reduced layout; ``replicated``: whole on every
     device); ``source`` the file the model came from. ``lines``
-    optionally gives the source line of ``"outputs"`` and ``"shard_as"``.
+    optionally gives the source line of ``"outputs"``, ``"shard_as"`` and ``"shard_like"``
+    (one line, or a list with one per group).
     """
 
-    __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "source", "_nx",
-                 "_ops", "_producer", "_consumers")
+    __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "shard_like",
+                 "source", "_nx", "_ops", "_producer", "_consumers")
 
     def __init__(
         self,
@@ -80,6 +83,7 @@ class ComputationGraph:
         outputs: Sequence[str] | None = None,
         shard_as: Iterable[Sequence[str]] = (),
         *,
+        shard_like: Iterable[Sequence[str]] = (),
         cluster: Any = None,
         outputs_layout: str = "free",
         source: str | None = None,
@@ -120,7 +124,8 @@ class ComputationGraph:
                 consumers[t].append((op.name, i))
         set_("_consumers", consumers)
         set_("outputs", self._outputs(outputs, lines.get("outputs")))
-        set_("shard_as", self._shard_as(shard_as, lines.get("shard_as")))
+        set_("shard_as", self._groups("shard_as", shard_as, lines.get("shard_as")))
+        set_("shard_like", self._groups("shard_like", shard_like, lines.get("shard_like")))
         set_("_nx", None)  # the networkx view, built on first use of .nx
 
     def __setattr__(self, key, value):
@@ -130,8 +135,8 @@ class ComputationGraph:
         """Pickle and copy by rebuilding from the specs (the networkx view is derived)."""
         declared = [t for t in self.tensors.values() if t.kind != "activation"]
         args = (self.name, dict(self.meshes), declared, list(self.ops), self.outputs, self.shard_as)
-        return _rebuild, (args, {"cluster": self.cluster, "outputs_layout": self.outputs_layout,
-                                 "source": self.source})
+        return _rebuild, (args, {"shard_like": self.shard_like, "cluster": self.cluster,
+                                 "outputs_layout": self.outputs_layout, "source": self.source})
 
     def __repr__(self) -> str:
         return f"ComputationGraph({self.name!r}, {len(self.ops)} ops, {len(self.tensors)} tensors)"
@@ -324,24 +329,25 @@ class ComputationGraph:
                 raise self._error(f"output {t!r} is not a tensor of the model{_suggest(str(t), self.tensors)}", line)
         return outputs
 
-    def _shard_as(self, groups: Iterable[Sequence[str]], lines: Any) -> tuple[tuple[str, ...], ...]:
+    def _groups(self, key: str, groups: Iterable[Sequence[str]], lines: Any) -> tuple[tuple[str, ...], ...]:
+        """``shard_as`` or ``shard_like`` (``key``) groups, checked: two or more defined tensors of one shape."""
         out = []
         for k, group in enumerate(groups):
             line = lines[k] if isinstance(lines, (list, tuple)) and k < len(lines) else lines
             group = tuple(group)
             if len(group) < 2:
-                raise self._error(f"shard_as group {list(group)} needs at least two tensors", line)
+                raise self._error(f"{key} group {list(group)} needs at least two tensors", line)
             for t in group:
                 if t not in self.tensors:
                     raise self._error(
-                        f"shard_as names tensor {t!r}, which is not defined{_suggest(str(t), self.tensors)}", line
+                        f"{key} names tensor {t!r}, which is not defined{_suggest(str(t), self.tensors)}", line
                     )
             first = self.tensors[group[0]]
             for t in group[1:]:
                 spec = self.tensors[t]
                 if spec.shape != first.shape:
                     raise self._error(
-                        f"shard_as groups tensors of different shapes: {first.name} is {first.type_text()} "
+                        f"{key} groups tensors of different shapes: {first.name} is {first.type_text()} "
                         f"but {spec.name} is {spec.type_text()}; tensors sharded alike need equal shapes",
                         line,
                     )

@@ -42,7 +42,8 @@ class GraphBuilder:
         self._ops: list[OpSpec] = []
         self._outputs: tuple[str, ...] | None = None
         self._shard_as: list[tuple[str, ...]] = []
-        self._lines: dict[str, Any] = {"shard_as": []}
+        self._shard_like: list[tuple[str, ...]] = []
+        self._lines: dict[str, Any] = {"shard_as": [], "shard_like": []}
 
     # -- locations -------------------------------------------------------------------
     def where(self, line: int | None) -> str | None:
@@ -125,9 +126,15 @@ class GraphBuilder:
         self._lines["outputs"] = line
 
     def shard_as(self, *names: str, line: int | None = None) -> None:
-        """Ask for ``names`` to be sharded alike."""
+        """Ask for ``names`` to be sharded alike (hard: every search gives them one sharding)."""
         self._shard_as.append(tuple(names))
         self._lines["shard_as"].append(line)
+
+    def shard_like(self, *names: str, line: int | None = None) -> None:
+        """Ask for ``names`` to be sharded alike where nothing conflicts (soft: read by rule-based
+        propagation only; a member keeps a sharding it already has)."""
+        self._shard_like.append(tuple(names))
+        self._lines["shard_like"].append(line)
 
     # -- annotations by name pattern ------------------------------------------------------
     def _match(self, pattern: str, names: Sequence[str], section: str, kind: str, line: int | None) -> list[str]:
@@ -201,5 +208,5 @@ class GraphBuilder:
         """Validate everything and return the graph (raises ModelError on the first problem)."""
         return ComputationGraph(
             self.name, self.meshes, self._tensors, self._ops, self._outputs, self._shard_as,
-            cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
+            shard_like=self._shard_like, cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
         )

@@ -31,7 +31,7 @@ from planner.errors import ModelError, did_you_mean
 
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "outputs_layout", "shard_as",
-                  "model", "shardings", "strategies")
+                  "shard_like", "model", "shardings", "strategies")
 #: Keys of one entry of ``tensors``.
 TENSOR_KEYS = ("shape", "dtype", "kind", "sharding", "value")
 #: Keys of one entry of ``ops`` that are not op attributes.
@@ -103,7 +103,8 @@ class _Reader:
             self._tensors(b)
             self._ops(b)
         self._outputs(b)
-        self._shard_as(b)
+        self._groups(b, "shard_as", b.shard_as)
+        self._groups(b, "shard_like", b.shard_like)
         self._patterns(b)
         fallback = doc.line_of("model") if "model" in doc else doc.line
         try:
@@ -230,15 +231,16 @@ class _Reader:
             line = self.doc.line_of("outputs")
             b.outputs(*self._names(self.doc["outputs"], "`outputs`", line), line=line)
 
-    def _shard_as(self, b: GraphBuilder) -> None:
-        groups = self.doc.get("shard_as")
+    def _groups(self, b: GraphBuilder, key: str, add) -> None:
+        """``shard_as`` or ``shard_like`` (``key``): a list of groups of tensor names, each given to ``add``."""
+        groups = self.doc.get(key)
         if groups is None:
             return
         if not isinstance(groups, LineList):
-            raise self.error("`shard_as` must be a list of groups like [[h1, h3]]", self.doc.line_of("shard_as"))
+            raise self.error(f"`{key}` must be a list of groups like [[h1, h3]]", self.doc.line_of(key))
         for i, group in enumerate(groups):
             line = groups.line_of(i)
-            b.shard_as(*self._names(group, "a shard_as group", line), line=line)
+            add(*self._names(group, f"a {key} group", line), line=line)
 
     def _patterns(self, b: GraphBuilder) -> None:
         for key, apply in (("shardings", b.annotate_shardings), ("strategies", b.annotate_strategies)):

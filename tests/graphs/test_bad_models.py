@@ -42,6 +42,9 @@ CASES = [
                                      "'[{\"x\"}, {}]'"),
     ("bad_allowed_direction.yaml", 8, "op 'bar': propagation_barrier's allowed_direction must be one of none, forward, "
                                       "backward, both; got 'backwards'; did you mean backward?"),
+    ("shard_like_unknown_tensor.yaml", 10, "shard_like names tensor 'h_2', which is not defined; did you mean h2?"),
+    ("shard_like_shapes.yaml", 12, "shard_like groups tensors of different shapes: h is f32[8x8] but y is f32[8x4]"),
+    ("shard_like_one_tensor.yaml", 8, "shard_like group ['h'] needs at least two tensors"),
 ]
 
 

@@ -169,3 +169,18 @@ def test_graph_pickles_and_copies_to_an_equal_graph():
     for clone in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
         assert clone.ops == g.ops and dict(clone.tensors) == dict(g.tensors) and clone.outputs == g.outputs
         assert list(clone.nx.edges(data=True)) == list(g.nx.edges(data=True))
+
+
+def test_pickled_graph_keeps_shard_as_and_shard_like():
+    import copy
+    import pickle
+
+    b = GraphBuilder("groups", {"x": 2})
+    b.tensor("a", [4])
+    b.op("relu", ["a"], output="h", name="r")
+    b.op("tanh", ["a"], output="t", name="th")
+    b.shard_as("a", "h")
+    b.shard_like("h", "t")
+    g = b.build()
+    for clone in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        assert (clone.shard_as, clone.shard_like) == ((("a", "h"),), (("h", "t"),))

@@ -62,3 +62,24 @@ def test_annotate_strategies_by_pattern_and_conflicts():
         b.annotate_strategies({"nothing*": [[1, 1]]})
     with pytest.raises(ModelError, match="already has a strategy"):
         b.annotate_strategies({"l0.*": [[1, 1]]})
+
+
+def test_shard_like_groups_are_validated_like_shard_as_with_their_lines():
+    b = GraphBuilder("g", {"x": 2}, source="m.py")
+    b.tensor("a", [4, 2])
+    b.op("relu", ["a"], output="h", name="r")
+    b.op("sharding_constraint", ["h"], output="hc", name="c", out_sharding='[{"x"}, {}]')
+    b.shard_like("a", "h", "hc", line=3)
+    assert b.build().shard_like == (("a", "h", "hc"),)
+    b.shard_like("h", "hx", line=7)
+    with pytest.raises(ModelError) as e:
+        b.build()
+    assert str(e.value) == "m.py:7: shard_like names tensor 'hx', which is not defined; did you mean h?"
+
+
+def test_a_constraint_given_its_sharding_by_a_pattern_is_complete():
+    b = GraphBuilder("p", {"x": 2})
+    b.tensor("a", [4, 2])
+    b.op("sharding_constraint", ["a"], output="ac", name="c")
+    b.annotate_shardings({"ac": '[{}, {"x"}]'})
+    assert b.build().tensor("ac").sharding.dims_text() == '[{}, {"x"}]'

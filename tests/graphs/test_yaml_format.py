@@ -164,3 +164,53 @@ def test_empty_file_and_non_mapping_are_errors():
 def test_python_objects_cannot_be_constructed_safe_loading():
     with pytest.raises(ModelError, match="YAML"):
         load_model_text("name: !!python/object/apply:os.system ['true']\n")
+
+
+CONSTRAINED = """
+name: c
+mesh: {x: 2, y: 2}
+tensors:
+  a: {shape: [8, 4]}
+ops:
+  - {name: act, op: relu, inputs: [a], output: h1}
+  - {name: c1, op: sharding_constraint, inputs: [h1], output: h1c, out_sharding: '[{"x"}, {}]'}
+  - {name: bar, op: propagation_barrier, inputs: [h1c], output: h2, allowed_direction: forward}
+  - {name: open, op: propagation_barrier, inputs: [h1], output: h3}
+shard_as: [[h1, h2]]
+shard_like:
+  - [h1, h3]
+  - [h1c, h2, h3]
+"""
+
+
+def test_sharding_constraint_pins_only_its_own_result():
+    g = load_model_text(CONSTRAINED, source="c.yaml")
+    c1 = g.op("c1")
+    assert (c1.op, c1.inputs, c1.output, c1.attrs) == ("sharding_constraint", ("h1",), "h1c", ())
+    assert g.tensor("h1c").sharding.dims_text() == '[{"x"}, {}]' and g.tensor("h1c").shape == (8, 4)
+    assert g.tensor("h1").sharding is None  # the constrained tensor's other readers are not constrained
+    assert g.consumers("h1") == [("c1", 0), ("open", 0)]
+
+
+def test_propagation_barrier_direction_is_an_attribute_defaulting_to_none():
+    g = load_model_text(CONSTRAINED, source="c.yaml")
+    assert g.op("bar").attrs == (("allowed_direction", "forward"),)
+    assert g.op("open").attrs == (("allowed_direction", "none"),)  # built graphs store defaults
+    assert g.op("bar").line == 9
+    assert g.total_flops() == 8 * 4  # the relu only: annotation ops compute nothing
+
+
+def test_shard_like_is_kept_beside_shard_as_in_order():
+    g = load_model_text(CONSTRAINED, source="c.yaml")
+    assert g.shard_as == (("h1", "h2"),)
+    assert g.shard_like == (("h1", "h3"), ("h1c", "h2", "h3"))
+    assert load_model_text(FFN).shard_like == ()
+
+
+def test_shard_like_must_be_a_list_of_groups():
+    with pytest.raises(ModelError, match=r"m.yaml:5: `shard_like` must be a list of groups like \[\[h1, h3\]\]"):
+        load_model_text("name: s\ntensors: {a: {shape: [2]}}\nops: [{name: n, op: neg, inputs: a, output: b}]\n"
+                        "\nshard_like: {a: b}\n", source="m.yaml")
+    with pytest.raises(ModelError, match=r"m.yaml:4: a shard_like group must be a list of tensor names, got 3"):
+        load_model_text("name: s\ntensors: {a: {shape: [2]}}\nops: [{name: n, op: neg, inputs: a, output: b}]\n"
+                        "shard_like: [3]\n", source="m.yaml")
