@@ -111,3 +111,19 @@ def test_local_result_shape_must_match_the_result_sharding():
     wrong = parse_sharding('[{}]', X2)
     with pytest.raises(RuleError, match="local result has shape"):
         local_compute("relu", rule, [np.zeros(2)], _ctx([s], [(4,)], wrong, (4,), 0))
+
+
+@pytest.mark.parametrize("name", ["sharding_constraint", "propagation_barrier"])
+def test_annotation_ops_pass_a_padded_block_through_forward_and_backward(name):
+    from planner.simulation.local_vjp import local_vjp
+
+    rule = rule_for(name, [(5, 2)], (5, 2))
+    s = parse_sharding('[{"x"}, {}]', X2)
+    ctx = _ctx([s], [(5, 2)], s, (5, 2), device=1)  # holds rows [3, 5), padded to 3
+    block = np.array([[1.0, 2.0], [3.0, 4.0], [np.nan, np.nan]])
+    # forward: the valid rows unchanged (padding zeroed, as for every op)
+    assert local_compute(name, rule, [block], ctx).tolist() == [[1.0, 2.0], [3.0, 4.0], [0.0, 0.0]]
+    # backward: the cotangent block itself, padding zeroed, fresh
+    cot = np.array([[0.5, -1.0], [2.0, 0.0], [np.inf, 7.0]])
+    (g,) = local_vjp(name, rule, [None], None, cot, ctx, (0,))
+    assert g.tolist() == [[0.5, -1.0], [2.0, 0.0], [0.0, 0.0]] and not np.shares_memory(g, cot)
