@@ -72,3 +72,14 @@ def test_moe_shards_expert_weights_on_the_expert_dimension():
     for name in ("expert.w1", "expert.w2"):
         assert g.tensor(name).sharding.dims_text() == '[{"ep"}, {}, {}]'
     assert g.tensor("y").shape == g.tensor("x").shape == (1024, 512)
+
+
+def test_constraints_carries_every_annotation_of_issue_12():
+    g = load_model(CONFIGS / "constraints.yaml")
+    assert g.tensor("yc").sharding.dims_text() == '[{"dp"}, {}]' and g.tensor("y").sharding is None
+    assert g.consumers("y") == [("y.constraint", 0), ("residual", 1)]  # the constraint is on one use of y
+    assert g.op("barrier").attr("allowed_direction") == "forward"
+    assert g.shard_as == (("z", "out"),) and g.shard_like == (("x", "yb"),)
+    # fc1, fc2, fc3 are 2·m·k·n; gelu, add, mul 1 per element; mean 1 per input + 1 per output;
+    # the constraint and the barrier compute nothing
+    assert g.total_flops() == 2 * 32 * 64 * 128 * 2 + 2 * 32 * 64 * 64 + 32 * 128 + 2 * 32 * 64 + 32 * 64 + 1
