@@ -4,8 +4,9 @@ Families: :mod:`~graphs.ops.pointwise` (unary and broadcasting binary),
 :mod:`~graphs.ops.matmul` (matmul, einsum), :mod:`~graphs.ops.reductions`,
 :mod:`~graphs.ops.normalization` (softmax, layernorm, rmsnorm),
 :mod:`~graphs.ops.shape_ops` (reshape, transpose, concat, slice),
-:mod:`~graphs.ops.gather`, :mod:`~graphs.ops.loss` (cross_entropy) and
-:mod:`~graphs.ops.conv`. :mod:`~graphs.ops.registry` is the one place ops are
+:mod:`~graphs.ops.gather`, :mod:`~graphs.ops.loss` (cross_entropy),
+:mod:`~graphs.ops.conv` and :mod:`~graphs.ops.annotation` (sharding_constraint,
+propagation_barrier: identities that carry sharding intent). :mod:`~graphs.ops.registry` is the one place ops are
 registered; look them up with :func:`~graphs.ops.registry.get_op`.
 """
 
