@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
+from graphs.ops.annotation import barrier_allows
 from planner.errors import PlanningError, ShardplanError
 from planner.ir.axis import AxisRef, make_axis, merge_adjacent
 from planner.ir.mesh import Mesh
@@ -83,8 +84,6 @@ LEVELS = (
 
 PASS_THROUGH_OPS = frozenset({"reshape", "transpose", "sharding_constraint", "propagation_barrier"})
 """Ops Shardy's op priorities treat as pass-through besides the elementwise family."""
-
-DIRECTIONS = ("none", "forward", "backward", "both")
 
 
 # -- value types --------------------------------------------------------------------------------
@@ -220,7 +219,7 @@ class _Tensor:
         self.dims: list[list[AxisRef]] = [[] for _ in shape]
         self.origins: list[list[tuple[str, str]]] = [[] for _ in shape]
         self.open = [True] * len(shape)
-        self.user = [False] * len(shape)  # the dimension holds a user annotation (not shrunk by propagation)
+        self.user = [0] * len(shape)  # per dimension, how many leading atoms are the user's annotation
         self.blocked: set[AxisRef] = set()  # explicitly replicated or unreduced atoms
 
     def used(self) -> set[AxisRef]:
@@ -329,10 +328,10 @@ class _Propagator:
                     t.dims[d], t.origins[d] = list(mine), [(self.phase, why)] * len(mine)
                 else:  # open and already extending the annotation: keep the extension
                     t.origins[d][:len(mine)] = [(self.phase, why)] * len(mine)
-                t.open[d], t.user[d] = dim.is_open, True
-                for e in range(len(t.dims)):  # what the annotation takes leaves the other dimensions
-                    if e != d and not t.user[e]:
-                        cut = next((k for k, a in enumerate(t.dims[e]) if a in mine), None)
+                t.open[d], t.user[d] = dim.is_open, len(mine)
+                for e in range(len(t.dims)):  # what the annotation takes leaves the others' propagated axes
+                    if e != d:
+                        cut = next((k for k, a in enumerate(t.dims[e]) if k >= t.user[e] and a in mine), None)
                         if cut is not None:
                             del t.dims[e][cut:], t.origins[e][cut:]
 
@@ -430,8 +429,7 @@ class _Propagator:
         give = [True] * len(names)
         take = [True] * len(names)
         if op.op == "propagation_barrier":
-            direction = op.attr("allowed_direction", "none")
-            forward, backward = direction in ("forward", "both"), direction in ("backward", "both")
+            forward, backward = barrier_allows(op, "forward"), barrier_allows(op, "backward")
             give = [forward] * len(op.inputs) + [backward]
             take = [backward] * len(op.inputs) + [forward]
         if family == "pointwise" and not level.broadcast_gives:
@@ -588,7 +586,7 @@ class _Propagator:
                     common = common[:k]
                 for t in ts:
                     if len(t.dims[d]) > len(common):
-                        if t.user[d] and not t.open[d]:
+                        if t.user[d] > len(common):
                             raise PlanningError(
                                 f"shard_as group [{', '.join(members)}] cannot hold: tensor {t.name!r} is annotated "
                                 f"with {merge_adjacent(t.dims[d], self.mesh)} on dimension {d} and another member "

@@ -1,4 +1,4 @@
-"""Every config simulates exactly under bfs and ilp, forward and as a training step (gradients
+"""Every config simulates exactly under bfs, ilp and rule-based propagation, forward and as a training step (gradients
 included), and the simulator measures the predicted bytes in every phase."""
 
 from pathlib import Path
@@ -11,7 +11,7 @@ from planner.simulation.run import simulate
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
 
-@pytest.mark.parametrize("search", ["bfs", "ilp"])
+@pytest.mark.parametrize("search", ["bfs", "ilp", "propagate"])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_config_simulates_and_bytes_match(config, search):
     p = plan(config, search=search)
@@ -21,7 +21,7 @@ def test_config_simulates_and_bytes_match(config, search):
     assert r.devices == 8
 
 
-@pytest.mark.parametrize("search", ["bfs", "ilp"])
+@pytest.mark.parametrize("search", ["bfs", "ilp", "propagate"])
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_config_trains_exactly_and_bytes_match_per_phase(config, search):
     p = plan(config, search=search, training=True)
