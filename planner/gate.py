@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -49,7 +48,6 @@ from planner.api import SEARCHES
 
 FORMAT_VERSION = 1
 METRICS = ("comm_bytes_per_device", "comm_time_s", "collectives")
-LOCAL_STEPS = frozenset({"Slice"})  # steps that move no data between devices
 ROUNDING = 1e-9  # relative changes smaller than this are floating-point noise, not a change
 
 
@@ -144,12 +142,10 @@ def measure(model: str | os.PathLike, search: str = "bfs", training: bool = Fals
     from planner.api import plan
 
     program = plan(load_model(model), search=search, training=training).program
-    kinds = Counter(step.kind for r in program.redistributions() for step in r.plan.steps
-                    if step.kind not in LOCAL_STEPS)
     return {
         "comm_bytes_per_device": int(program.comm_bytes_per_device()),
         "comm_time_s": float(program.comm_time_s()),
-        "collectives": {kind: kinds[kind] for kind in sorted(kinds)},
+        "collectives": program.collective_counts(),
     }
 
 

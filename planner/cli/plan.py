@@ -21,6 +21,11 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", choices=SEARCHES, default="bfs",
                    help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001; "
                    "propagate: Shardy's rule-based propagation (seed 003)")
+    planning_options(p)
+
+
+def planning_options(p: argparse.ArgumentParser) -> None:
+    """The options of how to plan, shared by plan, explain, simulate and compare."""
     p.add_argument("--propagation", choices=PASSES, default="user-priority",
                    help="with --search propagate: the pass, each building on the previous: basic, aggressive, "
                    "op-priority, user-priority (default)")
@@ -53,6 +58,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _plan_options(p)
     p.add_argument("--format", choices=("table", "json", "csv", "program"), default="table",
                    help="table (default), json, csv (the strategy table) or program (the per-device SPMD listing)")
+    p.add_argument("--phases", action="store_true",
+                   help="with --search propagate: every tensor's sharding after each user priority and each "
+                   "op-priority level (table and json)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     p.set_defaults(run=run)
 
@@ -85,16 +93,20 @@ def _progress(message: str) -> None:
     print(f"shardplan: {message}", file=sys.stderr, flush=True)
 
 
+def plan_arguments(args) -> dict:
+    """The keyword arguments of ``planner.api.plan`` that :func:`planning_options` gave (not the search)."""
+    return dict(mesh=args.mesh, cluster=args.cluster, training=args.training,
+                memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
+                progress=_progress if sys.stderr.isatty() else None, insert_pbroadcast=args.insert_pbroadcast,
+                axes_per_phase=args.axes_per_phase)
+
+
 def make_plan(args):
     from planner.api import PlanWarning, plan
 
-    report = _progress if sys.stderr.isatty() else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlanWarning)
-        result = plan(args.model, search=args.search, mesh=args.mesh, cluster=args.cluster, training=args.training,
-                      memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
-                      progress=report, insert_pbroadcast=args.insert_pbroadcast,
-                      axes_per_phase=args.axes_per_phase, propagation=args.propagation)
+        result = plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
     for w in caught:
         print(f"shardplan: warning: {w.message}", file=sys.stderr)
     return result
@@ -146,10 +158,25 @@ def _steps_text(steps) -> str:
     return ", ".join(f"{s.kind}{'{' + ','.join(map(str, s.axes)) + '}' if s.axes else ''}" for s in steps)
 
 
+def render_phases(p) -> str:
+    """Every tensor's sharding after each propagation phase: one column per phase, a legend below."""
+    phases = p.propagation.phases
+    short = [f"{i + 1}" for i in range(len(phases))]
+    rows = [(name, *(ph.shardings[name].dims_text() for ph in phases)) for name in p.tensors]
+    out = ["phases (every tensor's sharding after each phase):",
+           table(rows, header=("tensor", *short)), ""]
+    out += [f"  {k}: {ph.label} ({ph.visits} visits)" for k, ph in zip(short, phases)]
+    return "\n".join(out) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.phases and args.search != "propagate":
+        raise ParseError("--phases shows rule-based propagation's phases: use it with --search propagate")
+    if args.phases and args.format not in ("table", "json"):
+        raise ParseError("--phases is shown in the table and json formats; drop --format csv/program or --phases")
     p = make_plan(args)
     if args.format == "json":
-        text = to_json(p.to_dict())
+        text = to_json(p.to_dict(phases=args.phases))
     elif args.format == "program":
         from planner.partitioning import render as render_program
 
@@ -159,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         text = to_csv(([r[c] if not isinstance(r[c], list) else "; ".join(r[c]) for c in CSV_COLUMNS] for r in rows),
                       CSV_COLUMNS)
     else:
-        text = render_table(p)
+        text = render_table(p) + ("\n" + render_phases(p) if args.phases else "")
     write_text(text, args.out)
     return 0
 

@@ -159,6 +159,16 @@ class Program:
     def computes(self) -> tuple[Compute, ...]:
         return tuple(i for i in self.instructions if isinstance(i, Compute))
 
+    def collective_counts(self) -> dict[str, int]:
+        """Collectives over every redistribution and gradient reduction, by kind (alphabetical; ``Slice``,
+        which is local, not counted; kinds absent when zero): what the CI gate and ``compare`` report."""
+        counts: dict[str, int] = {}
+        for r in self.redistributions():
+            for step in r.plan.steps:
+                if step.kind != "Slice":
+                    counts[step.kind] = counts.get(step.kind, 0) + 1
+        return {kind: counts[kind] for kind in sorted(counts)}
+
     def comm_bytes_per_device(self, phase: str | None = None) -> int:
         return sum(r.bytes_per_device for r in self.redistributions(phase))
 

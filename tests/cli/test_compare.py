@@ -1,0 +1,41 @@
+"""``shardplan compare``: propagate, bfs and ilp side by side, table and JSON."""
+
+import json
+from pathlib import Path
+
+from planner.cli.main import main
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_compare_json_reports_each_search_against_the_ilp_optimum(capsys):
+    assert main(["compare", str(CONFIGS / "megatron_mlp.yaml"), "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [e["search"] for e in d["searches"]] == ["propagate", "bfs", "ilp"]
+    by = {e["search"]: e for e in d["searches"]}
+    assert set(by["bfs"]) == {"search", "objective", "comm_bytes_per_device", "comm_time_s", "compute_time_s",
+                              "memory_bytes_per_device", "collectives", "plan_s", "gap_to_ilp", "warnings"}
+    # the ILP is optimal on this model, so its gap is 0 and nobody beats it
+    assert d["ilp_optimum"] == by["ilp"]["objective"] and by["ilp"]["gap_to_ilp"] == 0.0
+    for e in d["searches"]:
+        assert e["objective"] >= d["ilp_optimum"] * (1 - 1e-12)
+        assert abs(e["gap_to_ilp"] - (e["objective"] / d["ilp_optimum"] - 1)) <= 1e-12
+        assert e["plan_s"] > 0
+
+
+def test_compare_numbers_are_each_plans_own(capsys):
+    # the propagate row is exactly what `shardplan plan --search propagate` reports
+    assert main(["compare", str(CONFIGS / "ffn.yaml"), "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)["searches"][0]
+    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--search", "propagate", "--format", "json"]) == 0
+    totals = json.loads(capsys.readouterr().out)["totals"]
+    assert row["comm_bytes_per_device"] == totals["comm_bytes_per_device"]
+    assert row["objective"] == totals["objective"]
+
+
+def test_compare_table_has_a_row_per_search(capsys):
+    assert main(["compare", str(CONFIGS / "ffn.yaml"), "--training"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].endswith("training")
+    assert [ln.split()[0] for ln in lines[3:6]] == ["propagate", "bfs", "ilp"]
