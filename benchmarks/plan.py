@@ -4,11 +4,11 @@ Three tables:
 
 * ``depth`` (default): for 12, 24 and 48 layers (hidden 768, 12 heads, seq 1024,
   batch 8, vocab 50257, mesh dp=2 x tp=4, no annotations) the number of ops, the
-  ILP's variables, and the wall time of a whole ``plan()`` call for bfs and for
-  ilp, median of --repeat runs, both truly cold (right after
+  ILP's variables, and the wall time of a whole ``plan()`` call for propagate (cold),
+  bfs and ilp, median of --repeat runs, both truly cold (right after
   ``planner.clear_caches()``) and warm (the same call again);
 * ``--meshes``: issue 11's meshes (2,2,2), (2,4,8), (4,4,4), (2,2,2,2), (8,8,8) with
-  the gpt builder at hidden 1024, 16 heads, seq 1024, batch 8: bfs and ilp, forward
+  the gpt builder at hidden 1024, 16 heads, seq 1024, batch 8: propagate, bfs and ilp, forward
   and ``--training``, at each of ``--layers`` (default 1, 48, 192): seconds of
   ``plan()`` and peak memory of the process, each run a fresh process (cold), median
   of --repeat;
@@ -80,8 +80,10 @@ def child(args) -> None:
     seconds = time.perf_counter() - t0
     space = p.search_space
     print(json.dumps({"s": seconds, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                      "objective": p.totals.objective, "ops": len(p.ops), "phases": len(space.phases),
-                      "over_bound": space.to_dict(p.totals.objective)["objective_over_bound"]}))
+                      "objective": p.totals.objective, "ops": len(p.ops),
+                      # rule-based propagation has no axis phases and no bound: nan
+                      "phases": len(space.phases) if space else float("nan"),
+                      "over_bound": space.to_dict(p.totals.objective)["objective_over_bound"] if space else float("nan")}))
 
 
 def run_child(sizes, layers, search, training, repeat) -> dict:
@@ -96,15 +98,15 @@ def run_child(sizes, layers, search, training, repeat) -> dict:
 
 
 def mesh_table(layers_list, repeat) -> None:
-    print(f"{'mesh':>9}  {'devices':>7}  {'layers':>6}  {'ops':>5}  {'search':>6}  {'phase':>8}  {'phases':>6}  "
+    print(f"{'mesh':>9}  {'devices':>7}  {'layers':>6}  {'ops':>5}  {'search':>9}  {'phase':>8}  {'phases':>6}  "
           f"{'plan s':>7}  {'peak MB':>7}  {'objective s':>11}  {'/bound':>7}")
     for sizes in MESHES:
         for layers in layers_list:
-            for search in ("bfs", "ilp"):
+            for search in ("propagate", "bfs", "ilp"):
                 for training in (False, True):
                     r = run_child(sizes, layers, search, training, repeat)
                     print(f"{'x'.join(map(str, sizes)):>9}  {math.prod(sizes):>7}  {layers:>6}  {int(r['ops']):>5}  "
-                          f"{search:>6}  {'training' if training else 'forward':>8}  {int(r['phases']):>6}  "
+                          f"{search:>9}  {'training' if training else 'forward':>8}  {r['phases']:>6.0f}  "
                           f"{r['s']:>7.2f}  {r['rss'] / 1e6:>7.0f}  {r['objective']:>11.4g}  {r['over_bound']:>7.2f}",
                           flush=True)
     print("\nplan s: a whole plan() call in a fresh process (imports included), median of", repeat,
@@ -152,17 +154,19 @@ def main() -> None:
 
 
 def depth_table(layers_list, repeat) -> None:
-    print(f"{'layers':>6}  {'ops':>5}  {'bfs cold s':>10}  {'bfs warm s':>10}  {'ilp cold s':>10}  {'ilp warm s':>10}  "
-          f"{'ilp solve s':>11}  {'variables':>9}  {'bfs objective':>13}  {'ilp objective':>13}  {'ilp/bfs':>7}")
+    print(f"{'layers':>6}  {'ops':>5}  {'prop cold s':>11}  {'bfs cold s':>10}  {'bfs warm s':>10}  {'ilp cold s':>10}  "
+          f"{'ilp warm s':>10}  {'ilp solve s':>11}  {'variables':>9}  {'prop objective':>14}  {'bfs objective':>13}  "
+          f"{'ilp objective':>13}  {'ilp/bfs':>7}")
     for layers in layers_list:
+        t_prop, _, p_prop = timed(layers, "propagate", repeat)
         t_bfs, w_bfs, p_bfs = timed(layers, "bfs", repeat)
         t_ilp, w_ilp, p_ilp = timed(layers, "ilp", repeat)
         solver = p_ilp.solver
         bfs_objective, ilp_objective = field(p_bfs.totals, "objective"), field(p_ilp.totals, "objective")
-        print(f"{layers:>6}  {len(p_bfs.ops):>5}  {t_bfs:>10.2f}  {w_bfs:>10.2f}  {t_ilp:>10.2f}  {w_ilp:>10.2f}  "
-              f"{field(solver, 'time_s', float('nan')):>11.2f}  "
-              f"{field(solver, 'variables', 0):>9}  {bfs_objective:>13.6g}  {ilp_objective:>13.6g}  "
-              f"{ilp_objective / bfs_objective:>7.3f}")
+        print(f"{layers:>6}  {len(p_bfs.ops):>5}  {t_prop:>11.2f}  {t_bfs:>10.2f}  {w_bfs:>10.2f}  {t_ilp:>10.2f}  "
+              f"{w_ilp:>10.2f}  {field(solver, 'time_s', float('nan')):>11.2f}  "
+              f"{field(solver, 'variables', 0):>9}  {p_prop.totals.objective:>14.6g}  {bfs_objective:>13.6g}  "
+              f"{ilp_objective:>13.6g}  {ilp_objective / bfs_objective:>7.3f}")
     print("\ntimes are whole plan() calls; cold: right after planner.clear_caches(), warm: the same call")
     print("again with the caches the cold run filled; median of", repeat)
 

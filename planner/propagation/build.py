@@ -535,6 +535,9 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
     shapes = [graph.tensor(t).shape for t in op.inputs]
     out = graph.tensor(op.output)
     rule = rule_for(op, shapes, out.shape)
+    if op.name in options.fixed_strategies:  # explicit mode, propagation: the op computes its tensors' shardings
+        return OpNode(op.name, op, rule, (make_strategy(rule, options.fixed_strategies[op.name], mesh),),
+                      "the strategy that computes its tensors' fixed shardings")
     if options.phase_new is not None:  # an axis phase: extend what earlier phases chose
         prefix = options.prefixes.get(op.name, ((),) * rule.num_factors)
         held = [a for axes in prefix for a in axes]
@@ -548,11 +551,6 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         match = [s for s in candidates if s.factor_axes == fa]
         candidates = match or [make_strategy(rule, fa, mesh)]
         user.append(f"strategy {candidates[0].text()} given in the model")
-    if op.name in options.fixed_strategies:  # explicit mode: the op computes its types, whatever they cost
-        fa = options.fixed_strategies[op.name]
-        match = [s for s in candidates if s.factor_axes == fa]
-        return OpNode(op.name, op, rule, (match[0] if match else make_strategy(rule, fa, mesh),),
-                      "explicit mode: the strategy that computes its types (seed 001)")
     if options.allowed_axes is not None:
         allowed = options.allowed_axes | {a.name for axes in options.prefixes.get(op.name, ()) for a in axes}
         candidates = [s for s in candidates if all(a.name in allowed for axes in s.factor_axes for a in axes)]

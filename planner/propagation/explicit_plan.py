@@ -55,7 +55,8 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
     typed = {name: types.sharding(name).layout_only() for name in graph.tensors}
     built = build_model(typed_graph(graph, typed, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))
-    m = typed_model(built, graph, typed, lambda t: f"explicit mode: stored as its type {types.type_text(t)}")
+    m = typed_model(built, graph, typed, lambda t: f"explicit mode: stored as its type {types.type_text(t)}",
+                    lambda op: "explicit mode: the strategy that computes its types (seed 001)")
     outcome = decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
