@@ -3,8 +3,11 @@ disagree, and the plan proven on the simulator like a bfs or ilp plan."""
 
 import json
 
+import pytest
+
 from graphs.graph_builder import GraphBuilder
 from planner.api import plan
+from planner.errors import PlanningError
 from planner.propagation.propagate_plan import op_factor_axes
 from planner.rules import rule_for
 from planner.simulation.run import simulate
@@ -71,3 +74,23 @@ def test_propagate_training_plan_runs_backward_exactly():
     r = simulate(p, seed=3)
     assert r.ok and set(r.gradients) == {"w"}
     assert r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def test_a_propagated_plan_over_the_memory_budget_is_refused_naming_it():
+    g = GraphBuilder("budget", {"a": 2})
+    g.tensor("x", [64, 64])
+    g.param("w", [64, 64])
+    g.op("matmul", ["x", "w"], output="y", name="mm")
+    graph = g.build()
+    # unannotated: x batch-sharded on "a" (32x64 f32 = 8 KiB), w replicated (16 KiB), y 8 KiB
+    need = plan(graph, search="propagate").totals.memory_bytes_per_device
+    assert need > 0
+    with pytest.raises(PlanningError, match="more than the memory budget"):
+        plan(graph, search="propagate", memory_budget=need - 1)
+    assert plan(graph, search="propagate", memory_budget=need).totals.memory_bytes_per_device == need
+
+
+def test_the_same_model_gives_byte_identical_propagated_plans():
+    graph = _conflicting_dot()
+    first = json.dumps(plan(graph, search="propagate").to_dict(phases=True))
+    assert json.dumps(plan(graph, search="propagate").to_dict(phases=True)) == first
