@@ -40,7 +40,7 @@ from planner.caches import memoize
 from planner.ir.axis import AxisRef
 from planner.ir.layout import device_index_ranges
 from planner.ir.sharding import TensorSharding
-from planner.redistribution.state import box_volume, overlap_volume
+from planner.redistribution.state import box_volume, distinct, overlap_volume
 
 NOTE = (
     "elements each device must receive that it did not hold; with pending sums over p "
@@ -89,7 +89,7 @@ def _intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _union_volume(boxes: np.ndarray, shape: Sequence[int], max_cells: int = 1 << 20) -> int | None:
     """Volume of the union of boxes, on the grid of their own boundaries (None if too large)."""
-    edges = [np.unique(np.concatenate([boxes[:, k, 0], boxes[:, k, 1], [0, d]])) for k, d in enumerate(shape)]
+    edges = [distinct(np.concatenate([boxes[:, k, 0], boxes[:, k, 1], [0, d]])) for k, d in enumerate(shape)]
     cells = 1
     for e in edges:
         cells *= max(len(e) - 1, 1)
@@ -219,7 +219,13 @@ def _dim_arrays(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[n
 
 
 def _dim_arrays_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    return tuple(np.array(t, dtype=np.int64) for t in _dim_terms(pc, k, ps, qs))
+    s, t = pc.span_arrays(k, ps)
+    g, h = pc.span_arrays(k, qs)
+    local = -(-pc.shape[k] // pc.size(ps))
+    vols = h - g
+    overs = np.maximum(np.minimum(t, h) - np.maximum(s, g), 0)
+    blocks = np.where(h > g, (h - 1) // local - g // local + 1, 0)  # state spans [g, h) meets
+    return vols, overs, blocks
 
 
 def _covered(pc, state, goal) -> int:

@@ -24,7 +24,7 @@ from typing import Iterator
 
 import numpy as np
 
-from planner.redistribution.state import Pieces, State, box_volume, missing_box
+from planner.redistribution.state import Pieces, State
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,8 @@ def _free_pieces(pc: Pieces, used: set[int]) -> list[int]:
 
 def _union_along(pc: Pieces, lo: np.ndarray, hi: np.ndarray, group: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Per device: the span covered by its group's spans ``[lo, hi)`` (they are adjacent)."""
-    _, labels = np.unique(pc.group_key(group), return_inverse=True)
-    n = labels.max() + 1
+    labels = pc.group_key(group)  # a flat mesh position: less than the mesh's size
+    n = pc.mesh.size
     first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(first, labels, lo)
@@ -169,12 +169,9 @@ def _gather_ok_now(pc: Pieces, i: int, before: tuple[int, ...], group: tuple[int
 
 
 def _along_ok(pc: Pieces, old: State, new: State, k: int) -> bool:
-    """Every device's span along dim ``k`` under ``new`` lies in its span under ``old`` (cached per dim ``k``)."""
-    return pc.memo(("along", k, old.dims[k], new.dims[k]), _along_ok_now, pc, k, old.dims[k], new.dims[k])
-
-
-def _along_ok_now(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> bool:
-    return _span_ok(*pc.span_arrays(k, new), *pc.span_arrays(k, old))
+    """Every device's span along dim ``k`` under ``new`` is empty or lies in its span under ``old``
+    (cached per dim ``k``, with the containment of slices)."""
+    return not _span_within(pc, k, old.dims[k], new.dims[k])[0]
 
 
 def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, itemsize) -> Move | None:
@@ -338,24 +335,10 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: 
         return None
     if typed and not state.used() <= target.used():
         return None
-    if pc.n <= _LOOP_DEVICES:
-        found = _permute_needs(pc, state, target)
-        if found is None:
-            return None
-        receivers, holders, most = found
-    else:
-        old, new = pc.boxes(state), pc.boxes(target)
-        ok, missing = missing_box(old, new)
-        volume = box_volume(missing)
-        if not ok.all() or not volume.any():
-            return None
-        receivers = np.flatnonzero(volume)
-        want = missing[receivers]
-        # holders[r, s]: device s holds receiver r's missing box
-        holders = np.all((old[None, :, :, 0] <= want[:, None, :, 0]) & (want[:, None, :, 1] <= old[None, :, :, 1]),
-                         axis=-1)
-        holders[np.arange(len(receivers)), receivers] = False
-        most = int(volume.max())
+    found = _permute_needs(pc, state, target)
+    if found is None:
+        return None
+    receivers, holders, most = found
     if not holders.any(axis=1).all():
         return None
     senders = _forced_matching(holders)
@@ -367,8 +350,9 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: 
     return Move("CollectivePermute", (), (), target, 1, most * itemsize, pairs)
 
 
-#: Up to this many devices :func:`permute_move` works on per-dimension spans in Python.
-_LOOP_DEVICES = 256
+#: Up to this many devices :func:`permute_move` works on per-dimension spans in Python loops,
+#: beyond it on the same spans as numpy arrays (``python benchmarks/bound.py --permutes``).
+_LOOP_DEVICES = 16
 
 
 def _permute_needs(pc: Pieces, state: State, target: State):
@@ -376,6 +360,13 @@ def _permute_needs(pc: Pieces, state: State, target: State):
     (blocks form grids: a box lies in at most one block of the state, found per dimension).
     Returns ``(receivers, holders, largest missing volume)``, or None if some device would miss
     more than one box or none misses anything."""
+    if pc.n <= _LOOP_DEVICES:
+        return _permute_needs_loop(pc, state, target)
+    return _permute_needs_arrays(pc, state, target)
+
+
+def _permute_needs_loop(pc: Pieces, state: State, target: State):
+    """:func:`_permute_needs` in a loop over devices (few devices)."""
     rank = len(pc.shape)
     olds = [pc.spans(k, ps)[:2] for k, ps in enumerate(state.dims)]
     news = [pc.spans(k, ps)[:2] for k, ps in enumerate(target.dims)]
@@ -438,6 +429,92 @@ def _permute_needs(pc: Pieces, state: State, target: State):
     return np.array(receivers), holders, most
 
 
+def _permute_needs_arrays(pc: Pieces, state: State, target: State):
+    """:func:`_permute_needs` on whole arrays over devices (many devices): the same receivers,
+    holders and volume, from per-dimension terms cached like the bound's."""
+    n = pc.n
+    terms = [_permute_terms(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, target.dims))]
+    need = np.ones(n, dtype=bool)  # the device misses some of its (non-empty) new block
+    disjoint = np.zeros(n, dtype=bool)  # its old block and its new one do not meet
+    short = np.zeros(n, dtype=np.int64)  # dimensions along which the old block falls short
+    for t in terms:
+        need &= t.nonempty
+        disjoint |= t.apart
+        short += t.short
+    need &= short > 0
+    partial = need & ~disjoint  # must fall short along one dimension only, by a prefix or a suffix
+    if (partial & (short != 1)).any():
+        return None
+    receivers = np.flatnonzero(need)
+    if not len(receivers):
+        return None
+    volume = np.ones(n, dtype=np.int64)
+    fits = np.ones(n, dtype=bool)  # the missing box lies in one block of the state
+    want = np.zeros(n, dtype=np.int64)  # that block, numbered over the grid of blocks
+    held = np.zeros(n, dtype=np.int64)  # the block each device holds, numbered alike
+    bad = np.zeros(n, dtype=bool)
+    for t in terms:
+        cut = partial & t.short  # the missing box is cut along this dimension
+        bad |= cut & ~t.cut_ok
+        volume *= np.where(cut, t.cut_len, t.full_len)
+        fits &= np.where(cut, t.cut_fits, t.full_fits)
+        want = want * t.radix + np.where(cut, t.cut_block, t.full_block)
+        held = held * t.radix + t.held
+    if bad.any():
+        return None
+    want, fits = want[receivers], fits[receivers]
+    holders = (held[None, :] == want[:, None]) & fits[:, None]
+    holders[np.arange(len(receivers)), receivers] = False
+    return receivers, holders, int(volume[receivers].max())
+
+
+@dataclass(frozen=True, slots=True)
+class _PermuteTerms:
+    """Per device, along one dimension from the state's pieces to the target's (see
+    :func:`_permute_needs_arrays`)."""
+
+    nonempty: np.ndarray  # the target span is not empty
+    apart: np.ndarray  # the state span and the target span do not meet
+    short: np.ndarray  # the state span does not cover the target span
+    cut_ok: np.ndarray  # the state span covers a prefix or a suffix of it: the rest is one span
+    cut_len: np.ndarray  # that rest's length
+    full_len: np.ndarray  # the target span's length
+    cut_block: np.ndarray  # the state's block along the dimension that the rest starts in
+    full_block: np.ndarray  # the state's block the target span starts in
+    cut_fits: np.ndarray  # the rest ends in that block
+    full_fits: np.ndarray  # the target span ends in its block
+    held: np.ndarray  # the state's block the device holds (``radix - 1``: none, its span is empty)
+    radix: int  # blocks along the dimension, plus one
+
+
+def _permute_terms(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> _PermuteTerms:
+    return pc.per_dimension(("permute", k, ps, qs), _permute_terms_now, pc, k, ps, qs)
+
+
+def _permute_terms_now(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> _PermuteTerms:
+    o0, o1 = pc.span_arrays(k, ps)
+    t0, t1 = pc.span_arrays(k, qs)
+    lo, hi = np.maximum(o0, t0), np.minimum(o1, t1)
+    prefix = (lo <= t0) & (hi < t1)  # it holds a prefix: the suffix is missing
+    suffix = (lo > t0) & (hi >= t1)
+    b0, b1 = np.where(prefix, hi, t0), np.where(suffix, lo, t1)
+    extent = pc.shape[k]
+    local = -(-extent // pc.size(ps))
+    blocks = -(-extent // local)
+
+    def block(start):
+        return start // local
+
+    def fits(start, stop):
+        return stop <= np.minimum((start // local + 1) * local, extent)
+
+    return _PermuteTerms(
+        nonempty=t1 > t0, apart=hi <= lo, short=~((o0 <= t0) & (t1 <= o1)), cut_ok=prefix | suffix,
+        cut_len=b1 - b0, full_len=t1 - t0, cut_block=block(b0), full_block=block(t0), cut_fits=fits(b0, b1),
+        full_fits=fits(t0, t1), held=np.where(o1 > o0, o0 // local, blocks), radix=blocks + 1,
+    )
+
+
 def _forced_matching(holders: np.ndarray) -> dict[int, int] | None:
     """The matching of receivers (rows) to distinct senders (columns) when it is forced: a receiver
     with one possible sender takes it, which may leave another with one, and so on until every
@@ -481,19 +558,24 @@ def _nearest_matching(pc: Pieces, receivers: np.ndarray, holders: np.ndarray) ->
     permute runs on), then the lowest device; augmenting paths (Kuhn's algorithm, tried in that
     order) then make the matching complete whenever one exists.
     """
-    pos = pc.positions
-    mesh = pc.mesh
-    digits = np.stack([(pos // mesh.axis_stride(a.name)) % a.size for a in mesh.axes], axis=1)  # (devices, axes)
-    prefs: list[list[int]] = []
-    for r, d in enumerate(receivers.tolist()):
-        cand = np.flatnonzero(holders[r])
-        far = (digits[cand] != digits[d]).sum(axis=1)
-        prefs.append(cand[np.lexsort((cand, far))].tolist())
+    digits = pc.per_dimension(("mesh digits",), _mesh_digits, pc)  # (rows, mesh axes)
+    far = (digits[receivers][:, None, :] != digits[None, :, :]).sum(axis=-1)  # (receivers, rows)
+    n = holders.shape[1]
+    rank = np.where(holders, far * n + np.arange(n), (digits.shape[1] + 1) * n)  # fewest axes, then lowest
+    counts = holders.sum(axis=1).tolist()
+    order = np.argsort(rank, axis=1, kind="stable")[:, :max(counts)].tolist()
+    prefs = [row[:c] for row, c in zip(order, counts)]
     owner: dict[int, int] = {}  # sender -> receiver row
     for r0 in range(len(prefs)):
         if not _augment(r0, prefs, owner):
             return {}
     return {r: c for c, r in owner.items()}
+
+
+def _mesh_digits(pc: Pieces) -> np.ndarray:
+    """``(rows, mesh axes)``: each row's device's digit along every axis of the mesh."""
+    pos, mesh = pc.positions, pc.mesh
+    return np.stack([(pos // mesh.axis_stride(a.name)) % a.size for a in mesh.axes], axis=1)
 
 
 def _augment(r0: int, prefs: list[list[int]], owner: dict[int, int]) -> bool:
