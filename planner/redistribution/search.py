@@ -6,7 +6,7 @@ collectives, time; or time, bytes, collectives). :func:`astar` finds the plan th
 Dijkstra finds in two passes guided by an admissible bound from each state to the goal
 (:func:`~planner.redistribution.lower_bound.state_bound`: the elements some device
 still misses, and the devices some device must still hear from, which costs calls
-and latencies on the cluster's fastest link, see :meth:`Graph.rounds`):
+and latencies on the cluster's fastest link, see :meth:`Graph.reach`):
 
 1. an A* finds the cost of a cheapest plan, expanding only states whose cost plus
    bound is below it;
@@ -166,11 +166,25 @@ class Graph:
             b *= self.itemsize
             # a plan that moves b > 0 bytes runs at least one collective, which takes at least one
             # call and one latency, moves its bytes at most at the fastest bandwidth, and must
-            # reach every source of some device (see rounds)
-            t = self.rounds(max(sources, 1)) + b / self.slow_bw if b else 0.0
+            # reach every source of some device (see reach)
+            t = self.reach(max(sources, 1)) + b / self.slow_bw if b else 0.0
             k = h[sid] = self.key(b, t, 1 if b else 0)
             self.entries += 1
         return k
+
+    def reach(self, sources: int) -> float:
+        """The time of calls and latencies the bound charges a device that must hear from ``sources`` others.
+
+        With the time objective, :meth:`rounds`. With the bytes objective costs compare as
+        (bytes, collectives, time) and the bound's collectives are one: a plan that ties with the
+        bound on bytes and collectives runs one collective (and free slices), which must reach all
+        the ``sources`` at once (``s >= sources`` latencies, see :meth:`rounds`), and every other
+        plan compares above the bound whatever its time; so the bound takes the least time of one
+        such collective (:meth:`rounds`' cheaper split into several collectives never ties with it).
+        """
+        if self.by_time:
+            return self.rounds(sources)
+        return self.call_s + sources * self.latency_s
 
     def rounds(self, sources: int) -> float:
         """The least time of calls and latencies in which one device can hear from ``sources`` others.
@@ -268,9 +282,9 @@ class Family:
         moved, needed = moved[keep] * item, needed[keep]
         sources = -(-needed // most) if most else np.zeros_like(needed)
         hb = needed * item
-        rounds = np.array([graph.rounds(max(int(k), 1)) for k in range(int(sources.max(initial=0)) + 1)])
+        reach = np.array([graph.reach(max(int(k), 1)) for k in range(int(sources.max(initial=0)) + 1)])
         t_move = graph.fast_step + moved / graph.slow_bw
-        t_bound = np.where(hb > 0, rounds[sources] + hb / graph.slow_bw, 0.0)
+        t_bound = np.where(hb > 0, reach[sources] + hb / graph.slow_bw, 0.0)
         n_bound = (hb > 0).astype(np.int64)
         self.moves = (moved.tolist(), t_move.tolist())
         self.bounds = (hb.tolist(), t_bound.tolist(), n_bound.tolist())

@@ -9,7 +9,7 @@ from planner.ir import parse_mesh, parse_sharding
 from planner.ir.mesh import Mesh
 from planner.redistribution import lower_bound, moves, reshard, reshard_for_planning, search
 from planner.redistribution.engine import _default_cluster, _graph
-from planner.redistribution.state import Pieces, State, box_volume, contains, overlap_volume
+from planner.redistribution.state import Pieces, State, box_volume, contains, missing_box, overlap_volume
 from planner.redistribution.suite import MESH, MESHES_3D, SHAPES, pairs, shardings
 from planner.simulation.reshard import verify
 
@@ -185,6 +185,26 @@ def test_the_bound_of_a_state_never_exceeds_the_plan_from_it(mesh, shape):
         assert lower_bound._needs(pc, start, goal, p) == lower_bound._needs_arrays(pc, start, goal, p) == boxes
 
 
+@pytest.mark.parametrize("mesh, shape", [(MESH, (6, 10)), (MESHES_3D[1], (64, 32)), (MESHES_3D[1], (3, 5))],
+                         ids=["2d-6x10", "3d-64x32", "3d-3x5"])
+def test_the_bytes_bound_never_exceeds_the_plan_in_the_order_costs_compare(mesh, shape):
+    """With the bytes objective the bound is (bytes, one collective, the time of one collective that
+    reaches every source): never above the exhaustive plan's (bytes, collectives, time) in that order,
+    and, where the plan ties with it on bytes and collectives, never above its time."""
+    cluster = _default_cluster()
+    tied = 0
+    for pc, start, goal in list(_states(mesh, shape, every=31)):
+        plan = reshard(shape, "f32", pc.sharding_of(start), pc.sharding_of(goal), cluster, _exhaustive=True)
+        graph = _graph(pc, cluster, 4, False)
+        b, n, t = graph.bound_key(graph.sid(start), graph.sid(goal), graph.heuristic(graph.sid(goal)))
+        collectives = sum(s.kind != "Slice" for s in plan.steps)
+        assert (b, n) <= (plan.bytes_per_device, collectives)
+        if (b, n) == (plan.bytes_per_device, collectives):
+            tied += 1
+            assert t <= plan.time_s * (1 + 1e-9)
+    assert tied  # the time part is exercised
+
+
 def _needs_on_boxes(pc, state, goal, p):
     """What lower_bound._needs computes on per-dimension terms, on whole device boxes instead:
     the most elements a device misses, the largest goal block, the blocks' total, the most sources."""
@@ -209,14 +229,39 @@ def test_the_bound_of_the_start_never_exceeds_the_reported_lower_bound():
     ({"x": 2, "y": 4}, (6, 10), 1), ({"x": 2, "y": 4, "z": 2}, (3, 9), 3), ({"x": 4, "y": 4, "z": 4}, (5, 13), 101),
 ], ids=["2d", "3d", "64-devices"])
 def test_permutes_priced_per_dimension_match_the_device_boxes(sizes, shape, every, monkeypatch):
+    """The loop over devices and the per-dimension arrays find the receivers, the holders and the
+    volume whole device boxes give, and the same permute."""
     mesh = Mesh.from_sizes("m", sizes)
     for pc, state, goal in _states(mesh, shape, unreduced=False, every=every):
         for target in moves.permute_targets(state, goal):
-            fast = moves.permute_move(pc, state, target, 4)
+            boxes = _permute_needs_on_boxes(pc, state, target)
+            for found in (moves._permute_needs_loop(pc, state, target), moves._permute_needs_arrays(pc, state, target)):
+                assert (found is None) == (boxes is None), (state, target)
+                if found is not None:
+                    assert found[0].tolist() == boxes[0].tolist() and found[2] == boxes[2], (state, target)
+                    assert np.array_equal(found[1], boxes[1]), (state, target)
+            monkeypatch.setattr(moves, "_LOOP_DEVICES", 1 << 20)
+            looped = moves.permute_move(pc, state, target, 4)
             monkeypatch.setattr(moves, "_LOOP_DEVICES", 0)
-            slow = moves.permute_move(pc, state, target, 4)
+            arrays = moves.permute_move(pc, state, target, 4)
             monkeypatch.undo()
-            assert fast == slow, (state, target)
+            assert looped == arrays, (state, target)
+
+
+def _permute_needs_on_boxes(pc, state, target):
+    """What moves._permute_needs computes per dimension, on whole device boxes instead: the devices
+    that miss a box of their new block, which devices hold each such box, and the largest box;
+    None if some device misses more than one box or none misses anything."""
+    old, new = pc.boxes(state), pc.boxes(target)
+    ok, missing = missing_box(old, new)
+    volume = box_volume(missing)
+    if not ok.all() or not volume.any():
+        return None
+    receivers = np.flatnonzero(volume)
+    want = missing[receivers]
+    holders = np.all((old[None, :, :, 0] <= want[:, None, :, 0]) & (want[:, None, :, 1] <= old[None, :, :, 1]), axis=-1)
+    holders[np.arange(len(receivers)), receivers] = False
+    return receivers, holders, int(volume.max())
 
 
 def test_containment_decided_per_dimension_matches_the_device_boxes():
