@@ -352,7 +352,7 @@ shard_as: [[ra, rb]]
 # -- every config ---------------------------------------------------------------------------------------
 
 # Seed 001's consensus decides these configs; the others need an out_sharding somewhere.
-EXPLICIT_ACCEPTS = {"conv_net.yaml", "ffn.yaml", "megatron_mlp.yaml"}
+EXPLICIT_ACCEPTS = {"constraints.yaml", "conv_net.yaml", "ffn.yaml", "megatron_mlp.yaml"}
 EXPLICIT_REFUSES = {  # config -> the op whose result the consensus cannot decide
     "embedding_head.yaml": "loss",
     "gpt2_small.yaml": "layer0.attn.ctx_merge",
