@@ -294,6 +294,7 @@ class _Propagator:
             shapes = [graph.tensor(t).shape for t in op.inputs]
             self.rules.append(rule_for(op, shapes, graph.tensor(op.output).shape))
         self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
+        self.families = [graph.op_def(op.name).family for op in self.ops]
         self.groups = [("shard_as", tuple(g)) for g in graph.shard_as]
         self.groups += [("shard_like", tuple(g)) for g in getattr(graph, "shard_like", ())]
         self.readers: dict[str, list[int]] = {name: [] for name in graph.tensors}
@@ -417,8 +418,7 @@ class _Propagator:
 
     # -- one op ----------------------------------------------------------------------------
     def _visit_op(self, i: int, level: _Level) -> list[str]:
-        op, rule = self.ops[i], self.rules[i]
-        family = self.graph.op_def(op.name).family
+        op, rule, family = self.ops[i], self.rules[i], self.families[i]
         pass_through_op = family == "pointwise" or op.op in PASS_THROUGH_OPS
         if level.pass_through_ops and not pass_through_op:
             return []
