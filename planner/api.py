@@ -26,6 +26,7 @@ arguments once, decides the model with the chosen search
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
 from planner.propagation.phases import parse_per_phase
+from planner.ir.mesh import AxisType
+from planner.propagation.axis_types import axes_of_type, check_axis_types, explicit_prefixes
 from planner.propagation.propagate import PASSES
 from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
@@ -136,6 +139,11 @@ def plan(
                       insert_pbroadcast=insert_pbroadcast)
     planning_mesh = _planning_mesh(graph, mesh)
     clu = _cluster(graph, cluster)
+    check_axis_types(planning_mesh, search)
+    explicit_axes = axes_of_type(planning_mesh, AxisType.EXPLICIT)
+    if explicit_axes and search in ("bfs", "ilp"):  # seed 001's types on the Explicit axes, the search on the rest
+        prefixes, _ = explicit_prefixes(graph, planning_mesh, explicit_axes)
+        options = replace(options, prefixes=prefixes, fixed_axes=explicit_axes)
     if search == "explicit":
         from planner.propagation.explicit_plan import explicit_outcome
 

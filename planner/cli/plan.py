@@ -118,6 +118,15 @@ def render_table(p) -> str:
     rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
+    explicit_axes = [a.name for a in p.mesh.axes if a.type.value == "Explicit"]
+    if explicit_axes and p.search in ("bfs", "ilp"):  # seed 001: types name only the Explicit axes
+        from planner.propagation.axis_types import restrict
+        from planner.views.jax import to_jax_type
+
+        trows = [(name, to_jax_type(restrict(t.sharding, frozenset(explicit_axes)), t.shape, t.dtype),
+                  t.sharding.dims_text()) for name, t in p.tensors.items()]
+        out += ["", f"types on the Explicit axes ({', '.join(explicit_axes)}); the layout adds the Auto axes:",
+                table(trows, header=("tensor", "type", "layout"))]
     if p.search in ("explicit", "propagate"):  # these modes are about every tensor's sharding
         from planner.views.jax import to_jax_type
 

@@ -50,7 +50,7 @@ from graphs.graph import OUTPUTS_LAYOUTS as OUTPUT_LAYOUTS
 from planner.caches import BoundedCache
 from planner.enumeration import Strategy, enumerate_extensions, enumerate_strategies, make_strategy, search_pieces
 from planner.errors import PlanningError, RuleError, ShardplanError
-from planner.ir.axis import AxisRef
+from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
@@ -93,6 +93,9 @@ class Options:
     # (anywhere among their axes) and every piece allowed so far; None: the whole problem
     phase_new: tuple[AxisRef, ...] | None = None
     phase_allowed: tuple[AxisRef, ...] | None = None
+    # Explicit mesh axes (seed 001, planner.propagation.axis_types): each op's ``prefixes`` hold its
+    # factor axes on them, and a candidate uses these axes exactly there (the search never moves them)
+    fixed_axes: frozenset[str] = frozenset()
 
 
 # -- nodes and links ---------------------------------------------------------------------------
@@ -558,6 +561,12 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         prefix = options.prefixes[op.name]
         candidates = [s for s in candidates if all(tuple(s.factor_axes[f][: len(p)]) == tuple(p)
                                                    for f, p in enumerate(prefix))]
+    if options.fixed_axes:
+        prefix = options.prefixes.get(op.name, ((),) * rule.num_factors)
+        fixed = options.fixed_axes
+        candidates = [s for s in candidates
+                      if all(merge_adjacent([a for a in axes if a.name in fixed], mesh) == tuple(p)
+                             for axes, p in zip(s.factor_axes, prefix))]
     if op.output in annotations:
         ann = annotations[op.output]
         candidates = [s for s in candidates if satisfies(s.result, ann)]

@@ -50,7 +50,7 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
     fixed = {}
     for op, in_specs, out_spec in graph.walk():
         rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
-        fixed[op.name] = _factor_axes(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
+        fixed[op.name] = factor_axes_computing(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
     # The budget is checked on the one plan there is (below): BFS would only say it found no candidate.
     typed = {name: types.sharding(name).layout_only() for name in graph.tensors}
     built = build_model(typed_graph(graph, typed, options.outputs_layout), mesh, cluster,
@@ -74,7 +74,7 @@ def _check_shard_as(graph, types) -> None:
                 "(an out_sharding on their ops)")
 
 
-def _factor_axes(rule, operands, result, mesh) -> tuple:
+def factor_axes_computing(rule, operands, result, mesh) -> tuple:
     """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s."""
     try:
         per_operand = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]

@@ -68,7 +68,7 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
     annotations = [user_annotation(graph, name, mesh) for name, t in graph.tensors.items() if t.sharding is not None]
     levels = priorities(annotations)
     if len(levels) > 1:
-        prefixes: dict = {}
+        prefixes: dict = dict(options.prefixes)  # Explicit axes' factor axes, if any, hold in every phase
         for level in levels:
             say(f"priority phase p{level} of {len(levels)}")
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
@@ -81,7 +81,8 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
     phases = axis_phases(pieces, axes_per_phase)
     # what the priority phases chose stays; the axis phases add the other pieces
     taken = {a for fa in options.prefixes.values() for axes in fa for a in axes}
-    allowed_so_far = tuple(p for p in pieces if any(a.contains(p, mesh) for a in taken))
+    allowed_so_far = tuple(p for p in pieces if any(a.contains(p, mesh) for a in taken)
+                           or p.name in options.fixed_axes)  # Explicit axes are typed, not searched
     phases = tuple(q for q in (tuple(p for p in ph if p not in allowed_so_far) for ph in phases) if q)
     if len(phases) <= 1:
         phases = (pieces,)  # the whole problem

@@ -1,0 +1,92 @@
+"""Mixed Auto / Explicit mesh axes (seed 001, issue 13 part 1): Explicit axes are typed by the
+consensus rule, Auto axes are searched, and the search never moves an Explicit axis."""
+
+import pytest
+
+from planner.api import plan
+from planner.cli.main import main
+from planner.errors import PlanningError, RuleError
+from planner.simulation.run import simulate
+
+MLP = """
+name: mixed
+mesh: {{axes: {{X: 2, Y: 4}}, axis_types: {{X: {x_type}}}}}
+tensors:
+  x: {{shape: [16, 64], sharding: '{x}'}}
+  w1: {{shape: [64, 128], kind: param}}
+  w2: {{shape: [128, 64], kind: param}}
+ops:
+  - {{name: fc1, op: matmul, inputs: [x, w1], output: h}}
+  - {{name: act, op: relu, inputs: [h], output: a}}
+  - {{name: fc2, op: matmul, inputs: [a, w2], output: y}}
+outputs: [y]
+"""
+
+
+def _x_part(sharding):
+    return [[str(a) for a in d.axes if a.name == "X"] for d in sharding.dims]
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+def test_explicit_axes_are_typed_and_auto_axes_searched(search):
+    # x's type is f32[16@X,64]: by consensus every result is batch-sharded on X (the matmuls'
+    # row factor), and nothing else is on X; Y is the search's to place.
+    p = plan(MLP.format(x_type="Explicit", x='[{"X"}, {}]'), search=search)
+    for name in ("h", "a", "y"):
+        assert _x_part(p.tensors[name].sharding) == [['"X"'], []]
+    assert any(a.name == "Y" for o in p.ops for axes in o.strategy.factor_axes for a in axes)
+    for training in (False, True):
+        q = plan(MLP.format(x_type="Explicit", x='[{"X"}, {}]'), search=search, training=training)
+        r = simulate(q, seed=0)
+        assert r.ok and r.measured_comm_bytes_per_device == q.totals.comm_bytes_per_device
+
+
+def test_the_search_never_moves_an_explicit_axis():
+    # x shards its contracting dimension on X. Typed (Explicit), fc1 computes on X as the types
+    # say and its pending sum is all-reduced over X (JAX's psum); as an Auto axis the search may
+    # instead gather x once, which it finds cheaper here.
+    explicit = plan(MLP.format(x_type="Explicit", x='[{}, {"X"}]'), search="ilp")
+    auto = plan(MLP.format(x_type="Auto", x='[{}, {"X"}]'), search="ilp")
+    fc1 = explicit.op("fc1").strategy.factor_axes
+    assert [str(a) for a in fc1[1]] == ['"X"']  # factor k on X, as typed
+    assert "X" in {a.name for a in explicit.op("fc1").result_sharding.unreduced}
+    assert auto.totals.objective < explicit.totals.objective
+    r = simulate(explicit, seed=0)
+    assert r.ok and r.measured_comm_bytes_per_device == explicit.totals.comm_bytes_per_device
+
+
+def test_an_ambiguous_explicit_axis_asks_for_out_sharding():
+    # seed 001's error: a + b with a [X, .] and b [., X] would use X twice
+    graph_text = """
+name: ambiguous
+mesh: {axes: {X: 2, Y: 2}, axis_types: {X: Explicit}}
+tensors:
+  a: {shape: [4, 4], dtype: i32, sharding: '[{"X"}, {}]'}
+  b: {shape: [4, 4], dtype: i32, sharding: '[{}, {"X"}]'}
+ops:
+  - {name: add, op: add, inputs: [a, b], output: c}
+"""
+    with pytest.raises(RuleError, match="out_sharding"):
+        plan(graph_text, search="bfs")
+
+
+def test_manual_axes_are_refused_until_regions_exist(tmp_path, capsys):
+    model = tmp_path / "manual.yaml"
+    model.write_text(MLP.format(x_type="Manual", x='[{"X"}, {}]'))
+    assert main(["plan", str(model)]) == 2
+    assert "Manual axes (X)" in capsys.readouterr().err
+
+
+def test_propagate_refuses_explicit_axes_with_a_reason():
+    with pytest.raises(PlanningError, match="Explicit axes"):
+        plan(MLP.format(x_type="Explicit", x='[{"X"}, {}]'), search="propagate")
+
+
+def test_the_table_types_name_only_explicit_axes(tmp_path, capsys):
+    model = tmp_path / "mixed.yaml"
+    model.write_text(MLP.format(x_type="Explicit", x='[{"X"}, {}]'))
+    assert main(["plan", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "types on the Explicit axes (X)" in out
+    rows = {ln.split()[0]: ln.split()[1] for ln in out.split("layout adds the Auto axes:")[1].splitlines()[2:5]}
+    assert rows == {"x": "f32[16@X,64]", "w1": "f32[64,128]", "w2": "f32[128,64]"}
