@@ -139,7 +139,7 @@ def plan(
                       insert_pbroadcast=insert_pbroadcast)
     planning_mesh = _planning_mesh(graph, mesh)
     clu = _cluster(graph, cluster)
-    check_axis_types(planning_mesh, search)
+    check_axis_types(planning_mesh)
     explicit_axes = axes_of_type(planning_mesh, AxisType.EXPLICIT)
     if explicit_axes and search in ("bfs", "ilp"):  # seed 001's types on the Explicit axes, the search on the rest
         prefixes, _ = explicit_prefixes(graph, planning_mesh, explicit_axes)

@@ -118,21 +118,23 @@ def render_table(p) -> str:
     rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
-    explicit_axes = [a.name for a in p.mesh.axes if a.type.value == "Explicit"]
-    if explicit_axes and p.search in ("bfs", "ilp"):  # seed 001: types name only the Explicit axes
+    # every tensor's sharding where the mode is about it; types (seed 001) name the Explicit axes only:
+    # every axis in explicit mode, a mixed mesh's Explicit axes otherwise
+    explicit_axes = frozenset(a.name for a in p.mesh.axes if a.type.value == "Explicit")
+    type_axes = frozenset(a.name for a in p.mesh.axes) if p.search == "explicit" else explicit_axes
+    if p.search in ("explicit", "propagate") or explicit_axes:
         from planner.propagation.axis_types import restrict
         from planner.views.jax import to_jax_type
 
-        trows = [(name, to_jax_type(restrict(t.sharding, frozenset(explicit_axes)), t.shape, t.dtype),
-                  t.sharding.dims_text()) for name, t in p.tensors.items()]
-        out += ["", f"types on the Explicit axes ({', '.join(explicit_axes)}); the layout adds the Auto axes:",
-                table(trows, header=("tensor", "type", "layout"))]
-    if p.search in ("explicit", "propagate"):  # these modes are about every tensor's sharding
-        from planner.views.jax import to_jax_type
+        def typed(t):
+            return (to_jax_type(restrict(t.sharding, type_axes), t.shape, t.dtype),) if type_axes else ()
 
-        trows = [(name, to_jax_type(t.sharding, t.shape, t.dtype), t.sharding.dims_text(), t.source)
-                 for name, t in p.tensors.items()]
-        out += ["", table(trows, header=("tensor", "type", "sharding", "source"))]
+        trows = [(name, *typed(t), t.sharding.dims_text(), t.source) for name, t in p.tensors.items()]
+        header = ("tensor", *(("type",) if type_axes else ()), "sharding", "source")
+        out += ["", table(trows, header=header)]
+        if explicit_axes and p.search != "explicit":
+            out.append(f"types name the Explicit axes ({', '.join(sorted(explicit_axes))}); the Auto axes are "
+                       f"the {p.search} search's")
     if p.reshards:
         out += ["", "redistributions:"]
         rs = []

@@ -9,7 +9,9 @@ only their Explicit axes, as JAX types name only Explicit axes) and gives every 
 factor axes that compute those types; the search (``bfs``, ``ilp``) keeps them as the
 major axes of each factor and decides only the Auto axes: a candidate strategy whose
 Explicit axes differ from the op's type is never enumerated
-(``Options.fixed_axes``), so the search never moves an Explicit axis.
+(``Options.fixed_axes``), so the search never moves an Explicit axis. Rule-based
+propagation (``propagate``) places only the Auto axes (the Explicit ones are blocked
+for it) and puts them minor to each factor's typed axes.
 
 **Manual** axes belong to manual computation regions (shard_map), which models cannot
 express yet: a mesh with a Manual axis is refused with that reason rather than planned
@@ -35,18 +37,13 @@ def axes_of_type(mesh: Mesh, kind: AxisType) -> frozenset[str]:
     return frozenset(a.name for a in mesh.axes if a.type is kind)
 
 
-def check_axis_types(mesh: Mesh, search: str) -> None:
+def check_axis_types(mesh: Mesh) -> None:
     """Refuse what mixed axis types cannot plan yet (see the module docstring)."""
     manual = sorted(axes_of_type(mesh, AxisType.MANUAL))
     if manual:
         raise PlanningError(
             f"mesh @{mesh.name} has Manual axes ({', '.join(manual)}): a Manual axis is for manual computation "
             "regions (shard_map), which models cannot express yet; make the axis Auto or Explicit")
-    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
-    if explicit and search == "propagate":
-        raise PlanningError(
-            f"--search propagate does not plan meshes with Explicit axes ({', '.join(sorted(explicit))}) yet; "
-            "use bfs or ilp (they keep the Explicit axes as typed), or explicit")
 
 
 def restrict(sharding: TensorSharding | None, axes: frozenset[str]) -> TensorSharding | None:

@@ -241,7 +241,8 @@ _ALL = _Level("", False, False, False, True)
 # -- propagation --------------------------------------------------------------------------------
 
 def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None,
-              defaults: Mapping[str, TensorSharding] | None = None) -> Propagation:
+              defaults: Mapping[str, TensorSharding] | None = None, fixed_axes: frozenset[str] = frozenset()
+              ) -> Propagation:
     """Propagate ``graph``'s annotations on ``mesh`` with pass ``how`` (see the module docstring).
 
     ``annotation(name)`` gives a tensor's annotation on ``mesh`` (default: the
@@ -249,10 +250,13 @@ def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Call
     strategy (:func:`user_strategies`) seed their operands and result with it.
     ``defaults`` are annotations the model did not write (a model with none gets
     its inputs batch-sharded, as BFS does); their axes' origin says so.
+    ``fixed_axes``: mesh axes propagation never places (a mixed mesh's Explicit
+    axes, typed instead: :mod:`planner.propagation.axis_types`).
     """
     if how not in PASSES:
         raise PlanningError(f"unknown propagation pass {how!r}; use one of {', '.join(PASSES)}")
-    return _Propagator(graph, mesh, how, annotation, user_strategies(graph, mesh), defaults or {}).run()
+    strategies = {} if fixed_axes else user_strategies(graph, mesh)
+    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, fixed_axes).run()
 
 
 def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
@@ -271,7 +275,7 @@ def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
 
 
 class _Propagator:
-    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults):
+    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, fixed_axes):
         self.graph, self.mesh, self.how = graph, mesh, how
         self.aggressive = how != "basic"
         get = annotation or (lambda name: graph.tensor(name).sharding)
@@ -287,6 +291,9 @@ class _Propagator:
         self.tensors = {name: _Tensor(name, t.shape, t.nbytes) for name, t in graph.tensors.items()}
         for name, ann in self.annotations.items():  # explicitly replicated and unreduced axes: never used
             self.tensors[name].blocked = set(self.atoms.of_all(ann.replicated)) | set(self.atoms.of_all(ann.unreduced))
+        fixed = {a for name in fixed_axes for a in self.atoms.by_axis[name]}
+        for t in self.tensors.values():
+            t.blocked |= fixed
         self.identity_rules: dict[tuple, OpShardingRule] = {}  # a group's rule, per shape and size
         self.ops = list(graph.ops)
         self.rules: list[OpShardingRule] = []

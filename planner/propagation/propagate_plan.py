@@ -21,8 +21,9 @@ from dataclasses import replace
 from typing import Sequence
 
 from planner.errors import PlanningError, RuleError
-from planner.ir.mesh import Mesh
-from planner.ir.sharding import TensorSharding
+from planner.ir.mesh import AxisType, Mesh
+from planner.ir.sharding import DimSharding, TensorSharding
+from planner.propagation.axis_types import axes_of_type, explicit_prefixes, restrict
 from planner.propagation.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
 from planner.propagation.propagate import Propagation, propagate, user_strategies
 from planner.propagation.search import SearchOutcome, decide_fixed
@@ -32,9 +33,15 @@ from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes
 
 def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
+    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
+    auto = frozenset(a.name for a in mesh.axes) - explicit
+    prefixes, types = explicit_prefixes(graph, mesh, explicit) if explicit else ({}, None)
     defaults = {} if has_user_annotations(graph) else default_annotations(graph, mesh)
-    prop = propagate(graph, mesh, how, annotation=lambda name: user_annotation(graph, name, mesh), defaults=defaults)
-    pinned = user_strategies(graph, mesh)
+    if explicit:  # a mixed mesh: the Explicit axes are typed, propagation places the Auto ones
+        defaults = {t: restrict(s, auto) for t, s in defaults.items()}
+    prop = propagate(graph, mesh, how, defaults=defaults, fixed_axes=explicit,
+                     annotation=lambda name: restrict(user_annotation(graph, name, mesh), auto))
+    pinned = {} if explicit else user_strategies(graph, mesh)
     fixed = {}
     for op in graph.ops:
         if op.name in pinned:
@@ -43,12 +50,14 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
         rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
         sizes = [graph.tensor(t).nbytes for t in op.inputs]
         fixed[op.name] = op_factor_axes(rule, [prop.sharding(t) for t in op.inputs], prop.sharding(op.output),
-                                        sizes, mesh)
-    layouts = {name: s.layout_only() for name, s in prop.shardings.items()}
+                                        sizes, mesh, prefixes.get(op.name))
+    shardings = dict(prop.shardings) if types is None else {
+        name: _with_types(types.sharding(name), s) for name, s in prop.shardings.items()}
+    layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))
-    m = typed_model(built, graph, prop.shardings,
-                    lambda t: f"propagation ({how}): stored as propagated, {prop.sharding(t).dims_text()}", _pinned)
+    m = typed_model(built, graph, shardings,
+                    lambda t: f"propagation ({how}): stored as propagated, {shardings[t].dims_text()}", _pinned)
     outcome = decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
@@ -79,16 +88,23 @@ def propagation_reasons(m, prop: Propagation) -> dict:
     return {"ops": ops, "tensors": tensors}
 
 
+def _with_types(typed: TensorSharding, propagated: TensorSharding) -> TensorSharding:
+    """A tensor on a mixed mesh: its type's Explicit axes, then (minor) the Auto axes propagation gave it."""
+    dims = tuple(DimSharding(t.axes + p.axes, p.is_open) for t, p in zip(typed.dims, propagated.dims))
+    return TensorSharding(propagated.mesh, dims, propagated.replicated, propagated.unreduced)
+
+
 def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
-                   operand_bytes: Sequence[int], mesh: Mesh) -> tuple:
+                   operand_bytes: Sequence[int], mesh: Mesh, prefix: tuple | None = None) -> tuple:
     """The factor sharding an op computes in, given its tensors' shardings (see the module docstring).
 
     Tensors are read in order (the result, then operands by decreasing size, then
     index); each factor takes its axes from the first tensor that shards it with
     axes no other factor holds yet, as long as the factor sharding stays valid.
+    ``prefix``: factor axes that come first (a mixed mesh's typed Explicit axes).
     """
     order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
-    chosen: list[tuple] = [()] * rule.num_factors
+    chosen: list[tuple] = list(prefix) if prefix is not None else [()] * rule.num_factors
     decided = [False] * rule.num_factors
     for which, sharding in order:
         try:
@@ -101,7 +117,7 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
             if any(a.overlaps(b) for g, held in enumerate(chosen) if g != f for b in held for a in axes):
                 continue
             trial = list(chosen)
-            trial[f] = axes
+            trial[f] = tuple(chosen[f]) + tuple(axes)
             try:
                 check_factor_axes(rule, tuple(trial), mesh)
             except RuleError:

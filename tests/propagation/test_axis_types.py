@@ -5,7 +5,7 @@ import pytest
 
 from planner.api import plan
 from planner.cli.main import main
-from planner.errors import PlanningError, RuleError
+from planner.errors import RuleError
 from planner.simulation.run import simulate
 
 MLP = """
@@ -77,9 +77,16 @@ def test_manual_axes_are_refused_until_regions_exist(tmp_path, capsys):
     assert "Manual axes (X)" in capsys.readouterr().err
 
 
-def test_propagate_refuses_explicit_axes_with_a_reason():
-    with pytest.raises(PlanningError, match="Explicit axes"):
-        plan(MLP.format(x_type="Explicit", x='[{"X"}, {}]'), search="propagate")
+def test_propagate_places_only_auto_axes_minor_to_the_types():
+    # x's type holds X on its rows and the user asks for Y on its columns: propagation carries Y
+    # (an Auto axis) through the chain while every tensor keeps its typed X, and the plan runs.
+    model = MLP.format(x_type="Explicit", x='[{"X"}, {"Y", ?}]')
+    p = plan(model, search="propagate")
+    for name in ("h", "a", "y"):
+        assert _x_part(p.tensors[name].sharding) == [['"X"'], []]
+    assert p.tensors["w1"].sharding.dims_text() == '[{"Y", ?}, {?}]'  # k carries x's Y to w1
+    r = simulate(plan(model, search="propagate", training=True), seed=0)
+    assert r.ok
 
 
 def test_the_table_types_name_only_explicit_axes(tmp_path, capsys):
@@ -87,6 +94,8 @@ def test_the_table_types_name_only_explicit_axes(tmp_path, capsys):
     model.write_text(MLP.format(x_type="Explicit", x='[{"X"}, {}]'))
     assert main(["plan", str(model)]) == 0
     out = capsys.readouterr().out
-    assert "types on the Explicit axes (X)" in out
-    rows = {ln.split()[0]: ln.split()[1] for ln in out.split("layout adds the Auto axes:")[1].splitlines()[2:5]}
+    assert "types name the Explicit axes (X); the Auto axes are the bfs search's" in out
+    lines = out.splitlines()
+    start = lines.index(next(ln for ln in lines if ln.startswith("tensor  type")))
+    rows = {ln.split()[0]: ln.split()[1] for ln in lines[start + 1:start + 4]}
     assert rows == {"x": "f32[16@X,64]", "w1": "f32[64,128]", "w2": "f32[128,64]"}
