@@ -33,6 +33,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
+from graphs.axis_regions import AxisRegion, check_regions
 from graphs.meshes import check_same_devices
 from graphs.ops.common import shape_text
 from graphs.ops.opdef import OpDef
@@ -64,7 +65,8 @@ class ComputationGraph:
     nobody reads, in op order); ``shard_as`` groups of tensor names sharded alike
     (hard: every search gives the members one sharding); ``shard_like`` groups
     sharded alike where nothing conflicts (soft: only rule-based propagation reads
-    them); ``cluster`` kept as given; ``outputs_layout`` how outputs the user did not pin
+    them); ``axis_regions`` the ``auto_axes`` / ``explicit_axes`` regions
+    (:mod:`graphs.axis_regions`); ``cluster`` kept as given; ``outputs_layout`` how outputs the user did not pin
     are delivered (``free``: any fully reduced layout; ``replicated``: whole on every
     device); ``source`` the file the model came from. ``lines``
     optionally gives the source line of ``"outputs"``, ``"shard_as"`` and ``"shard_like"``
@@ -72,7 +74,7 @@ class ComputationGraph:
     """
 
     __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "shard_like",
-                 "source", "_nx", "_ops", "_producer", "_consumers")
+                 "axis_regions", "source", "_nx", "_ops", "_producer", "_consumers")
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class ComputationGraph:
         shard_as: Iterable[Sequence[str]] = (),
         *,
         shard_like: Iterable[Sequence[str]] = (),
+        axis_regions: Iterable[AxisRegion] = (),
         cluster: Any = None,
         outputs_layout: str = "free",
         source: str | None = None,
@@ -126,6 +129,10 @@ class ComputationGraph:
         set_("outputs", self._outputs(outputs, lines.get("outputs")))
         set_("shard_as", self._groups("shard_as", shard_as, lines.get("shard_as")))
         set_("shard_like", self._groups("shard_like", shard_like, lines.get("shard_like")))
+        regions = tuple(axis_regions)
+        mesh_axes = [a.name for a in next(iter(self.meshes.values())).axes] if self.meshes else []
+        set_("axis_regions", check_regions(regions, self._ops, mesh_axes, lambda t: [o for o, _ in consumers[t]],
+                                           self.outputs, self._error) if regions else ())
         set_("_nx", None)  # the networkx view, built on first use of .nx
 
     def __setattr__(self, key, value):
@@ -135,7 +142,7 @@ class ComputationGraph:
         """Pickle and copy by rebuilding from the specs (the networkx view is derived)."""
         declared = [t for t in self.tensors.values() if t.kind != "activation"]
         args = (self.name, dict(self.meshes), declared, list(self.ops), self.outputs, self.shard_as)
-        return _rebuild, (args, {"shard_like": self.shard_like, "cluster": self.cluster,
+        return _rebuild, (args, {"shard_like": self.shard_like, "axis_regions": self.axis_regions, "cluster": self.cluster,
                                  "outputs_layout": self.outputs_layout, "source": self.source})
 
     def __repr__(self) -> str:

@@ -21,6 +21,7 @@ import fnmatch
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
+from graphs.axis_regions import AxisRegion
 from graphs.graph import ComputationGraph
 from graphs.meshes import as_meshes
 from graphs.specs import OpSpec, TensorSpec
@@ -42,6 +43,7 @@ class GraphBuilder:
         self._ops: list[OpSpec] = []
         self._outputs: tuple[str, ...] | None = None
         self._shard_as: list[tuple[str, ...]] = []
+        self._regions: list[AxisRegion] = []
         self._shard_like: list[tuple[str, ...]] = []
         self._lines: dict[str, Any] = {"shard_as": [], "shard_like": []}
 
@@ -136,6 +138,24 @@ class GraphBuilder:
         self._shard_like.append(tuple(names))
         self._lines["shard_like"].append(line)
 
+    def auto_axes(self, name: str, axes: Sequence[str], ops: Sequence[str], out_shardings: Mapping[str, Any],
+                  line: int | None = None) -> None:
+        """Seed 001's ``auto_axes``: in ``ops`` the (Explicit) ``axes`` are Auto; every region output goes
+        back with its type from ``out_shardings`` (tensor -> sharding)."""
+        self._region("auto", name, axes, ops, out_shardings, line)
+
+    def explicit_axes(self, name: str, axes: Sequence[str], ops: Sequence[str], in_shardings: Mapping[str, Any],
+                      line: int | None = None) -> None:
+        """Seed 001's ``explicit_axes``: in ``ops`` the (Auto) ``axes`` are Explicit; every region input enters
+        with its type from ``in_shardings`` (tensor -> sharding)."""
+        self._region("explicit", name, axes, ops, in_shardings, line)
+
+    def _region(self, kind: str, name: str, axes, ops, shardings, line) -> None:
+        key = "out_shardings" if kind == "auto" else "in_shardings"
+        parsed = tuple((str(t), self.sharding(s, f"{kind}_axes region {name!r} {key} of {t!r}", line))
+                       for t, s in dict(shardings or {}).items())
+        self._regions.append(AxisRegion(str(name), kind, tuple(map(str, axes)), tuple(map(str, ops)), parsed, line))
+
     # -- annotations by name pattern ------------------------------------------------------
     def _match(self, pattern: str, names: Sequence[str], section: str, kind: str, line: int | None) -> list[str]:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
@@ -208,5 +228,5 @@ class GraphBuilder:
         """Validate everything and return the graph (raises ModelError on the first problem)."""
         return ComputationGraph(
             self.name, self.meshes, self._tensors, self._ops, self._outputs, self._shard_as,
-            shard_like=self._shard_like, cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
+            shard_like=self._shard_like, axis_regions=self._regions, cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
         )

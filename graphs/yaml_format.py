@@ -31,6 +31,7 @@ from planner.errors import ModelError, did_you_mean
 
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "outputs_layout", "shard_as",
+                  "auto_axes", "explicit_axes",
                   "shard_like", "model", "shardings", "strategies")
 #: Keys of one entry of ``tensors``.
 TENSOR_KEYS = ("shape", "dtype", "kind", "sharding", "value")
@@ -105,6 +106,7 @@ class _Reader:
         self._outputs(b)
         self._groups(b, "shard_as", b.shard_as)
         self._groups(b, "shard_like", b.shard_like)
+        self._regions(b)
         self._patterns(b)
         fallback = doc.line_of("model") if "model" in doc else doc.line
         try:
@@ -241,6 +243,35 @@ class _Reader:
         for i, group in enumerate(groups):
             line = groups.line_of(i)
             add(*self._names(group, f"a {key} group", line), line=line)
+
+    def _regions(self, b: GraphBuilder) -> None:
+        """``auto_axes`` / ``explicit_axes``: lists of {name, axes, ops, out_shardings | in_shardings}."""
+        for kind, add, key in (("auto", b.auto_axes, "out_shardings"), ("explicit", b.explicit_axes, "in_shardings")):
+            section = f"{kind}_axes"
+            regions = self.doc.get(section)
+            if regions is None:
+                continue
+            if not isinstance(regions, LineList):
+                raise self.error(f"`{section}` must be a list of regions, each {{name, axes, ops, {key}}}",
+                                 self.doc.line_of(section))
+            for i, r in enumerate(regions):
+                line = regions.line_of(i)
+                if not isinstance(r, LineDict):
+                    raise self.error(f"each `{section}` entry must be a mapping with name, axes, ops and {key}", line)
+                unknown = [k for k in r if k not in ("name", "axes", "ops", key)]
+                if unknown:
+                    raise self.error(f"`{section}` region has unknown key {unknown[0]!r}; its keys are name, axes, "
+                                     f"ops and {key}", line)
+                if "name" not in r:
+                    raise self.error(f"`{section}` region needs a name", line)
+                shardings = r.get(key)
+                if shardings is None:
+                    shardings = {}
+                elif not isinstance(shardings, LineDict):
+                    raise self.error(f"`{key}` of region {plain(r['name'])!r} maps tensor names to shardings", line)
+                add(str(plain(r["name"])), self._names(r.get("axes", []), "`axes`", line),
+                    self._names(r.get("ops", []), "`ops`", line), {str(k): plain(v) for k, v in shardings.items()},
+                    line=line)
 
     def _patterns(self, b: GraphBuilder) -> None:
         for key, apply in (("shardings", b.annotate_shardings), ("strategies", b.annotate_strategies)):

@@ -38,8 +38,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
 from planner.propagation.phases import parse_per_phase
-from planner.ir.mesh import AxisType
-from planner.propagation.axis_types import axes_of_type, check_axis_types, explicit_prefixes
+from planner.propagation.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
 from planner.propagation.propagate import PASSES
 from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
@@ -140,10 +139,10 @@ def plan(
     planning_mesh = _planning_mesh(graph, mesh)
     clu = _cluster(graph, cluster)
     check_axis_types(planning_mesh)
-    explicit_axes = axes_of_type(planning_mesh, AxisType.EXPLICIT)
-    if explicit_axes and search in ("bfs", "ilp"):  # seed 001's types on the Explicit axes, the search on the rest
-        prefixes, _ = explicit_prefixes(graph, planning_mesh, explicit_axes)
-        options = replace(options, prefixes=prefixes, fixed_axes=explicit_axes)
+    if any(op_explicit_axes(graph, planning_mesh).values()) and search in ("bfs", "ilp"):
+        # seed 001's types where axes are Explicit, the search on the Auto rest
+        prefixes, fixed, _ = explicit_prefixes(graph, planning_mesh)
+        options = replace(options, prefixes=prefixes, fixed_axes=fixed)
     if search == "explicit":
         from planner.propagation.explicit_plan import explicit_outcome
 

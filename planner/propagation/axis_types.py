@@ -21,14 +21,14 @@ as if the axis were Auto.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping
 
-from graphs import ComputationGraph
+from graphs.axis_regions import region_of
 from planner.errors import PlanningError
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
+from planner.propagation.annotations import translate
 from planner.propagation.build import user_annotation
-from planner.propagation.explicit import ExplicitResult, explicit_shardings
+from planner.propagation.explicit import decide_op
 from planner.propagation.explicit_plan import factor_axes_computing
 from planner.rules import rule_for
 
@@ -55,24 +55,64 @@ def restrict(sharding: TensorSharding | None, axes: frozenset[str]) -> TensorSha
     return TensorSharding(sharding.mesh, dims, keep(sharding.replicated), keep(sharding.unreduced))
 
 
-def explicit_types(graph, mesh: Mesh, axes: frozenset[str]) -> ExplicitResult:
-    """Seed 001's types of every tensor on the Explicit ``axes`` of ``mesh`` (strategies ignored)."""
-    tensors = [replace(t, sharding=restrict(user_annotation(graph, t.name, mesh), axes) if t.sharding else None)
-               for t in graph.tensors.values() if t.kind != "activation"]
-    ops = [replace(op, strategy=None,
-                   out_sharding=restrict(user_annotation(graph, op.output, mesh), axes) if op.out_sharding else None)
-           for op in graph.ops]
-    typed = ComputationGraph(graph.name, {mesh.name: mesh}, tensors, ops, graph.outputs, (),
-                             cluster=graph.cluster, outputs_layout=graph.outputs_layout, source=graph.source)
-    return explicit_shardings(typed)
-
-
-def explicit_prefixes(graph, mesh: Mesh, axes: frozenset[str]) -> tuple[Mapping[str, tuple], ExplicitResult]:
-    """Per op, the factor axes (on the Explicit ``axes``) that compute its types; and the types."""
-    types = explicit_types(graph, mesh, axes)
-    prefixes = {}
+def op_explicit_axes(graph, mesh: Mesh) -> dict[str, frozenset[str]]:
+    """Per op, the mesh axes that are Explicit where it runs: the mesh's Explicit axes, less those of an
+    ``auto_axes`` region it is in, plus those of an ``explicit_axes`` region (:mod:`graphs.axis_regions`)."""
+    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
+    out = {}
     for op in graph.ops:
-        rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
-        prefixes[op.name] = factor_axes_computing(rule, [types.sharding(t) for t in op.inputs],
-                                                  types.sharding(op.output), mesh)
-    return prefixes, types
+        r = region_of(graph.axis_regions, op.name)
+        if r is None:
+            out[op.name] = explicit
+        elif r.kind == "auto":
+            out[op.name] = explicit - set(r.axes)
+        else:
+            out[op.name] = explicit | set(r.axes)
+    return out
+
+
+def _combine(a: TensorSharding, b: TensorSharding) -> TensorSharding:
+    """The axes of ``a`` then those of ``b`` per dimension (disjoint axis sets)."""
+    dims = tuple(DimSharding(x.axes + y.axes, x.is_open) for x, y in zip(a.dims, b.dims))
+    return TensorSharding(a.mesh, dims, a.replicated + b.replicated, a.unreduced + b.unreduced)
+
+
+def explicit_prefixes(graph, mesh: Mesh) -> tuple[dict[str, tuple], dict[str, frozenset[str]], dict[str, TensorSharding]]:
+    """Seed 001's typing where axes are Explicit: per op, the factor axes that compute its types and the
+    axes they are on; per tensor, its type (on the Explicit axes where it is made; an ``auto_axes``
+    region's output carries its out-sharding on the region's axes).
+
+    Ops are typed by the consensus rule (:func:`planner.propagation.explicit.decide_op`, with its
+    errors) on their own Explicit axes; an ``explicit_axes`` region's input is read with its
+    in-sharding on the region's axes. Strategies are ignored on Explicit axes.
+    """
+    fixed = op_explicit_axes(graph, mesh)
+    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
+    types: dict[str, TensorSharding] = {}
+    for t in graph.tensors.values():
+        if t.kind != "activation":
+            types[t.name] = (restrict(user_annotation(graph, t.name, mesh), explicit) if t.sharding is not None
+                             else TensorSharding.replicated_on(mesh, t.rank))
+    prefixes = {}
+    for op, in_specs, out_spec in graph.walk():
+        axes = fixed[op.name]
+        region = region_of(graph.axis_regions, op.name)
+        ins = []
+        for t in op.inputs:
+            s = types[t]
+            entering = region.sharding(t) if region is not None and region.kind == "explicit" else None
+            if entering is not None:  # enters the region with its in-sharding on the region's axes
+                s = _combine(restrict(s, axes - set(region.axes)),
+                             restrict(translate(entering, mesh, graph.tensor(t).shape), frozenset(region.axes)))
+            ins.append(restrict(s, axes))
+        out = user_annotation(graph, op.output, mesh) if op.out_sharding is not None else None
+        typed_op = replace(op, strategy=None, out_sharding=restrict(out, axes))
+        decision, _ = decide_op(graph, typed_op, ins, in_specs, out_spec)
+        rule = rule_for(op, [s.shape for s in in_specs], out_spec.shape)
+        prefixes[op.name] = factor_axes_computing(rule, ins, decision.sharding, mesh)
+        result = decision.sharding
+        leaving = region.sharding(op.output) if region is not None and region.kind == "auto" else None
+        if leaving is not None:  # goes back to the caller typed by its out-sharding on the region's axes
+            result = _combine(result, restrict(translate(leaving, mesh, out_spec.shape), frozenset(region.axes)))
+        types[op.output] = result
+    return prefixes, fixed, types

@@ -93,9 +93,9 @@ class Options:
     # (anywhere among their axes) and every piece allowed so far; None: the whole problem
     phase_new: tuple[AxisRef, ...] | None = None
     phase_allowed: tuple[AxisRef, ...] | None = None
-    # Explicit mesh axes (seed 001, planner.propagation.axis_types): each op's ``prefixes`` hold its
+    # op -> its Explicit mesh axes (seed 001, planner.propagation.axis_types): the op's ``prefixes`` hold its
     # factor axes on them, and a candidate uses these axes exactly there (the search never moves them)
-    fixed_axes: frozenset[str] = frozenset()
+    fixed_axes: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 # -- nodes and links ---------------------------------------------------------------------------
@@ -561,9 +561,9 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         prefix = options.prefixes[op.name]
         candidates = [s for s in candidates if all(tuple(s.factor_axes[f][: len(p)]) == tuple(p)
                                                    for f, p in enumerate(prefix))]
-    if options.fixed_axes:
+    fixed = options.fixed_axes.get(op.name)
+    if fixed:
         prefix = options.prefixes.get(op.name, ((),) * rule.num_factors)
-        fixed = options.fixed_axes
         candidates = [s for s in candidates
                       if all(merge_adjacent([a for a in axes if a.name in fixed], mesh) == tuple(p)
                              for axes, p in zip(s.factor_axes, prefix))]

@@ -255,7 +255,9 @@ def _start(graph) -> dict[str, Decision]:
     return decided
 
 
-def _decide(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> tuple[Decision, tuple[AllReduce, ...]]:
+def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> tuple[Decision, tuple[AllReduce, ...]]:
+    """One op's result type from its operands' types (the consensus rule, or its ``out_sharding``), and the
+    AllReduce a summed factor sharded by the consensus inserts; errors as :func:`explicit_shardings`'."""
     types = [to_jax_type(s, t.shape, t.dtype) for s, t in zip(ins, in_specs)]
     ctx = _OpContext(op, types, _where(graph, op))
     if op.out_sharding is not None:
@@ -300,7 +302,7 @@ def explicit_shardings(graph) -> ExplicitResult:
     for op, in_specs, out_spec in graph.walk():
         ins = [decided[t.name].sharding for t in in_specs]
         try:
-            decision, inserted = _decide(graph, op, ins, in_specs, out_spec)
+            decision, inserted = decide_op(graph, op, ins, in_specs, out_spec)
         except RuleError:
             raise
         except ShardplanError as e:  # a sharding the representation rejects, e.g. from out_sharding
@@ -315,4 +317,4 @@ def explicit_shardings(graph) -> ExplicitResult:
     )
 
 
-__all__ = ["AllReduce", "Decision", "ExplicitResult", "explicit_shardings"]
+__all__ = ["AllReduce", "Decision", "ExplicitResult", "decide_op", "explicit_shardings"]

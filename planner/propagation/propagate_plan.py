@@ -33,9 +33,12 @@ from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes
 
 def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
+    if graph.axis_regions:
+        raise PlanningError("--search propagate does not plan auto_axes / explicit_axes regions yet; "
+                            "use bfs or ilp, which type each region's ops on its own axes")
     explicit = axes_of_type(mesh, AxisType.EXPLICIT)
     auto = frozenset(a.name for a in mesh.axes) - explicit
-    prefixes, types = explicit_prefixes(graph, mesh, explicit) if explicit else ({}, None)
+    prefixes, _, types = explicit_prefixes(graph, mesh) if explicit else ({}, None, None)
     defaults = {} if has_user_annotations(graph) else default_annotations(graph, mesh)
     if explicit:  # a mixed mesh: the Explicit axes are typed, propagation places the Auto ones
         defaults = {t: restrict(s, auto) for t, s in defaults.items()}
@@ -52,7 +55,7 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
         fixed[op.name] = op_factor_axes(rule, [prop.sharding(t) for t in op.inputs], prop.sharding(op.output),
                                         sizes, mesh, prefixes.get(op.name))
     shardings = dict(prop.shardings) if types is None else {
-        name: _with_types(types.sharding(name), s) for name, s in prop.shardings.items()}
+        name: _with_types(types[name], s) for name, s in prop.shardings.items()}
     layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))

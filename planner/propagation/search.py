@@ -81,8 +81,9 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
     phases = axis_phases(pieces, axes_per_phase)
     # what the priority phases chose stays; the axis phases add the other pieces
     taken = {a for fa in options.prefixes.values() for axes in fa for a in axes}
+    typed = frozenset.intersection(*options.fixed_axes.values()) if options.fixed_axes else frozenset()
     allowed_so_far = tuple(p for p in pieces if any(a.contains(p, mesh) for a in taken)
-                           or p.name in options.fixed_axes)  # Explicit axes are typed, not searched
+                           or p.name in typed)  # axes Explicit for every op are typed, not searched
     phases = tuple(q for q in (tuple(p for p in ph if p not in allowed_so_far) for ph in phases) if q)
     if len(phases) <= 1:
         phases = (pieces,)  # the whole problem

@@ -99,3 +99,59 @@ def test_the_table_types_name_only_explicit_axes(tmp_path, capsys):
     start = lines.index(next(ln for ln in lines if ln.startswith("tensor  type")))
     rows = {ln.split()[0]: ln.split()[1] for ln in lines[start + 1:start + 4]}
     assert rows == {"x": "f32[16@X,64]", "w1": "f32[64,128]", "w2": "f32[128,64]"}
+
+
+REGIONS = """
+name: regions
+mesh: {axes: {X: 2, Y: 4}, axis_types: {X: Explicit}}
+tensors:
+  x: {shape: [16, 64], sharding: '[{}, {"X"}]'}
+  w1: {shape: [64, 128], kind: param}
+  w2: {shape: [128, 64], kind: param}
+ops:
+  - {name: fc1, op: matmul, inputs: [x, w1], output: h}
+  - {name: act, op: relu, inputs: [h], output: a}
+  - {name: fc2, op: matmul, inputs: [a, w2], output: y}
+outputs: [y]
+"""
+
+
+def test_inside_auto_axes_the_search_decides_the_axis_and_the_out_sharding_types_the_result():
+    # Typed, x's X on the contracting dimension makes fc1 compute on X with a pending sum (see
+    # above). With fc1 in an auto_axes region over X, the search places X there itself, and the
+    # result leaves typed by the region's out-sharding: act and fc2 compute h's rows on X.
+    typed = plan(REGIONS, search="ilp")
+    free = plan(REGIONS + """auto_axes:
+  - {name: g, axes: [X], ops: [fc1], out_shardings: {h: '[{"X"}, {}]'}}
+""", search="ilp")
+    assert [str(a) for a in typed.op("fc1").strategy.factor_axes[1]] == ['"X"']
+    assert free.totals.objective <= typed.totals.objective
+    for op in ("act", "fc2"):
+        assert [str(a) for a in free.op(op).strategy.factor_axes[0] if a.name == "X"] == ['"X"']
+    for training in (False, True):
+        p = plan(REGIONS + """auto_axes:
+  - {name: g, axes: [X], ops: [fc1], out_shardings: {h: '[{"X"}, {}]'}}
+""", search="bfs", training=training)
+        r = simulate(p, seed=0)
+        assert r.ok and r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def test_inside_explicit_axes_an_auto_axis_is_typed_from_the_in_shardings():
+    # fc2 in an explicit_axes region over Y: a enters typed [{}, {"Y"}] and w2 [{"Y"}, {}], so by
+    # consensus fc2 contracts on Y (a pending sum over Y), whatever the cost search would prefer.
+    model = REGIONS + """explicit_axes:
+  - {name: e, axes: [Y], ops: [fc2], in_shardings: {a: '[{}, {"Y"}]', w2: '[{"Y"}, {}]'}}
+"""
+    p = plan(model, search="bfs")
+    k = p.op("fc2").strategy.factor_axes[1]
+    assert [str(a) for a in k if a.name == "Y"] == ['"Y"']
+    assert "Y" in {a.name for a in p.op("fc2").result_sharding.unreduced}
+    r = simulate(plan(model, search="ilp", training=True), seed=0)
+    assert r.ok
+
+
+def test_propagate_refuses_axis_regions_with_a_reason():
+    with pytest.raises(Exception, match="auto_axes / explicit_axes regions"):
+        plan(REGIONS + """auto_axes:
+  - {name: g, axes: [X], ops: [fc1], out_shardings: {h: '[{"X"}, {}]'}}
+""", search="propagate")
