@@ -116,3 +116,15 @@ def test_sub_axes_that_do_not_nest_are_refused_with_advice():
     graph = g.build()
     with pytest.raises(Exception, match="do not nest.*use --search bfs or ilp"):
         propagate(graph, graph.mesh, "basic")
+
+
+def test_an_unreduced_axis_of_a_tensor_is_never_added_to_it():
+    # p is a pending sum over "a": "a" cannot also split it, so p stays as it is while the other
+    # operand and the result take "a" from x.
+    g = GraphBuilder("pending", {"a": 2})
+    g.tensor("x", [8, 8], sharding='[{"a", ?}, {?}]')
+    g.tensor("p", [8, 8], sharding='[{?}, {?}], unreduced={"a"}')
+    g.op("mul", ["x", "p"], output="z", name="mul")
+    out = shardings(g.build(), "basic")
+    assert out["p"] == '[{?}, {?}], unreduced={"a"}'
+    assert out["z"] == '[{"a", ?}, {?}]'
