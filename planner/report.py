@@ -247,6 +247,13 @@ class Plan:
             out["warnings"] = list(self.warnings)
         return out
 
+    def export(self, to: str) -> dict:
+        """The plan in another notation: ``jax``, ``shardy``, ``dtensor`` or ``mindspore``
+        (:func:`planner.export.export`), as JSON-ready data keyed by tensor and op."""
+        from planner.export import export
+
+        return export(self, to)
+
     @property
     def propagation(self):
         """What rule-based propagation gave (:class:`planner.propagation.propagate.Propagation`; None for other

@@ -58,6 +58,10 @@ def test_the_cli_searches_are_the_planners():
     from planner.propagation.propagate import PASSES
 
     assert CLI_PASSES == PASSES
+    from planner.cli.args import EXPORT_FORMATS
+    from planner.export import FORMATS
+
+    assert EXPORT_FORMATS == FORMATS
 
     assert CLI_SEARCHES == SEARCHES
 
