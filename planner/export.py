@@ -85,6 +85,19 @@ def _split_mesh(mesh: Mesh, shardings) -> tuple[Mesh, dict[str, list[tuple[int, 
     return Mesh.from_sizes(mesh.name, sizes, mesh.device_ids), pieces
 
 
+def _mesh_data(split: Mesh, pieces, names_key: str, why: str) -> dict:
+    """The exported mesh: axis names (under ``names_key``), shape, device order, and where it was split."""
+    mesh = {names_key: [a.name for a in split.axes], "shape": [a.size for a in split.axes],
+            "device_ids": list(split.devices)}
+    split_axes = {name: [n for _, _, n in ps] for name, ps in pieces.items() if len(ps) > 1}
+    if split_axes:
+        mesh["split_axes"] = split_axes
+        mesh["note"] = (f"{why}, so the mesh is split where the plan uses sub-axes: "
+                        + "; ".join(f"{k} = {' x '.join(v)}" for k, v in split_axes.items())
+                        + " (same device order, row-major)")
+    return mesh
+
+
 def _on_split(s: TensorSharding, split: Mesh, pieces) -> TensorSharding:
     def names(ref: AxisRef) -> tuple[AxisRef, ...]:
         lo, hi = ref.interval(s.mesh)
@@ -107,14 +120,7 @@ def _jax(plan) -> dict:
             out["unreduced"] = [a.name for a in on.unreduced]
         return out
 
-    mesh = {"axis_names": [a.name for a in split.axes], "shape": [a.size for a in split.axes],
-            "device_ids": list(split.devices)}
-    split_axes = {name: [n for _, _, n in ps] for name, ps in pieces.items() if len(ps) > 1}
-    if split_axes:
-        mesh["split_axes"] = split_axes
-        mesh["note"] = ("a PartitionSpec names whole mesh axes only, so the mesh is split where the plan uses "
-                        "sub-axes: " + "; ".join(f"{k} = {' x '.join(v)}" for k, v in split_axes.items())
-                        + " (same device order, row-major)")
+    mesh = _mesh_data(split, pieces, "axis_names", "a PartitionSpec names whole mesh axes only")
     return {**_head(plan, "jax"), "mesh": mesh,
             "tensors": {name: {"shape": list(t.shape), "dtype": t.dtype, **spec(f"tensor {name!r}", s)}
                         for name, s, t in tensors},
@@ -158,14 +164,7 @@ def _dtensor(plan) -> dict:
         return out
 
     graph = plan.outcome.model.graph
-    mesh = {"shape": [a.size for a in split.axes], "dim_names": [a.name for a in split.axes],
-            "device_ids": list(split.devices)}
-    split_axes = {name: [n for _, _, n in ps] for name, ps in pieces.items() if len(ps) > 1}
-    if split_axes:
-        mesh["split_axes"] = split_axes
-        mesh["note"] = ("placements name whole mesh dims only, so the mesh is split where the plan uses sub-axes: "
-                        + "; ".join(f"{k} = {' x '.join(v)}" for k, v in split_axes.items())
-                        + " (same device order, row-major)")
+    mesh = _mesh_data(split, pieces, "dim_names", "placements name whole mesh dims only")
     return {**_head(plan, "dtensor"), "mesh": mesh,
             "tensors": {name: {"shape": list(t.shape), **entry(f"tensor {name!r}", s, t.shape)}
                         for name, s, t in tensors},

@@ -157,6 +157,17 @@ def product(sizes: Iterable[int]) -> int:
     return out
 
 
+def prime_factors(n: int) -> list[int]:
+    """``12 -> [2, 2, 3]`` (ascending)."""
+    out, d = [], 2
+    while n > 1:
+        while n % d == 0:
+            out.append(d)
+            n //= d
+        d += 1
+    return out
+
+
 def axes_size(axes: Iterable[AxisRef], mesh: Mesh) -> int:
     """Product of the sizes of ``axes`` on ``mesh``."""
     return product(a.size_in(mesh) for a in axes)

@@ -65,7 +65,7 @@ from typing import Callable, Mapping, Sequence
 
 from graphs.ops.annotation import barrier_allows
 from planner.errors import PlanningError, ShardplanError
-from planner.ir.axis import AxisRef, make_axis, merge_adjacent
+from planner.ir.axis import AxisRef, make_axis, merge_adjacent, prime_factors
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.rules import RESULT, FactorKind, OpShardingRule, rule_for, strategy_to_factor_axes
@@ -139,16 +139,6 @@ class Propagation:
 
 # -- atoms --------------------------------------------------------------------------------------
 
-def _primes(n: int) -> list[int]:
-    out, p = [], 2
-    while n > 1:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    return out
-
-
 class _Atoms:
     """Each mesh axis cut into prime pieces, keeping the sub-axes the user wrote whole."""
 
@@ -171,7 +161,7 @@ class _Atoms:
             atoms = []
             for p, q in zip(points, points[1:]):
                 pre = p
-                for prime in _primes(q // p):
+                for prime in prime_factors(q // p):
                     atoms.append(make_axis(mesh, axis.name, pre, prime))
                     pre *= prime
             self.by_axis[axis.name] = tuple(atoms)

@@ -21,7 +21,7 @@ from typing import Callable, Sequence, TypeVar
 import numpy as np
 
 from planner.caches import BoundedCache, memoize
-from planner.ir.axis import AxisRef, make_axis
+from planner.ir.axis import AxisRef, make_axis, prime_factors
 from planner.ir.layout import devices_to_positions
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
@@ -112,7 +112,7 @@ class Pieces:
                 if keep is not None and not any(k.contains(piece, mesh) for k in keep):
                     continue
                 pre = lo
-                for p in _prime_factors(hi // lo) if primes else [hi // lo]:
+                for p in prime_factors(hi // lo) if primes else [hi // lo]:
                     refs.append(make_axis(mesh, axis.name, pre, p))
                     pre *= p
         return _pieces(mesh, tuple(shape), tuple(refs))
@@ -275,15 +275,6 @@ class Pieces:
         return self._digits
 
 
-def _prime_factors(n: int) -> list[int]:
-    """``12 -> [2, 2, 3]``."""
-    out, d = [], 2
-    while n > 1:
-        while n % d == 0:
-            out.append(d)
-            n //= d
-        d += 1
-    return out
 
 
 @memoize("redistribution pieces", maxsize=512)
