@@ -11,7 +11,8 @@ major axes of each factor and decides only the Auto axes: a candidate strategy w
 Explicit axes differ from the op's type is never enumerated
 (``Options.fixed_axes``), so the search never moves an Explicit axis. Rule-based
 propagation (``propagate``) places only the Auto axes (the Explicit ones are blocked
-for it) and puts them minor to each factor's typed axes.
+for it) and puts them minor to each factor's typed axes. ``auto_axes`` / ``explicit_axes``
+regions (:mod:`graphs.axis_regions`) change an op's Explicit axes (:func:`op_explicit_axes`).
 
 **Manual** axes belong to manual computation regions (shard_map), which models cannot
 express yet: a mesh with a Manual axis is refused with that reason rather than planned

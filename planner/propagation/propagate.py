@@ -231,8 +231,8 @@ _ALL = _Level("", False, False, False, True)
 # -- propagation --------------------------------------------------------------------------------
 
 def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None,
-              defaults: Mapping[str, TensorSharding] | None = None, fixed_axes: frozenset[str] = frozenset()
-              ) -> Propagation:
+              defaults: Mapping[str, TensorSharding] | None = None,
+              typed_axes: Mapping[str, frozenset[str]] | None = None) -> Propagation:
     """Propagate ``graph``'s annotations on ``mesh`` with pass ``how`` (see the module docstring).
 
     ``annotation(name)`` gives a tensor's annotation on ``mesh`` (default: the
@@ -240,13 +240,14 @@ def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Call
     strategy (:func:`user_strategies`) seed their operands and result with it.
     ``defaults`` are annotations the model did not write (a model with none gets
     its inputs batch-sharded, as BFS does); their axes' origin says so.
-    ``fixed_axes``: mesh axes propagation never places (a mixed mesh's Explicit
-    axes, typed instead: :mod:`planner.propagation.axis_types`).
+    ``typed_axes``: per tensor, mesh axes propagation never places on it (the
+    Explicit axes where it is made, typed instead: :mod:`planner.propagation.axis_types`).
     """
     if how not in PASSES:
         raise PlanningError(f"unknown propagation pass {how!r}; use one of {', '.join(PASSES)}")
-    strategies = {} if fixed_axes else user_strategies(graph, mesh)
-    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, fixed_axes).run()
+    typed_axes = {t: axes for t, axes in (typed_axes or {}).items() if axes}
+    strategies = {} if typed_axes else user_strategies(graph, mesh)
+    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, typed_axes).run()
 
 
 def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
@@ -265,7 +266,7 @@ def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
 
 
 class _Propagator:
-    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, fixed_axes):
+    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, typed_axes):
         self.graph, self.mesh, self.how = graph, mesh, how
         self.aggressive = how != "basic"
         get = annotation or (lambda name: graph.tensor(name).sharding)
@@ -281,9 +282,8 @@ class _Propagator:
         self.tensors = {name: _Tensor(name, t.shape, t.nbytes) for name, t in graph.tensors.items()}
         for name, ann in self.annotations.items():  # explicitly replicated and unreduced axes: never used
             self.tensors[name].blocked = set(self.atoms.of_all(ann.replicated)) | set(self.atoms.of_all(ann.unreduced))
-        fixed = {a for name in fixed_axes for a in self.atoms.by_axis[name]}
-        for t in self.tensors.values():
-            t.blocked |= fixed
+        for name, axes in typed_axes.items():
+            self.tensors[name].blocked |= {a for axis in axes for a in self.atoms.by_axis[axis]}
         self.identity_rules: dict[tuple, OpShardingRule] = {}  # a group's rule, per shape and size
         self.ops = list(graph.ops)
         self.rules: list[OpShardingRule] = []

@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
+from graphs.axis_regions import region_of
 from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
-from planner.propagation.axis_types import axes_of_type, explicit_prefixes, restrict
+from planner.propagation.axis_types import axes_of_type, explicit_prefixes, op_explicit_axes, restrict
 from planner.propagation.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
 from planner.propagation.propagate import Propagation, propagate, user_strategies
 from planner.propagation.search import SearchOutcome, decide_fixed
@@ -33,18 +34,18 @@ from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes
 
 def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
-    if graph.axis_regions:
-        raise PlanningError("--search propagate does not plan auto_axes / explicit_axes regions yet; "
-                            "use bfs or ilp, which type each region's ops on its own axes")
-    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
-    auto = frozenset(a.name for a in mesh.axes) - explicit
-    prefixes, _, types = explicit_prefixes(graph, mesh) if explicit else ({}, None, None)
+    mixed = any(op_explicit_axes(graph, mesh).values())
+    prefixes, typed_at, types = explicit_prefixes(graph, mesh) if mixed else ({}, {}, None)
+    every = frozenset(a.name for a in mesh.axes)
+    typed = _typed_axes(graph, mesh, typed_at) if mixed else {}
     defaults = {} if has_user_annotations(graph) else default_annotations(graph, mesh)
-    if explicit:  # a mixed mesh: the Explicit axes are typed, propagation places the Auto ones
-        defaults = {t: restrict(s, auto) for t, s in defaults.items()}
-    prop = propagate(graph, mesh, how, defaults=defaults, fixed_axes=explicit,
-                     annotation=lambda name: restrict(user_annotation(graph, name, mesh), auto))
-    pinned = {} if explicit else user_strategies(graph, mesh)
+    if mixed:  # mixed axis types: each tensor's typed axes are typed, propagation places the others
+        defaults = {t: restrict(s, every - typed[t]) for t, s in defaults.items()}
+    prop = propagate(graph, mesh, how, defaults=defaults, typed_axes=typed,
+                     annotation=lambda t: restrict(user_annotation(graph, t, mesh), every - typed.get(t, frozenset())))
+    shardings = dict(prop.shardings) if not mixed else {
+        name: _with_types(types[name], s) for name, s in prop.shardings.items()}
+    pinned = {} if mixed else user_strategies(graph, mesh)
     fixed = {}
     for op in graph.ops:
         if op.name in pinned:
@@ -52,10 +53,9 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
             continue
         rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
         sizes = [graph.tensor(t).nbytes for t in op.inputs]
-        fixed[op.name] = op_factor_axes(rule, [prop.sharding(t) for t in op.inputs], prop.sharding(op.output),
-                                        sizes, mesh, prefixes.get(op.name))
-    shardings = dict(prop.shardings) if types is None else {
-        name: _with_types(types[name], s) for name, s in prop.shardings.items()}
+        free = every - typed_at.get(op.name, frozenset())  # the axes this op computes on as propagated
+        fixed[op.name] = op_factor_axes(rule, [restrict(shardings[t], free) for t in op.inputs],
+                                        restrict(shardings[op.output], free), sizes, mesh, prefixes.get(op.name))
     layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))
@@ -89,6 +89,22 @@ def propagation_reasons(m, prop: Propagation) -> dict:
                         "shardings (the result's for the factors it carries, else the largest operand's)")
     tensors = {name: "; ".join(prop.explain(name)) for name in m.graph.tensors}
     return {"ops": ops, "tensors": tensors}
+
+
+def _typed_axes(graph, mesh: Mesh, typed_at) -> dict[str, frozenset[str]]:
+    """Per tensor, the axes its type is on: its producer's Explicit axes (an ``auto_axes`` region's output
+    also its region's, from its out-sharding); a source's, the mesh's Explicit axes."""
+    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
+    out = {}
+    for t in graph.tensors:
+        producer = graph.producer(t)
+        if producer is None:
+            out[t] = explicit
+            continue
+        region = region_of(graph.axis_regions, producer)
+        leaving = region is not None and region.kind == "auto" and region.sharding(t) is not None
+        out[t] = typed_at[producer] | (frozenset(region.axes) if leaving else frozenset())
+    return out
 
 
 def _with_types(typed: TensorSharding, propagated: TensorSharding) -> TensorSharding:

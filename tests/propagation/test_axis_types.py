@@ -150,8 +150,19 @@ def test_inside_explicit_axes_an_auto_axis_is_typed_from_the_in_shardings():
     assert r.ok
 
 
-def test_propagate_refuses_axis_regions_with_a_reason():
-    with pytest.raises(Exception, match="auto_axes / explicit_axes regions"):
-        plan(REGIONS + """auto_axes:
+@pytest.mark.parametrize("tail, op, expected", [
+    # inside auto_axes, fc1 computes on X as its result's type (the out-sharding) has it: rows on X
+    ("""auto_axes:
   - {name: g, axes: [X], ops: [fc1], out_shardings: {h: '[{"X"}, {}]'}}
-""", search="propagate")
+""", "fc1", '[{"X"}, {}]'),
+    # inside explicit_axes, fc2 is typed on Y from its in-shardings: it contracts on Y (pending sum)
+    ("""explicit_axes:
+  - {name: e, axes: [Y], ops: [fc2], in_shardings: {a: '[{}, {"Y"}]', w2: '[{"Y"}, {}]'}}
+""", "fc2", '[{}, {}], unreduced={"Y"}'),
+])
+def test_propagate_plans_axis_regions_with_their_types(tail, op, expected):
+    for training in (False, True):
+        p = plan(REGIONS + tail, search="propagate", training=training)
+        assert p.op(op).result_sharding.dims_text() == expected
+        r = simulate(p, seed=0)
+        assert r.ok and r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
