@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from planner.enumeration import search_pieces
 from planner.errors import NotExpressibleError
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
@@ -67,22 +68,16 @@ def _head(plan, to: str) -> dict:
 
 def _split_mesh(mesh: Mesh, shardings) -> tuple[Mesh, dict[str, list[tuple[int, int, str]]]]:
     """``mesh`` with every axis cut where some sharding uses a sub-axis; per axis its pieces."""
-    cuts: dict[str, set[int]] = {a.name: {1, a.size} for a in mesh.axes}
-    for s in shardings:
-        for ref in s.used_axes():
-            cuts[ref.name].update(ref.interval(mesh))
-    pieces: dict[str, list[tuple[int, int, str]]] = {}
-    sizes = []
-    for axis in mesh.axes:
-        points = sorted(cuts[axis.name])
-        if len(points) <= 2:
-            pieces[axis.name] = [(1, axis.size, axis.name)]
-            sizes.append((axis.name, axis.size))
-            continue
-        parts = list(zip(points, points[1:]))
-        pieces[axis.name] = [(lo, hi, f"{axis.name}_{k}") for k, (lo, hi) in enumerate(parts)]
-        sizes += [(f"{axis.name}_{k}", hi // lo) for k, (lo, hi) in enumerate(parts)]
-    return Mesh.from_sizes(mesh.name, sizes, mesh.device_ids), pieces
+    cut = search_pieces(mesh, [ref for s in shardings for ref in s.used_axes()])
+    pieces: dict[str, list[tuple[int, int, str]]] = {a.name: [] for a in mesh.axes}
+    for p in cut:
+        pieces[p.name].append(p.interval(mesh))
+    for axis in mesh.axes:  # an axis of size 1 has no piece; it stays in the mesh
+        pieces[axis.name] = pieces[axis.name] or [(1, axis.size)]
+    named = {axis: [(lo, hi, axis if len(ps) == 1 else f"{axis}_{k}") for k, (lo, hi) in enumerate(ps)]
+             for axis, ps in pieces.items()}
+    sizes = [(n, hi // lo) for ps in named.values() for lo, hi, n in ps]
+    return Mesh.from_sizes(mesh.name, sizes, mesh.device_ids), named
 
 
 def _mesh_data(split: Mesh, pieces, names_key: str, why: str) -> dict:

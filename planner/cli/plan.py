@@ -120,11 +120,13 @@ def render_table(p) -> str:
     out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
     # every tensor's sharding where the mode is about it; types (seed 001) name the Explicit axes only:
     # every axis in explicit mode, a mixed mesh's Explicit axes otherwise
-    explicit_axes = frozenset(a.name for a in p.mesh.axes if a.type.value == "Explicit")
+    from planner.ir.mesh import AxisType
+    from planner.propagation.axis_types import axes_of_type, restrict
+    from planner.views.jax import to_jax_type
+
+    explicit_axes = axes_of_type(p.mesh, AxisType.EXPLICIT)
     type_axes = frozenset(a.name for a in p.mesh.axes) if p.search == "explicit" else explicit_axes
     if p.search in ("explicit", "propagate") or explicit_axes:
-        from planner.propagation.axis_types import restrict
-        from planner.views.jax import to_jax_type
 
         def typed(t):
             return (to_jax_type(restrict(t.sharding, type_axes), t.shape, t.dtype),) if type_axes else ()

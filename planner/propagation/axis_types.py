@@ -72,9 +72,10 @@ def op_explicit_axes(graph, mesh: Mesh) -> dict[str, frozenset[str]]:
     return out
 
 
-def _combine(a: TensorSharding, b: TensorSharding) -> TensorSharding:
-    """The axes of ``a`` then those of ``b`` per dimension (disjoint axis sets)."""
-    dims = tuple(DimSharding(x.axes + y.axes, x.is_open) for x, y in zip(a.dims, b.dims))
+def combine(a: TensorSharding, b: TensorSharding) -> TensorSharding:
+    """Two shardings on disjoint axis sets as one: per dimension the axes of ``a`` then those of ``b``
+    (a dimension open if either is), and both's replicated and unreduced axes."""
+    dims = tuple(DimSharding(x.axes + y.axes, x.is_open or y.is_open) for x, y in zip(a.dims, b.dims))
     return TensorSharding(a.mesh, dims, a.replicated + b.replicated, a.unreduced + b.unreduced)
 
 
@@ -103,7 +104,7 @@ def explicit_prefixes(graph, mesh: Mesh) -> tuple[dict[str, tuple], dict[str, fr
             s = types[t]
             entering = region.sharding(t) if region is not None and region.kind == "explicit" else None
             if entering is not None:  # enters the region with its in-sharding on the region's axes
-                s = _combine(restrict(s, axes - set(region.axes)),
+                s = combine(restrict(s, axes - set(region.axes)),
                              restrict(translate(entering, mesh, graph.tensor(t).shape), frozenset(region.axes)))
             ins.append(restrict(s, axes))
         out = user_annotation(graph, op.output, mesh) if op.out_sharding is not None else None
@@ -114,6 +115,6 @@ def explicit_prefixes(graph, mesh: Mesh) -> tuple[dict[str, tuple], dict[str, fr
         result = decision.sharding
         leaving = region.sharding(op.output) if region is not None and region.kind == "auto" else None
         if leaving is not None:  # goes back to the caller typed by its out-sharding on the region's axes
-            result = _combine(result, restrict(translate(leaving, mesh, out_spec.shape), frozenset(region.axes)))
+            result = combine(result, restrict(translate(leaving, mesh, out_spec.shape), frozenset(region.axes)))
         types[op.output] = result
     return prefixes, fixed, types

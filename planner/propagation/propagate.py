@@ -67,6 +67,7 @@ from graphs.ops.annotation import barrier_allows
 from planner.errors import PlanningError, ShardplanError
 from planner.ir.axis import AxisRef, make_axis, merge_adjacent, prime_factors
 from planner.ir.mesh import Mesh
+from planner.enumeration import search_pieces
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.rules import RESULT, FactorKind, OpShardingRule, rule_for, strategy_to_factor_axes
 
@@ -144,27 +145,22 @@ class _Atoms:
 
     def __init__(self, mesh: Mesh, refs: Sequence[AxisRef]):
         self.mesh = mesh
-        self.by_axis: dict[str, tuple[AxisRef, ...]] = {}
-        cuts: dict[str, set[int]] = {}
+        pieces = search_pieces(mesh, refs)  # the axes cut at every boundary of refs (a chain of divisors)
+        bounds = {(p.name, b) for p in pieces for b in p.interval(mesh)}
         for ref in refs:
-            lo, hi = ref.interval(mesh)
-            cuts.setdefault(ref.name, set()).update((lo, hi))
-        for axis in mesh.axes:
-            points = sorted(cuts.get(axis.name, set()) | {1, axis.size})
-            for p, q in zip(points, points[1:]):
-                if q % p:
-                    bad = [r for r in refs if r.name == axis.name]
-                    raise PlanningError(
-                        f"the sub-axes {', '.join(map(str, bad))} of axis \"{axis.name}\" (size {axis.size}) "
-                        "do not nest in one factorisation of the axis, which rule-based propagation needs; "
-                        "use --search bfs or ilp")
-            atoms = []
-            for p, q in zip(points, points[1:]):
-                pre = p
-                for prime in prime_factors(q // p):
-                    atoms.append(make_axis(mesh, axis.name, pre, prime))
-                    pre *= prime
-            self.by_axis[axis.name] = tuple(atoms)
+            if any((ref.name, b) not in bounds for b in ref.interval(mesh)):
+                bad = [r for r in refs if r.name == ref.name]
+                raise PlanningError(
+                    f"the sub-axes {', '.join(map(str, bad))} of axis \"{ref.name}\" "
+                    f"(size {mesh.axis_size(ref.name)}) do not nest in one factorisation of the axis, which "
+                    "rule-based propagation needs; use --search bfs or ilp")
+        by_axis: dict[str, list[AxisRef]] = {a.name: [] for a in mesh.axes}
+        for piece in pieces:
+            pre = piece.interval(mesh)[0]
+            for prime in prime_factors(piece.size_in(mesh)):
+                by_axis[piece.name].append(make_axis(mesh, piece.name, pre, prime))
+                pre *= prime
+        self.by_axis = {name: tuple(atoms) for name, atoms in by_axis.items()}
         self.size = {a: a.size_in(mesh) for atoms in self.by_axis.values() for a in atoms}
         self._memo: dict[AxisRef, tuple[AxisRef, ...]] = {}
 
@@ -293,7 +289,7 @@ class _Propagator:
         self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
         self.families = [graph.op_def(op.name).family for op in self.ops]
         self.groups = [("shard_as", tuple(g)) for g in graph.shard_as]
-        self.groups += [("shard_like", tuple(g)) for g in getattr(graph, "shard_like", ())]
+        self.groups += [("shard_like", tuple(g)) for g in graph.shard_like]
         self.readers: dict[str, list[int]] = {name: [] for name in graph.tensors}
         self.producer: dict[str, int] = {}
         for i, op in enumerate(self.ops):
@@ -351,8 +347,9 @@ class _Propagator:
 
     # -- the run ----------------------------------------------------------------------------
     def run(self) -> Propagation:
-        first = self._levels_of_priority()[0]
-        rounds: list[int | None] = self._levels_of_priority() if self.how == "user-priority" else [None]
+        priorities = self._levels_of_priority()
+        first = priorities[0]
+        rounds: list[int | None] = priorities if self.how == "user-priority" else [None]
         levels = [_Level(*lv) for lv in LEVELS] if self.how in ("op-priority", "user-priority") else [_ALL]
         for r in rounds:
             prefix = f"p{r}" if self.how == "user-priority" else self.how

@@ -23,8 +23,8 @@ from typing import Sequence
 from graphs.axis_regions import region_of
 from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType, Mesh
-from planner.ir.sharding import DimSharding, TensorSharding
-from planner.propagation.axis_types import axes_of_type, explicit_prefixes, op_explicit_axes, restrict
+from planner.ir.sharding import TensorSharding
+from planner.propagation.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
 from planner.propagation.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
 from planner.propagation.propagate import Propagation, propagate, user_strategies
 from planner.propagation.search import SearchOutcome, decide_fixed
@@ -44,7 +44,7 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
     prop = propagate(graph, mesh, how, defaults=defaults, typed_axes=typed,
                      annotation=lambda t: restrict(user_annotation(graph, t, mesh), every - typed.get(t, frozenset())))
     shardings = dict(prop.shardings) if not mixed else {
-        name: _with_types(types[name], s) for name, s in prop.shardings.items()}
+        name: combine(types[name], s) for name, s in prop.shardings.items()}
     pinned = {} if mixed else user_strategies(graph, mesh)
     fixed = {}
     for op in graph.ops:
@@ -105,12 +105,6 @@ def _typed_axes(graph, mesh: Mesh, typed_at) -> dict[str, frozenset[str]]:
         leaving = region is not None and region.kind == "auto" and region.sharding(t) is not None
         out[t] = typed_at[producer] | (frozenset(region.axes) if leaving else frozenset())
     return out
-
-
-def _with_types(typed: TensorSharding, propagated: TensorSharding) -> TensorSharding:
-    """A tensor on a mixed mesh: its type's Explicit axes, then (minor) the Auto axes propagation gave it."""
-    dims = tuple(DimSharding(t.axes + p.axes, p.is_open) for t, p in zip(typed.dims, propagated.dims))
-    return TensorSharding(propagated.mesh, dims, propagated.replicated, propagated.unreduced)
 
 
 def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
