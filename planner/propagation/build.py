@@ -55,7 +55,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
 from planner.propagation.phases import restrict_annotation, restrict_factor_axes
-from planner.propagation.problem import Edge, Fanout, Node, SearchProblem
+from planner.propagation.problem import Edge, Fanout, LazyTable, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
 from planner.redistribution.steps import ReshardPlan
 from planner.redistribution.transpose import transpose_plan
@@ -728,8 +728,12 @@ def _fanout(m: Model, link: Link) -> Fanout:
     return Fanout(link.producer, u_class, link.readers, tuple(needs), table, _label(m, link))
 
 
-def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True, within=None) -> np.ndarray:
+def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True, within=None) -> LazyTable:
     """Seconds for every (producer class, reader class) of a link; the moves of :func:`link_moves`.
+
+    A :class:`~planner.propagation.problem.LazyTable`: a cell's redistributions are planned
+    when a search first reads it (breadth-first propagation reads a row per decided
+    neighbour; the ILP reads every cell).
 
     ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
     of the result to each distinct layout, plus the transpose back of each distinct
@@ -742,21 +746,16 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
     def cost(src, lay, backward=False, pending=()):
         return _plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast, within).time_s
 
-    def build() -> np.ndarray:
-        table = np.zeros((len(u_items), len(v_items)))
-        for a, src in enumerate(u_items):
-            for b, item in enumerate(v_items):
-                if kind == "data":
-                    layouts, grads = item
-                    t = sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p) for lay, p in grads)
-                elif item[0] == "forward":
-                    t = cost(src, item[1])
-                else:
-                    t = cost(src, item[1], True, item[2])
-                table[a, b] = t
-        return table
+    def cell(a: int, b: int) -> float:
+        src, item = u_items[a], v_items[b]
+        if kind == "data":
+            layouts, grads = item
+            return sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p) for lay, p in grads)
+        if item[0] == "forward":
+            return cost(src, item[1])
+        return cost(src, item[1], True, item[2])
 
-    return TABLES.get_or_compute(key, build)
+    return TABLES.get_or_compute(key, lambda: LazyTable((len(u_items), len(v_items)), cell))
 
 
 # -- shard_as groups ------------------------------------------------------------------------------

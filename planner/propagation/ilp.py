@@ -194,6 +194,7 @@ def solve_ilp(problem: SearchProblem, *, time_limit: float | None = None, solver
     backend = _backend(solver)
     if not problem.nodes:
         return IlpResult((), 0.0, SolverReport(backend.name, "empty problem", True, 0.0, 0.0, 0, 0, 0))
+    problem = problem.dense()  # the ILP reads every cell of every cost table
     _check_memory_lower_bound(problem)
     try:
         return _solve(problem, _reduce(problem, fold=shrink, tie=shrink), backend, time_limit)

@@ -70,12 +70,77 @@ array([7., 1.])
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
 _Adjacency = tuple[tuple[tuple[int, int], ...], ...]
+
+
+class LazyTable:
+    """A ``(rows, columns)`` cost table whose cells are computed the first time they are read.
+
+    ``cell(row, column) -> float`` gives one cell (seconds, finite, ``>= 0``). Indexing
+    reads like a numpy array's (``t[i, cols]``, ``t[:, mask]``, ``t[np.ix_(a, b)]``) and
+    computes only the rows and columns the index names (their cross product);
+    ``np.asarray(t)`` computes every cell. Breadth-first propagation reads one row per
+    link and decided neighbour, so most cells of a large table are never computed;
+    the ILP reads them all (:meth:`SearchProblem.dense`).
+
+    >>> calls = []
+    >>> t = LazyTable((3, 4), lambda a, b: calls.append((a, b)) or float(10 * a + b))
+    >>> t[1, [0, 3]].tolist(), len(calls)
+    ([10.0, 13.0], 2)
+    >>> float(t[1, 3]), len(calls)             # computed once
+    (13.0, 2)
+    >>> np.asarray(t)[2].tolist(), len(calls)
+    ([20.0, 21.0, 22.0, 23.0], 12)
+    """
+
+    __slots__ = ("shape", "_cell", "_values", "_known")
+    ndim = 2
+
+    def __init__(self, shape: tuple[int, int], cell):
+        self.shape = (int(shape[0]), int(shape[1]))
+        self._cell = cell
+        self._values = np.zeros(self.shape)
+        self._known = np.zeros(self.shape, dtype=bool)
+
+    def _fill(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        known, values, cell = self._known, self._values, self._cell
+        for a in rows.tolist():
+            todo = cols[~known[a, cols]]
+            for b in todo.tolist():
+                t = float(cell(a, b))
+                if not (t >= 0.0 and np.isfinite(t)):
+                    raise ValueError(f"cost table cell ({a}, {b}) must be finite and >= 0, got {t}")
+                values[a, b] = t
+            known[a, todo] = True
+
+    def __getitem__(self, key):
+        if not isinstance(key, tuple):
+            key = (key, slice(None))
+        if len(key) != 2:
+            raise IndexError(f"a cost table has 2 dimensions; got the index {key!r}")
+        rows = np.unique(np.arange(self.shape[0])[key[0]])
+        cols = np.unique(np.arange(self.shape[1])[key[1]])
+        self._fill(rows, cols)
+        return self._values[key]
+
+    def __array__(self, dtype=None, copy=None):
+        self._fill(np.arange(self.shape[0]), np.arange(self.shape[1]))
+        out = self._values.copy()
+        return out if dtype is None else out.astype(dtype)
+
+    def computed(self) -> int:
+        """How many cells have been computed so far."""
+        return int(self._known.sum())
+
+
+def dense(table) -> np.ndarray:
+    """``table`` as a numpy array (every cell of a :class:`LazyTable` computed)."""
+    return np.asarray(table, dtype=float)
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,10 +209,11 @@ class Fanout:
     _position: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        cost = np.asarray(self.class_cost, dtype=float)
+        # a LazyTable checks each cell as it computes it
+        cost = self.class_cost if isinstance(self.class_cost, LazyTable) else np.asarray(self.class_cost, dtype=float)
         if cost.ndim != 2:
             raise ValueError(f"fanout {self.label!r}: class_cost must be a (rows, layouts) table")
-        if (cost < 0).any() or not np.isfinite(cost).all():
+        if not isinstance(cost, LazyTable) and ((cost < 0).any() or not np.isfinite(cost).all()):
             raise ValueError(f"fanout {self.label!r}: class_cost must be finite and >= 0")
         readers = tuple(int(r) for r in self.readers)
         if len(set(readers)) != len(readers) or int(self.u) in readers:
@@ -218,6 +284,15 @@ class SearchProblem:
             if len(f.u_class) != self.nodes[f.u].n or any(
                     len(per) != self.nodes[r].n for r, per in zip(f.readers, f.needs)):
                 raise ValueError(f"fanout {f.label!r}: u_class and needs must have one entry per candidate")
+
+    def dense(self) -> "SearchProblem":
+        """This problem with every :class:`LazyTable` computed into an array (what an ILP reads)."""
+        edges = tuple(e if not isinstance(e.class_cost, LazyTable) else replace(e, class_cost=dense(e.class_cost))
+                      for e in self.edges)
+        fanouts = tuple(f if not isinstance(f.class_cost, LazyTable)
+                        else Fanout(f.u, f.u_class, f.readers, f.needs, dense(f.class_cost), f.label)
+                        for f in self.fanouts)
+        return replace(self, edges=edges, fanouts=fanouts)
 
     def objective(self, choice: Sequence[int]) -> float:
         total = sum(float(n.cost[c]) for n, c in zip(self.nodes, choice))
