@@ -98,6 +98,8 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     for k, v in given_out.items():
         given[k] = v
     meshes = _mesh(jax, mesh)
+    if meshes is None and given:
+        raise ModelError(f"{next(iter(given))!r} has a sharding but no mesh was given; pass mesh= (--mesh x=2,y=4)")
     program = Program()
     args = []
     for leaf, var in zip(in_names, closed.jaxpr.invars):
