@@ -43,7 +43,7 @@ _FLOATS = ("f32", "bf16", "f16")
 
 def fuse(p: Program) -> None:
     """Rewrite ``p`` in place (see the module docstring)."""
-    for rewrite in (_means, _softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower):
+    for rewrite in (_means, _softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower, _absorb_broadcasts):
         rewrite(p)
         p.prune()
 
@@ -75,12 +75,15 @@ def _factors(p: Program, name: str, depth: int) -> list[str]:
     return _factors(p, n.inputs[0], depth - 1) + _factors(p, n.inputs[1], depth - 1)
 
 
-def _same(p: Program, a: str, b: str) -> bool:
-    """``a`` and ``b`` are one value, or computed by the same op from the same operands (``x - m`` written twice)."""
+def _same(p: Program, a: str, b: str, depth: int = 4) -> bool:
+    """``a`` and ``b`` are one value, or computed alike from the same values (``x - x.mean()`` written twice),
+    looking ``depth`` ops up."""
     if a == b:
         return True
     na, nb = p.producer(a), p.producer(b)
-    return na is not None and nb is not None and (na.op, na.inputs, na.attrs) == (nb.op, nb.inputs, nb.attrs)
+    if depth == 0 or na is None or nb is None or (na.op, na.attrs, len(na.inputs)) != (nb.op, nb.attrs, len(nb.inputs)):
+        return False
+    return all(_same(p, x, y, depth - 1) for x, y in zip(na.inputs, nb.inputs))
 
 
 def _pairs(n: Node):
@@ -131,7 +134,7 @@ def _softmaxes(p: Program) -> None:
         e, denominator = n.inputs
         exp, reshape = _is(p, e, "exp"), _is(p, denominator, "reshape")
         total = _is(p, reshape.inputs[0], "sum") if reshape else None
-        if exp is None or total is None or total.inputs[0] != e or len(total.attr("axes")) != 1:
+        if exp is None or total is None or not _same(p, total.inputs[0], e) or len(total.attr("axes")) != 1:
             continue
         axis = total.attr("axes")[0]
         if p.values[denominator].shape != _kept(p.values[e].shape, (axis,)):
@@ -141,7 +144,7 @@ def _softmaxes(p: Program) -> None:
         shifted = _is(p, z, "sub")
         if shifted is not None:
             top = _is(p, _unwrap_max(p, shifted.inputs[1]), "max")
-            if (top is not None and top.inputs[0] == shifted.inputs[0] and tuple(top.attr("axes")) == (axis,)
+            if (top is not None and _same(p, top.inputs[0], shifted.inputs[0]) and tuple(top.attr("axes")) == (axis,)
                     and p.values[shifted.inputs[1]].shape == _kept(p.values[shifted.inputs[0]].shape, (axis,))):
                 x = shifted.inputs[0]
         p.replace(n, "softmax", [x], axis=axis)
@@ -194,7 +197,7 @@ def _normalised(p: Program, n: Node) -> tuple[str, float] | None:
             or (sq.op in ("square", "integer_pow") and sq.attr("y", 2) == 2 and _same(p, sq.inputs[0], centred)))
         sub = _is(p, centred, "sub")
         mu = _last_mean(p, sub.inputs[1]) if sub is not None else None
-        if squares and mu is not None and mu.inputs[0] == sub.inputs[0]:
+        if squares and mu is not None and _same(p, mu.inputs[0], sub.inputs[0]):
             return sub.inputs[0], eps
     return None
 

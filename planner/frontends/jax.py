@@ -46,6 +46,7 @@ from planner.errors import ModelError, ShardplanError, did_you_mean
 from planner.frontends.fusion import fuse
 from planner.frontends.jaxpr import Walker, dtype_of
 from planner.frontends.program import Program
+from planner.ir import TensorSharding
 
 INSTALL_HINT = 'JAX is not installed; install the optional extra with pip install -e ".[jax]"'
 
@@ -191,9 +192,9 @@ def _kinds(params, arg_names: list[str], example_args, jax) -> list[str]:
 
 def _is_spec(value: Any) -> bool:
     """A sharding entry (not a container of them): text, PartitionSpec, NamedSharding, TensorSharding, None."""
-    if value is None or isinstance(value, str):
-        return True
-    return type(value).__name__ in ("PartitionSpec", "NamedSharding", "TensorSharding")
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return value is None or isinstance(value, (str, PartitionSpec, NamedSharding, TensorSharding))
 
 
 def _spread(given: Any, positional: list[str] | None, known: list[str], what: str, prefix: str = "") -> dict:
@@ -230,7 +231,7 @@ def _spread(given: Any, positional: list[str] | None, known: list[str], what: st
         walk(given, positional[0])
     elif isinstance(given, Mapping):
         for k, v in given.items():
-            walk(v, str(k))
+            walk(v, str(k) if not prefix or str(k) in known or str(k).startswith(prefix + ".") else f"{prefix}.{k}")
     elif isinstance(given, (list, tuple)):
         names = positional if positional is not None else [n for n in known if n.startswith(prefix)]
         if len(given) > len(names):
@@ -245,7 +246,7 @@ def _spread(given: Any, positional: list[str] | None, known: list[str], what: st
 
 def _sharding_text(value: Any, rank: int, name: str) -> Any:
     """Shardy text (or a TensorSharding) for one entry; a PartitionSpec is padded to ``rank``."""
-    if value is None or isinstance(value, str) or type(value).__name__ == "TensorSharding":
+    if value is None or isinstance(value, (str, TensorSharding)):
         return value
     spec = getattr(value, "spec", value)  # a NamedSharding's PartitionSpec
     entries = list(spec)
