@@ -93,8 +93,10 @@ def _import(module: str):
 
 def _attribute(mod, name: str, what: str) -> Any:
     if not hasattr(mod, name):
-        public = [n for n in dir(mod) if not n.startswith("_")]
-        raise ShardplanError(f"module {mod.__name__!r} has no {what} {name!r}{did_you_mean(name, public)}")
+        own = [n for n, v in vars(mod).items()
+               if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == mod.__name__]
+        raise ShardplanError(f"module {mod.__name__!r} has no {what} {name!r}{did_you_mean(name, own)} "
+                             f"(its functions: {', '.join(sorted(own)) or 'none'})")
     return getattr(mod, name)
 
 
