@@ -5,6 +5,6 @@
 ``NamedSharding``\\ s. The translation goes through a small working program
 (:mod:`planner.frontends.program`): :mod:`planner.frontends.jaxpr` maps each primitive,
 :mod:`planner.frontends.fusion` recognises the catalogue's composite ops (mean, softmax,
-layernorm, gelu) in the primitives and lowers what is left. Only :mod:`planner.frontends.jax`
+layernorm, rmsnorm, gelu) in the primitives and lowers what is left. Only :mod:`planner.frontends.jax`
 and :mod:`planner.frontends.jaxpr` import ``jax`` (an optional dependency: ``pip install -e ".[jax]"``).
 """

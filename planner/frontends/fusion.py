@@ -1,6 +1,6 @@
 """Recognising the catalogue's composite ops in a traced program, and lowering what is left.
 
-A jaxpr spells ``jnp.mean``, ``jax.nn.softmax``, a hand-written layer norm and ``jax.nn.gelu``
+A jaxpr spells ``jnp.mean``, ``jax.nn.softmax``, a hand-written layer or RMS norm and ``jax.nn.gelu``
 as several primitives. :func:`fuse` rewrites them, in this order, into one catalogue op each:
 
 - ``mean``: ``sum(x, axes)`` (kept dims or not) divided by the constant number of reduced
@@ -11,6 +11,7 @@ as several primitives. :func:`fuse` rewrites them, in this order, into one catal
 - ``layernorm``: ``(x - mean(x)) * rsqrt(mean((x - mean(x))**2) + eps)`` over the last axis (or
   divided by ``sqrt(...)``, or times ``1 / sqrt(...)``), then an optional ``* weight`` and
   ``+ bias`` of shape ``[x.shape[-1]]`` when the normalised value has no other reader;
+  ``rmsnorm`` the same without the centring (``x * rsqrt(mean(x**2) + eps)``, optional ``* weight``);
 - ``gelu``: ``x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`` (``jax.nn.gelu``'s
   default tanh approximation, which is the catalogue's gelu; constants compared to 1e-6
   relative, as float32 rounds them).
@@ -178,8 +179,9 @@ def _root_of(p: Program, n: Node) -> tuple[str, str] | None:
     return None
 
 
-def _normalised(p: Program, n: Node) -> tuple[str, float] | None:
-    """``(x, eps)`` when ``n`` is ``(x - mean(x)) / sqrt(mean((x - mean(x))**2) + eps)`` over the last axis."""
+def _normalised(p: Program, n: Node) -> tuple[str, str, float] | None:
+    """``("layernorm", x, eps)`` when ``n`` is ``(x - mean(x)) / sqrt(mean((x - mean(x))**2) + eps)`` over the
+    last axis, ``("rmsnorm", x, eps)`` when it is ``x / sqrt(mean(x**2) + eps)``."""
     found = _root_of(p, n)
     if found is None:
         return None
@@ -195,10 +197,13 @@ def _normalised(p: Program, n: Node) -> tuple[str, float] | None:
         squares = sq is not None and (
             (sq.op == "mul" and all(_same(p, a, centred) for a in sq.inputs))
             or (sq.op in ("square", "integer_pow") and sq.attr("y", 2) == 2 and _same(p, sq.inputs[0], centred)))
+        if not squares:
+            continue
         sub = _is(p, centred, "sub")
         mu = _last_mean(p, sub.inputs[1]) if sub is not None else None
-        if squares and mu is not None and _same(p, mu.inputs[0], sub.inputs[0]):
-            return sub.inputs[0], eps
+        if mu is not None and _same(p, mu.inputs[0], sub.inputs[0]):
+            return "layernorm", sub.inputs[0], eps
+        return "rmsnorm", centred, eps
     return None
 
 
@@ -235,16 +240,16 @@ def _layernorms(p: Program) -> None:
         found = _normalised(p, n)
         if found is None:
             continue
-        x, eps = found
+        op, x, eps = found
         size = p.values[x].shape[-1]
         last, params = n, []
         scaled = _affine(p, n, "mul", size)
         if scaled is not None:
             last, params = scaled[0], [scaled[1]]
-            shifted = _affine(p, last, "add", size)
+            shifted = _affine(p, last, "add", size) if op == "layernorm" else None  # rmsnorm has no bias
             if shifted is not None:
                 last, params = shifted[0], params + [shifted[1]]
-        p.replace(last, "layernorm", [x, *params], eps=eps)
+        p.replace(last, op, [x, *params], eps=eps)
 
 
 # -- gelu ---------------------------------------------------------------------------------

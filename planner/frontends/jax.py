@@ -3,7 +3,7 @@
 :func:`trace` runs ``jax.make_jaxpr`` on a function and its example arguments and turns the
 jaxpr into a :class:`~graphs.graph.ComputationGraph` of catalogue ops
 (:mod:`planner.frontends.jaxpr` maps the primitives, :mod:`planner.frontends.fusion` recognises
-mean, softmax, layer norm and gelu); an unsupported primitive is a
+mean, softmax, layer and RMS norms and gelu); an unsupported primitive is a
 :class:`~planner.errors.ModelError` naming it and the line that used it. The graph carries
 the mesh and the shardings the user gave, so it plans like any model:
 

@@ -99,6 +99,8 @@ CASES = {
     "layernorm_div_sqrt": (lambda x: (x - x.mean(-1, keepdims=True))
                            / jnp.sqrt(((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True) + 1e-6),
                            [(2, 3, 8)], {"layernorm": 1}),
+    "rmsnorm_weight": (lambda x, w: x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w,
+                       [(4, 8), (8,)], {"rmsnorm": 1}),
     "reshape": (lambda x: x.reshape(2, -1), [(4, 8)], {"reshape": 1}),
     "squeeze": (lambda x: jnp.squeeze(x, 1), [(4, 1, 8)], {"reshape": 1}),
     "transpose": (lambda x: x.transpose(2, 0, 1), [(4, 8, 2)], {"transpose": 1}),
