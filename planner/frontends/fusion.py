@@ -346,6 +346,7 @@ _UNFOLDED = {
     "rsqrt": "rsqrt is supported inside a layer norm, (x - mean) * rsqrt(var + eps), only",
     "stop_gradient": "stop_gradient is supported inside jax.nn.softmax only (the catalogue has no op that blocks "
                      "gradients)",
+    "lt": "comparisons are supported between constants and in t[i]'s index wrap only",
 }
 
 
@@ -355,7 +356,9 @@ def _lower(p: Program) -> None:
             raise ModelError(f"JAX primitive {n.primitive!r} has no op in shardplan's catalogue: {_UNFOLDED[n.op]}",
                              where=n.where)
         v = p.values[n.out]
-        if n.op == "square":
+        if n.op == "index_wrap":
+            _unwrap_indices(p, n)
+        elif n.op == "square":
             p.replace(n, "mul", [n.inputs[0], n.inputs[0]])
         elif n.op == "integer_pow":
             _power(p, n, n.inputs[0], n.attr("y"))
@@ -363,6 +366,16 @@ def _lower(p: Program) -> None:
             if v.dtype == "bool":
                 raise ModelError("broadcast of a bool array has no op in shardplan's catalogue", where=n.where)
             p.replace(n, "add", [n.inputs[0], p.const(0.0, v.shape, v.dtype)])
+
+
+def _unwrap_indices(p: Program, n: Node) -> None:
+    """``t[i]``'s negative-index wrap is ``i`` where gathers read it (their indices are in range), else an error."""
+    readers = p.readers(n.out)
+    if n.out in p.outputs or not readers or any(r.op != "gather" or r.inputs[0] == n.out for r in readers):
+        raise ModelError("JAX primitive 'select_n' (jnp.where, lax.select) has no op in shardplan's catalogue; the "
+                         "negative-index wrap of t[i] is supported where only a gather reads it", where=n.where)
+    for r in readers:
+        p.replace(r, "gather", [r.inputs[0], n.inputs[0]])
 
 
 def _power(p: Program, n: Node, x: str, y: int) -> None:

@@ -24,7 +24,10 @@ Mappings (operands are values, literals become ``const`` tensors):
 - ``gather`` of whole rows of a table by a trailing index vector (``jnp.take(t, i, axis=0)``) ->
   ``gather`` (indices in range; JAX's clip and fill modes agree with it there);
 - ``integer_pow``, ``square``, ``sqrt``, ``rsqrt``, ``stop_gradient`` become internal nodes for
-  :mod:`planner.frontends.fusion`.
+  :mod:`planner.frontends.fusion`; so do ``lt`` and the ``select_n(i < 0, i, i + n)`` with which
+  ``t[i]`` wraps negative indices (kept only where a ``gather`` reads it: its indices are in range);
+- a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
+  (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive).
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ class Walker:
             name = eqn.primitive.name
             if name in _CALLS:
                 outs = self.call(eqn, ins)
+            elif name in FOLDABLE and all(self.p.const_value(v) is not None for v in ins):
+                outs = [self.fold(eqn, ins)]
             else:
                 handler = PRIMITIVES.get(name)
                 if handler is None:
@@ -134,6 +139,17 @@ class Walker:
 
     def where(self, eqn) -> str:
         return where(eqn, self.outer)
+
+    def fold(self, eqn, ins: list[str]) -> str:
+        """A primitive on constants computed now: the constant it gives (JAX's dtype rules, float64 inside)."""
+        aval = eqn.outvars[0].aval
+        args = [np.full(self.shape(v), self.p.const_value(v)) for v in ins]
+        with np.errstate(all="ignore"):
+            value = np.asarray(FOLDABLE[eqn.primitive.name](args, eqn.params))
+        dtype = dtype_of(aval, f"the result of {eqn.primitive.name}")
+        if dtype in ("i32", "i64"):
+            value = np.trunc(value)
+        return self.p.const(float(value.reshape(-1)[0]) if value.size else 0.0, tuple(aval.shape), dtype)
 
     # -- emitting ------------------------------------------------------------------------
     def emit(self, eqn, op: str, ins, /, **attrs) -> str:
@@ -292,6 +308,22 @@ def _gather(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "gather", [ins[0], indices])
 
 
+def _select_n(w: Walker, eqn, ins) -> str:
+    """A constant choice; or ``jnp``'s index wrap ``select_n(i < 0, i, i + n)`` (``t[i]``), which is ``i`` for a
+    gather's in-range indices."""
+    choice = w.p.const_value(ins[0])
+    if choice is not None:  # a choice made by constants (jnp.var's where(N - ddof > 0, ...))
+        return ins[1 + int(choice)]
+    test = w.p.producer(ins[0])
+    if (len(ins) == 3 and test is not None and test.op == "lt" and test.inputs[0] == ins[1]
+            and w.p.const_value(test.inputs[1]) == 0.0):
+        shifted = w.p.producer(ins[2])
+        if shifted is not None and shifted.op == "add" and ins[1] in shifted.inputs:
+            return w.emit(eqn, "index_wrap", [ins[1]])
+    raise ModelError("JAX primitive 'select_n' (jnp.where, lax.select) has no op in shardplan's catalogue; only "
+                     "its choices between constants and the index wrap of t[i] are supported", where=w.where(eqn))
+
+
 def _integer_pow(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "integer_pow", ins, y=int(eqn.params["y"]))
 
@@ -309,6 +341,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], str]] = {
     "gather": _gather,
     "integer_pow": _integer_pow,
     "logistic": _simple("sigmoid"),
+    "lt": _simple("lt"),
     "max": _max,
     "mul": _simple("mul"),
     "neg": _simple("neg"),
@@ -316,6 +349,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], str]] = {
     "reduce_sum": _reduce("sum"),
     "reshape": _reshape,
     "rsqrt": _simple("rsqrt"),
+    "select_n": _select_n,
     "slice": _slice,
     "sqrt": _simple("sqrt"),
     "square": _simple("square"),
@@ -326,3 +360,33 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], str]] = {
     "transpose": _transpose,
 }
 
+
+
+def _rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+#: Primitives computed at trace time when every operand is a constant (``jnp.var``'s ``N - ddof``, its
+#: ``where(N - ddof > 0, ..., nan)``): ``f(operand arrays, params) -> array``.
+FOLDABLE: dict[str, Callable[[list, dict], Any]] = {
+    "add": lambda a, p: a[0] + a[1],
+    "convert_element_type": lambda a, p: a[0],
+    "div": lambda a, p: a[0] / a[1],
+    "eq": lambda a, p: a[0] == a[1],
+    "exp": lambda a, p: np.exp(a[0]),
+    "ge": lambda a, p: a[0] >= a[1],
+    "gt": lambda a, p: a[0] > a[1],
+    "integer_pow": lambda a, p: a[0] ** p["y"],
+    "le": lambda a, p: a[0] <= a[1],
+    "lt": lambda a, p: a[0] < a[1],
+    "max": lambda a, p: np.maximum(a[0], a[1]),
+    "mul": lambda a, p: a[0] * a[1],
+    "ne": lambda a, p: a[0] != a[1],
+    "neg": lambda a, p: -a[0],
+    "rsqrt": lambda a, p: _rsqrt(a[0]),
+    "select_n": lambda a, p: np.choose(a[0].astype(int), a[1:]),
+    "sqrt": lambda a, p: np.sqrt(a[0]),
+    "square": lambda a, p: a[0] * a[0],
+    "sub": lambda a, p: a[0] - a[1],
+    "tanh": lambda a, p: np.tanh(a[0]),
+}

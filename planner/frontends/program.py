@@ -29,7 +29,7 @@ from graphs import ComputationGraph, GraphBuilder
 from planner.errors import InternalError, ModelError
 
 #: Ops a node may have that the catalogue lacks: folded or lowered by fusion, else an error.
-INTERNAL_OPS = ("broadcast", "integer_pow", "rsqrt", "sqrt", "square", "stop_gradient")
+INTERNAL_OPS = ("broadcast", "index_wrap", "integer_pow", "lt", "rsqrt", "sqrt", "square", "stop_gradient")
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,3 +208,29 @@ def test_tracing_is_deterministic():
     a = trace_function(fn, *_args(shapes))
     b = trace_function(fn, *_args(shapes))
     assert dump_model(a.graph, a.sources) == dump_model(b.graph, b.sources)
+
+
+def test_jnp_var_folds_its_constants_and_is_a_mean_of_squares():
+    # jnp.var divides by N - ddof (a constant) and chooses NaN when that is not positive (a constant choice)
+    ops = check_against_jax(lambda x: jnp.var(x, axis=-1), _args([(4, 8)]))
+    assert ops == Counter({"mean": 2, "sub": 1, "mul": 1})
+
+
+def test_layer_norm_written_with_jnp_var_is_one_layernorm():
+    def ln(x):
+        return (x - x.mean(-1, keepdims=True)) / jnp.sqrt(jnp.var(x, -1, keepdims=True) + 1e-5)
+
+    assert check_against_jax(ln, _args([(4, 8)])) == Counter({"layernorm": 1})
+
+
+def test_indexing_a_table_drops_the_negative_index_wrap_for_the_gather():
+    assert check_against_jax(lambda t, i: t[i], _args([(10, 4), IDX])) == Counter({"gather": 1})
+
+
+def test_jnp_where_is_refused_with_its_line():
+    def f(x):
+        return jnp.where(x > 0, x, 0.1 * x)
+
+    with pytest.raises(ModelError, match="'(gt|select_n)'") as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert _line_of(f, "jnp.where") in e.value.where
