@@ -235,8 +235,6 @@ def _affine(p: Program, n: Node, op: str, size: int) -> tuple[Node, str] | None:
 
 def _layernorms(p: Program) -> None:
     for n in p.walk():
-        if n not in p.nodes:
-            continue
         found = _normalised(p, n)
         if found is None:
             continue
@@ -293,7 +291,7 @@ def _gelu_input(p: Program, n: Node) -> str | None:
 
 def _gelus(p: Program) -> None:
     for n in p.walk():
-        if n.op != "mul" or n not in p.nodes:
+        if n.op != "mul":
             continue
         x = _gelu_input(p, n)
         if x is not None and p.values[x].shape == p.values[n.out].shape:

@@ -50,9 +50,10 @@ class Declared:
     sharding: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Node:
-    """One op: ``op`` on ``inputs`` gives ``out``; ``attrs`` a sorted tuple of pairs."""
+    """One op: ``op`` on ``inputs`` gives ``out``; ``attrs`` a sorted tuple of pairs. Nodes compare by identity
+    (one result has one node at a time: :meth:`Program.producer`)."""
 
     op: str
     inputs: tuple[str, ...]
@@ -81,6 +82,7 @@ class Program:
     out_shardings: dict[int, Any] = field(default_factory=dict)
     _count: int = 0
     _consts: dict = field(default_factory=dict)
+    _made_by: dict = field(default_factory=dict)  # result name -> its node
 
     # -- building ------------------------------------------------------------------------
     def fresh(self) -> str:
@@ -107,28 +109,28 @@ class Program:
         out = self.fresh() if out is None else out
         self.values[out] = Value(tuple(out_shape), dtype)
         self.nodes.append(Node(op, tuple(inputs), out, _attrs(attrs), where, primitive))
+        self._made_by[out] = self.nodes[-1]
         return out
 
     def replace(self, old: Node, op: str, inputs, /, **attrs: Any) -> Node:
         """``old`` (same result, place and origin) as ``op`` on ``inputs``."""
         new = Node(op, tuple(inputs), old.out, _attrs(attrs), old.where, old.primitive)
         self.nodes[self.nodes.index(old)] = new
+        self._made_by[old.out] = new
         return new
 
     def insert_before(self, anchor: Node, op: str, inputs, out_shape, dtype: str, /, **attrs: Any) -> str:
         """A new node computed just before ``anchor`` (same source line); returns its result."""
         out = self.fresh()
         self.values[out] = Value(tuple(out_shape), dtype)
-        self.nodes.insert(self.nodes.index(anchor), Node(op, tuple(inputs), out, _attrs(attrs), anchor.where,
-                                                         anchor.primitive))
+        node = Node(op, tuple(inputs), out, _attrs(attrs), anchor.where, anchor.primitive)
+        self.nodes.insert(self.nodes.index(anchor), node)
+        self._made_by[out] = node
         return out
 
     # -- reading -------------------------------------------------------------------------
     def producer(self, name: str) -> Node | None:
-        for n in self.nodes:
-            if n.out == name:
-                return n
-        return None
+        return self._made_by.get(name)
 
     def const_value(self, name: str) -> float | None:
         """The value of a constant (None for anything else)."""
@@ -142,7 +144,10 @@ class Program:
         return sum(n.inputs.count(name) for n in self.nodes) + self.outputs.count(name)
 
     def walk(self) -> Iterator[Node]:
-        yield from list(self.nodes)
+        """The nodes in order, skipping those a rewrite has replaced meanwhile."""
+        for n in list(self.nodes):
+            if self._made_by.get(n.out) is n:
+                yield n
 
     # -- result --------------------------------------------------------------------------
     def prune(self) -> None:
@@ -154,6 +159,7 @@ class Program:
                 kept.append(n)
                 live.update(n.inputs)
         self.nodes = kept[::-1]
+        self._made_by = {n.out: n for n in self.nodes}
         for name, d in list(self.declared.items()):
             if d.kind == "const" and name not in live:
                 del self.declared[name]
