@@ -107,17 +107,18 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
         kind = "param" if any(_under(leaf, k) for k in kinds) else "input"
         args.append(program.declare(leaf, tuple(var.aval.shape), dtype_of(var.aval, f"argument {leaf!r}"), kind,
                                     sharding=_sharding_text(given.get(leaf), len(var.aval.shape), leaf)))
-    program.outputs = Walker(program).closed(closed, args)
+    results = Walker(program).closed(closed, args)
+    for i, v in enumerate(results):  # a result that is an argument, a constant or another result: a copy of it
+        if program.producer(v) is None or v in results[:i]:
+            results[i] = program.add("reshape", [v], program.values[v].shape, program.values[v].dtype,
+                                     primitive="copy", shape=program.values[v].shape)
+    program.outputs = results
     program.output_names = out_names
     program.out_shardings = {i: _sharding_text(given[n], len(program.values[v].shape), n)
                              for i, (n, v) in enumerate(zip(out_names, program.outputs)) if given.get(n) is not None}
-    for i, v in enumerate(program.outputs):
-        if i in program.out_shardings and program.producer(v) is None:
-            raise ModelError(f"result {out_names[i]!r} is an argument or constant of the function, not computed by "
-                             "it; give its sharding as the argument's")
     fuse(program)
     graph, sources = program.graph(name or _fn_name(fn), meshes)
-    return Traced(graph, sources, tuple(in_names), tuple(out_names))
+    return Traced(graph, sources, tuple(in_names), graph.outputs)
 
 
 # -- names ----------------------------------------------------------------------------------

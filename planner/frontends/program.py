@@ -22,6 +22,7 @@ catalogue infers is the shape the frontend recorded.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -186,11 +187,18 @@ class Program:
             op_name = f"{n.op}_{k}"
             rename[n.out] = out_names.get(n.out, f"{op_name}.out")
             out_sharding = self.out_shardings.get(self.outputs.index(n.out)) if n.out in self.outputs else None
-            b.op(n.op, [rename[i] for i in n.inputs], output=rename[n.out], name=op_name, out_sharding=out_sharding,
-                 **dict(n.attrs))
             notes[op_name] = n.where
+            try:
+                b.op(n.op, [rename[i] for i in n.inputs], output=rename[n.out], name=op_name,
+                     out_sharding=out_sharding, **dict(n.attrs))
+            except ModelError as e:
+                raise ModelError(e.message, where=n.where or None) from None
         b.outputs(*[rename[o] for o in self.outputs])
-        graph = b.build()
+        try:
+            graph = b.build()
+        except ModelError as e:  # the catalogue refuses an op (an integer div ...): say where the user wrote it
+            named = re.search(r"op '([^']+)'", e.message)
+            raise ModelError(e.message, where=notes.get(named.group(1)) if named else None) from None
         for old, new in rename.items():
             if graph.tensor(new).shape != self.values[old].shape or graph.tensor(new).dtype != self.values[old].dtype:
                 raise InternalError(f"tensor {new}: the catalogue infers {graph.tensor(new).type_text()} but the "

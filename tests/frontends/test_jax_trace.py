@@ -234,3 +234,17 @@ def test_jnp_where_is_refused_with_its_line():
     with pytest.raises(ModelError, match="'(gt|select_n)'") as e:
         trace(f, np.ones((4, 8), np.float32))
     assert _line_of(f, "jnp.where") in e.value.where
+
+
+def test_results_that_are_arguments_or_repeated_are_copies():
+    ops = check_against_jax(lambda x, y: (x, jnp.tanh(y), jnp.tanh(y) * 0 + x, x), _args([(4, 8), (4, 8)]))
+    assert ops["reshape"] == 2  # the argument returned twice: one same-shape reshape each (a reshape is a copy)
+
+
+def test_an_op_the_catalogue_refuses_names_the_users_line():
+    def f(i, j):
+        return jax.lax.div(i, j)  # an integer div: the catalogue's div takes floats
+
+    with pytest.raises(ModelError, match="op 'div_0': div needs a floating-point input") as e:
+        trace(f, np.ones((4,), np.int32), np.ones((4,), np.int32))
+    assert _line_of(f, "lax.div") in e.value.where
