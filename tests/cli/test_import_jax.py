@@ -80,3 +80,14 @@ def test_import_jax_without_jax_says_how_to_install_it(module, monkeypatch, caps
     assert main(["import-jax", "usermod:g", "--args", "f32[4]"]) == 2
     err = capsys.readouterr().err
     assert 'pip install -e ".[jax]"' in err and "Traceback" not in err
+
+
+def test_import_jax_with_args_shapes_writes_the_traced_model(module, capsys):
+    pytest.importorskip("jax")
+    from graphs import load_model_text
+
+    assert main(["import-jax", "usermod:g", "--args", "f32[4,6]", "--mesh", "d=2", "--shardings", 'x=[{"d"}, {}]',
+                 "--name", "negate"]) == 0
+    g = load_model_text(capsys.readouterr().out)
+    assert g.name == "negate" and [op.op for op in g.ops] == ["neg"] and g.outputs == ("out",)
+    assert g.tensor("x").shape == (4, 6) and g.tensor("x").sharding.dims_text() == '[{"d"}, {}]'
