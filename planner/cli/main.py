@@ -18,9 +18,9 @@ from planner import __version__
 from planner.errors import ShardplanError
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
-from planner.cli import check, compare, describe, export, graph, plan, reshard, simulate
+from planner.cli import check, compare, describe, export, graph, import_jax, plan, reshard, simulate
 
-COMMANDS = (describe, graph, plan, reshard, simulate, check, compare, export)
+COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, check, compare, export)
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEBUG_ENV = "SHARDPLAN_DEBUG"
@@ -29,7 +29,7 @@ DEBUG_ENV = "SHARDPLAN_DEBUG"
 #: thread pool, which numpy starts on import (about 0.2 s of CPU on a 2-core machine, measured
 #: with ``/usr/bin/time python -c "import numpy"``), is not started, unless the user set
 #: ``OPENBLAS_NUM_THREADS``. ``simulate`` and ``check`` multiply real tensors and keep it.
-SMALL_ARRAY_COMMANDS = ("describe", "graph", "plan", "reshard", "compare", "export")
+SMALL_ARRAY_COMMANDS = ("import-jax", "describe", "graph", "plan", "reshard", "compare", "export")
 
 EXIT_CODES = f"""exit status:
   {EXIT_OK}    success

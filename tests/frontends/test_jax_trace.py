@@ -1,0 +1,250 @@
+"""planner.frontends.jax.trace: every mapped primitive gives the catalogue ops its jaxpr means, and the
+graph computes what jax.jit(fn) computes; unsupported primitives are errors naming them and their line."""
+
+import inspect
+from collections import Counter
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from graphs.evaluate import run_reference  # noqa: E402
+from planner.errors import ModelError  # noqa: E402
+from planner.frontends.jax import trace, trace_function  # noqa: E402
+
+F32_RTOL = 1e-5
+"""jax computes in float32 (unit roundoff 2**-24 ~ 6e-8) and the reference in float64 from the same
+float32 inputs; each case chains at most ~10 roundings and sums at most 64 terms, 64 * 6e-8 ~ 4e-6 < 1e-5."""
+
+
+def _args(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) if not isinstance(s, np.ndarray) else s for s in shapes]
+
+
+def _feeds(traced, args):
+    """The graph's inputs from the function's arguments (floats widened to float64), its consts from their values."""
+    leaves = jax.tree_util.tree_leaves(args)
+    feeds = {n: (np.asarray(v, np.float64) if np.issubdtype(np.asarray(v).dtype, np.floating) else np.asarray(v))
+             for n, v in zip(traced.inputs, leaves)}
+    feeds.update({t.name: np.full(t.shape, t.value) for t in traced.graph.tensors.values() if t.kind == "const"})
+    return feeds
+
+
+def check_against_jax(fn, args, rtol=F32_RTOL):
+    """Trace ``fn``, run the graph's numpy reference and ``jax.jit(fn)`` on ``args``; return the op counts."""
+    traced = trace_function(fn, *args)
+    ours = run_reference(traced.graph, _feeds(traced, args))
+    theirs = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
+    assert len(theirs) == len(traced.outputs)
+    for name, value in zip(traced.outputs, theirs):
+        expected = np.asarray(value, np.float64)
+        assert ours[name].shape == expected.shape, name
+        np.testing.assert_allclose(ours[name], expected, rtol=rtol, atol=rtol * max(1.0, np.abs(expected).max()))
+    return Counter(op.op for op in traced.graph.ops)
+
+
+IDX = np.array([[3, 0, 9], [9, 1, 2]], np.int32)  # rows of a 10-row table, in range
+FLOAT = "float"
+
+
+def _custom_vjp():
+    @jax.custom_vjp
+    def g(x):
+        return jnp.tanh(x)
+
+    g.defvjp(lambda x: (g(x), x), lambda x, ct: (ct,))
+    return g
+
+
+def _layer_norm(x, s, b):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * s + b
+
+
+# name: (function, argument shapes, the ops its jaxpr spells in catalogue terms)
+CASES = {
+    "add_broadcast": (lambda x, b: x + b, [(4, 8), (8,)], {"add": 1}),
+    "sub_literal": (lambda x: x - 1.5, [(4, 8)], {"sub": 1}),
+    "mul": (lambda x, y: x * y, [(4, 8), (4, 8)], {"mul": 1}),
+    "div": (lambda x, y: x / (y * y + 1.0), [(4, 8), (4, 8)], {"mul": 1, "add": 1, "div": 1}),
+    "neg": (lambda x: -x, [(4, 8)], {"neg": 1}),
+    "exp": (jnp.exp, [(4, 8)], {"exp": 1}),
+    "tanh": (jnp.tanh, [(4, 8)], {"tanh": 1}),
+    "logistic_is_sigmoid": (jax.nn.sigmoid, [(4, 8)], {"sigmoid": 1}),
+    "relu": (jax.nn.relu, [(4, 8)], {"relu": 1}),
+    "max_with_zero_is_relu": (lambda x: jnp.maximum(x, 0.0), [(4, 8)], {"relu": 1}),
+    "maximum": (jnp.maximum, [(4, 8), (4, 8)], {"maximum": 1}),
+    "gelu_tanh": (jax.nn.gelu, [(4, 8)], {"gelu": 1}),
+    "matmul": (lambda x, w: x @ w, [(2, 4, 8), (8, 3)], {"matmul": 1}),
+    "matmul_transpose_b": (lambda x, w: jnp.einsum("ik,jk->ij", x, w), [(4, 8), (3, 8)], {"matmul": 1}),
+    "batched_matmul": (lambda q, k: jnp.einsum("bnqd,bnkd->bnqk", q, k), [(2, 3, 4, 5), (2, 3, 6, 5)],
+                       {"matmul": 1}),
+    "dot_general_as_einsum": (lambda a, b: jax.lax.dot_general(a, b, (((0, 2), (0, 1)), ((), ()))),
+                              [(2, 3, 4), (2, 4, 5)], {"einsum": 1}),
+    "vector_matrix_as_einsum": (lambda v, w: v @ w, [(8,), (8, 3)], {"einsum": 1}),
+    "sum": (lambda x: jnp.sum(x, axis=0), [(4, 8)], {"sum": 1}),
+    "max": (lambda x: jnp.max(x, axis=(0, 2)), [(4, 8, 2)], {"max": 1}),
+    "mean": (lambda x: jnp.mean(x, axis=-1), [(4, 8)], {"mean": 1}),
+    "mean_keepdims": (lambda x: x - jnp.mean(x, axis=0, keepdims=True), [(4, 8)], {"mean": 1, "sub": 1}),
+    "softmax": (lambda x: jax.nn.softmax(x, axis=-1), [(4, 8)], {"softmax": 1}),
+    "softmax_axis0": (lambda x: jax.nn.softmax(x, axis=0), [(4, 8)], {"softmax": 1}),
+    "softmax_by_hand": (lambda x: jnp.exp(x) / jnp.sum(jnp.exp(x), axis=-1, keepdims=True), [(4, 8)],
+                        {"softmax": 1}),
+    "layernorm_weight_bias": (_layer_norm, [(4, 8), (8,), (8,)], {"layernorm": 1}),
+    "layernorm_div_sqrt": (lambda x: (x - x.mean(-1, keepdims=True))
+                           / jnp.sqrt(((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True) + 1e-6),
+                           [(2, 3, 8)], {"layernorm": 1}),
+    "rmsnorm_weight": (lambda x, w: x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w,
+                       [(4, 8), (8,)], {"rmsnorm": 1}),
+    "reshape": (lambda x: x.reshape(2, -1), [(4, 8)], {"reshape": 1}),
+    "squeeze": (lambda x: jnp.squeeze(x, 1), [(4, 1, 8)], {"reshape": 1}),
+    "transpose": (lambda x: x.transpose(2, 0, 1), [(4, 8, 2)], {"transpose": 1}),
+    "cast_to_int": (lambda x: (x * 10).astype(jnp.int32), [(4, 8)], {"mul": 1, "cast": 1}),
+    "concat": (lambda x, y: jnp.concatenate([x, y], axis=1), [(4, 8), (4, 3)], {"concat": 1}),
+    "slice": (lambda x: x[1:3, 2:], [(4, 8)], {"slice": 1}),
+    "gather_rows": (lambda t, i: jnp.take(t, i, axis=0, mode="clip"), [(10, 4), IDX], {"gather": 1}),
+    "integer_pow": (lambda x: x ** 3, [(4, 8)], {"mul": 2}),
+    "square": (jnp.square, [(4, 8)], {"mul": 1}),
+    "broadcast_materialised": (lambda b: jnp.broadcast_to(b, (4, 8)), [(8,)], {"add": 1}),
+    "custom_vjp_inlined": (lambda x: _custom_vjp()(x) * 2.0, [(4, 8)], {"tanh": 1, "mul": 1}),
+    "jit_inlined": (lambda x: jax.jit(lambda y: jnp.exp(y) + 1.0)(x), [(4, 8)], {"exp": 1, "add": 1}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_traced_primitive_computes_what_jax_computes(case):
+    fn, shapes, ops = CASES[case]
+    assert check_against_jax(fn, _args(shapes)) == Counter(ops)
+
+
+def test_cast_to_bf16_matches_jax_to_bf16_rounding():
+    # jax rounds to bf16 (8 significant bits: relative error <= 2**-9); the reference keeps float64
+    ops = check_against_jax(lambda x: jnp.tanh(x).astype(jnp.bfloat16), _args([(4, 8)]), rtol=2.0 ** -8)
+    assert ops == Counter({"tanh": 1, "cast": 1})
+
+
+def _line_of(fn, text):
+    """``file:line`` of the source line of ``fn`` containing ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    k = next(i for i, line in enumerate(lines) if text in line)
+    return f"{inspect.getsourcefile(fn).split('/')[-1]}:{first + k}"
+
+
+def test_unsupported_primitive_names_it_and_its_line():
+    def f(x):
+        y = x * 2.0
+        return jnp.sin(y)
+
+    with pytest.raises(ModelError) as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert "JAX primitive 'sin' has no op" in str(e.value)
+    assert _line_of(f, "jnp.sin") in e.value.where
+
+
+def test_sqrt_outside_a_layer_norm_is_refused_with_its_line():
+    def f(x):
+        return jnp.sqrt(x * x + 1.0)
+
+    with pytest.raises(ModelError, match="primitive 'sqrt'.*inside a layer norm") as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert _line_of(f, "jnp.sqrt") in e.value.where
+
+
+def test_a_captured_array_of_different_values_is_refused():
+    table = np.arange(8, dtype=np.float32)
+    with pytest.raises(ModelError, match="constant array of shape \\[8\\].*pass the array as an argument"):
+        trace(lambda x: x + table, np.ones((4, 8), np.float32))
+
+
+def test_a_captured_array_of_one_value_is_a_const():
+    g = trace(lambda x: x * jnp.full((4, 8), 3.0), np.ones((4, 8), np.float32))
+    [c] = [t for t in g.tensors.values() if t.kind == "const"]
+    assert c.value == 3.0 and c.shape == ()  # a broadcast constant read elementwise needs no full array
+
+
+def test_names_kinds_and_shardings_follow_the_signature():
+    def block(params, x, *, unused=None):
+        return {"y": jnp.tanh(x @ params["w"]), "z": x + params["b"]}
+
+    params = {"w": np.ones((8, 4), np.float32), "b": np.ones((8,), np.float32)}
+    x = np.ones((16, 8), np.float32)
+    g = trace(block, params, x, mesh={"dp": 2, "tp": 2}, params=["params"],
+              shardings=[{"w": P(None, "tp")}, '[{"dp"}, {}]'], out_shardings={"y": P("dp", "tp")})
+    assert {n: t.kind for n, t in g.tensors.items() if t.kind != "activation"} == \
+        {"params.b": "param", "params.w": "param", "x": "input"}
+    assert g.outputs == ("out.y", "out.z")
+    assert g.tensor("params.w").sharding.dims_text() == '[{}, {"tp"}]'
+    assert g.tensor("x").sharding.dims_text() == '[{"dp"}, {}]'
+    assert g.op(g.producer("out.y")).out_sharding.dims_text() == '[{"dp"}, {"tp"}]'
+
+
+def test_a_jax_mesh_gives_its_axis_names_and_sizes():
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("a", "b"))
+    g = trace(lambda x: -x, np.ones((4,), np.float32), mesh=mesh)
+    assert [(a.name, a.size) for a in g.mesh.axes] == [("a", 1), ("b", 1)]
+
+
+def test_shardings_without_a_mesh_are_refused():
+    with pytest.raises(ModelError, match="no mesh was given"):
+        trace(lambda x: -x, np.ones((4,), np.float32), shardings=['[{"x"}]'])
+
+
+def test_unknown_names_are_refused_with_a_suggestion():
+    with pytest.raises(ModelError, match="no argument or result.*did you mean x"):
+        trace(lambda x: -x, np.ones((4,), np.float32), mesh={"d": 2}, shardings={"xx": '[{"d"}]'})
+    with pytest.raises(ModelError, match="params names 'w'"):
+        trace(lambda x: -x, np.ones((4,), np.float32), params=["w"])
+
+
+def test_tracing_is_deterministic():
+    from graphs.yaml_dump import dump_model
+
+    fn, shapes, _ = CASES["layernorm_weight_bias"]
+    a = trace_function(fn, *_args(shapes))
+    b = trace_function(fn, *_args(shapes))
+    assert dump_model(a.graph, a.sources) == dump_model(b.graph, b.sources)
+
+
+def test_jnp_var_folds_its_constants_and_is_a_mean_of_squares():
+    # jnp.var divides by N - ddof (a constant) and chooses NaN when that is not positive (a constant choice)
+    ops = check_against_jax(lambda x: jnp.var(x, axis=-1), _args([(4, 8)]))
+    assert ops == Counter({"mean": 2, "sub": 1, "mul": 1})
+
+
+def test_layer_norm_written_with_jnp_var_is_one_layernorm():
+    def ln(x):
+        return (x - x.mean(-1, keepdims=True)) / jnp.sqrt(jnp.var(x, -1, keepdims=True) + 1e-5)
+
+    assert check_against_jax(ln, _args([(4, 8)])) == Counter({"layernorm": 1})
+
+
+def test_indexing_a_table_drops_the_negative_index_wrap_for_the_gather():
+    assert check_against_jax(lambda t, i: t[i], _args([(10, 4), IDX])) == Counter({"gather": 1})
+
+
+def test_jnp_where_is_refused_with_its_line():
+    def f(x):
+        return jnp.where(x > 0, x, 0.1 * x)
+
+    with pytest.raises(ModelError, match="'(gt|select_n)'") as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert _line_of(f, "jnp.where") in e.value.where
+
+
+def test_results_that_are_arguments_or_repeated_are_copies():
+    ops = check_against_jax(lambda x, y: (x, jnp.tanh(y), jnp.tanh(y) * 0 + x, x), _args([(4, 8), (4, 8)]))
+    assert ops["reshape"] == 2  # the argument returned twice: one same-shape reshape each (a reshape is a copy)
+
+
+def test_an_op_the_catalogue_refuses_names_the_users_line():
+    def f(i, j):
+        return jax.lax.div(i, j)  # an integer div: the catalogue's div takes floats
+
+    with pytest.raises(ModelError, match="op 'div_0': div needs a floating-point input") as e:
+        trace(f, np.ones((4,), np.int32), np.ones((4,), np.int32))
+    assert _line_of(f, "lax.div") in e.value.where
