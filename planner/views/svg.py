@@ -18,10 +18,11 @@ SVG_NS = "http://www.w3.org/2000/svg"  # the namespace name of SVG (an identifie
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, 'DejaVu Sans Mono', monospace"
 CHAR_WIDTH = 0.62  # a monospace glyph's advance, in ems (DejaVu Sans Mono: 0.602; Menlo 0.602; margin kept)
 
-#: Light, distinguishable fills (Tableau's 10 in their light variants, then two more) for
-#: shardings, blocks and searches; dark text stays readable on every one of them.
+#: Light, distinguishable fills for shardings, blocks and searches (Tableau 20's light half without
+#: its grey, then ColorBrewer's Set3 without its grey); dark text stays readable on every one.
 PALETTE = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
-           "#9edae5", "#bcbd22", "#fdd0a2", "#a1d99b")
+           "#9edae5", "#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69",
+           "#fccde5", "#bc80bd", "#ccebc5", "#ffed6f")
 REPLICATED = "#e6e6e6"  # a replicated tensor: grey, so that the sharded ones stand out
 COMPUTE = "#4e79a7"
 COMMUNICATION = "#e15759"
