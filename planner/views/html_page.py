@@ -375,6 +375,7 @@ JS = """
   });
   document.body.setAttribute('data-label-overflow',String(overflow));
   document.body.setAttribute('data-svg-nodes',String(document.querySelectorAll('svg g.node').length));
+  document.body.setAttribute('data-fetched',String(performance.getEntriesByType('resource').length));
 })();
 """
 
