@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 from planner.views.svg import COMMUNICATION, COMPUTE, color, esc, num, svg_open, text, text_width
 
-BAR_H, BAR_GAP, ROW_GAP = 11.0, 2.0, 7.0
+BAR_H, BAR_GAP, ROW_GAP = 12.0, 3.0, 8.0
 PLOT_W = 420.0
 FONT = 12.0
 
@@ -133,7 +133,8 @@ def _stack(charts: Sequence[tuple[str, float, float]], title: str) -> str:
     width = max([w for _, w, _ in charts] + [24 + text_width(title, 14)])
     height = 34 + sum(h for _, _, h in charts) + 10 * (len(charts) - 1)
     out = [svg_open(width, height, "compare-chart", title),
-           f'<rect width="{num(width)}" height="{num(height)}" fill="#ffffff"/>', text(12, 22, title, 14, weight="bold")]
+           f'<rect width="{num(width)}" height="{num(height)}" fill="#ffffff"/>',
+           text(12, 22, title, 14, weight="bold")]
     y = 34.0
     for chart, _, h in charts:
         out.append(f'<g transform="translate(0,{num(y)})">' + chart + "</g>")

@@ -6,8 +6,8 @@ nothing. It shows, from top to bottom:
 * the plan's header: model, search, mesh, totals (as the table format prints them);
 * **the graph**, laid out by layer (:mod:`planner.views.layered_layout`): ops are
   white boxes, tensors rounded boxes filled with the colour of their sharding (the
-  legend above; replicated is grey; a graph output has a double border). Every
-  redistribution is drawn on its edge (red), labelled with its steps and its
+  legend above; replicated is grey; a graph output has a thick border, a pending
+  sum a dashed one). Every redistribution is drawn on its edge (red), labelled with its steps and its
   bytes per device (``bwd`` / ``grad`` before the backward ones and gradient
   reductions); hover any box or label for the details. A click on a legend entry
   fades every tensor of another sharding;
@@ -239,7 +239,8 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
         red = e in redistributed
         out.append(f'<path class="edge{" redistributed" if red else ""}" d="{d}" fill="none" '
                    f'stroke="{COMMUNICATION if red else "#888888"}" stroke-width="{"2" if red else "1"}" '
-                   f'marker-end="url(#{"arrow-r" if red else "arrow"})" data-from="{esc(e[0])}" data-to="{esc(e[1])}"/>')
+                   f'marker-end="url(#{"arrow-r" if red else "arrow"})" data-from="{esc(e[0])}" '
+                   f'data-to="{esc(e[1])}"/>')
     out.append("</g>")
 
     out.append('<g class="nodes">')
@@ -278,8 +279,9 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
             double = name in outputs
             out.append(f'<g class="node tensor" data-tensor="{esc(name)}" data-sharding="{esc(key)}" '
                        f'data-color="{colours[key]}"><title>{esc(tip)}</title>')
+            dash = ' stroke-dasharray="4,2"' if t.sharding.unreduced else ""
             out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" rx="9" '
-                       f'fill="{colours[key]}" stroke="#555555" stroke-width="{"3" if double else "1"}"/>')
+                       f'fill="{colours[key]}" stroke="#555555" stroke-width="{"3" if double else "1"}"{dash}/>')
         out.append(f'<text x="{num(x)}" y="{num(y + 4)}" font-size="{num(FONT)}" text-anchor="middle">'
                    f'{esc(label[n])}</text></g>')
     out.append("</g>")
@@ -445,7 +447,8 @@ def plan_page(p) -> str:
     ]
     collapsed = info["collapsed"]
     graph_note = ("Ops are white boxes; tensors are filled with their sharding's colour (click a legend entry to "
-                  "pick its tensors out); a thick border marks a graph output; red edges carry a redistribution, "
+                  "pick its tensors out); a thick border marks a graph output, a dashed one a pending sum; red edges "
+                  "carry a redistribution, "
                   "labelled with its steps and bytes per device. Hover anything for details.")
     if collapsed:
         n = sum(len(v[0]) for v in collapsed.values())

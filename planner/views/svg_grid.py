@@ -136,7 +136,8 @@ def device_grid_svg(sharding: TensorSharding, shape: Sequence[int], dtype: str =
             x, y = margin + c * cell_w, y0 + r * cell_h
             label, size = _cell_label(devices, cell_w)
             span = " ".join(f"[{a},{b})" for a, b in ranges[-2:]) if rank else "scalar"
-            tip = f"device{'s' if len(devices) > 1 else ''} {device_list(devices)}: " + (" x ".join(f"[{a},{b})" for a, b in ranges) or "scalar")
+            where = " x ".join(f"[{a},{b})" for a, b in ranges) or "scalar"
+            tip = f"device{'s' if len(devices) > 1 else ''} {device_list(devices)}: {where}"
             out.append(f'<g class="cell"><title>{esc(tip)}</title>')
             out.append(f'<rect class="block" x="{num(x)}" y="{num(y)}" width="{num(cell_w)}" height="{num(cell_h)}" '
                        f'fill="{color(order[key])}" stroke="#333333" stroke-width="1" '

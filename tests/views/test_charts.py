@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bars_are_proportional_to_their_values_on_one_scale():
-    svg = bar_chart("t", ["a", "b"], [Series("s1", "#000000", (1.0, 4.0), str), Series("s2", "#111111", (2.0, 0.0), str)])
+    svg = bar_chart("t", ["a", "b"], [Series("s1", "#000000", (1.0, 4.0), str),
+                                      Series("s2", "#111111", (2.0, 0.0), str)])
     bars = by_class(ET.fromstring(svg), "rect", "bar")
     got = {(b.get("data-label"), b.get("data-series")): (float(b.get("width")), float(b.get("data-value")))
            for b in bars}
