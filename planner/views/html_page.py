@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 
 from planner.views.charts import bar_chart, time_series
-from planner.views.layered_layout import layered_layout
+from planner.views.layered_layout import layered_layout, spread
 from planner.views.svg import COMMUNICATION, color_map, esc, num, svg_open, text_width
 
 COLLAPSE_OPS = 150  # above this many ops, runs of identical layers are collapsed in the graph
@@ -217,8 +217,30 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
         gaps[(u, v)] = len(rs) * line_h
     layout = layered_layout(nodes, edges, widths, heights, row_gap=44.0 + max(gaps.values(), default=0.0) / 2)
 
+    # the labels: a block of lines per edge, at the middle of its first segment; blocks at the same
+    # height pushed apart (least squares, as the nodes); the canvas widened to hold them all
+    blocks = []
+    for (u, v), rs in drawn.items():
+        if u == v:
+            x, y = layout.positions[u]
+            y += heights[u] / 2 + 4
+        else:
+            (x1, y1), (x2, y2) = layout.routes[(u, v)][:2]
+            x, y = (x1 + x2) / 2, (y1 + y2) / 2 - len(rs) * line_h / 2
+        blocks.append([round(y, 1), x, max(text_width(r.line, 11) + 8 for r in rs), rs])
+    by_y: dict[float, list] = {}
+    for b in blocks:
+        by_y.setdefault(b[0], []).append(b)
+    for row in by_y.values():
+        row.sort(key=lambda b: b[1])
+        for b, x in zip(row, spread([b[1] for b in row], [b[2] for b in row], 6.0)):
+            b[1] = x
+    left = min([0.0] + [b[1] - b[2] / 2 - 8 for b in blocks])
+    dx = -left
+    width = max([layout.width + dx] + [b[1] + b[2] / 2 + 8 + dx for b in blocks])
+
     out = []
-    out.append(svg_open(layout.width, layout.height + 20, "graph", f"the graph of {p.model}"))
+    out.append(svg_open(width, layout.height + 20, "graph", f"the graph of {p.model}"))
     out.append('<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
                'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#888888"/></marker>'
                '<marker id="arrow-r" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
@@ -227,6 +249,7 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
     for r in reshards:  # the other readers of a shared layout: their edges red too
         for reader in p.redistributions[r.index].readers[1:]:
             redistributed.add((tensor_node(r.tensor), op_node(reader)))
+    out.append(f'<g transform="translate({num(dx)},0)">' if dx else "<g>")
     out.append('<g class="edges">')
     for e in dict.fromkeys(edges):
         if e[0] == e[1]:
@@ -287,13 +310,7 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
     out.append("</g>")
 
     out.append('<g class="labels">')
-    for (u, v), rs in drawn.items():
-        if u == v:
-            x, y = layout.positions[u]
-            y += heights[u] / 2 + 4
-        else:
-            (x1, y1), (x2, y2) = layout.routes[(u, v)][:2]
-            x, y = (x1 + x2) / 2, (y1 + y2) / 2 - len(rs) * line_h / 2
+    for y, x, _, rs in blocks:
         for k, r in enumerate(rs):
             w = text_width(r.line, 11) + 8
             ly = y + k * line_h
@@ -303,7 +320,7 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
                        f'fill="#fff4f4" stroke="{COMMUNICATION}" stroke-width="0.5" rx="2"/>')
             out.append(f'<text x="{num(x)}" y="{num(ly + 10)}" font-size="11" text-anchor="middle" '
                        f'fill="#a01010">{esc(r.line)}</text></g>')
-    out.append("</g></svg>")
+    out.append("</g></g></svg>")
     info = {"collapsed": {box: (boxes[box], len(in_box.get(box, [])),
                                 sum(r.bytes_per_device for r in in_box.get(box, []))) for box in boxes}}
     return "\n".join(out), info
@@ -398,15 +415,16 @@ def plan_page(p) -> str:
     # compute vs communication: per layer, per op, and what no op is charged with
     ops = p.ops
     unattributed = max(t.comm_time_s - sum(o.comm_time_s for o in ops), 0.0)
-    rest = "not charged to an op (inputs, parameters, backward, gradients)"
+    rest = "(not per op)"
     groups: dict[str, list[float]] = {}
     for o in ops:
         g = groups.setdefault(group_of(o.name), [0.0, 0.0])
         g[0] += o.compute_time_s
         g[1] += o.comm_time_s
-    note = ("communication of an op: the forward redistributions of its result (the plan's comm_time_s); "
-            f"totals: compute {_fmt_s(t.compute_time_s)}, communication {_fmt_s(t.comm_time_s)}")
-    has_layers = sum(1 for g in groups if layer_of(g) is not None) >= 2
+    note = ("an op's communication: the forward redistributions of its result (the plan's comm_time_s); "
+            f"{rest}: inputs, parameters, backward, gradients; totals: compute {_fmt_s(t.compute_time_s)}, "
+            f"communication {_fmt_s(t.comm_time_s)}")
+    has_layers = sum(1 for g in groups if layer_of(g) is not None) >= 2 and len(groups) < len(ops)
     charts = []
     if has_layers:
         labels = [*groups, rest] if unattributed else list(groups)

@@ -115,12 +115,16 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
             for i, n in enumerate(row):
                 pos[n] = float(i)
 
-    # coordinates: packed, then pulled towards the neighbours' mean, without overlaps
+    # coordinates: packed, then pulled towards the neighbours' mean, without overlaps; a node below
+    # takes its place from its operands that are computed (not sources) when it has some, so that
+    # a chain of ops stays straight and the weights sit beside it
+    pull = {n: [m for m in up[n] if up[m] or m not in preds] or up[n] for n in up}
     x: dict[str, float] = {}
     for row in rows:
         for n, c in zip(row, spread([0.0] * len(row), [width[n] for n in row], node_gap)):
             x[n] = c
-    for order, nbrs in [*sweeps, (range(depth - 2, -1, -1), down)]:
+    for order, nbrs in [(range(1, depth), pull), (range(depth - 2, -1, -1), down), (range(1, depth), pull),
+                        (range(depth - 2, -1, -1), down)]:
         for lv in order:
             row = rows[lv]
             want = [sum(x[m] for m in nbrs[n]) / len(nbrs[n]) if nbrs[n] else x[n] for n in row]
