@@ -123,13 +123,18 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
     for row in rows:
         for n, c in zip(row, spread([0.0] * len(row), [width[n] for n in row], node_gap)):
             x[n] = c
-    for order, nbrs in [(range(1, depth), pull), (range(depth - 2, -1, -1), down), (range(1, depth), pull),
-                        (range(depth - 2, -1, -1), down)]:
+    for order, nbrs in [(range(depth - 2, -1, -1), down), (range(1, depth), pull),
+                        (range(depth - 2, -1, -1), down), (range(1, depth), pull)]:
         for lv in order:
             row = rows[lv]
             want = [sum(x[m] for m in nbrs[n]) / len(nbrs[n]) if nbrs[n] else x[n] for n in row]
             for n, c in zip(row, spread(want, [width[n] for n in row], node_gap)):
                 x[n] = c
+    for row in rows:  # last, the sources beside the op they feed, where the ops now are
+        want = [sum(x[m] for m in down[n]) / len(down[n]) if n in preds and not preds[n] and down[n] else x[n]
+                for n in row]
+        for n, c in zip(row, spread(want, [width[n] for n in row], node_gap)):
+            x[n] = c
     left = min((x[n] - width[n] / 2 for n in x), default=0.0)
     right = max((x[n] + width[n] / 2 for n in x), default=0.0)
     row_h = [max((heights.get(n, 0.0) for n in row), default=0.0) for row in rows]
