@@ -171,3 +171,19 @@ def test_the_page_is_byte_identical_across_processes(tmp_path):
         assert run.returncode == 0, run.stderr
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_config_gets_a_page_that_accounts_for_every_tensor_and_redistribution(config):
+    p = plan(str(ROOT / "configs" / config))
+    page = plan_page(p)
+    root = graph_of(page)
+    boxes = by_class(root, "g", "collapsed")
+    hidden = {layer for b in boxes for layer in b.get("data-layers").split(",")}
+    drawn = {g.get("data-tensor") for g in by_class(root, "g", "tensor")}
+    producer = {c.op.output: c.op.name for c in p.program.computes()}
+    for name in p.tensors:  # drawn, or inside a collapsed layer (by its name or its producer's)
+        owners = {html_page.layer_of(name), html_page.layer_of(producer.get(name, ""))}
+        assert name in drawn or owners & hidden, name
+    labelled = len(by_class(root, "g", "reshard"))
+    assert labelled + sum(int(b.get("data-reshards")) for b in boxes) == len(p.redistributions)
