@@ -8,6 +8,17 @@ from html.parser import HTMLParser
 
 SVG = "{http://www.w3.org/2000/svg}"
 
+#: A small GPT (4 identical layers, long op names such as layer0.attn.q_transpose) that plans in about a second.
+TINY_GPT = """name: tiny_gpt
+mesh: {dp: 2, tp: 2}
+model: {builder: gpt, layers: 4, hidden: 32, heads: 2, seq: 8, batch: 2, vocab: 64}
+shardings:
+  tokens: '[{"dp"}, {}]'
+  labels: '[{"dp"}, {}]'
+  "layer*.mlp.w1": '[{}, {"tp"}]'
+  "layer*.mlp.w2": '[{"tp"}, {}]'
+"""
+
 
 class Elements(HTMLParser):
     """Every start tag of a page, in order, as ``(tag, attrs)``; the text of every ``<td>``."""

@@ -16,18 +16,9 @@ import pytest
 from planner.api import plan
 from planner.views import html_page
 from planner.views.html_page import plan_page
-from tests.views.pictures import Elements, by_class, inline_svgs, texts
+from tests.views.pictures import TINY_GPT, Elements, by_class, inline_svgs, texts
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY_GPT = """name: tiny_gpt
-mesh: {dp: 2, tp: 2}
-model: {builder: gpt, layers: 4, hidden: 32, heads: 2, seq: 8, batch: 2, vocab: 64}
-shardings:
-  tokens: '[{"dp"}, {}]'
-  labels: '[{"dp"}, {}]'
-  "layer*.mlp.w1": '[{}, {"tp"}]'
-  "layer*.mlp.w2": '[{"tp"}, {}]'
-"""
 
 
 @pytest.fixture(scope="module")

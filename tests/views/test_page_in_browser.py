@@ -15,7 +15,7 @@ import pytest
 
 from planner.api import plan
 from planner.views.html_page import plan_page
-from tests.views.pictures import Elements, by_class, inline_svgs
+from tests.views.pictures import TINY_GPT, Elements, by_class, inline_svgs
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
@@ -41,8 +41,10 @@ def headless(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedProces
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     exe = browser()
-    p = plan(str(ROOT / "configs/megatron_mlp.yaml"), training=True)
-    path = tmp_path_factory.mktemp("page") / "plan.html"
+    folder = tmp_path_factory.mktemp("page")
+    (folder / "tiny_gpt.yaml").write_text(TINY_GPT)  # long op names (layer0.attn.q_transpose), forward and backward
+    p = plan(str(folder / "tiny_gpt.yaml"), training=True)
+    path = folder / "plan.html"
     path.write_text(plan_page(p))
     return exe, path, p
 
