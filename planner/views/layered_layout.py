@@ -37,8 +37,10 @@ class Layout:
     height: float
 
 
-def spread(desired: Sequence[float], widths: Sequence[float], gap: float) -> list[float]:
-    """Centres closest to ``desired`` (least squares) keeping their order and ``gap`` between neighbours.
+def spread(desired: Sequence[float], widths: Sequence[float], gap: float,
+           weights: Sequence[float] | None = None) -> list[float]:
+    """Centres closest to ``desired`` (least squares, each error times its weight, default 1) keeping
+    their order and ``gap`` between neighbours.
 
     >>> spread([0, 0, 0], [10, 10, 10], 2)
     [-12.0, 0.0, 12.0]
@@ -52,17 +54,19 @@ def spread(desired: Sequence[float], widths: Sequence[float], gap: float) -> lis
     for i in range(1, n):
         offset[i] = offset[i - 1] + (widths[i - 1] + widths[i]) / 2 + gap
     target = [d - o for d, o in zip(desired, offset)]
-    # pool adjacent violators: non-decreasing fit of `target`
-    blocks: list[list[float]] = []  # [sum, count]
-    for t in target:
-        blocks.append([t, 1.0])
+    weights = [1.0] * n if weights is None else [float(w) for w in weights]
+    # pool adjacent violators: the weighted non-decreasing fit of `target`
+    blocks: list[list[float]] = []  # [weighted sum, total weight, count]
+    for t, w in zip(target, weights):
+        blocks.append([t * w, w, 1])
         while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            s, c = blocks.pop()
+            s, w_, c = blocks.pop()
             blocks[-1][0] += s
-            blocks[-1][1] += c
+            blocks[-1][1] += w_
+            blocks[-1][2] += c
     fit: list[float] = []
-    for s, c in blocks:
-        fit += [s / c] * int(c)
+    for s, w_, c in blocks:
+        fit += [s / w_] * c
     return [f + o for f, o in zip(fit, offset)]
 
 
@@ -130,10 +134,11 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
             want = [sum(x[m] for m in nbrs[n]) / len(nbrs[n]) if nbrs[n] else x[n] for n in row]
             for n, c in zip(row, spread(want, [width[n] for n in row], node_gap)):
                 x[n] = c
-    for row in rows:  # last, the sources beside the op they feed, where the ops now are
-        want = [sum(x[m] for m in down[n]) / len(down[n]) if n in preds and not preds[n] and down[n] else x[n]
-                for n in row]
-        for n, c in zip(row, spread(want, [width[n] for n in row], node_gap)):
+    for row in rows:  # last, the sources beside the op they feed, where the ops now are (which hardly move)
+        source = [n in preds and not preds[n] and bool(down[n]) for n in row]
+        want = [sum(x[m] for m in down[n]) / len(down[n]) if s else x[n] for n, s in zip(row, source)]
+        fixed = [1.0 if s else 1000.0 for s in source]
+        for n, c in zip(row, spread(want, [width[n] for n in row], node_gap, fixed)):
             x[n] = c
     left = min((x[n] - width[n] / 2 for n in x), default=0.0)
     right = max((x[n] + width[n] / 2 for n in x), default=0.0)

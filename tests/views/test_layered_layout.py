@@ -60,3 +60,9 @@ def test_a_long_edge_is_routed_through_each_level_between():
 
 def test_the_layout_is_deterministic():
     assert layered_layout(*diamond()) == layered_layout(*diamond())
+
+
+def test_spread_moves_the_light_node_out_of_the_heavy_ones_way():
+    # both want 0; the error of the first counts 1000 times: the second moves (1000 / 1001 of the way)
+    x = spread([0.0, 0.0], [10, 10], 2, weights=[1000, 1])
+    assert x[1] - x[0] == 12.0 and abs(x[0]) < 0.012
