@@ -121,10 +121,11 @@ def _collapsed_layers(p, reshards: list[_Reshard]) -> dict[str, str]:
         if layer is not None:
             sig.setdefault(layer, []).append((o.name[len(layer):], o.kind, o.strategy.text(),
                                               o.result_sharding.dims_text()))
-    for r in reshards:
+    for r in reshards:  # each redistribution counts in the layer of the op it is for
         layer = layer_of(_name(r.edge[1])) or layer_of(_name(r.edge[0]))
         if layer in sig:
-            sig[layer].append(("reshard", r.phase, r.line.split(" ", 1)[-1] if r.phase != "forward" else r.line))
+            steps = p.redistributions[r.index].steps
+            sig[layer].append(("reshard", r.phase, _steps_full(steps), r.bytes_per_device))
     out: dict[str, str] = {}
     layers = list(sig)
     i = 0
