@@ -18,7 +18,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     planning_options(p)
-    p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
+    p.add_argument("--format", choices=("table", "json", "svg", "html"), default="table",
+                   help="table (default), json, svg (a chart: communication bytes, time and objective per search) "
+                   "or html (a page with the chart and the table)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     p.set_defaults(run=run)
 
@@ -48,5 +50,10 @@ def run(args: argparse.Namespace) -> int:
     from planner.compare import compare
 
     c = compare(args.model, propagation=args.propagation, **plan_arguments(args))
+    if args.format in ("svg", "html"):
+        from planner.views.charts import compare_chart, compare_page
+
+        write_text(compare_chart(c) if args.format == "svg" else compare_page(c, render(c)), args.out)
+        return 0
     write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out)
     return 0

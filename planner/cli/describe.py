@@ -21,7 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="x=2,y=4 or '@name = <[\"x\"=2, \"y\"=4]>'; repeat for several meshes (the first is the default)")
     p.add_argument("--shape", required=True, help="tensor shape, e.g. 4x8")
     p.add_argument("--dtype", default="f32", help=f"one of {', '.join(DTYPES)} (default f32)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json", "svg"), default="table",
+                   help="table (default), json, or svg: the device grid, which device holds which block")
+    p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     p.set_defaults(run=run)
 
 
@@ -59,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
     dtype = parse_dtype(args.dtype)
     sharding = parse_sharding(args.sharding, meshes)
     sharding.check_rank(shape)
+    if args.format == "svg":
+        from planner.views.svg_grid import device_grid_svg
+
+        write_text(device_grid_svg(sharding, shape, dtype), args.out)
+        return 0
     d = describe(sharding, shape, dtype)
-    if args.format == "json":
-        write_text(to_json(d), None)
-    else:
-        write_text(render_table(d), None)
+    write_text(to_json(d) if args.format == "json" else render_table(d), args.out)
     return 0

@@ -56,8 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     _plan_options(p)
-    p.add_argument("--format", choices=("table", "json", "csv", "program"), default="table",
-                   help="table (default), json, csv (the strategy table) or program (the per-device SPMD listing)")
+    p.add_argument("--format", choices=("table", "json", "csv", "program", "html"), default="table",
+                   help="table (default), json, csv (the strategy table), program (the per-device SPMD listing) "
+                   "or html (one self-contained page: the graph coloured by sharding, the redistributions, "
+                   "compute vs communication charts and the tables; use with --out plan.html)")
     p.add_argument("--phases", action="store_true",
                    help="with --search propagate: every tensor's sharding after each user priority and each "
                    "op-priority level (table and json)")
@@ -186,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if args.phases and args.search != "propagate":
         raise ParseError("--phases shows rule-based propagation's phases: use it with --search propagate")
     if args.phases and args.format not in ("table", "json"):
-        raise ParseError("--phases is shown in the table and json formats; drop --format csv/program or --phases")
+        raise ParseError("--phases is shown in the table and json formats; drop --format csv/program/html or --phases")
     p = make_plan(args)
     if args.format == "json":
         text = to_json(p.to_dict(phases=args.phases))
@@ -194,6 +196,10 @@ def run(args: argparse.Namespace) -> int:
         from planner.partitioning import render as render_program
 
         text = render_program(p.program)
+    elif args.format == "html":
+        from planner.views.html_page import plan_page
+
+        text = plan_page(p)
     elif args.format == "csv":
         rows = [o.to_dict() for o in p.ops]
         text = to_csv(([r[c] if not isinstance(r[c], list) else "; ".join(r[c]) for c in CSV_COLUMNS] for r in rows),

@@ -2,6 +2,12 @@
 
 Every conversion goes both ways where the other notation can express the
 sharding, and raises :class:`~planner.errors.NotExpressibleError` where it cannot.
+
+The pictures are views too, imported by the commands that draw them (not here, so
+that ``import planner`` stays light): :mod:`planner.views.html_page` (the plan page)
+with :mod:`planner.views.layered_layout` (its graph drawing),
+:mod:`planner.views.svg_grid` (a sharding's device grid) and
+:mod:`planner.views.charts` (bar charts), on :mod:`planner.views.svg` (SVG helpers).
 """
 
 from planner.views.dtensor import from_placements, to_placements

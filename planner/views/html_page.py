@@ -1,0 +1,507 @@
+"""One self-contained HTML page of a plan (``shardplan plan MODEL --format html``).
+
+Everything is inline (CSS, a few lines of JavaScript, SVG): the page fetches
+nothing. It shows, from top to bottom:
+
+* the plan's header: model, search, mesh, totals (as the table format prints them);
+* **the graph**, laid out by layer (:mod:`planner.views.layered_layout`): ops are
+  white boxes, tensors rounded boxes filled with the colour of their sharding (the
+  legend above; replicated is grey; a graph output has a thick border, a pending
+  sum a dashed one). Every redistribution is drawn on its edge (red), labelled with its steps and its
+  bytes per device (``bwd`` / ``grad`` before the backward ones and gradient
+  reductions); hover any box or label for the details. A click on a legend entry
+  fades every tensor of another sharding;
+* **compute vs communication time**, per layer (when op names carry a layer
+  number, ``layer3.mlp.fc1``) and per op: the plan's ``compute_time_s`` and
+  ``comm_time_s`` of every op (the forward redistributions of its result), and
+  one more row for the communication not charged to an op (inputs, parameters,
+  backward, gradient reductions), so the bars add up to the plan's totals;
+* **the plan table**: ops, redistributions, tensors.
+
+Large graphs: with more than :data:`COLLAPSE_OPS` ops, each run of consecutive
+identical layers (same op kinds, strategies and result shardings, same
+redistributions by kind and bytes) is drawn as its first layer followed by one
+box standing for the rest of the run ("layer2 - layer11: 10 layers as layer1"),
+which carries their redistribution count and bytes; the tables below still list
+every op, tensor and redistribution. Long sections scroll inside the page.
+
+Every number is read off the :class:`~planner.report.Plan` (nothing is recomputed),
+and the page is a function of the plan only: the same plan gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from planner.views.charts import bar_chart, time_series
+from planner.views.layered_layout import layered_layout, spread
+from planner.views.svg import COMMUNICATION, color_map, esc, num, svg_open, text_width
+
+COLLAPSE_OPS = 150  # above this many ops, runs of identical layers are collapsed in the graph
+OPEN_DETAILS_ROWS = 200  # tables and charts with more rows than this start closed
+LAYER = re.compile(r"^(?P<family>[A-Za-z_][A-Za-z_.]*?)(?P<index>\d+)(?:\.|$)")
+FONT = 12.0
+OP_H, TENSOR_H = 26.0, 22.0
+
+
+def _fmt_s(v: float) -> str:
+    from costmodels import format_quantity
+
+    return format_quantity(v, "s")
+
+
+def _fmt_bytes(v: int) -> str:
+    return f"{v:,} B"
+
+
+def layer_of(name: str) -> str | None:
+    """The layer an op or tensor name belongs to (``layer3`` for ``layer3.mlp.fc1``), None when it has none.
+
+    >>> layer_of("layer3.mlp.fc1"), layer_of("dense2.add"), layer_of("relu"), layer_of("embed.table")
+    ('layer3', 'dense2', None, None)
+    """
+    m = LAYER.match(name)
+    return None if m is None else name[: m.end("index")]
+
+
+def group_of(name: str) -> str:
+    """The per-layer chart's row of an op: its layer, else the part of its name before the first dot."""
+    return layer_of(name) or name.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class _Reshard:
+    """A redistribution as the page draws it: its edge, label line and details."""
+
+    index: int  # in plan.redistributions
+    edge: tuple[str, str]
+    line: str
+    tip: str
+    tensor: str
+    phase: str
+    bytes_per_device: int
+
+
+def _steps(steps) -> str:
+    return " + ".join(s.kind for s in steps)
+
+
+def _steps_full(steps) -> str:
+    return ", ".join(f"{s.kind}{'{' + ','.join(map(str, s.axes)) + '}' if s.axes else ''}" for s in steps)
+
+
+def _reshards(p) -> list[_Reshard]:
+    """Every redistribution of the plan on the edge it is drawn on (see the module docstring)."""
+    out = []
+    prefix = {"forward": "", "backward": "bwd ", "gradient": "grad "}
+    for i, r in enumerate(p.redistributions):
+        if r.readers:
+            edge = (f"t:{r.tensor}", f"op:{r.readers[0]}")
+        elif r.producer is not None:
+            edge = (f"op:{r.producer}", f"t:{r.tensor}")
+        else:
+            edge = (f"t:{r.tensor}", f"t:{r.tensor}")
+        where = f"{r.producer or r.tensor} -> {', '.join(r.readers) or 'graph output'}"
+        tip = (f"{r.phase} redistribution of {r.tensor} ({where}): {_steps_full(r.steps)}; "
+               f"{_fmt_bytes(r.bytes_per_device)} per device in {_fmt_s(r.time_s)}; "
+               f"from {r.source.dims_text()} to {r.destination.dims_text()}")
+        out.append(_Reshard(i, edge, f"{prefix.get(r.phase, r.phase + ' ')}{_steps(r.steps)} "
+                            f"{_fmt_bytes(r.bytes_per_device)}", tip, r.tensor, r.phase, r.bytes_per_device))
+    return out
+
+
+def _collapsed_layers(p, reshards: list[_Reshard]) -> dict[str, str]:
+    """Layer -> the box that stands for it, for the layers collapsed (see the module docstring)."""
+    if len(p.ops) <= COLLAPSE_OPS:
+        return {}
+    sig: dict[str, list] = {}
+    for o in p.ops:
+        layer = layer_of(o.name)
+        if layer is not None:
+            sig.setdefault(layer, []).append((o.name[len(layer):], o.kind, o.strategy.text(),
+                                              o.result_sharding.dims_text()))
+    for r in reshards:  # each redistribution counts in the layer of the op it is for
+        layer = layer_of(_name(r.edge[1])) or layer_of(_name(r.edge[0]))
+        if layer in sig:
+            steps = p.redistributions[r.index].steps
+            sig[layer].append(("reshard", r.phase, _steps_full(steps), r.bytes_per_device))
+    out: dict[str, str] = {}
+    layers = list(sig)
+    i = 0
+    while i < len(layers):
+        fam, idx = _family(layers[i])
+        j = i + 1
+        while j < len(layers) and _family(layers[j]) == (fam, idx + (j - i)) and sig[layers[j]] == sig[layers[i]]:
+            j += 1
+        if j - i >= 3:  # keep the first of the run, collapse the rest
+            box = f"c:{layers[i + 1]}-{layers[j - 1]}"
+            for k in range(i + 1, j):
+                out[layers[k]] = box
+        i = j
+    return out
+
+
+def _name(node: str) -> str:
+    """The op or tensor name of a node key (``op:NAME``, ``t:NAME``)."""
+    return node.split(":", 1)[1]
+
+
+def _family(layer: str) -> tuple[str, int]:
+    m = LAYER.match(layer)
+    return m.group("family"), int(m.group("index"))
+
+
+def _node_of(p, collapsed: dict[str, str]):
+    """The graph node each op and tensor is drawn as (its own, or its collapsed run's box)."""
+    producer = {c.op.output: c.op.name for c in p.program.computes()}
+
+    def op(name: str) -> str:
+        return collapsed.get(layer_of(name) or "", f"op:{name}")
+
+    def tensor(name: str) -> str:
+        layer = layer_of(name) or (layer_of(producer[name]) if name in producer else None)
+        return collapsed.get(layer or "", f"t:{name}")
+
+    return op, tensor
+
+
+def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
+    """The graph picture and what it drew: ``{"collapsed": {box: (layers, reshards, bytes)}}``."""
+    reshards = _reshards(p)
+    collapsed = _collapsed_layers(p, reshards)
+    op_node, tensor_node = _node_of(p, collapsed)
+    nodes: list[str] = []
+    label: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []
+    outputs = set(p.program.outputs)
+    computes = p.program.computes()
+
+    def add(n: str, text_: str) -> None:
+        if n not in label:
+            nodes.append(n)
+            label[n] = text_
+
+    boxes: dict[str, list[str]] = {}
+    for layer, box in collapsed.items():
+        boxes.setdefault(box, []).append(layer)
+    for c in computes:  # program order: inputs of an op, the op, its result
+        for t in c.op.inputs:
+            add(tensor_node(t), t)
+        add(op_node(c.op.name), c.op.name)
+        add(tensor_node(c.op.output), c.op.output)
+        for t in c.op.inputs:
+            edges.append((tensor_node(t), op_node(c.op.name)))
+        edges.append((op_node(c.op.name), tensor_node(c.op.output)))
+    for box, layers in boxes.items():
+        first = _family(layers[0])
+        label[box] = f"{layers[0]} - {layers[-1]}: {len(layers)} layers as {first[0]}{first[1] - 1}"
+    widths = {n: text_width(label[n], FONT) + 16 for n in nodes}
+    heights = {n: (44.0 if n.startswith("c:") else OP_H if n.startswith("op:") else TENSOR_H) for n in nodes}
+
+    # where each redistribution is drawn: its edge when both ends are drawn apart, else in a collapsed box
+    drawn: dict[tuple[str, str], list[_Reshard]] = {}
+    in_box: dict[str, list[_Reshard]] = {}
+    for r in reshards:
+        a, b = r.edge
+        u = tensor_node(_name(a)) if a.startswith("t:") else op_node(_name(a))
+        v = tensor_node(_name(b)) if b.startswith("t:") else op_node(_name(b))
+        if u != v:
+            drawn.setdefault((u, v), []).append(r)
+        elif u.startswith("c:"):
+            in_box.setdefault(u, []).append(r)
+        else:  # a source delivered as it is read (no edge): drawn under its box
+            drawn.setdefault((u, u), []).append(r)
+    line_h = 13.0
+    gaps = {}
+    for (u, v), rs in drawn.items():  # room for the labels between the rows
+        gaps[(u, v)] = len(rs) * line_h
+    layout = layered_layout(nodes, edges, widths, heights, row_gap=44.0 + max(gaps.values(), default=0.0) / 2)
+
+    # the labels: a block of lines per edge, at the middle of its first segment; blocks at the same
+    # height pushed apart (least squares, as the nodes); the canvas widened to hold them all
+    blocks = []
+    for (u, v), rs in drawn.items():
+        if u == v:
+            x, y = layout.positions[u]
+            y += heights[u] / 2 + 4
+        else:
+            (x1, y1), (x2, y2) = layout.routes[(u, v)][:2]
+            x, y = (x1 + x2) / 2, (y1 + y2) / 2 - len(rs) * line_h / 2
+        blocks.append([round(y, 1), x, max(text_width(r.line, 11) + 8 for r in rs), rs])
+    by_y: dict[float, list] = {}
+    for b in blocks:
+        by_y.setdefault(b[0], []).append(b)
+    for row in by_y.values():
+        row.sort(key=lambda b: b[1])
+        for b, x in zip(row, spread([b[1] for b in row], [b[2] for b in row], 6.0)):
+            b[1] = x
+    left = min([0.0] + [b[1] - b[2] / 2 - 8 for b in blocks])
+    dx = -left
+    width = max([layout.width + dx] + [b[1] + b[2] / 2 + 8 + dx for b in blocks])
+
+    out = []
+    out.append(svg_open(width, layout.height + 20, "graph", f"the graph of {p.model}"))
+    out.append('<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
+               'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#888888"/></marker>'
+               '<marker id="arrow-r" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
+               f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="{COMMUNICATION}"/></marker></defs>')
+    redistributed = {e for e in drawn if e[0] != e[1]}
+    for r in reshards:  # the other readers of a shared layout: their edges red too
+        for reader in p.redistributions[r.index].readers[1:]:
+            redistributed.add((tensor_node(r.tensor), op_node(reader)))
+    out.append(f'<g transform="translate({num(dx)},0)">' if dx else "<g>")
+    out.append('<g class="edges">')
+    for e in dict.fromkeys(edges):
+        if e[0] == e[1]:
+            continue
+        pts = layout.routes[e]
+        d = f"M{num(pts[0][0])},{num(pts[0][1])}"
+        for (x1, y1), (x2, y2) in zip(pts, pts[1:]):
+            my = (y1 + y2) / 2
+            d += f" C{num(x1)},{num(my)} {num(x2)},{num(my)} {num(x2)},{num(y2)}"
+        red = e in redistributed
+        out.append(f'<path class="edge{" redistributed" if red else ""}" d="{d}" fill="none" '
+                   f'stroke="{COMMUNICATION if red else "#888888"}" stroke-width="{"2" if red else "1"}" '
+                   f'marker-end="url(#{"arrow-r" if red else "arrow"})" data-from="{esc(e[0])}" '
+                   f'data-to="{esc(e[1])}"/>')
+    out.append("</g>")
+
+    out.append('<g class="nodes">')
+    tensors = p.tensors
+    for n in nodes:
+        x, y = layout.positions[n]
+        w, h = widths[n], heights[n]
+        if n.startswith("c:"):
+            rs = in_box.get(n, [])
+            total = sum(r.bytes_per_device for r in rs)
+            layers = boxes[n]
+            out.append(f'<g class="collapsed" data-layers="{esc(",".join(layers))}" data-reshards="{len(rs)}" '
+                       f'data-bytes="{total}"><title>{esc(label[n])}: same op kinds, strategies, result shardings '
+                       f'and redistributions; {len(rs)} redistributions, {_fmt_bytes(total)} per device in all'
+                       '</title>')
+            w = max(w, text_width(f"{len(rs)} redistributions, {_fmt_bytes(total)} per device", 11) + 16)
+            out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" rx="6" '
+                       'fill="#fafafa" stroke="#555555" stroke-dasharray="5,3"/>')
+            out.append(f'<text x="{num(x)}" y="{num(y - 4)}" font-size="{num(FONT)}" text-anchor="middle">'
+                       f'{esc(label[n])}</text>')
+            out.append(f'<text x="{num(x)}" y="{num(y + 12)}" font-size="11" text-anchor="middle" fill="#555555">'
+                       f'{len(rs)} redistributions, {esc(_fmt_bytes(total))} per device</text></g>')
+            continue
+        name = _name(n)
+        if n.startswith("op:"):
+            o = p.op(name)
+            tip = (f"op {name} ({o.kind}), strategy {o.strategy.text()}, result {o.result_sharding.dims_text()}; "
+                   f"compute {_fmt_s(o.compute_time_s)}, communication {_fmt_s(o.comm_time_s)}; {o.source}")
+            out.append(f'<g class="node op" data-op="{esc(name)}"><title>{esc(tip)}</title>')
+            out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" '
+                       'fill="#ffffff" stroke="#333333"/>')
+        else:
+            t = tensors[name]
+            key = t.sharding.dims_text()
+            tip = (f"tensor {name} {t.dtype}[{'x'.join(map(str, t.shape))}] ({t.kind}): {key}; {t.source}")
+            double = name in outputs
+            out.append(f'<g class="node tensor" data-tensor="{esc(name)}" data-sharding="{esc(key)}" '
+                       f'data-color="{colours[key]}"><title>{esc(tip)}</title>')
+            dash = ' stroke-dasharray="4,2"' if t.sharding.unreduced else ""
+            out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" rx="9" '
+                       f'fill="{colours[key]}" stroke="#555555" stroke-width="{"3" if double else "1"}"{dash}/>')
+        out.append(f'<text x="{num(x)}" y="{num(y + 4)}" font-size="{num(FONT)}" text-anchor="middle">'
+                   f'{esc(label[n])}</text></g>')
+    out.append("</g>")
+
+    out.append('<g class="labels">')
+    for y, x, _, rs in blocks:
+        for k, r in enumerate(rs):
+            w = text_width(r.line, 11) + 8
+            ly = y + k * line_h
+            out.append(f'<g class="reshard" data-tensor="{esc(r.tensor)}" data-phase="{r.phase}" '
+                       f'data-bytes="{r.bytes_per_device}" data-index="{r.index}"><title>{esc(r.tip)}</title>')
+            out.append(f'<rect x="{num(x - w / 2)}" y="{num(ly)}" width="{num(w)}" height="{num(line_h)}" '
+                       f'fill="#fff4f4" stroke="{COMMUNICATION}" stroke-width="0.5" rx="2"/>')
+            out.append(f'<text x="{num(x)}" y="{num(ly + 10)}" font-size="11" text-anchor="middle" '
+                       f'fill="#a01010">{esc(r.line)}</text></g>')
+    out.append("</g></g></svg>")
+    info = {"collapsed": {box: (boxes[box], len(in_box.get(box, [])),
+                                sum(r.bytes_per_device for r in in_box.get(box, []))) for box in boxes}}
+    return "\n".join(out), info
+
+
+def _legend(colours: dict[str, str], counts: dict[str, int]) -> str:
+    items = []
+    for key, fill in colours.items():
+        items.append(f'<li class="legend-item" data-color="{fill}" data-sharding="{esc(key)}" tabindex="0">'
+                     f'<span class="swatch" style="background:{fill}"></span><code>{esc(key)}</code> '
+                     f'<span class="count">{counts[key]} tensor{"s" if counts[key] != 1 else ""}</span></li>')
+    return '<ul class="legend">' + "".join(items) + "</ul>"
+
+
+def _table(header, rows, cls: str) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(c if isinstance(c, _Raw) else f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+class _Raw(str):
+    """A table cell already written as HTML (``<td>...</td>``)."""
+
+
+def _details(summary: str, body: str, rows: int, cls: str) -> str:
+    open_ = " open" if rows <= OPEN_DETAILS_ROWS else ""
+    return f'<details class="{cls}"{open_}><summary>{esc(summary)}</summary><div class="scroll">{body}</div></details>'
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;padding:0 20px 40px;color:#222;
+background:#fff}
+header{padding:14px 0 4px;border-bottom:1px solid #ddd}
+h1{font-size:20px;margin:0 0 6px}h2{font-size:16px;margin:22px 0 8px}
+.facts{margin:0;font-size:13px;color:#444}.facts b{color:#222}
+nav a{margin-right:14px;font-size:13px}
+code,td,.legend{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;font-size:12px}
+.legend{list-style:none;padding:0;margin:6px 0;display:flex;flex-wrap:wrap;gap:6px 16px}
+.legend-item{cursor:pointer;padding:2px 4px;border-radius:4px}.legend-item.active{outline:2px solid #333}
+.swatch{display:inline-block;width:14px;height:14px;border:1px solid #777;vertical-align:middle;margin-right:4px}
+.count{color:#777}
+.scroll{overflow:auto;max-height:80vh;border:1px solid #e4e4e4;background:#fff}
+.graph-box{max-height:85vh}
+svg.graph .tensor.faded{opacity:.18}
+table{border-collapse:collapse}th,td{border-bottom:1px solid #eee;padding:2px 10px 2px 0;text-align:left;
+vertical-align:top;white-space:nowrap}th{position:sticky;top:0;background:#f6f6f6;font-size:12px}
+td.num{text-align:right}
+details{margin:8px 0}summary{cursor:pointer;font-size:14px;font-weight:600}
+.note{font-size:12px;color:#555;max-width:70em}
+"""
+
+JS = """
+(function(){
+  var items=document.querySelectorAll('.legend-item');
+  function focus(colour){
+    var on=document.body.getAttribute('data-focus')!==colour;
+    document.body.setAttribute('data-focus',on?colour:'');
+    items.forEach(function(it){it.classList.toggle('active',on&&it.getAttribute('data-color')===colour);});
+    document.querySelectorAll('svg.graph g.tensor').forEach(function(g){
+      g.classList.toggle('faded',on&&g.getAttribute('data-color')!==colour);});
+  }
+  items.forEach(function(it){
+    it.addEventListener('click',function(){focus(it.getAttribute('data-color'));});
+    it.addEventListener('keydown',function(e){if(e.key==='Enter'){focus(it.getAttribute('data-color'));}});
+  });
+  var overflow=0;
+  document.querySelectorAll('svg g.node').forEach(function(g){
+    var t=g.querySelector('text'),r=g.querySelector('rect');
+    if(t.getComputedTextLength()>r.width.baseVal.value){overflow+=1;}
+  });
+  document.body.setAttribute('data-label-overflow',String(overflow));
+  document.body.setAttribute('data-svg-nodes',String(document.querySelectorAll('svg g.node').length));
+  document.body.setAttribute('data-fetched',String(performance.getEntriesByType('resource').length));
+})();
+"""
+
+
+def plan_page(p) -> str:
+    """The page described in the module docstring, for a :class:`~planner.report.Plan`."""
+    from costmodels import format_quantity
+
+    keys = [t.sharding.dims_text() for t in p.tensors.values()]
+    replicated = next((t.sharding.dims_text() for t in p.tensors.values() if t.sharding.is_fully_replicated), None)
+    colours = color_map(keys, grey=replicated)
+    counts: dict[str, int] = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    graph, info = graph_svg(p, colours)
+    t = p.totals
+
+    # compute vs communication: per layer, per op, and what no op is charged with
+    ops = p.ops
+    unattributed = max(t.comm_time_s - sum(o.comm_time_s for o in ops), 0.0)
+    rest = "(not per op)"
+    groups: dict[str, list[float]] = {}
+    for o in ops:
+        g = groups.setdefault(group_of(o.name), [0.0, 0.0])
+        g[0] += o.compute_time_s
+        g[1] += o.comm_time_s
+    note = ("an op's communication: the forward redistributions of its result (the plan's comm_time_s); "
+            f"{rest}: inputs, parameters, backward, gradients; totals: compute {_fmt_s(t.compute_time_s)}, "
+            f"communication {_fmt_s(t.comm_time_s)}")
+    has_layers = sum(1 for g in groups if layer_of(g) is not None) >= 2 and len(groups) < len(ops)
+    charts = []
+    if has_layers:
+        labels = [*groups, rest] if unattributed else list(groups)
+        comp = [g[0] for g in groups.values()] + ([0.0] if unattributed else [])
+        comm = [g[1] for g in groups.values()] + ([unattributed] if unattributed else [])
+        charts.append(_details(f"per layer ({len(groups)} rows)",
+                               bar_chart("compute vs communication time per layer", labels,
+                                         time_series(comp, comm), "chart per-layer", note),
+                               len(labels), "chart-box"))
+    labels = [o.name for o in ops] + ([rest] if unattributed else [])
+    comp = [o.compute_time_s for o in ops] + ([0.0] if unattributed else [])
+    comm = [o.comm_time_s for o in ops] + ([unattributed] if unattributed else [])
+    charts.append(_details(f"per op ({len(ops)} ops)",
+                           bar_chart("compute vs communication time per op", labels, time_series(comp, comm),
+                                     "chart per-op", note), len(labels), "chart-box"))
+
+    def swatch(key: str) -> _Raw:
+        return _Raw(f'<td><span class="swatch" style="background:{colours.get(key, "#ffffff")}"></span>'
+                    f"{esc(key)}</td>")
+
+    op_rows = [(o.name, o.kind, o.strategy.text(), swatch(o.result_sharding.dims_text())
+                if o.result_sharding.dims_text() in colours else o.result_sharding.dims_text(), o.source,
+                _Raw(f'<td class="num">{esc(_fmt_s(o.compute_time_s))}</td>'),
+                _Raw(f'<td class="num">{esc(_fmt_s(o.comm_time_s))}</td>')) for o in ops]
+    rs_rows = [(r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}", r.phase,
+                _steps_full(r.steps), _Raw(f'<td class="num">{esc(_fmt_bytes(r.bytes_per_device))}</td>'),
+                _Raw(f'<td class="num">{esc(_fmt_s(r.time_s))}</td>')) for r in p.redistributions]
+    t_rows = [(name, f"{d.dtype}[{'x'.join(map(str, d.shape))}]", d.kind, swatch(d.sharding.dims_text()), d.source)
+              for name, d in p.tensors.items()]
+    tables = [
+        _details(f"ops ({len(op_rows)})", _table(("op", "kind", "strategy", "result sharding", "source", "compute",
+                                                  "communication"), op_rows, "ops"), len(op_rows), "table-box"),
+        _details(f"redistributions ({len(rs_rows)})", _table(("tensor", "edge", "phase", "steps", "bytes/device",
+                                                              "time"), rs_rows, "reshards"), len(rs_rows),
+                 "table-box"),
+        _details(f"tensors ({len(t_rows)})", _table(("tensor", "type", "kind", "sharding", "source"), t_rows,
+                                                    "tensors"), len(t_rows), "table-box"),
+    ]
+    collapsed = info["collapsed"]
+    graph_note = ("Ops are white boxes; tensors are filled with their sharding's colour (click a legend entry to "
+                  "pick its tensors out); a thick border marks a graph output, a dashed one a pending sum; red edges "
+                  "carry a redistribution, "
+                  "labelled with its steps and bytes per device. Hover anything for details.")
+    if collapsed:
+        n = sum(len(v[0]) for v in collapsed.values())
+        graph_note += (f" {n} layers identical to the one drawn before them are collapsed into "
+                       f"{len(collapsed)} dashed box{'es' if len(collapsed) > 1 else ''}; the tables list everything.")
+    facts = [f"search <b>{esc(p.search)}</b>", f"mesh <code>{esc(p.mesh)}</code>",
+             f"{len(ops)} ops, {len(p.tensors)} tensors, {len(p.redistributions)} redistributions"]
+    totals = [f"communication <b>{esc(_fmt_bytes(t.comm_bytes_per_device))}</b> per device in "
+              f"<b>{esc(_fmt_s(t.comm_time_s))}</b>", f"compute <b>{esc(_fmt_s(t.compute_time_s))}</b>",
+              f"memory <b>{esc(format_quantity(t.memory_bytes_per_device, 'bytes'))}</b> per device",
+              f"objective <b>{esc(_fmt_s(t.objective))}</b>"]
+    warn = "".join(f'<p class="note">warning: {esc(w)}</p>' for w in p.warnings)
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"/>',
+        '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
+        f"<title>shardplan: {esc(p.model)}</title>",
+        f"<style>{CSS}</style></head>",
+        "<body>",
+        f"<header><h1>{esc(p.model)}{' (training)' if p.training else ''}</h1>",
+        f'<p class="facts">{" · ".join(facts)}</p>',
+        f'<p class="facts">{" · ".join(totals)}</p>{warn}',
+        '<nav><a href="#graph">graph</a><a href="#time">compute vs communication</a><a href="#plan">plan table</a>'
+        "</nav></header>",
+        '<section id="graph"><h2>Graph, by layer, coloured by sharding</h2>',
+        f'<p class="note">{esc(graph_note)}</p>',
+        _legend(colours, counts),
+        f'<div class="scroll graph-box">{graph}</div></section>',
+        '<section id="time"><h2>Compute vs communication time</h2>',
+        *charts,
+        "</section>",
+        '<section id="plan"><h2>Plan table</h2>',
+        *tables,
+        "</section>",
+        f"<script>{JS}</script>",
+        "</body></html>",
+    ]) + "\n"

@@ -1,0 +1,180 @@
+"""plan --format html: the self-contained plan page (planner/views/html_page.py).
+
+Every expectation is read off the Plan the page was made from: the page must draw
+every tensor in its sharding's colour, label every redistribution with the plan's
+bytes, and chart the plan's own compute and communication seconds.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.api import plan
+from planner.views import html_page
+from planner.views.html_page import plan_page
+from tests.views.pictures import TINY_GPT, Elements, by_class, inline_svgs, texts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ffn():
+    p = plan(str(ROOT / "configs/ffn.yaml"))
+    return p, plan_page(p)
+
+
+@pytest.fixture(scope="module")
+def training():
+    p = plan(str(ROOT / "configs/megatron_mlp.yaml"), training=True)
+    return p, plan_page(p)
+
+
+def graph_of(page):
+    return inline_svgs(page)["graph"]
+
+
+@pytest.mark.parametrize("which", ["ffn", "training"])
+def test_every_tensor_is_drawn_in_its_shardings_colour(which, request):
+    p, page = request.getfixturevalue(which)
+    nodes = {g.get("data-tensor"): g for g in by_class(graph_of(page), "g", "tensor")}
+    assert set(nodes) == set(p.tensors)
+    legend = {a["data-sharding"]: a["data-color"] for a in Elements(page).find("li", "legend-item")}
+    assert set(legend) == {t.sharding.dims_text() for t in p.tensors.values()}
+    assert len(set(legend.values())) == len(legend)  # distinct shardings, distinct colours
+    for name, g in nodes.items():
+        key = p.tensors[name].sharding.dims_text()
+        assert g.get("data-sharding") == key
+        assert g.get("data-color") == legend[key] == g.find("{http://www.w3.org/2000/svg}rect").get("fill")
+
+
+@pytest.mark.parametrize("which", ["ffn", "training"])
+def test_every_redistribution_is_labelled_with_the_plans_bytes(which, request):
+    p, page = request.getfixturevalue(which)
+    labels = by_class(graph_of(page), "g", "reshard")
+    assert sorted(int(g.get("data-index")) for g in labels) == list(range(len(p.redistributions)))
+    for g in labels:
+        r = p.redistributions[int(g.get("data-index"))]
+        assert (g.get("data-tensor"), g.get("data-phase"), int(g.get("data-bytes"))) == \
+            (r.tensor, r.phase, r.bytes_per_device)
+        assert f"{r.bytes_per_device:,} B" in texts(g)[0]
+        assert all(s.kind in texts(g)[0] for s in r.steps)
+
+
+def test_ffns_reduce_scatter_sits_on_the_edge_into_dense2_add(ffn):
+    p, page = ffn
+    # the README's ffn plan: one ReduceScatter of h4 (6,144 B) for dense2.add
+    (r,) = p.redistributions
+    edges = [e for e in by_class(graph_of(page), "path", "redistributed")]
+    assert [(e.get("data-from"), e.get("data-to")) for e in edges] == [("t:h4", "op:dense2.add")]
+    assert r.bytes_per_device == 6144 and texts(by_class(graph_of(page), "g", "reshard")[0]) == \
+        ["ReduceScatter 6,144 B"]
+
+
+def test_the_graph_is_laid_out_by_layer(ffn):
+    _, page = ffn
+    root = graph_of(page)
+    y = {}
+    for g in by_class(root, "g", "node"):
+        key = ("op:" + g.get("data-op")) if g.get("data-op") else "t:" + g.get("data-tensor")
+        rect = g.find("{http://www.w3.org/2000/svg}rect")
+        y[key] = float(rect.get("y")) + float(rect.get("height")) / 2
+    for e in by_class(root, "path", "edge"):
+        assert y[e.get("data-from")] < y[e.get("data-to")]  # every edge points down
+    # the chain x -> dense1.matmul -> h1 -> dense1.add -> h2 -> relu -> h3 -> dense2.matmul -> h4 -> dense2.add -> y
+    chain = ["t:x", "op:dense1.matmul", "t:h1", "op:dense1.add", "t:h2", "op:relu", "t:h3", "op:dense2.matmul",
+             "t:h4", "op:dense2.add", "t:y"]
+    assert [y[n] for n in chain] == sorted(y[n] for n in chain) and len({y[n] for n in chain}) == len(chain)
+    assert y["t:w1"] == y["t:x"]  # a weight sits beside its reader's other operand, not in a row of its own
+
+
+def test_the_charts_show_the_plans_own_seconds(training):
+    p, page = training
+    svgs = inline_svgs(page)
+    bars = by_class(svgs["chart per-op"], "rect", "bar")
+    compute = {b.get("data-label"): float(b.get("data-value")) for b in bars if b.get("data-series") == "compute"}
+    comm = {b.get("data-label"): float(b.get("data-value")) for b in bars if b.get("data-series") == "communication"}
+    for o in p.ops:
+        assert compute[o.name] == o.compute_time_s and comm[o.name] == o.comm_time_s
+    # the row for what no op is charged with makes the bars add up to the plan's totals
+    assert sum(comm.values()) == pytest.approx(p.totals.comm_time_s, rel=1e-12)
+    assert sum(compute.values()) == pytest.approx(p.totals.compute_time_s, rel=1e-12)
+
+
+def test_the_plan_table_lists_every_op_redistribution_and_tensor(training):
+    p, page = training
+    cells = Elements(page).cells
+    for o in p.ops:
+        assert o.name in cells and o.strategy.text() in cells
+    for r in p.redistributions:
+        assert f"{r.bytes_per_device:,} B" in cells
+    assert all(name in cells for name in p.tensors)
+
+
+@pytest.mark.parametrize("which", ["ffn", "training"])
+def test_the_page_fetches_nothing(which, request):
+    _, page = request.getfixturevalue(which)
+    tags = Elements(page)
+    for tag, attrs in tags.tags:
+        for key in ("src", "href", "xlink:href"):
+            assert not attrs.get(key) or attrs[key].startswith("#"), (tag, attrs)
+        assert tag not in ("link", "iframe", "img", "object", "embed")
+    assert "@import" not in page
+    assert not re.search(r"url\((?!#)", page)
+
+
+def test_identical_layers_collapse_and_nothing_is_lost(tmp_path, monkeypatch):
+    model = tmp_path / "tiny_gpt.yaml"
+    model.write_text(TINY_GPT)
+    p = plan(str(model))
+    monkeypatch.setattr(html_page, "COLLAPSE_OPS", 10)
+    page = plan_page(p)
+    root = graph_of(page)
+    boxes = by_class(root, "g", "collapsed")
+    assert boxes, "the four layers of the tiny gpt share strategies: some must collapse"
+    collapsed = [layer for b in boxes for layer in b.get("data-layers").split(",")]
+    drawn_ops = {g.get("data-op") for g in by_class(root, "g", "op")}
+    for layer in collapsed:  # a collapsed layer's ops are not drawn, the layer before a run is
+        assert not any(op.startswith(layer + ".") for op in drawn_ops)
+    first = int(collapsed[0].removeprefix("layer"))
+    assert any(op.startswith(f"layer{first - 1}.") for op in drawn_ops)
+    # every redistribution is either labelled on an edge or counted in a box, bytes included
+    labelled = [int(g.get("data-index")) for g in by_class(root, "g", "reshard")]
+    in_boxes = sum(int(b.get("data-reshards")) for b in boxes)
+    assert len(labelled) + in_boxes == len(p.redistributions)
+    rest = [r for i, r in enumerate(p.redistributions) if i not in set(labelled)]
+    assert sum(int(b.get("data-bytes")) for b in boxes) == sum(r.bytes_per_device for r in rest)
+    cells = Elements(page).cells
+    assert all(name in cells for name in p.tensors)  # the tables still list everything
+    assert len(by_class(inline_svgs(page)["chart per-layer"], "g", "row")) >= 4  # a row per layer
+
+
+def test_the_page_is_byte_identical_across_processes(tmp_path):
+    outs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"ffn{seed}.html"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        run = subprocess.run([sys.executable, "-m", "planner", "plan", "configs/ffn.yaml", "--format", "html",
+                              "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_config_gets_a_page_that_accounts_for_every_tensor_and_redistribution(config):
+    p = plan(str(ROOT / "configs" / config))
+    page = plan_page(p)
+    root = graph_of(page)
+    boxes = by_class(root, "g", "collapsed")
+    hidden = {layer for b in boxes for layer in b.get("data-layers").split(",")}
+    drawn = {g.get("data-tensor") for g in by_class(root, "g", "tensor")}
+    producer = {c.op.output: c.op.name for c in p.program.computes()}
+    for name in p.tensors:  # drawn, or inside a collapsed layer (by its name or its producer's)
+        owners = {html_page.layer_of(name), html_page.layer_of(producer.get(name, ""))}
+        assert name in drawn or owners & hidden, name
+    labelled = len(by_class(root, "g", "reshard"))
+    assert labelled + sum(int(b.get("data-reshards")) for b in boxes) == len(p.redistributions)

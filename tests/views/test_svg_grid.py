@@ -1,0 +1,91 @@
+"""describe --format svg: the device grid of a sharding (planner/views/svg_grid.py)."""
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from planner.cli.main import main
+from planner.errors import NotExpressibleError
+from planner.ir.text import parse_mesh_spec, parse_sharding
+from planner.views.svg_grid import device_grid_svg
+from tests.views.pictures import SVG, by_class, texts
+
+
+def grid(sharding: str, mesh: str, shape):
+    m = parse_mesh_spec(mesh, default_name="mesh")
+    svg = device_grid_svg(parse_sharding(sharding, [m]), shape)
+    return svg, ET.fromstring(svg)
+
+
+def blocks(root):
+    return [(b.get("data-devices"), eval(b.get("data-index")), b.get("fill")) for b in by_class(root, "rect", "block")]
+
+
+def test_two_axes_on_two_dims_draw_one_cell_per_device():
+    _, root = grid('[{"x"}, {"y"}]', "x=2,y=4", (64, 32))
+    cells = blocks(root)
+    # devices are the mesh positions row-major: device d sits at x = d // 4, y = d % 4, so it holds
+    # rows [32 (d // 4), +32) and columns [8 (d % 4), +8)
+    assert [(dev, idx) for dev, idx, _ in cells] == [
+        (str(d), [[32 * (d // 4), 32 * (d // 4) + 32], [8 * (d % 4), 8 * (d % 4) + 8]]) for d in range(8)]
+    assert len({fill for *_, fill in cells}) == 8  # one colour per block
+    assert root.tag == SVG + "svg"
+
+
+def test_a_replicated_axis_lists_every_device_holding_the_block():
+    _, root = grid('[{"x"}, {}]', "x=2,y=4", (64, 32))
+    # x splits the rows in two; the 4 devices along y (x fixed) hold the same block
+    assert [(dev, idx) for dev, idx, _ in blocks(root)] == [("0,1,2,3", [[0, 32], [0, 32]]),
+                                                          ("4,5,6,7", [[32, 64], [0, 32]])]
+    assert "devices 0-3" in texts(root) and "devices 4-7" in texts(root)
+
+
+def test_a_sub_axis_on_a_1d_mesh_is_seed_002s_layout():
+    _, root = grid('[{"d":(2)4}]', "d=8", (10,))
+    # "d":(2)4 is the minor 4 of d=8 = [2, 4]: device d holds block d % 4 (devices 0 and 4 hold block 0);
+    # blocks are ceil(10 / 4) = 3 long, the last one padded to [9, 10)
+    assert [(dev, idx) for dev, idx, _ in blocks(root)] == [
+        ("0,4", [[0, 3]]), ("1,5", [[3, 6]]), ("2,6", [[6, 9]]), ("3,7", [[9, 10]])]
+    ys = {b.get("y") for b in by_class(root, "rect", "block")}
+    assert len(ys) == 1  # rank 1: one row
+
+
+def test_rank_three_draws_one_panel_per_block_of_the_leading_dimension():
+    _, root = grid('[{"y"}, {}, {"x"}]', "x=2,y=4", (8, 7, 6))
+    panels = by_class(root, "g", "panel")
+    assert len(panels) == 4  # y=4 splits dimension 0 in four
+    for k, panel in enumerate(panels):
+        cells = by_class(panel, "rect", "block")
+        # in panel k (y = k), x splits dimension 2: device = 4 x + y
+        assert [c.get("data-devices") for c in cells] == [str(k), str(4 + k)]
+        assert all(eval(c.get("data-index"))[0] == [2 * k, 2 * k + 2] for c in cells)
+    assert "one panel per block of dimension 0" in " ".join(texts(root))
+
+
+def test_a_scalar_is_one_cell_held_by_every_device():
+    _, root = grid("[]", "x=2,y=2", ())
+    assert [(dev, idx) for dev, idx, _ in blocks(root)] == [("0,1,2,3", [])]
+
+
+def test_a_pending_sum_is_stated():
+    _, root = grid('[{"x"}, {}], unreduced={"y"}', "x=2,y=2", (4, 4))
+    assert any("pending sum over {\"y\"}" in t for t in texts(root))
+    assert len(blocks(root)) == 2
+
+
+def test_the_grid_is_deterministic():
+    assert grid('[{"x"}, {"y"}]', "x=2,y=4", (64, 32))[0] == grid('[{"x"}, {"y"}]', "x=2,y=4", (64, 32))[0]
+
+
+def test_too_many_blocks_are_refused_with_the_way_out():
+    with pytest.raises(NotExpressibleError, match="--format json"):
+        grid('[{"x"}]', "x=8192", (8192,))
+
+
+def test_describe_format_svg_writes_the_grid(tmp_path, capsys):
+    out = tmp_path / "grid.svg"
+    assert main(["describe", '[{"x"}, {"y"}]', "--mesh", "x=2,y=4", "--shape", "64x32", "--format", "svg",
+                 "--out", str(out)]) == 0
+    assert len(by_class(ET.parse(out).getroot(), "rect", "block")) == 8
+    assert main(["describe", '[{"x"}]', "--mesh", "x=8192", "--shape", "8192", "--format", "svg"]) == 2
+    assert "--format json" in capsys.readouterr().err
