@@ -175,15 +175,17 @@ def _values(metrics: dict) -> list[tuple[str, float]]:
             ("collectives", sum(metrics["collectives"].values()))]
 
 
-def _quantity(metric: str, value) -> str:
+def _quantity(metric: str, value, other=None) -> str:
+    """``value`` of ``metric`` in the reports' unit style; to the byte when ``other`` differs but rounds alike."""
     if value is None:
         return "-"
-    if metric == "comm_bytes_per_device":
-        return f"{value:,} B"
-    if metric == "comm_time_s":
-        from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
-        return format_quantity(value, "s")
+    if metric == "comm_bytes_per_device":
+        close = other is not None and other != value and format_bytes(other) == format_bytes(value)
+        return format_bytes(value, exact=close)
+    if metric == "comm_time_s":
+        return format_seconds(value)
     return str(value)
 
 
@@ -213,7 +215,7 @@ def _render(args, baseline, measured, rows, tolerance, worse, better, added, rem
     mode = f"search {args.search}" + (", training" if args.training else "")
     out = [f"{GATE}: {len(measured)} model{'s' if len(measured) != 1 else ''}, {mode}, "
            f"baseline {model_path(args.baseline)}, tolerance {tolerance * 100:g}%", ""]
-    body = [(r.model, r.metric, _quantity(r.metric, r.old), _quantity(r.metric, r.new), _change(r), _verdict(r))
+    body = [(r.model, r.metric, _quantity(r.metric, r.old, r.new), _quantity(r.metric, r.new, r.old), _change(r), _verdict(r))
             for r in rows]
     if body:
         out.append(table(body, header=("model", "metric", "old", "new", "change", "")))

@@ -24,17 +24,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def render(c) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = []
     for e in c.entries:
         collectives = ", ".join(f"{k} {n}" for k, n in e.collectives.items()) or "none"
         gap = "n/a" if e.gap is None else f"{100 * e.gap:+.1f}%"
-        rows.append((e.search, format_quantity(e.objective, "s"), f"{e.comm_bytes_per_device:,}",
-                     format_quantity(e.comm_time_s, "s"), collectives,
-                     format_quantity(e.memory_bytes_per_device, "bytes"), f"{e.plan_s:.2f} s", gap))
+        rows.append((e.search, format_seconds(e.objective), format_bytes(e.comm_bytes_per_device),
+                     format_seconds(e.comm_time_s), collectives,
+                     format_bytes(e.memory_bytes_per_device), format_seconds(e.plan_s), gap))
     out = [f"model {c.model}, mesh {c.mesh}{', training' if c.training else ''}", "",
-           table(rows, header=("search", "objective", "comm B/device", "comm time", "collectives",
+           table(rows, header=("search", "objective", "comm/device", "comm time", "collectives",
                                "memory/device", "plan time", "vs ilp"))]
     out.append("")
     out.append("vs ilp: objective over the ILP optimum" if c.optimum is not None else

@@ -43,13 +43,15 @@ def graph_data(graph) -> dict:
 
 
 def render_table(data: dict) -> str:
+    from costmodels.units import format_bytes
+
     rows = [
         (o["name"], o["op"], ", ".join(o["inputs"]), "x".join(map(str, o["shape"])) or "scalar", o["dtype"],
-         f"{o['flops']:,}", f"{o['param_bytes']:,}")
+         f"{o['flops']:,}", format_bytes(o['param_bytes']))
         for o in data["ops"]
     ]
     t = data["totals"]
-    rows.append(("total", f"{t['ops']} ops", "", "", "", f"{t['flops']:,}", f"{t['param_bytes']:,}"))
+    rows.append(("total", f"{t['ops']} ops", "", "", "", f"{t['flops']:,}", format_bytes(t['param_bytes'])))
     return f"model {data['model']}\n\n" + table(rows, header=("op", "kind", "inputs", "shape", "dtype", "flops", "param bytes")) + "\n"
 
 

@@ -113,7 +113,7 @@ def make_plan(args):
 
 
 def render_table(p) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
@@ -143,19 +143,19 @@ def render_table(p) -> str:
         for r in p.reshards:
             phase = f" [{r.phase}]" if p.training else ""
             rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
-                       _steps_text(r.steps), f"{r.bytes_per_device:,} B", format_quantity(r.time_s, "s")))
+                       _steps_text(r.steps), format_bytes(r.bytes_per_device), format_seconds(r.time_s)))
         out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
     if p.gradient_syncs:
         out += ["", "gradient reductions:"]
-        gs = [(g.tensor, _steps_text(g.steps), f"{g.bytes_per_device:,} B", format_quantity(g.time_s, "s"))
+        gs = [(g.tensor, _steps_text(g.steps), format_bytes(g.bytes_per_device), format_seconds(g.time_s))
               for g in p.gradient_syncs]
         out.append(table(gs, header=("param", "steps", "bytes/device", "time")))
     t = p.totals
     out += ["", "totals: " + ", ".join([
-        f"communication {t.comm_bytes_per_device:,} B per device in {format_quantity(t.comm_time_s, 's')}",
-        f"compute {format_quantity(t.compute_time_s, 's')}",
-        f"memory {format_quantity(t.memory_bytes_per_device, 'bytes')} per device",
-        f"objective {format_quantity(t.objective, 's')}",
+        f"communication {format_bytes(t.comm_bytes_per_device)} per device in {format_seconds(t.comm_time_s)}",
+        f"compute {format_seconds(t.compute_time_s)}",
+        f"memory {format_bytes(t.memory_bytes_per_device)} per device",
+        f"objective {format_seconds(t.objective)}",
     ])]
     if p.search_space is not None and p.search_space.restricted:
         out.append(p.search_space.describe(p.totals.objective))
@@ -163,7 +163,7 @@ def render_table(p) -> str:
         s = p.solver
         gap = "n/a" if s.gap is None else f"{s.gap:.3g}"
         out.append(f"solver: {s.name} {s.status} (optimal: {s.optimal}, gap {gap}) in "
-                   f"{format_quantity(s.time_s, 's')}, {s.variables} variables solved")
+                   f"{format_seconds(s.time_s)}, {s.variables} variables solved")
     return "\n".join(out) + "\n"
 
 

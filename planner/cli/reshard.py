@@ -63,13 +63,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(plan, checked) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = []
     for i, s in enumerate(plan.steps, 1):
         dims = " -> ".join(map(str, s.dims)) if s.kind == "AllToAll" else ", ".join(map(str, s.dims))
-        rows.append((i, s.kind, ", ".join(map(str, s.axes)) or "-", dims or "-", s.bytes_per_device,
-                     format_quantity(s.time_s, "s"), str(s.after)))
+        rows.append((i, s.kind, ", ".join(map(str, s.axes)) or "-", dims or "-", format_bytes(s.bytes_per_device),
+                     format_seconds(s.time_s), str(s.after)))
     head = table([
         ("from", str(plan.source)),
         ("to", str(plan.destination)),
@@ -78,12 +78,12 @@ def render(plan, checked) -> str:
     body = table(rows, header=("step", "kind", "axes", "dims", "bytes/device", "time", "after")) if rows else "no communication: the layouts already agree"
     lb = plan.lower_bound_bytes_per_device
     ratio = f"{plan.ratio:.2f}" if lb else ("1.00" if not plan.bytes_per_device else "n/a")
-    total = (f"total: {plan.bytes_per_device} B per device in {format_quantity(plan.time_s, 's')}; "
-             f"lower bound {lb} B (ratio {ratio})")
+    total = (f"total: {format_bytes(plan.bytes_per_device)} per device in {format_seconds(plan.time_s)}; "
+             f"lower bound {format_bytes(lb)} (ratio {ratio})")
     lines = [head, "", body, "", total]
     if checked is not None:
         if checked.verified:
-            lines.append(f"verified on the simulator: exact result, {checked.measured_bytes_per_device} B per device measured")
+            lines.append(f"verified on the simulator: exact result, {format_bytes(checked.measured_bytes_per_device)} per device measured")
         else:
             lines.append(f"NOT verified on the simulator: {checked.message}")
     return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def render(plan, r) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = [(name, "ok" if o["ok"] else "MISMATCH", f"{o['max_abs_error']:.3g}", f"{o['max_rel_error']:.3g}")
             for name, o in r.outputs.items()]
@@ -47,17 +47,18 @@ def render(plan, r) -> str:
     for name, ph in r.phases.items():
         measured, predicted = ph["measured_comm_bytes_per_device"], ph["predicted_comm_bytes_per_device"]
         counts = ", ".join(f"{k} x{v}" for k, v in ph["collectives"].items()) or "none"
-        phases.append((name, f"{measured:,} B", f"{predicted:,} B", "equal" if measured == predicted else "DIFFERENT",
+        exact = measured != predicted  # two counts that differ are shown to the byte
+        phases.append((name, format_bytes(measured, exact=exact), format_bytes(predicted, exact=exact), "equal" if measured == predicted else "DIFFERENT",
                        counts))
     lines += [
         "",
         table(phases, header=("phase", "measured/device", "predicted/device", "", "collectives")),
         "",
-        f"communication: {r.measured_comm_bytes_per_device:,} B per device measured, "
-        f"{r.predicted_comm_bytes_per_device:,} B predicted"
+        f"communication: {format_bytes(r.measured_comm_bytes_per_device, exact=not _same_bytes(r))} per device "
+        f"measured, {format_bytes(r.predicted_comm_bytes_per_device, exact=not _same_bytes(r))} predicted"
         + (" (equal)" if _same_bytes(r) else " (DIFFERENT)"),
     ]
-    lines.append(f"{'OK' if r.ok else 'FAILED'}: simulated in {format_quantity(r.time_s, 's')}")
+    lines.append(f"{'OK' if r.ok else 'FAILED'}: simulated in {format_seconds(r.time_s)}")
     return "\n".join(lines) + "\n"
 
 
