@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from planner.cli.args import SEARCHES
+from planner.cli.args import SEARCHES, command_options
 from planner.cli.output import table, to_json, write_text
 
 # planner.gate imports the whole pipeline (planner.api): the functions that use it import it, so that
@@ -43,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--update", action="store_true",
                    help="write the measured values to the baseline (the only way it is written) and exit 0")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                 where=args.baseline,
             )
 
-    measured = _measure_all(models, args.search, args.training)
+    measured = _measure_all(models, args.search, args.training, args.progress)
     known = {m: v for m, v in measured.items() if baseline is not None and m in baseline.models}
     added = [m for m in measured if m not in known]
     rows = compare(baseline, known, tolerance) if known else []
@@ -153,20 +152,22 @@ def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[s
     return [m for m in models if m not in gone], gone
 
 
-def _measure_all(models: list[str], search: str, training: bool) -> dict[str, dict]:
-    from planner.api import PlanWarning
+def _measure_all(models: list[str], search: str, training: bool, progress) -> dict[str, dict]:
+    from planner.errors import ShardplanWarning
     from planner.gate import measure
+    from planner.progress import counted
 
-    progress = sys.stderr.isatty() and len(models) > 1
     measured = {}
-    for i, m in enumerate(models, 1):
-        if progress:
-            print(f"[{i}/{len(models)}] planning {m} ...", file=sys.stderr, flush=True)
+    for m in counted(progress, "planning models", models):
+        progress.stage(f"planning {m}")
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", PlanWarning)
+            warnings.simplefilter("always", ShardplanWarning)
             measured[m] = measure(m, search=search, training=training)
-        for w in caught:
-            print(f"shardplan check: warning: {m}: {w.message}", file=sys.stderr)
+        for w in caught:  # said again with the model's name; the command's reporter prints them
+            if issubclass(w.category, ShardplanWarning):
+                warnings.warn(f"{m}: {w.message}", w.category)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return measured
 
 

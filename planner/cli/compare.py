@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_arguments, planning_options
 
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     planning_options(p)
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def render(c) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
+from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
 from planner.ir.text import parse_sharding
 
@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", required=True, help="tensor shape, e.g. 4x8")
     p.add_argument("--dtype", default="f32", help=f"one of {', '.join(DTYPES)} (default f32)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def _ranges(index: list[list[int]]) -> list[str]:

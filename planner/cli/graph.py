@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
+from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
 
 
@@ -16,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     p.add_argument("--format", choices=("table", "json", "dot"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def graph_data(graph) -> dict:
@@ -75,7 +77,12 @@ def render_dot(graph) -> str:
 def run(args: argparse.Namespace) -> int:
     from graphs import load_model  # not at the top: shardplan --help does not load the model layer (issue 11)
 
+    from graphs.lint import model_warnings
+    from planner.errors import ModelWarning
+
     graph = load_model(args.model)
+    for message in model_warnings(graph):
+        warnings.warn(message, ModelWarning, stacklevel=1)
     if args.format == "dot":
         write_text(render_dot(graph), None)
     elif args.format == "json":

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
 
-from planner.cli.args import PASSES, SEARCHES
+from planner.cli.args import PASSES, SEARCHES, command_options
 from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError
 
@@ -62,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --search propagate: every tensor's sharding after each user priority and each "
                    "op-priority level (table and json)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
     e = sub.add_parser(
         "explain",
@@ -72,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("model", help="model YAML file")
     e.add_argument("tensor", help="tensor name")
     _plan_options(e)
-    e.set_defaults(run=run_explain)
+    command_options(e, run_explain)
 
 
 def _budget(text: str | None) -> float | None:
@@ -89,27 +87,19 @@ def _budget(text: str | None) -> float | None:
     return float(value)
 
 
-def _progress(message: str) -> None:
-    print(f"shardplan: {message}", file=sys.stderr, flush=True)
-
-
 def plan_arguments(args) -> dict:
     """The keyword arguments of ``planner.api.plan`` that :func:`planning_options` gave (not the search)."""
     return dict(mesh=args.mesh, cluster=args.cluster, training=args.training,
                 memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
-                progress=_progress if sys.stderr.isatty() else None, insert_pbroadcast=args.insert_pbroadcast,
+                progress=getattr(args, "progress", None), insert_pbroadcast=args.insert_pbroadcast,
                 axes_per_phase=args.axes_per_phase)
 
 
 def make_plan(args):
-    from planner.api import PlanWarning, plan
+    """The plan the flags ask for; its warnings are printed by the command's reporter (``--quiet`` hides them)."""
+    from planner.api import plan
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PlanWarning)
-        result = plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
-    for w in caught:
-        print(f"shardplan: warning: {w.message}", file=sys.stderr)
-    return result
+    return plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
 
 
 def render_table(p) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
+from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
 from planner.ir.text import parse_sharding
 
@@ -30,11 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="minimise bytes received per device (default) or time on the cluster")
     p.add_argument("--verify", action="store_true", help="execute the plan on the simulator and measure its bytes")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
     from costmodels import load_cluster
+    from planner.progress import task
     from planner.redistribution import reshard
 
     meshes = parse_meshes(args.mesh)
@@ -45,13 +46,15 @@ def run(args: argparse.Namespace) -> int:
     src.check_rank(shape)
     dst.check_rank(shape)
     cluster = load_cluster(args.cluster)
-    plan = reshard(shape, dtype, src, dst, cluster, objective=args.objective)
+    with task(args.progress, "searching the redistribution"):  # a spinner: the A* search has no step count
+        plan = reshard(shape, dtype, src, dst, cluster, objective=args.objective)
     data = plan.to_dict()
     checked = None
     if args.verify:  # the simulator is imported only to run it
         from planner.simulation.reshard import verify
 
-        checked = verify(plan)
+        with task(args.progress, "verifying on the simulator"):
+            checked = verify(plan)
     if checked is not None:
         data["verified"] = checked.verified
         data["measured_bytes_per_device"] = checked.measured_bytes_per_device

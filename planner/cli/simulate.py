@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import _plan_options, make_plan
 
@@ -25,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "
                    "f32 (faster, about half the memory; compared to 1e-4)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def render(plan, r) -> str:
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.simulation.run import simulate
 
     p = make_plan(args)
-    r = simulate(p, seed=args.seed, dtype=args.dtype)
+    r = simulate(p, seed=args.seed, dtype=args.dtype, progress=args.progress)
     if args.format == "json":
         write_text(to_json(r.to_dict()), None)
     else:
