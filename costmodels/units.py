@@ -116,7 +116,7 @@ def format_quantity(value: float, unit: str) -> str:
 
 # -- the one style of every report (tables, summaries, warnings, progress) -------------------------------
 # Decimal (SI) prefixes, as in the cluster files' bandwidths: 1 MB = 10**6 B, 1 GB = 10**9 B.
-_BYTE_PREFIXES = (("MB", 10**6), ("GB", 10**9), ("TB", 10**12), ("PB", 10**15), ("EB", 10**18))
+_BYTE_PREFIXES = (("MB", 10**6), ("GB", 10**9), ("TB", 10**12), ("PB", 10**15))
 _SECOND_UNITS = (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
 
