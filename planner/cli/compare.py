@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
@@ -40,14 +41,16 @@ def render(c) -> str:
     out.append("")
     out.append("vs ilp: objective over the ILP optimum" if c.optimum is not None else
                "vs ilp: n/a, the ILP did not prove an optimum (see its warnings)")
-    for e in c.entries:
-        out += [f"{e.search}: warning: {w}" for w in e.warnings]
     return "\n".join(out) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
     from planner.compare import compare
+    from planner.errors import PlanWarning
 
     c = compare(args.model, propagation=args.propagation, **plan_arguments(args))
+    for e in c.entries:  # on stderr with the other warnings (--quiet hides them); the JSON keeps them per search
+        for w in e.warnings:
+            warnings.warn(f"{e.search}: {w}", PlanWarning, stacklevel=1)
     write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out)
     return 0

@@ -134,3 +134,22 @@ def test_check_names_the_model_in_each_warning(tmp_path, capsys, monkeypatch):
     write(tmp_path, UNUSED, "loose.yaml")
     assert main(["check", "loose.yaml", "--baseline", "b.json", "--update"]) == 0
     assert "shardplan check: warning: loose.yaml: tensor 'spare'" in capsys.readouterr().err
+
+
+def test_compare_prints_each_searchs_warnings_on_stderr_and_quiet_hides_them(tmp_path, capsys):
+    path = write(tmp_path, """\
+name: soft
+mesh: {x: 2}
+tensors:
+  a: {shape: [8, 4], kind: input, sharding: '[{"x"}, {}]'}
+ops:
+  - {name: act, op: relu, inputs: [a], output: h}
+  - {name: act2, op: neg, inputs: [h], output: y}
+shard_like: [[h, y]]
+""")
+    assert main(["compare", path]) == 0
+    captured = capsys.readouterr()
+    assert "shardplan compare: warning: ilp: --search ilp ignores the shard_like group [h, y]" in captured.err
+    assert "warning" not in captured.out  # the table is data; warnings are stderr's
+    assert main(["compare", path, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
