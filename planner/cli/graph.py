@@ -76,7 +76,6 @@ def render_dot(graph) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from graphs import load_model  # not at the top: shardplan --help does not load the model layer (issue 11)
-
     from graphs.lint import model_warnings
     from planner.errors import ModelWarning
 

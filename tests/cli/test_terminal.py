@@ -143,3 +143,16 @@ def test_a_warning_line_does_not_tear_the_bar(monkeypatch):
     # the bar line is wiped (carriage return, blanks, carriage return) before the warning is written
     assert text.endswith("\r" + " " * (len(text.split("\r")[2])) + "\rp: warning: something\n")
     t.close()
+
+
+def test_every_command_takes_verbose_and_quiet(capsys):
+    import argparse
+
+    from planner.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 9  # describe, graph, plan, explain, reshard, simulate, check, compare, export
+    for name in sub.choices:
+        assert main([name, "--help"]) == 0
+        text = capsys.readouterr().out
+        assert "-v, --verbose" in text and "-q, --quiet" in text, name
