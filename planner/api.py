@@ -40,7 +40,7 @@ from planner.ir.text import parse_mesh_spec
 from planner.progress import Progress, as_progress
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
 from planner.propagation.ignored import ignored_annotations
-from planner.propagation.mesh_override import on_mesh
+from planner.propagation.mesh_override import on_mesh, with_model_types
 from planner.propagation.phases import parse_per_phase
 from planner.propagation.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
 from planner.propagation.propagate import PASSES
@@ -146,7 +146,7 @@ def plan(
     layout = outputs_layout if outputs_layout is not None else graph.outputs_layout
     options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout,
                       insert_pbroadcast=insert_pbroadcast)
-    planning_mesh = _planning_mesh(graph, mesh)
+    planning_mesh = with_model_types(graph, _planning_mesh(graph, mesh))  # axis types go with the axis names
     if search != "explicit":  # explicit types live on the model's mesh: it refuses another one itself
         graph = on_mesh(graph, planning_mesh)  # annotations kept by axis name, or a clear refusal
     clu = _cluster(graph, cluster)

@@ -13,6 +13,10 @@ what they mean only if the new mesh has axes of those names, so the rule is:
   does not fit the new sizes — a sub-axis ``"d":(1)2`` of an axis now of size 3 — is
   refused naming the tensor).
 
+The model's axis types (``axis_types: {x: Explicit}``) go with the names too
+(:func:`with_model_types`): the text form of ``--mesh`` cannot state a type, so an axis
+the override leaves Auto takes the type the model gives the axis of that name.
+
 The model's other meshes (``meshes:``) are not overridden: annotations on them are
 planned through the device-equivalence translation as before
 (:func:`planner.propagation.annotations.translate`).
@@ -41,9 +45,9 @@ from dataclasses import replace
 
 from graphs.graph import ComputationGraph
 from planner.errors import PlanningError, ShardingError
-from planner.ir.mesh import Mesh
+from planner.ir.mesh import AxisType, Mesh
 
-__all__ = ["on_mesh"]
+__all__ = ["on_mesh", "with_model_types"]
 
 
 def on_mesh(graph: ComputationGraph, mesh: Mesh) -> ComputationGraph:
@@ -87,6 +91,23 @@ def on_mesh(graph: ComputationGraph, mesh: Mesh) -> ComputationGraph:
     return ComputationGraph(graph.name, meshes, tensors, ops, graph.outputs, graph.shard_as,
                             shard_like=graph.shard_like, axis_regions=regions, cluster=graph.cluster,
                             outputs_layout=graph.outputs_layout, source=graph.source)
+
+
+def with_model_types(graph: ComputationGraph, mesh: Mesh) -> Mesh:
+    """``mesh`` (an override) with each Auto axis typed as the model's default mesh types the axis of that name.
+
+    >>> from graphs import load_model_text
+    >>> from planner.ir.text import parse_mesh_spec
+    >>> g = load_model_text("name: t\\nmeshes:\\n  m: {axes: {x: 2, y: 4}, axis_types: {x: Explicit}}\\n"
+    ...                     "tensors:\\n  a: {shape: [8], kind: input}\\nops:\\n  - {name: r, op: relu, inputs: [a], output: b}\\n")
+    >>> [(a.name, a.type.value) for a in with_model_types(g, parse_mesh_spec("y=2,x=4", default_name="m")).axes]
+    [('y', 'Auto'), ('x', 'Explicit')]
+    """
+    if not graph.meshes or mesh in graph.meshes.values():  # one of the model's own meshes keeps its own types
+        return mesh
+    types = {a.name: a.type for a in graph.mesh.axes if a.type != AxisType.AUTO}
+    keep = {a.name: types[a.name] for a in mesh.axes if a.type == AxisType.AUTO and a.name in types}
+    return mesh.with_types(keep) if keep else mesh
 
 
 def _axis_uses(graph: ComputationGraph, mesh: Mesh) -> list[tuple[str, str]]:

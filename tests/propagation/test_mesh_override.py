@@ -57,3 +57,15 @@ def test_a_sub_axis_that_does_not_fit_the_new_size_is_refused_naming_the_tensor(
         on_mesh(load_model_text(text), mesh("a=2,b=4"))  # "a":(2)2 needs an axis of at least 2*2 = 4 devices
     assert str(info.value).startswith("tensor 'x' (<string>:4): its sharding")
     assert "does not fit --mesh a=2,b=4" in str(info.value)
+
+
+def test_an_override_keeps_the_models_axis_types_by_name():
+    from planner.ir.mesh import AxisType
+    from planner.propagation.mesh_override import with_model_types
+
+    typed = MODEL.replace("mesh: {a: 4, b: 2}", "meshes:\n  mesh: {axes: {a: 4, b: 2}, axis_types: {b: Explicit}}")
+    g = load_model_text(typed)
+    swapped = with_model_types(g, mesh("b=2,a=4"))
+    assert {a.name: a.type for a in swapped.axes} == {"a": AxisType.AUTO, "b": AxisType.EXPLICIT}
+    # the same names and sizes with the model's types is the model's own mesh: nothing to override
+    assert with_model_types(g, mesh("a=4,b=2")) == g.mesh
