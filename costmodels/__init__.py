@@ -29,7 +29,7 @@ from costmodels.compute import compute_time_s
 from costmodels.loader import ClusterSpec, load_cluster
 from costmodels.memory import OPTIMIZER_STATE_BYTES_PER_ELEMENT, activation_bytes, fits_in_memory, parameter_bytes
 from costmodels.presets import DEFAULT_PRESET, preset_names, preset_path
-from costmodels.units import format_quantity, parse_quantity
+from costmodels.units import format_bytes, format_quantity, format_seconds, parse_quantity
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -49,7 +49,9 @@ __all__ = [
     "collective_permute_cost",
     "compute_time_s",
     "fits_in_memory",
+    "format_bytes",
     "format_quantity",
+    "format_seconds",
     "group_spans_nodes",
     "load_cluster",
     "parameter_bytes",

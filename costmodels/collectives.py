@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from costmodels.cluster import Link
-from costmodels.units import format_quantity, nonnegative_int
+from costmodels.units import format_bytes, format_seconds, nonnegative_int
 from planner.errors import CostModelError
 
 __all__ = [
@@ -64,7 +64,7 @@ class CollectiveCost:
     >>> CollectiveCost(100, 1e-6) + CollectiveCost(50, 2e-6)
     CollectiveCost(bytes_per_device=150, time_s=3e-06)
     >>> str(CollectiveCost(3_000_000, 4.5e-05))
-    '3000000 B, 45us'
+    '3.00 MB, 45.0 us'
     """
 
     bytes_per_device: int
@@ -76,7 +76,7 @@ class CollectiveCost:
         return CollectiveCost(self.bytes_per_device + other.bytes_per_device, self.time_s + other.time_s)
 
     def __str__(self) -> str:
-        return f"{self.bytes_per_device} B, {format_quantity(self.time_s, 's')}"
+        return f"{format_bytes(self.bytes_per_device)}, {format_seconds(self.time_s)}"
 
 
 NO_COST = CollectiveCost(0, 0.0)

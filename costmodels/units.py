@@ -25,10 +25,11 @@ from __future__ import annotations
 import operator
 import re
 from fractions import Fraction
+from typing import Sequence
 
 from planner.errors import CostModelError
 
-__all__ = ["UNITS", "format_quantity", "nonnegative_int", "parse_quantity"]
+__all__ = ["UNITS", "format_bytes", "format_quantity", "format_seconds", "nonnegative_int", "parse_quantity"]
 
 # Factors are exact fractions so that "5us" is the float nearest 5e-6, not 5 * 1e-6.
 _DECIMAL = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
@@ -111,6 +112,70 @@ def format_quantity(value: float, unit: str) -> str:
         if abs(value) >= _DECIMAL[prefix]:
             return f"{value / _DECIMAL[prefix]:g}{prefix}{suffix}"
     return f"{value:g}{suffix}"
+
+
+# -- the one style of every report (tables, summaries, warnings, progress) -------------------------------
+# Decimal (SI) prefixes, as in the cluster files' bandwidths: 1 MB = 10**6 B, 1 GB = 10**9 B.
+_BYTE_PREFIXES = (("MB", 10**6), ("GB", 10**9), ("TB", 10**12), ("PB", 10**15))
+_SECOND_UNITS = (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
+
+
+def _three_digits(value: float) -> str:
+    """``value`` (``0 < value < 1000``) to three significant digits, trailing zeros kept: ``12.0``, ``1.50``."""
+    text = f"{value:#.3g}"
+    return text.rstrip(".") if "e" not in text else f"{value:.0f}"
+
+
+def _scaled(value: float, units: Sequence[tuple[str, float]]) -> str:
+    """``value`` in the largest of ``units`` (name, size; increasing) that keeps it >= 1, to three digits."""
+    magnitude = abs(value)
+    for k, (name, size) in enumerate(units):
+        last = k == len(units) - 1
+        if not last and magnitude >= units[k + 1][1]:
+            continue
+        rounded = float(f"{magnitude / size:.3g}")
+        if rounded >= 1000 and not last:  # 999.96 MB rounds to 1000 MB: that is 1.00 GB
+            continue
+        digits = _three_digits(rounded) if rounded < 1000 else f"{rounded:,.0f}"
+        return f"{'-' if value < 0 else ''}{digits} {name}"
+    raise AssertionError("unreachable")  # the last unit always returns
+
+
+def format_bytes(count: float, *, exact: bool = False) -> str:
+    """A byte count as every report prints it: exact below a megabyte, else three digits in SI units.
+
+    ``exact=True`` prints every digit (for two counts that differ by less than the
+    rounding). JSON keeps integers of bytes; this is for people.
+
+    >>> format_bytes(6144), format_bytes(0), format_bytes(786_432)
+    ('6,144 B', '0 B', '786,432 B')
+    >>> format_bytes(12_345_678), format_bytes(2_621_440), format_bytes(80 * 2**30)
+    ('12.3 MB', '2.62 MB', '85.9 GB')
+    >>> format_bytes(999_999_999), format_bytes(100_000_000), format_bytes(2_621_440, exact=True)
+    ('1.00 GB', '100 MB', '2,621,440 B')
+    """
+    if exact or abs(count) < _BYTE_PREFIXES[0][1]:
+        return f"{round(count):,} B"
+    return _scaled(float(count), _BYTE_PREFIXES)
+
+
+def format_seconds(seconds: float) -> str:
+    """A time as every report prints it: three significant digits in ns, us, ms or s.
+
+    JSON keeps seconds as floats; this is for people.
+
+    >>> format_seconds(17.0614e-6), format_seconds(1.32608e-9), format_seconds(0.0116184)
+    ('17.1 us', '1.33 ns', '11.6 ms')
+    >>> format_seconds(0.0), format_seconds(3.18491), format_seconds(4.2e-10), format_seconds(9.9996e-4)
+    ('0 s', '3.18 s', '0.420 ns', '1.00 ms')
+    >>> format_seconds(1234.5)
+    '1,234 s'
+    """
+    if seconds == 0:
+        return "0 s"
+    if abs(seconds) >= 1000:
+        return f"{seconds:,.0f} s"
+    return _scaled(float(seconds), _SECOND_UNITS)
 
 
 def nonnegative_int(value: object, name: str) -> int:

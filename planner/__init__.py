@@ -12,7 +12,7 @@ only the bottom layers, so ``costmodels`` and ``graphs``, which build on
 __version__ = "0.1.0"
 
 from planner.caches import clear_caches  # noqa: E402
-from planner.errors import ShardplanError  # noqa: E402
+from planner.errors import ShardplanError, ShardplanWarning  # noqa: E402
 from planner.ir import (  # noqa: E402
     AxisRef,
     DimSharding,
@@ -23,12 +23,15 @@ from planner.ir import (  # noqa: E402
     parse_sharding,
     same_layout,
 )
+from planner.progress import Progress  # noqa: E402
 
 __all__ = [
     "AxisRef",
     "DimSharding",
     "Mesh",
+    "Progress",
     "ShardplanError",
+    "ShardplanWarning",
     "TensorSharding",
     "__version__",
     "clear_caches",

@@ -28,15 +28,19 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from costmodels import Cluster, load_cluster
+from costmodels import Cluster, format_bytes, format_quantity, load_cluster
 from graphs import ComputationGraph, load_model, load_model_text
 from graphs.gradients import check_differentiable
-from planner.errors import PlanningError
+from graphs.lint import model_warnings
+from planner.errors import ModelWarning, PlanningError, PlanWarning
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
+from planner.progress import Progress, as_progress
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
+from planner.propagation.ignored import ignored_annotations
+from planner.propagation.mesh_override import on_mesh, with_model_types
 from planner.propagation.phases import parse_per_phase
 from planner.propagation.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
 from planner.propagation.propagate import PASSES
@@ -44,10 +48,6 @@ from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
 
 __all__ = ["OUTPUT_LAYOUTS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
-
-
-class PlanWarning(UserWarning):
-    """Something the user should know about a plan (e.g. the ILP fell back to BFS)."""
 
 
 def load(model: Any) -> ComputationGraph:
@@ -79,9 +79,16 @@ def _planning_mesh(graph: ComputationGraph, mesh: Any) -> Mesh:
 
 
 def _cluster(graph: ComputationGraph, cluster: Any) -> Cluster:
-    spec = cluster if cluster is not None else graph.cluster
+    """The cluster to cost on: ``cluster`` (the ``--cluster`` flag) if given, else the model's ``cluster:``.
+
+    A relative path is read where it was written: the model's ``cluster:`` relative to
+    the model file's folder (the model and its cluster travel together), the argument
+    relative to the current directory (as every path on a command line is).
+    """
+    if cluster is not None:
+        return load_cluster(cluster)
     base = str(Path(graph.source).parent) if graph.source and Path(str(graph.source)).exists() else None
-    return load_cluster(spec, base_dir=base)
+    return load_cluster(graph.cluster, base_dir=base)
 
 
 def plan(
@@ -95,7 +102,7 @@ def plan(
     time_limit: float | None = None,
     solver: str = "auto",
     outputs_layout: str | None = None,
-    progress=None,
+    progress: Progress | Callable[[str], None] | None = None,
     insert_pbroadcast: bool = True,
     axes_per_phase: Any = "auto",
     propagation: str = "user-priority",
@@ -118,12 +125,15 @@ def plan(
     building on the previous (:mod:`planner.propagation.propagate`).
 
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
-    ``outputs_layout``. ``progress``, if given, is called with a short message at
-    each stage of a long search (the CLI prints them when stderr is a terminal).
+    ``outputs_layout``. ``progress``, if given, hears how far the work has got: a
+    :class:`~planner.progress.Progress` gets the stages, the cost tables built and the
+    solver's run (the CLI draws a bar from them on a terminal); a plain callable gets a
+    short message at each stage.
     Notes such as an ILP fallback are issued as :class:`PlanWarning` and kept in
     ``Plan.warnings``.
     """
-    say = progress or (lambda message: None)
+    progress = as_progress(progress)
+    say = progress.stage
     if search not in SEARCHES:
         raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
     if propagation not in PASSES:
@@ -136,7 +146,9 @@ def plan(
     layout = outputs_layout if outputs_layout is not None else graph.outputs_layout
     options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout,
                       insert_pbroadcast=insert_pbroadcast)
-    planning_mesh = _planning_mesh(graph, mesh)
+    planning_mesh = with_model_types(graph, _planning_mesh(graph, mesh))  # axis types go with the axis names
+    if search != "explicit":  # explicit types live on the model's mesh: it refuses another one itself
+        graph = on_mesh(graph, planning_mesh)  # annotations kept by axis name, or a clear refusal
     clu = _cluster(graph, cluster)
     check_axis_types(planning_mesh)
     if any(op_explicit_axes(graph, planning_mesh).values()) and search in ("bfs", "ilp"):
@@ -153,9 +165,24 @@ def plan(
         say(f"propagating ({propagation})")
         outcome = propagate_outcome(graph, planning_mesh, clu, options, propagation)
     else:
-        outcome = run_search(graph, planning_mesh, clu, options, search, time_limit=time_limit, solver=solver, say=say,
+        outcome = run_search(graph, planning_mesh, clu, options, search, time_limit=time_limit, solver=solver, progress=progress,
                              axes_per_phase=per_phase)
-    say("lowering the plan")
-    for note in outcome.notes:
+    model_notes = model_warnings(graph)
+    notes = (*ignored_annotations(graph, search), *outcome.notes, *_memory_notes(outcome, clu))
+    for note in model_notes:
+        warnings.warn(note, ModelWarning, stacklevel=2)
+    for note in notes:
         warnings.warn(note, PlanWarning, stacklevel=2)
-    return make_plan(outcome)
+    say("lowering the plan")
+    return make_plan(replace(outcome, notes=(*model_notes, *notes)))
+
+
+def _memory_notes(outcome, cluster: Cluster) -> tuple[str, ...]:
+    """A warning when the plan needs more memory per device than the cluster's devices have."""
+    need = int(outcome.model.problem.memory(outcome.choice))
+    have = cluster.device_memory_bytes
+    if need <= have:
+        return ()
+    return (f"the plan needs {format_bytes(need)} per device (parameters, optimizer state and live activations) but a "
+            f"device of cluster {cluster.name!r} has {format_bytes(have)}: it would not fit; shard more (e.g. "
+            f"--search ilp --memory-budget {format_quantity(have, 'bytes')}), plan on more devices, or give a --cluster with more memory",)

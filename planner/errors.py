@@ -8,7 +8,9 @@ There are two branches, never mixed:
   the input. It is deliberately *not* a :class:`ShardplanError`, so ``except
   ShardplanError`` never hides one. The CLI reports it in one line and exits with status 3.
 
-The library raises these and never prints or exits.
+The library raises these and never prints or exits. What the user should know but
+that does not stop the work is a warning (:class:`ShardplanWarning` and its two kinds,
+issued with :func:`warnings.warn`); the CLI prints them on stderr unless ``--quiet``.
 
 >>> issubclass(CostModelError, ShardplanError), issubclass(SimulationMismatch, ShardplanError)
 (True, False)
@@ -139,6 +141,25 @@ class SimulationMismatch(InternalError):
     Raised as ``SimulationMismatch(message)``; :func:`planner.simulation.reshard.verify`
     turns it into a failed verification.
     """
+
+
+class ShardplanWarning(UserWarning):
+    """Something the user should know that does not stop the work: issued with :func:`warnings.warn`.
+
+    The CLI prints each on stderr (``shardplan plan: warning: ...``) unless ``--quiet``,
+    and never changes the exit status for one.
+    """
+
+
+class ModelWarning(ShardplanWarning):
+    """A model that is legal but probably not what was meant: a declared tensor no op reads
+    and no output names, an op whose result reaches no output, no ops at all."""
+
+
+class PlanWarning(ShardplanWarning):
+    """Something the user should know about a plan: the ILP fell back to BFS, a search ignores
+    an annotation the model gives, the plan needs more memory per device than the cluster's
+    devices have. Kept in ``Plan.warnings`` as well."""
 
 
 def did_you_mean(word: object, options, n: int = 1) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
+import functools
 import re
+from typing import Callable
 
 from planner.errors import ParseError
 from planner.ir.mesh import Mesh
@@ -55,3 +58,24 @@ def parse_meshes(texts: list[str] | None) -> list[Mesh]:
             )
         meshes.append(mesh)
     return meshes
+
+
+def command_options(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
+    """``--verbose`` and ``--quiet``, which every command takes, and ``run`` as the command.
+
+    ``run`` is called through :func:`planner.cli.output.reported`: ``args.progress`` is the
+    command's :class:`~planner.progress.Progress` (a bar on a terminal), and the warnings
+    the library issues are printed on stderr unless ``--quiet``.
+    """
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="print each stage of the work on stderr with the time since the start")
+    g.add_argument("-q", "--quiet", action="store_true",
+                   help="print neither warnings nor progress on stderr (errors still are)")
+    p.set_defaults(run=functools.partial(_reported, run))
+
+
+def _reported(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    from planner.cli.output import reported  # imported when a command runs: --help stays light (issue 11)
+
+    return reported(run, args)

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import warnings
 from typing import TYPE_CHECKING
 
-from planner.cli.args import SEARCHES
+from planner.cli.args import SEARCHES, command_options
 from planner.cli.output import table, to_json, write_text
 
 # planner.gate imports the whole pipeline (planner.api): the functions that use it import it, so that
@@ -43,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--update", action="store_true",
                    help="write the measured values to the baseline (the only way it is written) and exit 0")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                 where=args.baseline,
             )
 
-    measured = _measure_all(models, args.search, args.training)
+    measured = _measure_all(models, args.search, args.training, args.progress)
     known = {m: v for m, v in measured.items() if baseline is not None and m in baseline.models}
     added = [m for m in measured if m not in known]
     rows = compare(baseline, known, tolerance) if known else []
@@ -153,20 +152,22 @@ def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[s
     return [m for m in models if m not in gone], gone
 
 
-def _measure_all(models: list[str], search: str, training: bool) -> dict[str, dict]:
-    from planner.api import PlanWarning
+def _measure_all(models: list[str], search: str, training: bool, progress) -> dict[str, dict]:
+    from planner.errors import ShardplanWarning
     from planner.gate import measure
+    from planner.progress import counted
 
-    progress = sys.stderr.isatty() and len(models) > 1
     measured = {}
-    for i, m in enumerate(models, 1):
-        if progress:
-            print(f"[{i}/{len(models)}] planning {m} ...", file=sys.stderr, flush=True)
+    for m in counted(progress, "planning models", models):
+        progress.stage(f"planning {m}")
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", PlanWarning)
+            warnings.simplefilter("always", ShardplanWarning)
             measured[m] = measure(m, search=search, training=training)
-        for w in caught:
-            print(f"shardplan check: warning: {m}: {w.message}", file=sys.stderr)
+        for w in caught:  # said again with the model's name; the command's reporter prints them
+            if issubclass(w.category, ShardplanWarning):
+                warnings.warn(f"{m}: {w.message}", w.category)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return measured
 
 
@@ -175,15 +176,17 @@ def _values(metrics: dict) -> list[tuple[str, float]]:
             ("collectives", sum(metrics["collectives"].values()))]
 
 
-def _quantity(metric: str, value) -> str:
+def _quantity(metric: str, value, other=None) -> str:
+    """``value`` of ``metric`` in the reports' unit style; to the byte when ``other`` differs but rounds alike."""
     if value is None:
         return "-"
-    if metric == "comm_bytes_per_device":
-        return f"{value:,} B"
-    if metric == "comm_time_s":
-        from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
-        return format_quantity(value, "s")
+    if metric == "comm_bytes_per_device":
+        close = other is not None and other != value and format_bytes(other) == format_bytes(value)
+        return format_bytes(value, exact=close)
+    if metric == "comm_time_s":
+        return format_seconds(value)
     return str(value)
 
 
@@ -213,7 +216,7 @@ def _render(args, baseline, measured, rows, tolerance, worse, better, added, rem
     mode = f"search {args.search}" + (", training" if args.training else "")
     out = [f"{GATE}: {len(measured)} model{'s' if len(measured) != 1 else ''}, {mode}, "
            f"baseline {model_path(args.baseline)}, tolerance {tolerance * 100:g}%", ""]
-    body = [(r.model, r.metric, _quantity(r.metric, r.old), _quantity(r.metric, r.new), _change(r), _verdict(r))
+    body = [(r.model, r.metric, _quantity(r.metric, r.old, r.new), _quantity(r.metric, r.new, r.old), _change(r), _verdict(r))
             for r in rows]
     if body:
         out.append(table(body, header=("model", "metric", "old", "new", "change", "")))

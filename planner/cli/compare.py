@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
+from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_arguments, planning_options
 
@@ -22,34 +24,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="table (default), json, svg (a chart: communication bytes, time and objective per search) "
                    "or html (a page with the chart and the table)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def render(c) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = []
     for e in c.entries:
         collectives = ", ".join(f"{k} {n}" for k, n in e.collectives.items()) or "none"
         gap = "n/a" if e.gap is None else f"{100 * e.gap:+.1f}%"
-        rows.append((e.search, format_quantity(e.objective, "s"), f"{e.comm_bytes_per_device:,}",
-                     format_quantity(e.comm_time_s, "s"), collectives,
-                     format_quantity(e.memory_bytes_per_device, "bytes"), f"{e.plan_s:.2f} s", gap))
+        rows.append((e.search, format_seconds(e.objective), format_bytes(e.comm_bytes_per_device),
+                     format_seconds(e.comm_time_s), collectives,
+                     format_bytes(e.memory_bytes_per_device), format_seconds(e.plan_s), gap))
     out = [f"model {c.model}, mesh {c.mesh}{', training' if c.training else ''}", "",
-           table(rows, header=("search", "objective", "comm B/device", "comm time", "collectives",
+           table(rows, header=("search", "objective", "comm/device", "comm time", "collectives",
                                "memory/device", "plan time", "vs ilp"))]
     out.append("")
     out.append("vs ilp: objective over the ILP optimum" if c.optimum is not None else
                "vs ilp: n/a, the ILP did not prove an optimum (see its warnings)")
-    for e in c.entries:
-        out += [f"{e.search}: warning: {w}" for w in e.warnings]
     return "\n".join(out) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
     from planner.compare import compare
+    from planner.errors import PlanWarning
 
     c = compare(args.model, propagation=args.propagation, **plan_arguments(args))
+    for e in c.entries:  # on stderr with the other warnings (--quiet hides them); the JSON keeps them per search
+        for w in e.warnings:
+            warnings.warn(f"{e.search}: {w}", PlanWarning, stacklevel=1)
     if args.format in ("svg", "html"):
         from planner.views.charts import compare_chart, compare_page
 

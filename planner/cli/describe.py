@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
+from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
 from planner.ir.text import parse_sharding
 
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("table", "json", "svg"), default="table",
                    help="table (default), json, or svg: the device grid, which device holds which block")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def _ranges(index: list[list[int]]) -> list[str]:

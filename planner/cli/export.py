@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import EXPORT_FORMATS
+from planner.cli.args import EXPORT_FORMATS, command_options
 from planner.cli.output import to_json, write_text
 from planner.cli.plan import _plan_options, make_plan
 
@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the notation to export to")
     _plan_options(p)
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
+from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
 
 
@@ -16,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     p.add_argument("--format", choices=("table", "json", "dot"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def graph_data(graph) -> dict:
@@ -43,13 +45,15 @@ def graph_data(graph) -> dict:
 
 
 def render_table(data: dict) -> str:
+    from costmodels.units import format_bytes
+
     rows = [
         (o["name"], o["op"], ", ".join(o["inputs"]), "x".join(map(str, o["shape"])) or "scalar", o["dtype"],
-         f"{o['flops']:,}", f"{o['param_bytes']:,}")
+         f"{o['flops']:,}", format_bytes(o['param_bytes']))
         for o in data["ops"]
     ]
     t = data["totals"]
-    rows.append(("total", f"{t['ops']} ops", "", "", "", f"{t['flops']:,}", f"{t['param_bytes']:,}"))
+    rows.append(("total", f"{t['ops']} ops", "", "", "", f"{t['flops']:,}", format_bytes(t['param_bytes'])))
     return f"model {data['model']}\n\n" + table(rows, header=("op", "kind", "inputs", "shape", "dtype", "flops", "param bytes")) + "\n"
 
 
@@ -72,8 +76,12 @@ def render_dot(graph) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from graphs import load_model  # not at the top: shardplan --help does not load the model layer (issue 11)
+    from graphs.lint import model_warnings
+    from planner.errors import ModelWarning
 
     graph = load_model(args.model)
+    for message in model_warnings(graph):
+        warnings.warn(message, ModelWarning, stacklevel=1)
     if args.format == "dot":
         write_text(render_dot(graph), None)
     elif args.format == "json":

@@ -1,4 +1,4 @@
-"""Rendering command results: aligned text tables, JSON, CSV, and atomic file writes."""
+"""Rendering command results: aligned text tables, JSON, CSV, atomic file writes; progress and warnings on stderr."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import csv
 import io
 import json
 import sys
-from typing import Any, Iterable, Sequence
+import warnings
+from typing import Any, Callable, Iterable, Sequence
 
 from planner.files import write_atomic
 
@@ -48,3 +49,45 @@ def write_text(text: str, path: str | None) -> None:
         sys.stdout.write(text)
         return
     write_atomic(path, text)
+
+
+def reported(run: Callable[[Any], int], args: Any, stream=None) -> int:
+    """``run(args)`` with ``args.progress`` set and the library's warnings printed on ``stream`` (stderr).
+
+    The progress bar is drawn only when ``stream`` is a terminal and ``--quiet`` is not
+    given; ``--verbose`` adds a line per stage. Each :class:`~planner.errors.ShardplanWarning`
+    is printed once, as it is issued (``shardplan plan: warning: ...``), unless ``--quiet``;
+    a warning never changes the exit status.
+    """
+    from planner.cli.terminal import Terminal
+    from planner.errors import ShardplanWarning
+
+    stream = sys.stderr if stream is None else stream
+    quiet, verbose = bool(getattr(args, "quiet", False)), bool(getattr(args, "verbose", False))
+    prefix = f"shardplan {getattr(args, 'command', None) or ''}".rstrip()
+    terminal = Terminal(stream, bar=not quiet and _isatty(stream), verbose=verbose and not quiet, prefix=prefix)
+    args.progress = terminal
+    shown: set[str] = set()
+    default_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, ShardplanWarning):
+            default_show(message, category, filename, lineno, file, line)
+        elif not quiet and str(message) not in shown:
+            shown.add(str(message))
+            terminal.line(f"{prefix}: warning: {message}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ShardplanWarning)
+        warnings.showwarning = show
+        try:
+            return run(args)
+        finally:
+            terminal.close()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False

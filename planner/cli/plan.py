@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
 
-from planner.cli.args import PASSES, SEARCHES
+from planner.cli.args import PASSES, SEARCHES, command_options
 from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError
 
@@ -64,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --search propagate: every tensor's sharding after each user priority and each "
                    "op-priority level (table and json)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
     e = sub.add_parser(
         "explain",
@@ -74,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("model", help="model YAML file")
     e.add_argument("tensor", help="tensor name")
     _plan_options(e)
-    e.set_defaults(run=run_explain)
+    command_options(e, run_explain)
 
 
 def _budget(text: str | None) -> float | None:
@@ -91,31 +89,23 @@ def _budget(text: str | None) -> float | None:
     return float(value)
 
 
-def _progress(message: str) -> None:
-    print(f"shardplan: {message}", file=sys.stderr, flush=True)
-
-
 def plan_arguments(args) -> dict:
     """The keyword arguments of ``planner.api.plan`` that :func:`planning_options` gave (not the search)."""
     return dict(mesh=args.mesh, cluster=args.cluster, training=args.training,
                 memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
-                progress=_progress if sys.stderr.isatty() else None, insert_pbroadcast=args.insert_pbroadcast,
+                progress=getattr(args, "progress", None), insert_pbroadcast=args.insert_pbroadcast,
                 axes_per_phase=args.axes_per_phase)
 
 
 def make_plan(args):
-    from planner.api import PlanWarning, plan
+    """The plan the flags ask for; its warnings are printed by the command's reporter (``--quiet`` hides them)."""
+    from planner.api import plan
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", PlanWarning)
-        result = plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
-    for w in caught:
-        print(f"shardplan: warning: {w.message}", file=sys.stderr)
-    return result
+    return plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
 
 
 def render_table(p) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
     out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
@@ -145,19 +135,19 @@ def render_table(p) -> str:
         for r in p.reshards:
             phase = f" [{r.phase}]" if p.training else ""
             rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
-                       _steps_text(r.steps), f"{r.bytes_per_device:,} B", format_quantity(r.time_s, "s")))
+                       _steps_text(r.steps), format_bytes(r.bytes_per_device), format_seconds(r.time_s)))
         out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
     if p.gradient_syncs:
         out += ["", "gradient reductions:"]
-        gs = [(g.tensor, _steps_text(g.steps), f"{g.bytes_per_device:,} B", format_quantity(g.time_s, "s"))
+        gs = [(g.tensor, _steps_text(g.steps), format_bytes(g.bytes_per_device), format_seconds(g.time_s))
               for g in p.gradient_syncs]
         out.append(table(gs, header=("param", "steps", "bytes/device", "time")))
     t = p.totals
     out += ["", "totals: " + ", ".join([
-        f"communication {t.comm_bytes_per_device:,} B per device in {format_quantity(t.comm_time_s, 's')}",
-        f"compute {format_quantity(t.compute_time_s, 's')}",
-        f"memory {format_quantity(t.memory_bytes_per_device, 'bytes')} per device",
-        f"objective {format_quantity(t.objective, 's')}",
+        f"communication {format_bytes(t.comm_bytes_per_device)} per device in {format_seconds(t.comm_time_s)}",
+        f"compute {format_seconds(t.compute_time_s)}",
+        f"memory {format_bytes(t.memory_bytes_per_device)} per device",
+        f"objective {format_seconds(t.objective)}",
     ])]
     if p.search_space is not None and p.search_space.restricted:
         out.append(p.search_space.describe(p.totals.objective))
@@ -165,7 +155,7 @@ def render_table(p) -> str:
         s = p.solver
         gap = "n/a" if s.gap is None else f"{s.gap:.3g}"
         out.append(f"solver: {s.name} {s.status} (optimal: {s.optimal}, gap {gap}) in "
-                   f"{format_quantity(s.time_s, 's')}, {s.variables} variables solved")
+                   f"{format_seconds(s.time_s)}, {s.variables} variables solved")
     return "\n".join(out) + "\n"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import DTYPES, parse_dtype, parse_meshes, parse_shape
+from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
 from planner.ir.text import parse_sharding
 
@@ -30,11 +30,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="minimise bytes received per device (default) or time on the cluster")
     p.add_argument("--verify", action="store_true", help="execute the plan on the simulator and measure its bytes")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
     from costmodels import load_cluster
+    from planner.progress import task
     from planner.redistribution import reshard
 
     meshes = parse_meshes(args.mesh)
@@ -45,13 +46,15 @@ def run(args: argparse.Namespace) -> int:
     src.check_rank(shape)
     dst.check_rank(shape)
     cluster = load_cluster(args.cluster)
-    plan = reshard(shape, dtype, src, dst, cluster, objective=args.objective)
+    with task(args.progress, "searching the redistribution"):  # a spinner: the A* search has no step count
+        plan = reshard(shape, dtype, src, dst, cluster, objective=args.objective)
     data = plan.to_dict()
     checked = None
     if args.verify:  # the simulator is imported only to run it
         from planner.simulation.reshard import verify
 
-        checked = verify(plan)
+        with task(args.progress, "verifying on the simulator"):
+            checked = verify(plan)
     if checked is not None:
         data["verified"] = checked.verified
         data["measured_bytes_per_device"] = checked.measured_bytes_per_device
@@ -63,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(plan, checked) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = []
     for i, s in enumerate(plan.steps, 1):
         dims = " -> ".join(map(str, s.dims)) if s.kind == "AllToAll" else ", ".join(map(str, s.dims))
-        rows.append((i, s.kind, ", ".join(map(str, s.axes)) or "-", dims or "-", s.bytes_per_device,
-                     format_quantity(s.time_s, "s"), str(s.after)))
+        rows.append((i, s.kind, ", ".join(map(str, s.axes)) or "-", dims or "-", format_bytes(s.bytes_per_device),
+                     format_seconds(s.time_s), str(s.after)))
     head = table([
         ("from", str(plan.source)),
         ("to", str(plan.destination)),
@@ -78,12 +81,12 @@ def render(plan, checked) -> str:
     body = table(rows, header=("step", "kind", "axes", "dims", "bytes/device", "time", "after")) if rows else "no communication: the layouts already agree"
     lb = plan.lower_bound_bytes_per_device
     ratio = f"{plan.ratio:.2f}" if lb else ("1.00" if not plan.bytes_per_device else "n/a")
-    total = (f"total: {plan.bytes_per_device} B per device in {format_quantity(plan.time_s, 's')}; "
-             f"lower bound {lb} B (ratio {ratio})")
+    total = (f"total: {format_bytes(plan.bytes_per_device)} per device in {format_seconds(plan.time_s)}; "
+             f"lower bound {format_bytes(lb)} (ratio {ratio})")
     lines = [head, "", body, "", total]
     if checked is not None:
         if checked.verified:
-            lines.append(f"verified on the simulator: exact result, {checked.measured_bytes_per_device} B per device measured")
+            lines.append(f"verified on the simulator: exact result, {format_bytes(checked.measured_bytes_per_device)} per device measured")
         else:
             lines.append(f"NOT verified on the simulator: {checked.message}")
     return "\n".join(lines) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import _plan_options, make_plan
 
@@ -25,11 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "
                    "f32 (faster, about half the memory; compared to 1e-4)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def render(plan, r) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     rows = [(name, "ok" if o["ok"] else "MISMATCH", f"{o['max_abs_error']:.3g}", f"{o['max_rel_error']:.3g}")
             for name, o in r.outputs.items()]
@@ -47,17 +48,18 @@ def render(plan, r) -> str:
     for name, ph in r.phases.items():
         measured, predicted = ph["measured_comm_bytes_per_device"], ph["predicted_comm_bytes_per_device"]
         counts = ", ".join(f"{k} x{v}" for k, v in ph["collectives"].items()) or "none"
-        phases.append((name, f"{measured:,} B", f"{predicted:,} B", "equal" if measured == predicted else "DIFFERENT",
+        exact = measured != predicted  # two counts that differ are shown to the byte
+        phases.append((name, format_bytes(measured, exact=exact), format_bytes(predicted, exact=exact), "equal" if measured == predicted else "DIFFERENT",
                        counts))
     lines += [
         "",
         table(phases, header=("phase", "measured/device", "predicted/device", "", "collectives")),
         "",
-        f"communication: {r.measured_comm_bytes_per_device:,} B per device measured, "
-        f"{r.predicted_comm_bytes_per_device:,} B predicted"
+        f"communication: {format_bytes(r.measured_comm_bytes_per_device, exact=not _same_bytes(r))} per device "
+        f"measured, {format_bytes(r.predicted_comm_bytes_per_device, exact=not _same_bytes(r))} predicted"
         + (" (equal)" if _same_bytes(r) else " (DIFFERENT)"),
     ]
-    lines.append(f"{'OK' if r.ok else 'FAILED'}: simulated in {format_quantity(r.time_s, 's')}")
+    lines.append(f"{'OK' if r.ok else 'FAILED'}: simulated in {format_seconds(r.time_s)}")
     return "\n".join(lines) + "\n"
 
 
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.simulation.run import simulate
 
     p = make_plan(args)
-    r = simulate(p, seed=args.seed, dtype=args.dtype)
+    r = simulate(p, seed=args.seed, dtype=args.dtype, progress=args.progress)
     if args.format == "json":
         write_text(to_json(r.to_dict()), None)
     else:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from costmodels.units import format_bytes
 from planner.ir.sharding import TensorSharding
 from planner.propagation.build import (
     Model,
@@ -339,5 +340,5 @@ def render(program: Program) -> str:
                 lines.append(
                     f"%{value} = {st.kind}(%{value}) {{{('axes: ' + axes + dims) if axes else dims[2:]}}}"
                     f" : {type_text(p.dtype, p.shape, st.before)} -> {type_text(p.dtype, p.shape, st.after)}"
-                    f"   // {step_primitive(st)}, {where}, {st.bytes_per_device} B per device")
+                    f"   // {step_primitive(st)}, {where}, {format_bytes(st.bytes_per_device)} per device")
     return "\n".join(lines) + "\n"

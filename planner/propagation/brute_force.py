@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from costmodels.units import format_bytes
 from planner.errors import PlanningError
 from planner.propagation.problem import SearchProblem
 
@@ -97,5 +98,5 @@ def _no_choice_message(problem: SearchProblem) -> str:
     if problem.same:
         constraints.append("equal-layout (same) groups")
     if problem.memory_budget is not None:
-        constraints.append(f"the memory budget of {problem.memory_budget:.0f} bytes per device")
+        constraints.append(f"the memory budget of {format_bytes(problem.memory_budget)} per device")
     return f"no choice satisfies {' and '.join(constraints) or 'the constraints'}"

@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -55,6 +54,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
 from planner.propagation.phases import restrict_annotation, restrict_factor_axes
+from planner.progress import SILENT, Progress, task
 from planner.propagation.problem import Edge, Fanout, LazyTable, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
 from planner.redistribution.steps import ReshardPlan
@@ -448,10 +448,11 @@ def constraints(graph, mesh: Mesh, options: Options) -> tuple[dict, dict, tuple[
 
 
 def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(),
-                say: Callable[[str], None] | None = None) -> Model:
+                progress: Progress | None = None) -> Model:
     """Enumerate, constrain and cost every node and link of ``graph`` on ``mesh``.
 
-    ``say``, if given, hears how far table building has got (at most once a second).
+    ``progress`` (a :class:`~planner.progress.Progress`), if given, hears how far table
+    building has got: one step per node and link.
     """
     annotations, user_strategies, pieces = constraints(graph, mesh, options)
     allowed = options.phase_allowed
@@ -507,31 +508,22 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     stub = Model(graph, mesh, cluster, options, pieces, nodes_t, links, SearchProblem(()), MappingProxyType(needs),
                  MappingProxyType(annotations), MappingProxyType(op_index), MappingProxyType(source_index),
                  MappingProxyType(private))
-    tick = _Progress(say, len(nodes_t) + len(links))
-    problem_nodes = tuple(tick(_node_costs(stub, i)) for i in range(len(nodes_t)))
-    problem = SearchProblem(
-        problem_nodes,
-        tuple(tick(_edge(stub, link)) for link in edges),
-        _same_groups(stub),
-        options.memory_budget,
-        fanouts=tuple(tick(_fanout(stub, link)) for link in fanouts),
-    )
+    progress = progress or SILENT
+    with task(progress, "cost tables", len(nodes_t) + len(links)):
+
+        def tick(item):
+            progress.advance()
+            return item
+
+        problem_nodes = tuple(tick(_node_costs(stub, i)) for i in range(len(nodes_t)))
+        problem = SearchProblem(
+            problem_nodes,
+            tuple(tick(_edge(stub, link)) for link in edges),
+            _same_groups(stub),
+            options.memory_budget,
+            fanouts=tuple(tick(_fanout(stub, link)) for link in fanouts),
+        )
     return replace(stub, problem=problem)
-
-
-class _Progress:
-    """Counts the cost tables built and tells ``say`` how far it got, at most once a second."""
-
-    def __init__(self, say, total: int):
-        self.say, self.total, self.done = say, total, 0
-        self.last = time.monotonic()
-
-    def __call__(self, item):
-        self.done += 1
-        if self.say is not None and time.monotonic() - self.last >= 1.0:
-            self.last = time.monotonic()
-            self.say(f"cost tables: {self.done} of {self.total} nodes and links")
-        return item
 
 
 def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> OpNode:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from costmodels.units import format_bytes
 from planner.errors import PlanningError, RuleError
 from planner.ir.axis import merge_adjacent
 from planner.propagation.build import Options, build_model
@@ -60,8 +61,8 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
     outcome = decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
-        raise PlanningError(f"the explicit plan needs {m.problem.memory(outcome.choice):.0f} bytes per device, "
-                            f"more than the memory budget of {budget:.0f}; shard the largest tensors further")
+        raise PlanningError(f"the explicit plan needs {format_bytes(m.problem.memory(outcome.choice))} per device, "
+                            f"more than the memory budget of {format_bytes(budget)}; shard the largest tensors further")
     return outcome
 
 

@@ -133,6 +133,7 @@ from typing import Callable
 import numpy as np
 import pulp
 
+from costmodels.units import format_bytes
 from planner.errors import PlanningError
 from planner.propagation.problem import Edge, Fanout, SearchProblem
 
@@ -749,10 +750,10 @@ def _infeasible_message(problem: SearchProblem) -> str:
     if budget is not None:
         least = _minimum_memory(problem)
         if least > budget * (1 + 1e-9):
-            return (f"no choice fits the memory budget of {budget:.0f} bytes per device: every choice "
-                    f"needs at least {least:.0f} bytes (the sum of each node's smallest candidate)")
-        parts.append(f"the memory budget of {budget:.0f} bytes per device (each node's smallest "
-                     f"candidate alone needs {least:.0f} bytes)")
+            return (f"no choice fits the memory budget of {format_bytes(budget)} per device: every choice "
+                    f"needs at least {format_bytes(least)} (the sum of each node's smallest candidate)")
+        parts.append(f"the memory budget of {format_bytes(budget)} per device (each node's smallest "
+                     f"candidate alone needs {format_bytes(least)})")
     if problem.fixed:
         parts.insert(0, "the fixed candidates")
     if problem.same:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from costmodels import Cluster, compute_time_s
+from costmodels.units import format_seconds
 from planner.errors import PlanningError
 from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
@@ -78,8 +79,8 @@ class SearchSpace:
             parts.append(f"mesh pieces in phases {steps}{done}")
         if self.tied_layers:
             parts.append("repeated layers share one decision")
-        return (f"search space: {' and '.join(parts)}; objective {objective:.6g} s is "
-                f"{gap(objective, self.lower_bound_s):.3g}x a lower bound of {self.lower_bound_s:.6g} s "
+        return (f"search space: {' and '.join(parts)}; objective {format_seconds(objective)} is "
+                f"{gap(objective, self.lower_bound_s):.3g}x a lower bound of {format_seconds(self.lower_bound_s)} "
                 "on the unrestricted problem (compute at full work division, no communication)")
 
     def to_dict(self, objective: float) -> dict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
+from costmodels.units import format_bytes
 from graphs.axis_regions import region_of
 from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType, Mesh
@@ -64,8 +65,8 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
     outcome = decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
-        raise PlanningError(f"the propagated plan needs {m.problem.memory(outcome.choice):.0f} bytes per device, "
-                            f"more than the memory budget of {budget:.0f}; annotate the largest tensors with more "
+        raise PlanningError(f"the propagated plan needs {format_bytes(m.problem.memory(outcome.choice))} per device, "
+                            f"more than the memory budget of {format_bytes(budget)}; annotate the largest tensors with more "
                             "axes, or use --search ilp, which honours the budget")
     return replace(outcome, search="propagate", propagation=prop)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from costmodels import format_quantity
+from costmodels.units import format_seconds
 from planner.propagation.build import Model, OpNode, SourceNode
 
 
@@ -98,7 +98,7 @@ def decision_reasons(m: Model, choice, parents) -> dict:
                 cost = float(_link_costs(m, k, i, choice, counts)[choice[i]])
                 node_reason[i] = (f"breadth-first from {_label(m, u, choice[u])} across tensor "
                                   f"{m.links[k].tensor!r}: cheapest edge plus own cost "
-                                  f"({format_quantity(cost, 's')} to redistribute)")
+                                  f"({format_seconds(cost)} to redistribute)")
             parent[i] = via
         else:
             via = _holding_link(m, choice, i, counts)

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
-
 from planner.errors import PlanningError, SolverFailed
+from planner.progress import SILENT, Progress, task
 from planner.propagation.annotations import axes_of, priorities
 from planner.propagation.build import (
     Model,
@@ -52,15 +51,16 @@ class SearchOutcome:
 
 
 def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_limit: float | None = None,
-           solver: str = "auto", say: Callable[[str], None] = lambda message: None,
-           axes_per_phase="auto") -> SearchOutcome:
+           solver: str = "auto", progress: Progress = SILENT, axes_per_phase="auto") -> SearchOutcome:
     """Build and decide ``graph`` on ``mesh`` with search ``how`` (``bfs`` or ``ilp``).
 
     ``axes_per_phase`` (``auto``, ``all`` or a number of mesh pieces): how many pieces
     of the mesh each axis phase decides (:mod:`planner.propagation.phases`).
     ``time_limit`` bounds the whole run: the ILP gets what is left of it, and once it
     has passed no further phase starts (the plan so far is returned, with a note).
+    ``progress`` hears the stages, the cost tables being built and the solver running.
     """
+    say = progress.stage
     if how not in ("bfs", "ilp"):
         raise PlanningError(f"unknown search {how!r}; use one of {', '.join(SEARCHES)}")
     deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -73,8 +73,8 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
             say(f"priority phase p{level} of {len(levels)}")
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
             phase = replace(options, priority_level=level, allowed_axes=allowed, prefixes=dict(prefixes))
-            m = build_model(graph, mesh, cluster, phase, say)
-            outcome = _decide(m, how, _left(deadline), solver, notes)
+            m = build_model(graph, mesh, cluster, phase, progress)
+            outcome = _decide(m, how, _left(deadline), solver, notes, progress)
             prefixes = _prefixes(m, outcome.choice)
         options = replace(options, prefixes=prefixes)
     pieces = constraints(graph, mesh, options)[2]
@@ -99,9 +99,9 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
             options = replace(options, phase_new=new, phase_allowed=allowed_so_far,
                               prefixes=_prefixes(outcome.model, outcome.choice) if outcome else options.prefixes)
         say("enumerating strategies and building cost tables")
-        m = build_model(graph, mesh, cluster, options, say)
+        m = build_model(graph, mesh, cluster, options, progress)
         say(f"searching ({how}) over {m.problem.variables} candidates")
-        outcome = _decide(m, how, _left(deadline), solver, notes)
+        outcome = _decide(m, how, _left(deadline), solver, notes, progress)
         done += 1
     rules = {o.name: n.rule for o, n in zip(graph.ops, outcome.model.nodes)}
     bound = lower_bound_s(graph, mesh, cluster, options.training, outcome.model.needs_grad, rules)
@@ -125,17 +125,19 @@ def decide_fixed(m: Model) -> SearchOutcome:
     return SearchOutcome(m, result.choice, result.parent, None, "explicit")
 
 
-def _decide(m: Model, how: str, time_limit, solver, notes: list[str]) -> SearchOutcome:
+def _decide(m: Model, how: str, time_limit, solver, notes: list[str], progress: Progress = SILENT) -> SearchOutcome:
     if how == "ilp":
         from planner.propagation.ilp import solve_ilp
 
         started = time.perf_counter()
         try:
-            result = solve_ilp(with_shrink_hints(m), time_limit=time_limit, solver=solver)
+            with task(progress, f"ILP solve ({solver} solver)"):  # no steps to count: a spinner
+                result = solve_ilp(with_shrink_hints(m), time_limit=time_limit, solver=solver)
             reference = propagate_bfs(m)
             if result.objective > reference.objective * (1 + 1e-9):
                 left = None if time_limit is None else max(time_limit - (time.perf_counter() - started), 1.0)
-                result = solve_ilp(m.problem, time_limit=left, solver=solver, shrink=False)
+                with task(progress, f"ILP solve, whole problem ({solver} solver)"):
+                    result = solve_ilp(m.problem, time_limit=left, solver=solver, shrink=False)
             return SearchOutcome(m, result.choice, None, result.report, "ilp")
         except SolverFailed as e:
             notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from costmodels.units import format_bytes
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 
@@ -56,7 +57,7 @@ class Step:
     def __str__(self) -> str:
         axes = "{" + ", ".join(map(str, self.axes)) + "}" if self.axes else ""
         dims = f" dims {list(self.dims)}" if self.dims else ""
-        return f"{self.kind}{(' ' + axes) if axes else ''}{dims}: {self.bytes_per_device} B"
+        return f"{self.kind}{(' ' + axes) if axes else ''}{dims}: {format_bytes(self.bytes_per_device)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from graphs.gradients import check_differentiable, output_cotangents, reference_
 from graphs.ops.registry import get_op
 from planner.errors import PlanningError, SimulationMismatch
 from planner.partitioning import Backprop, Compute, Load, Redistribute
+from planner.progress import SILENT, Progress, counted
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
@@ -86,13 +87,15 @@ class SimulationResult:
         return out
 
 
-def simulate(plan, seed: int = 0, *, dtype: str = "f64") -> SimulationResult:
+def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | None = None) -> SimulationResult:
     """Run ``plan`` on the simulator and compare with the single-device reference.
 
     A training plan runs forward and backward: its gradients are compared with the
     reference's. ``dtype`` is what floats are computed in: ``"f64"`` (exact to
-    rounding) or ``"f32"`` (faster, looser: :data:`FLOAT_RTOL`).
+    rounding) or ``"f32"`` (faster, looser: :data:`FLOAT_RTOL`). ``progress`` (a
+    :class:`~planner.progress.Progress`) hears the stages and one step per instruction run.
     """
+    progress = progress or SILENT
     start = time.perf_counter()
     release_freed_memory()
     if dtype not in FLOAT_RTOL:
@@ -104,12 +107,14 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64") -> SimulationResult:
         check_differentiable(graph)
     feeds = example_inputs(graph, seed=seed, float_dtype=float_dtype)
     cotangents = output_cotangents(graph, seed=seed, float_dtype=float_dtype) if program.training else {}
+    progress.stage("computing the single-device reference")
     if program.training:
         reference, ref_grads = reference_gradients(graph, feeds, cotangents)
     else:
         reference, ref_grads = _outputs_only(graph, feeds), {}
+    progress.stage(f"running the program on {program.mesh.size} simulated devices")
     sim = _Run(program, graph, feeds, cotangents)
-    sim.run()
+    sim.run(progress)
     rtol = FLOAT_RTOL[dtype]
     report, ok, max_abs, max_rel = {}, True, 0.0, 0.0
     for name in program.outputs:
@@ -214,12 +219,12 @@ class _Run:
         self.seeds: set[int] = {id(a) for a in cotangents.values()}  # never written into
         self.peak = 0
 
-    def run(self) -> None:
+    def run(self, progress: Progress = SILENT) -> None:
         program = self.program
         last_use = _last_uses(program)
         last_copy_use = _last_copy_uses(program)
         saved = _residual_keys(program)
-        for step, ins in enumerate(program.instructions):
+        for step, ins in enumerate(counted(progress, "simulating", program.instructions)):
             self._run_one(ins, saved)  # a method: its locals (operand blocks...) die with each instruction
             if isinstance(ins, Compute):
                 for key in [k for k in self.copies if last_copy_use.get(k, -1) <= step]:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from costmodels.units import format_seconds
 from planner.cli.main import main
+from planner.gate import measure
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -80,7 +82,11 @@ def test_a_plan_that_communicates_more_fails_the_gate_and_prints_the_diff(repo, 
     lines = out.splitlines()
     assert ["models/ffn.yaml", "comm_bytes_per_device", "6,144 B", "14,336 B", "+133.3%", "WORSE"] in cells(out)
     assert ["models/ffn.yaml", "collectives", "1", "2", "+100.0%", "WORSE"] in cells(out)
-    assert ["models/ffn.yaml", "comm_time_s", "17.0614us", "24.1434us", "+41.5%", "WORSE"] in cells(out)
+    # times in the reports' unit style: the baseline's stored seconds, and the changed model measured again
+    old_s = json.loads((repo / "baselines.json").read_text())["models"]["models/ffn.yaml"]["comm_time_s"]
+    new_s = measure("models/ffn.yaml")["comm_time_s"]
+    change = f"{(new_s - old_s) / old_s * 100:+.1f}%"
+    assert ["models/ffn.yaml", "comm_time_s", format_seconds(old_s), format_seconds(new_s), change, "WORSE"] in cells(out)
     assert ["models/megatron_mlp.yaml", "collectives", "1", "1", "0%"] in cells(out)
     assert "  models/ffn.yaml: AllGather 0 -> 2, ReduceScatter 1 -> 0" in lines
     assert "--update" in lines[-2]

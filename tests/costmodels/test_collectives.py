@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from costmodels.cluster import Link
+from costmodels.units import format_seconds
 from costmodels.collectives import (
     NO_COST,
     RING,
@@ -116,7 +117,10 @@ def test_ring_model_bundles_the_default_functions():
 
 
 def test_cost_str_is_compact():
-    assert str(all_gather_cost(P, S, LINK)) == "3072 B, 6.072us"
+    cost = all_gather_cost(P, S, LINK)
+    # the reports' unit style (costmodels.units): exact bytes below a megabyte, three digits of time
+    assert str(cost) == f"{cost.bytes_per_device:,} B, {format_seconds(cost.time_s)}"
+    assert str(CollectiveCost(3072, 6.072e-6)) == "3,072 B, 6.07 us"
 
 
 @given(

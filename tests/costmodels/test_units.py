@@ -80,3 +80,43 @@ def test_parse_quantity_rejects_other_units_and_says_what_to_write(text, unit):
 def test_format_quantity_is_compact_and_parses_back(value, unit, text):
     assert format_quantity(value, unit) == text
     assert parse_quantity(text, unit) == pytest.approx(value)
+
+
+# -- the reports' unit style: format_bytes, format_seconds -------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from costmodels.units import format_bytes, format_seconds  # noqa: E402
+
+
+@pytest.mark.parametrize("count, text", [
+    (0, "0 B"), (1, "1 B"), (6144, "6,144 B"), (999_999, "999,999 B"),   # exact below a megabyte
+    (10**6, "1.00 MB"), (12_345_678, "12.3 MB"), (2_621_440, "2.62 MB"),  # 3 digits, 1 MB = 10**6 B (SI)
+    (999_999_999, "1.00 GB"),  # 999.999999 MB rounds to 1000 MB: that is the next prefix
+    (80 * 2**30, "85.9 GB"), (5 * 10**12, "5.00 TB"),
+])
+def test_format_bytes_is_exact_below_a_megabyte_and_three_si_digits_above(count, text):
+    assert format_bytes(count) == text
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (0.0, "0 s"), (17.0614e-6, "17.1 us"), (1.32608e-9, "1.33 ns"), (4e-10, "0.400 ns"),
+    (0.0116184, "11.6 ms"), (3.18491, "3.18 s"), (9.9996e-4, "1.00 ms"), (2500.4, "2,500 s"),
+])
+def test_format_seconds_has_three_significant_digits_in_ns_us_ms_or_s(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+@given(st.integers(min_value=0, max_value=10**18))
+def test_formatted_bytes_read_back_within_the_rounding(count):
+    text = format_bytes(count)
+    back = parse_quantity(text.replace(",", "").replace(" ", ""), "bytes")
+    # exact below 1 MB; above, three significant digits are within half a unit of the third digit
+    assert back == count if count < 10**6 else abs(back - count) <= 0.005 * count
+
+
+@given(st.floats(min_value=1e-12, max_value=999.0, allow_nan=False))
+def test_formatted_seconds_read_back_within_the_rounding(seconds):
+    back = parse_quantity(format_seconds(seconds).replace(" ", ""), "s")
+    assert abs(back - seconds) <= 0.005 * seconds + 1e-15

@@ -76,3 +76,50 @@ def test_edge_costs_price_the_chosen_pair_as_the_plan_reports_it():
     assert t.seconds.shape == (len(t.producer_candidates), len(t.reader_candidates))
     with pytest.raises(ShardplanError, match="does not read tensor 'h4'"):
         p.edge_costs("h4", "relu")
+
+
+def test_a_progress_object_hears_the_cost_tables_and_the_solver():
+    from planner.progress import Progress
+
+    class Recorder(Progress):
+        def __init__(self):
+            self.calls = []
+
+        def stage(self, message):
+            self.calls.append(("stage", message))
+
+        def begin(self, label, total=None):
+            self.calls.append(("begin", label, total))
+
+        def advance(self, steps=1):
+            self.calls.append(("advance", steps))
+
+        def end(self):
+            self.calls.append(("end",))
+
+    r = Recorder()
+    p = planner.plan(FFN, search="ilp", progress=r)
+    m = p.outcome.model
+    steps = len(m.nodes) + len(m.links)  # one step per node and link of the planning model
+    begin = r.calls.index(("begin", "cost tables", steps))
+    end = r.calls.index(("end",), begin)
+    assert r.calls[begin + 1:end] == [("advance", 1)] * steps
+    assert ("begin", "ILP solve (auto solver)", None) in r.calls  # no step count: a spinner
+    assert r.calls[0] == ("stage", "loaded ffn: 5 ops")
+
+
+def test_the_models_cluster_path_is_relative_to_the_model_and_the_argument_to_the_current_directory(
+        tmp_path, monkeypatch):
+    (tmp_path / "models").mkdir()
+    cluster = "preset: nvlink-node\n"
+    (tmp_path / "models" / "lab.yaml").write_text(cluster)  # next to the model
+    (tmp_path / "here.yaml").write_text(cluster)  # in the current directory
+    model = FFN.read_text().replace("\ntensors:", "\ncluster: lab.yaml\ntensors:", 1)
+    assert "cluster: lab.yaml" in model
+    (tmp_path / "models" / "m.yaml").write_text(model)
+    monkeypatch.chdir(tmp_path)
+    # a cluster file's name defaults to its stem: which file was read shows in the cluster's name
+    assert planner.plan("models/m.yaml").outcome.model.cluster.name == "lab"
+    assert planner.plan("models/m.yaml", cluster="here.yaml").outcome.model.cluster.name == "here"
+    with pytest.raises(ShardplanError):  # models/lab.yaml is not in the current directory
+        planner.plan("models/m.yaml", cluster="lab.yaml")

@@ -15,6 +15,8 @@ import re
 import pytest
 import yaml
 
+from costmodels.units import format_bytes
+
 from graphs import load_model_text
 from planner.api import load, plan
 from planner.cli.main import main
@@ -275,8 +277,8 @@ def test_memory_budget_below_what_the_explicit_plan_needs_is_refused_naming_the_
     budget = needed // 2
     with pytest.raises(PlanningError) as err:
         plan(data_parallel(), search="explicit", training=True, memory_budget=budget)
-    assert f"memory budget of {budget}" in str(err.value)
-    assert f"needs {needed} bytes per device" in str(err.value)
+    assert f"memory budget of {format_bytes(budget)}" in str(err.value)
+    assert f"needs {format_bytes(needed)} per device" in str(err.value)
     assert "--search ilp" not in str(err.value)  # nothing to search: the types decide the plan
 
 
@@ -285,7 +287,7 @@ def test_cli_memory_budget_below_the_explicit_plan_exits_2_without_a_traceback(t
     assert main(["plan", model, "--search", "explicit", "--memory-budget", "1000"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("shardplan plan: error: the explicit plan needs ")
-    assert "memory budget of 1000" in err and "Traceback" not in err
+    assert f"memory budget of {format_bytes(1000)}" in err and "Traceback" not in err
 
 
 # -- --mesh -----------------------------------------------------------------------------------------

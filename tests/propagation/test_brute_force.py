@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+from costmodels.units import format_bytes
 from planner.errors import PlanningError
 from planner.propagation.brute_force import brute_force
 from planner.propagation.problem import Edge, Node, SearchProblem
@@ -61,7 +62,7 @@ def test_memory_budget_excludes_the_cheapest_choice():
 
 def test_no_feasible_choice_raises_planning_error_naming_the_budget():
     p = _chain([[0.0, 1.0]], [], memory0=np.array([2 * MiB, 3 * MiB]), memory_budget=1 * MiB)
-    with pytest.raises(PlanningError, match="memory budget of 1048576 bytes"):
+    with pytest.raises(PlanningError, match=f"memory budget of {format_bytes(MiB)} per device"):
         brute_force(p)
 
 
