@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from planner.cli.args import command_options
 from planner.cli.output import write_text
 from planner.errors import ParseError, ShardplanError, did_you_mean
 
@@ -46,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the sharding of an argument or result, e.g. 'x=[{\"x\"}, {}]' (repeatable)")
     p.add_argument("--name", help="the model's name (default: the function's)")
     p.add_argument("--out", metavar="FILE", help="write the model YAML to FILE (atomically) instead of stdout")
-    p.set_defaults(run=run)
+    command_options(p, run)
 
 
 def parse_arg_spec(text: str) -> tuple[tuple[int, ...], str]:
