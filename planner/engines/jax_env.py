@@ -21,9 +21,16 @@ INSTALL_HINT = ('install the optional JAX extra: pip install -e ".[jax]" in a ch
 _FLAG = "--xla_force_host_platform_device_count"
 
 
+def jax_installed() -> bool:
+    """Whether ``import jax`` can work (without importing it)."""
+    if "jax" in sys.modules:
+        return sys.modules["jax"] is not None
+    return importlib.util.find_spec("jax") is not None
+
+
 def require_jax() -> None:
     """EngineError with the install command unless ``jax`` can be imported."""
-    if "jax" not in sys.modules and importlib.util.find_spec("jax") is None:
+    if not jax_installed():
         raise EngineError(f"running a plan on JAX needs jax, which is not installed: {INSTALL_HINT}")
 
 
