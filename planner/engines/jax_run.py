@@ -113,6 +113,10 @@ class JaxRunResult:
             if (k["xla_count"], k["xla_bytes_per_device"]) != (k["predicted_count"], k["predicted_bytes_per_device"]):
                 lines.append(f"{kind}: XLA {k['xla_count']} ({k['xla_bytes_per_device']:,} B), "
                              f"plan {k['predicted_count']} ({k['predicted_bytes_per_device']:,} B)")
+        sliced = [c for c in self.xla if c.kind == "all-reduce" and c.sliced_after]
+        if sliced:
+            lines.append(f"{len(sliced)} of XLA's all-reduces ({sum(c.bytes_per_device for c in sliced):,} B) are "
+                         "dynamic-sliced by their reader: reduce-scatters XLA did not form (they move half)")
         ours = {c.kind for c in self.planned}
         theirs = {c.our_kind for c in self.xla}
         if ours != theirs:
@@ -213,11 +217,11 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
             operands = []
             for k, t in enumerate(op.inputs):
                 s = sharding(spec["operands"][k], rank(t))
-                operands.append(values[t] if s is None else constrain(values[t], s))
+                operands.append(_constrained(constrain, values[t], s))
             result = jax_op(op.op)(operands, op.attrs_dict)
             s = sharding(spec["result"], rank(op.output))
-            values[op.output] = result if s is None else constrain(result, s)
-        return {o: constrain(values[o], sharding(exported["outputs"][o], rank(o))) for o in graph.outputs}
+            values[op.output] = _constrained(constrain, result, s)
+        return {o: _constrained(constrain, values[o], sharding(exported["outputs"][o], rank(o))) for o in graph.outputs}
 
     for op in graph.ops:  # what no constraint can say (reported)
         spec = exported["ops"][op.name]
@@ -225,6 +229,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
                           if spec["operands"][k].get("unreduced")]
         if spec["result"].get("unreduced"):
             unconstrained.append(f"{op.name} result ({op.output})")
+    unconstrained += [f"output {o}" for o in graph.outputs if exported["outputs"][o].get("unreduced")]
 
     placed = {name: jax.device_put(x, sharding(exported["tensors"][name], rank(name))) for name, x in feeds.items()}
     flags = requires_grad(graph)
@@ -239,7 +244,8 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
 
         def step(p, rest, c):
             (_, outs), grads = jax.value_and_grad(objective, has_aux=True)(p, rest, c)
-            return outs, {n: constrain(g, sharding(exported["tensors"][n], rank(n))) for n, g in grads.items()}
+            return outs, {n: _constrained(constrain, g, sharding(exported["tensors"][n], rank(n)))
+                          for n, g in grads.items()}
 
         args = (params, others, placed_cots)
     else:
@@ -272,6 +278,11 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
         time_s=time.perf_counter() - start,
         hlo_text=text,
     )
+
+
+def _constrained(constrain, value, sharding):
+    """``value`` constrained to ``sharding``; as it is where there is none (a pending sum)."""
+    return value if sharding is None else constrain(value, sharding)
 
 
 def _check(got, want: np.ndarray, dtype: str) -> dict:

@@ -71,6 +71,7 @@ class XlaCollective:
     replica_groups: tuple[tuple[int, ...], ...]  # device ids per group; (source, target) pairs for a permute
     bytes_per_device: int
     op_name: str = ""                           # the JAX operation it came from (HLO metadata), if given
+    sliced_after: bool = False                  # a reader dynamic-slices the result (see :func:`collectives`)
 
     @property
     def group_size(self) -> int:
@@ -83,7 +84,8 @@ class XlaCollective:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "replica_groups": [list(g) for g in self.replica_groups],
-                "arrays": list(self.arrays), "bytes_per_device": self.bytes_per_device, "op_name": self.op_name}
+                "arrays": list(self.arrays), "bytes_per_device": self.bytes_per_device, "op_name": self.op_name,
+                "sliced_after": self.sliced_after}
 
 
 def collectives(hlo_text: str, num_devices: int | None = None) -> tuple[XlaCollective, ...]:
@@ -91,6 +93,8 @@ def collectives(hlo_text: str, num_devices: int | None = None) -> tuple[XlaColle
 
     ``num_devices`` is what ``replica_groups={}`` means (all devices); by default the module's
     ``num_partitions``. An unreadable replica-group form raises InternalError quoting it.
+    ``sliced_after`` marks a collective whose result some reader cuts with a ``dynamic-slice`` (itself, or
+    inside the fusion it calls): an all-reduce so read is a reduce-scatter that XLA did not form.
     """
     if num_devices is None:
         m = _PARTITIONS.search(hlo_text)
@@ -108,8 +112,29 @@ def collectives(hlo_text: str, num_devices: int | None = None) -> tuple[XlaColle
             groups = replica_groups(_attribute(rest, "replica_groups", line), num_devices)
         op_name = _OP_NAME.search(rest)
         found.append(XlaCollective(kind, m.group("name"), tuple(f"{t}[{d}]" for t, d in arrays), groups,
-                                   _bytes(kind, arrays, groups), op_name.group(1) if op_name else ""))
+                                   _bytes(kind, arrays, groups), op_name.group(1) if op_name else "",
+                                   _sliced_after(m.group("name"), hlo_text)))
     return tuple(found)
+
+
+def _sliced_after(name: str, hlo_text: str) -> bool:
+    """Whether an instruction reading ``%name`` is a dynamic-slice or a fusion whose computation has one."""
+    use = re.compile(r"%" + re.escape(name) + r"(?![\w.\-])")
+    for line in hlo_text.splitlines():
+        head, _, rest = line.partition("=")
+        if not use.search(rest) or re.search(r"%" + re.escape(name) + r"\s*$", head.strip()):
+            continue
+        if re.search(r"\bdynamic-slice\(", rest):
+            return True
+        called = re.search(r"calls=%([\w.\-]+)", rest)
+        if called and _computation_has(hlo_text, called.group(1), "dynamic-slice("):
+            return True
+    return False
+
+
+def _computation_has(hlo_text: str, computation: str, what: str) -> bool:
+    m = re.search(r"^%?" + re.escape(computation) + r"\b[^\n]*\{\n(.*?)^\}", hlo_text, re.M | re.S)
+    return bool(m) and what in m.group(1)
 
 
 def replica_groups(text: str, num_devices: int) -> tuple[tuple[int, ...], ...]:
