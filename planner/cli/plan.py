@@ -17,7 +17,8 @@ CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding",
                "comm_time_s", "reason")
 
 
-def _plan_options(p: argparse.ArgumentParser) -> None:
+def plan_options(p: argparse.ArgumentParser) -> None:
+    """``--search`` and the options of how to plan: what every command that plans a model takes."""
     p.add_argument("--search", choices=SEARCHES, default="bfs",
                    help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001; "
                    "propagate: Shardy's rule-based propagation (seed 003)")
@@ -55,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
     p.add_argument("model", help="model YAML file")
-    _plan_options(p)
+    plan_options(p)
     p.add_argument("--format", choices=("table", "json", "csv", "program"), default="table",
                    help="table (default), json, csv (the strategy table) or program (the per-device SPMD listing)")
     p.add_argument("--phases", action="store_true",
@@ -71,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("model", help="model YAML file")
     e.add_argument("tensor", help="tensor name")
-    _plan_options(e)
+    plan_options(e)
     e.set_defaults(run=run_explain)
 
 

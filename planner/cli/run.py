@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from planner.cli.output import table, to_json, write_text
-from planner.cli.plan import _plan_options, make_plan
+from planner.cli.plan import plan_options, make_plan
 
 # JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast (issue 11).
 
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=ENGINES, default="jax", help="the engine to run on (default jax)")
     p.add_argument("--devices", type=int, metavar="N",
                    help="devices to run on (default: the plan's mesh size; must equal it)")
-    _plan_options(p)
+    plan_options(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(run=run)
