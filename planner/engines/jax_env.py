@@ -56,14 +56,18 @@ def ensure_devices(n: int, mesh_size: int):
     if n != mesh_size:
         raise EngineError(f"--devices {n} does not match the plan's mesh of {mesh_size} devices: run with "
                           f"--devices {mesh_size} (or plan on a mesh of {n} devices with --mesh)")
-    if "jax" not in sys.modules:
+    fresh = "jax" not in sys.modules
+    if fresh:
         os.environ["XLA_FLAGS"] = with_device_count(os.environ.get("XLA_FLAGS", ""), n)
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    have = len(jax.devices())
-    if have < n:
-        raise EngineError(
-            f"JAX sees {have} device{'s' if have != 1 else ''} but the plan's mesh needs {n}: JAX was already "
-            f"initialised in this process; start a fresh one (on CPU with XLA_FLAGS={_FLAG}={n})")
+    devices = jax.devices()
+    if len(devices) < n:
+        seen = f"JAX sees {len(devices)} {devices[0].platform} device{'s' if len(devices) != 1 else ''}"
+        if not fresh:
+            raise EngineError(f"{seen} but the plan's mesh needs {n}: JAX was already initialised in this process; "
+                              f"start a fresh one (on CPU with XLA_FLAGS={_FLAG}={n})")
+        raise EngineError(f"{seen} but the plan's mesh needs {n}: plan on a mesh of {len(devices)} devices "
+                          "(--mesh) or run where there are more")
     return jax

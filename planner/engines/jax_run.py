@@ -108,7 +108,7 @@ class JaxRunResult:
             lines = [f"XLA moved {xla:,} B per device where the plan predicts none"]
         else:
             lines = [f"XLA moved {'more' if xla > pred else 'less'} than predicted: {xla:,} B vs {pred:,} B per "
-                     f"device ({xla / pred:.2f}x)"]
+                     f"device ({xla / pred:.4f}x)"]
         for kind, k in self.by_kind().items():
             if (k["xla_count"], k["xla_bytes_per_device"]) != (k["predicted_count"], k["predicted_bytes_per_device"]):
                 lines.append(f"{kind}: XLA {k['xla_count']} ({k['xla_bytes_per_device']:,} B), "
@@ -207,7 +207,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
         for name, value in output_cotangents(graph, seed=seed).items():
             cots[name], ref_cots[name] = rounded(name, value)
 
-    unconstrained: list[str] = []
     constrain = jax.lax.with_sharding_constraint
 
     def forward(sources: dict) -> dict:
@@ -222,14 +221,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
             s = sharding(spec["result"], rank(op.output))
             values[op.output] = _constrained(constrain, result, s)
         return {o: _constrained(constrain, values[o], sharding(exported["outputs"][o], rank(o))) for o in graph.outputs}
-
-    for op in graph.ops:  # what no constraint can say (reported)
-        spec = exported["ops"][op.name]
-        unconstrained += [f"{op.name} operand {k} ({t})" for k, t in enumerate(op.inputs)
-                          if spec["operands"][k].get("unreduced")]
-        if spec["result"].get("unreduced"):
-            unconstrained.append(f"{op.name} result ({op.output})")
-    unconstrained += [f"output {o}" for o in graph.outputs if exported["outputs"][o].get("unreduced")]
 
     placed = {name: jax.device_put(x, sharding(exported["tensors"][name], rank(name))) for name, x in feeds.items()}
     flags = requires_grad(graph)
@@ -274,10 +265,21 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
         planned=planned_collectives(plan),
         xla=collectives(text, size),
         predicted_comm_bytes_per_device=program.comm_bytes_per_device(),
-        unconstrained=tuple(unconstrained),
+        unconstrained=_pending_sums(exported, graph),
         time_s=time.perf_counter() - start,
         hlo_text=text,
     )
+
+
+def _pending_sums(exported: dict, graph) -> tuple[str, ...]:
+    """The values the run leaves to XLA: every op operand, result and output the plan has as a pending sum."""
+    out = []
+    for op in graph.ops:
+        spec = exported["ops"][op.name]
+        out += [f"{op.name} operand {k} ({t})" for k, t in enumerate(op.inputs) if spec["operands"][k].get("unreduced")]
+        if spec["result"].get("unreduced"):
+            out.append(f"{op.name} result ({op.output})")
+    return tuple(out + [f"output {o}" for o in graph.outputs if exported["outputs"][o].get("unreduced")])
 
 
 def _constrained(constrain, value, sharding):

@@ -117,8 +117,9 @@ def collectives(hlo_text: str, num_devices: int | None = None) -> tuple[XlaColle
     return tuple(found)
 
 
-def _sliced_after(name: str, hlo_text: str) -> bool:
-    """Whether an instruction reading ``%name`` is a dynamic-slice or a fusion whose computation has one."""
+def _sliced_after(name: str, hlo_text: str, depth: int = 0) -> bool:
+    """Whether an instruction reading ``%name`` is a dynamic-slice or a fusion whose computation has one
+    (through the ``get-tuple-element`` s of a combined, tuple-shaped collective)."""
     use = re.compile(r"%" + re.escape(name) + r"(?![\w.\-])")
     for line in hlo_text.splitlines():
         head, _, rest = line.partition("=")
@@ -126,6 +127,11 @@ def _sliced_after(name: str, hlo_text: str) -> bool:
             continue
         if re.search(r"\bdynamic-slice\(", rest):
             return True
+        if depth == 0 and re.search(r"\bget-tuple-element\(", rest):
+            reader = head.strip().split()[-1].lstrip("%")
+            if _sliced_after(reader, hlo_text, 1):
+                return True
+            continue
         called = re.search(r"calls=%([\w.\-]+)", rest)
         if called and _computation_has(hlo_text, called.group(1), "dynamic-slice("):
             return True

@@ -103,6 +103,18 @@ ENTRY %main (x: f32[32,64]) -> f32[32,16] {
         ("all-reduce", True, "all-reduce.1", False)
 
 
+def test_a_combined_all_reduce_read_through_a_tuple_element_and_a_slice_is_marked():
+    text = """ENTRY %main (x: f32[8], y: f32[8]) -> f32[2] {
+  %ar = (f32[8]{0}, f32[8]{0}) all-reduce(%x, %y), replica_groups=[2,4]<=[8], to_apply=%add
+  %gte = f32[8]{0} get-tuple-element(%ar), index=1
+  ROOT %ds = f32[2]{0} dynamic-slice(%gte, %off), dynamic_slice_sizes={2}
+}
+"""
+    (c,) = collectives(text, 8)
+    # two arrays of 8 elements, p = 4: chunks of 2 elements = 8 B, 2 (p-1) chunks each
+    assert (c.sliced_after, c.bytes_per_device) == (True, 2 * (2 * 3 * 8))
+
+
 def test_unreadable_replica_groups_are_an_internal_error_quoting_them():
     with pytest.raises(InternalError, match="cannot read XLA replica groups"):
         replica_groups("<<8>>", 8)
