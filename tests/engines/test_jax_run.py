@@ -24,6 +24,22 @@ def shardplan(*argv):
                           cwd=ROOT, timeout=600)
 
 
+@pytest.mark.parametrize("config", ["megatron_mlp.yaml", "moe.yaml"])
+def test_the_plans_collectives_are_its_programs_steps(config):
+    from collections import Counter
+
+    from planner.engines.jax_run import planned_collectives
+
+    p = plan(CONFIGS / config, training=True)
+    planned = planned_collectives(p)
+    # the same collectives and bytes the plan reports (Program.collective_counts, totals)
+    assert dict(sorted(Counter(c.kind for c in planned).items())) == p.program.collective_counts()
+    assert sum(c.bytes_per_device for c in planned) == p.totals.comm_bytes_per_device
+    for c in planned:  # groups partition the 8 devices (a permute's pairs name a source and a target)
+        if c.kind != "CollectivePermute":
+            assert sorted(d for g in c.replica_groups for d in g) == list(range(8))
+
+
 def test_without_jax_run_says_how_to_install_it(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "jax", None)  # what an environment without jax looks like to import
     assert main(["run", str(CONFIGS / "ffn.yaml")]) == 2
