@@ -97,6 +97,11 @@ class VarianceError(ShardplanError):
     local op vary over different axes, or an unmapped output varies over an axis it omits."""
 
 
+class EngineError(ShardplanError):
+    """A plan cannot be run on a real engine as asked: JAX is not installed, ``--devices`` differs from the
+    mesh's size, or JAX was already initialised with too few devices (:mod:`planner.engines.jax_env`)."""
+
+
 class GateError(ShardplanError):
     """The gate cannot compare: a model is not in the baseline, the search differs, a bad tolerance."""
 

@@ -8,7 +8,8 @@ its strategy) through the one view of each notation (:mod:`planner.views`):
   op operand and result. A ``PartitionSpec`` names whole mesh axes only, so when the plan uses
   sub-axes (``"d":(1)2``) the mesh is exported split: each cut axis becomes consecutive axes
   (``d_0`` = 2, ``d_1`` = 4), which keeps the device order, and ``split_axes`` says so. A pending
-  sum (an op's result before its reduction) is given as ``unreduced`` axes beside its spec;
+  sum (an op's result before its reduction) is given as ``unreduced`` axes beside its spec; ``outputs``
+  gives each graph output's spec as the plan delivers it (after any reduction of a pending sum);
 * ``shardy``: the ``sdy.mesh`` declaration and the ``#sdy.sharding<...>`` attribute text, which
   is our own notation (seed 000), sub-axes and pending sums included;
 * ``dtensor``: the ``DeviceMesh`` shape and dimension names and the placements per tensor
@@ -105,7 +106,9 @@ def _on_split(s: TensorSharding, split: Mesh, pieces) -> TensorSharding:
 
 def _jax(plan) -> dict:
     tensors, ops = _layouts(plan)
-    everything = [s for _, s, _ in tensors] + [s for _, ins, out in ops for s in (*ins, out)]
+    outputs = [(name, s.layout_only()) for name, s in plan.program.outputs.items()]
+    everything = ([s for _, s, _ in tensors] + [s for _, ins, out in ops for s in (*ins, out)]
+                  + [s for _, s in outputs])
     split, pieces = _split_mesh(plan.mesh, everything)
 
     def spec(what: str, s: TensorSharding) -> dict:
@@ -120,7 +123,8 @@ def _jax(plan) -> dict:
             "tensors": {name: {"shape": list(t.shape), "dtype": t.dtype, **spec(f"tensor {name!r}", s)}
                         for name, s, t in tensors},
             "ops": {name: {"operands": [spec(f"op {name!r} operand {k}", s) for k, s in enumerate(ins)],
-                           "result": spec(f"op {name!r} result", out)} for name, ins, out in ops}}
+                           "result": spec(f"op {name!r} result", out)} for name, ins, out in ops},
+            "outputs": {name: spec(f"output {name!r}", s) for name, s in outputs}}
 
 
 # -- Shardy ---------------------------------------------------------------------------------------

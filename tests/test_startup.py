@@ -38,12 +38,20 @@ def test_import_planner_loads_no_solver_scipy_or_networkx():
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"], ["check", "--help"], ["reshard", "--help"],
-                                  ["simulate", "--help"], ["--version"]])
+                                  ["simulate", "--help"], ["run", "--help"], ["--version"]])
 def test_help_loads_no_solver_scipy_networkx_or_pipeline(argv):
     modules, out = imported_after(f"from planner.cli.main import main\nassert main({argv!r}) == 0")
     assert not modules & set(HEAVY)
     assert not modules & set(PIPELINE)
     assert "shardplan" in out
+
+
+def test_import_planner_and_run_help_load_no_jax():
+    """JAX is imported only when a plan is run on it (planner.engines), never to start or print help."""
+    modules, _ = imported_after("import planner")
+    assert "jax" not in modules
+    modules, out = imported_after("from planner.cli.main import main\nassert main(['run', '--help']) == 0")
+    assert "jax" not in modules and "planner.engines.jax_run" not in modules and "--devices" in out
 
 
 def test_plan_help_still_lists_every_search():

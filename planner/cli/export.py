@@ -6,7 +6,7 @@ import argparse
 
 from planner.cli.args import EXPORT_FORMATS, command_options
 from planner.cli.output import to_json, write_text
-from planner.cli.plan import _plan_options, make_plan
+from planner.cli.plan import plan_options, make_plan
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the notation to export to")
-    _plan_options(p)
+    plan_options(p)
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE (atomically) instead of stdout")
     command_options(p, run)
 

@@ -1,7 +1,7 @@
 """Entry point of the ``shardplan`` command: parse arguments, run one command, map errors to exit codes.
 
 Exit codes (also in ``shardplan --help``): 0 success; 1 the gate found a regression
-(``check``) or the simulation does not match (``simulate``); 2 a user error
+(``check``) or the simulation does not match (``simulate``), or the run on JAX does not (``run``); 2 a user error
 (:class:`~planner.errors.ShardplanError`, or bad arguments); 3 an internal error
 (:class:`~planner.errors.InternalError` or any other unexpected exception: a bug, reported
 in one line, with the traceback when ``SHARDPLAN_DEBUG=1``); 130 interrupted (Ctrl-C).
@@ -18,9 +18,9 @@ from planner import __version__
 from planner.errors import ShardplanError
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
-from planner.cli import check, compare, describe, export, graph, import_jax, plan, reshard, simulate
+from planner.cli import check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
 
-COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, check, compare, export)
+COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, check, compare, export)
 
 EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEBUG_ENV = "SHARDPLAN_DEBUG"
@@ -33,7 +33,7 @@ SMALL_ARRAY_COMMANDS = ("import-jax", "describe", "graph", "plan", "reshard", "c
 
 EXIT_CODES = f"""exit status:
   {EXIT_OK}    success
-  {EXIT_FAILED}    check: the gate found a regression; simulate: the simulation does not match
+  {EXIT_FAILED}    check: the gate found a regression; simulate / run: the result does not match the reference
   {EXIT_USER_ERROR}    user error: bad arguments or input (the message says what to change)
   {EXIT_INTERNAL_ERROR}    internal error: a bug in shardplan; rerun with {DEBUG_ENV}=1 for the traceback
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""

@@ -15,7 +15,8 @@ CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding",
                "comm_time_s", "reason")
 
 
-def _plan_options(p: argparse.ArgumentParser) -> None:
+def plan_options(p: argparse.ArgumentParser) -> None:
+    """``--search`` and the options of how to plan: what every command that plans a model takes."""
     p.add_argument("--search", choices=SEARCHES, default="bfs",
                    help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001; "
                    "propagate: Shardy's rule-based propagation (seed 003)")
@@ -53,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
     p.add_argument("model", help="model YAML file")
-    _plan_options(p)
+    plan_options(p)
     p.add_argument("--format", choices=("table", "json", "csv", "program", "html"), default="table",
                    help="table (default), json, csv (the strategy table), program (the per-device SPMD listing) "
                    "or html (one self-contained page: the graph coloured by sharding, the redistributions, "
@@ -71,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("model", help="model YAML file")
     e.add_argument("tensor", help="tensor name")
-    _plan_options(e)
+    plan_options(e)
     command_options(e, run_explain)
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from planner.cli.args import command_options
 from planner.cli.output import table, to_json, write_text
-from planner.cli.plan import _plan_options, make_plan
+from planner.cli.plan import plan_options, make_plan
 
 # The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast (issue 11).
 
@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "unsharded numpy reference; report the bytes each device really received next to the prediction.",
     )
     p.add_argument("model", help="model YAML file")
-    _plan_options(p)
+    plan_options(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.add_argument("--dtype", choices=("f64", "f32"), default="f64",
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "

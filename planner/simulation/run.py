@@ -118,7 +118,7 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
     rtol = FLOAT_RTOL[dtype]
     report, ok, max_abs, max_rel = {}, True, 0.0, 0.0
     for name in program.outputs:
-        entry = _compare(sim.values[name].to_global(), reference[name], graph.tensor(name).dtype, rtol)
+        entry = compare_values(sim.values[name].to_global(), reference[name], graph.tensor(name).dtype, rtol)
         report[name] = entry
         ok &= entry["ok"]
         max_abs, max_rel = max(max_abs, entry["max_abs_error"]), max(max_rel, entry["max_rel_error"])
@@ -128,7 +128,7 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
         if got is None:
             gradients[name] = {"ok": False, "max_abs_error": float("inf"), "max_rel_error": float("inf")}
         else:
-            gradients[name] = _compare(got.to_global(), want, graph.tensor(name).dtype, rtol)
+            gradients[name] = compare_values(got.to_global(), want, graph.tensor(name).dtype, rtol)
         ok &= gradients[name]["ok"]
         max_abs = max(max_abs, gradients[name]["max_abs_error"])
         max_rel = max(max_rel, gradients[name]["max_rel_error"])
@@ -186,7 +186,10 @@ def _outputs_only(graph, feeds) -> dict:
     return run_reference(graph, feeds, keep=graph.outputs)
 
 
-def _compare(got: np.ndarray, want: np.ndarray, dtype: str, rtol: float) -> dict:
+def compare_values(got: np.ndarray, want: np.ndarray, dtype: str, rtol: float) -> dict:
+    """``{"ok", "max_abs_error", "max_rel_error"}`` of ``got`` against the reference ``want`` of a tensor of
+    declared ``dtype``: floats agree to ``rtol`` (absolute ``rtol`` times the reference's scale, at least 1),
+    integers and bools exactly. The one comparison the simulator and the engines (:mod:`planner.engines`) use."""
     err = float(np.max(np.abs(got - want))) if got.size else 0.0
     scale = float(np.max(np.abs(want))) if want.size else 0.0
     rel = err / scale if scale else err

@@ -1,0 +1,94 @@
+"""Our predicted communication against XLA's, given our plan, for every config (issue 14, point 5).
+
+For each ``configs/*.yaml``, forward and with ``--training``, runs ``shardplan run CONFIG --engine jax
+--format json`` in a fresh process (8 host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``):
+the plan (default search, bfs) is built in jax.numpy with every tensor constrained to its planned sharding,
+jitted, run and checked against the numpy reference; the compiled program's collectives are read from its
+HLO. Printed: whether the run matched the reference, our predicted bytes per device, XLA's (same
+convention: bytes one device receives under ring algorithms, costmodels/collectives.py), their ratio, the
+collectives on each side by kind, and, per config where they differ, which collectives differ (measured
+from the two lists), which of XLA's all-reduces are dynamic-sliced by their reader (reduce-scatters XLA did
+not form) and which pending sums the plan leaves that a PartitionSpec cannot say (left to XLA).
+
+    python benchmarks/xla_check.py [--configs ffn megatron_mlp] [--modes forward training]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = {"AllGather": "AG", "AllReduce": "AR", "AllToAll": "A2A", "CollectivePermute": "CP", "ReduceScatter": "RS"}
+
+
+def run(config: Path, training: bool) -> dict:
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    argv = [sys.executable, "-m", "planner", "run", str(config), "--format", "json"] + (["--training"] if training else [])
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
+    if r.returncode not in (0, 1):
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+    return json.loads(r.stdout)
+
+
+def counts(by_kind: dict, side: str) -> str:
+    parts = [f"{SHORT[k]} {v[side + '_count']}" for k, v in by_kind.items() if v[side + "_count"]]
+    return ", ".join(parts) or "none"
+
+
+def differences(d: dict) -> list[str]:
+    """Where XLA's collectives differ from the plan's, measured from the two lists."""
+    out = []
+    for kind, k in d["by_kind"].items():
+        if (k["xla_count"], k["xla_bytes_per_device"]) != (k["predicted_count"], k["predicted_bytes_per_device"]):
+            out.append(f"{kind}: plan {k['predicted_count']} ({k['predicted_bytes_per_device']:,} B), "
+                       f"XLA {k['xla_count']} ({k['xla_bytes_per_device']:,} B)")
+    sliced = [c for c in d["xla_collectives"] if c["kind"] == "all-reduce" and c["sliced_after"]]
+    if sliced:
+        out.append(f"{len(sliced)} XLA all-reduce(s) ({sum(c['bytes_per_device'] for c in sliced):,} B) dynamic-sliced "
+                   "by their reader: reduce-scatters not formed (" +
+                   "; ".join(sorted({c['op_name'].split('/', 1)[-1] for c in sliced})) + ")")
+    if out and d["unconstrained"]:
+        out.append("pending sums left to XLA (no PartitionSpec): " + ", ".join(d["unconstrained"]))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", nargs="*", help="config names (default: every configs/*.yaml)")
+    ap.add_argument("--modes", nargs="*", choices=("forward", "training"), default=["forward", "training"])
+    args = ap.parse_args()
+    configs = [ROOT / "configs" / f"{c.removesuffix('.yaml')}.yaml" for c in args.configs] if args.configs \
+        else sorted((ROOT / "configs").glob("*.yaml"))
+    rows, notes = [], []
+    for config in configs:
+        for mode in args.modes:
+            d = run(config, mode == "training")
+            if "error" in d:
+                rows.append((config.name, mode, "error", "-", "-", "-", "-", "-"))
+                notes.append(f"{config.name} {mode}: {d['error']}")
+                continue
+            pred, xla = d["predicted_comm_bytes_per_device"], d["xla_comm_bytes_per_device"]
+            ratio = "-" if d["ratio"] is None else f"{d['ratio']:.4f}"
+            rows.append((config.name, mode, "yes" if d["ok"] else "NO", f"{pred:,}", f"{xla:,}", ratio,
+                         counts(d["by_kind"], "predicted"), counts(d["by_kind"], "xla")))
+            diff = differences(d)
+            if diff:
+                notes.append(f"{config.name} {mode}:\n" + "\n".join(f"  {line}" for line in diff))
+    header = ("config", "mode", "ok", "plan B/dev", "XLA B/dev", "XLA/plan", "plan collectives", "XLA collectives")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    for r in [header] + rows:
+        print("  ".join(str(v).rjust(w) if i in (3, 4, 5) else str(v).ljust(w)
+                        for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+    if notes:
+        print("\nwhere they differ (AG AllGather, AR AllReduce, RS ReduceScatter, A2A AllToAll, CP CollectivePermute):")
+        print("\n".join(notes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""``shardplan run``: run a plan on a real engine (JAX/XLA), check it against the reference, compare collectives."""
+
+from __future__ import annotations
+
+import argparse
+
+from planner.cli.args import command_options
+from planner.cli.output import table, to_json, write_text
+from planner.cli.plan import plan_options, make_plan
+
+# JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast (issue 11).
+
+ENGINES = ("jax",)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run the plan on JAX/XLA, compare with the numpy reference and XLA's collectives with the plan's",
+        description="Plan the model, build it in jax.numpy on a mesh of N devices with every tensor constrained to "
+        "its planned sharding, jit and run it, and compare the outputs (and with --training the jax.grad "
+        "gradients) with the numpy reference; then list the compiled program's collectives beside the plan's, "
+        "bytes per device by the plan's convention. On a CPU-only machine --devices N sets "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. Needs the jax extra "
+        '(pip install -e ".[jax]").',
+    )
+    p.add_argument("model", help="model YAML file")
+    p.add_argument("--engine", choices=ENGINES, default="jax", help="the engine to run on (default jax)")
+    p.add_argument("--devices", type=int, metavar="N",
+                   help="devices to run on (default: the plan's mesh size; must equal it)")
+    plan_options(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    command_options(p, run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from planner.engines.jax_env import require_jax
+
+    require_jax()  # before planning: say how to install it at once
+    from planner.engines.jax_run import run_on_jax
+
+    p = make_plan(args)
+    r = run_on_jax(p, devices=args.devices, seed=args.seed)
+    write_text(to_json(r.to_dict()) if args.format == "json" else render(p, r), None)
+    return 0 if r.ok else 1
+
+
+def _groups(groups) -> str:
+    return ",".join("{" + ",".join(map(str, g)) + "}" for g in groups)
+
+
+def _checks(title: str, entries: dict) -> str:
+    rows = [(name, "ok" if e["ok"] else "MISMATCH", f"{e['max_abs_error']:.3g}", f"{e['max_rel_error']:.3g}")
+            for name, e in entries.items()]
+    return table(rows, header=(title, "result", "max abs error", "max rel error"))
+
+
+def render(plan, r) -> str:
+    from costmodels import format_quantity
+
+    lines = [f"model {plan.model}, search {plan.search}, engine jax: XLA on {r.devices} {r.platform} devices"
+             + (", forward and backward" if r.training else ""), "", _checks("output", r.outputs)]
+    if r.training:
+        lines += ["", _checks("gradient", r.gradients)]
+    planned = [(c.phase, c.tensor, c.kind, c.axes, _groups(c.replica_groups), f"{c.bytes_per_device:,} B")
+               for c in r.planned]
+    lines += ["", "the plan's collectives:",
+              table(planned, header=("phase", "tensor", "kind", "axes", "replica groups", "bytes/device"))
+              if planned else "none"]
+    xla = [(c.name, c.kind, " ".join(c.arrays), _groups(c.replica_groups), f"{c.bytes_per_device:,} B", c.op_name)
+           for c in r.xla]
+    lines += ["", "XLA's collectives (compiled HLO):",
+              table(xla, header=("instruction", "kind", "result", "replica groups", "bytes/device", "from"))
+              if xla else "none"]
+    kinds = [(kind, k["predicted_count"], f"{k['predicted_bytes_per_device']:,} B", k["xla_count"],
+              f"{k['xla_bytes_per_device']:,} B", "-" if k["ratio"] is None else f"{k['ratio']:.2f}")
+             for kind, k in r.by_kind().items()]
+    kinds.append(("total", len(r.planned), f"{r.predicted_comm_bytes_per_device:,} B", len(r.xla),
+                  f"{r.xla_comm_bytes_per_device:,} B", "-" if r.ratio is None else f"{r.ratio:.2f}"))
+    lines += ["", table(kinds, header=("kind", "plan", "plan bytes/device", "XLA", "XLA bytes/device",
+                                       "XLA / plan")), ""]
+    lines += [f"verdict: {v}" for v in r.verdict()]
+    if r.unconstrained:
+        lines.append("left to XLA (a pending sum has no PartitionSpec): " + ", ".join(r.unconstrained))
+    what = "outputs and gradients" if r.training else "outputs"
+    status = f"OK: {what} match the reference" if r.ok else f"FAILED: {what} differ from the reference"
+    lines.append(f"{status} (planned, compiled and run in {format_quantity(r.time_s, 's')})")
+    return "\n".join(lines) + "\n"

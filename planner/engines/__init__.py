@@ -1,0 +1,12 @@
+"""Running plans on real engines (issue 14): JAX/XLA.
+
+* :mod:`planner.engines.jax_env`: finding JAX, giving it the host devices a plan needs, before it is imported;
+* :mod:`planner.engines.jax_ops`: every catalogue op in ``jax.numpy``, with the numpy reference's semantics;
+* :mod:`planner.engines.jax_run`: a plan's model as one jitted JAX function, every tensor constrained to its
+  planned sharding, run and checked against the numpy reference (and ``jax.grad`` against the reference
+  gradients with training);
+* :mod:`planner.engines.xla_hlo`: the collectives of a compiled XLA program, with bytes per device counted
+  by the convention of :mod:`costmodels.collectives`.
+
+Nothing here is imported by ``import planner``; JAX itself is imported only when a plan is run.
+"""

@@ -1,0 +1,294 @@
+"""Running a plan on JAX/XLA (issue 14): the model as one jitted function, every tensor where the plan puts it.
+
+:func:`run_on_jax` builds the plan's graph as a ``jax.numpy`` function (:mod:`planner.engines.jax_ops`), on a
+``jax.sharding.Mesh`` made from the plan's JAX export (:func:`planner.export.export`: the same axis names,
+device order and split mesh where the plan uses sub-axes), and
+
+* places every input, parameter and constant with a ``NamedSharding`` of its planned layout;
+* constrains (``jax.lax.with_sharding_constraint``) every operand of every op to the layout the op's strategy
+  reads it in, every op's result to its strategy's result layout, and every graph output to the layout the
+  plan delivers it in. A pending sum (a result the plan leaves unreduced, e.g. a row-parallel matmul's) has
+  no ``PartitionSpec``: it is left to XLA, and its readers' constraints say where it must arrive
+  (:attr:`JaxRunResult.unconstrained` lists them);
+* with training, differentiates ``L = sum_o <cotangent_o, output_o>`` (the reference's objective,
+  :mod:`graphs.gradients`) with ``jax.grad`` and constrains each gradient to its parameter's layout;
+* ``jax.jit`` s it, runs it on the mesh's devices, and compares outputs (and gradients) with the numpy reference
+  (:func:`graphs.evaluate.run_reference`, :func:`graphs.gradients.reference_gradients`), both from the same
+  seeded data rounded to the declared dtypes; XLA computes in the declared dtypes (``f32``), the reference
+  in float64, so floats agree to the simulator's ``f32`` tolerance (:data:`FLOAT_RTOL`);
+* reads the compiled program's collectives (:mod:`planner.engines.xla_hlo`) and sets them beside the plan's own
+  (every step of every redistribution of ``plan.program``, bytes per device by the same convention).
+
+JAX is imported here, on the first call, with the host devices the mesh needs (:mod:`planner.engines.jax_env`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graphs.dtypes import is_float
+from graphs.evaluate import example_inputs, run_reference
+from graphs.gradients import check_differentiable, output_cotangents, reference_gradients, requires_grad
+from planner.engines.jax_env import ensure_devices
+from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
+from planner.ir.mesh import Mesh as PlanMesh
+from planner.simulation.collectives import groups
+from planner.simulation.run import FLOAT_RTOL, compare_values
+from planner.views.jax import from_partition_spec
+
+#: Tolerance of XLA's floats against the float64 reference, by declared dtype (XLA computes in it).
+TOLERANCE = {"f32": FLOAT_RTOL["f32"], "f16": 1e-2, "bf16": 1e-2}
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCollective:
+    """One collective step of the plan's program (``kind`` in our names: ``AllGather`` ...)."""
+
+    phase: str
+    tensor: str
+    kind: str
+    axes: str
+    replica_groups: tuple[tuple[int, ...], ...]
+    bytes_per_device: int
+
+    def to_dict(self) -> dict:
+        return {"phase": self.phase, "tensor": self.tensor, "kind": self.kind, "axes": self.axes,
+                "replica_groups": [list(g) for g in self.replica_groups], "bytes_per_device": self.bytes_per_device}
+
+
+@dataclass(frozen=True)
+class JaxRunResult:
+    """What running a plan on XLA gave: the checks, and both sides' collectives."""
+
+    ok: bool
+    devices: int
+    platform: str                       # the JAX backend that ran it: cpu, gpu, tpu
+    training: bool
+    outputs: dict                       # output -> {"ok", "max_abs_error", "max_rel_error"}
+    gradients: dict                     # param -> the same (training only)
+    planned: tuple[PlannedCollective, ...]
+    xla: tuple[XlaCollective, ...]
+    predicted_comm_bytes_per_device: int
+    unconstrained: tuple[str, ...] = ()  # values left to XLA: pending sums have no PartitionSpec
+    time_s: float = 0.0
+    hlo_text: str = field(default="", repr=False)
+
+    @property
+    def xla_comm_bytes_per_device(self) -> int:
+        return sum(c.bytes_per_device for c in self.xla)
+
+    @property
+    def ratio(self) -> float | None:
+        """XLA's bytes over the predicted bytes (None when the plan predicts none)."""
+        pred = self.predicted_comm_bytes_per_device
+        return self.xla_comm_bytes_per_device / pred if pred else None
+
+    def by_kind(self) -> dict[str, dict]:
+        """Per collective kind (our names, alphabetical): count and bytes on each side, and their ratio."""
+        out: dict[str, dict] = {}
+        for kind in sorted(set(KINDS.values())):
+            ours = [c for c in self.planned if c.kind == kind]
+            theirs = [c for c in self.xla if c.our_kind == kind]
+            if not ours and not theirs:
+                continue
+            pb, xb = sum(c.bytes_per_device for c in ours), sum(c.bytes_per_device for c in theirs)
+            out[kind] = {"predicted_count": len(ours), "predicted_bytes_per_device": pb,
+                         "xla_count": len(theirs), "xla_bytes_per_device": xb, "ratio": xb / pb if pb else None}
+        return out
+
+    def verdict(self) -> list[str]:
+        """Sentences on where XLA moved more or less than predicted, and where it chose other collectives."""
+        pred, xla = self.predicted_comm_bytes_per_device, self.xla_comm_bytes_per_device
+        if xla == pred:
+            lines = [f"XLA moved the predicted bytes: {xla:,} B per device"]
+        elif pred == 0:
+            lines = [f"XLA moved {xla:,} B per device where the plan predicts none"]
+        else:
+            lines = [f"XLA moved {'more' if xla > pred else 'less'} than predicted: {xla:,} B vs {pred:,} B per "
+                     f"device ({xla / pred:.4f}x)"]
+        for kind, k in self.by_kind().items():
+            if (k["xla_count"], k["xla_bytes_per_device"]) != (k["predicted_count"], k["predicted_bytes_per_device"]):
+                lines.append(f"{kind}: XLA {k['xla_count']} ({k['xla_bytes_per_device']:,} B), "
+                             f"plan {k['predicted_count']} ({k['predicted_bytes_per_device']:,} B)")
+        sliced = [c for c in self.xla if c.kind == "all-reduce" and c.sliced_after]
+        if sliced:
+            lines.append(f"{len(sliced)} of XLA's all-reduces ({sum(c.bytes_per_device for c in sliced):,} B) are "
+                         "dynamic-sliced by their reader: reduce-scatters XLA did not form (they move half)")
+        ours = {c.kind for c in self.planned}
+        theirs = {c.our_kind for c in self.xla}
+        if ours != theirs:
+            only_xla, only_ours = sorted(theirs - ours), sorted(ours - theirs)
+            parts = ([f"XLA uses {', '.join(only_xla)}, the plan none"] if only_xla else []) + \
+                    ([f"the plan uses {', '.join(only_ours)}, XLA none"] if only_ours else [])
+            lines.append("XLA chose other collectives: " + "; ".join(parts))
+        return lines
+
+    def to_dict(self) -> dict:
+        out = {
+            "ok": self.ok,
+            "devices": self.devices,
+            "platform": self.platform,
+            "outputs": self.outputs,
+            "predicted_comm_bytes_per_device": self.predicted_comm_bytes_per_device,
+            "xla_comm_bytes_per_device": self.xla_comm_bytes_per_device,
+            "ratio": self.ratio,
+            "by_kind": self.by_kind(),
+            "predicted_collectives": [c.to_dict() for c in self.planned],
+            "xla_collectives": [c.to_dict() for c in self.xla],
+            "unconstrained": list(self.unconstrained),
+            "verdict": self.verdict(),
+            "time_s": self.time_s,
+        }
+        if self.training:
+            out["gradients"] = self.gradients
+        return out
+
+
+def planned_collectives(plan) -> tuple[PlannedCollective, ...]:
+    """Every collective step of ``plan.program`` (local ``Slice`` steps move nothing and are left out)."""
+    out = []
+    for r in plan.program.redistributions():
+        for step in r.plan.steps:
+            if step.kind == "Slice":
+                continue
+            if step.kind == "CollectivePermute":
+                members = tuple(tuple(int(d) for d in pair) for pair in step.pairs)
+            else:
+                members = tuple(tuple(int(d) for d in g) for g in groups(step.before, step.axes))
+            out.append(PlannedCollective(r.phase, r.tensor, step.kind, ", ".join(map(str, step.axes)), members,
+                                         step.bytes_per_device))
+    return tuple(out)
+
+
+def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResult:
+    """Run ``plan`` on XLA through JAX and compare with the numpy reference (see the module docstring)."""
+    start = time.perf_counter()
+    size = plan.mesh.size
+    jax = ensure_devices(size if devices is None else devices, size)
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from planner.engines.jax_ops import jax_op, jnp_dtype
+
+    graph = plan.outcome.model.graph
+    program = plan.program
+    if program.training:
+        check_differentiable(graph)
+    exported = plan.export("jax")
+    m = exported["mesh"]
+    our_mesh = PlanMesh.from_sizes(plan.mesh.name, list(zip(m["axis_names"], m["shape"])), m["device_ids"])
+    mesh = Mesh(np.array(jax.devices()[:size])[m["device_ids"]].reshape(m["shape"]), tuple(m["axis_names"]))
+
+    def sharding(entry: dict, rank: int):
+        """NamedSharding of an exported spec; None for a pending sum (no PartitionSpec says it)."""
+        if entry.get("unreduced"):
+            return None
+        s = from_partition_spec(entry["partition_spec"], our_mesh, rank)
+        dims = [None if not d.axes else d.axes[0].name if len(d.axes) == 1 else tuple(a.name for a in d.axes)
+                for d in s.dims]
+        return NamedSharding(mesh, PartitionSpec(*dims))
+
+    def rank(t: str) -> int:
+        return len(graph.tensor(t).shape)
+
+    # data: the reference's, rounded to the declared dtypes, so both sides start from the same values
+    def rounded(name: str, value: np.ndarray):
+        x = jnp.asarray(value, dtype=jnp_dtype(graph.tensor(name).dtype))
+        return x, (np.asarray(x.astype(jnp.float64)) if is_float(graph.tensor(name).dtype) else np.asarray(x))
+
+    feeds, ref_feeds = {}, {}
+    for name, value in example_inputs(graph, seed=seed).items():
+        feeds[name], ref_feeds[name] = rounded(name, value)
+    cots, ref_cots = {}, {}
+    if program.training:
+        for name, value in output_cotangents(graph, seed=seed).items():
+            cots[name], ref_cots[name] = rounded(name, value)
+
+    constrain = jax.lax.with_sharding_constraint
+
+    def forward(sources: dict) -> dict:
+        values = dict(sources)
+        for op in graph.ops:
+            spec = exported["ops"][op.name]
+            operands = []
+            for k, t in enumerate(op.inputs):
+                s = sharding(spec["operands"][k], rank(t))
+                operands.append(_constrained(constrain, values[t], s))
+            result = jax_op(op.op)(operands, op.attrs_dict)
+            s = sharding(spec["result"], rank(op.output))
+            values[op.output] = _constrained(constrain, result, s)
+        return {o: _constrained(constrain, values[o], sharding(exported["outputs"][o], rank(o))) for o in graph.outputs}
+
+    placed = {name: jax.device_put(x, sharding(exported["tensors"][name], rank(name))) for name, x in feeds.items()}
+    flags = requires_grad(graph)
+    params = {n: x for n, x in placed.items() if graph.tensor(n).kind == "param" and flags[n]}
+    others = {n: x for n, x in placed.items() if n not in params}
+    if program.training:
+        placed_cots = {n: jax.device_put(c, sharding(exported["outputs"][n], rank(n))) for n, c in cots.items()}
+
+        def objective(p, rest, c):
+            outs = forward({**p, **rest})
+            return sum(jnp.sum(c[o] * outs[o]) for o in c), outs
+
+        def step(p, rest, c):
+            (_, outs), grads = jax.value_and_grad(objective, has_aux=True)(p, rest, c)
+            return outs, {n: _constrained(constrain, g, sharding(exported["tensors"][n], rank(n)))
+                          for n, g in grads.items()}
+
+        args = (params, others, placed_cots)
+    else:
+        def step(p, rest):
+            return forward({**p, **rest}), {}
+
+        args = (params, others)
+    compiled = jax.jit(step).lower(*args).compile()
+    outs, grads = compiled(*args)
+
+    if program.training:
+        reference, ref_grads = reference_gradients(graph, ref_feeds, ref_cots)
+    else:
+        reference, ref_grads = run_reference(graph, ref_feeds, keep=graph.outputs), {}
+    outputs = {o: _check(outs[o], reference[o], graph.tensor(o).dtype) for o in graph.outputs}
+    gradients = {n: _check(grads[n], g, graph.tensor(n).dtype) for n, g in ref_grads.items()
+                 if n in grads}
+    text = compiled.as_text()
+    return JaxRunResult(
+        ok=all(e["ok"] for e in (*outputs.values(), *gradients.values())) and set(gradients) == set(ref_grads),
+        devices=size,
+        platform=jax.devices()[0].platform,
+        training=program.training,
+        outputs=outputs,
+        gradients=gradients,
+        planned=planned_collectives(plan),
+        xla=collectives(text, size),
+        predicted_comm_bytes_per_device=program.comm_bytes_per_device(),
+        unconstrained=_pending_sums(exported, graph),
+        time_s=time.perf_counter() - start,
+        hlo_text=text,
+    )
+
+
+def _pending_sums(exported: dict, graph) -> tuple[str, ...]:
+    """The values the run leaves to XLA: every op operand, result and output the plan has as a pending sum."""
+    out = []
+    for op in graph.ops:
+        spec = exported["ops"][op.name]
+        out += [f"{op.name} operand {k} ({t})" for k, t in enumerate(op.inputs) if spec["operands"][k].get("unreduced")]
+        if spec["result"].get("unreduced"):
+            out.append(f"{op.name} result ({op.output})")
+    return tuple(out + [f"output {o}" for o in graph.outputs if exported["outputs"][o].get("unreduced")])
+
+
+def _constrained(constrain, value, sharding):
+    """``value`` constrained to ``sharding``; as it is where there is none (a pending sum)."""
+    return value if sharding is None else constrain(value, sharding)
+
+
+def _check(got, want: np.ndarray, dtype: str) -> dict:
+    got = np.asarray(got)
+    if is_float(dtype):
+        got = got.astype(np.float64)
+    return compare_values(got, np.asarray(want), dtype, TOLERANCE.get(dtype, 0.0))
