@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from planner.errors import ParseError
+from planner.errors import ParseError, quote
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 
@@ -26,16 +26,16 @@ def parse_shape(text: str) -> tuple[int, ...]:
     if src in ("", "scalar", "()"):
         return ()
     if not re.fullmatch(r"\d+([x,]\d+)*", src):
-        raise ParseError(f"cannot parse shape {text!r}: write the sizes separated by x, e.g. 64x32")
+        raise ParseError(f"cannot parse shape {quote(text)}: write the sizes separated by x, e.g. 64x32")
     dims = tuple(int(p) for p in re.split(r"[x,]", src))
     if any(d < 1 for d in dims):
-        raise ParseError(f"shape {text!r} has a dimension of size 0; every size must be >= 1")
+        raise ParseError(f"shape {quote(text)} has a dimension of size 0; every size must be >= 1")
     return dims
 
 
 def parse_dtype(text: str) -> str:
     if text not in DTYPES:
-        raise ParseError(f"unknown dtype {text!r}; use one of {', '.join(DTYPES)}")
+        raise ParseError(f"unknown dtype {quote(text)}; use one of {', '.join(DTYPES)}")
     return text
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from planner.errors import MeshError
+from planner.errors import MeshError, quote
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -42,7 +42,7 @@ class AxisType(enum.Enum):
         for member in cls:
             if member.value.lower() == str(text).lower():
                 return member
-        raise MeshError(f"unknown axis type {text!r}; use one of Auto, Explicit, Manual")
+        raise MeshError(f"unknown axis type {quote(text)}; use one of Auto, Explicit, Manual")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +56,11 @@ class MeshAxis:
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise MeshError(
-                f"mesh axis name {self.name!r} is not a valid name "
+                f"mesh axis name {quote(self.name)} is not a valid name "
                 "(letters, digits, '_', '.', '-'; not starting with a digit)"
             )
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
-            raise MeshError(f"mesh axis {self.name!r} has size {self.size!r}; sizes are integers >= 1")
+            raise MeshError(f"mesh axis {quote(self.name)} has size {quote(self.size)}; sizes are integers >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ class Mesh:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise MeshError(f"mesh name {self.name!r} is not a valid name")
+            raise MeshError(f"mesh name {quote(self.name)} is not a valid name")
         axes = tuple(self.axes)
         object.__setattr__(self, "axes", axes)
         if not axes:
@@ -83,7 +83,7 @@ class Mesh:
         index = {}
         for i, axis in enumerate(axes):
             if axis.name in index:
-                raise MeshError(f"mesh @{self.name} names axis {axis.name!r} twice")
+                raise MeshError(f"mesh @{self.name} names axis {quote(axis.name)} twice")
             index[axis.name] = i
         object.__setattr__(self, "_index", index)
         n = 1

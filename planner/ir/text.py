@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Sequence
 
-from planner.errors import MeshError, ParseError, ShardingError
+from planner.errors import MeshError, ParseError, ShardingError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh, MeshAxis
 from planner.ir.sharding import DimSharding, TensorSharding
@@ -58,7 +58,7 @@ class _Tokens:
             m = _TOKEN.match(text, pos)
             if not m or m.end() == pos:
                 col = pos + len(text[pos:]) - len(text[pos:].lstrip())
-                raise self._error(col, f"unexpected character {text[col]!r}")
+                raise self._error(col, f"unexpected character {quote(text[col])}")
             kind = m.lastgroup
             value = m.group(kind)
             start = m.start(kind)
@@ -86,12 +86,12 @@ class _Tokens:
 
     def fail(self, message: str) -> ParseError:
         tok = self.peek()
-        found = f"found {tok[1]!r}" if tok else "found the end of the text"
+        found = f"found {quote(tok[1])}" if tok else "found the end of the text"
         return self._error(self.col(), f"{message}, {found}")
 
     def expect(self, value: str) -> None:
         if not self.at(value):
-            raise self.fail(f"expected {value!r}")
+            raise self.fail(f"expected {quote(value)}")
         self.i += 1
 
     def take(self, kind: str, what: str) -> str:
@@ -349,8 +349,8 @@ def parse_mesh_spec(text: str, default_name: str = "mesh") -> Mesh:
             sizes.append((name.strip(), int(size)))
         names = [n for n, _ in sizes]
         if len(set(names)) != len(names):
-            raise MeshError(f"mesh {text!r} names an axis twice")
+            raise MeshError(f"mesh {quote(text)} names an axis twice")
         return Mesh.from_sizes(default_name, sizes)
     raise ParseError(
-        f"cannot parse mesh {text!r}: write it as x=2,y=4 or as '@name = <[\"x\"=2, \"y\"=4]>'"
+        f"cannot parse mesh {quote(text)}: write it as x=2,y=4 or as '@name = <[\"x\"=2, \"y\"=4]>'"
     )
