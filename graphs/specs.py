@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 from graphs.dtypes import check_dtype, dtype_itemsize
 from graphs.ops.common import numel, shape_text
 from graphs.ops.registry import get_op
-from planner.errors import ModelError, quote
+from planner.errors import LimitError, ModelError, quote
+from planner.limits import check_tensor_elements
 from planner.ir import TensorSharding
 
 #: The kinds of tensor: data fed in, trained parameters, constants, and op results.
@@ -40,6 +41,10 @@ def _shape(name: str, shape: Any) -> tuple[int, ...]:
         isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
     ):
         raise ModelError(f"tensor {quote(name)}: shape must be a list of positive integers ([] for a scalar), got {quote(shape)}")
+    try:
+        check_tensor_elements(shape, f"tensor {quote(name)}")
+    except LimitError as e:
+        raise ModelError(e.message) from None
     return tuple(shape)
 
 

@@ -25,6 +25,7 @@ arguments once, decides the model with the chosen search
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -51,10 +52,15 @@ class PlanWarning(UserWarning):
 
 
 def load(model: Any) -> ComputationGraph:
-    """A graph from a path, YAML text or a graph."""
+    """A graph from a path, YAML text or a graph.
+
+    A string is a path when it has one line and ends in ``.yaml`` / ``.yml``, names an existing
+    path, or has no ``:`` (YAML text of a model always has one); else it is YAML text.
+    """
     if isinstance(model, ComputationGraph):
         return model
-    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".yaml", ".yml"))):
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and (
+            model.endswith((".yaml", ".yml")) or ":" not in model or os.path.exists(model))):
         return load_model(model)
     if isinstance(model, str):
         return load_model_text(model)

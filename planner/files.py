@@ -27,6 +27,9 @@ from typing import Iterable
 from planner.errors import OutputError, ShardplanError
 from planner.limits import MAX_INPUT_FILE_BYTES, format_bytes
 
+#: How :func:`write_stdout`'s errors name standard output (their ``where``).
+STDOUT = "standard output"
+
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
          (codecs.BOM_UTF16_BE, "UTF-16"))
 
@@ -139,7 +142,8 @@ def write_stdout(text: str) -> None:
     except BrokenPipeError:
         raise
     except OSError as e:
-        raise OutputError(f"cannot write to standard output: {e.strerror or e}", where="stdout") from None
+        raise OutputError(f"cannot write: {e.strerror or e}; free space on its disk or write elsewhere",
+                          where=STDOUT) from None
 
 
 def _umask() -> int:

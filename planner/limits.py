@@ -72,14 +72,12 @@ def check_mesh_size(name: str, sizes: Iterable[int]) -> int:
     return n
 
 
-def check_simulation_bytes(needed: int, what: str) -> None:
-    """:class:`LimitError` when the simulator would need more than :data:`MAX_SIMULATION_BYTES`."""
+def check_simulation_bytes(needed: int, what: str, hint: str) -> None:
+    """:class:`LimitError` when the simulator would need more than :data:`MAX_SIMULATION_BYTES`;
+    ``hint`` says what to do instead."""
     if needed > MAX_SIMULATION_BYTES:
-        raise LimitError(
-            f"{what} needs at least {format_bytes(needed)} of memory, more than the simulator's limit of "
-            f"{format_bytes(MAX_SIMULATION_BYTES)}; simulate a smaller model (fewer layers, a smaller batch "
-            "or sequence) with the same mesh, or use --dtype f32 where it is offered"
-        )
+        raise LimitError(f"{what} needs at least {format_bytes(needed)} of memory, more than the simulator's "
+                         f"limit of {format_bytes(MAX_SIMULATION_BYTES)}; {hint}")
 
 
 def format_bytes(n: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from planner.cli.args import model_argument
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_arguments, planning_options
 
@@ -16,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "over the cost tables (bfs) and the ILP optimum (ilp), on the same mesh and cost model, and show each "
         "plan's objective, communication, collectives by kind, memory, time to plan and gap to the ILP optimum.",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     planning_options(p)
     p.add_argument("--format", choices=("table", "json"), default="table", help="table (default) or json")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
@@ -47,6 +48,6 @@ def render(c) -> str:
 def run(args: argparse.Namespace) -> int:
     from planner.compare import compare
 
-    c = compare(args.model, propagation=args.propagation, **plan_arguments(args))
-    write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out)
+    c = compare(model_argument(args.model), propagation=args.propagation, **plan_arguments(args))
+    write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out, protect=[args.model])
     return 0

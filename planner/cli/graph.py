@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from planner.cli.args import model_argument
 from planner.cli.output import table, to_json, write_text
 
 
@@ -14,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Load a YAML model and list its ops in execution order with result shape, dtype, "
         "FLOPs (a multiply-add counts 2) and the bytes of the parameters each op reads; then totals.",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     p.add_argument("--format", choices=("table", "json", "dot"), default="table")
     p.set_defaults(run=run)
 
@@ -71,9 +72,7 @@ def render_dot(graph) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphs import load_model  # not at the top: shardplan --help does not load the model layer (issue 11)
-
-    graph = load_model(args.model)
+    graph = model_argument(args.model)
     if args.format == "dot":
         write_text(render_dot(graph), None)
     elif args.format == "json":

@@ -6,7 +6,7 @@ import argparse
 import sys
 import warnings
 
-from planner.cli.args import PASSES, SEARCHES
+from planner.cli.args import PASSES, SEARCHES, model_argument, positive_seconds
 from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError
 
@@ -37,7 +37,7 @@ def planning_options(p: argparse.ArgumentParser) -> None:
                    help="with --training: switch off seed 004's device-variance types, so the backward psums "
                    "cotangents that are already whole (to see what the types save)")
     p.add_argument("--memory-budget", metavar="BYTES", help="per-device memory budget, e.g. 16GiB or 1e9 (ilp)")
-    p.add_argument("--time-limit", type=float, metavar="S",
+    p.add_argument("--time-limit", type=positive_seconds, metavar="S",
                    help="bound the whole search in seconds: the ILP gets what is left (else falls back to bfs), "
                    "no axis phase starts after it (the plan so far is returned, with a warning)")
     p.add_argument("--axes-per-phase", default="auto", metavar="auto|all|N",
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
         "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     _plan_options(p)
     p.add_argument("--format", choices=("table", "json", "csv", "program"), default="table",
                    help="table (default), json, csv (the strategy table) or program (the per-device SPMD listing)")
@@ -69,7 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="say why a tensor is sharded the way it is, back to the user annotation that decided it",
         description="Plan the model and print the chain of decisions from TENSOR back to a user annotation.",
     )
-    e.add_argument("model", help="model YAML file")
+    e.add_argument("model", help="model YAML file (- for standard input)")
     e.add_argument("tensor", help="tensor name")
     _plan_options(e)
     e.set_defaults(run=run_explain)
@@ -106,7 +106,7 @@ def make_plan(args):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PlanWarning)
-        result = plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
+        result = plan(model_argument(args.model), search=args.search, propagation=args.propagation, **plan_arguments(args))
     for w in caught:
         print(f"shardplan: warning: {w.message}", file=sys.stderr)
     return result
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                       CSV_COLUMNS)
     else:
         text = render_table(p) + ("\n" + render_phases(p) if args.phases else "")
-    write_text(text, args.out)
+    write_text(text, args.out, protect=[args.model])
     return 0
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from planner.errors import MeshError, quote
+from planner.limits import check_mesh_size
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -86,9 +87,7 @@ class Mesh:
                 raise MeshError(f"mesh @{self.name} names axis {quote(axis.name)} twice")
             index[axis.name] = i
         object.__setattr__(self, "_index", index)
-        n = 1
-        for axis in axes:
-            n *= axis.size
+        n = check_mesh_size(self.name, (a.size for a in axes))  # before anything per device is built
         object.__setattr__(self, "_size", n)
         if self.device_ids is not None:
             ids = tuple(self.device_ids)
