@@ -8,7 +8,8 @@ its nesting depth and its node count *with every alias expanded*, in one pass ov
 the node graph (each node visited once). Past :data:`~planner.limits.MAX_YAML_DEPTH`
 or :data:`~planner.limits.MAX_YAML_NODES` it raises
 :class:`~planner.errors.LimitError` located at ``file:line``. Nesting is also bounded
-while composing, so 20,000 nested ``[`` end with that error, not a RecursionError.
+while scanning and composing, so 20,000 nested ``[`` end at once with that error, not a
+RecursionError.
 
 >>> load("a: [1, 2]")
 {'a': [1, 2]}
@@ -48,6 +49,12 @@ class BoundedLoader(yaml.SafeLoader):
         if source is not None:
             self.source = source
         self._depth = 0
+
+    def fetch_flow_collection_start(self, TokenClass):
+        # the scanner keeps state per open bracket and rescans it per token: stop at once
+        if self.flow_level >= MAX_YAML_DEPTH:
+            raise _too_deep(self.source, self.get_mark().line + 1)
+        super().fetch_flow_collection_start(TokenClass)
 
     def compose_node(self, parent, index):
         self._depth += 1
