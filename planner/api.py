@@ -34,7 +34,7 @@ from typing import Any
 from costmodels import Cluster, load_cluster
 from graphs import ComputationGraph, load_model, load_model_text
 from graphs.gradients import check_differentiable
-from planner.errors import PlanningError
+from planner.errors import PlanningError, quote
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
@@ -131,9 +131,9 @@ def plan(
     """
     say = progress or (lambda message: None)
     if search not in SEARCHES:
-        raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
+        raise PlanningError(f"unknown search {quote(search)}; use one of {', '.join(SEARCHES)}")
     if propagation not in PASSES:
-        raise PlanningError(f"unknown propagation pass {propagation!r}; use one of {', '.join(PASSES)}")
+        raise PlanningError(f"unknown propagation pass {quote(propagation)}; use one of {', '.join(PASSES)}")
     per_phase = parse_per_phase(axes_per_phase)
     graph = load(model)
     say(f"loaded {graph.name}: {len(graph.ops)} ops")

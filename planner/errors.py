@@ -160,6 +160,8 @@ def did_you_mean(word: object, options, n: int = 1) -> str:
     """
     import difflib
 
+    if len(str(word)) > QUOTE_CHARS:  # nothing is close to a huge value, and comparing costs its length squared
+        return ""
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=n)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 

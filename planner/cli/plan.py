@@ -8,7 +8,7 @@ import warnings
 
 from planner.cli.args import PASSES, SEARCHES, model_argument, positive_seconds
 from planner.cli.output import table, to_csv, to_json, write_text
-from planner.errors import ParseError
+from planner.errors import ParseError, quote
 
 # The pipeline (planner.api, costmodels) is imported by the functions that run it, so that
 # ``shardplan --help`` stays fast (issue 11).
@@ -83,9 +83,9 @@ def _budget(text: str | None) -> float | None:
     try:
         value = parse_quantity(text, "bytes")
     except Exception:
-        raise ParseError(f"cannot read --memory-budget {text!r}: give bytes, e.g. 16GiB or 1.5e9") from None
+        raise ParseError(f"cannot read --memory-budget {quote(text)}: give bytes, e.g. 16GiB or 1.5e9") from None
     if value <= 0:
-        raise ParseError(f"--memory-budget must be positive, got {text!r}")
+        raise ParseError(f"--memory-budget must be positive, got {quote(text)}")
     return float(value)
 
 
