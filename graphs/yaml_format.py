@@ -1,4 +1,4 @@
-"""The YAML model format (SPEC §9, documented in ``docs/model-format.md``): loading only.
+"""The YAML model format (documented in ``docs/model-format.md``): loading only.
 
 :func:`load_model` reads a file, :func:`load_model_text` a string. Both return a
 validated :class:`~graphs.graph.ComputationGraph`. YAML is read with a

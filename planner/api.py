@@ -1,4 +1,4 @@
-"""The planner's public entry point: ``planner.plan(model, ...) -> Plan`` (SPEC §6, §9).
+"""The planner's public entry point: ``planner.plan(model, ...) -> Plan``.
 
 ``plan`` loads the model (a path, YAML text or a built graph), normalises the
 arguments once, decides the model with the chosen search

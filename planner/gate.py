@@ -1,4 +1,4 @@
-"""The communication-cost gate (SPEC §9): measure plans, keep baselines, compare the two.
+"""The communication-cost gate: measure plans, keep baselines, compare the two.
 
 A **baseline** is a JSON file checked into the user's repository. It records, for each
 model file, what the plan of that model communicates: bytes received per device, the

@@ -1,4 +1,4 @@
-"""Logical meshes: named, ordered axes over a set of devices (SPEC §2, seed 000).
+"""Logical meshes: named, ordered axes over a set of devices (seed 000).
 
 A mesh ``<["x"=2, "y"=4]>`` reshapes the devices ``0..N-1`` row-major into the
 shape ``(2, 4)``; the last axis is the minor one. ``device_ids`` (a permutation of

@@ -1,4 +1,4 @@
-"""The text grammar of meshes and shardings (SPEC §2): one small parser, one printer.
+"""The text grammar of meshes and shardings: one small parser, one printer.
 
 Printing is ``str()`` on the value types; this module only parses. Parsing then
 printing gives the canonical form, and ``parse(str(s)) == s`` for every value.

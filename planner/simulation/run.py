@@ -1,4 +1,4 @@
-"""Simulating a whole plan (SPEC §7-8): the SPMD program on N numpy devices vs one device.
+"""Simulating a whole plan: the SPMD program on N numpy devices vs one device.
 
 :func:`simulate` draws seeded data for every input, parameter and constant, runs
 the single-device numpy reference, then runs the lowered program
