@@ -37,6 +37,8 @@ MAX_INPUT_FILE_BYTES = 64 * 2**20
 MAX_YAML_DEPTH = 100
 #: Nodes of a YAML document once every alias is expanded (the largest config here has about 6,000).
 MAX_YAML_NODES = 1_000_000
+#: Digits of one integer in a file or flag (Python refuses to read more than 4,300).
+MAX_INT_DIGITS = 100
 #: Bytes the numpy device simulator may hold (``simulate``, ``reshard --verify``) before it starts.
 MAX_SIMULATION_BYTES = 16 * 2**30
 
@@ -48,6 +50,19 @@ def _power(n: int) -> str:
 def _shape_text(shape: Iterable[int]) -> str:
     text = "x".join(map(str, shape))
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def read_int(text: str, what: str) -> int:
+    """``int(text)`` for a string of digits, or :class:`LimitError` past :data:`MAX_INT_DIGITS`.
+
+    >>> read_int("64", "a size")
+    64
+    """
+    digits = text.strip().lstrip("+-").replace("_", "")
+    if len(digits) > MAX_INT_DIGITS:
+        raise LimitError(f"{what} has {len(digits):,} digits, more than shardplan reads ({MAX_INT_DIGITS}); "
+                         "check the number")
+    return int(text)
 
 
 def check_tensor_elements(shape: Iterable[int], what: str) -> int:

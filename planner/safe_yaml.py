@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from planner.errors import LimitError
-from planner.limits import MAX_YAML_DEPTH, MAX_YAML_NODES
+from planner.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, read_int
 
 
 def _too_deep(source: str, line: int) -> LimitError:
@@ -65,11 +65,18 @@ class BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_yaml_int(self, node):
+        read_int(node.value, f"{self.source}:{node.start_mark.line + 1}: a number")  # refuse before int() does
+        return super().construct_yaml_int(node)
+
     def compose_document(self):
         node = super().compose_document()
         if node is not None:
             check_expansion(node, self.source)
         return node
+
+
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
 
 
 def check_expansion(root: yaml.Node, source: str) -> None:

@@ -6,7 +6,7 @@ import re
 
 from planner.errors import ParseError, quote
 from planner.ir.mesh import Mesh
-from planner.limits import check_tensor_elements
+from planner.limits import check_tensor_elements, read_int
 from planner.ir.text import parse_mesh_spec
 
 DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
@@ -28,7 +28,7 @@ def parse_shape(text: str) -> tuple[int, ...]:
         return ()
     if not re.fullmatch(r"\d+([x,]\d+)*", src):
         raise ParseError(f"cannot parse shape {quote(text)}: write the sizes separated by x, e.g. 64x32")
-    dims = tuple(int(p) for p in re.split(r"[x,]", src))
+    dims = tuple(read_int(p, f"--shape {quote(text)}") for p in re.split(r"[x,]", src))
     if any(d < 1 for d in dims):
         raise ParseError(f"shape {quote(text)} has a dimension of size 0; every size must be >= 1")
     check_tensor_elements(dims, f"--shape {quote(text)}")

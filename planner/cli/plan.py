@@ -84,8 +84,8 @@ def _budget(text: str | None) -> float | None:
         value = parse_quantity(text, "bytes")
     except Exception:
         raise ParseError(f"cannot read --memory-budget {quote(text)}: give bytes, e.g. 16GiB or 1.5e9") from None
-    if value <= 0:
-        raise ParseError(f"--memory-budget must be positive, got {quote(text)}")
+    if not 0 < value < float("inf"):
+        raise ParseError(f"--memory-budget must be a positive, finite number of bytes, got {quote(text)}")
     return float(value)
 
 

@@ -28,6 +28,7 @@ import re
 from typing import Iterable, Mapping, Sequence
 
 from planner.errors import MeshError, ParseError, ShardingError, quote
+from planner.limits import read_int
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh, MeshAxis
 from planner.ir.sharding import DimSharding, TensorSharding
@@ -102,7 +103,7 @@ class _Tokens:
         return tok[1]
 
     def take_int(self, what: str) -> int:
-        return int(self.take("int", what))
+        return read_int(self.take("int", what), what)
 
     def take_str(self, what: str) -> str:
         return self.take("str", what)[1:-1]
@@ -232,7 +233,7 @@ def _dim(t: _Tokens) -> DimSharding:
     tok = t.peek()
     if tok is not None and tok[0] == "name" and re.fullmatch(r"p\d+", tok[1]):
         t.i += 1
-        priority = int(tok[1][1:])
+        priority = read_int(tok[1][1:], "a priority")
         explicit = True
     if explicit and not refs and not is_open:
         raise t._error(col, f"a closed empty dimension {{}} takes no priority (got p{priority}); remove it")
@@ -346,7 +347,7 @@ def parse_mesh_spec(text: str, default_name: str = "mesh") -> Mesh:
         sizes = []
         for part in src.split(","):
             name, _, size = part.replace(":", "=").partition("=")
-            sizes.append((name.strip(), int(size)))
+            sizes.append((name.strip(), read_int(size, f"the size of mesh axis {quote(name.strip())}")))
         names = [n for n, _ in sizes]
         if len(set(names)) != len(names):
             raise MeshError(f"mesh {quote(text)} names an axis twice")

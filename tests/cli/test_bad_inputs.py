@@ -112,6 +112,13 @@ def test_twenty_thousand_nested_brackets_are_refused_not_a_recursion_error(comma
 
 
 @pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+def test_a_five_thousand_digit_dimension_is_refused(command, tmp_path, capsys):
+    model = tmp_path / "digits.yaml"
+    model.write_text(f"name: m\nmesh: {{x: 2}}\ntensors: {{a: {{shape: [{'9' * 5000}]}}}}\nops: []\n")
+    assert_user_error(MODEL_COMMANDS[command](model), capsys, "digits.yaml:3:", "5,000 digits")
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
 def test_model_path_that_is_no_model_file(command, tmp_path, capsys):
     assert_user_error(MODEL_COMMANDS[command](tmp_path), capsys, "folder")
     missing = FFN[: -len(".yaml")]  # configs/ffn: the user left out the extension
@@ -177,6 +184,9 @@ RESHARD = ["reshard", "--mesh", "x=2,y=4", "--from", '[{"x"}, {}]', "--to", '[{"
     (["simulate", FFN, "--seed", "-1"], ("--seed", "out of range")),
     (["simulate", FFN, "--seed", "x"], ("--seed", "not an integer")),
     (["simulate", str(BAD / "needs_7tib.yaml")], ("needs at least 14.6 TiB", "limit of 16 GiB", "--dtype f32")),
+    (DESCRIBE + ["--shape", "9" * 5000], ("5,000 digits",)),  # int() itself refuses over 4,300 digits
+    (["plan", FFN, "--mesh", "d=" + "9" * 5000], ("mesh axis 'd'", "5,000 digits")),
+    (["plan", FFN, "--memory-budget", "1e400"], ("--memory-budget", "finite")),
     (["plan", FFN, "--time-limit", "-1"], ("--time-limit", "seconds > 0")),
     (["plan", FFN, "--time-limit", "nan"], ("--time-limit", "seconds > 0")),
     (["compare", FFN, "--time-limit", "inf"], ("--time-limit", "seconds > 0")),
