@@ -277,6 +277,19 @@ def test_simulation_mismatch_is_an_internal_error(monkeypatch, capsys):
     assert err.splitlines() == [err.strip()] and err.startswith("shardplan: internal error: the simulated y differ")
 
 
+def test_reshard_that_does_not_verify_is_an_internal_error(monkeypatch, capsys):
+    from planner.simulation import reshard as simulated
+    from planner.simulation.reshard import Verification
+
+    monkeypatch.setattr(simulated, "verify", lambda plan: Verification(False, 0, 4096, (), "wrong layout"))
+    status = main(RESHARD + ["--shape", "64x32", "--verify"])
+    out, err = capsys.readouterr()
+    assert status == 3
+    assert "NOT verified on the simulator: wrong layout" in out
+    assert err == ("shardplan: internal error: the redistribution did not verify on the simulator: wrong layout; "
+                   "this is a bug in shardplan: please report it with the command and model\n")
+
+
 def test_standard_output_on_a_full_disk_is_one_line_and_exit_2():
     with open("/dev/full", "w") as full:
         done = subprocess.run([sys.executable, "-m", "planner", "graph", FFN], stdout=full, stderr=subprocess.PIPE,

@@ -91,3 +91,4 @@ def test_help_lists_the_exit_codes(capsys):
     for code, meaning in [("0", "success"), ("1", "regression"), ("2", "user error"), ("3", "internal error"),
                           ("130", "interrupted")]:
         assert any(line.split()[:1] == [code] and meaning in line for line in out.splitlines()), (code, out)
+    assert "1    check only:" in out  # 1 is check's regression alone: CI tells it from a crash (3)
