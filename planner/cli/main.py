@@ -115,6 +115,9 @@ def _one_line(e: BaseException) -> str:
 def console_main() -> None:
     try:
         code = main()
+    except KeyboardInterrupt:  # outside a command's run (parsing the arguments): the same quiet 130
+        print("shardplan: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     except Exception:  # only with SHARDPLAN_DEBUG set: show the traceback, keep the exit code
         import traceback
 
