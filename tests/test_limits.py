@@ -44,3 +44,26 @@ def test_quote_keeps_a_billion_item_value_short_and_fast():
 
 def test_quote_of_a_short_value_is_its_repr():
     assert quote("dense1") == repr("dense1") and quote([1, 2]) == "[1, 2]"
+
+
+def test_readme_documents_each_limit_with_its_value():
+    """The Troubleshooting table of README.md states the constants of planner/limits.py."""
+    from pathlib import Path
+
+    from planner import limits
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    text = readme.read_text()
+    rows = {
+        "elements of one tensor": f"2^{limits.MAX_TENSOR_ELEMENTS.bit_length() - 1}",
+        "devices of one mesh": f"{limits.MAX_MESH_DEVICES:,}",
+        "axes of one mesh": str(limits.MAX_MESH_AXES),
+        "bytes of one input file": limits.format_bytes(limits.MAX_INPUT_FILE_BYTES),
+        "digits of one integer": str(limits.MAX_INT_DIGITS),
+        "YAML nesting depth": str(limits.MAX_YAML_DEPTH),
+        "YAML nodes once aliases are expanded": f"{limits.MAX_YAML_NODES:,}",
+        "memory the simulator may need": limits.format_bytes(limits.MAX_SIMULATION_BYTES),
+    }
+    for label, value in rows.items():
+        line = next((ln for ln in text.splitlines() if ln.startswith(f"| {label}")), None)
+        assert line is not None and value in line.split("|")[2], (label, value, line)
