@@ -83,6 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"shardplan {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except MemoryError as e:  # legal input, but too much work for this machine: shardplan's limit, said plainly
+        if _debug():
+            raise
+        print(f"shardplan: internal error: out of memory ({_one_line(e)}): the problem is too large for this "
+              f"machine; try a smaller mesh or model; rerun with {DEBUG_ENV}=1 for the traceback", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
     except Exception as e:  # InternalError, or any bug that escaped as another exception
         if _debug():
             raise
