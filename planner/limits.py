@@ -12,7 +12,7 @@ value, the limit and what to do.
 >>> check_tensor_elements((10**30,), "tensor 'x'")
 Traceback (most recent call last):
 ...
-planner.errors.LimitError: tensor 'x' has 10^30.0 elements (shape 1000000000000000000000000000000), more than shardplan's limit of 2^48 = 281,474,976,710,656 elements per tensor; check the shape
+planner.errors.LimitError: tensor 'x' has 10^30 elements (shape 1000000000000000000000000000000), more than shardplan's limit of 2^48 = 281,474,976,710,656 elements per tensor; check the shape
 """
 
 from __future__ import annotations
@@ -44,7 +44,11 @@ MAX_SIMULATION_BYTES = 16 * 2**30
 
 
 def _power(n: int) -> str:
-    return f"10^{math.log10(n):.1f}" if n >= 10**15 else f"{n:,}"
+    """``1,000,000``; from 10^15 on ``10^30`` or ``about 10^24.9``."""
+    if n < 10**15:
+        return f"{n:,}"
+    e = math.log10(n)
+    return f"10^{round(e)}" if 10 ** round(e) == n else f"about 10^{e:.1f}"
 
 
 def _shape_text(shape: Iterable[int]) -> str:
