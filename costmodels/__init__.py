@@ -1,4 +1,4 @@
-"""Cost models (SPEC §4): clusters and their links, collective, compute and memory costs.
+"""Cost models: clusters and their links, collective, compute and memory costs.
 
 >>> from costmodels import all_gather_cost, load_cluster
 >>> from planner.ir.axis import AxisRef

@@ -41,7 +41,7 @@ import numpy as np
 
 from costmodels.units import format_quantity
 from planner.caches import memoize
-from planner.errors import ClusterError, CostModelError, ShardingError
+from planner.errors import ClusterError, CostModelError, ShardingError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.layout import positions_to_devices
 from planner.ir.mesh import Mesh
@@ -58,7 +58,7 @@ def _check_positive(owner: str, name: str, value: object, *, allow_zero: bool = 
     )
     if not ok:
         wanted = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        raise ClusterError(f"{owner}: {name} is {value!r}; it must be {wanted}")
+        raise ClusterError(f"{owner}: {name} is {quote(value)}; it must be {wanted}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,25 +128,25 @@ class Cluster:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ClusterError(f"a cluster needs a non-empty name, got {self.name!r}")
-        owner = f"cluster {self.name!r}"
+            raise ClusterError(f"a cluster needs a non-empty name, got {quote(self.name)}")
+        owner = f"cluster {quote(self.name)}"
         _check_positive(owner, "device_peak_flops", self.device_peak_flops)
         if isinstance(self.device_memory_bytes, bool) or not isinstance(self.device_memory_bytes, int):
-            raise ClusterError(f"{owner}: device_memory_bytes is {self.device_memory_bytes!r}; it must be an integer")
+            raise ClusterError(f"{owner}: device_memory_bytes is {quote(self.device_memory_bytes)}; it must be an integer")
         _check_positive(owner, "device_memory_bytes", self.device_memory_bytes)
         if isinstance(self.devices_per_node, bool) or not isinstance(self.devices_per_node, int):
-            raise ClusterError(f"{owner}: devices_per_node is {self.devices_per_node!r}; it must be an integer >= 1")
+            raise ClusterError(f"{owner}: devices_per_node is {quote(self.devices_per_node)}; it must be an integer >= 1")
         _check_positive(owner, "devices_per_node", self.devices_per_node)
         for name in ("intra_node", "inter_node"):
             if not isinstance(getattr(self, name), Link):
-                raise ClusterError(f"{owner}: {name} must be a Link, got {getattr(self, name)!r}")
+                raise ClusterError(f"{owner}: {name} must be a Link, got {quote(getattr(self, name))}")
         pairs = self.axis_links.items() if isinstance(self.axis_links, Mapping) else self.axis_links
         overrides: dict[str, Link] = {}
         for axis, link in pairs:
             if axis in overrides:
-                raise ClusterError(f"{owner}: axis {axis!r} has two link overrides; give one")
+                raise ClusterError(f"{owner}: axis {quote(axis)} has two link overrides; give one")
             if not isinstance(link, Link):
-                raise ClusterError(f"{owner}: the override of axis {axis!r} must be a Link, got {link!r}")
+                raise ClusterError(f"{owner}: the override of axis {quote(axis)} must be a Link, got {quote(link)}")
             overrides[axis] = link
         object.__setattr__(self, "axis_links", tuple(sorted(overrides.items())))
         object.__setattr__(self, "_overrides", overrides)

@@ -1,4 +1,4 @@
-"""Alpha–beta costs of the five collectives, ring algorithms by default (SPEC §4).
+"""Alpha–beta costs of the five collectives, ring algorithms by default.
 
 For a group of ``p`` devices on a :class:`~costmodels.cluster.Link` with latency
 ``α = latency_s`` and bandwidth ``β = bandwidth_bytes_per_s``:

@@ -1,4 +1,4 @@
-"""Compute time: FLOPs a device performs divided by the device's peak (SPEC §4).
+"""Compute time: FLOPs a device performs divided by the device's peak.
 
 The peak is the cluster's ``device_peak_flops`` (dense, in the dtype the preset
 documents). Real kernels reach a fraction of it; the planner compares plans on

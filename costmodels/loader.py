@@ -42,7 +42,9 @@ import yaml
 from costmodels.cluster import Cluster, Link
 from costmodels.presets import DEFAULT_PRESET, preset_names, preset_path
 from costmodels.units import parse_quantity
-from planner.errors import ClusterError
+from planner import safe_yaml
+from planner.errors import ClusterError, ShardplanError, quote
+from planner.files import read_text
 
 __all__ = ["ClusterSpec", "load_cluster"]
 
@@ -84,7 +86,7 @@ def load_cluster(
         presets_seen = (spec,)
     else:
         raise ClusterError(
-            f"a cluster is given by a preset name, a YAML file path or a mapping, not {type(spec).__name__} {spec!r}",
+            f"a cluster is given by a preset name, a YAML file path or a mapping, not {type(spec).__name__} {quote(spec)}",
             where=where,
         )
     return _build(_resolve(raw, source, presets_seen), source)
@@ -116,7 +118,7 @@ class _Source:
 def _line_of(text: str, keys: tuple[str, ...]) -> int | None:
     """The 1-based line of the key path ``keys`` in YAML ``text`` (None if it is not there)."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = safe_yaml.compose(text)
     except yaml.YAMLError:
         return None
     line = None
@@ -133,17 +135,18 @@ def _line_of(text: str, keys: tuple[str, ...]) -> int | None:
 
 
 def _read(path: Path, where: str | None) -> tuple[Any, _Source]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
+    if not path.exists():
         raise ClusterError(
-            f"cannot read cluster file {path}: {err.strerror or err}; check the path "
+            f"cannot read cluster file {path}: it does not exist; check the path "
             f"(relative paths start at the model file's directory) or name a preset ({', '.join(preset_names())})",
             where=where,
-        ) from None
-    source = _Source(where, path, text)
+        )
     try:
-        raw = yaml.safe_load(text)
+        text = read_text(path, "cluster file", ClusterError)
+        source = _Source(where, path, text)
+        raw = safe_yaml.load(text, str(path))
+    except ShardplanError as err:  # not a text file, too large, nested too deep, an alias bomb
+        raise err.located(where) if where else err
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         here = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -197,18 +200,18 @@ def _parse(raw: Any, source: _Source) -> dict:
         keys = (key,)
         if key in ("name", "preset"):
             if not isinstance(value, str) or not value:
-                raise source.error(keys, f"{key} must be a non-empty string, got {value!r}")
+                raise source.error(keys, f"{key} must be a non-empty string, got {quote(value)}")
             values[key] = value
         elif key == "device_peak_flops":
             values[key] = _quantity(value, "FLOP/s", keys, source)
         elif key == "device_memory_bytes":
             amount = _quantity(value, "bytes", keys, source)
             if not amount.is_integer():
-                raise source.error(keys, f"device_memory_bytes is {value!r}; it must be a whole number of bytes")
+                raise source.error(keys, f"device_memory_bytes is {quote(value)}; it must be a whole number of bytes")
             values[key] = int(amount)
         elif key == "devices_per_node":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise source.error(keys, f"devices_per_node is {value!r}; it must be an integer >= 1")
+                raise source.error(keys, f"devices_per_node is {quote(value)}; it must be an integer >= 1")
             values[key] = value
         elif key in ("intra_node", "inter_node"):
             values[key] = _parse_link(value, keys, source)
@@ -239,7 +242,7 @@ def _quantity(value: Any, unit: str, keys: tuple[str, ...], source: _Source) -> 
     zero_ok = unit == "s"
     if not math.isfinite(amount) or not (amount >= 0 if zero_ok else amount > 0):
         wanted = "a finite number >= 0" if zero_ok else "a finite number > 0"
-        raise source.error(keys, f"{name} is {value!r}; it must be {wanted}")
+        raise source.error(keys, f"{name} is {quote(value)}; it must be {wanted}")
     return amount
 
 
@@ -248,9 +251,9 @@ def _check_keys(raw: Mapping, allowed: tuple[str, ...], keys: tuple[str, ...], s
         if key not in allowed:
             inside = f" in {'.'.join(map(str, keys))}" if keys else ""
             close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = f"did you mean {quote(close[0])}? " if close else ""
             raise source.error(
-                (*keys, str(key)), f"unknown key {key!r}{inside}; {hint}the keys are {', '.join(allowed)}"
+                (*keys, str(key)), f"unknown key {quote(key)}{inside}; {hint}the keys are {', '.join(allowed)}"
             )
 
 
@@ -285,4 +288,4 @@ def _build(values: dict, source: _Source) -> Cluster:
 
 
 def _kind(value: Any) -> str:
-    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+    return "nothing" if value is None else f"{type(value).__name__} {quote(value)}"

@@ -1,4 +1,4 @@
-"""Per-device memory: parameters, gradients, optimizer state and live activations (SPEC §4).
+"""Per-device memory: parameters, gradients, optimizer state and live activations.
 
 Everything is counted per device from the *local* (sharded) sizes the caller
 passes, in bytes, as integers.

@@ -27,7 +27,7 @@ import re
 from fractions import Fraction
 from typing import Sequence
 
-from planner.errors import CostModelError
+from planner.errors import CostModelError, quote
 
 __all__ = ["UNITS", "format_bytes", "format_quantity", "format_seconds", "nonnegative_int", "parse_quantity"]
 
@@ -73,14 +73,14 @@ def parse_quantity(value: object, unit: str) -> float:
     planner.errors.CostModelError: '450GB' is not a quantity in bytes/s; write a number of bytes/s or e.g. '450GB/s'
     """
     suffixes, example = _SUFFIXES[unit]
-    hint = f"write a number of {unit} or e.g. {example!r}"
+    hint = f"write a number of {unit} or e.g. {quote(example)}"
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise CostModelError(f"{value!r} is not a quantity in {unit}; {hint}")
+        raise CostModelError(f"{quote(value)} is not a quantity in {unit}; {hint}")
     if not isinstance(value, str):
         return float(value)
     match = _QUANTITY.match(value)
     if match is None:
-        raise CostModelError(f"{value!r} is not a quantity in {unit}; {hint}")
+        raise CostModelError(f"{quote(value)} is not a quantity in {unit}; {hint}")
     number, text = float(match.group(1)), match.group(2)
     if not text:
         return number
@@ -90,7 +90,7 @@ def parse_quantity(value: object, unit: str) -> float:
             if prefix in prefixes:
                 scale = prefixes[prefix] * factor
                 return number * scale.numerator / scale.denominator
-    raise CostModelError(f"{value!r} is not a quantity in {unit}; {hint}")
+    raise CostModelError(f"{quote(value)} is not a quantity in {unit}; {hint}")
 
 
 def format_quantity(value: float, unit: str) -> str:
@@ -195,7 +195,7 @@ def nonnegative_int(value: object, name: str) -> int:
     try:
         count = operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+        raise TypeError(f"{name} must be an integer, got {quote(value)}") from None
     if count < 0:
         raise CostModelError(f"{name} must be >= 0, got {count}")
     return count

@@ -22,6 +22,8 @@ boundary shardings name only those tensors. An op is in at most one region.
 
 from __future__ import annotations
 
+from planner.errors import quote
+
 from dataclasses import dataclass
 
 from planner.ir.sharding import TensorSharding
@@ -76,9 +78,9 @@ def check_regions(regions, ops, mesh_axes, consumers, outputs, error) -> tuple[A
     seen_names: set[str] = set()
     owner: dict[str, str] = {}
     for r in regions:
-        where = f"{r.kind}_axes region {r.name!r}"
+        where = f"{r.kind}_axes region {quote(r.name)}"
         if r.kind not in KINDS:
-            raise error(f"region {r.name!r}: kind must be auto or explicit, got {r.kind!r}", r.line)
+            raise error(f"region {quote(r.name)}: kind must be auto or explicit, got {quote(r.kind)}", r.line)
         if r.name in seen_names:
             raise error(f"{where} is defined twice", r.line)
         seen_names.add(r.name)
@@ -86,15 +88,15 @@ def check_regions(regions, ops, mesh_axes, consumers, outputs, error) -> tuple[A
             raise error(f"{where} names no axes; give the mesh axes that switch type, e.g. axes: [X]", r.line)
         for a in r.axes:
             if a not in mesh_axes:
-                raise error(f"{where} names axis {a!r}, which the mesh does not have "
+                raise error(f"{where} names axis {quote(a)}, which the mesh does not have "
                             f"(axes: {', '.join(mesh_axes)})", r.line)
         if not r.ops:
             raise error(f"{where} has no ops", r.line)
         for name in r.ops:
             if name not in ops:
-                raise error(f"{where} names op {name!r}, which is not an op of the model", r.line)
+                raise error(f"{where} names op {quote(name)}, which is not an op of the model", r.line)
             if name in owner:
-                raise error(f"op {name!r} is in two regions ({owner[name]!r} and {r.name!r}); an op is in at most one",
+                raise error(f"op {quote(name)} is in two regions ({quote(owner[name])} and {quote(r.name)}); an op is in at most one",
                             r.line)
             owner[name] = r.name
         edge = boundary(r, ops, consumers, outputs)
@@ -102,7 +104,7 @@ def check_regions(regions, ops, mesh_axes, consumers, outputs, error) -> tuple[A
         for t in given:
             if t not in edge:
                 what = "outputs" if r.kind == "auto" else "inputs"
-                raise error(f"{where}: {r.boundary_key} names {t!r}, which is not one of the region's {what} "
+                raise error(f"{where}: {r.boundary_key} names {quote(t)}, which is not one of the region's {what} "
                             f"({', '.join(edge) or 'none'})", r.line)
         missing = [t for t in edge if t not in given]
         if missing:

@@ -17,7 +17,7 @@ import difflib
 
 import numpy as np
 
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 #: Every dtype name, in the order the documentation lists them.
 DTYPES: tuple[str, ...] = ("f32", "bf16", "f16", "i32", "i64", "bool")
@@ -40,7 +40,7 @@ def check_dtype(name: object) -> str:
         return name
     close = _ALIASES.get(str(name).lower()) or difflib.get_close_matches(str(name), DTYPES, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
-    raise ModelError(f"unknown dtype {name!r}{hint} (dtypes are {', '.join(DTYPES)})")
+    raise ModelError(f"unknown dtype {quote(name)}{hint} (dtypes are {', '.join(DTYPES)})")
 
 
 def dtype_itemsize(name: str) -> int:

@@ -23,7 +23,7 @@ import numpy as np
 from graphs.dtypes import is_float, numpy_dtype
 from graphs.graph import ComputationGraph
 from graphs.ops.registry import get_op
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 _INT_HIGH_DEFAULT = 10
 
@@ -81,10 +81,10 @@ def checked_feeds(graph: ComputationGraph, feeds: Mapping[str, np.ndarray]) -> d
         if t.kind == "activation":
             continue
         if t.name not in feeds:
-            raise ModelError(f"no value given for {t.kind} {t.name!r} of model {graph.name!r}")
+            raise ModelError(f"no value given for {t.kind} {quote(t.name)} of model {quote(graph.name)}")
         value = np.asarray(feeds[t.name])
         if value.shape != t.shape:
-            raise ModelError(f"value for {t.name!r} has shape {value.shape}, but the tensor is {t.type_text()}")
+            raise ModelError(f"value for {quote(t.name)} has shape {value.shape}, but the tensor is {t.type_text()}")
         values[t.name] = value
     return values
 

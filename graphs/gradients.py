@@ -38,7 +38,7 @@ from graphs.evaluate import checked_feeds
 from graphs.graph import ComputationGraph
 from graphs.ops.opdef import shape_stand_in
 from graphs.ops.registry import get_op
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 __all__ = ["check_differentiable", "output_cotangents", "reference_gradients", "requires_grad"]
 
@@ -85,7 +85,7 @@ def check_differentiable(graph: ComputationGraph) -> None:
     for op in graph.ops:
         if flags[op.output] and get_op(op.op).vjp is None:
             raise ModelError(
-                f"op {op.name!r} ({op.op}) of model {graph.name!r} has no gradient, but its result depends on "
+                f"op {quote(op.name)} ({op.op}) of model {quote(graph.name)} has no gradient, but its result depends on "
                 f"parameters: it cannot be trained; remove it from the path to the loss or plan without --training",
                 where=_where(graph, op.line),
             )
@@ -122,7 +122,7 @@ def reference_gradients(
         spec = graph.tensor(name)
         cot = np.asarray(cot)
         if cot.shape != spec.shape:
-            raise ModelError(f"cotangent for {name!r} has shape {cot.shape}, but the tensor is {spec.type_text()}")
+            raise ModelError(f"cotangent for {quote(name)} has shape {cot.shape}, but the tensor is {spec.type_text()}")
         seeds[name] = cot
 
     flags = requires_grad(graph)

@@ -39,7 +39,7 @@ from graphs.ops.common import shape_text
 from graphs.ops.opdef import OpDef
 from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
-from planner.errors import ModelError, ShardplanError, did_you_mean
+from planner.errors import ModelError, ShardplanError, did_you_mean, quote
 from planner.ir import Mesh
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class ComputationGraph:
         set_("source", source)
         set_("cluster", cluster)
         if outputs_layout not in OUTPUTS_LAYOUTS:
-            raise self._error(f"outputs_layout must be one of {', '.join(OUTPUTS_LAYOUTS)}, got {outputs_layout!r}",
+            raise self._error(f"outputs_layout must be one of {', '.join(OUTPUTS_LAYOUTS)}, got {quote(outputs_layout)}",
                               dict(lines or {}).get("outputs_layout"))
         set_("outputs_layout", outputs_layout)
         set_("meshes", MappingProxyType(check_same_devices(dict(meshes or {}))))
@@ -136,7 +136,7 @@ class ComputationGraph:
         set_("_nx", None)  # the networkx view, built on first use of .nx
 
     def __setattr__(self, key, value):
-        raise AttributeError(f"ComputationGraph is read-only; build a new one instead of setting {key!r}")
+        raise AttributeError(f"ComputationGraph is read-only; build a new one instead of setting {quote(key)}")
 
     def __reduce__(self):
         """Pickle and copy by rebuilding from the specs (the networkx view is derived)."""
@@ -160,7 +160,7 @@ class ComputationGraph:
     @staticmethod
     def _check_name(name: Any, source: str | None) -> None:
         if not isinstance(name, str) or not name:
-            raise ModelError(f"a model needs a non-empty name, got {name!r}", where=source)
+            raise ModelError(f"a model needs a non-empty name, got {quote(name)}", where=source)
 
     def _declared(self, tensors: list[TensorSpec]) -> dict[str, TensorSpec]:
         out: dict[str, TensorSpec] = {}
@@ -168,10 +168,10 @@ class ComputationGraph:
             if t.name in out:
                 first = out[t.name].line
                 at = f" (first at line {first})" if first else ""
-                raise self._error(f"tensor {t.name!r} is defined twice{at}", t.line)
+                raise self._error(f"tensor {quote(t.name)} is defined twice{at}", t.line)
             if t.kind == "activation":
                 raise self._error(
-                    f"tensor {t.name!r} is declared with kind activation; activations are op results "
+                    f"tensor {quote(t.name)} is declared with kind activation; activations are op results "
                     "and are not declared (use input, param or const)",
                     t.line,
                 )
@@ -185,29 +185,29 @@ class ComputationGraph:
             if op.name in names:
                 first = names[op.name].line
                 at = f" (first at line {first})" if first else ""
-                raise self._error(f"op {op.name!r} is defined twice{at}", op.line)
+                raise self._error(f"op {quote(op.name)} is defined twice{at}", op.line)
             if op.name in declared:
-                raise self._error(f"op {op.name!r} has the name of a tensor; tensor and op names must differ", op.line)
+                raise self._error(f"op {quote(op.name)} has the name of a tensor; tensor and op names must differ", op.line)
             names[op.name] = op
             if op.output in declared:
                 t = declared[op.output]
                 at = f" at line {t.line}" if t.line else ""
                 raise self._error(
-                    f"tensor {op.output!r} is defined twice: declared in tensors{at} and produced by op {op.name!r}",
+                    f"tensor {quote(op.output)} is defined twice: declared in tensors{at} and produced by op {quote(op.name)}",
                     op.line,
                 )
             if op.output in producer:
                 other = producer[op.output]
                 at = f" (line {other.line})" if other.line else ""
                 raise self._error(
-                    f"tensor {op.output!r} is defined twice: produced by op {other.name!r}{at} and by op {op.name!r}",
+                    f"tensor {quote(op.output)} is defined twice: produced by op {quote(other.name)}{at} and by op {quote(op.name)}",
                     op.line,
                 )
             producer[op.output] = op
         for t, op in producer.items():
             if t in names:
                 raise self._error(
-                    f"op {op.name!r} names its output {t!r}, which is an op name; tensor and op names must differ",
+                    f"op {quote(op.name)} names its output {quote(t)}, which is an op name; tensor and op names must differ",
                     op.line,
                 )
         return producer
@@ -219,12 +219,12 @@ class ComputationGraph:
                 opdef.check_arity(len(op.inputs), op.inputs)
                 opdef.with_defaults(op.attrs_dict)
             except ModelError as e:
-                raise self._error(f"op {op.name!r}: {e.message}", op.line) from None
+                raise self._error(f"op {quote(op.name)}: {e.message}", op.line) from None
             for t in op.inputs:
                 if t not in declared and t not in producer:
                     hint = _suggest(t, list(declared) + list(producer))
                     raise self._error(
-                        f"op {op.name!r} reads tensor {t!r}, which is not defined{hint} "
+                        f"op {quote(op.name)} reads tensor {quote(t)}, which is not defined{hint} "
                         "(declare it under tensors or produce it with an op)",
                         op.line,
                     )
@@ -284,7 +284,7 @@ class ComputationGraph:
             self._check_out_sharding(op, opdef, shape, dtype)
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
         except ShardplanError as e:
-            raise self._error(f"op {op.name!r}: {e.message}", op.line) from None
+            raise self._error(f"op {quote(op.name)}: {e.message}", op.line) from None
         return replace(op, attrs=attrs), out
 
     def _check_out_sharding(self, op: OpSpec, opdef: OpDef, shape: tuple[int, ...], dtype: str) -> None:
@@ -322,7 +322,7 @@ class ComputationGraph:
             if s is not None and known.get(s.mesh.name) != s.mesh:
                 names = ", ".join("@" + n for n in known) or "none"
                 raise self._error(
-                    f"tensor {t.name!r} is sharded on mesh @{s.mesh.name}, which is not a mesh of this model "
+                    f"tensor {quote(t.name)} is sharded on mesh @{s.mesh.name}, which is not a mesh of this model "
                     f"(meshes: {names})",
                     t.line,
                 )
@@ -333,7 +333,7 @@ class ComputationGraph:
         outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
         for t in outputs:
             if t not in self.tensors:
-                raise self._error(f"output {t!r} is not a tensor of the model{_suggest(str(t), self.tensors)}", line)
+                raise self._error(f"output {quote(t)} is not a tensor of the model{_suggest(str(t), self.tensors)}", line)
         return outputs
 
     def _groups(self, key: str, groups: Iterable[Sequence[str]], lines: Any) -> tuple[tuple[str, ...], ...]:
@@ -347,7 +347,7 @@ class ComputationGraph:
             for t in group:
                 if t not in self.tensors:
                     raise self._error(
-                        f"{key} names tensor {t!r}, which is not defined{_suggest(str(t), self.tensors)}", line
+                        f"{key} names tensor {quote(t)}, which is not defined{_suggest(str(t), self.tensors)}", line
                     )
             first = self.tensors[group[0]]
             for t in group[1:]:
@@ -396,19 +396,19 @@ class ComputationGraph:
         """The default (first) mesh; ModelError if the model has none."""
         for mesh in self.meshes.values():
             return mesh
-        raise ModelError(f"model {self.name!r} has no mesh; add `mesh:` to the YAML or pass mesh= to the builder")
+        raise ModelError(f"model {quote(self.name)} has no mesh; add `mesh:` to the YAML or pass mesh= to the builder")
 
     def tensor(self, name: str) -> TensorSpec:
         try:
             return self.tensors[name]
         except KeyError:
-            raise ModelError(f"model {self.name!r} has no tensor {name!r}{_suggest(name, self.tensors)}") from None
+            raise ModelError(f"model {quote(self.name)} has no tensor {quote(name)}{_suggest(name, self.tensors)}") from None
 
     def op(self, name: str) -> OpSpec:
         try:
             return self._ops[name]
         except KeyError:
-            raise ModelError(f"model {self.name!r} has no op {name!r}{_suggest(name, self._ops)}") from None
+            raise ModelError(f"model {quote(self.name)} has no op {quote(name)}{_suggest(name, self._ops)}") from None
 
     def op_def(self, name: str) -> OpDef:
         """The catalogue entry of op instance ``name``."""
@@ -433,7 +433,7 @@ class ComputationGraph:
     def tensors_of_kind(self, kind: str) -> tuple[TensorSpec, ...]:
         """Tensors of one kind (input, param, const, activation) in definition order."""
         if kind not in TENSOR_KINDS:
-            raise ModelError(f"unknown tensor kind {kind!r} (kinds: {', '.join(TENSOR_KINDS)})")
+            raise ModelError(f"unknown tensor kind {quote(kind)} (kinds: {', '.join(TENSOR_KINDS)})")
         return tuple(t for t in self.tensors.values() if t.kind == kind)
 
     def walk(self) -> Iterator[tuple[OpSpec, tuple[TensorSpec, ...], TensorSpec]]:

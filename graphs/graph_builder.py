@@ -25,7 +25,7 @@ from graphs.axis_regions import AxisRegion
 from graphs.graph import ComputationGraph
 from graphs.meshes import as_meshes
 from graphs.specs import OpSpec, TensorSpec
-from planner.errors import ModelError, ShardplanError
+from planner.errors import ModelError, ShardplanError, quote
 from planner.ir import TensorSharding, parse_sharding
 
 
@@ -61,7 +61,7 @@ class GraphBuilder:
         if value is None or isinstance(value, TensorSharding):
             return value
         if not isinstance(value, str):
-            raise ModelError(f"{what}: a sharding is text like '[{{\"x\"}}, {{}}]', got {value!r}", where=self.where(line))
+            raise ModelError(f"{what}: a sharding is text like '[{{\"x\"}}, {{}}]', got {quote(value)}", where=self.where(line))
         if not self.meshes:
             raise ModelError(f"{what} has a sharding but the model has no mesh; add `mesh:`", where=self.where(line))
         try:
@@ -82,7 +82,7 @@ class GraphBuilder:
         line: int | None = None,
     ) -> str:
         """Declare an input, parameter or constant; returns its name."""
-        parsed = self.sharding(sharding, f"tensor {name!r}", line)
+        parsed = self.sharding(sharding, f"tensor {quote(name)}", line)
         try:
             self._tensors.append(TensorSpec(name, shape, dtype, kind, parsed, line, value))
         except ShardplanError as e:
@@ -115,7 +115,7 @@ class GraphBuilder:
         """
         name = f"{op}_{len(self._ops)}" if name is None else name
         output = f"{name}.out" if output is None else output
-        parsed = self.sharding(out_sharding, f"op {name!r} out_sharding", line)
+        parsed = self.sharding(out_sharding, f"op {quote(name)} out_sharding", line)
         try:
             self._ops.append(OpSpec(name, op, inputs, output, attrs, strategy, parsed, line))
         except ShardplanError as e:
@@ -152,7 +152,7 @@ class GraphBuilder:
 
     def _region(self, kind: str, name: str, axes, ops, shardings, line) -> None:
         key = "out_shardings" if kind == "auto" else "in_shardings"
-        parsed = tuple((str(t), self.sharding(s, f"{kind}_axes region {name!r} {key} of {t!r}", line))
+        parsed = tuple((str(t), self.sharding(s, f"{kind}_axes region {quote(name)} {key} of {quote(t)}", line))
                        for t, s in dict(shardings or {}).items())
         self._regions.append(AxisRegion(str(name), kind, tuple(map(str, axes)), tuple(map(str, ops)), parsed, line))
 
@@ -160,7 +160,7 @@ class GraphBuilder:
     def _match(self, pattern: str, names: Sequence[str], section: str, kind: str, line: int | None) -> list[str]:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            raise ModelError(f"{section} pattern {pattern!r} matches no {kind} of the model", where=self.where(line))
+            raise ModelError(f"{section} pattern {quote(pattern)} matches no {kind} of the model", where=self.where(line))
         return hits
 
     def annotate_shardings(self, patterns: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
@@ -176,15 +176,15 @@ class GraphBuilder:
         given: dict[str, str] = {}
         for pattern, value in patterns.items():
             line = lines.get(pattern)
-            sharding = self.sharding(value, f"shardings pattern {pattern!r}", line)
+            sharding = self.sharding(value, f"shardings pattern {quote(pattern)}", line)
             for name in self._match(pattern, [*declared, *produced], "shardings", "tensor", line):
                 old = self._tensors[declared[name]].sharding if name in declared else \
                     self._ops[produced[name]].out_sharding
                 if old is not None and old != sharding:
-                    source = f"pattern {given[name]!r}" if name in given else "its definition"
+                    source = f"pattern {quote(given[name])}" if name in given else "its definition"
                     raise ModelError(
-                        f"tensor {name!r} already has sharding {old.dims_text()} from {source}; pattern "
-                        f"{pattern!r} would give it {sharding.dims_text()}",
+                        f"tensor {quote(name)} already has sharding {old.dims_text()} from {source}; pattern "
+                        f"{quote(pattern)} would give it {sharding.dims_text()}",
                         where=self.where(line),
                     )
                 given[name] = pattern
@@ -196,7 +196,7 @@ class GraphBuilder:
                         i = produced[name]
                         self._ops[i] = replace(self._ops[i], out_sharding=sharding)
                 except ShardplanError as e:
-                    raise self._located(e, line, f"shardings pattern {pattern!r}: ") from None
+                    raise self._located(e, line, f"shardings pattern {quote(pattern)}: ") from None
 
     def annotate_strategies(self, patterns: Mapping[str, Any], lines: Mapping[str, int] | None = None) -> None:
         """Give every op whose name matches a glob pattern that pattern's strategy.
@@ -212,9 +212,9 @@ class GraphBuilder:
             for name in self._match(pattern, list(position), "strategies", "op", line):
                 op = self._ops[position[name]]
                 if op.strategy is not None:
-                    source = f"pattern {given[name]!r}" if name in given else "its definition"
+                    source = f"pattern {quote(given[name])}" if name in given else "its definition"
                     raise ModelError(
-                        f"op {name!r} already has a strategy from {source}; pattern {pattern!r} would replace it",
+                        f"op {quote(name)} already has a strategy from {source}; pattern {quote(pattern)} would replace it",
                         where=self.where(line),
                     )
                 given[name] = pattern

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from planner.errors import ModelError, ShardplanError
+from planner.errors import ModelError, ShardplanError, quote
 from planner.ir import Mesh, parse_mesh
 
 DEFAULT_MESH_NAME = "mesh"
@@ -38,7 +38,7 @@ def mesh_from_value(name: str, value: Any) -> Mesh:
             if text.startswith("@"):
                 mesh = parse_mesh(text)
                 if name != DEFAULT_MESH_NAME and mesh.name != name:
-                    raise ModelError(f"mesh {name!r} is given as text naming a different mesh @{mesh.name}")
+                    raise ModelError(f"mesh {quote(name)} is given as text naming a different mesh @{mesh.name}")
                 return mesh
             return parse_mesh(f"@{name} = {text}")
         if isinstance(value, Mapping):
@@ -46,35 +46,35 @@ def mesh_from_value(name: str, value: Any) -> Mesh:
                 unknown = [k for k in value if k not in _FULL_KEYS]
                 if unknown:
                     raise ModelError(
-                        f"mesh {name!r} has unknown key {unknown[0]!r} (keys: {', '.join(_FULL_KEYS)})"
+                        f"mesh {quote(name)} has unknown key {quote(unknown[0])} (keys: {', '.join(_FULL_KEYS)})"
                     )
                 return _mesh_from_sizes(name, value["axes"], value.get("device_ids"), value.get("axis_types"))
             return _mesh_from_sizes(name, value, None, None)
     except ModelError:
         raise
     except ShardplanError as e:
-        raise ModelError(f"bad mesh {name!r}: {e.message}") from None
+        raise ModelError(f"bad mesh {quote(name)}: {e.message}") from None
     raise ModelError(
-        f"bad mesh {name!r}: expected axis sizes like {{x: 2, y: 4}} or text like '<[\"x\"=2]>', got {value!r}"
+        f"bad mesh {quote(name)}: expected axis sizes like {{x: 2, y: 4}} or text like '<[\"x\"=2]>', got {quote(value)}"
     )
 
 
 def _mesh_from_sizes(name: str, sizes: Any, device_ids: Any, types: Any) -> Mesh:
     if not isinstance(sizes, Mapping) or not sizes:
-        raise ModelError(f"bad mesh {name!r}: axes must be a mapping of axis names to sizes, got {sizes!r}")
+        raise ModelError(f"bad mesh {quote(name)}: axes must be a mapping of axis names to sizes, got {quote(sizes)}")
     for axis, size in sizes.items():
         if isinstance(size, bool) or not isinstance(size, int):
-            raise ModelError(f"bad mesh {name!r}: axis {axis!r} has size {size!r}; sizes are positive integers")
+            raise ModelError(f"bad mesh {quote(name)}: axis {quote(axis)} has size {quote(size)}; sizes are positive integers")
     if device_ids is not None and not (
         isinstance(device_ids, (list, tuple)) and all(isinstance(d, int) and not isinstance(d, bool) for d in device_ids)
     ):
-        raise ModelError(f"bad mesh {name!r}: device_ids must be a list of integers, got {device_ids!r}")
+        raise ModelError(f"bad mesh {quote(name)}: device_ids must be a list of integers, got {quote(device_ids)}")
     if types is not None:
         if not isinstance(types, Mapping):
-            raise ModelError(f"bad mesh {name!r}: axis_types must map axis names to Auto/Explicit/Manual")
+            raise ModelError(f"bad mesh {quote(name)}: axis_types must map axis names to Auto/Explicit/Manual")
         for axis in types:
             if axis not in sizes:
-                raise ModelError(f"bad mesh {name!r}: axis_types names axis {axis!r}, which the mesh does not have")
+                raise ModelError(f"bad mesh {quote(name)}: axis_types names axis {quote(axis)}, which the mesh does not have")
     return Mesh.from_sizes(name, {str(k): v for k, v in sizes.items()}, device_ids, dict(types or {}))
 
 
@@ -100,7 +100,7 @@ def as_meshes(value: Any) -> dict[str, Mesh]:
             return check_same_devices({k: v for k, v in value.items()})
         mesh = mesh_from_value(DEFAULT_MESH_NAME, value)
         return {mesh.name: mesh}
-    raise ModelError(f"bad mesh: expected a Mesh, axis sizes or mesh text, got {value!r}")
+    raise ModelError(f"bad mesh: expected a Mesh, axis sizes or mesh text, got {quote(value)}")
 
 
 def check_same_devices(meshes: dict[str, Mesh]) -> dict[str, Mesh]:

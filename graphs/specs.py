@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 from graphs.dtypes import check_dtype, dtype_itemsize
 from graphs.ops.common import numel, shape_text
 from graphs.ops.registry import get_op
-from planner.errors import ModelError
+from planner.errors import LimitError, ModelError, quote
+from planner.limits import check_tensor_elements
 from planner.ir import TensorSharding
 
 #: The kinds of tensor: data fed in, trained parameters, constants, and op results.
@@ -39,7 +40,11 @@ def _shape(name: str, shape: Any) -> tuple[int, ...]:
     if not isinstance(shape, (list, tuple)) or any(
         isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape
     ):
-        raise ModelError(f"tensor {name!r}: shape must be a list of positive integers ([] for a scalar), got {shape!r}")
+        raise ModelError(f"tensor {quote(name)}: shape must be a list of positive integers ([] for a scalar), got {quote(shape)}")
+    try:
+        check_tensor_elements(shape, f"tensor {quote(name)}")
+    except LimitError as e:
+        raise ModelError(e.message) from None
     return tuple(shape)
 
 
@@ -62,24 +67,24 @@ class TensorSpec:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ModelError(f"tensor names must be non-empty strings, got {self.name!r}")
+            raise ModelError(f"tensor names must be non-empty strings, got {quote(self.name)}")
         object.__setattr__(self, "shape", _shape(self.name, self.shape))
         try:
             check_dtype(self.dtype)
         except ModelError as e:
-            raise ModelError(f"tensor {self.name!r}: {e.message}") from None
+            raise ModelError(f"tensor {quote(self.name)}: {e.message}") from None
         if self.kind not in TENSOR_KINDS:
-            raise ModelError(f"tensor {self.name!r}: unknown kind {self.kind!r} (kinds: {', '.join(TENSOR_KINDS)})")
+            raise ModelError(f"tensor {quote(self.name)}: unknown kind {quote(self.kind)} (kinds: {', '.join(TENSOR_KINDS)})")
         if self.value is not None and (
             self.kind != "const" or isinstance(self.value, bool) or not isinstance(self.value, (int, float))
         ):
-            raise ModelError(f"tensor {self.name!r}: only a const takes a value, and it must be a number")
+            raise ModelError(f"tensor {quote(self.name)}: only a const takes a value, and it must be a number")
         if self.sharding is not None:
             if not isinstance(self.sharding, TensorSharding):
-                raise ModelError(f"tensor {self.name!r}: sharding must be a TensorSharding, got {self.sharding!r}")
+                raise ModelError(f"tensor {quote(self.name)}: sharding must be a TensorSharding, got {quote(self.sharding)}")
             if self.sharding.rank != len(self.shape):
                 raise ModelError(
-                    f"tensor {self.name!r} has rank {len(self.shape)} (shape {shape_text(self.shape)}) but its "
+                    f"tensor {quote(self.name)} has rank {len(self.shape)} (shape {shape_text(self.shape)}) but its "
                     f"sharding {self.sharding.dims_text()} has {self.sharding.rank} dimension shardings; "
                     "give one {...} per dimension"
                 )
@@ -107,14 +112,14 @@ def _strategy(name: str, strategy: Any) -> tuple[tuple[int, ...], ...] | None:
     ok = isinstance(strategy, (list, tuple)) and all(isinstance(s, (list, tuple)) for s in strategy)
     if not ok:
         raise ModelError(
-            f"op {name!r}: strategy must be a list with one list of split counts per input, "
-            f"like [[2, 1], [1, 4]]; got {strategy!r}"
+            f"op {quote(name)}: strategy must be a list with one list of split counts per input, "
+            f"like [[2, 1], [1, 4]]; got {quote(strategy)}"
         )
     for i, split in enumerate(strategy):
         for j, n in enumerate(split):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ModelError(
-                    f"op {name!r}: strategy entry for input {i} dimension {j} is {n!r}; "
+                    f"op {quote(name)}: strategy entry for input {i} dimension {j} is {quote(n)}; "
                     "split counts are positive integers"
                 )
     return tuple(tuple(s) for s in strategy)
@@ -141,22 +146,22 @@ class OpSpec:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise ModelError(f"op names must be non-empty strings, got {self.name!r}")
+            raise ModelError(f"op names must be non-empty strings, got {quote(self.name)}")
         try:
             get_op(self.op)
         except ModelError as e:
-            raise ModelError(f"op {self.name!r}: {e.message}") from None
+            raise ModelError(f"op {quote(self.name)}: {e.message}") from None
         inputs = (self.inputs,) if isinstance(self.inputs, str) else self.inputs
         if not isinstance(inputs, Iterable) or not all(isinstance(t, str) for t in inputs):
-            raise ModelError(f"op {self.name!r}: inputs must be a list of tensor names, got {self.inputs!r}")
+            raise ModelError(f"op {quote(self.name)}: inputs must be a list of tensor names, got {quote(self.inputs)}")
         object.__setattr__(self, "inputs", tuple(inputs))
         if not isinstance(self.output, str) or not self.output:
-            raise ModelError(f"op {self.name!r}: output must be a tensor name, got {self.output!r}")
+            raise ModelError(f"op {quote(self.name)}: output must be a tensor name, got {quote(self.output)}")
         attrs = self.attrs.items() if isinstance(self.attrs, Mapping) else self.attrs
         object.__setattr__(self, "attrs", tuple(sorted((str(k), _frozen(v)) for k, v in attrs)))
         object.__setattr__(self, "strategy", _strategy(self.name, self.strategy))
         if self.out_sharding is not None and not isinstance(self.out_sharding, TensorSharding):
-            raise ModelError(f"op {self.name!r}: out_sharding must be a TensorSharding, got {self.out_sharding!r}")
+            raise ModelError(f"op {quote(self.name)}: out_sharding must be a TensorSharding, got {quote(self.out_sharding)}")
 
     @property
     def attrs_dict(self) -> dict[str, Any]:

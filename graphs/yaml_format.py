@@ -1,4 +1,4 @@
-"""The YAML model format (SPEC §9, documented in ``docs/model-format.md``): loading only.
+"""The YAML model format (documented in ``docs/model-format.md``): loading only.
 
 :func:`load_model` reads a file, :func:`load_model_text` a string. Both return a
 validated :class:`~graphs.graph.ComputationGraph`. YAML is read with a
@@ -27,7 +27,8 @@ from graphs.graph import ComputationGraph
 from graphs.graph_builder import GraphBuilder
 from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
 from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
-from planner.errors import ModelError, did_you_mean
+from planner.errors import ModelError, did_you_mean, quote
+from planner.files import read_text
 
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "outputs_layout", "shard_as",
@@ -41,11 +42,7 @@ OP_KEYS = ("name", "op", "inputs", "output", "strategy", "out_sharding")
 
 def load_model(path: str | Path) -> ComputationGraph:
     """Load the model file at ``path``; errors are located as ``<path>:<line>``."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ModelError(f"cannot read the model file: {e.strerror}", where=str(path)) from None
-    return load_model_text(text, source=str(path))
+    return load_model_text(read_text(path, "model file", ModelError), source=str(path))
 
 
 def load_model_text(text: str, source: str = "<string>") -> ComputationGraph:
@@ -76,7 +73,7 @@ class _Reader:
         for key in doc:
             if key not in TOP_LEVEL_KEYS:
                 raise self.error(
-                    f"unknown top-level key {key!r}{_suggest(key, TOP_LEVEL_KEYS)} "
+                    f"unknown top-level key {quote(key)}{_suggest(key, TOP_LEVEL_KEYS)} "
                     f"(keys: {', '.join(TOP_LEVEL_KEYS)})",
                     doc.line_of(key),
                 )
@@ -84,16 +81,16 @@ class _Reader:
             raise self.error("missing `name`: every model needs one, e.g. `name: ffn`", doc.line)
         name = doc["name"]
         if not isinstance(name, str) or not name:
-            raise self.error(f"`name` must be a non-empty string, got {name!r}", doc.line_of("name"))
+            raise self.error(f"`name` must be a non-empty string, got {quote(name)}", doc.line_of("name"))
         cluster = doc.get("cluster")
         if cluster is not None and not isinstance(cluster, (str, dict)):
             raise self.error(
-                f"`cluster` must be a preset name, a file path or a mapping, got {cluster!r}", doc.line_of("cluster")
+                f"`cluster` must be a preset name, a file path or a mapping, got {quote(cluster)}", doc.line_of("cluster")
             )
         layout = doc.get("outputs_layout", "free")
         if layout not in ("free", "replicated"):
             raise self.error(f"`outputs_layout` must be free (any fully reduced layout, the default) or replicated "
-                             f"(every device holds each output whole), got {layout!r}", doc.line_of("outputs_layout"))
+                             f"(every device holds each output whole), got {quote(layout)}", doc.line_of("outputs_layout"))
         b = GraphBuilder(name, self._meshes(), source=self.source, cluster=plain(cluster), outputs_layout=layout)
         if "model" in doc:
             for key in ("tensors", "ops", "outputs"):
@@ -154,16 +151,16 @@ class _Reader:
         for name, spec in table.items():
             line = table.line_of(name)
             if not isinstance(spec, LineDict):
-                raise self.error(f"tensor {name!r} must be a mapping like {{shape: [64, 64], kind: param}}", line)
+                raise self.error(f"tensor {quote(name)} must be a mapping like {{shape: [64, 64], kind: param}}", line)
             for key in spec:
                 if key not in TENSOR_KEYS:
                     raise self.error(
-                        f"tensor {name!r} has unknown key {key!r}{_suggest(key, TENSOR_KEYS)} "
+                        f"tensor {quote(name)} has unknown key {quote(key)}{_suggest(key, TENSOR_KEYS)} "
                         f"(keys: {', '.join(TENSOR_KEYS)})",
                         spec.line_of(key),
                     )
             if "shape" not in spec:
-                raise self.error(f"tensor {name!r} needs a shape, e.g. shape: [64, 64] ([] for a scalar)", line)
+                raise self.error(f"tensor {quote(name)} needs a shape, e.g. shape: [64, 64] ([] for a scalar)", line)
             b.tensor(str(name), spec["shape"], spec.get("dtype", "f32"), spec.get("kind", "input"),
                      spec.get("sharding"), value=spec.get("value"), line=line)
 
@@ -178,7 +175,7 @@ class _Reader:
             line = ops.line_of(i)
             if not isinstance(spec, LineDict):
                 raise self.error(f"ops entry {i} must be a mapping with at least op and inputs", line)
-            label = f"op {spec['name']!r}" if "name" in spec else f"ops entry {i}"
+            label = f"op {quote(spec['name'])}" if "name" in spec else f"ops entry {i}"
             for key in ("op", "inputs"):
                 if key not in spec:
                     raise self.error(f"{label} needs `{key}`", line)
@@ -186,7 +183,7 @@ class _Reader:
             if isinstance(inputs, str):
                 inputs = [inputs]
             if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs):
-                raise self.error(f"{label}: inputs must be a list of tensor names, got {plain(inputs)!r}", line)
+                raise self.error(f"{label}: inputs must be a list of tensor names, got {quote(plain(inputs))}", line)
             attrs = {str(k): plain(v) for k, v in spec.items() if k not in OP_KEYS}
             b.op(spec["op"], list(inputs), spec.get("output"), spec.get("name"),
                  strategy=plain(spec.get("strategy")), out_sharding=spec.get("out_sharding"), line=line, **attrs)
@@ -225,7 +222,7 @@ class _Reader:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.error(f"{what} must be a list of tensor names, got {plain(value)!r}", line)
+            raise self.error(f"{what} must be a list of tensor names, got {quote(plain(value))}", line)
         return list(value)
 
     def _outputs(self, b: GraphBuilder) -> None:
@@ -260,7 +257,7 @@ class _Reader:
                     raise self.error(f"each `{section}` entry must be a mapping with name, axes, ops and {key}", line)
                 unknown = [k for k in r if k not in ("name", "axes", "ops", key)]
                 if unknown:
-                    raise self.error(f"`{section}` region has unknown key {unknown[0]!r}; its keys are name, axes, "
+                    raise self.error(f"`{section}` region has unknown key {quote(unknown[0])}; its keys are name, axes, "
                                      f"ops and {key}", line)
                 if "name" not in r:
                     raise self.error(f"`{section}` region needs a name", line)
@@ -268,7 +265,7 @@ class _Reader:
                 if shardings is None:
                     shardings = {}
                 elif not isinstance(shardings, LineDict):
-                    raise self.error(f"`{key}` of region {plain(r['name'])!r} maps tensor names to shardings", line)
+                    raise self.error(f"`{key}` of region {quote(plain(r['name']))} maps tensor names to shardings", line)
                 add(str(plain(r["name"])), self._names(r.get("axes", []), "`axes`", line),
                     self._names(r.get("ops", []), "`ops`", line), {str(k): plain(v) for k, v in shardings.items()},
                     line=line)

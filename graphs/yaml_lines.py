@@ -1,5 +1,8 @@
 """Safe YAML loading that remembers the line of every mapping, key and list item.
 
+The loader is :class:`planner.safe_yaml.BoundedLoader`: nesting depth and alias
+expansion are bounded (a clear error located at ``file:line``, never a hang).
+
 :func:`parse_yaml` returns plain data in which every mapping is a :class:`LineDict`
 (``.line`` of the mapping, ``.key_lines[key]`` of each key) and every list a
 :class:`LineList` (``.line``, ``.item_lines[i]``). Lines are 1-based. Syntax
@@ -17,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
+from planner.safe_yaml import BoundedLoader
 
 
 class LineDict(dict):
@@ -40,10 +44,8 @@ class LineList(list):
         return self.item_lines[i] if i < len(self.item_lines) else self.line
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings and sequences record their source lines."""
-
-    source = "<string>"
+class _LineLoader(BoundedLoader):
+    """The bounded SafeLoader, whose mappings and sequences record their source lines."""
 
 
 def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
@@ -56,12 +58,12 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> LineDict:
         try:
             if key in seen:
                 raise ModelError(
-                    f"key {key!r} appears twice in one mapping (first at line {seen[key]}); each name may be "
+                    f"key {quote(key)} appears twice in one mapping (first at line {seen[key]}); each name may be "
                     "defined once",
                     where=f"{loader.source}:{line}",
                 )
         except TypeError:
-            raise ModelError(f"a mapping key must be a plain value, got {key!r}", where=f"{loader.source}:{line}") from None
+            raise ModelError(f"a mapping key must be a plain value, got {quote(key)}", where=f"{loader.source}:{line}") from None
         seen[key] = line
     loader.flatten_mapping(node)
     out = LineDict()
@@ -87,8 +89,7 @@ _LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
 def parse_yaml(text: str, source: str = "<string>") -> Any:
     """Parse one YAML document safely, recording lines (see the module docstring)."""
-    loader = _LineLoader(text)
-    loader.source = source
+    loader = _LineLoader(text, source)
     try:
         return loader.get_single_data()
     except yaml.MarkedYAMLError as e:

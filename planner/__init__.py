@@ -1,4 +1,4 @@
-"""shardplan: a cost-model, search-based auto-parallel planner (see README.md and SPEC §1).
+"""shardplan: a cost-model, search-based auto-parallel planner (see README.md).
 
 The package is layered the way the pipeline runs: ``planner.ir`` (the sharding
 representation) and ``planner.views`` (other notations for it) come first; the

@@ -1,4 +1,4 @@
-"""The planner's public entry point: ``planner.plan(model, ...) -> Plan`` (SPEC §6, §9).
+"""The planner's public entry point: ``planner.plan(model, ...) -> Plan``.
 
 ``plan`` loads the model (a path, YAML text or a built graph), normalises the
 arguments once, decides the model with the chosen search
@@ -25,6 +25,7 @@ arguments once, decides the model with the chosen search
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from costmodels import Cluster, format_bytes, format_quantity, load_cluster
 from graphs import ComputationGraph, load_model, load_model_text
 from graphs.gradients import check_differentiable
 from graphs.lint import model_warnings
-from planner.errors import ModelWarning, PlanningError, PlanWarning
+from planner.errors import ModelWarning, PlanningError, PlanWarning, quote
 from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.progress import Progress, as_progress
@@ -51,10 +52,15 @@ __all__ = ["OUTPUT_LAYOUTS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
 
 
 def load(model: Any) -> ComputationGraph:
-    """A graph from a path, YAML text or a graph."""
+    """A graph from a path, YAML text or a graph.
+
+    A string is a path when it has one line and ends in ``.yaml`` / ``.yml``, names an existing
+    path, or has no ``:`` (YAML text of a model always has one); else it is YAML text.
+    """
     if isinstance(model, ComputationGraph):
         return model
-    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and model.endswith((".yaml", ".yml"))):
+    if isinstance(model, Path) or (isinstance(model, str) and "\n" not in model and (
+            model.endswith((".yaml", ".yml")) or ":" not in model or os.path.exists(model))):
         return load_model(model)
     if isinstance(model, str):
         return load_model_text(model)
@@ -135,9 +141,9 @@ def plan(
     progress = as_progress(progress)
     say = progress.stage
     if search not in SEARCHES:
-        raise PlanningError(f"unknown search {search!r}; use one of {', '.join(SEARCHES)}")
+        raise PlanningError(f"unknown search {quote(search)}; use one of {', '.join(SEARCHES)}")
     if propagation not in PASSES:
-        raise PlanningError(f"unknown propagation pass {propagation!r}; use one of {', '.join(PASSES)}")
+        raise PlanningError(f"unknown propagation pass {quote(propagation)}; use one of {', '.join(PASSES)}")
     per_phase = parse_per_phase(axes_per_phase)
     graph = load(model)
     say(f"loaded {graph.name}: {len(graph.ops)} ops")

@@ -52,7 +52,7 @@ class ParseError(ShardplanError):
 
 
 class ShardingError(ShardplanError):
-    """A sharding violates an invariant of the representation (SPEC §2)."""
+    """A sharding violates an invariant of the representation (see :mod:`planner.ir.sharding`)."""
 
 
 class NotExpressibleError(ShardplanError):
@@ -126,6 +126,17 @@ class CostModelError(ShardplanError, ValueError):
     """
 
 
+class LimitError(ShardplanError):
+    """An input exceeds one of shardplan's size limits (:mod:`planner.limits`): elements of a
+    tensor, devices or axes of a mesh, bytes of a file, YAML nesting or alias expansion, memory
+    of a simulation. Raised before anything of that size is allocated."""
+
+
+class OutputError(ShardplanError):
+    """An output cannot be written where the user asked: a folder, a device node, a missing
+    folder, the model file itself, a full disk (see :func:`planner.files.write_output`)."""
+
+
 class InternalError(Exception):
     """Base class of broken invariants of shardplan's own code: a bug, never the user's fault.
 
@@ -175,5 +186,37 @@ def did_you_mean(word: object, options, n: int = 1) -> str:
     """
     import difflib
 
+    if len(str(word)) > QUOTE_CHARS:  # nothing is close to a huge value, and comparing costs its length squared
+        return ""
     close = difflib.get_close_matches(str(word), [str(o) for o in options], n=n)
     return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+#: How many characters of a value an error message quotes (see :func:`quote`).
+QUOTE_CHARS = 80
+
+
+def quote(value: object, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, without building the whole repr first.
+
+    Every message that quotes a value the user gave uses this, so that a huge value (a
+    long list, a deeply nested or alias-expanded YAML value) costs nothing to report.
+
+    >>> quote("matmul")
+    "'matmul'"
+    >>> quote(list(range(1000)), limit=40)
+    '[0, 1, 2, 3, 4, 5, ...] (1000 items)'
+    >>> len(quote("x" * 10_000))
+    80
+    """
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxstring, r.maxother = 3, limit, limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 6
+    text = r.repr(value)
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 6:
+        text += f" ({len(value)} items)"
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text

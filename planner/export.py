@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Callable
 
 from planner.enumeration import search_pieces
-from planner.errors import NotExpressibleError
+from planner.errors import NotExpressibleError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
@@ -43,7 +43,7 @@ FORMATS = ("jax", "shardy", "dtensor", "mindspore")
 def export(plan, to: str) -> dict:
     """The plan in notation ``to`` (one of :data:`FORMATS`), as JSON-ready data (see the module docstring)."""
     if to not in FORMATS:
-        raise NotExpressibleError(f"unknown export format {to!r}; use one of {', '.join(FORMATS)}")
+        raise NotExpressibleError(f"unknown export format {quote(to)}; use one of {', '.join(FORMATS)}")
     return {"jax": _jax, "shardy": _shardy, "dtensor": _dtensor, "mindspore": _mindspore}[to](plan)
 
 
@@ -120,11 +120,11 @@ def _jax(plan) -> dict:
 
     mesh = _mesh_data(split, pieces, "axis_names", "a PartitionSpec names whole mesh axes only")
     return {**_head(plan, "jax"), "mesh": mesh,
-            "tensors": {name: {"shape": list(t.shape), "dtype": t.dtype, **spec(f"tensor {name!r}", s)}
+            "tensors": {name: {"shape": list(t.shape), "dtype": t.dtype, **spec(f"tensor {quote(name)}", s)}
                         for name, s, t in tensors},
-            "ops": {name: {"operands": [spec(f"op {name!r} operand {k}", s) for k, s in enumerate(ins)],
-                           "result": spec(f"op {name!r} result", out)} for name, ins, out in ops},
-            "outputs": {name: spec(f"output {name!r}", s) for name, s in outputs}}
+            "ops": {name: {"operands": [spec(f"op {quote(name)} operand {k}", s) for k, s in enumerate(ins)],
+                           "result": spec(f"op {quote(name)} result", out)} for name, ins, out in ops},
+            "outputs": {name: spec(f"output {quote(name)}", s) for name, s in outputs}}
 
 
 # -- Shardy ---------------------------------------------------------------------------------------
@@ -165,11 +165,11 @@ def _dtensor(plan) -> dict:
     graph = plan.outcome.model.graph
     mesh = _mesh_data(split, pieces, "dim_names", "placements name whole mesh dims only")
     return {**_head(plan, "dtensor"), "mesh": mesh,
-            "tensors": {name: {"shape": list(t.shape), **entry(f"tensor {name!r}", s, t.shape)}
+            "tensors": {name: {"shape": list(t.shape), **entry(f"tensor {quote(name)}", s, t.shape)}
                         for name, s, t in tensors},
-            "ops": {name: {"operands": [entry(f"op {name!r} operand {k}", s, graph.tensor(t).shape)
+            "ops": {name: {"operands": [entry(f"op {quote(name)} operand {k}", s, graph.tensor(t).shape)
                                         for k, (s, t) in enumerate(zip(ins, graph.op(name).inputs))],
-                           "result": entry(f"op {name!r} result", out, graph.tensor(graph.op(name).output).shape)}
+                           "result": entry(f"op {quote(name)} result", out, graph.tensor(graph.op(name).output).shape)}
                     for name, ins, out in ops}}
 
 
@@ -180,7 +180,7 @@ def _mindspore(plan) -> dict:
 
     def layout(name: str, s: TensorSharding) -> dict:
         # a pending sum is the op's output before MindSpore's inserted AllReduce: its layout, and the axes
-        matrix, tensor_map = _named(f"tensor {name!r}", to_tensor_layout, s.with_unreduced(()))
+        matrix, tensor_map = _named(f"tensor {quote(name)}", to_tensor_layout, s.with_unreduced(()))
         out = {"device_matrix": matrix, "tensor_map": tensor_map}
         if s.unreduced:
             out["pending_sum_over"] = [str(a) for a in s.unreduced]

@@ -1,4 +1,4 @@
-"""The communication-cost gate (SPEC §9): measure plans, keep baselines, compare the two.
+"""The communication-cost gate: measure plans, keep baselines, compare the two.
 
 A **baseline** is a JSON file checked into the user's repository. It records, for each
 model file, what the plan of that model communicates: bytes received per device, the
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from planner.errors import BaselineError, GateError  # defined there; re-exported here
-from planner.files import write_atomic
+from planner.errors import BaselineError, GateError, quote  # the errors are defined there; re-exported here
+from planner.files import read_text, write_output
 from planner.api import SEARCHES
 
 FORMAT_VERSION = 1
@@ -161,21 +161,20 @@ _REDO = "fix it, or delete it and run `shardplan check ... --update` to write it
 def load_baseline(path: str | os.PathLike) -> Baseline:
     """Read and validate a baseline file; raises :class:`BaselineError` saying what to do."""
     where = str(path)
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise BaselineError(
             "the baseline file does not exist; run `shardplan check MODEL.yaml ... --baseline "
             f"{where} --update` to create it",
             where=where,
-        ) from None
-    except OSError as e:
-        raise BaselineError(f"cannot read the baseline file: {e.strerror}", where=where) from None
+        )
+    text = read_text(path, "baseline file", BaselineError)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise BaselineError(f"line {e.lineno} column {e.colno}: not valid JSON ({e.msg}); {_REDO}",
                             where=where) from None
+    except RecursionError:  # the json module recurses once per nested [ or {
+        raise BaselineError(f"the JSON is nested too deeply to be a baseline; {_REDO}", where=where) from None
     search, training, models = _check_document(doc, where)
     return Baseline(
         path=where,
@@ -191,7 +190,7 @@ def baseline_text(path: str | os.PathLike, entries: Mapping[str, Mapping], searc
     for model, metrics in entries.items():
         key = stored_key(path, model)
         if key in models:
-            raise GateError(f"two entries name the same model file {key!r}; give each model once")
+            raise GateError(f"two entries name the same model file {quote(key)}; give each model once")
         _check_metrics(metrics, f"the metrics of {model}")
         models[key] = _canonical_metrics(metrics)
     doc = {
@@ -205,16 +204,17 @@ def baseline_text(path: str | os.PathLike, entries: Mapping[str, Mapping], searc
 
 
 def write_baseline(path: str | os.PathLike, entries: Mapping[str, Mapping], search: str, training: bool) -> bool:
-    """Write a baseline atomically (a temporary file renamed over ``path``).
+    """Write a baseline safely (:func:`planner.files.write_output`: a temporary file renamed over
+    ``path``; never over one of the model files of ``entries``).
 
     ``entries`` maps model paths (as opened from the current directory) to :func:`measure`
     results. Returns whether the file changed; an identical file is left untouched.
     """
     text = baseline_text(path, entries, search, training)
     target = Path(path)
-    if target.is_file() and target.read_text() == text:
+    if target.is_file() and target.read_bytes() == text.encode("utf-8"):
         return False
-    write_atomic(path, text)
+    write_output(path, text, protect=list(entries))
     return True
 
 
@@ -229,11 +229,11 @@ def _check_document(doc: Any, where: str) -> tuple[str, bool, dict]:
         raise bad(f"the baseline has no {', '.join(missing)}")
     unknown = sorted(set(doc) - {"version", "search", "training", "models"})
     if unknown:
-        raise bad(f"unknown key {unknown[0]!r} in the baseline; the keys are version, search, training and models")
+        raise bad(f"unknown key {quote(unknown[0])} in the baseline; the keys are version, search, training and models")
     if doc["version"] != FORMAT_VERSION:
-        raise bad(f"version is {doc['version']!r}, but this shardplan reads version {FORMAT_VERSION}")
+        raise bad(f"version is {quote(doc['version'])}, but this shardplan reads version {FORMAT_VERSION}")
     if doc["search"] not in SEARCHES:
-        raise bad(f"search is {doc['search']!r}; it must be one of {', '.join(SEARCHES)}")
+        raise bad(f"search is {quote(doc['search'])}; it must be one of {', '.join(SEARCHES)}")
     if not isinstance(doc["training"], bool):
         raise bad(f"training must be true or false, got {json.dumps(doc['training'])}")
     models = doc["models"]
@@ -253,7 +253,7 @@ def _check_metrics(metrics: Any, what: str) -> None:
     if set(metrics) != set(METRICS):
         missing = [m for m in METRICS if m not in metrics]
         extra = sorted(set(metrics) - set(METRICS))
-        raise GateError(f"{what} has " + (f"no {', '.join(missing)}" if missing else f"the unknown key {extra[0]!r}")
+        raise GateError(f"{what} has " + (f"no {', '.join(missing)}" if missing else f"the unknown key {quote(extra[0])}")
                         + f"; its keys are {', '.join(METRICS)}")
     b = metrics["comm_bytes_per_device"]
     if isinstance(b, bool) or not isinstance(b, int) or b < 0:

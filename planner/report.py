@@ -22,7 +22,7 @@ from typing import Mapping
 
 import numpy as np
 
-from planner.errors import PlanningError, did_you_mean
+from planner.errors import PlanningError, did_you_mean, quote
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Program, lower
@@ -197,11 +197,11 @@ class Plan:
         found = self._indexed("_op_by_name", lambda: {o.name: o for o in reversed(self.ops)}).get(name)
         if found is not None:
             return found
-        raise PlanningError(f"the plan has no op {name!r}{did_you_mean(name, [o.name for o in self.ops], n=3)}")
+        raise PlanningError(f"the plan has no op {quote(name)}{did_you_mean(name, [o.name for o in self.ops], n=3)}")
 
     def tensor(self, name: str) -> TensorDecision:
         if name not in self.tensors:
-            raise PlanningError(f"the plan has no tensor {name!r}{did_you_mean(name, self.tensors, n=3)}")
+            raise PlanningError(f"the plan has no tensor {quote(name)}{did_you_mean(name, self.tensors, n=3)}")
         return self.tensors[name]
 
     @property
@@ -321,8 +321,8 @@ class Plan:
                              np.asarray(seconds, dtype=float), link.kind == "fanout")
         readers = [op for op, _ in m.graph.consumers(tensor)]
         if reader not in readers:
-            raise PlanningError(f"op {reader!r} does not read tensor {tensor!r}; its readers are {', '.join(readers)}")
-        raise PlanningError(f"tensor {tensor!r} is stored as {reader!r} reads it (its only reader): it has no "
+            raise PlanningError(f"op {quote(reader)} does not read tensor {quote(tensor)}; its readers are {', '.join(readers)}")
+        raise PlanningError(f"tensor {quote(tensor)} is stored as {quote(reader)} reads it (its only reader): it has no "
                             "edge to redistribute over")
 
 

@@ -28,7 +28,7 @@ from graphs.builders import conv_model, gpt_model, mlp_model, moe_model, transfo
 from graphs.dtypes import check_dtype
 from graphs.graph import ComputationGraph
 from graphs.graph_builder import GraphBuilder
-from planner.errors import ModelError, did_you_mean
+from planner.errors import ModelError, did_you_mean, quote
 
 BUILDERS: Mapping[str, Callable[..., None]] = MappingProxyType({
     "conv": conv_model.define,
@@ -47,7 +47,7 @@ def get_builder(name: Any) -> Callable[..., None]:
         return BUILDERS[name]
     except (KeyError, TypeError):
         hint = did_you_mean(name, BUILDERS)
-        raise ModelError(f"unknown builder {name!r}{hint} (builders: {', '.join(BUILDERS)})") from None
+        raise ModelError(f"unknown builder {quote(name)}{hint} (builders: {', '.join(BUILDERS)})") from None
 
 
 def builder_args(name: str) -> dict[str, Any]:
@@ -61,16 +61,16 @@ def check_arg(builder: str, key: Any, value: Any) -> None:
     args = builder_args(builder)
     if key not in args:
         hint = did_you_mean(key, args)
-        raise ModelError(f"builder {builder} has no argument {key!r}{hint} (arguments: {', '.join(args)})")
+        raise ModelError(f"builder {builder} has no argument {quote(key)}{hint} (arguments: {', '.join(args)})")
     if key == "dtype":
         check_dtype(value)
     elif isinstance(args[key], bool):
         if not isinstance(value, bool):
-            raise ModelError(f"builder {builder} argument {key} must be true or false, got {value!r}")
+            raise ModelError(f"builder {builder} argument {key} must be true or false, got {quote(value)}")
     elif value is None and args[key] is None:
         return
     elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelError(f"builder {builder} argument {key} must be a positive integer, got {value!r}")
+        raise ModelError(f"builder {builder} argument {key} must be a positive integer, got {quote(value)}")
 
 
 def define(b: GraphBuilder, builder: str, **args: Any) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from graphs.ops.opdef import OpDef, check_wrt
-from planner.errors import ModelError, did_you_mean
+from planner.errors import ModelError, did_you_mean, quote
 
 #: The values of ``propagation_barrier``'s ``allowed_direction``, the default first.
 BARRIER_DIRECTIONS: tuple[str, ...] = ("none", "forward", "backward", "both")
@@ -74,7 +74,7 @@ def _barrier_infer(shapes, dtypes, attrs, names=None):
     if direction not in BARRIER_DIRECTIONS:
         hint = did_you_mean(direction, BARRIER_DIRECTIONS) if isinstance(direction, str) else ""
         raise ModelError(f"propagation_barrier's allowed_direction must be one of {', '.join(BARRIER_DIRECTIONS)}; "
-                         f"got {direction!r}{hint}")
+                         f"got {quote(direction)}{hint}")
     return _identity_infer(shapes, dtypes, attrs, names)
 
 
@@ -106,7 +106,7 @@ def barrier_direction(op: Any) -> str:
     'none'
     """
     if op.op != "propagation_barrier":
-        raise ModelError(f"op {op.name!r} is a {op.op}, not a propagation_barrier; it has no allowed_direction")
+        raise ModelError(f"op {quote(op.name)} is a {op.op}, not a propagation_barrier; it has no allowed_direction")
     return op.attr("allowed_direction", BARRIER_DIRECTIONS[0])
 
 
@@ -120,5 +120,5 @@ def barrier_allows(op: Any, direction: str) -> bool:
     (False, True)
     """
     if direction not in ("forward", "backward"):
-        raise ModelError(f"a propagation direction is forward or backward, got {direction!r}")
+        raise ModelError(f"a propagation direction is forward or backward, got {quote(direction)}")
     return barrier_direction(op) in (direction, "both")

@@ -6,7 +6,7 @@ import math
 from typing import Any, Sequence
 
 from graphs.dtypes import is_float, is_int
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 Shape = tuple[int, ...]
 
@@ -36,19 +36,19 @@ def operand_name(names: Sequence[str] | None, i: int) -> str:
 
 def check_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ModelError(f"{what} must be an integer, got {value!r}")
+        raise ModelError(f"{what} must be an integer, got {quote(value)}")
     return value
 
 
 def check_bool(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
-        raise ModelError(f"{what} must be true or false, got {value!r}")
+        raise ModelError(f"{what} must be true or false, got {quote(value)}")
     return value
 
 
 def check_int_list(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (list, tuple)):
-        raise ModelError(f"{what} must be a list of integers, got {value!r}")
+        raise ModelError(f"{what} must be a list of integers, got {quote(value)}")
     return tuple(check_int(v, what) for v in value)
 
 
@@ -100,7 +100,7 @@ def pair(value: Any, what: str) -> tuple[int, int]:
     """An int or a pair of ints as ``(h, w)``."""
     if isinstance(value, (list, tuple)):
         if len(value) != 2:
-            raise ModelError(f"{what} must be an integer or a pair [h, w], got {list(value)!r}")
+            raise ModelError(f"{what} must be an integer or a pair [h, w], got {quote(list(value))}")
         return check_int(value[0], what), check_int(value[1], what)
     v = check_int(value, what)
     return v, v

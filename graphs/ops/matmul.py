@@ -47,7 +47,7 @@ from graphs.ops.common import (
 )
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from graphs.ops.pointwise import broadcast_shapes, fresh, unbroadcast
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 
 # -- matmul ----------------------------------------------------------------------
@@ -144,26 +144,26 @@ def parse_equation(equation: object, n_inputs: int) -> tuple[tuple[str, ...], st
     (('bsh', 'hf'), 'bsf')
     """
     if not isinstance(equation, str):
-        raise ModelError(f"einsum equation must be a string like 'ij,jk->ik', got {equation!r}")
+        raise ModelError(f"einsum equation must be a string like 'ij,jk->ik', got {quote(equation)}")
     eq = equation.replace(" ", "")
     if "->" not in eq:
-        raise ModelError(f"einsum equation {equation!r} needs an explicit '->' and output term")
+        raise ModelError(f"einsum equation {quote(equation)} needs an explicit '->' and output term")
     if "." in eq:
-        raise ModelError(f"einsum equation {equation!r}: '...' is not supported; name every dimension")
+        raise ModelError(f"einsum equation {quote(equation)}: '...' is not supported; name every dimension")
     lhs, out = eq.split("->", 1)
     terms = tuple(lhs.split(","))
     for term in terms + (out,):
         bad = [c for c in term if not c.isalpha()]
         if bad:
-            raise ModelError(f"einsum equation {equation!r}: {bad[0]!r} is not a letter; use one letter per dimension")
+            raise ModelError(f"einsum equation {quote(equation)}: {quote(bad[0])} is not a letter; use one letter per dimension")
         for c in term:
             if term.count(c) > 1:
-                raise ModelError(f"einsum equation {equation!r}: letter {c!r} repeats in term {term!r}")
+                raise ModelError(f"einsum equation {quote(equation)}: letter {quote(c)} repeats in term {quote(term)}")
     if len(terms) != n_inputs:
-        raise ModelError(f"einsum equation {equation!r} has {len(terms)} input terms but the op has {n_inputs} inputs")
+        raise ModelError(f"einsum equation {quote(equation)} has {len(terms)} input terms but the op has {n_inputs} inputs")
     for c in out:
         if not any(c in t for t in terms):
-            raise ModelError(f"einsum equation {equation!r}: output letter {c!r} appears in no input term")
+            raise ModelError(f"einsum equation {quote(equation)}: output letter {quote(c)} appears in no input term")
     return terms, out
 
 
@@ -175,14 +175,14 @@ def label_sizes(equation: str, shapes: Sequence[Shape], names: Sequence[str] | N
     for i, (term, shape) in enumerate(zip(terms, shapes)):
         if len(term) != len(shape):
             raise ModelError(
-                f"einsum term {term!r} has {len(term)} letters but input {operand(names, shapes, i)} "
+                f"einsum term {quote(term)} has {len(term)} letters but input {operand(names, shapes, i)} "
                 f"has rank {len(shape)}"
             )
         for c, d in zip(term, shape):
             if c in sizes and sizes[c] != d:
                 j = where[c]
                 raise ModelError(
-                    f"einsum letter {c!r} is {sizes[c]} in {operand(names, shapes, j)} but {d} in "
+                    f"einsum letter {quote(c)} is {sizes[c]} in {operand(names, shapes, j)} but {d} in "
                     f"{operand(names, shapes, i)}"
                 )
             sizes.setdefault(c, d)

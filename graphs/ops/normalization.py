@@ -31,7 +31,7 @@ import numpy as np
 
 from graphs.ops.common import Shape, need_float, need_rank, normalize_axis, numel, operand, same_dtype
 from graphs.ops.opdef import OpDef, check_wrt
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 LAYERNORM_FLOPS_PER_ELEMENT = 7
@@ -105,7 +105,7 @@ def _norm_infer(op: str):
         need_float(op, dtype, names)
         eps = attrs.get("eps", DEFAULT_EPS)
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or eps < 0:
-            raise ModelError(f"{op} attribute eps must be a non-negative number, got {eps!r}")
+            raise ModelError(f"{op} attribute eps must be a non-negative number, got {quote(eps)}")
         h = shapes[0][-1]
         roles = ("weight", "bias")
         for i in range(1, len(shapes)):

@@ -54,7 +54,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from planner.errors import ModelError, did_you_mean
+from planner.errors import ModelError, did_you_mean, quote
 
 
 class _Required:
@@ -97,7 +97,7 @@ def check_wrt(op: str, arrays: Sequence[Any], wrt: Sequence[int], roles: Sequenc
     """
     for i in wrt:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(arrays):
-            raise ModelError(f"{op} has no operand {i!r} to differentiate (it has {len(arrays)})")
+            raise ModelError(f"{op} has no operand {quote(i)} to differentiate (it has {len(arrays)})")
         dtype = None if arrays[i] is None else np.asarray(arrays[i]).dtype
         if dtype is not None and not np.issubdtype(dtype, np.floating):
             role = f"its {roles[i]} (operand {i}, {dtype})" if i < len(roles) else f"operand {i} ({dtype})"
@@ -175,13 +175,13 @@ class OpDef:
             if key not in allowed:
                 known = ", ".join(self.attr_names) or "none"
                 hint = did_you_mean(key, self.attr_names)
-                raise ModelError(f"{self.name} has no attribute {key!r}{hint} (its attributes: {known})")
+                raise ModelError(f"{self.name} has no attribute {quote(key)}{hint} (its attributes: {known})")
         out = {}
         for key, default in self.attrs:
             if key in attrs:
                 out[key] = attrs[key]
             elif default is REQUIRED:
-                raise ModelError(f"{self.name} needs the attribute {key!r}")
+                raise ModelError(f"{self.name} needs the attribute {quote(key)}")
             else:
                 out[key] = default
         return out

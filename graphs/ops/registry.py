@@ -18,7 +18,7 @@ from typing import Mapping
 
 from graphs.ops import annotation, conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
 from graphs.ops.opdef import OpDef
-from planner.errors import ModelError, did_you_mean
+from planner.errors import ModelError, did_you_mean, quote
 
 OPS: Mapping[str, OpDef] = MappingProxyType({
     "add": pointwise.ADD,
@@ -63,4 +63,4 @@ def get_op(name: str) -> OpDef:
     try:
         return OPS[name]
     except (KeyError, TypeError):
-        raise ModelError(f"unknown op {name!r}{did_you_mean(name, OPS)} (known ops: {', '.join(OPS)})") from None
+        raise ModelError(f"unknown op {quote(name)}{did_you_mean(name, OPS)} (known ops: {', '.join(OPS)})") from None

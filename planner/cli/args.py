@@ -7,8 +7,9 @@ import functools
 import re
 from typing import Callable
 
-from planner.errors import ParseError
+from planner.errors import ParseError, quote
 from planner.ir.mesh import Mesh
+from planner.limits import check_tensor_elements, read_int
 from planner.ir.text import parse_mesh_spec
 
 DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
@@ -29,16 +30,68 @@ def parse_shape(text: str) -> tuple[int, ...]:
     if src in ("", "scalar", "()"):
         return ()
     if not re.fullmatch(r"\d+([x,]\d+)*", src):
-        raise ParseError(f"cannot parse shape {text!r}: write the sizes separated by x, e.g. 64x32")
-    dims = tuple(int(p) for p in re.split(r"[x,]", src))
+        raise ParseError(f"cannot parse shape {quote(text)}: write the sizes separated by x, e.g. 64x32")
+    dims = tuple(read_int(p, f"--shape {quote(text)}") for p in re.split(r"[x,]", src))
     if any(d < 1 for d in dims):
-        raise ParseError(f"shape {text!r} has a dimension of size 0; every size must be >= 1")
+        raise ParseError(f"shape {quote(text)} has a dimension of size 0; every size must be >= 1")
+    check_tensor_elements(dims, f"--shape {quote(text)}")
     return dims
+
+
+def model_argument(text: str):
+    """The model a command's MODEL argument names, loaded: a YAML file (whatever its name ends in),
+    or ``-`` for YAML on standard input. Every error is a ``ModelError`` naming the file."""
+    from graphs import load_model, load_model_text  # the model layer: not imported by ``shardplan --help``
+
+    if text == "-":
+        import sys
+
+        from planner.errors import ModelError
+        from planner.files import decode_text
+        from planner.limits import MAX_INPUT_FILE_BYTES
+
+        data = sys.stdin.buffer.read(MAX_INPUT_FILE_BYTES + 1)
+        if len(data) > MAX_INPUT_FILE_BYTES:
+            raise ModelError("the model on standard input is larger than shardplan reads; is it the right input?",
+                             where="<stdin>")
+        return load_model_text(decode_text(data, "<stdin>", "model on standard input", ModelError), source="<stdin>")
+    return load_model(text)
+
+
+def positive_seconds(text: str) -> float:
+    """``--time-limit``: a finite number of seconds > 0 (an ``argparse`` type).
+
+    >>> positive_seconds("2.5")
+    2.5
+    """
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not a number of seconds, e.g. 60") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not a time limit: give a number of seconds > 0, e.g. 60")
+    return value
+
+
+def seed(text: str) -> int:
+    """``--seed``: an integer from 0 to 2**32 - 1 (an ``argparse`` type)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not an integer seed, e.g. 0") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"seed {value} is out of range: give an integer from 0 to {2**32 - 1}")
+    return value
 
 
 def parse_dtype(text: str) -> str:
     if text not in DTYPES:
-        raise ParseError(f"unknown dtype {text!r}; use one of {', '.join(DTYPES)}")
+        raise ParseError(f"unknown dtype {quote(text)}; use one of {', '.join(DTYPES)}")
     return text
 
 

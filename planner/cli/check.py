@@ -135,8 +135,12 @@ def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[s
     if args.models:
         models = list(dict.fromkeys(model_path(m) for m in args.models))
         for m in models:
-            if not os.path.isfile(m):
-                raise GateError(f"model file {m} does not exist" if not os.path.exists(m) else f"{m} is not a file")
+            if not os.path.exists(m):
+                raise GateError(f"model file {m} does not exist")
+        from graphs import load_model
+
+        for m in models:  # a folder or a broken model file is reported as such, before it is looked up in the baseline
+            load_model(m)
         return models, []
     if baseline is None:
         raise GateError(f"no models to measure: give the model files, e.g. shardplan check configs/*.yaml "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from planner.cli.args import command_options
+from planner.cli.args import command_options, model_argument
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_arguments, planning_options
 
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "over the cost tables (bfs) and the ILP optimum (ilp), on the same mesh and cost model, and show each "
         "plan's objective, communication, collectives by kind, memory, time to plan and gap to the ILP optimum.",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     planning_options(p)
     p.add_argument("--format", choices=("table", "json", "svg", "html"), default="table",
                    help="table (default), json, svg (a chart: communication bytes, time and objective per search) "
@@ -50,14 +50,15 @@ def run(args: argparse.Namespace) -> int:
     from planner.compare import compare
     from planner.errors import PlanWarning
 
-    c = compare(args.model, propagation=args.propagation, **plan_arguments(args))
+    c = compare(model_argument(args.model), propagation=args.propagation, **plan_arguments(args))
     for e in c.entries:  # on stderr with the other warnings (--quiet hides them); the JSON keeps them per search
         for w in e.warnings:
             warnings.warn(f"{e.search}: {w}", PlanWarning, stacklevel=1)
     if args.format in ("svg", "html"):
         from planner.views.charts import compare_chart, compare_page
 
-        write_text(compare_chart(c) if args.format == "svg" else compare_page(c, render(c)), args.out)
+        write_text(compare_chart(c) if args.format == "svg" else compare_page(c, render(c)), args.out,
+                   protect=[args.model])
         return 0
-    write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out)
+    write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out, protect=[args.model])
     return 0

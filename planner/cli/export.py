@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "#sdy.sharding attributes), dtensor (DeviceMesh and placements) or mindspore (strategies and "
         "tensor layouts). A sharding the notation cannot express is refused, naming the tensor.",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the notation to export to")
     plan_options(p)
     p.add_argument("--out", metavar="FILE", help="write the JSON to FILE (atomically) instead of stdout")
@@ -26,5 +26,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    write_text(to_json(make_plan(args).export(args.to)), args.out)
+    write_text(to_json(make_plan(args).export(args.to)), args.out, protect=[args.model])
     return 0

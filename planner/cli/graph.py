@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from planner.cli.args import command_options
+from planner.cli.args import command_options, model_argument
 from planner.cli.output import table, to_json, write_text
 
 
@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Load a YAML model and list its ops in execution order with result shape, dtype, "
         "FLOPs (a multiply-add counts 2) and the bytes of the parameters each op reads; then totals.",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     p.add_argument("--format", choices=("table", "json", "dot"), default="table")
     command_options(p, run)
 
@@ -75,11 +75,10 @@ def render_dot(graph) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphs import load_model  # not at the top: shardplan --help does not load the model layer (issue 11)
     from graphs.lint import model_warnings
     from planner.errors import ModelWarning
 
-    graph = load_model(args.model)
+    graph = model_argument(args.model)
     for message in model_warnings(graph):
         warnings.warn(message, ModelWarning, stacklevel=1)
     if args.format == "dot":

@@ -1,10 +1,10 @@
 """Entry point of the ``shardplan`` command: parse arguments, run one command, map errors to exit codes.
 
-Exit codes (also in ``shardplan --help``): 0 success; 1 the gate found a regression
-(``check``) or the simulation does not match (``simulate``), or the run on JAX does not (``run``); 2 a user error
-(:class:`~planner.errors.ShardplanError`, or bad arguments); 3 an internal error
-(:class:`~planner.errors.InternalError` or any other unexpected exception: a bug, reported
-in one line, with the traceback when ``SHARDPLAN_DEBUG=1``); 130 interrupted (Ctrl-C).
+Exit codes (:mod:`planner.cli.status`, also in ``shardplan --help``): 0 success; 1 only
+``check``: the gate found a regression; 2 a user error (:class:`~planner.errors.ShardplanError`,
+or bad arguments); 3 an internal error (:class:`~planner.errors.InternalError` or any other
+unexpected exception: a bug, reported in one line, with the traceback when
+``SHARDPLAN_DEBUG=1``; also a simulation, or a run on JAX, that does not match its reference); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -15,28 +15,28 @@ import sys
 from typing import Sequence
 
 from planner import __version__
-from planner.errors import ShardplanError
+from planner.cli.status import (  # noqa: F401  (re-exported: the statuses are main's contract)
+    DEBUG_ENV,
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERNAL_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USER_ERROR,
+)
+from planner.errors import OutputError, ShardplanError
+from planner.files import STDOUT
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
 from planner.cli import check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
 
 COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, check, compare, export)
 
-EXIT_OK, EXIT_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-DEBUG_ENV = "SHARDPLAN_DEBUG"
-
 #: Commands whose numpy work is on small arrays (no large matrix products): for them OpenBLAS's
 #: thread pool, which numpy starts on import (about 0.2 s of CPU on a 2-core machine, measured
 #: with ``/usr/bin/time python -c "import numpy"``), is not started, unless the user set
 #: ``OPENBLAS_NUM_THREADS``. ``simulate`` and ``check`` multiply real tensors and keep it.
 SMALL_ARRAY_COMMANDS = ("import-jax", "describe", "graph", "plan", "reshard", "compare", "export")
-
-EXIT_CODES = f"""exit status:
-  {EXIT_OK}    success
-  {EXIT_FAILED}    check: the gate found a regression; simulate / run: the result does not match the reference
-  {EXIT_USER_ERROR}    user error: bad arguments or input (the message says what to change)
-  {EXIT_INTERNAL_ERROR}    internal error: a bug in shardplan; rerun with {DEBUG_ENV}=1 for the traceback
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,19 +73,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except ShardplanError as e:
+        if isinstance(e, OutputError) and e.where == STDOUT:
+            _drop_stdout()
         print(f"shardplan {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (| head): not an error
+        _drop_stdout()
         return EXIT_OK
     except KeyboardInterrupt:
         print(f"shardplan {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except MemoryError as e:  # legal input, but too much work for this machine: shardplan's limit, said plainly
+        if _debug():
+            raise
+        print(f"shardplan: internal error: out of memory ({_one_line(e)}): the problem is too large for this "
+              f"machine; try a smaller mesh or model; rerun with {DEBUG_ENV}=1 for the traceback", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
     except Exception as e:  # InternalError, or any bug that escaped as another exception
         if _debug():
             raise
         print(f"shardplan: internal error: {_one_line(e)}; rerun with {DEBUG_ENV}=1 for the traceback",
               file=sys.stderr)
         return EXIT_INTERNAL_ERROR
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that what is still buffered is not flushed again at exit
+    (which would print "Exception ignored ..." and change the exit status)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file (tests)
+        pass
 
 
 def _debug() -> bool:
@@ -101,6 +121,9 @@ def _one_line(e: BaseException) -> str:
 def console_main() -> None:
     try:
         code = main()
+    except KeyboardInterrupt:  # outside a command's run (parsing the arguments): the same quiet 130
+        print("shardplan: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     except Exception:  # only with SHARDPLAN_DEBUG set: show the traceback, keep the exit code
         import traceback
 

@@ -9,7 +9,7 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
-from planner.files import write_atomic
+from planner.files import write_output, write_stdout
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str] | None = None) -> str:
@@ -43,12 +43,13 @@ def to_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
     return buf.getvalue()
 
 
-def write_text(text: str, path: str | None) -> None:
-    """Write to ``path`` atomically (temp file + rename), or to stdout when ``path`` is None."""
+def write_text(text: str, path: str | None, *, protect: Sequence[str] = ()) -> None:
+    """Write to ``path`` safely (:func:`planner.files.write_output`: never one of ``protect``, never
+    half a file), or to stdout when ``path`` is None or ``-``."""
     if path is None or path == "-":
-        sys.stdout.write(text)
+        write_stdout(text)
         return
-    write_atomic(path, text)
+    write_output(path, text, protect=protect)
 
 
 def reported(run: Callable[[Any], int], args: Any, stream=None) -> int:

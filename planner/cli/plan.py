@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import PASSES, SEARCHES, command_options
+from planner.cli.args import PASSES, SEARCHES, command_options, model_argument, positive_seconds
 from planner.cli.output import table, to_csv, to_json, write_text
-from planner.errors import ParseError
+from planner.errors import ParseError, quote
 
 # The pipeline (planner.api, costmodels) is imported by the functions that run it, so that
 # ``shardplan --help`` stays fast (issue 11).
@@ -36,7 +36,7 @@ def planning_options(p: argparse.ArgumentParser) -> None:
                    help="with --training: switch off seed 004's device-variance types, so the backward psums "
                    "cotangents that are already whole (to see what the types save)")
     p.add_argument("--memory-budget", metavar="BYTES", help="per-device memory budget, e.g. 16GiB or 1e9 (ilp)")
-    p.add_argument("--time-limit", type=float, metavar="S",
+    p.add_argument("--time-limit", type=positive_seconds, metavar="S",
                    help="bound the whole search in seconds: the ILP gets what is left (else falls back to bfs), "
                    "no axis phase starts after it (the plan so far is returned, with a warning)")
     p.add_argument("--axes-per-phase", default="auto", metavar="auto|all|N",
@@ -53,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
         "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     plan_options(p)
     p.add_argument("--format", choices=("table", "json", "csv", "program", "html"), default="table",
                    help="table (default), json, csv (the strategy table), program (the per-device SPMD listing) "
@@ -70,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="say why a tensor is sharded the way it is, back to the user annotation that decided it",
         description="Plan the model and print the chain of decisions from TENSOR back to a user annotation.",
     )
-    e.add_argument("model", help="model YAML file")
+    e.add_argument("model", help="model YAML file (- for standard input)")
     e.add_argument("tensor", help="tensor name")
     plan_options(e)
     command_options(e, run_explain)
@@ -84,9 +84,9 @@ def _budget(text: str | None) -> float | None:
     try:
         value = parse_quantity(text, "bytes")
     except Exception:
-        raise ParseError(f"cannot read --memory-budget {text!r}: give bytes, e.g. 16GiB or 1.5e9") from None
-    if value <= 0:
-        raise ParseError(f"--memory-budget must be positive, got {text!r}")
+        raise ParseError(f"cannot read --memory-budget {quote(text)}: give bytes, e.g. 16GiB or 1.5e9") from None
+    if not 0 < value < float("inf"):
+        raise ParseError(f"--memory-budget must be a positive, finite number of bytes, got {quote(text)}")
     return float(value)
 
 
@@ -102,7 +102,7 @@ def make_plan(args):
     """The plan the flags ask for; its warnings are printed by the command's reporter (``--quiet`` hides them)."""
     from planner.api import plan
 
-    return plan(args.model, search=args.search, propagation=args.propagation, **plan_arguments(args))
+    return plan(model_argument(args.model), search=args.search, propagation=args.propagation, **plan_arguments(args))
 
 
 def render_table(p) -> str:
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
                       CSV_COLUMNS)
     else:
         text = render_table(p) + ("\n" + render_phases(p) if args.phases else "")
-    write_text(text, args.out)
+    write_text(text, args.out, protect=[args.model])
     return 0
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
 from planner.cli.output import table, to_json, write_text
+from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.ir.text import parse_sharding
 
 # The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast (issue 11).
@@ -62,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
         write_text(to_json(data), None)
     else:
         write_text(render(plan, checked), None)
-    return 0 if checked is None or checked.verified else 1
+    if checked is None or checked.verified:
+        return EXIT_OK
+    print(internal_error(f"the redistribution did not verify on the simulator: {checked.message}"), file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
 
 
 def render(plan, checked) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from planner.cli.args import command_options
+from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_options, make_plan
 
@@ -43,7 +45,13 @@ def run(args: argparse.Namespace) -> int:
     p = make_plan(args)
     r = run_on_jax(p, devices=args.devices, seed=args.seed)
     write_text(to_json(r.to_dict()) if args.format == "json" else render(p, r), None)
-    return 0 if r.ok else 1
+    if r.ok:
+        return EXIT_OK
+    # the plan compiled by XLA computes something else than the single-device reference: the plan,
+    # its export or the engine's model is wrong, never the user's input (XLA's bytes are reported, not judged)
+    bad = [n for n, o in {**r.outputs, **r.gradients}.items() if not o["ok"]]
+    print(internal_error(f"on JAX, {', '.join(bad)} differ from the single-device result"), file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
 
 
 def _groups(groups) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from planner.cli.args import command_options
+from planner.cli.args import command_options, seed
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_options, make_plan
+from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 
 # The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast (issue 11).
 
@@ -19,9 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "device with seeded random inputs and parameters, assemble the outputs and compare them with the "
         "unsharded numpy reference; report the bytes each device really received next to the prediction.",
     )
-    p.add_argument("model", help="model YAML file")
+    p.add_argument("model", help="model YAML file (- for standard input)")
     plan_options(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
+    p.add_argument("--seed", type=seed, default=0,
+                   help="seed of the random inputs and parameters, 0 to 2**32-1 (default 0)")
     p.add_argument("--dtype", choices=("f64", "f32"), default="f64",
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "
                    "f32 (faster, about half the memory; compared to 1e-4)")
@@ -72,7 +75,16 @@ def run(args: argparse.Namespace) -> int:
         write_text(to_json(r.to_dict()), None)
     else:
         write_text(render(p, r), None)
-    return 0 if r.ok and _same_bytes(r) else 1
+    if r.ok and _same_bytes(r):
+        return EXIT_OK
+    # the planner's plan, its program or the simulator is wrong, never the user's model: a bug
+    bad = [n for n, o in {**r.outputs, **r.gradients}.items() if not o["ok"]]
+    differ = [n for n, ph in r.phases.items()
+              if ph["measured_comm_bytes_per_device"] != ph["predicted_comm_bytes_per_device"]]
+    what = "; ".join(([f"the simulated {', '.join(bad)} differ from the single-device result"] if bad else [])
+                     + ([f"the bytes measured in {', '.join(differ)} differ from the plan's"] if differ else []))
+    print(internal_error(what), file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
 
 
 def _same_bytes(r) -> bool:

@@ -1,4 +1,4 @@
-"""Strategy enumeration (SPEC §6.1): the candidates each op may take on the mesh."""
+"""Strategy enumeration: the candidates each op may take on the mesh."""
 
 from planner.enumeration.strategies import (
     Strategy,

@@ -1,4 +1,4 @@
-"""Strategy enumeration (SPEC §6.1): every way an op's factor rule admits to use the mesh.
+"""Strategy enumeration: every way an op's factor rule admits to use the mesh.
 
 A :class:`Strategy` assigns mesh axes to an op's factors (each axis, or sub-axis
 *piece*, to at most one factor; several pieces on one factor in any order) and

@@ -1,4 +1,4 @@
-"""The sharding representation (SPEC §2): meshes, axis references, shardings, their text and layout."""
+"""The sharding representation: meshes, axis references, shardings, their text and layout."""
 
 from planner.ir.axis import AxisRef
 from planner.ir.layout import device_index_ranges, same_layout

@@ -1,5 +1,5 @@
 """Which part of a tensor each device holds: the one function behind the simulator,
-the redistribution engine and the lower bounds (SPEC §2).
+the redistribution engine and the lower bounds.
 
 A dimension split by axes ``a1..ak`` (major to minor) is cut into
 ``S = |a1|*...*|ak|`` shards of ``ceil(d / S)`` elements each (the last shards are

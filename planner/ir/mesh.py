@@ -1,4 +1,4 @@
-"""Logical meshes: named, ordered axes over a set of devices (SPEC §2, seed 000).
+"""Logical meshes: named, ordered axes over a set of devices (seed 000).
 
 A mesh ``<["x"=2, "y"=4]>`` reshapes the devices ``0..N-1`` row-major into the
 shape ``(2, 4)``; the last axis is the minor one. ``device_ids`` (a permutation of
@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from planner.errors import MeshError
+from planner.errors import MeshError, quote
+from planner.limits import check_mesh_size
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -42,7 +43,7 @@ class AxisType(enum.Enum):
         for member in cls:
             if member.value.lower() == str(text).lower():
                 return member
-        raise MeshError(f"unknown axis type {text!r}; use one of Auto, Explicit, Manual")
+        raise MeshError(f"unknown axis type {quote(text)}; use one of Auto, Explicit, Manual")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +57,11 @@ class MeshAxis:
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise MeshError(
-                f"mesh axis name {self.name!r} is not a valid name "
+                f"mesh axis name {quote(self.name)} is not a valid name "
                 "(letters, digits, '_', '.', '-'; not starting with a digit)"
             )
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
-            raise MeshError(f"mesh axis {self.name!r} has size {self.size!r}; sizes are integers >= 1")
+            raise MeshError(f"mesh axis {quote(self.name)} has size {quote(self.size)}; sizes are integers >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class Mesh:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise MeshError(f"mesh name {self.name!r} is not a valid name")
+            raise MeshError(f"mesh name {quote(self.name)} is not a valid name")
         axes = tuple(self.axes)
         object.__setattr__(self, "axes", axes)
         if not axes:
@@ -83,12 +84,10 @@ class Mesh:
         index = {}
         for i, axis in enumerate(axes):
             if axis.name in index:
-                raise MeshError(f"mesh @{self.name} names axis {axis.name!r} twice")
+                raise MeshError(f"mesh @{self.name} names axis {quote(axis.name)} twice")
             index[axis.name] = i
         object.__setattr__(self, "_index", index)
-        n = 1
-        for axis in axes:
-            n *= axis.size
+        n = check_mesh_size(self.name, (a.size for a in axes))  # before anything per device is built
         object.__setattr__(self, "_size", n)
         if self.device_ids is not None:
             ids = tuple(self.device_ids)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from planner.errors import ShardingError
+from planner.errors import ShardingError, quote
 from planner.ir.axis import AxisRef, axes_size, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
 
@@ -41,7 +41,7 @@ class DimSharding:
     def __post_init__(self):
         object.__setattr__(self, "axes", tuple(self.axes))
         if isinstance(self.priority, bool) or not isinstance(self.priority, int) or self.priority < 0:
-            raise ShardingError(f"priority {self.priority!r} is invalid; priorities are integers >= 0 (p0 is highest)")
+            raise ShardingError(f"priority {quote(self.priority)} is invalid; priorities are integers >= 0 (p0 is highest)")
         if not self.axes and not self.is_open and self.priority != 0:
             raise ShardingError(
                 f"a closed empty dimension {{}} takes no priority (got p{self.priority}); "
@@ -225,7 +225,7 @@ class TensorSharding:
 
     def check_rank(self, shape: Sequence[int], tensor: str | None = None) -> None:
         if len(shape) != len(self.dims):
-            who = f"tensor {tensor!r}" if tensor else "the tensor"
+            who = f"tensor {quote(tensor)}" if tensor else "the tensor"
             raise ShardingError(
                 f"sharding {self} has {len(self.dims)} dimension shardings but {who} has rank "
                 f"{len(shape)} (shape {'x'.join(map(str, shape)) or 'scalar'}); "

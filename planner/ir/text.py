@@ -1,4 +1,4 @@
-"""The text grammar of meshes and shardings (SPEC §2): one small parser, one printer.
+"""The text grammar of meshes and shardings: one small parser, one printer.
 
 Printing is ``str()`` on the value types; this module only parses. Parsing then
 printing gives the canonical form, and ``parse(str(s)) == s`` for every value.
@@ -27,7 +27,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Sequence
 
-from planner.errors import MeshError, ParseError, ShardingError
+from planner.errors import MeshError, ParseError, ShardingError, quote
+from planner.limits import read_int
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh, MeshAxis
 from planner.ir.sharding import DimSharding, TensorSharding
@@ -58,7 +59,7 @@ class _Tokens:
             m = _TOKEN.match(text, pos)
             if not m or m.end() == pos:
                 col = pos + len(text[pos:]) - len(text[pos:].lstrip())
-                raise self._error(col, f"unexpected character {text[col]!r}")
+                raise self._error(col, f"unexpected character {quote(text[col])}")
             kind = m.lastgroup
             value = m.group(kind)
             start = m.start(kind)
@@ -86,12 +87,12 @@ class _Tokens:
 
     def fail(self, message: str) -> ParseError:
         tok = self.peek()
-        found = f"found {tok[1]!r}" if tok else "found the end of the text"
+        found = f"found {quote(tok[1])}" if tok else "found the end of the text"
         return self._error(self.col(), f"{message}, {found}")
 
     def expect(self, value: str) -> None:
         if not self.at(value):
-            raise self.fail(f"expected {value!r}")
+            raise self.fail(f"expected {quote(value)}")
         self.i += 1
 
     def take(self, kind: str, what: str) -> str:
@@ -102,7 +103,7 @@ class _Tokens:
         return tok[1]
 
     def take_int(self, what: str) -> int:
-        return int(self.take("int", what))
+        return read_int(self.take("int", what), what)
 
     def take_str(self, what: str) -> str:
         return self.take("str", what)[1:-1]
@@ -232,7 +233,7 @@ def _dim(t: _Tokens) -> DimSharding:
     tok = t.peek()
     if tok is not None and tok[0] == "name" and re.fullmatch(r"p\d+", tok[1]):
         t.i += 1
-        priority = int(tok[1][1:])
+        priority = read_int(tok[1][1:], "a priority")
         explicit = True
     if explicit and not refs and not is_open:
         raise t._error(col, f"a closed empty dimension {{}} takes no priority (got p{priority}); remove it")
@@ -346,11 +347,11 @@ def parse_mesh_spec(text: str, default_name: str = "mesh") -> Mesh:
         sizes = []
         for part in src.split(","):
             name, _, size = part.replace(":", "=").partition("=")
-            sizes.append((name.strip(), int(size)))
+            sizes.append((name.strip(), read_int(size, f"the size of mesh axis {quote(name.strip())}")))
         names = [n for n, _ in sizes]
         if len(set(names)) != len(names):
-            raise MeshError(f"mesh {text!r} names an axis twice")
+            raise MeshError(f"mesh {quote(text)} names an axis twice")
         return Mesh.from_sizes(default_name, sizes)
     raise ParseError(
-        f"cannot parse mesh {text!r}: write it as x=2,y=4 or as '@name = <[\"x\"=2, \"y\"=4]>'"
+        f"cannot parse mesh {quote(text)}: write it as x=2,y=4 or as '@name = <[\"x\"=2, \"y\"=4]>'"
     )

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Hashable, Iterable, Sequence
 
-from planner.errors import ParseError
+from planner.errors import ParseError, quote
 
 __all__ = ["VarType", "axes_text", "axis_text", "parse_type"]
 
@@ -73,11 +73,11 @@ class VarType:
 
     def __post_init__(self):
         if not isinstance(self.dtype, str) or not _DTYPE.match(self.dtype):
-            raise ParseError(f"dtype {self.dtype!r} is not a dtype name such as 'f32' or 'i32'")
+            raise ParseError(f"dtype {quote(self.dtype)} is not a dtype name such as 'f32' or 'i32'")
         shape = tuple(self.shape)
         for n in shape:
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ParseError(f"shape {shape!r} of a {self.dtype} array: sizes are integers >= 0")
+                raise ParseError(f"shape {quote(shape)} of a {self.dtype} array: sizes are integers >= 0")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "varies", frozenset(self.varies))
 
@@ -125,16 +125,16 @@ def parse_type(text: str) -> VarType:
     """
     m = _TYPE.match(text) if isinstance(text, str) else None
     if not m:
-        raise ParseError(f"{text!r} is not a device-variance type; write e.g. f32[3,4]{{i}}")
+        raise ParseError(f"{quote(text)} is not a device-variance type; write e.g. f32[3,4]{{i}}")
     dtype, dims, axes = m.groups()
     shape: list[int] = []
     if dims.strip():
         for piece in dims.split(","):
             piece = piece.strip()
             if not piece:
-                raise ParseError(f"{text!r} is not a device-variance type: a size is empty; write e.g. f32[3,4]{{i}}")
+                raise ParseError(f"{quote(text)} is not a device-variance type: a size is empty; write e.g. f32[3,4]{{i}}")
             if not piece.isdigit():
-                raise ParseError(f"{text!r} is not a device-variance type: size {piece!r} is not an integer")
+                raise ParseError(f"{quote(text)} is not a device-variance type: size {quote(piece)} is not an integer")
             shape.append(int(piece))
     return VarType(dtype, tuple(shape), frozenset(_parse_axis(a) for a in (axes or "").split(",") if a.strip()))
 

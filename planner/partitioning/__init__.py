@@ -1,4 +1,4 @@
-"""SPMD partitioning (SPEC §7): a plan lowered to the program every device runs."""
+"""SPMD partitioning: a plan lowered to the program every device runs."""
 
 from planner.partitioning.program import Backprop, Compute, Load, Program, Redistribute, lower, render
 

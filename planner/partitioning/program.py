@@ -1,4 +1,4 @@
-"""Lowering a decided plan to one SPMD program (SPEC §7), in the spirit of seed 002's IR listing.
+"""Lowering a decided plan to one SPMD program, in the spirit of seed 002's IR listing.
 
 :func:`lower` is the one walk over a decided model: every number a plan reports,
 the ``--format program`` listing, the simulator and the CI gate read the

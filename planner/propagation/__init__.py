@@ -1,4 +1,4 @@
-"""Sharding propagation (SPEC §3, §6): algorithms that decide every tensor's sharding.
+"""Sharding propagation: algorithms that decide every tensor's sharding.
 
 - :mod:`planner.propagation.explicit`: seed 001's explicit mode, forward consensus op by op.
 """

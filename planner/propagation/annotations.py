@@ -1,4 +1,4 @@
-"""User annotations as constraints on candidate layouts (SPEC §6.5, seeds 000 and 003).
+"""User annotations as constraints on candidate layouts (seeds 000 and 003).
 
 A tensor annotation such as ``[{"x", ?}p1, {}], replicated={"y"}`` constrains the
 layouts the tensor may take:

@@ -1,4 +1,4 @@
-"""Breadth-first strategy propagation (seed 002, SPEC §6.3).
+"""Breadth-first strategy propagation (seed 002).
 
 Start from the user-configured nodes (decided first, each at its cheapest own
 cost among the candidates its annotations leave), then walk links (edges and

@@ -1,4 +1,4 @@
-"""From a model to a :class:`~planner.propagation.problem.SearchProblem` (SPEC §6.1-6.2).
+"""From a model to a :class:`~planner.propagation.problem.SearchProblem`.
 
 One node per op (its candidates are the strategies its rule admits, minus those
 the user's constraints forbid) and one per *source* tensor (input, parameter,

@@ -21,7 +21,7 @@ and the op records an :class:`AllReduce`.
 ``reshape`` follows seed 001 instead of its factor rule: singleton dims are
 stripped; a split or merge of an unsharded dimension gives unsharded dimensions,
 other dimensions follow their input dimensions; anything else is an error. Our
-extension (SPEC §2): a split of a *sharded* dimension whose axes split evenly
+extension: a split of a *sharded* dimension whose axes split evenly
 over the new dimensions, major to minor, keeps the layout with sub-axes
 (``tensor<8>`` ``[{"x"}]`` on ``x=4`` reshaped to ``2x4`` gives
 ``[{"x":(1)2}, {"x":(2)2}]``). Op strategies are ignored in this mode.

@@ -1,4 +1,4 @@
-"""Optimal strategy selection as an integer linear program (SPEC §6.4), solved with PuLP.
+"""Optimal strategy selection as an integer linear program, solved with PuLP.
 
 :func:`solve_ilp` takes a :class:`~planner.propagation.problem.SearchProblem` and
 returns one candidate per node with a :class:`SolverReport`. The model is built in

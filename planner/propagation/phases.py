@@ -31,7 +31,7 @@ from typing import Sequence
 
 from costmodels import Cluster, compute_time_s
 from costmodels.units import format_seconds
-from planner.errors import PlanningError
+from planner.errors import PlanningError, quote
 from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
@@ -104,7 +104,7 @@ def parse_per_phase(value) -> str | int:
         return text
     if text.isdigit() and int(text) >= 1:
         return int(text)
-    raise PlanningError(f"axes per phase must be {PHASE_CHOICES}, got {value!r}")
+    raise PlanningError(f"axes per phase must be {PHASE_CHOICES}, got {quote(value)}")
 
 
 def axis_phases(pieces: Sequence[AxisRef], per_phase="auto") -> tuple[tuple[AxisRef, ...], ...]:

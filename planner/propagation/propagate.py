@@ -1,4 +1,4 @@
-"""Rule-based sharding propagation to a fixed point, as Shardy does it (seed 003, SPEC §6.7).
+"""Rule-based sharding propagation to a fixed point, as Shardy does it (seed 003).
 
 Where BFS and the ILP price every candidate strategy, this pass only moves the
 shardings the user wrote along the ops' factor rules (:mod:`planner.rules`), so a

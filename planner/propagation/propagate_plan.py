@@ -1,4 +1,4 @@
-"""From propagated shardings to a plan (seed 003's partitioner step, SPEC §6.7).
+"""From propagated shardings to a plan (seed 003's partitioner step).
 
 :func:`propagate_outcome` runs rule-based propagation
 (:mod:`planner.propagation.propagate`) and gives every op the strategy that

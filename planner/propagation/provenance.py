@@ -1,4 +1,4 @@
-"""Why each sharding is what it is (SPEC §6.6): reasons and the chain back to the user.
+"""Why each sharding is what it is: reasons and the chain back to the user.
 
 Every node of a decided model gets a reason and, unless the user configured it,
 a *parent*: the neighbour (and the link to it) that decided it. Breadth-first

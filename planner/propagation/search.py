@@ -1,4 +1,4 @@
-"""Running a search on a graph: priority phases, BFS or ILP, the ILP's check and fallback (SPEC §6).
+"""Running a search on a graph: priority phases, BFS or ILP, the ILP's check and fallback.
 
 :func:`search` builds the planning model (:mod:`planner.propagation.build`) and
 decides it with ``bfs`` (:mod:`planner.propagation.seeding`) or ``ilp``

@@ -1,4 +1,4 @@
-"""Redistribution (SPEC §5): turning one sharding of a tensor into another with collectives."""
+"""Redistribution: turning one sharding of a tensor into another with collectives."""
 
 from planner.redistribution.engine import ReshardError, reshard, reshard_for_planning
 from planner.redistribution.lower_bound import lower_bound_bytes

@@ -1,4 +1,4 @@
-"""The lower bound a redistribution is scored against (SPEC §5).
+"""The lower bound a redistribution is scored against.
 
 Without pending sums it is information-theoretic: the largest number of bytes any
 device must receive because its destination block holds elements its source

@@ -1,4 +1,4 @@
-"""Operator sharding rules (SPEC §3): factor mappings, their registry and projections.
+"""Operator sharding rules: factor mappings, their registry and projections.
 
 - :mod:`planner.rules.factors`: :class:`FactorKind`, :class:`OpShardingRule`.
 - :mod:`planner.rules.builder`: einsum specs, broadcasting, reductions, reshapes.

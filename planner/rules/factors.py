@@ -1,4 +1,4 @@
-"""Factor-based operator sharding rules (SPEC §3): the value type.
+"""Factor-based operator sharding rules: the value type.
 
 A rule names the op's **factors** (Shardy's word; an einsum's letters). Every
 dimension of every operand and of the result maps to a tuple of factor indices,

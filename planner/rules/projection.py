@@ -1,4 +1,4 @@
-"""Projection between tensor shardings and factor shardings (SPEC §3).
+"""Projection between tensor shardings and factor shardings.
 
 A **factor sharding** gives, per factor of a rule, the mesh axes that shard it,
 major to minor: ``tuple[tuple[AxisRef, ...], ...]``. A tensor dimension's axes

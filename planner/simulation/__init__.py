@@ -1,1 +1,1 @@
-"""The numpy device simulator (SPEC §7): one array per device, real collectives, counted bytes."""
+"""The numpy device simulator: one array per device, real collectives, counted bytes."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from graphs.dtypes import dtype_itemsize, numpy_dtype
 from planner.errors import SimulationMismatch
 from planner.ir.layout import same_layout
+from planner.limits import check_simulation_bytes
 from planner.redistribution.steps import ReshardPlan
 from planner.simulation.collectives import Network, run_step
 from planner.simulation.distributed import DistributedArray
@@ -45,8 +47,13 @@ def verify(plan: ReshardPlan, seed: int = 0) -> Verification:
     :class:`~planner.errors.SimulationMismatch` while executing (a device lacks elements
     of its new block ...) is a failed verification whose ``message`` says why.
     """
-    rng = np.random.default_rng(seed)
     dtype = numpy_dtype(plan.dtype)
+    # at least: the integer draws (8 bytes an element), the source in its dtype, the devices' blocks
+    elements = math.prod(plan.shape)
+    check_simulation_bytes(elements * (8 + 2 * np.dtype(dtype).itemsize),
+                           f"verifying a redistribution of a {'x'.join(map(str, plan.shape))} {plan.dtype} tensor",
+                           "leave out --verify, or verify the same shardings on a smaller shape")
+    rng = np.random.default_rng(seed)
     if dtype == np.bool_:
         x = rng.integers(0, 2, size=plan.shape).astype(bool)
     else:

@@ -1,4 +1,4 @@
-"""Simulating a whole plan (SPEC §7-8): the SPMD program on N numpy devices vs one device.
+"""Simulating a whole plan: the SPMD program on N numpy devices vs one device.
 
 :func:`simulate` draws seeded data for every input, parameter and constant, runs
 the single-device numpy reference, then runs the lowered program
@@ -33,7 +33,8 @@ from graphs.dtypes import is_float
 from graphs.evaluate import example_inputs, run_reference
 from graphs.gradients import check_differentiable, output_cotangents, reference_gradients
 from graphs.ops.registry import get_op
-from planner.errors import PlanningError, SimulationMismatch
+from planner.errors import PlanningError, SimulationMismatch, quote
+from planner.limits import check_simulation_bytes
 from planner.partitioning import Backprop, Compute, Load, Redistribute
 from planner.progress import SILENT, Progress, counted
 from planner.redistribution.transpose import cotangent_layout
@@ -101,8 +102,12 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
     if dtype not in FLOAT_RTOL:
         raise PlanningError(f"--dtype must be one of {', '.join(FLOAT_RTOL)}, got {dtype!r}")
     float_dtype = np.float64 if dtype == "f64" else np.float32
-    program = plan.program
     graph = plan.outcome.model.graph
+    check_simulation_bytes(memory_lower_bound_bytes(graph, np.dtype(float_dtype).itemsize),
+                           f"simulating model {quote(graph.name)} in {dtype}",
+                           "simulate a smaller version of the model (fewer layers, a smaller batch or sequence) on the "
+                           "same mesh" + (", or use --dtype f32 (half the memory)" if dtype == "f64" else ""))
+    program = plan.program
     if program.training:
         check_differentiable(graph)
     feeds = example_inputs(graph, seed=seed, float_dtype=float_dtype)
@@ -180,6 +185,15 @@ def release_freed_memory() -> None:
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+
+
+def memory_lower_bound_bytes(graph, itemsize: int) -> int:
+    """Bytes a simulation of ``graph`` holds at least at once, counted without allocating anything:
+    every input, parameter and constant twice (the reference's copy and the devices' blocks,
+    which cover each tensor at least once) and the largest other tensor, ``itemsize`` bytes an element."""
+    sources = sum(t.numel for t in graph.tensors.values() if t.kind != "activation")
+    largest = max((t.numel for t in graph.tensors.values() if t.kind == "activation"), default=0)
+    return (2 * sources + largest) * itemsize
 
 
 def _outputs_only(graph, feeds) -> dict:

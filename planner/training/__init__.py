@@ -1,1 +1,1 @@
-"""Training plans (SPEC §8): gradients' layouts, backward costs and gradient reduction."""
+"""Training plans: gradients' layouts, backward costs and gradient reduction."""

@@ -1,4 +1,4 @@
-"""Other notations for the same sharding: JAX, MindSpore, PyTorch DTensor (SPEC §2).
+"""Other notations for the same sharding: JAX, MindSpore, PyTorch DTensor.
 
 Every conversion goes both ways where the other notation can express the
 sharding, and raises :class:`~planner.errors.NotExpressibleError` where it cannot.

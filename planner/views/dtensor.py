@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from planner.errors import NotExpressibleError, ParseError
+from planner.errors import NotExpressibleError, ParseError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
@@ -65,18 +65,18 @@ def from_placements(text: str, mesh: Mesh, rank: int) -> TensorSharding:
     """Read ``[Shard(0), Replicate()]`` (or the short ``[S(0), R]``) on ``mesh`` for a rank-``rank`` tensor."""
     body = text.strip()
     if not (body.startswith("[") and body.endswith("]")):
-        raise ParseError(f"cannot parse placements {text!r}: expected [Shard(0), Replicate(), ...]")
+        raise ParseError(f"cannot parse placements {quote(text)}: expected [Shard(0), Replicate(), ...]")
     items = [p for p in body[1:-1].split(",") if p.strip()] if body[1:-1].strip() else []
     if len(items) != len(mesh.axes):
         raise ParseError(
-            f"placements {text!r} has {len(items)} entries but mesh @{mesh.name} has {len(mesh.axes)} axes"
+            f"placements {quote(text)} has {len(items)} entries but mesh @{mesh.name} has {len(mesh.axes)} axes"
         )
     dims: list[list[AxisRef]] = [[] for _ in range(rank)]
     unreduced: list[AxisRef] = []
     for axis, item in zip(mesh.axes, items):
         m = _PLACEMENT.fullmatch(item)
         if not m:
-            raise ParseError(f"cannot parse placement {item.strip()!r}; use Shard(d), Replicate() or Partial()")
+            raise ParseError(f"cannot parse placement {quote(item.strip())}; use Shard(d), Replicate() or Partial()")
         d = m.group(2) or m.group(3)
         if d is not None:
             d = int(d)

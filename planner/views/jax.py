@@ -26,7 +26,7 @@ import ast
 import re
 from typing import Sequence
 
-from planner.errors import NotExpressibleError, ParseError
+from planner.errors import NotExpressibleError, ParseError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
@@ -72,19 +72,19 @@ def from_partition_spec(text: str, mesh: Mesh, rank: int | None = None) -> Tenso
     src = text.strip()
     m = re.fullmatch(r"(?:P|PartitionSpec|jax\.sharding\.PartitionSpec)\((.*)\)", src, re.S)
     if not m:
-        raise ParseError(f"cannot parse PartitionSpec {text!r}: expected P(...)")
+        raise ParseError(f"cannot parse PartitionSpec {quote(text)}: expected P(...)")
     body = m.group(1).replace("P.UNCONSTRAINED", "'__UNCONSTRAINED__'")
     try:
         node = ast.parse("(" + body + ",)" if body.strip() else "()", mode="eval").body
         items = ast.literal_eval(node)
     except (SyntaxError, ValueError):
         raise ParseError(
-            f"cannot parse PartitionSpec {text!r}: entries must be None, 'axis' or ('axis', ...)"
+            f"cannot parse PartitionSpec {quote(text)}: entries must be None, 'axis' or ('axis', ...)"
         ) from None
     items = list(items)
     if rank is not None:
         if len(items) > rank:
-            raise ParseError(f"PartitionSpec {text!r} has {len(items)} entries for a rank-{rank} tensor")
+            raise ParseError(f"PartitionSpec {quote(text)} has {len(items)} entries for a rank-{rank} tensor")
         items += [None] * (rank - len(items))
     dims = []
     for entry in items:
@@ -95,7 +95,7 @@ def from_partition_spec(text: str, mesh: Mesh, rank: int | None = None) -> Tenso
         else:
             names = (entry,) if isinstance(entry, str) else tuple(entry)
             if not all(isinstance(n, str) for n in names):
-                raise ParseError(f"cannot parse PartitionSpec {text!r}: axis names must be strings")
+                raise ParseError(f"cannot parse PartitionSpec {quote(text)}: axis names must be strings")
             dims.append(DimSharding(tuple(AxisRef(n) for n in names)))
     return TensorSharding(mesh, tuple(dims))
 
@@ -139,13 +139,13 @@ def from_jax_type(text: str, mesh: Mesh) -> tuple[TensorSharding, tuple[int, ...
     """Parse ``f32[4@X,8]`` into ``(sharding, shape, dtype)``."""
     m = _TYPE.match(text)
     if not m:
-        raise ParseError(f"cannot parse type {text!r}: expected dtype[dims], e.g. f32[4@X,8]")
+        raise ParseError(f"cannot parse type {quote(text)}: expected dtype[dims], e.g. f32[4@X,8]")
     dtype, body, _, unreduced = m.groups()
     shape, dims = [], []
     for part in _split_top(body) if body.strip() else []:
         size, at, axes = part.strip().partition("@")
         if not size.strip().isdigit() or (at and not axes.strip()):
-            raise ParseError(f"cannot parse type {text!r}: bad dimension {part.strip()!r}")
+            raise ParseError(f"cannot parse type {quote(text)}: bad dimension {quote(part.strip())}")
         shape.append(int(size))
         axes = axes.strip()
         if axes.startswith("(") and axes.endswith(")"):

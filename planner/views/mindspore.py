@@ -10,7 +10,7 @@
 Split counts become axes by laying them out major to minor over the flat device
 index, followed by a minor "repeat" digit when their product is below the device
 count (MindSpore's default: ``repeated_num_in_dev_matrix_right_``). On a 1-D mesh
-this needs sub-axes, exactly as SPEC §2 shows:
+this needs sub-axes:
 
 >>> from planner.ir.mesh import Mesh
 >>> d8 = Mesh.from_sizes("mesh", {"d": 8})

@@ -42,6 +42,15 @@ def test_any_unexpected_exception_is_an_internal_error(monkeypatch, capsys):
     assert len(err.splitlines()) == 1
 
 
+def test_out_of_memory_is_an_internal_error_that_says_so(monkeypatch, capsys):
+    monkeypatch.delenv("SHARDPLAN_DEBUG", raising=False)
+    monkeypatch.setattr(describe, "run", raising(MemoryError("Unable to allocate 4.31 GiB for an array")))
+    assert main(ARGV) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("shardplan: internal error: out of memory (MemoryError: Unable to allocate 4.31 GiB")
+    assert "try a smaller mesh or model" in err and len(err.splitlines()) == 1
+
+
 def test_user_error_still_exits_2(monkeypatch, capsys):
     monkeypatch.setattr(describe, "run", raising(ParseError("cannot read the mesh 'x=='")))
     assert main(ARGV) == 2
@@ -91,3 +100,4 @@ def test_help_lists_the_exit_codes(capsys):
     for code, meaning in [("0", "success"), ("1", "regression"), ("2", "user error"), ("3", "internal error"),
                           ("130", "interrupted")]:
         assert any(line.split()[:1] == [code] and meaning in line for line in out.splitlines()), (code, out)
+    assert "1    check only:" in out  # 1 is check's regression alone: CI tells it from a crash (3)

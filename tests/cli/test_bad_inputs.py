@@ -1,0 +1,312 @@
+"""Every command on a corpus of bad inputs (tests/cli/bad_inputs/): exit status 2, one clear
+message naming the file (and line) or flag, never a traceback, never a hang.
+
+The corpus holds small hostile files (alias bombs in each part of a model, a recursive alias,
+a dimension of 10^30, a 10^8-device mesh, Latin-1 / UTF-16 / binary files); the large ones
+(20,000 nested ``[``, a file over the size limit) are generated here. Runs are in-process
+(``main([...])`` with capsys), but for standard output on a full disk and Ctrl-C, which need
+a real process.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from planner.cli.main import main
+from planner.limits import MAX_INPUT_FILE_BYTES, MAX_MESH_DEVICES, MAX_SIMULATION_BYTES
+
+HERE = Path(__file__).parent
+BAD = HERE / "bad_inputs"
+REPO = HERE.parent.parent
+FFN = str(REPO / "configs" / "ffn.yaml")
+BASELINE = str(REPO / "configs" / "baselines.json")
+
+#: Every command that reads a model file, as argv around the model path.
+MODEL_COMMANDS = {
+    "graph": lambda m: ["graph", m],
+    "plan": lambda m: ["plan", m],
+    "simulate": lambda m: ["simulate", m],
+    # --update measures every model it is given (without it, check stops at a model not in the baseline)
+    "check": lambda m: ["check", m, "--baseline", "new-baseline.json", "--update"],
+    "compare": lambda m: ["compare", m],
+    "export": lambda m: ["export", m, "--to", "jax"],
+}
+
+
+@pytest.fixture(autouse=True)
+def _outside_the_repository(tmp_path, monkeypatch):
+    """Run from an empty folder, so that paths print absolute (check prints paths below the current
+    folder relative to it), and with internal errors reported, not re-raised."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SHARDPLAN_DEBUG", raising=False)
+
+
+def run(argv, capsys):
+    """``(status, stdout, stderr)`` of one in-process run, with the invariants of every bad input:
+    nothing on stdout, one line on stderr, no traceback."""
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err, err
+    return status, out, err
+
+
+def assert_user_error(argv, capsys, *words):
+    status, out, err = run(argv, capsys)
+    assert status == 2, (argv, err)
+    assert out == "", out
+    assert len(err.splitlines()) == 1, err
+    for w in words:
+        assert w in err, (w, err)
+    return err
+
+
+# -- bad model files, through every command that reads one --------------------------------------------------
+
+#: (file in the corpus, line the error names or None, key words of the message). The lines are those of the
+#: corpus files: each alias bomb's first line is a comment, then name (2), mesh (3), cluster/tensors (4), ops.
+MODEL_CASES = [
+    ("alias_bomb_name.yaml", 2, ("alias", "1,000,000")),
+    ("alias_bomb_mesh.yaml", 3, ("alias", "1,000,000")),
+    ("alias_bomb_cluster.yaml", 4, ("alias", "1,000,000")),
+    ("alias_bomb_shape.yaml", 4, ("alias", "1,000,000")),
+    ("alias_bomb_attr.yaml", 5, ("alias", "1,000,000")),
+    ("recursive_alias.yaml", 2, ("alias", "never ends")),
+    ("malformed.yaml", 3, ("YAML syntax error",)),
+    ("huge_dimension.yaml", 4, ("tensor 'a'", "10^30", "limit")),
+    ("huge_mesh.yaml", 3, ("100,000,000 devices", f"{MAX_MESH_DEVICES:,}")),
+    ("latin1.yaml", 1, ("not UTF-8", "0xe9", "Latin-1")),
+    ("utf16.yaml", None, ("UTF-16", "save it as UTF-8")),
+    ("binary.yaml", None, ("not text", "NUL")),
+    ("cluster_latin1_model.yaml", None, ("cluster_latin1.yaml:1", "cluster file is not UTF-8")),
+    ("cluster_bomb_model.yaml", None, ("cluster_bomb.yaml:2", "alias")),
+]
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+@pytest.mark.parametrize("name, line, words", MODEL_CASES, ids=[c[0] for c in MODEL_CASES])
+def test_bad_model_file_is_a_user_error_naming_file_and_line(command, name, line, words, capsys):
+    path = str(BAD / name)
+    if command == "graph" and name.startswith("cluster_"):
+        assert run(["graph", path], capsys)[0] == 0  # graph lists ops: it does not read the cluster
+        return
+    where = f"{path}:{line}:" if line else ""
+    assert_user_error(MODEL_COMMANDS[command](path), capsys, *words, where)
+    assert not os.path.exists("new-baseline.json")  # check --update wrote nothing
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+def test_twenty_thousand_nested_brackets_are_refused_not_a_recursion_error(command, tmp_path, capsys):
+    model = tmp_path / "nested.yaml"
+    model.write_text("name: " + "[" * 20_000 + "\n")
+    # (run from tmp_path: check prints the path relative to it)
+    assert_user_error(MODEL_COMMANDS[command](model), capsys, "nested.yaml:1:", "nested more than 100 levels")
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+def test_a_five_thousand_digit_dimension_is_refused(command, tmp_path, capsys):
+    model = tmp_path / "digits.yaml"
+    model.write_text(f"name: m\nmesh: {{x: 2}}\ntensors: {{a: {{shape: [{'9' * 5000}]}}}}\nops: []\n")
+    assert_user_error(MODEL_COMMANDS[command](model), capsys, "digits.yaml:3:", "5,000 digits")
+
+
+@pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
+def test_model_path_that_is_no_model_file(command, tmp_path, capsys):
+    assert_user_error(MODEL_COMMANDS[command](tmp_path), capsys, "folder")
+    missing = FFN[: -len(".yaml")]  # configs/ffn: the user left out the extension
+    if command != "check":  # check names the missing file its own way (tests/cli/test_check.py)
+        assert_user_error(MODEL_COMMANDS[command](missing), capsys, "does not exist", f"did you mean {FFN}?")
+    assert_user_error(MODEL_COMMANDS[command]("/bin/ls"), capsys, "/bin/ls", "not text")
+
+
+def test_model_file_without_yaml_extension_is_read_as_a_file(capsys):
+    # it used to be parsed as YAML *text* ("<string>:1: a model file must be a mapping")
+    status, out, _ = run(["graph", BAD / "no_extension"], capsys)
+    assert status == 0 and out.startswith("model plain\n")
+
+
+def test_dash_reads_the_model_from_standard_input(monkeypatch, capsys):
+    text = Path(FFN).read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+    status, out, _ = run(["graph", "-"], capsys)
+    assert status == 0 and out.startswith("model ffn\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("name: caf\u00e9\n".encode("latin-1"))))
+    assert_user_error(["plan", "-"], capsys, "<stdin>:1:", "not UTF-8")
+
+
+def test_model_file_over_the_size_limit(tmp_path, capsys):
+    model = tmp_path / "big.yaml"
+    with open(model, "wb") as f:  # sparse: no megabytes written to the disk
+        f.truncate(MAX_INPUT_FILE_BYTES + 1)
+    assert_user_error(["plan", model], capsys, str(model), "64 MiB", "right file")
+
+
+# -- check: its baseline file, and a broken model it does not know ----------------------------------------------
+
+@pytest.mark.parametrize("name, words", [("baseline_utf16.json", ("UTF-16",)), ("baseline_binary.json", ("not text",))])
+def test_check_with_an_unreadable_baseline(name, words, capsys):
+    assert_user_error(["check", FFN, "--baseline", BAD / name], capsys, str(BAD / name), *words)
+
+
+def test_check_with_a_deeply_nested_baseline(tmp_path, capsys):
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text("[" * 20_000)
+    assert_user_error(["check", FFN, "--baseline", baseline], capsys, str(baseline), "nested too deeply")
+
+
+def test_check_reports_the_models_yaml_error_not_that_it_is_missing_from_the_baseline(capsys):
+    err = assert_user_error(["check", BAD / "malformed.yaml", "--baseline", BASELINE], capsys, "malformed.yaml:3:")
+    assert "not in the baseline" not in err
+
+
+# -- flags -----------------------------------------------------------------------------------------------------
+
+DESCRIBE = ["describe", '[{"x"}, {}]', "--mesh", "x=2"]
+RESHARD = ["reshard", "--mesh", "x=2,y=4", "--from", '[{"x"}, {}]', "--to", '[{"y"}, {}]']
+
+
+@pytest.mark.parametrize("argv, words", [
+    (DESCRIBE + ["--shape", "1e24x8"], ("cannot parse shape '1e24x8'",)),
+    (DESCRIBE + ["--shape", "1" + "0" * 24 + "x8"], ("--shape", "elements", "limit")),
+    (["describe", '[{"x"}]', "--mesh", "x=100000000", "--shape", "100000000"], ("100,000,000 devices", "limit")),
+    (["describe", '[{"a0"}]', "--mesh", ",".join(f"a{i}=1" for i in range(33)), "--shape", "4"], ("33 axes",)),
+    (DESCRIBE + ["--shape", "4x4", "--mesh", "x=2,y=" + "9" * 40], ("devices", "limit")),
+    (RESHARD + ["--shape", "1" + "0" * 30 + "x8"], ("--shape", "limit")),
+    (RESHARD + ["--shape", "1000000x1000000", "--verify"], ("1000000x1000000", "TiB", "16 GiB", "leave out --verify")),
+    (["simulate", FFN, "--seed", "-1"], ("--seed", "out of range")),
+    (["simulate", FFN, "--seed", "x"], ("--seed", "not an integer")),
+    (["simulate", str(BAD / "needs_7tib.yaml")], ("needs at least 14.6 TiB", "limit of 16 GiB", "--dtype f32")),
+    (DESCRIBE + ["--shape", "9" * 5000], ("5,000 digits",)),  # int() itself refuses over 4,300 digits
+    (["plan", FFN, "--mesh", "d=" + "9" * 5000], ("mesh axis 'd'", "5,000 digits")),
+    (["plan", FFN, "--memory-budget", "1e400"], ("--memory-budget", "finite")),
+    (["plan", FFN, "--time-limit", "-1"], ("--time-limit", "seconds > 0")),
+    (["plan", FFN, "--time-limit", "nan"], ("--time-limit", "seconds > 0")),
+    (["compare", FFN, "--time-limit", "inf"], ("--time-limit", "seconds > 0")),
+])
+def test_bad_flag_is_a_user_error_naming_it(argv, words, capsys):
+    # argparse errors print the usage first: the last line is the message
+    status, out, err = run(argv, capsys)
+    assert status == 2, err
+    assert out == ""
+    for w in words:
+        assert w in err.splitlines()[-1], (w, err)
+
+
+def test_simulation_limit_is_checked_before_allocating(monkeypatch, capsys):
+    """The 7 TiB model is refused from sizes alone: numpy never allocates. The bound in the message is
+    derived from the file: 2 copies of the sources x (10^12) and w (10^9) plus the largest activation
+    y (10^9), 8 bytes each in f64."""
+    import numpy as np
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the simulator allocated")
+
+    monkeypatch.setattr(np.random, "default_rng", refuse)
+    needed = (2 * (10**12 + 10**9) + 10**9) * 8
+    assert needed > MAX_SIMULATION_BYTES
+    assert_user_error(["simulate", BAD / "needs_7tib.yaml"], capsys, f"{needed / 2**40:.3g} TiB")
+
+
+# -- outputs ---------------------------------------------------------------------------------------------------
+
+OUT_COMMANDS = {
+    "plan": ["plan", FFN, "--out"],
+    "export": ["export", FFN, "--to", "jax", "--out"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(OUT_COMMANDS))
+def test_out_refuses_folders_missing_folders_devices_and_the_model(command, tmp_path, capsys):
+    argv = OUT_COMMANDS[command]
+    assert_user_error(argv + [tmp_path], capsys, str(tmp_path), "folder")
+    assert_user_error(argv + [tmp_path / "no" / "plan.txt"], capsys, "does not exist", "create it first")
+    assert_user_error(argv + ["/dev/null"], capsys, "/dev/null", "not a regular file")
+    assert Path("/dev/null").is_char_device()  # still the device, not a file (as root it was replaced)
+    model = tmp_path / "ffn.yaml"
+    model.write_text(Path(FFN).read_text())
+    argv = [model if a == FFN else a for a in argv]
+    assert_user_error(argv + [model], capsys, "input file", "overwrite")
+    assert model.read_text() == Path(FFN).read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ffn.yaml"]  # no temporary file left behind
+
+
+def test_out_through_a_symlink_writes_its_target(tmp_path, capsys):
+    target = tmp_path / "plan.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(target.name)
+    assert run(["export", FFN, "--to", "jax", "--out", link], capsys)[0] == 0
+    assert run(["export", FFN, "--to", "jax"], capsys)[1] == target.read_text()  # what it writes to stdout
+    assert link.is_symlink() and os.readlink(link) == target.name
+
+
+def test_compare_out_into_a_missing_folder(tmp_path, capsys):
+    assert_user_error(["compare", FFN, "--out", tmp_path / "missing" / "c.txt"], capsys, "does not exist")
+
+
+def test_check_update_onto_a_folder_is_refused(tmp_path, capsys):
+    assert_user_error(["check", FFN, "--baseline", tmp_path, "--update"], capsys, str(tmp_path), "folder")
+
+
+# -- exit statuses that are not user errors ----------------------------------------------------------------------
+
+def test_simulation_mismatch_is_an_internal_error(monkeypatch, capsys):
+    """A plan whose simulation differs is shardplan's bug, not a regression: exit 3 with a one-line report
+    on stderr (exit 1 belongs to check alone)."""
+    from planner.simulation import run as simulation
+
+    def wrong(plan, seed=0, dtype="f64"):
+        phase = {"measured_comm_bytes_per_device": 8, "predicted_comm_bytes_per_device": 8, "collectives": {}}
+        return SimpleNamespace(
+            ok=False, outputs={"y": {"ok": False, "max_abs_error": 1.0, "max_rel_error": 1.0}}, gradients={},
+            phases={"forward": phase}, training=False, devices=8, dtype=dtype, time_s=0.0,
+            measured_comm_bytes_per_device=8, predicted_comm_bytes_per_device=8)
+
+    monkeypatch.setattr(simulation, "simulate", wrong)
+    status = main(["simulate", FFN])
+    out, err = capsys.readouterr()
+    assert status == 3
+    assert "MISMATCH" in out  # the table still shows what differs
+    assert err.splitlines() == [err.strip()] and err.startswith("shardplan: internal error: the simulated y differ")
+
+
+def test_reshard_that_does_not_verify_is_an_internal_error(monkeypatch, capsys):
+    from planner.simulation import reshard as simulated
+    from planner.simulation.reshard import Verification
+
+    monkeypatch.setattr(simulated, "verify", lambda plan: Verification(False, 0, 4096, (), "wrong layout"))
+    status = main(RESHARD + ["--shape", "64x32", "--verify"])
+    out, err = capsys.readouterr()
+    assert status == 3
+    assert "NOT verified on the simulator: wrong layout" in out
+    assert err == ("shardplan: internal error: the redistribution did not verify on the simulator: wrong layout; "
+                   "this is a bug in shardplan: please report it with the command and model\n")
+
+
+def test_standard_output_on_a_full_disk_is_one_line_and_exit_2():
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "planner", "graph", FFN], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("shardplan graph: error: standard output: cannot write: No space left on device; "
+                           "free space on its disk or write elsewhere\n")
+
+
+def test_ctrl_c_exits_130_without_a_traceback():
+    """SIGINT while planning (compare plans three times: several seconds) ends the process at once."""
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "compare", str(REPO / "configs" / "transformer_block.yaml"),
+                             "--training"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    time.sleep(2.0)  # past start-up (about 0.5 s), well inside the planning
+    assert proc.poll() is None, "compare finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err == "shardplan compare: interrupted\n"
+    assert out == ""
