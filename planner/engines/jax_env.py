@@ -61,7 +61,6 @@ def ensure_devices(n: int, mesh_size: int):
         os.environ["XLA_FLAGS"] = with_device_count(os.environ.get("XLA_FLAGS", ""), n)
     import jax
 
-    jax.config.update("jax_enable_x64", True)
     devices = jax.devices()
     if len(devices) < n:
         seen = f"JAX sees {len(devices)} {devices[0].platform} device{'s' if len(devices) != 1 else ''}"
@@ -70,4 +69,5 @@ def ensure_devices(n: int, mesh_size: int):
                               f"start a fresh one (on CPU with XLA_FLAGS={_FLAG}={n})")
         raise EngineError(f"{seen} but the plan's mesh needs {n}: plan on a mesh of {len(devices)} devices "
                           "(--mesh) or run where there are more")
+    jax.config.update("jax_enable_x64", True)  # only for a run that goes ahead: i64 tensors stay 64-bit
     return jax

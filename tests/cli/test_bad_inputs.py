@@ -10,6 +10,7 @@ a real process.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import signal
@@ -40,6 +41,8 @@ MODEL_COMMANDS = {
     "compare": lambda m: ["compare", m],
     "export": lambda m: ["export", m, "--to", "jax"],
 }
+if importlib.util.find_spec("jax") is not None:  # without JAX, run says how to install it before reading the model
+    MODEL_COMMANDS["run"] = lambda m: ["run", m, "--engine", "jax"]
 
 
 @pytest.fixture(autouse=True)
@@ -220,6 +223,7 @@ def test_simulation_limit_is_checked_before_allocating(monkeypatch, capsys):
 OUT_COMMANDS = {
     "plan": ["plan", FFN, "--out"],
     "export": ["export", FFN, "--to", "jax", "--out"],
+    "compare": ["compare", FFN, "--out"],
 }
 
 
@@ -262,7 +266,7 @@ def test_simulation_mismatch_is_an_internal_error(monkeypatch, capsys):
     on stderr (exit 1 belongs to check alone)."""
     from planner.simulation import run as simulation
 
-    def wrong(plan, seed=0, dtype="f64"):
+    def wrong(plan, seed=0, dtype="f64", progress=None):
         phase = {"measured_comm_bytes_per_device": 8, "predicted_comm_bytes_per_device": 8, "collectives": {}}
         return SimpleNamespace(
             ok=False, outputs={"y": {"ok": False, "max_abs_error": 1.0, "max_rel_error": 1.0}}, gradients={},

@@ -7,7 +7,17 @@ from graphs.dtypes import is_float, numpy_dtype
 from graphs.ops.registry import get_op, op_names
 
 jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)  # i64 operands stay 64-bit, as jax_env sets for runs
+
+
+@pytest.fixture(autouse=True, scope="module")
+def x64():
+    """i64 operands stay 64-bit, as jax_env sets for runs; restored after, so that tests that trace JAX
+    functions later in the same process see JAX's default 32-bit types."""
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", before)
+
 
 from planner.engines.jax_ops import implemented_ops, jax_op, jnp_dtype  # noqa: E402
 
