@@ -14,7 +14,6 @@ version here fails it. JAX is imported on first use (:func:`jax_op`), never by i
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Callable, Mapping
 
@@ -46,8 +45,16 @@ def implemented_ops() -> tuple[str, ...]:
     return tuple(sorted(_ops()))
 
 
-@functools.cache
+_TABLE: dict[str, JaxOp] = {}  # the registry, filled on first use (importing jax costs a second)
+
+
 def _ops() -> Mapping[str, JaxOp]:
+    if not _TABLE:
+        _TABLE.update(_build())
+    return _TABLE
+
+
+def _build() -> dict[str, JaxOp]:
     import jax.numpy as jnp
     from jax import lax
 
