@@ -43,6 +43,7 @@ from planner.propagation.build import (
     node_moves,
     op_compute_time_s,
 )
+from planner.propagation.manual import BodyCollective, body_collective, manual_types, manual_variance
 from planner.redistribution import ReshardPlan
 from planner.partitioning.typecheck import (
     check_backprop,
@@ -108,7 +109,13 @@ class Redistribute:
 
 @dataclass(frozen=True)
 class Compute:
-    """Op ``op`` (a graphs.specs.OpSpec) under ``strategy`` on local blocks."""
+    """Op ``op`` (a graphs.specs.OpSpec) under ``strategy`` on local blocks.
+
+    In a manual region: ``manual`` is ``(per operand, result)`` the manual axes each
+    varies over besides its layout (:func:`planner.propagation.manual.manual_types`),
+    and a body collective carries its communication in ``collective`` (a
+    :class:`~planner.propagation.manual.BodyCollective`; None for every other op).
+    """
 
     op: object
     rule: object
@@ -117,6 +124,8 @@ class Compute:
     out_shape: tuple[int, ...]
     dtype: str
     compute_time_s: float
+    collective: BodyCollective | None = None
+    manual: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,8 @@ class Backprop:
     dtype: str
     wrt: tuple[int, ...]
     cotangents: tuple[TensorSharding, ...]
+    collective: BodyCollective | None = None  # a body collective's transpose collective, if it communicates
+    manual: tuple | None = None  # as Compute's
 
 
 Instruction = Union[Load, Redistribute, Compute, Backprop]
@@ -159,21 +170,36 @@ class Program:
     def computes(self) -> tuple[Compute, ...]:
         return tuple(i for i in self.instructions if isinstance(i, Compute))
 
+    def body_collectives(self, phase: str | None = None) -> tuple[BodyCollective, ...]:
+        """The communication of manual regions' collectives (forward: a Compute's; backward: a
+        Backprop's transpose collective), in program order."""
+        out = []
+        for i in self.instructions:
+            if isinstance(i, Compute) and i.collective is not None and phase in (None, "forward"):
+                out.append(i.collective)
+            elif isinstance(i, Backprop) and i.collective is not None and phase in (None, "backward"):
+                out.append(i.collective)
+        return tuple(out)
+
     def collective_counts(self) -> dict[str, int]:
-        """Collectives over every redistribution and gradient reduction, by kind (alphabetical; ``Slice``,
-        which is local, not counted; kinds absent when zero): what the CI gate and ``compare`` report."""
+        """Collectives over every redistribution, gradient reduction and manual region's collective, by kind
+        (alphabetical; ``Slice``, which is local, not counted; kinds absent when zero): what the CI gate and
+        ``compare`` report."""
         counts: dict[str, int] = {}
         for r in self.redistributions():
             for step in r.plan.steps:
                 if step.kind != "Slice":
                     counts[step.kind] = counts.get(step.kind, 0) + 1
+        for c in self.body_collectives():
+            counts[c.kind] = counts.get(c.kind, 0) + 1
         return {kind: counts[kind] for kind in sorted(counts)}
 
     def comm_bytes_per_device(self, phase: str | None = None) -> int:
-        return sum(r.bytes_per_device for r in self.redistributions(phase))
+        return sum(r.bytes_per_device for r in self.redistributions(phase)) + \
+            sum(c.bytes_per_device for c in self.body_collectives(phase))
 
     def comm_time_s(self, phase: str | None = None) -> float:
-        return sum(r.time_s for r in self.redistributions(phase))
+        return sum(r.time_s for r in self.redistributions(phase)) + sum(c.time_s for c in self.body_collectives(phase))
 
     def compute_time_s(self) -> float:
         return sum(c.compute_time_s for c in self.computes())
@@ -220,6 +246,7 @@ def lower(m: Model, choice) -> Program:
             instructions.append(Load(name_, m.layout(name_, choice), spec.shape, spec.dtype))
     outputs = {}
     graph_outputs = frozenset(graph.outputs)
+    variance = manual_variance(graph) if graph.manual_regions else {}
     for op in graph.ops:
         i = m.op_index[op.name]
         node = m.nodes[i]
@@ -228,7 +255,8 @@ def lower(m: Model, choice) -> Program:
         out = graph.tensor(op.output)
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
                                     out.dtype, op_compute_time_s(graph, op, s, m.cluster, m.options.training,
-                                                                 m.needs_grad)))
+                                                                 m.needs_grad),
+                                    body_collective(graph, op, s, m.cluster), manual_types(graph, op, variance)))
         instructions += after[op.name]
         if op.output in graph_outputs:
             outputs[op.output] = m.final_layout(op.name, s)

@@ -54,6 +54,7 @@ from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
+from planner.propagation.manual import body_collective, region_candidates
 from planner.propagation.phases import restrict_annotation, restrict_factor_axes
 from planner.propagation.problem import Edge, Fanout, Node, SearchProblem
 from planner.redistribution import reshard_for_planning
@@ -339,6 +340,17 @@ def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training:
     return compute_time_s(op_flops(graph, op, training, needs_grad) / strategy.work_divisor, cluster)
 
 
+def collective_time_s(m: Model, op, s: Strategy) -> float:
+    """Seconds a manual region's collective ``op`` communicates under ``s`` (forward, plus its transpose
+    with training when its operand needs a gradient); 0 for every other op."""
+    total = 0.0
+    for transposed in (False, True) if m.options.training and op.inputs and m.needs_grad.get(op.inputs[0]) \
+            else (False,):
+        c = body_collective(m.graph, op, s, m.cluster, transposed)
+        total += c.time_s if c is not None else 0.0
+    return total
+
+
 def op_flops(graph, op, training: bool, needs_grad) -> float:
     """FLOPs of ``op`` on one device: its forward, plus one forward's worth per needed operand gradient."""
     grads = sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
@@ -548,6 +560,7 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         candidates = list(enumerate_extensions(rule, mesh, prefix, new))
     else:
         candidates = list(enumerate_strategies(rule, mesh, pieces))
+    candidates = region_candidates(graph, op, rule, candidates)
     user = []
     if op.name in user_strategies:
         fa = user_strategies[op.name]
@@ -615,6 +628,7 @@ def _node_costs(m: Model, i: int) -> Node:
     for c, s in enumerate(node.strategies):
         t = compute_time_s(flops / s.work_divisor, m.cluster)
         t += sum(move_time_s(m, mv) for mv in _op_moves(graph, node, s, m, own))
+        t += collective_time_s(m, op, s)
         cost[c] = t
         mem = math.prod(s.result.local_shape(out.shape)) * dtype_itemsize(out.dtype)
         for p, k in own:

@@ -166,7 +166,7 @@ def _rebuild(arr: DistributedArray, after: TensorSharding, pieces_of) -> Distrib
 
 # -- the collectives ----------------------------------------------------------------------------
 
-def _ring_all_gather(net: Network, members: np.ndarray, items: list) -> list[list]:
+def ring_all_gather(net: Network, members: np.ndarray, items: list) -> list[list]:
     """Ring all-gather of one item per member; returns every member's list of all items."""
     p = len(members)
     have = [{r: items[r]} for r in range(p)]
@@ -184,7 +184,7 @@ def all_gather(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
     held: dict[int, list] = {}
     for members in groups(arr.sharding, step.axes):
         items = [(origins[d], arr.blocks[d]) for d in members]
-        for r, got in enumerate(_ring_all_gather(net, members, items)):
+        for r, got in enumerate(ring_all_gather(net, members, items)):
             held[int(members[r])] = got
     return _rebuild(arr, step.after, lambda d: held[d])
 
@@ -210,7 +210,7 @@ def all_to_all(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
     return _rebuild(arr, step.after, lambda d: held[d])
 
 
-def _ring_reduce_scatter(net: Network, members: np.ndarray, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
+def ring_reduce_scatter(net: Network, members: np.ndarray, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
     """``chunks[r][c]``: member r's partial of chunk c. Member r ends with the sum of chunk r."""
     p = len(members)
     acc = [[c.copy() for c in row] for row in chunks]
@@ -235,7 +235,7 @@ def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> Distribut
         chunks = [
             [_extract(arr.blocks[m], origins[m], new_origins[c], new_local) for c in members] for m in members
         ]
-        for r, total in enumerate(_ring_reduce_scatter(net, members, chunks)):
+        for r, total in enumerate(ring_reduce_scatter(net, members, chunks)):
             d = int(members[r])
             held[d] = [(new_origins[d], total)]
     return _rebuild(arr, step.after, lambda d: held[d])
@@ -250,8 +250,8 @@ def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
         c = -(-n // p) if n else 0
         padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
         chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
-        reduced = _ring_reduce_scatter(net, members, chunks)
-        gathered = _ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
+        reduced = ring_reduce_scatter(net, members, chunks)
+        gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
         first = None
         for r, items in enumerate(gathered):
             full = np.concatenate([a for _, a in items])[:n].reshape(arr.blocks[int(members[r])].shape)

@@ -40,6 +40,8 @@ from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
 from planner.simulation.local_ops import LocalContext, local_compute
 from planner.simulation.local_vjp import local_vjp, local_vjp_inputs
+from planner.simulation.manual import run_collective
+from graphs.ops.collectives import is_collective
 from planner.simulation.reshard import execute
 
 # The reference and the simulated devices compute in the same float type (bytes are
@@ -241,12 +243,32 @@ class _Run:
             self._backward_redistribute(ins)
         elif isinstance(ins, Compute):
             operands = _operands(ins, self.values, self.copies)
-            self.values[ins.op.output] = _compute(ins, operands)
+            region = self.graph.region_of_op(ins.op.name) if self.graph.manual_regions else None
+            self.values[ins.op.output] = _compute(ins, operands) if region is None else \
+                self._compute_in_region(ins, operands)
             for key in saved.get(ins.op.name, ()):
                 self.residuals[(ins.op.name,) + key] = (self.values[key[1]] if key[0] == "result"
                                                         else operands[key[1]])
         else:
             self._backprop(ins)
+
+    def _compute_in_region(self, ins: Compute, operands) -> DistributedArray:
+        """An op of a manual region (:mod:`planner.simulation.manual`): boundary ops pass blocks through,
+        collectives run across their groups (bytes counted), body ops run on every device's own block."""
+        op, s = ins.op, ins.strategy
+        if op.op in ("manual_enter", "manual_exit"):
+            blocks = list(operands[0].blocks)
+        elif is_collective(op):
+            blocks = run_collective(op, [a.blocks for a in operands][0] if operands else [None] * self.n,
+                                    s.result.mesh, self.nets["forward"], ins.dtype)
+            if ins.collective is not None:
+                self.counts["forward"][ins.collective.kind] += 1
+        else:
+            blocks = []
+            for d in range(self.n):
+                ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
+                blocks.append(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
+        return DistributedArray(s.result, tuple(ins.out_shape), [_frozen(b) for b in blocks])
 
     def _execute(self, ins: Redistribute, arr: DistributedArray) -> DistributedArray:
         out, _ = execute(ins.plan, arr, self.nets[ins.phase])

@@ -1,0 +1,182 @@
+"""What a manual region (shard_map, :mod:`graphs.manual_regions`) allows its ops' strategies.
+
+Inside region ``R`` the manual axes are the body's business: the planner plans
+body ops, collectives, ``manual_enter``'s result and ``manual_exit``'s operand
+over the **free** axes only. The boundary ops carry the manual axes on their
+global side, as ``MANUAL`` factors (:mod:`planner.rules.regions`) fixed to
+exactly the manual axes of that dimension, and their global side satisfies the
+region's in/out sharding (closed dimensions exactly; open ones the manual axes
+then any free axes): so free axes cross the boundary in both directions as
+ordinary factors and manual axes stay major.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from costmodels import RING, chunk_bytes
+from graphs.dtypes import dtype_itemsize
+from graphs.ops.collectives import is_collective, transpose_name
+from planner.errors import VarianceError
+from planner.ir.axis import AxisRef
+from planner.redistribution.primitives import primitive, result_variance
+from planner.propagation.annotations import satisfies
+from planner.rules.factors import FactorKind, OpShardingRule
+
+
+def manual_factor_axes(region, op_name: str, rule: OpShardingRule) -> dict[int, tuple[AxisRef, ...]]:
+    """Boundary op ``op_name``'s MANUAL factors -> the manual axes they must carry (major to minor)."""
+    sharding = region.boundary_sharding(op_name)
+    dims = rule.operands[0] if region.role(op_name) == "enter" else rule.result
+    out = {}
+    for factors, manual in zip(dims, region.manual_dims(sharding)):
+        for f in factors:
+            if rule.factor_kinds[f] is FactorKind.MANUAL:
+                out[f] = tuple(AxisRef(a) for a in manual)
+    return out
+
+
+def allows(region, op_name: str, rule: OpShardingRule, strategy) -> bool:
+    """Whether ``strategy`` of op ``op_name`` of ``region`` respects the region (see the module docstring)."""
+    manual = set(region.manual_axes)
+    role = region.role(op_name)
+    fixed = manual_factor_axes(region, op_name, rule) if role in ("enter", "exit") else {}
+    for f, axes in enumerate(strategy.factor_axes):
+        if f in fixed:
+            if tuple(axes) != fixed[f]:
+                return False
+        elif any(a.name in manual for a in axes):
+            return False
+    if role == "enter":
+        return satisfies(strategy.operands[0], region.boundary_sharding(op_name))
+    if role == "exit":
+        return satisfies(strategy.result, region.boundary_sharding(op_name))
+    return True
+
+
+def region_candidates(graph, op, rule: OpShardingRule, candidates: Sequence) -> list:
+    """``candidates`` less those op ``op``'s manual region (if any) forbids."""
+    region = graph.region_of_op(op.name) if graph.manual_regions else None
+    if region is None:
+        return list(candidates)
+    return [s for s in candidates if allows(region, op.name, rule, s)]
+
+
+# -- manual variance ---------------------------------------------------------------------------
+
+def _primitive_name(op_kind: str) -> str:
+    """The seed-004 primitive of a body collective (``pmean`` is a scaled ``psum``)."""
+    return "psum" if op_kind == "pmean" else op_kind
+
+
+def manual_variance(graph) -> Mapping[str, frozenset]:
+    """Body tensor -> the manual axes (names) its value varies over (seed 004's types, static).
+
+    An argument varies over the manual axes its in-sharding shards; a body op's
+    result over the union of its operands' (a local op pbroadcasts an operand that
+    is invariant where another varies); a collective's as
+    :func:`planner.redistribution.primitives.result_variance` says, after the
+    implicit pbroadcast of an operand invariant over its axes (JAX's rule: a psum
+    of an invariant value sums its copies). An exit whose out-sharding replicates
+    a manual axis its operand varies over is a :class:`VarianceError`.
+    """
+    out: dict[str, frozenset] = {}
+    for region in graph.manual_regions:
+        for op_name, arg, sharding in zip(region.enter_ops, region.arguments, region.in_shardings):
+            out[arg] = frozenset(a for d in region.manual_dims(sharding) for a in d)
+        for op_name in region.ops:
+            op = graph.op(op_name)
+            ins = frozenset().union(*(out[t] for t in op.inputs)) if op.inputs else frozenset()
+            if is_collective(op):
+                axes = tuple(op.attr("axes"))
+                name = _primitive_name(op.op)
+                needs = primitive(name).operand  # varying, invariant or None (axis_index)
+                before = ins - frozenset(axes) if needs == "invariant" else ins | frozenset(axes)
+                out[op.output] = frozenset(result_variance(name, set(before), axes, where=f"op {op.name!r}"))
+            else:
+                out[op.output] = ins
+        for op_name, sharding in zip(region.exit_ops, region.out_shardings):
+            op = graph.op(op_name)
+            sharded = {a for d in region.manual_dims(sharding) for a in d}
+            varying = sorted(out[op.inputs[0]] - sharded)
+            if varying:
+                raise VarianceError(
+                    f"output {op.output!r} of region {region.name!r} varies over {', '.join(varying)} but its "
+                    f"out-sharding replicates it; reduce it (psum over {', '.join(varying)}) or shard it there",
+                    where=f"{graph.source}:{region.line}" if graph.source and region.line else graph.source)
+    return out
+
+
+def manual_types(graph, op, variance: Mapping[str, frozenset]) -> tuple[tuple[frozenset, ...], frozenset] | None:
+    """``(per operand, result)``: the manual axes each varies over, for an op of a region; None outside.
+
+    ``manual_enter``'s global operand and ``manual_exit``'s global result carry their
+    manual axes in their layouts, so their manual part is empty there."""
+    region = graph.region_of_op(op.name) if graph.manual_regions else None
+    if region is None:
+        return None
+    role = region.role(op.name)
+    ins = tuple(frozenset() if role == "enter" else variance[t] for t in op.inputs)
+    res = frozenset() if role == "exit" else variance[op.output]
+    return ins, res
+
+
+# -- body collectives' communication -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BodyCollective:
+    """The communication of one body collective on each device's local block: its seed-004
+    ``primitive``, the step ``kind`` it lowers to (``AllReduce`` ...), its manual ``axes`` and
+    ``group_size``, and the bytes each device receives and the time it takes (ring formulas of
+    :mod:`costmodels.collectives`)."""
+
+    primitive: str
+    kind: str
+    axes: tuple[str, ...]
+    group_size: int
+    bytes_per_device: int
+    time_s: float
+
+
+def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> BodyCollective | None:
+    """What collective op ``op`` under ``strategy`` (free axes) communicates; None for one that does not
+    (``pbroadcast``, ``axis_index``) and for every other op. ``transposed``: its backward, the transpose
+    collective on the cotangents (psum -> pbroadcast: nothing; all_gather -> psum_scatter ...)."""
+    if not is_collective(op):
+        return None
+    name = _primitive_name(op.op)
+    if transposed:
+        if name in ("psum", "pbroadcast"):
+            name = "pbroadcast" if name == "psum" else "psum"
+        else:
+            name = transpose_name(name)
+    prim = primitive(name)
+    if prim.lowering is None:
+        return None
+    axes = tuple(op.attr("axes"))
+    p = int(op.attr("group_size"))
+    mesh = strategy.result.mesh
+    itemsize = dtype_itemsize(graph.tensor(op.output).dtype)
+    operand = math.prod(strategy.operands[0].local_shape(graph.tensor(op.inputs[0]).shape))
+    result = math.prod(strategy.result.local_shape(graph.tensor(op.output).shape))
+    if transposed:
+        operand, result = result, operand
+    link = cluster.link_for(mesh, [AxisRef(a) for a in axes])
+    if prim.lowering == "AllReduce":
+        cost = RING.all_reduce(p, chunk_bytes(operand, p, itemsize), link)
+    elif prim.lowering == "AllGather":
+        cost = RING.all_gather(p, operand * itemsize, link)
+    elif prim.lowering == "ReduceScatter":
+        cost = RING.reduce_scatter(p, result * itemsize, link)
+    elif prim.lowering == "AllToAll":
+        cost = RING.all_to_all(p, chunk_bytes(operand, p, itemsize), link)
+    else:  # CollectivePermute: a device reached by a pair receives one whole block
+        moved = any(src != dst for src, dst in op.attr("perm"))
+        cost = RING.collective_permute(operand * itemsize if moved else 0, link)
+    return BodyCollective(name, prim.lowering, axes, p, cost.bytes_per_device, cost.time_s)
+
+
+__all__ = ["BodyCollective", "allows", "body_collective", "manual_factor_axes", "manual_types", "manual_variance",
+           "region_candidates"]
