@@ -55,7 +55,6 @@ from planner.partitioning.typecheck import (
     variance_text,
 )
 from planner.redistribution.transpose import cotangent_layout
-from planner.training.gradients import operand_gradient
 
 
 @dataclass(frozen=True)
@@ -284,7 +283,7 @@ def _reads(node: OpNode, s, j: int, move: Move) -> bool:
     """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns."""
     if s.operands[j] != move.destination:
         return False
-    return move.phase == "forward" or operand_gradient(node.rule, s, j).unreduced == move.pending
+    return move.phase == "forward" or node.operand_gradient(s, j).unreduced == move.pending
 
 
 def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
@@ -293,6 +292,7 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
     output), then the op's local VJP sends its operands' cotangents out; a parameter's gradient is
     reduced as soon as its first reader is done."""
     graph = m.graph
+    variance = manual_variance(graph) if graph.manual_regions else {}
     first_reader: dict[str, str] = {}
     for op in graph.ops:
         for t in op.inputs:
@@ -312,7 +312,9 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
         wrt = tuple(k for k, t in enumerate(op.inputs) if m.needs_grad.get(t, False))
         out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
                             graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
-                            tuple(operand_gradient(node.rule, s, k) for k in wrt)))
+                            tuple(node.operand_gradient(s, k) for k in wrt),
+                            body_collective(graph, op, s, m.cluster, transposed=True),
+                            manual_types(graph, op, variance)))
         out += own_grads[op.name]
         for t in sources_after.get(op.name, []):
             out += back_of.get(t, [])

@@ -189,9 +189,15 @@ def check_compute(ins, where: str) -> None:
 def check_backprop(ins, where: str) -> None:
     """The transpose of a local op: every operand cotangent has the op's variance (pending where pbroadcast)."""
     s = ins.strategy
-    op_var = variance(s.result) | frozenset().union(*(variance(o) for o in s.operands))
+    manual = getattr(ins, "manual", None)
+    if manual is not None and ins.op.op in COLLECTIVE_OPS:
+        return  # a body collective's transpose is typed by its primitive (planner.propagation.manual)
+    ins_manual, out_manual = manual if manual is not None else (((),) * len(s.operands), ())
+    mesh = s.result.mesh
+    op_var = variance(s.result) | manual_atoms(out_manual, mesh) | frozenset().union(
+        *(variance(o) | manual_atoms(e, mesh) for o, e in zip(s.operands, ins_manual)))
     for k, lay in zip(ins.wrt, ins.cotangents):
-        got = variance(lay)
+        got = variance(lay) | manual_atoms(ins_manual[k], mesh)
         if got != op_var:
             diff = min(got ^ op_var)
             raise VarianceError(

@@ -123,6 +123,33 @@ def manual_types(graph, op, variance: Mapping[str, frozenset]) -> tuple[tuple[fr
     return ins, res
 
 
+def manual_pending(graph, op, variance: Mapping[str, frozenset]) -> tuple[tuple[AxisRef, ...], ...]:
+    """Per operand of op ``op``: the manual axes (mesh order) its cotangent comes back pending over.
+
+    A body op varies over the union of its operands' and result's manual axes; an operand
+    invariant over some of them was pbroadcast there (implicitly), so its cotangent is pending
+    over them: the psum that transposes that pbroadcast, made by the redistribution that takes it
+    home. A collective's own transpose handles its axes (psum -> pbroadcast ...), but an operand
+    invariant over them was pbroadcast first (JAX's rule), and ``pbroadcast`` is that cast written
+    out: pending over their axes. ``manual_exit`` pends its operand over the out-sharding's manual
+    axes it does not vary over. Empty outside regions and for ``manual_enter``."""
+    region = graph.region_of_op(op.name) if graph.manual_regions else None
+    if region is None or region.role(op.name) == "enter":
+        return ()
+    mesh = graph.mesh
+    order = lambda names: tuple(AxisRef(a) for a in mesh.axis_names if a in names)  # noqa: E731
+    role = region.role(op.name)
+    ins = [variance[t] for t in op.inputs]
+    if role == "exit":
+        sharded = {a for d in region.manual_dims(region.boundary_sharding(op.name)) for a in d}
+        return (order(sharded - ins[0]),)
+    if is_collective(op):
+        axes = frozenset(op.attr("axes"))
+        return tuple(order(axes - v) for v in ins)
+    every = frozenset().union(variance[op.output], *ins)
+    return tuple(order(every - v) for v in ins)
+
+
 # -- body collectives' communication -------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -147,11 +174,8 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
     if not is_collective(op):
         return None
     name = _primitive_name(op.op)
-    if transposed:
-        if name in ("psum", "pbroadcast"):
-            name = "pbroadcast" if name == "psum" else "psum"
-        else:
-            name = transpose_name(name)
+    if transposed:  # psum's cotangent is invariant: pbroadcast; pbroadcast's psum is its operand's pending sum
+        name = "pbroadcast" if name in ("psum", "pbroadcast") else transpose_name(name)
     prim = primitive(name)
     if prim.lowering is None:
         return None
@@ -178,5 +202,5 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
     return BodyCollective(name, prim.lowering, axes, p, cost.bytes_per_device, cost.time_s)
 
 
-__all__ = ["BodyCollective", "allows", "body_collective", "manual_factor_axes", "manual_types", "manual_variance",
+__all__ = ["BodyCollective", "allows", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
            "region_candidates"]

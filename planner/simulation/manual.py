@@ -70,8 +70,10 @@ def _ppermute(net: Network, members, blocks, perm) -> list[np.ndarray]:
 
 
 #: The per-device transpose of each body collective (seed 004): psum's cotangent is invariant, so its
-#: transpose is pbroadcast (nothing moves); pbroadcast's is psum; all_gather and psum_scatter swap.
-TRANSPOSED = {"psum": "pbroadcast", "pmean": "pbroadcast_mean", "pbroadcast": "psum", "all_gather": "psum_scatter",
+#: transpose is pbroadcast (nothing moves); pbroadcast's is psum, made by the redistribution that reduces
+#: its operand's pending cotangent (here: nothing moves); all_gather and psum_scatter swap.
+TRANSPOSED = {"psum": "pbroadcast", "pmean": "pbroadcast_mean", "pbroadcast": "pbroadcast",
+              "all_gather": "psum_scatter",
               "psum_scatter": "all_gather", "all_to_all": "all_to_all", "ppermute": "ppermute"}
 
 

@@ -301,6 +301,10 @@ class _Run:
         if cot.sharding != cotangent_layout(s.result):
             raise SimulationMismatch(f"op {op.name!r}'s result cotangent is laid out as {cot.sharding}, but its "
                                      f"backward reads {cotangent_layout(s.result)}")
+        region = self.graph.region_of_op(op.name) if self.graph.manual_regions else None
+        if region is not None:
+            self._backprop_in_region(ins, cot, operands, result)
+            return
         per_device: list = [None] * self.n
         layouts = tuple(s.operands) + (s.result, cot.sharding) + tuple(ins.cotangents)
         shapes = tuple(ins.in_shapes) + (tuple(ins.out_shape),) * 2 + tuple(ins.in_shapes[k] for k in ins.wrt)
@@ -321,6 +325,33 @@ class _Run:
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])
+            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            self.cot_in[key] = _add(self.cot_in.get(key), arr)
+
+    def _backprop_in_region(self, ins: Backprop, cot: DistributedArray, operands, result) -> None:
+        """The backward of an op of a manual region, per device (blocks differ over manual coordinates):
+        boundary ops pass the cotangent's blocks through, a collective runs its transpose across its groups
+        (bytes counted in the backward phase), a body op runs its local VJP on every device."""
+        op, s = ins.op, ins.strategy
+        if not ins.wrt:
+            return
+        if op.op in ("manual_enter", "manual_exit"):
+            per_device = [[b] for b in cot.blocks]
+        elif is_collective(op):
+            blocks = run_collective(op, cot.blocks, s.result.mesh, self.nets["backward"], ins.dtype, transposed=True)
+            if ins.collective is not None:
+                self.counts["backward"][ins.collective.kind] += 1
+            per_device = [[b] for b in blocks]
+        else:
+            per_device = []
+            for d in range(self.n):
+                ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
+                per_device.append(list(local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
+                                                 None if result is None else result.blocks[d], cot.blocks[d], ctx,
+                                                 ins.wrt, donate=False)))
+        for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
+            t = op.inputs[k]
+            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [_frozen(per_device[d][j]) for d in range(self.n)])
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             self.cot_in[key] = _add(self.cot_in.get(key), arr)
 
