@@ -13,7 +13,7 @@ ordinary factors and manual axes stay major.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from costmodels import RING, chunk_bytes
@@ -21,9 +21,11 @@ from graphs.dtypes import dtype_itemsize
 from graphs.ops.collectives import is_collective, transpose_name
 from planner.errors import VarianceError
 from planner.ir.axis import AxisRef
+from planner.ir.sharding import TensorSharding
 from planner.redistribution.primitives import primitive, result_variance
 from planner.propagation.annotations import satisfies
 from planner.rules.factors import FactorKind, OpShardingRule
+from planner.rules.registry import rule_for
 
 
 def manual_factor_axes(region, op_name: str, rule: OpShardingRule) -> dict[int, tuple[AxisRef, ...]]:
@@ -62,6 +64,41 @@ def region_candidates(graph, op, rule: OpShardingRule, candidates: Sequence) -> 
     if region is None:
         return list(candidates)
     return [s for s in candidates if allows(region, op.name, rule, s)]
+
+
+# -- rule-based propagation -------------------------------------------------------------------
+
+def region_boundaries(graph) -> dict[str, TensorSharding]:
+    """Outer tensor -> the boundary sharding a region gives it (an enter's operand: its in-sharding; an exit's
+    result: its out-sharding), used by propagation as the annotation of a tensor the user did not annotate
+    (Shardy's manual_computation in/out shardings, open dimensions included)."""
+    out: dict[str, TensorSharding] = {}
+    for r in graph.manual_regions:
+        for t, s in zip(r.inputs, r.in_shardings):
+            out.setdefault(t, s)
+        for t, s in zip(r.outputs, r.out_shardings):
+            out.setdefault(t, s)
+    return out
+
+
+def region_prefix(graph, op) -> tuple:
+    """The factor axes op ``op`` of a region computes with before any propagated axis: a boundary op's
+    MANUAL factors carry exactly their manual axes, every other factor nothing."""
+    region = graph.region_of_op(op.name)
+    rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
+    fixed = manual_factor_axes(region, op.name, rule) if region.role(op.name) in ("enter", "exit") else {}
+    return tuple(fixed.get(f, ()) for f in range(rule.num_factors))
+
+
+def without_manual(sharding: TensorSharding | None, graph, op) -> TensorSharding | None:
+    """``sharding`` less the manual axes of ``op``'s region (the prefix places them)."""
+    if sharding is None:
+        return None
+    manual = set(graph.region_of_op(op.name).manual_axes)
+    return TensorSharding(sharding.mesh, tuple(replace(d, axes=tuple(a for a in d.axes if a.name not in manual))
+                                               for d in sharding.dims),
+                          tuple(a for a in sharding.replicated if a.name not in manual),
+                          tuple(a for a in sharding.unreduced if a.name not in manual))
 
 
 # -- manual variance ---------------------------------------------------------------------------
@@ -202,5 +239,5 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
     return BodyCollective(name, prim.lowering, axes, p, cost.bytes_per_device, cost.time_s)
 
 
-__all__ = ["BodyCollective", "allows", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
+__all__ = ["BodyCollective", "allows", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
            "region_candidates"]

@@ -158,10 +158,11 @@ def _rebuild(arr: DistributedArray, after: TensorSharding, pieces_of) -> Distrib
     local = after.local_shape(shape)
     origins = block_origins(after, shape)
     blocks: list = [None] * after.mesh.size
-    for members in _replicas(after, shape):  # replicas share one block (checked equal): one copy per group
+    replicas = tuple((d,) for d in range(after.mesh.size)) if arr.varying else _replicas(after, shape)
+    for members in replicas:  # replicas share one block (checked equal): one copy per group
         for d in members:
             blocks[d] = same_block(blocks[members[0]], _assemble(pieces_of(d), origins[d], local, shape), after, d)
-    return DistributedArray(after, shape, blocks)
+    return DistributedArray(after, shape, blocks, arr.varying)
 
 
 # -- the collectives ----------------------------------------------------------------------------
@@ -255,10 +256,10 @@ def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
         first = None
         for r, items in enumerate(gathered):
             full = np.concatenate([a for _, a in items])[:n].reshape(arr.blocks[int(members[r])].shape)
-            if not step.after.unreduced:  # every member holds the sum: keep one copy (checked equal)
+            if not step.after.unreduced and not arr.varying:  # every member holds the sum: one copy (checked)
                 full = first = same_block(first, full, step.after, int(members[r]))
             blocks[int(members[r])] = full
-    return DistributedArray(step.after, arr.shape, blocks)
+    return DistributedArray(step.after, arr.shape, blocks, arr.varying)
 
 
 def collective_permute(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
@@ -270,7 +271,7 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
         blocks = list(arr.blocks)
         for dst, src in source.items():
             blocks[dst] = net.send(src, dst, arr.blocks[src])
-        return DistributedArray(after, shape, blocks)
+        return DistributedArray(after, shape, blocks, arr.varying)
 
     own = device_index_ranges(arr.sharding, shape)
     ok, missing = missing_box(own, device_index_ranges(after, shape))
@@ -299,7 +300,8 @@ def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedA
             stride, size = ref.digit(mesh)
             keep &= (pos // stride) % size == 0
         blocks = [b if keep[d] else np.zeros_like(b) for d, b in enumerate(arr.blocks)]
-        arr = DistributedArray(arr.sharding.with_unreduced(arr.sharding.unreduced + tuple(fresh)), arr.shape, blocks)
+        arr = DistributedArray(arr.sharding.with_unreduced(arr.sharding.unreduced + tuple(fresh)), arr.shape, blocks,
+                               arr.varying)
     origins = arr.origins()
     return _rebuild(arr, step.after, lambda d: [(origins[d], arr.blocks[d])])
 

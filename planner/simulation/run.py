@@ -268,7 +268,8 @@ class _Run:
             for d in range(self.n):
                 ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
                 blocks.append(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
-        return DistributedArray(s.result, tuple(ins.out_shape), [_frozen(b) for b in blocks])
+        varying = op.op != "manual_exit"
+        return DistributedArray(s.result, tuple(ins.out_shape), [_frozen(b) for b in blocks], varying)
 
     def _execute(self, ins: Redistribute, arr: DistributedArray) -> DistributedArray:
         out, _ = execute(ins.plan, arr, self.nets[ins.phase])
@@ -351,7 +352,8 @@ class _Run:
                                                  ins.wrt, donate=False)))
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = op.inputs[k]
-            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [_frozen(per_device[d][j]) for d in range(self.n)])
+            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [_frozen(per_device[d][j]) for d in range(self.n)],
+                                   op.op != "manual_enter")
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             self.cot_in[key] = _add(self.cot_in.get(key), arr)
 
@@ -394,7 +396,8 @@ def _add(acc: DistributedArray | None, arr: DistributedArray) -> DistributedArra
         return arr
     if acc.sharding != arr.sharding:
         raise SimulationMismatch(f"cannot add cotangents laid out as {acc.sharding} and {arr.sharding}")
-    return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)])
+    return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)],
+                            acc.varying or arr.varying)
 
 
 def _residual_keys(program) -> dict[str, tuple]:
