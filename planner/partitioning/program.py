@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from graphs.ops.collectives import is_collective
 from planner.ir.sharding import TensorSharding
 from planner.propagation.build import (
     Model,
@@ -339,19 +340,42 @@ def render(program: Program) -> str:
         elif isinstance(ins, Compute):
             op = ins.op
             s = ins.strategy
-            ins_types = ", ".join(type_text(ins.dtype, shape, lay) for lay, shape in zip(s.operands, ins.in_shapes))
+            man_in, man_out = ins.manual if ins.manual is not None else (((),) * len(s.operands), ())
+            ins_types = ", ".join(type_text(ins.dtype, shape, lay, m)
+                                  for lay, shape, m in zip(s.operands, ins.in_shapes, man_in))
             args = ", ".join(f"%{t}" for t in op.inputs)
             casts = [f"%{t} over {variance_text(b, s.result.mesh)}" for t, b in zip(op.inputs, pbroadcasts(s)) if b]
+            if ins.manual is not None and op.op not in ("manual_enter", "manual_exit"):
+                every = frozenset().union(man_out, *man_in)
+                casts += [f"%{t} over {{{', '.join(repr(a).replace(chr(39), chr(34)) for a in sorted(every - m))}}}"
+                          for t, m in zip(op.inputs, man_in) if every - m and not is_collective(op)]
             pb = f", pbroadcast {'; '.join(casts)}" if casts else ""
+            comm = ""
+            if ins.collective is not None:
+                c = ins.collective
+                comm = (f"   // {c.kind} over {', '.join(c.axes)} (group of {c.group_size}), "
+                        f"{c.bytes_per_device} B per device")
             lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pb}}} : "
-                         f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result)}")
+                         f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result, man_out)}{comm}")
         elif isinstance(ins, Backprop):
             op = ins.op
             s = ins.strategy
             outs = ", ".join(f"%d{op.inputs[k]}" for k in ins.wrt)
-            types = ", ".join(type_text(ins.dtype, ins.in_shapes[k], lay) for k, lay in zip(ins.wrt, ins.cotangents))
+            man_in, man_out = ins.manual if ins.manual is not None else (((),) * len(op.inputs), ())
+            types = ", ".join(type_text(ins.dtype, ins.in_shapes[k], lay, man_in[k])
+                              for k, lay in zip(ins.wrt, ins.cotangents))
+            comm = ""
+            if ins.collective is not None:
+                c = ins.collective
+                comm = (f"   // transpose {c.primitive}: {c.kind} over {', '.join(c.axes)}, "
+                        f"{c.bytes_per_device} B per device")
+            elif op.op == "pbroadcast":
+                comm = "   // transpose psum: the cotangent goes home pending over its axes and is reduced there"
+            elif is_collective(op):
+                comm = "   // transpose pbroadcast: no communication"
             lines.append(f"{outs} = vjp({op.op})(%d{op.output}) {{name: {op.name}}} : "
-                         f"{type_text(ins.dtype, ins.out_shape, cotangent_layout(s.result))} -> ({types})")
+                         f"{type_text(ins.dtype, ins.out_shape, cotangent_layout(s.result), man_out)} -> ({types})"
+                         f"{comm}")
         else:
             p = ins.plan
             value = ins.tensor if ins.phase == "forward" else f"d{ins.tensor}"

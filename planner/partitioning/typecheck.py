@@ -105,10 +105,11 @@ def variance_text(atoms: frozenset, mesh) -> str:
     return "{" + ", ".join(map(str, _refs(atoms, mesh))) + "}"
 
 
-def type_text(dtype: str, shape, layout: TensorSharding) -> str:
+def type_text(dtype: str, shape, layout: TensorSharding, manual=()) -> str:
     """Seed 004's ``f32[3,4]{"i"}`` (:class:`planner.ir.variance.VarType`): the local shape and the
-    variance of ``layout``, as (sub-)axes in mesh order."""
-    refs = _refs(variance(layout), layout.mesh)
+    variance of ``layout`` (plus the manual axes ``manual`` of a region's body value), as (sub-)axes in
+    mesh order."""
+    refs = _refs(variance(layout) | manual_atoms(manual, layout.mesh), layout.mesh)
     return VarType(dtype, tuple(layout.local_shape(shape)), frozenset(refs)).text(order=refs)
 
 
