@@ -270,9 +270,11 @@ class Plan:
         t = self.tensor(tensor)
         o = self.outcome
         if o.propagation is not None:
-            return [f"{tensor}: {t.sharding}", *(f"  {line}" for line in o.propagation.explain(tensor))]
-        info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
-        return explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
+            lines = [f"{tensor}: {t.sharding}", *(f"  {line}" for line in o.propagation.explain(tensor))]
+        else:
+            info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
+            lines = explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
+        return lines[:1] + region_lines(o.model.graph, tensor) + lines[1:]
 
     # -- the cost tables ----------------------------------------------------------------------
     def candidates(self, op: str) -> tuple[Candidate, ...]:
@@ -336,6 +338,24 @@ def _links_by_tensor(m) -> dict[str, list[int]]:
 
 
 # -- building -------------------------------------------------------------------------------------
+
+def region_lines(graph, tensor: str) -> list[str]:
+    """What a manual region says about ``tensor`` (``shardplan explain``): a body tensor's manual blocks, a
+    region input's in-sharding, a region output's out-sharding."""
+    out = []
+    for r in graph.manual_regions:
+        axes = ", ".join(r.manual_axes)
+        if tensor in r.body_tensors:
+            out.append(f"  body tensor of manual region {r.name!r} (manual axes {axes}): one local block per "
+                       "manual coordinate; its sharding is over the free axes")
+        if tensor in r.inputs:
+            out.append(f"  input of manual region {r.name!r}: in-sharding as written "
+                       f"{r.in_shardings[r.inputs.index(tensor)].dims_text()} (manual axes {axes} major)")
+        if tensor in r.outputs:
+            out.append(f"  output of manual region {r.name!r}: out-sharding as written "
+                       f"{r.out_shardings[r.outputs.index(tensor)].dims_text()} (manual axes {axes} major)")
+    return out
+
 
 def make_plan(outcome: SearchOutcome) -> Plan:
     """Lower ``outcome`` and read the plan off its program (see the module docstring)."""
