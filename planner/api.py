@@ -39,6 +39,7 @@ from planner.ir.text import parse_mesh_spec
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
 from planner.propagation.phases import parse_per_phase
 from planner.propagation.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
+from planner.propagation.manual import check_plannable
 from planner.propagation.propagate import PASSES
 from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
@@ -139,6 +140,7 @@ def plan(
     planning_mesh = _planning_mesh(graph, mesh)
     clu = _cluster(graph, cluster)
     check_axis_types(planning_mesh)
+    check_plannable(graph, planning_mesh)
     if any(op_explicit_axes(graph, planning_mesh).values()) and search in ("bfs", "ilp"):
         # seed 001's types where axes are Explicit, the search on the Auto rest
         prefixes, fixed, _ = explicit_prefixes(graph, planning_mesh)

@@ -19,13 +19,30 @@ from typing import Mapping, Sequence
 from costmodels import RING, chunk_bytes
 from graphs.dtypes import dtype_itemsize
 from graphs.ops.collectives import is_collective, transpose_name
-from planner.errors import VarianceError
+from planner.errors import PlanningError, VarianceError
+from planner.ir.mesh import AxisType
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.primitives import primitive, result_variance
 from planner.propagation.annotations import satisfies
 from planner.rules.factors import FactorKind, OpShardingRule
 from planner.rules.registry import rule_for
+
+
+def check_plannable(graph, mesh) -> None:
+    """Refuse what regions cannot be planned on: another mesh than the model's (the regions name its axes and
+    their local shapes follow its sizes), a manual axis typed Explicit (the consensus would type it)."""
+    if not graph.manual_regions:
+        return
+    if mesh.axis_names != graph.mesh.axis_names or mesh.shape != graph.mesh.shape:
+        raise PlanningError(f"model {graph.name!r} has manual regions, whose local shapes follow its mesh "
+                            f"{graph.mesh.short()}; plan it on that mesh (drop --mesh {mesh.short()})")
+    for r in graph.manual_regions:
+        for a in r.manual_axes:
+            if mesh.axes[mesh.axis_index(a)].type is not AxisType.AUTO:
+                raise PlanningError(f"manual region {r.name!r} makes axis {a!r} manual, but the mesh types it "
+                                    f"{mesh.axes[mesh.axis_index(a)].type.value}; a region's manual axes are Auto "
+                                    "axes of the mesh (the region makes them manual inside its body)")
 
 
 def manual_factor_axes(region, op_name: str, rule: OpShardingRule) -> dict[int, tuple[AxisRef, ...]]:
@@ -239,5 +256,5 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
     return BodyCollective(name, prim.lowering, axes, p, cost.bytes_per_device, cost.time_s)
 
 
-__all__ = ["BodyCollective", "allows", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
+__all__ = ["BodyCollective", "allows", "check_plannable", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
            "region_candidates"]
