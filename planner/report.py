@@ -60,6 +60,7 @@ class OpDecision:
     reason: str
     compute_time_s: float
     comm_time_s: float  # the forward redistributions of its result (graph-output delivery included)
+    collective: object = None  # a manual region's collective: its BodyCollective (kind, axes, bytes, time)
 
     @property
     def operand_shardings(self) -> tuple[TensorSharding, ...]:
@@ -80,6 +81,10 @@ class OpDecision:
             "compute_time_s": self.compute_time_s,
             "comm_time_s": self.comm_time_s,
             "reason": self.reason,
+            **({"collective": {"kind": self.collective.kind, "axes": list(self.collective.axes),
+                               "group_size": self.collective.group_size,
+                               "bytes_per_device": self.collective.bytes_per_device,
+                               "time_s": self.collective.time_s}} if self.collective is not None else {}),
         }
 
 
@@ -383,7 +388,9 @@ def make_plan(outcome: SearchOutcome) -> Plan:
     for c in program.computes():
         node = m.nodes[m.op_index[c.op.name]]
         ops.append(OpDecision(c.op.name, c.op.op, c.strategy, "user" if node.user else "propagated",
-                              reasons["ops"][c.op.name], c.compute_time_s, forward_comm.get(c.op.name, 0.0)))
+                              reasons["ops"][c.op.name], c.compute_time_s,
+                              forward_comm.get(c.op.name, 0.0) + (c.collective.time_s if c.collective else 0.0),
+                              c.collective))
     redistributions = tuple(r for r in program.redistributions() if r.steps)  # a transpose may move nothing
     totals = Totals(
         comm_bytes_per_device=program.comm_bytes_per_device(),

@@ -16,6 +16,7 @@ def test_plan_lists_the_region_ops_and_the_psums_communication(capsys):
     assert main(["plan", BY_HAND]) == 0
     out = capsys.readouterr().out
     assert "mlp/enter/w1" in out and "mlp/sum" in out and "psum" in out
+    assert "mlp/sum  psum        AllReduce{\"tp\"}  12,288 B" in out
     assert "communication 12,288 B per device" in out  # the psum's AllReduce (tests/simulation derive it)
 
 
