@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs import load_model
+from graphs import load_model, load_model_text
 from graphs.graph_builder import GraphBuilder
 from planner.api import plan
 from planner.partitioning import Backprop, Compute
@@ -96,3 +96,28 @@ def test_body_ops_never_use_a_manual_axis():
         role = graph.region_of_op(c.op.name).role(c.op.name)
         used = {a.name for axes in c.strategy.factor_axes for a in axes}
         assert role in ("enter", "exit") or not used & {"tp"}, c.op.name
+
+
+def _megatron_variant(mesh: str, x_in: str) -> str:
+    text = (CONFIGS / "megatron_by_hand.yaml").read_text()
+    text = text.replace("mesh: {tp: 4}", mesh).replace("  x:  {shape: [16, 128]}", "  x:  {shape: [16, 128], kind: param}")
+    return text.replace("in_shardings: ['[{}, {}]', ", f"in_shardings: ['{x_in}', ")
+
+
+def test_a_replicated_input_read_with_sharded_weights_gets_its_gradient_all_reduced():
+    # x is replicated over tp and pbroadcast by mm1 (w1 varies over tp), so dx comes back pending over tp:
+    # Megatron's backward AllReduce of dx, [16, 128] f32 over tp = 4: 2 * 3 * 2048 B
+    p = plan(load_model_text(_megatron_variant("mesh: {tp: 4}", "[{}, {}]")), training=True)
+    r = _simulated(p)
+    assert r.phases["backward"]["measured_comm_bytes_per_device"] == 12288
+    assert r.phases["backward"]["collectives"] == {"AllReduce": 1}
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_free_axis_in_the_in_sharding_shards_the_body_and_trains_exactly(search):
+    graph = load_model_text(_megatron_variant("mesh: {dp: 2, tp: 4}", '[{"dp"}, {}]'))
+    p = plan(graph, search=search, training=True)
+    _simulated(p)
+    assert p.tensors["mlp/x"].sharding.dims_text().startswith('[{"dp"')  # the free axis crosses the boundary
+    for t in graph.manual_regions[0].body_tensors:
+        assert "tp" not in {a.name for a in p.tensors[t].sharding.used_axes()}, t
