@@ -137,10 +137,8 @@ def op_vjp(graph: ComputationGraph, op, vjp, arrays, result, cotangent, wrt) -> 
             return ()
         return (grouped(lambda c: opdef.vjp([shape_like(c, arrays[0])], attrs, None, c, (0,))[0], cotangent,
                         region.manual_axes, sizes, attrs["axes"]),)
-    n = len(sizes)
-    coords = list(np.ndindex(*sizes))
     grads = [opdef.vjp([a[c] for a in arrays], attrs, None if result is None else result[c], cotangent[c], wrt)
-             for c in coords]
+             for c in np.ndindex(*sizes)]
     return tuple(np.stack([g[i] for g in grads]).reshape(tuple(sizes) + grads[0][i].shape) for i in range(len(wrt)))
 
 

@@ -42,9 +42,12 @@ its region (and a collective outside a region is an error); dimensions divide.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from graphs.ops.collectives import BOUNDARY_OPS, is_collective
 from graphs.specs import OpSpec
@@ -318,7 +321,6 @@ def check_placement(regions: Sequence[ManualRegion], ops, error) -> None:
                             "meet only through the region's inputs and outputs", op.line)
 
 
-__all__ = ["BODY_OP_KEYS", "ManualRegion", "RegionSpec", "check_placement", "flatten", "normalise_boundary"]
 
 
 # -- the reference semantics: body values stacked over manual coordinates -------------------------
@@ -336,8 +338,6 @@ def grouped(fn: Callable[[Any], Any], stacked: Any, manual_axes: Sequence[str], 
     """Apply a collective's group function ``fn`` (``[G, *local] -> [G, *out]``) to every group of ``stacked``
     (``[*sizes, *local]``, one leading dimension per manual axis): a group is the coordinates that differ only
     in ``axes``, its linear index row-major over ``axes`` as listed."""
-    import numpy as np
-
     k = len(sizes)
     positions = [list(manual_axes).index(a) for a in axes]
     x = np.moveaxis(np.asarray(stacked), positions, list(range(len(positions))))
@@ -353,3 +353,7 @@ def grouped(fn: Callable[[Any], Any], stacked: Any, manual_axes: Sequence[str], 
         out[(slice(None),) + o] = r
     out = out.reshape((*group, *others, *first.shape[1:]))
     return np.moveaxis(out, list(range(len(positions))), positions)
+
+
+__all__ = ["BODY_OP_KEYS", "ManualRegion", "RegionSpec", "check_placement", "flatten", "grouped", "normalise_boundary",
+           "per_coordinate"]
