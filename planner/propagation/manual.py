@@ -31,18 +31,19 @@ from planner.rules.registry import rule_for
 
 def check_plannable(graph, mesh) -> None:
     """Refuse what regions cannot be planned on: another mesh than the model's (the regions name its axes and
-    their local shapes follow its sizes), a manual axis typed Explicit (the consensus would type it)."""
+    their local shapes follow its sizes), a mesh with Explicit axes (seed 001's consensus does not type regions
+    yet)."""
     if not graph.manual_regions:
         return
     if mesh.axis_names != graph.mesh.axis_names or mesh.shape != graph.mesh.shape:
         raise PlanningError(f"model {graph.name!r} has manual regions, whose local shapes follow its mesh "
                             f"{graph.mesh.short()}; plan it on that mesh (drop --mesh {mesh.short()})")
-    for r in graph.manual_regions:
-        for a in r.manual_axes:
-            if mesh.axes[mesh.axis_index(a)].type is not AxisType.AUTO:
-                raise PlanningError(f"manual region {r.name!r} makes axis {a!r} manual, but the mesh types it "
-                                    f"{mesh.axes[mesh.axis_index(a)].type.value}; a region's manual axes are Auto "
-                                    "axes of the mesh (the region makes them manual inside its body)")
+    typed = [a.name for a in mesh.axes if a.type is not AxisType.AUTO]
+    if typed:
+        raise PlanningError(f"model {graph.name!r} has manual regions ({', '.join(r.name for r in graph.manual_regions)})"
+                            f" on a mesh with {typed[0]!r} typed {mesh.axes[mesh.axis_index(typed[0])].type.value}: "
+                            "regions are planned on meshes whose axes are all Auto (the regions make their manual "
+                            "axes manual inside their bodies); type the mesh's axes Auto")
 
 
 def manual_factor_axes(region, op_name: str, rule: OpShardingRule) -> dict[int, tuple[AxisRef, ...]]:

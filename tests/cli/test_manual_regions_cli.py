@@ -65,3 +65,12 @@ def test_bad_region_exits_2_naming_the_file_line_and_region(tmp_path, capsys):
 def test_explicit_mode_refuses_a_region_with_status_2(capsys):
     assert main(["plan", BY_HAND, "--search", "explicit"]) == 2
     assert "does not cover manual regions (here: mlp)" in capsys.readouterr().err
+
+
+def test_regions_on_a_mesh_with_explicit_axes_are_refused_with_status_2(tmp_path, capsys):
+    model = tmp_path / "typed.yaml"
+    model.write_text(Path(BY_HAND).read_text().replace("mesh: {tp: 4}", "mesh: {axes: {dp: 2, tp: 4}, "
+                                                                        "axis_types: {dp: Explicit}}"))
+    assert main(["plan", str(model)]) == 2
+    assert "on a mesh with 'dp' typed Explicit: regions are planned on meshes whose axes are all Auto" in \
+        capsys.readouterr().err
