@@ -141,6 +141,10 @@ def plan(
     clu = _cluster(graph, cluster)
     check_axis_types(planning_mesh)
     check_plannable(graph, planning_mesh)
+    if graph.manual_regions and training and not insert_pbroadcast:
+        raise PlanningError("--no-pbroadcast treats every cotangent as a pending sum over the mesh, which a manual "
+                            "region's body values (blocks that differ over its manual axes) cannot be; train "
+                            "models with regions with the variance types (drop --no-pbroadcast)")
     if any(op_explicit_axes(graph, planning_mesh).values()) and search in ("bfs", "ilp"):
         # seed 001's types where axes are Explicit, the search on the Auto rest
         prefixes, fixed, _ = explicit_prefixes(graph, planning_mesh)

@@ -74,3 +74,8 @@ def test_regions_on_a_mesh_with_explicit_axes_are_refused_with_status_2(tmp_path
     assert main(["plan", str(model)]) == 2
     assert "on a mesh with 'dp' typed Explicit: regions are planned on meshes whose axes are all Auto" in \
         capsys.readouterr().err
+
+
+def test_no_pbroadcast_training_of_a_region_is_refused_with_status_2(capsys):
+    assert main(["simulate", DP, "--training", "--no-pbroadcast"]) == 2
+    assert "train models with regions with the variance types (drop --no-pbroadcast)" in capsys.readouterr().err
