@@ -263,15 +263,6 @@ def _vjp(name: str):
     return vjp
 
 
-def transpose_name(name: str) -> str:
-    """The collective whose forward is ``name``'s VJP (JAX's transpose rules; seed 004).
-
-    >>> [transpose_name(n) for n in ("psum", "all_gather", "psum_scatter", "all_to_all", "ppermute")]
-    ['psum', 'psum_scatter', 'all_gather', 'all_to_all', 'ppermute']
-    """
-    return {"all_gather": "psum_scatter", "psum_scatter": "all_gather"}.get(name, name)
-
-
 def _axis_index_reference(arrays, attrs):
     return np.arange(int(attrs["group_size"]), dtype=np.int32)
 
@@ -426,11 +417,6 @@ MANUAL_EXIT = OpDef("manual_exit", "region", 1, 1, _BOUNDARY, _exit_infer, _zero
                     vjp=_exit_vjp, vjp_reads_inputs=False)
 
 
-def stacked_over(arrays: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
-    """Stack per-coordinate arrays (row-major over ``sizes``) into ``[*sizes, *shape]``."""
-    return np.stack([np.asarray(a) for a in arrays]).reshape(tuple(sizes) + np.asarray(arrays[0]).shape)
-
-
 __all__ = ["ALL_GATHER", "ALL_TO_ALL", "AXIS_INDEX", "BOUNDARY_OPS", "COLLECTIVE_OPS", "MANUAL_ENTER", "MANUAL_EXIT",
            "PBROADCAST", "PMEAN", "PPERMUTE", "PSUM", "PSUM_SCATTER", "enter_reference", "exit_reference",
-           "group_size", "is_collective", "stacked_over", "transpose_name"]
+           "group_size", "is_collective"]

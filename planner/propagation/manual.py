@@ -18,12 +18,12 @@ from typing import Mapping, Sequence
 
 from costmodels import RING, chunk_bytes
 from graphs.dtypes import dtype_itemsize
-from graphs.ops.collectives import is_collective, transpose_name
+from graphs.ops.collectives import is_collective
 from planner.errors import PlanningError, VarianceError
 from planner.ir.mesh import AxisType
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
-from planner.redistribution.primitives import primitive, result_variance
+from planner.redistribution.primitives import primitive, result_variance, transpose_of
 from planner.propagation.annotations import satisfies
 from planner.rules.factors import FactorKind, OpShardingRule
 from planner.rules.registry import rule_for
@@ -222,15 +222,23 @@ class BodyCollective:
     time_s: float
 
 
+def transposed_primitive(op_kind: str) -> str:
+    """The primitive a body collective's Backprop runs (seed 004's transpose,
+    :func:`planner.redistribution.primitives.transpose_of`): psum -> pbroadcast, all_gather <-> psum_scatter,
+    all_to_all and ppermute to themselves. pbroadcast's transpose, psum, is made by the redistribution that
+    reduces its operand's pending cotangent (:func:`manual_pending`), so its Backprop runs pbroadcast
+    (identity) itself."""
+    name = _primitive_name(op_kind)
+    return "pbroadcast" if name == "pbroadcast" else transpose_of(name).name
+
+
 def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> BodyCollective | None:
     """What collective op ``op`` under ``strategy`` (free axes) communicates; None for one that does not
     (``pbroadcast``, ``axis_index``) and for every other op. ``transposed``: its backward, the transpose
     collective on the cotangents (psum -> pbroadcast: nothing; all_gather -> psum_scatter ...)."""
     if not is_collective(op):
         return None
-    name = _primitive_name(op.op)
-    if transposed:  # psum's cotangent is invariant: pbroadcast; pbroadcast's psum is its operand's pending sum
-        name = "pbroadcast" if name in ("psum", "pbroadcast") else transpose_name(name)
+    name = transposed_primitive(op.op) if transposed else _primitive_name(op.op)
     prim = primitive(name)
     if prim.lowering is None:
         return None
@@ -258,4 +266,4 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
 
 
 __all__ = ["BodyCollective", "allows", "check_plannable", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
-           "region_candidates"]
+           "region_candidates", "transposed_primitive"]

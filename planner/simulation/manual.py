@@ -22,6 +22,7 @@ import numpy as np
 from graphs.dtypes import dtype_itemsize
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
+from planner.propagation.manual import transposed_primitive
 from planner.simulation.collectives import Network, groups, ring_all_gather, ring_reduce_scatter
 
 
@@ -69,18 +70,11 @@ def _ppermute(net: Network, members, blocks, perm) -> list[np.ndarray]:
     return out
 
 
-#: The per-device transpose of each body collective (seed 004): psum's cotangent is invariant, so its
-#: transpose is pbroadcast (nothing moves); pbroadcast's is psum, made by the redistribution that reduces
-#: its operand's pending cotangent (here: nothing moves); all_gather and psum_scatter swap.
-TRANSPOSED = {"psum": "pbroadcast", "pmean": "pbroadcast_mean", "pbroadcast": "pbroadcast",
-              "all_gather": "psum_scatter",
-              "psum_scatter": "all_gather", "all_to_all": "all_to_all", "ppermute": "ppermute"}
-
-
 def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed: bool = False) -> list:
     """Every device's result block of body collective ``op`` from its operand blocks (by device id), bytes
-    counted at ``dtype``; ``transposed``: its transpose on cotangent blocks (:data:`TRANSPOSED`; all_to_all
-    with its dims swapped, ppermute with its pairs reversed)."""
+    counted at ``dtype``; ``transposed``: its transpose on cotangent blocks
+    (:func:`planner.propagation.manual.transposed_primitive`: all_to_all with its dims swapped, ppermute with
+    its pairs reversed, pmean's pbroadcast scaled by 1/G)."""
     kind = op.op
     axes = tuple(op.attr("axes"))
     net.itemsize = dtype_itemsize(dtype)
@@ -92,7 +86,9 @@ def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed:
                 out[int(d)] = np.asarray(r, dtype=np.int32)
             continue
         group = [np.asarray(blocks[int(d)]) for d in members]
-        name = TRANSPOSED[kind] if transposed else kind
+        name = transposed_primitive(kind) if transposed else kind
+        if transposed and kind == "pmean":
+            name = "pbroadcast_mean"
         if name == "psum":
             res = _all_reduce(net, members, group)
         elif name == "pmean":
@@ -118,4 +114,4 @@ def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed:
     return out
 
 
-__all__ = ["TRANSPOSED", "collective_groups", "run_collective"]
+__all__ = ["collective_groups", "run_collective"]
