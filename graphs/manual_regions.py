@@ -253,6 +253,11 @@ def flatten(spec: RegionSpec, mesh: Mesh | None, outer: set[str], parse: Callabl
             else:
                 raise error(f"region {r!r}: body op {name!r} reads tensor {t!r}, which is neither an input of the "
                             "region nor a body result", at)
+        ann = o.get("out_sharding")
+        if ann is not None and any(a.name in manual for a in ann.used_axes() + tuple(ann.replicated)):
+            raise error(f"region {r!r}: body op {name!r} has out_sharding {ann.dims_text()}, which names a manual "
+                        f"axis ({', '.join(manual)}); a body value is sharded over the free axes only (its manual "
+                        "blocks are the in-shardings')", at)
         attrs = {k: v for k, v in o.items() if k not in BODY_OP_KEYS}
         if is_collective(kind):
             if "group_size" in attrs:

@@ -92,6 +92,8 @@ def _variant(old: str, new: str) -> str:
      "collective 'sum' (psum) is over axis 'dp', which is not a manual axis of the region (tp)"),
     (_variant("w1: {shape: [128, 512]", "w1: {shape: [128, 510]").replace("w2: {shape: [512,", "w2: {shape: [510,"),
      8, "dimension 1 of input 'w1' has size 510, which its manual axes tp (4 blocks) do not divide"),
+    (_variant("output: h}", "output: h, out_sharding: '[{}, {\"tp\"}]'}"), 15,
+     "body op 'mm1' has out_sharding [{}, {\"tp\"}], which names a manual axis (tp)"),
     (_variant("outputs: [y]\n    out", "outputs: [z]\n    out").replace("outputs: [y]\n", "outputs: [z]\n", 1), 8,
      "region 'mlp' lists output 'z', which no body op makes"),
 ])
