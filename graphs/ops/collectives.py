@@ -212,52 +212,43 @@ def _ppermute(x: np.ndarray, perm) -> np.ndarray:
     return out
 
 
-def _cot(cotangent) -> np.ndarray:
-    return np.array(cotangent, copy=True)
+# One forward and one VJP per collective, on operands stacked over the group (the VJP is the reference's
+# per-coordinate chain rule: psum's is the psum of the cotangents, all_gather's psum_scatter ...).
+_FORWARD = {
+    "psum": lambda x, a: _psum(x),
+    "pmean": lambda x, a: _psum(x) / x.shape[0],
+    "pbroadcast": lambda x, a: x.copy(),
+    "all_gather": lambda x, a: _all_gather(x, a["dim"]),
+    "psum_scatter": lambda x, a: _psum_scatter(x, a["dim"]),
+    "all_to_all": lambda x, a: _all_to_all(x, a["split_dim"], a["concat_dim"]),
+    "ppermute": lambda x, a: _ppermute(x, a["perm"]),
+}
+_BACKWARD = {
+    "psum": lambda c, a: _psum(c),
+    "pmean": lambda c, a: _psum(c) / c.shape[0],
+    "pbroadcast": lambda c, a: c.copy(),
+    "all_gather": lambda c, a: _psum_scatter(c, a["dim"]),
+    "psum_scatter": lambda c, a: _all_gather(c, a["dim"]),
+    "all_to_all": lambda c, a: _all_to_all(c, a["concat_dim"], a["split_dim"]),
+    "ppermute": lambda c, a: _ppermute(c, tuple((d, s) for s, d in a["perm"])),
+}
 
 
 def _reference(name: str):
+    forward = _FORWARD[name]
+
     def reference(arrays, attrs):
-        x = np.asarray(arrays[0])
-        if name == "psum":
-            return _psum(x)
-        if name == "pmean":
-            return _psum(x) / x.shape[0]
-        if name == "pbroadcast":
-            return x.copy()
-        if name == "all_gather":
-            return _all_gather(x, attrs["dim"])
-        if name == "psum_scatter":
-            return _psum_scatter(x, attrs["dim"])
-        if name == "all_to_all":
-            return _all_to_all(x, attrs["split_dim"], attrs["concat_dim"])
-        if name == "ppermute":
-            return _ppermute(x, attrs["perm"])
-        raise AssertionError(name)
+        return forward(np.asarray(arrays[0]), attrs)
 
     return reference
 
 
 def _vjp(name: str):
+    backward = _BACKWARD[name]
+
     def vjp(arrays, attrs, result, cotangent, wrt):
         check_wrt(name, arrays, wrt)
-        c = np.asarray(cotangent)
-        if name == "psum":
-            g = _psum(c)
-        elif name == "pmean":
-            g = _psum(c) / c.shape[0]
-        elif name == "pbroadcast":
-            g = _cot(c)
-        elif name == "all_gather":
-            g = _psum_scatter(c, attrs["dim"])
-        elif name == "psum_scatter":
-            g = _all_gather(c, attrs["dim"])
-        elif name == "all_to_all":
-            g = _all_to_all(c, attrs["concat_dim"], attrs["split_dim"])
-        elif name == "ppermute":
-            g = _ppermute(c, tuple((d, s) for s, d in attrs["perm"]))
-        else:
-            raise AssertionError(name)
+        g = backward(np.asarray(cotangent), attrs)
         return tuple(g.copy() for _ in wrt)
 
     return vjp
