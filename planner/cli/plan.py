@@ -142,7 +142,7 @@ def render_table(p) -> str:
     if body:
         out += ["", "collectives of manual regions (forward):"]
         out.append(table([(o.name, o.kind, f"{o.collective.kind}{{{', '.join(map(repr, o.collective.axes))}}}".replace("'", '"'),
-                           f"{o.collective.bytes_per_device:,} B", format_quantity(o.collective.time_s, "s"))
+                           format_bytes(o.collective.bytes_per_device), format_seconds(o.collective.time_s))
                           for o in body], header=("op", "collective", "steps", "bytes/device", "time")))
     if p.gradient_syncs:
         out += ["", "gradient reductions:"]

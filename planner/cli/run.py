@@ -54,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_INTERNAL_ERROR
 
 
+def _b(count: int) -> str:
+    """Bytes to the byte: the plan's and XLA's counts are compared side by side."""
+    from costmodels.units import format_bytes
+
+    return format_bytes(count, exact=True)
+
+
 def _groups(groups) -> str:
     return ",".join("{" + ",".join(map(str, g)) + "}" for g in groups)
 
@@ -65,27 +72,27 @@ def _checks(title: str, entries: dict) -> str:
 
 
 def render(plan, r) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_seconds
 
     lines = [f"model {plan.model}, search {plan.search}, engine jax: XLA on {r.devices} {r.platform} devices"
              + (", forward and backward" if r.training else ""), "", _checks("output", r.outputs)]
     if r.training:
         lines += ["", _checks("gradient", r.gradients)]
-    planned = [(c.phase, c.tensor, c.kind, c.axes, _groups(c.replica_groups), f"{c.bytes_per_device:,} B")
+    planned = [(c.phase, c.tensor, c.kind, c.axes, _groups(c.replica_groups), _b(c.bytes_per_device))
                for c in r.planned]
     lines += ["", "the plan's collectives:",
               table(planned, header=("phase", "tensor", "kind", "axes", "replica groups", "bytes/device"))
               if planned else "none"]
-    xla = [(c.name, c.kind, " ".join(c.arrays), _groups(c.replica_groups), f"{c.bytes_per_device:,} B", c.op_name)
+    xla = [(c.name, c.kind, " ".join(c.arrays), _groups(c.replica_groups), _b(c.bytes_per_device), c.op_name)
            for c in r.xla]
     lines += ["", "XLA's collectives (compiled HLO):",
               table(xla, header=("instruction", "kind", "result", "replica groups", "bytes/device", "from"))
               if xla else "none"]
-    kinds = [(kind, k["predicted_count"], f"{k['predicted_bytes_per_device']:,} B", k["xla_count"],
-              f"{k['xla_bytes_per_device']:,} B", "-" if k["ratio"] is None else f"{k['ratio']:.2f}")
+    kinds = [(kind, k["predicted_count"], _b(k['predicted_bytes_per_device']), k["xla_count"],
+              _b(k['xla_bytes_per_device']), "-" if k["ratio"] is None else f"{k['ratio']:.2f}")
              for kind, k in r.by_kind().items()]
-    kinds.append(("total", len(r.planned), f"{r.predicted_comm_bytes_per_device:,} B", len(r.xla),
-                  f"{r.xla_comm_bytes_per_device:,} B", "-" if r.ratio is None else f"{r.ratio:.2f}"))
+    kinds.append(("total", len(r.planned), _b(r.predicted_comm_bytes_per_device), len(r.xla),
+                  _b(r.xla_comm_bytes_per_device), "-" if r.ratio is None else f"{r.ratio:.2f}"))
     lines += ["", table(kinds, header=("kind", "plan", "plan bytes/device", "XLA", "XLA bytes/device",
                                        "XLA / plan")), ""]
     lines += [f"verdict: {v}" for v in r.verdict()]
@@ -93,5 +100,5 @@ def render(plan, r) -> str:
         lines.append("left to XLA (a pending sum has no PartitionSpec): " + ", ".join(r.unconstrained))
     what = "outputs and gradients" if r.training else "outputs"
     status = f"OK: {what} match the reference" if r.ok else f"FAILED: {what} differ from the reference"
-    lines.append(f"{status} (planned, compiled and run in {format_quantity(r.time_s, 's')})")
+    lines.append(f"{status} (planned, compiled and run in {format_seconds(r.time_s)})")
     return "\n".join(lines) + "\n"

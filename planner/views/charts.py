@@ -79,21 +79,21 @@ def bar_chart(title: str, labels: Sequence[str], series: Sequence[Series], cls: 
 
 def time_series(compute: Sequence[float], comm: Sequence[float]) -> tuple[Series, Series]:
     """The plan page's two series: compute and communication seconds."""
-    from costmodels import format_quantity
+    from costmodels.units import format_seconds
 
-    fmt = lambda v: format_quantity(v, "s")  # noqa: E731
+    fmt = format_seconds
     return (Series("compute", COMPUTE, tuple(compute), fmt), Series("communication", COMMUNICATION, tuple(comm), fmt))
 
 
 def compare_chart(c) -> str:
     """A :class:`planner.compare.Comparison` as three stacked charts (see the module docstring)."""
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes, format_seconds
 
     searches = [e.search for e in c.entries]
     panels = [
-        ("communication bytes per device", [e.comm_bytes_per_device for e in c.entries], lambda v: f"{v:,} B"),
-        ("communication time", [e.comm_time_s for e in c.entries], lambda v: format_quantity(v, "s")),
-        ("objective (compute + communication)", [e.objective for e in c.entries], lambda v: format_quantity(v, "s")),
+        ("communication bytes per device", [e.comm_bytes_per_device for e in c.entries], format_bytes),
+        ("communication time", [e.comm_time_s for e in c.entries], format_seconds),
+        ("objective (compute + communication)", [e.objective for e in c.entries], format_seconds),
     ]
     fills = [color(k) for k in range(len(searches))]
     charts = [_single_bars(title, searches, values, fmt, fills) for title, values, fmt in panels]

@@ -46,13 +46,15 @@ OP_H, TENSOR_H = 26.0, 22.0
 
 
 def _fmt_s(v: float) -> str:
-    from costmodels import format_quantity
+    from costmodels.units import format_seconds
 
-    return format_quantity(v, "s")
+    return format_seconds(v)
 
 
 def _fmt_bytes(v: int) -> str:
-    return f"{v:,} B"
+    from costmodels.units import format_bytes
+
+    return format_bytes(v, exact=True)  # edge labels to the byte, as the plan's table of redistributions
 
 
 def layer_of(name: str) -> str | None:
@@ -402,7 +404,7 @@ JS = """
 
 def plan_page(p) -> str:
     """The page described in the module docstring, for a :class:`~planner.report.Plan`."""
-    from costmodels import format_quantity
+    from costmodels.units import format_bytes
 
     keys = [t.sharding.dims_text() for t in p.tensors.values()]
     replicated = next((t.sharding.dims_text() for t in p.tensors.values() if t.sharding.is_fully_replicated), None)
@@ -477,7 +479,7 @@ def plan_page(p) -> str:
              f"{len(ops)} ops, {len(p.tensors)} tensors, {len(p.redistributions)} redistributions"]
     totals = [f"communication <b>{esc(_fmt_bytes(t.comm_bytes_per_device))}</b> per device in "
               f"<b>{esc(_fmt_s(t.comm_time_s))}</b>", f"compute <b>{esc(_fmt_s(t.compute_time_s))}</b>",
-              f"memory <b>{esc(format_quantity(t.memory_bytes_per_device, 'bytes'))}</b> per device",
+              f"memory <b>{esc(format_bytes(t.memory_bytes_per_device))}</b> per device",
               f"objective <b>{esc(_fmt_s(t.objective))}</b>"]
     warn = "".join(f'<p class="note">warning: {esc(w)}</p>' for w in p.warnings)
     return "\n".join([
