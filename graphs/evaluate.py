@@ -22,6 +22,8 @@ import numpy as np
 
 from graphs.dtypes import is_float, numpy_dtype
 from graphs.graph import ComputationGraph
+from graphs.manual_regions import grouped, per_coordinate
+from graphs.ops.collectives import is_collective
 from graphs.ops.registry import get_op
 from planner.errors import ModelError, quote
 
@@ -89,6 +91,62 @@ def checked_feeds(graph: ComputationGraph, feeds: Mapping[str, np.ndarray]) -> d
     return values
 
 
+def _body(graph: ComputationGraph, op):
+    """``(region, manual sizes)`` of a body op (not enter or exit), else None."""
+    region = graph.region_of_op(op.name) if graph.manual_regions else None
+    if region is None or region.role(op.name) != "body":
+        return None
+    return region, region.manual_sizes(graph.mesh)
+
+
+def op_reference(graph: ComputationGraph, op, arrays) -> np.ndarray:
+    """Op ``op``'s value from its operands' values.
+
+    Outside manual regions: the catalogue's ``reference``. A body tensor of a
+    manual region holds **one array per manual coordinate**, stacked
+    ``[*manual sizes, *local shape]`` (the region's ``manual_axes`` order): a body op
+    runs once per coordinate, a collective once per group of coordinates
+    (:func:`graphs.manual_regions.grouped`), ``manual_enter`` cuts the blocks of the
+    global operand and ``manual_exit`` assembles them.
+    """
+    opdef = get_op(op.op)
+    attrs = op.attrs_dict
+    body = _body(graph, op)
+    if body is None:
+        return np.asarray(opdef.reference(arrays, attrs))
+    region, sizes = body
+    if is_collective(op):
+        stacked = arrays[0] if arrays else np.zeros(tuple(sizes))
+        fn = (lambda g: opdef.reference([g], attrs)) if arrays else (lambda g: opdef.reference([], attrs))
+        return grouped(fn, stacked, region.manual_axes, sizes, attrs["axes"])
+    blocks = per_coordinate(lambda a: np.asarray(opdef.reference(a, attrs)), arrays, sizes)
+    return np.stack(blocks).reshape(tuple(sizes) + blocks[0].shape)
+
+
+def op_vjp(graph: ComputationGraph, op, vjp, arrays, result, cotangent, wrt) -> tuple:
+    """``vjp`` (the catalogue's, or its in-place form outside regions) of ``op`` on values as
+    :func:`op_reference` holds them: per coordinate in a region's body, per group for a collective."""
+    attrs = op.attrs_dict
+    body = _body(graph, op)
+    if body is None:
+        return vjp(arrays, attrs, result, cotangent, wrt)
+    opdef = get_op(op.op)
+    region, sizes = body
+    if is_collective(op):
+        if not wrt:
+            return ()
+        return (grouped(lambda c: opdef.vjp([shape_like(c, arrays[0])], attrs, None, c, (0,))[0], cotangent,
+                        region.manual_axes, sizes, attrs["axes"]),)
+    grads = [opdef.vjp([a[c] for a in arrays], attrs, None if result is None else result[c], cotangent[c], wrt)
+             for c in np.ndindex(*sizes)]
+    return tuple(np.stack([g[i] for g in grads]).reshape(tuple(sizes) + grads[0][i].shape) for i in range(len(wrt)))
+
+
+def shape_like(block: np.ndarray, operand: np.ndarray) -> np.ndarray:
+    """A stand-in with ``block``'s shape and ``operand``'s dtype (a collective's VJP reads only those)."""
+    return np.broadcast_to(np.zeros((), np.asarray(operand).dtype), block.shape)
+
+
 def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep=None) -> dict[str, np.ndarray]:
     """Every tensor's value: ``feeds`` for inputs, parameters and constants, computed for the rest.
 
@@ -103,8 +161,7 @@ def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep
             for t in op.inputs:
                 last[t] = i
     for i, op in enumerate(graph.ops):
-        result = get_op(op.op).reference([values[t] for t in op.inputs], op.attrs_dict)
-        values[op.output] = np.asarray(result)
+        values[op.output] = op_reference(graph, op, [values[t] for t in op.inputs])
         if keep is not None:
             for t in set(op.inputs):
                 if last[t] == i and t not in keep:

@@ -34,7 +34,7 @@ from typing import Mapping
 import numpy as np
 
 from graphs.dtypes import is_float
-from graphs.evaluate import checked_feeds
+from graphs.evaluate import checked_feeds, op_reference, op_vjp
 from graphs.graph import ComputationGraph
 from graphs.ops.opdef import shape_stand_in
 from graphs.ops.registry import get_op
@@ -157,7 +157,7 @@ def reference_gradients(
     for k, op in enumerate(ops):
         opdef = get_op(op.op)
         ins = [values[t] for t in op.inputs]
-        values[op.output] = np.asarray(opdef.reference(ins, op.attrs_dict))
+        values[op.output] = op_reference(graph, op, ins)
         if k in backward:
             reads = opdef.vjp_inputs(backward[k], len(ins))
             stand_ins[k] = [None if i in reads else shape_stand_in(a.shape, a.dtype) for i, a in enumerate(ins)]
@@ -195,7 +195,7 @@ def reference_gradients(
             result = values[op.output] if opdef.vjp_reads_result else None
             mine = was_owned and cot.flags.writeable and len(backward[k]) == 1
             vjp = opdef.vjp_in_place if mine and opdef.vjp_in_place is not None else opdef.vjp
-            grads = vjp(arrays, op.attrs_dict, result, cot, backward[k])
+            grads = op_vjp(graph, op, vjp, arrays, result, cot, backward[k])
             del arrays, result, cot
             for i, g in zip(backward[k], grads):
                 accumulate(op.inputs[i], g)

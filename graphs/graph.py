@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from graphs.axis_regions import AxisRegion, check_regions
+from graphs.manual_regions import ManualRegion, check_placement
 from graphs.meshes import check_same_devices
 from graphs.ops.common import shape_text
 from graphs.ops.opdef import OpDef
@@ -74,7 +75,7 @@ class ComputationGraph:
     """
 
     __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "shard_like",
-                 "axis_regions", "source", "_nx", "_ops", "_producer", "_consumers")
+                 "axis_regions", "manual_regions", "source", "_nx", "_region_of", "_ops", "_producer", "_consumers")
 
     def __init__(
         self,
@@ -87,6 +88,7 @@ class ComputationGraph:
         *,
         shard_like: Iterable[Sequence[str]] = (),
         axis_regions: Iterable[AxisRegion] = (),
+        manual_regions: Iterable[ManualRegion] = (),
         cluster: Any = None,
         outputs_layout: str = "free",
         source: str | None = None,
@@ -133,6 +135,14 @@ class ComputationGraph:
         mesh_axes = [a.name for a in next(iter(self.meshes.values())).axes] if self.meshes else []
         set_("axis_regions", check_regions(regions, self._ops, mesh_axes, lambda t: [o for o, _ in consumers[t]],
                                            self.outputs, self._error) if regions else ())
+        manual = tuple(manual_regions)
+        check_placement(manual, ordered_ops, self._error)
+        set_("manual_regions", manual)
+        region_of: dict[str, ManualRegion] = {}
+        for r in manual:
+            for name in r.ops + r.enter_ops + r.exit_ops + r.body_tensors:
+                region_of[name] = r
+        set_("_region_of", region_of)
         set_("_nx", None)  # the networkx view, built on first use of .nx
 
     def __setattr__(self, key, value):
@@ -142,7 +152,8 @@ class ComputationGraph:
         """Pickle and copy by rebuilding from the specs (the networkx view is derived)."""
         declared = [t for t in self.tensors.values() if t.kind != "activation"]
         args = (self.name, dict(self.meshes), declared, list(self.ops), self.outputs, self.shard_as)
-        return _rebuild, (args, {"shard_like": self.shard_like, "axis_regions": self.axis_regions, "cluster": self.cluster,
+        return _rebuild, (args, {"shard_like": self.shard_like, "axis_regions": self.axis_regions,
+                                 "manual_regions": self.manual_regions, "cluster": self.cluster,
                                  "outputs_layout": self.outputs_layout, "source": self.source})
 
     def __repr__(self) -> str:
@@ -409,6 +420,17 @@ class ComputationGraph:
             return self._ops[name]
         except KeyError:
             raise ModelError(f"model {quote(self.name)} has no op {quote(name)}{_suggest(name, self._ops)}") from None
+
+    def region_of_op(self, name: str) -> ManualRegion | None:
+        """The manual region whose body, enter or exit op ``name`` is (None for an op outside regions)."""
+        self.op(name)
+        return self._region_of.get(name)
+
+    def region_of_tensor(self, name: str) -> ManualRegion | None:
+        """The manual region whose body tensor (argument or body result) ``name`` is; None for outer tensors
+        (a region's inputs and outputs are outer tensors)."""
+        self.tensor(name)
+        return self._region_of.get(name)
 
     def op_def(self, name: str) -> OpDef:
         """The catalogue entry of op instance ``name``."""

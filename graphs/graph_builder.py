@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from graphs.axis_regions import AxisRegion
 from graphs.graph import ComputationGraph
+from graphs.manual_regions import RegionSpec, flatten
 from graphs.meshes import as_meshes
 from graphs.specs import OpSpec, TensorSpec
 from planner.errors import ModelError, ShardplanError, quote
@@ -44,6 +45,7 @@ class GraphBuilder:
         self._outputs: tuple[str, ...] | None = None
         self._shard_as: list[tuple[str, ...]] = []
         self._regions: list[AxisRegion] = []
+        self._manual: list[RegionSpec] = []
         self._shard_like: list[tuple[str, ...]] = []
         self._lines: dict[str, Any] = {"shard_as": [], "shard_like": []}
 
@@ -156,6 +158,54 @@ class GraphBuilder:
                        for t, s in dict(shardings or {}).items())
         self._regions.append(AxisRegion(str(name), kind, tuple(map(str, axes)), tuple(map(str, ops)), parsed, line))
 
+    def manual_region(self, name: str, manual_axes: Sequence[str], inputs: Sequence[str], in_shardings: Sequence[Any],
+                      outputs: Sequence[str], out_shardings: Sequence[Any], ops: Sequence[Mapping[str, Any]],
+                      line: int | None = None) -> tuple[str, ...]:
+        """A manual computation region (shard_map, :mod:`graphs.manual_regions`); returns its outputs.
+
+        ``ops`` are the body's ops on local shapes, each a mapping with ``op``, ``inputs``
+        (the region's inputs by their outer names, or body results), ``output``,
+        optionally ``name``, ``out_sharding`` (free axes only), ``line`` and attributes
+        (a collective's ``axes``, ``dim`` ...). Shardings are text or TensorSharding.
+
+        >>> b = GraphBuilder("m", {"tp": 2})
+        >>> x, w = b.tensor("x", [4, 8]), b.param("w", [8, 6])
+        >>> b.manual_region("r", ["tp"], [x, w], ['[{}, {"tp"}]', '[{"tp"}, {}]'], ["y"], ['[{}, {}]'],
+        ...                 [{"name": "mm", "op": "matmul", "inputs": [x, w], "output": "p"},
+        ...                  {"name": "sum", "op": "psum", "axes": ["tp"], "inputs": ["p"], "output": "y"}])
+        ('y',)
+        >>> g = b.build()
+        >>> g.tensor("r/x").shape, g.tensor("y").shape, g.region_of_op("r/sum").name
+        ((4, 4), (4, 6), 'r')
+        """
+        body = []
+        for i, o in enumerate(ops):
+            o = dict(o)
+            if o.get("out_sharding") is not None:
+                o["out_sharding"] = self.sharding(o["out_sharding"], f"region {name!r} body op "
+                                                                     f"{o.get('name', i)!r} out_sharding",
+                                                  o.get("line", line))
+            body.append(o)
+        outputs = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+        self._manual.append(RegionSpec(name, tuple(manual_axes), tuple(inputs), tuple(in_shardings), outputs,
+                                       tuple(out_shardings), tuple(body), line))
+        return outputs
+
+    def _flattened(self) -> tuple[list[OpSpec], tuple]:
+        """The outer ops plus every region's ops, and the ManualRegions."""
+        if not self._manual:
+            return self._ops, ()
+        mesh = next(iter(self.meshes.values()), None)
+        outer = {t.name for t in self._tensors} | {op.output for op in self._ops}
+        for spec in self._manual:
+            outer.update(spec.outputs)
+        ops, regions = list(self._ops), []
+        for spec in self._manual:
+            made, region = flatten(spec, mesh, outer, lambda v, what: self.sharding(v, what, spec.line), self.where)
+            ops += made
+            regions.append(region)
+        return ops, tuple(regions)
+
     # -- annotations by name pattern ------------------------------------------------------
     def _match(self, pattern: str, names: Sequence[str], section: str, kind: str, line: int | None) -> list[str]:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
@@ -226,7 +276,8 @@ class GraphBuilder:
     # -- result --------------------------------------------------------------------------
     def build(self) -> ComputationGraph:
         """Validate everything and return the graph (raises ModelError on the first problem)."""
+        ops, manual = self._flattened()
         return ComputationGraph(
-            self.name, self.meshes, self._tensors, self._ops, self._outputs, self._shard_as,
-            shard_like=self._shard_like, axis_regions=self._regions, cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
+            self.name, self.meshes, self._tensors, ops, self._outputs, self._shard_as,
+            shard_like=self._shard_like, axis_regions=self._regions, manual_regions=manual, cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
         )

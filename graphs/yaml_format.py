@@ -32,8 +32,10 @@ from planner.files import read_text
 
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "outputs_layout", "shard_as",
-                  "auto_axes", "explicit_axes",
+                  "auto_axes", "explicit_axes", "regions",
                   "shard_like", "model", "shardings", "strategies")
+#: Keys of one entry of ``regions`` (a manual computation region).
+REGION_KEYS = ("name", "manual_axes", "inputs", "in_shardings", "outputs", "out_shardings", "ops")
 #: Keys of one entry of ``tensors``.
 TENSOR_KEYS = ("shape", "dtype", "kind", "sharding", "value")
 #: Keys of one entry of ``ops`` that are not op attributes.
@@ -104,6 +106,7 @@ class _Reader:
         self._groups(b, "shard_as", b.shard_as)
         self._groups(b, "shard_like", b.shard_like)
         self._regions(b)
+        self._manual_regions(b)
         self._patterns(b)
         fallback = doc.line_of("model") if "model" in doc else doc.line
         try:
@@ -269,6 +272,56 @@ class _Reader:
                 add(str(plain(r["name"])), self._names(r.get("axes", []), "`axes`", line),
                     self._names(r.get("ops", []), "`ops`", line), {str(k): plain(v) for k, v in shardings.items()},
                     line=line)
+
+    def _manual_regions(self, b: GraphBuilder) -> None:
+        """``regions``: manual computation regions (:mod:`graphs.manual_regions`)."""
+        regions = self.doc.get("regions")
+        if regions is None:
+            return
+        if not isinstance(regions, LineList):
+            raise self.error("`regions` must be a list of manual regions, each {name, manual_axes, inputs, "
+                             "in_shardings, outputs, out_shardings, ops}", self.doc.line_of("regions"))
+        for i, r in enumerate(regions):
+            line = regions.line_of(i)
+            if not isinstance(r, LineDict):
+                raise self.error(f"each `regions` entry must be a mapping with {', '.join(REGION_KEYS)}", line)
+            for key in r:
+                if key not in REGION_KEYS:
+                    raise self.error(f"region has unknown key {key!r}{_suggest(str(key), REGION_KEYS)} "
+                                     f"(keys: {', '.join(REGION_KEYS)})", r.line_of(key))
+            for key in REGION_KEYS:
+                if key not in r:
+                    label = f"region {plain(r['name'])!r}" if "name" in r else f"regions entry {i}"
+                    raise self.error(f"{label} needs `{key}` (keys: {', '.join(REGION_KEYS)})", line)
+            name = str(plain(r["name"]))
+            lists = {}
+            for key in ("manual_axes", "inputs", "outputs"):
+                lists[key] = self._names(r[key], f"`{key}` of region {name!r}", r.line_of(key))
+            for key in ("in_shardings", "out_shardings"):
+                value = r[key]
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise self.error(f"`{key}` of region {name!r} must be a list of sharding texts like "
+                                     f"'[{{\"tp\"}}, {{}}]', one per {key[:-10] or 'in'}put", r.line_of(key))
+                lists[key] = list(value)
+            ops = r["ops"]
+            if not isinstance(ops, LineList) or not ops:
+                raise self.error(f"`ops` of region {name!r} must be a non-empty list of body ops "
+                                 "like {name: mm1, op: matmul, inputs: [x, w1], output: h}", r.line_of("ops"))
+            body = []
+            for k, spec in enumerate(ops):
+                at = ops.line_of(k)
+                if not isinstance(spec, LineDict):
+                    raise self.error(f"region {name!r}: ops entry {k} must be a mapping with at least op and inputs",
+                                     at)
+                label = f"region {name!r}: body op {spec['name']!r}" if "name" in spec else \
+                    f"region {name!r}: ops entry {k}"
+                for key in ("op", "inputs"):
+                    if key not in spec:
+                        raise self.error(f"{label} needs `{key}`", at)
+                body.append({**{str(k2): plain(v) for k2, v in spec.items()},
+                             "inputs": self._names(spec["inputs"], f"{label}: inputs", at), "line": at})
+            b.manual_region(name, lists["manual_axes"], lists["inputs"], lists["in_shardings"], lists["outputs"],
+                            lists["out_shardings"], body, line=line)
 
     def _patterns(self, b: GraphBuilder) -> None:
         for key, apply in (("shardings", b.annotate_shardings), ("strategies", b.annotate_strategies)):

@@ -44,6 +44,7 @@ from planner.propagation.ignored import ignored_annotations
 from planner.propagation.mesh_override import on_mesh, with_model_types
 from planner.propagation.phases import parse_per_phase
 from planner.propagation.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
+from planner.propagation.manual import check_plannable
 from planner.propagation.propagate import PASSES
 from planner.propagation.search import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
@@ -157,6 +158,11 @@ def plan(
         graph = on_mesh(graph, planning_mesh)  # annotations kept by axis name, or a clear refusal
     clu = _cluster(graph, cluster)
     check_axis_types(planning_mesh)
+    check_plannable(graph, planning_mesh)
+    if graph.manual_regions and training and not insert_pbroadcast:
+        raise PlanningError("--no-pbroadcast treats every cotangent as a pending sum over the mesh, which a manual "
+                            "region's body values (blocks that differ over its manual axes) cannot be; train "
+                            "models with regions with the variance types (drop --no-pbroadcast)")
     if any(op_explicit_axes(graph, planning_mesh).values()) and search in ("bfs", "ilp"):
         # seed 001's types where axes are Explicit, the search on the Auto rest
         prefixes, fixed, _ = explicit_prefixes(graph, planning_mesh)

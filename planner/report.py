@@ -60,6 +60,7 @@ class OpDecision:
     reason: str
     compute_time_s: float
     comm_time_s: float  # the forward redistributions of its result (graph-output delivery included)
+    collective: object = None  # a manual region's collective: its BodyCollective (kind, axes, bytes, time)
 
     @property
     def operand_shardings(self) -> tuple[TensorSharding, ...]:
@@ -80,6 +81,10 @@ class OpDecision:
             "compute_time_s": self.compute_time_s,
             "comm_time_s": self.comm_time_s,
             "reason": self.reason,
+            **({"collective": {"kind": self.collective.kind, "axes": list(self.collective.axes),
+                               "group_size": self.collective.group_size,
+                               "bytes_per_device": self.collective.bytes_per_device,
+                               "time_s": self.collective.time_s}} if self.collective is not None else {}),
         }
 
 
@@ -270,9 +275,11 @@ class Plan:
         t = self.tensor(tensor)
         o = self.outcome
         if o.propagation is not None:
-            return [f"{tensor}: {t.sharding}", *(f"  {line}" for line in o.propagation.explain(tensor))]
-        info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
-        return explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
+            lines = [f"{tensor}: {t.sharding}", *(f"  {line}" for line in o.propagation.explain(tensor))]
+        else:
+            info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
+            lines = explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
+        return lines[:1] + region_lines(o.model.graph, tensor) + lines[1:]
 
     # -- the cost tables ----------------------------------------------------------------------
     def candidates(self, op: str) -> tuple[Candidate, ...]:
@@ -337,6 +344,24 @@ def _links_by_tensor(m) -> dict[str, list[int]]:
 
 # -- building -------------------------------------------------------------------------------------
 
+def region_lines(graph, tensor: str) -> list[str]:
+    """What a manual region says about ``tensor`` (``shardplan explain``): a body tensor's manual blocks, a
+    region input's in-sharding, a region output's out-sharding."""
+    out = []
+    for r in graph.manual_regions:
+        axes = ", ".join(r.manual_axes)
+        if tensor in r.body_tensors:
+            out.append(f"  body tensor of manual region {r.name!r} (manual axes {axes}): one local block per "
+                       "manual coordinate; its sharding is over the free axes")
+        if tensor in r.inputs:
+            out.append(f"  input of manual region {r.name!r}: in-sharding as written "
+                       f"{r.in_shardings[r.inputs.index(tensor)].dims_text()} (manual axes {axes} major)")
+        if tensor in r.outputs:
+            out.append(f"  output of manual region {r.name!r}: out-sharding as written "
+                       f"{r.out_shardings[r.outputs.index(tensor)].dims_text()} (manual axes {axes} major)")
+    return out
+
+
 def make_plan(outcome: SearchOutcome) -> Plan:
     """Lower ``outcome`` and read the plan off its program (see the module docstring)."""
     m, choice = outcome.model, outcome.choice
@@ -363,7 +388,9 @@ def make_plan(outcome: SearchOutcome) -> Plan:
     for c in program.computes():
         node = m.nodes[m.op_index[c.op.name]]
         ops.append(OpDecision(c.op.name, c.op.op, c.strategy, "user" if node.user else "propagated",
-                              reasons["ops"][c.op.name], c.compute_time_s, forward_comm.get(c.op.name, 0.0)))
+                              reasons["ops"][c.op.name], c.compute_time_s,
+                              forward_comm.get(c.op.name, 0.0) + (c.collective.time_s if c.collective else 0.0),
+                              c.collective))
     redistributions = tuple(r for r in program.redistributions() if r.steps)  # a transpose may move nothing
     totals = Totals(
         comm_bytes_per_device=program.comm_bytes_per_device(),

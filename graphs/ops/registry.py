@@ -8,7 +8,7 @@ entry; none is deliberately left without one.
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, matmul, max, maximum, mean, mul, neg, propagation_barrier, relu, reshape, rmsnorm, sharding_constraint, sigmoid, slice, softmax, sub, sum, tanh, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, all_gather, all_to_all, axis_index, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, manual_enter, manual_exit, matmul, max, maximum, mean, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, psum, psum_scatter, relu, reshape, rmsnorm, sharding_constraint, sigmoid, slice, softmax, sub, sum, tanh, transpose)
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from graphs.ops import annotation, conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
+from graphs.ops import annotation, collectives, conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
 from graphs.ops.opdef import OpDef
 from planner.errors import ModelError, did_you_mean, quote
 
 OPS: Mapping[str, OpDef] = MappingProxyType({
     "add": pointwise.ADD,
+    "all_gather": collectives.ALL_GATHER,
+    "all_to_all": collectives.ALL_TO_ALL,
+    "axis_index": collectives.AXIS_INDEX,
     "cast": pointwise.CAST,
     "concat": shape_ops.CONCAT,
     "conv2d": conv.CONV2D,
@@ -32,13 +35,20 @@ OPS: Mapping[str, OpDef] = MappingProxyType({
     "gather": gather.GATHER,
     "gelu": pointwise.GELU,
     "layernorm": normalization.LAYERNORM,
+    "manual_enter": collectives.MANUAL_ENTER,
+    "manual_exit": collectives.MANUAL_EXIT,
     "matmul": matmul.MATMUL,
     "max": reductions.MAX,
     "maximum": pointwise.MAXIMUM,
     "mean": reductions.MEAN,
     "mul": pointwise.MUL,
     "neg": pointwise.NEG,
+    "pbroadcast": collectives.PBROADCAST,
+    "pmean": collectives.PMEAN,
+    "ppermute": collectives.PPERMUTE,
     "propagation_barrier": annotation.PROPAGATION_BARRIER,
+    "psum": collectives.PSUM,
+    "psum_scatter": collectives.PSUM_SCATTER,
     "relu": pointwise.RELU,
     "reshape": shape_ops.RESHAPE,
     "rmsnorm": normalization.RMSNORM,

@@ -138,6 +138,12 @@ def render_table(p) -> str:
             rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
                        _steps_text(r.steps), format_bytes(r.bytes_per_device), format_seconds(r.time_s)))
         out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
+    body = [o for o in p.ops if o.collective is not None]
+    if body:
+        out += ["", "collectives of manual regions (forward):"]
+        out.append(table([(o.name, o.kind, f"{o.collective.kind}{{{', '.join(map(repr, o.collective.axes))}}}".replace("'", '"'),
+                           f"{o.collective.bytes_per_device:,} B", format_quantity(o.collective.time_s, "s"))
+                          for o in body], header=("op", "collective", "steps", "bytes/device", "time")))
     if p.gradient_syncs:
         out += ["", "gradient reductions:"]
         gs = [(g.tensor, _steps_text(g.steps), format_bytes(g.bytes_per_device), format_seconds(g.time_s))

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from costmodels.units import format_bytes
+from graphs.ops.collectives import is_collective
 from planner.ir.sharding import TensorSharding
 from planner.propagation.build import (
     Model,
@@ -44,6 +45,7 @@ from planner.propagation.build import (
     node_moves,
     op_compute_time_s,
 )
+from planner.propagation.manual import BodyCollective, body_collective, manual_types, manual_variance
 from planner.redistribution import ReshardPlan
 from planner.partitioning.typecheck import (
     check_backprop,
@@ -55,7 +57,6 @@ from planner.partitioning.typecheck import (
     variance_text,
 )
 from planner.redistribution.transpose import cotangent_layout
-from planner.training.gradients import operand_gradient
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,13 @@ class Redistribute:
 
 @dataclass(frozen=True)
 class Compute:
-    """Op ``op`` (a graphs.specs.OpSpec) under ``strategy`` on local blocks."""
+    """Op ``op`` (a graphs.specs.OpSpec) under ``strategy`` on local blocks.
+
+    In a manual region: ``manual`` is ``(per operand, result)`` the manual axes each
+    varies over besides its layout (:func:`planner.propagation.manual.manual_types`),
+    and a body collective carries its communication in ``collective`` (a
+    :class:`~planner.propagation.manual.BodyCollective`; None for every other op).
+    """
 
     op: object
     rule: object
@@ -118,6 +125,8 @@ class Compute:
     out_shape: tuple[int, ...]
     dtype: str
     compute_time_s: float
+    collective: BodyCollective | None = None
+    manual: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,8 @@ class Backprop:
     dtype: str
     wrt: tuple[int, ...]
     cotangents: tuple[TensorSharding, ...]
+    collective: BodyCollective | None = None  # a body collective's transpose collective, if it communicates
+    manual: tuple | None = None  # as Compute's
 
 
 Instruction = Union[Load, Redistribute, Compute, Backprop]
@@ -160,21 +171,36 @@ class Program:
     def computes(self) -> tuple[Compute, ...]:
         return tuple(i for i in self.instructions if isinstance(i, Compute))
 
+    def body_collectives(self, phase: str | None = None) -> tuple[BodyCollective, ...]:
+        """The communication of manual regions' collectives (forward: a Compute's; backward: a
+        Backprop's transpose collective), in program order."""
+        out = []
+        for i in self.instructions:
+            if isinstance(i, Compute) and i.collective is not None and phase in (None, "forward"):
+                out.append(i.collective)
+            elif isinstance(i, Backprop) and i.collective is not None and phase in (None, "backward"):
+                out.append(i.collective)
+        return tuple(out)
+
     def collective_counts(self) -> dict[str, int]:
-        """Collectives over every redistribution and gradient reduction, by kind (alphabetical; ``Slice``,
-        which is local, not counted; kinds absent when zero): what the CI gate and ``compare`` report."""
+        """Collectives over every redistribution, gradient reduction and manual region's collective, by kind
+        (alphabetical; ``Slice``, which is local, not counted; kinds absent when zero): what the CI gate and
+        ``compare`` report."""
         counts: dict[str, int] = {}
         for r in self.redistributions():
             for step in r.plan.steps:
                 if step.kind != "Slice":
                     counts[step.kind] = counts.get(step.kind, 0) + 1
+        for c in self.body_collectives():
+            counts[c.kind] = counts.get(c.kind, 0) + 1
         return {kind: counts[kind] for kind in sorted(counts)}
 
     def comm_bytes_per_device(self, phase: str | None = None) -> int:
-        return sum(r.bytes_per_device for r in self.redistributions(phase))
+        return sum(r.bytes_per_device for r in self.redistributions(phase)) + \
+            sum(c.bytes_per_device for c in self.body_collectives(phase))
 
     def comm_time_s(self, phase: str | None = None) -> float:
-        return sum(r.time_s for r in self.redistributions(phase))
+        return sum(r.time_s for r in self.redistributions(phase)) + sum(c.time_s for c in self.body_collectives(phase))
 
     def compute_time_s(self) -> float:
         return sum(c.compute_time_s for c in self.computes())
@@ -221,6 +247,7 @@ def lower(m: Model, choice) -> Program:
             instructions.append(Load(name_, m.layout(name_, choice), spec.shape, spec.dtype))
     outputs = {}
     graph_outputs = frozenset(graph.outputs)
+    variance = manual_variance(graph) if graph.manual_regions else {}
     for op in graph.ops:
         i = m.op_index[op.name]
         node = m.nodes[i]
@@ -229,7 +256,8 @@ def lower(m: Model, choice) -> Program:
         out = graph.tensor(op.output)
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
                                     out.dtype, op_compute_time_s(graph, op, s, m.cluster, m.options.training,
-                                                                 m.needs_grad)))
+                                                                 m.needs_grad),
+                                    body_collective(graph, op, s, m.cluster), manual_types(graph, op, variance)))
         instructions += after[op.name]
         if op.output in graph_outputs:
             outputs[op.output] = m.final_layout(op.name, s)
@@ -257,7 +285,7 @@ def _reads(node: OpNode, s, j: int, move: Move) -> bool:
     """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns."""
     if s.operands[j] != move.destination:
         return False
-    return move.phase == "forward" or operand_gradient(node.rule, s, j).unreduced == move.pending
+    return move.phase == "forward" or node.operand_gradient(s, j).unreduced == move.pending
 
 
 def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
@@ -266,6 +294,7 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
     output), then the op's local VJP sends its operands' cotangents out; a parameter's gradient is
     reduced as soon as its first reader is done."""
     graph = m.graph
+    variance = manual_variance(graph) if graph.manual_regions else {}
     first_reader: dict[str, str] = {}
     for op in graph.ops:
         for t in op.inputs:
@@ -285,7 +314,9 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
         wrt = tuple(k for k, t in enumerate(op.inputs) if m.needs_grad.get(t, False))
         out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
                             graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
-                            tuple(operand_gradient(node.rule, s, k) for k in wrt)))
+                            tuple(node.operand_gradient(s, k) for k in wrt),
+                            body_collective(graph, op, s, m.cluster, transposed=True),
+                            manual_types(graph, op, variance)))
         out += own_grads[op.name]
         for t in sources_after.get(op.name, []):
             out += back_of.get(t, [])
@@ -310,19 +341,42 @@ def render(program: Program) -> str:
         elif isinstance(ins, Compute):
             op = ins.op
             s = ins.strategy
-            ins_types = ", ".join(type_text(ins.dtype, shape, lay) for lay, shape in zip(s.operands, ins.in_shapes))
+            man_in, man_out = ins.manual if ins.manual is not None else (((),) * len(s.operands), ())
+            ins_types = ", ".join(type_text(ins.dtype, shape, lay, m)
+                                  for lay, shape, m in zip(s.operands, ins.in_shapes, man_in))
             args = ", ".join(f"%{t}" for t in op.inputs)
             casts = [f"%{t} over {variance_text(b, s.result.mesh)}" for t, b in zip(op.inputs, pbroadcasts(s)) if b]
+            if ins.manual is not None and op.op not in ("manual_enter", "manual_exit"):
+                every = frozenset().union(man_out, *man_in)
+                casts += [f"%{t} over {{{', '.join(repr(a).replace(chr(39), chr(34)) for a in sorted(every - m))}}}"
+                          for t, m in zip(op.inputs, man_in) if every - m and not is_collective(op)]
             pb = f", pbroadcast {'; '.join(casts)}" if casts else ""
+            comm = ""
+            if ins.collective is not None:
+                c = ins.collective
+                comm = (f"   // {c.kind} over {', '.join(c.axes)} (group of {c.group_size}), "
+                        f"{c.bytes_per_device} B per device")
             lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pb}}} : "
-                         f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result)}")
+                         f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result, man_out)}{comm}")
         elif isinstance(ins, Backprop):
             op = ins.op
             s = ins.strategy
             outs = ", ".join(f"%d{op.inputs[k]}" for k in ins.wrt)
-            types = ", ".join(type_text(ins.dtype, ins.in_shapes[k], lay) for k, lay in zip(ins.wrt, ins.cotangents))
+            man_in, man_out = ins.manual if ins.manual is not None else (((),) * len(op.inputs), ())
+            types = ", ".join(type_text(ins.dtype, ins.in_shapes[k], lay, man_in[k])
+                              for k, lay in zip(ins.wrt, ins.cotangents))
+            comm = ""
+            if ins.collective is not None:
+                c = ins.collective
+                comm = (f"   // transpose {c.primitive}: {c.kind} over {', '.join(c.axes)}, "
+                        f"{c.bytes_per_device} B per device")
+            elif op.op == "pbroadcast":
+                comm = "   // transpose psum: the cotangent goes home pending over its axes and is reduced there"
+            elif is_collective(op):
+                comm = "   // transpose pbroadcast: no communication"
             lines.append(f"{outs} = vjp({op.op})(%d{op.output}) {{name: {op.name}}} : "
-                         f"{type_text(ins.dtype, ins.out_shape, cotangent_layout(s.result))} -> ({types})")
+                         f"{type_text(ins.dtype, ins.out_shape, cotangent_layout(s.result), man_out)} -> ({types})"
+                         f"{comm}")
         else:
             p = ins.plan
             value = ins.tensor if ins.phase == "forward" else f"d{ins.tensor}"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graphs.ops.collectives import COLLECTIVE_OPS
 from planner.errors import VarianceError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.sharding import TensorSharding
@@ -104,10 +105,11 @@ def variance_text(atoms: frozenset, mesh) -> str:
     return "{" + ", ".join(map(str, _refs(atoms, mesh))) + "}"
 
 
-def type_text(dtype: str, shape, layout: TensorSharding) -> str:
+def type_text(dtype: str, shape, layout: TensorSharding, manual=()) -> str:
     """Seed 004's ``f32[3,4]{"i"}`` (:class:`planner.ir.variance.VarType`): the local shape and the
-    variance of ``layout``, as (sub-)axes in mesh order."""
-    refs = _refs(variance(layout), layout.mesh)
+    variance of ``layout`` (plus the manual axes ``manual`` of a region's body value), as (sub-)axes in
+    mesh order."""
+    refs = _refs(variance(layout) | manual_atoms(manual, layout.mesh), layout.mesh)
     return VarType(dtype, tuple(layout.local_shape(shape)), frozenset(refs)).text(order=refs)
 
 
@@ -156,11 +158,26 @@ def pbroadcasts(strategy) -> tuple[frozenset, ...]:
     return tuple(op_var - variance(o) for o in strategy.operands)
 
 
+def manual_atoms(names, mesh) -> frozenset:
+    """The pieces of the (whole) manual axes ``names`` a body value varies over besides its layout."""
+    return frozenset().union(*(_atoms(AxisRef(a), mesh) for a in names)) if names else frozenset()
+
+
 def check_compute(ins, where: str) -> None:
-    """A local op: its result varies where its (pbroadcast) operands do, or more through a local slice."""
+    """A local op: its result varies where its (pbroadcast) operands do, or more through a local slice.
+
+    In a manual region a value also varies over the manual axes ``ins.manual`` names; a body
+    collective's manual types follow its primitive (checked when they are derived,
+    :func:`planner.propagation.manual.manual_variance`), so only its free axes are checked here."""
     s = ins.strategy
-    op_var = frozenset().union(*(variance(o) for o in s.operands)) if s.operands else frozenset()
-    res = variance(s.result)
+    manual = getattr(ins, "manual", None)
+    collective = manual is not None and ins.op.op in COLLECTIVE_OPS
+    extra_in = manual[0] if manual is not None and not collective else ((),) * len(s.operands)
+    extra_out = manual[1] if manual is not None and not collective else ()
+    mesh = s.result.mesh
+    op_var = frozenset().union(*(variance(o) | manual_atoms(e, mesh) for o, e in zip(s.operands, extra_in))) \
+        if s.operands else frozenset()
+    res = variance(s.result) | manual_atoms(extra_out, mesh)
     lost = op_var - res
     if lost:
         axis = variance_text(frozenset({min(lost)}), s.result.mesh)
@@ -173,9 +190,15 @@ def check_compute(ins, where: str) -> None:
 def check_backprop(ins, where: str) -> None:
     """The transpose of a local op: every operand cotangent has the op's variance (pending where pbroadcast)."""
     s = ins.strategy
-    op_var = variance(s.result) | frozenset().union(*(variance(o) for o in s.operands))
+    manual = getattr(ins, "manual", None)
+    if manual is not None and ins.op.op in COLLECTIVE_OPS:
+        return  # a body collective's transpose is typed by its primitive (planner.propagation.manual)
+    ins_manual, out_manual = manual if manual is not None else (((),) * len(s.operands), ())
+    mesh = s.result.mesh
+    op_var = variance(s.result) | manual_atoms(out_manual, mesh) | frozenset().union(
+        *(variance(o) | manual_atoms(e, mesh) for o, e in zip(s.operands, ins_manual)))
     for k, lay in zip(ins.wrt, ins.cotangents):
-        got = variance(lay)
+        got = variance(lay) | manual_atoms(ins_manual[k], mesh)
         if got != op_var:
             diff = min(got ^ op_var)
             raise VarianceError(

@@ -14,9 +14,10 @@ propagation (``propagate``) places only the Auto axes (the Explicit ones are blo
 for it) and puts them minor to each factor's typed axes. ``auto_axes`` / ``explicit_axes``
 regions (:mod:`graphs.axis_regions`) change an op's Explicit axes (:func:`op_explicit_axes`).
 
-**Manual** axes belong to manual computation regions (shard_map), which models cannot
-express yet: a mesh with a Manual axis is refused with that reason rather than planned
-as if the axis were Auto.
+**Manual** axes are made by manual computation regions (shard_map, ``regions:``,
+:mod:`graphs.manual_regions`): a region's ``manual_axes`` are manual inside its body.
+A mesh that types an axis Manual everywhere is refused with that advice rather than
+planned as if the axis were Auto.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def check_axis_types(mesh: Mesh) -> None:
     manual = sorted(axes_of_type(mesh, AxisType.MANUAL))
     if manual:
         raise PlanningError(
-            f"mesh @{mesh.name} has Manual axes ({', '.join(manual)}): a Manual axis is for manual computation "
-            "regions (shard_map), which models cannot express yet; make the axis Auto or Explicit")
+            f"mesh @{mesh.name} has Manual axes ({', '.join(manual)}): an axis is manual only inside a manual "
+            "computation region (regions:, whose manual_axes name it); type the axis Auto on the mesh")
 
 
 def restrict(sharding: TensorSharding | None, axes: frozenset[str]) -> TensorSharding | None:

@@ -53,6 +53,7 @@ from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.propagation.annotations import restrict_to_priority, satisfies, translate
+from planner.propagation.manual import body_collective, manual_pending, manual_variance, region_candidates
 from planner.propagation.phases import restrict_annotation, restrict_factor_axes
 from planner.progress import SILENT, Progress, task
 from planner.propagation.problem import Edge, Fanout, LazyTable, Node, SearchProblem
@@ -109,6 +110,15 @@ class OpNode:
     rule: OpShardingRule
     strategies: tuple[Strategy, ...]
     user: str | None = None  # why the user's annotations pinned or narrowed this op
+    manual_pending: tuple = ()  # per operand: manual axes its cotangent is pending over (manual regions)
+
+    def pending(self, s: Strategy, k: int) -> tuple[AxisRef, ...]:
+        """The axes operand ``k``'s cotangent comes back pending over under ``s``."""
+        return _pending(self.rule, s, k, self.manual_pending[k] if self.manual_pending else ())
+
+    def operand_gradient(self, s: Strategy, k: int) -> TensorSharding:
+        """The layout of operand ``k``'s cotangent under ``s`` (:func:`operand_gradient`)."""
+        return operand_gradient(self.rule, s, k, self.manual_pending[k] if self.manual_pending else ())
 
     def candidates(self) -> int:
         return len(self.strategies)
@@ -291,7 +301,7 @@ def link_moves(m: Model, k: int, choice) -> list[Move]:
     grads: dict[tuple, None] = {}
     for v, ks in zip(link.readers, link.operands):
         node = m.nodes[v]
-        lays, gs = _reader_entry(node.rule, node.strategies[choice[v]], ks, link.backward)
+        lays, gs = _reader_entry(node, node.strategies[choice[v]], ks, link.backward)
         layouts.update(dict.fromkeys(lays))
         grads.update(dict.fromkeys(gs))
     out = [Move(t, src, lay, "forward") for lay in layouts]
@@ -324,7 +334,7 @@ def _op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Move
     if m.options.training:
         for t, k in own if own is not None else _own_params(graph, node, m.private_sources):
             if m.needs_grad.get(t, False):
-                out.append(Move(t, s.operands[k], s.operands[k], "gradient", _pending(node.rule, s, k)))
+                out.append(Move(t, s.operands[k], s.operands[k], "gradient", node.pending(s, k)))
     return out
 
 
@@ -337,6 +347,17 @@ def _own_params(graph, node: OpNode, private) -> list[tuple[str, int]]:
 def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training: bool, needs_grad) -> float:
     """Forward compute, plus with training one forward's worth per operand whose gradient is needed."""
     return compute_time_s(op_flops(graph, op, training, needs_grad) / strategy.work_divisor, cluster)
+
+
+def collective_time_s(m: Model, op, s: Strategy) -> float:
+    """Seconds a manual region's collective ``op`` communicates under ``s`` (forward, plus its transpose
+    with training when its operand needs a gradient); 0 for every other op."""
+    total = 0.0
+    for transposed in (False, True) if m.options.training and op.inputs and m.needs_grad.get(op.inputs[0]) \
+            else (False,):
+        c = body_collective(m.graph, op, s, m.cluster, transposed)
+        total += c.time_s if c is not None else 0.0
+    return total
 
 
 def op_flops(graph, op, training: bool, needs_grad) -> float:
@@ -478,9 +499,13 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     # -- nodes ------------------------------------------------------------------------------------
     nodes: list[PlanNode] = []
     op_index: dict[str, int] = {}
+    variance = manual_variance(graph) if graph.manual_regions else {}
     for op in graph.ops:
         op_index[op.name] = len(nodes)
-        nodes.append(_op_node(graph, op, mesh, pieces, annotations, user_strategies, options))
+        node = _op_node(graph, op, mesh, pieces, annotations, user_strategies, options)
+        if variance:
+            node = replace(node, manual_pending=manual_pending(graph, op, variance))
+        nodes.append(node)
     source_index: dict[str, int] = {}
     for s in shared:
         source_index[s] = len(nodes)
@@ -540,6 +565,7 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         candidates = list(enumerate_extensions(rule, mesh, prefix, new))
     else:
         candidates = list(enumerate_strategies(rule, mesh, pieces))
+    candidates = region_candidates(graph, op, rule, candidates)
     user = []
     if op.name in user_strategies:
         fa = user_strategies[op.name]
@@ -607,6 +633,7 @@ def _node_costs(m: Model, i: int) -> Node:
     for c, s in enumerate(node.strategies):
         t = compute_time_s(flops / s.work_divisor, m.cluster)
         t += sum(move_time_s(m, mv) for mv in _op_moves(graph, node, s, m, own))
+        t += collective_time_s(m, op, s)
         cost[c] = t
         mem = math.prod(s.result.local_shape(out.shape)) * dtype_itemsize(out.dtype)
         for p, k in own:
@@ -635,13 +662,13 @@ def _plan(shape, dtype, source, destination, backward: bool, pending, cluster, i
     return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)
 
 
-def _pending(rule: OpShardingRule, s: Strategy, k: int) -> tuple[AxisRef, ...]:
+def _pending(rule: OpShardingRule, s: Strategy, k: int, manual: tuple = ()) -> tuple[AxisRef, ...]:
     """The axes operand ``k``'s cotangent comes back pending over (the transposes of its pbroadcasts)."""
-    return PENDING.get_or_compute((rule, s, k), _pending_now, rule, s, k)
+    return PENDING.get_or_compute((rule, s, k, manual), _pending_now, rule, s, k, manual)
 
 
-def _pending_now(rule: OpShardingRule, s: Strategy, k: int) -> tuple[AxisRef, ...]:
-    return operand_gradient(rule, s, k).unreduced
+def _pending_now(rule: OpShardingRule, s: Strategy, k: int, manual: tuple) -> tuple[AxisRef, ...]:
+    return operand_gradient(rule, s, k, manual).unreduced
 
 
 PENDING = BoundedCache("operand cotangent pending axes", maxsize=262144)
@@ -661,13 +688,13 @@ def _classes(items) -> tuple[np.ndarray, list]:
 def _reader_side(consumer: OpNode, ks, backward: bool) -> list:
     """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
     the distinct ``(layout, pending)`` its cotangents come back in."""
-    return [_reader_entry(consumer.rule, s, ks, backward) for s in consumer.strategies]
+    return [_reader_entry(consumer, s, ks, backward) for s in consumer.strategies]
 
 
-def _reader_entry(rule: OpShardingRule, s: Strategy, ks, backward: bool) -> tuple:
+def _reader_entry(consumer: OpNode, s: Strategy, ks, backward: bool) -> tuple:
     """One strategy's entry of :func:`_reader_side`."""
     layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
-    grads = tuple(dict.fromkeys((s.operands[k], _pending(rule, s, k)) for k in ks)) if backward else ()
+    grads = tuple(dict.fromkeys((s.operands[k], consumer.pending(s, k)) for k in ks)) if backward else ()
     return layouts, grads
 
 

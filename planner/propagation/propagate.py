@@ -228,7 +228,8 @@ _ALL = _Level("", False, False, False, True)
 
 def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None,
               defaults: Mapping[str, TensorSharding] | None = None,
-              typed_axes: Mapping[str, frozenset[str]] | None = None) -> Propagation:
+              typed_axes: Mapping[str, frozenset[str]] | None = None,
+              boundaries: Mapping[str, TensorSharding] | None = None) -> Propagation:
     """Propagate ``graph``'s annotations on ``mesh`` with pass ``how`` (see the module docstring).
 
     ``annotation(name)`` gives a tensor's annotation on ``mesh`` (default: the
@@ -238,12 +239,14 @@ def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Call
     its inputs batch-sharded, as BFS does); their axes' origin says so.
     ``typed_axes``: per tensor, mesh axes propagation never places on it (the
     Explicit axes where it is made, typed instead: :mod:`planner.propagation.axis_types`).
+    ``boundaries``: annotations of tensors the user left unannotated that a manual region's
+    in/out shardings give (:func:`planner.propagation.manual.region_boundaries`), as user ones.
     """
     if how not in PASSES:
         raise PlanningError(f"unknown propagation pass {how!r}; use one of {', '.join(PASSES)}")
     typed_axes = {t: axes for t, axes in (typed_axes or {}).items() if axes}
     strategies = {} if typed_axes else user_strategies(graph, mesh)
-    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, typed_axes).run()
+    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, typed_axes, boundaries or {}).run()
 
 
 def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
@@ -262,7 +265,7 @@ def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
 
 
 class _Propagator:
-    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, typed_axes):
+    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, typed_axes, boundaries):
         self.graph, self.mesh, self.how = graph, mesh, how
         self.aggressive = how != "basic"
         get = annotation or (lambda name: graph.tensor(name).sharding)
@@ -271,6 +274,8 @@ class _Propagator:
         for name, t in graph.tensors.items():
             if t.sharding is not None:
                 self.annotations[name] = get(name)
+            elif name in boundaries:
+                self.annotations[name] = boundaries[name]
         self.strategies = dict(strategies)
         refs = [a for s in self.annotations.values() for a in s.used_axes()]
         refs += [a for fa in self.strategies.values() for axes in fa for a in axes]

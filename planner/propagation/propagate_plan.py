@@ -27,6 +27,7 @@ from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.propagation.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
 from planner.propagation.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
+from planner.propagation.manual import region_boundaries, region_prefix, without_manual
 from planner.propagation.propagate import Propagation, propagate, user_strategies
 from planner.propagation.search import SearchOutcome, decide_fixed
 from planner.propagation.typed import typed_graph, typed_model
@@ -36,13 +37,20 @@ from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes
 def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
     mixed = any(op_explicit_axes(graph, mesh).values())
+    if mixed and graph.manual_regions:
+        raise PlanningError("--search propagate plans manual regions on a mesh whose axes are all Auto; this mesh "
+                            "has Explicit axes too: use --search bfs or ilp")
     prefixes, typed_at, types = explicit_prefixes(graph, mesh) if mixed else ({}, {}, None)
     every = frozenset(a.name for a in mesh.axes)
     typed = _typed_axes(graph, mesh, typed_at) if mixed else {}
-    defaults = {} if has_user_annotations(graph) else default_annotations(graph, mesh)
+    boundary = region_boundaries(graph) if graph.manual_regions else {}
+    if graph.manual_regions:  # a region's manual axes are blocked on its body tensors (free axes only there)
+        typed = {t: frozenset(r.manual_axes) for r in graph.manual_regions for t in r.body_tensors}
+        prefixes = {op.name: region_prefix(graph, op) for op in graph.ops if graph.region_of_op(op.name)}
+    defaults = {} if has_user_annotations(graph) or boundary else default_annotations(graph, mesh)
     if mixed:  # mixed axis types: each tensor's typed axes are typed, propagation places the others
         defaults = {t: restrict(s, every - typed[t]) for t, s in defaults.items()}
-    prop = propagate(graph, mesh, how, defaults=defaults, typed_axes=typed,
+    prop = propagate(graph, mesh, how, defaults=defaults, typed_axes=typed, boundaries=boundary,
                      annotation=lambda t: restrict(user_annotation(graph, t, mesh), every - typed.get(t, frozenset())))
     shardings = dict(prop.shardings) if not mixed else {
         name: combine(types[name], s) for name, s in prop.shardings.items()}
@@ -55,8 +63,15 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
         rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
         sizes = [graph.tensor(t).nbytes for t in op.inputs]
         free = every - typed_at.get(op.name, frozenset())  # the axes this op computes on as propagated
+        prefix = prefixes.get(op.name)
+        if graph.manual_regions and prefix is not None:  # a boundary's global side: its manual axes come first
+            ins = [restrict(shardings[t], free) for t in op.inputs]
+            out = restrict(shardings[op.output], free)
+            fixed[op.name] = op_factor_axes(rule, [without_manual(s, graph, op) for s in ins],
+                                            without_manual(out, graph, op), sizes, mesh, prefix)
+            continue
         fixed[op.name] = op_factor_axes(rule, [restrict(shardings[t], free) for t in op.inputs],
-                                        restrict(shardings[op.output], free), sizes, mesh, prefixes.get(op.name))
+                                        restrict(shardings[op.output], free), sizes, mesh, prefix)
     layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))

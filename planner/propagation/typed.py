@@ -52,6 +52,7 @@ def typed_graph(graph, types: Mapping[str, TensorSharding], outputs_layout: str)
            if op.output in graph.outputs and (op.out_sharding is not None or outputs_layout == "free") else op
            for op in graph.ops]
     return ComputationGraph(graph.name, dict(graph.meshes), tensors, ops, graph.outputs, (), cluster=graph.cluster,
+                            manual_regions=graph.manual_regions,
                             outputs_layout=graph.outputs_layout, source=graph.source)
 
 

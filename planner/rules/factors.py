@@ -10,6 +10,10 @@ with mesh axes shards every dimension it appears in. Each factor has a kind:
   sharding it leaves the result *unreduced* (a pending sum) on its axes;
 - ``NEED_REPLICATION``: it may not be sharded without gathering first (the
   softmax axis, a concatenation axis). It may appear in operands and result.
+- ``MANUAL``: the blocks of a manual region's boundary (``manual_enter``'s operand,
+  ``manual_exit``'s result; :mod:`planner.rules.regions`): it appears on the global
+  side only, major in its dimension, and is sharded by exactly the manual axes of
+  that dimension (never a pending sum): it admits only its exact size.
 
 **Divisibility.** A dimension with one factor tolerates padding: a factor of size
 5 split 2 ways is stored as ``ceil(5/2) = 3`` per device. A factor that shares a
@@ -48,6 +52,7 @@ class FactorKind(enum.Enum):
     PASS_THROUGH = "pass_through"
     REDUCTION = "reduction"
     NEED_REPLICATION = "need_replication"
+    MANUAL = "manual"
 
 
 def _tuple_dims(dims: Sequence[Sequence[int]]) -> Dims:
@@ -166,6 +171,8 @@ class OpShardingRule:
             return False
         if axes_size > size:
             return False
+        if self.factor_kinds[factor] is FactorKind.MANUAL:
+            return axes_size == size
         return not self.needs_divisible[factor] or size % axes_size == 0
 
     # -- text ----------------------------------------------------------------------
@@ -179,7 +186,8 @@ class OpShardingRule:
         ins = ",".join(self._dims_text(o) for o in self.operands)
         sizes = ",".join(f"{n}={s}" for n, s in sorted(zip(self.factor_names, self.factor_sizes)))
         text = f"({ins})->({self._dims_text(self.result)}) {{{sizes}}}"
-        for kind, label in ((FactorKind.REDUCTION, "reduction"), (FactorKind.NEED_REPLICATION, "need_replication")):
+        for kind, label in ((FactorKind.REDUCTION, "reduction"), (FactorKind.NEED_REPLICATION, "need_replication"),
+                            (FactorKind.MANUAL, "manual")):
             factors = self.factors_of_kind(kind)
             if factors:
                 text += f" {label}={self._names_text(factors)}"

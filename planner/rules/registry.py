@@ -21,13 +21,16 @@ from typing import Any, Callable, Mapping, Sequence
 from graphs.ops.registry import get_op
 from planner.caches import memoize
 from planner.errors import RuleError, ShardplanError
-from planner.rules import conv, gather, loss, matmul, normalization, pointwise, reductions, shape_ops
+from planner.rules import conv, gather, loss, matmul, normalization, pointwise, reductions, regions, shape_ops
 from planner.rules.factors import RESULT, OpShardingRule
 
 RuleFn = Callable[[Sequence[tuple[int, ...]], tuple[int, ...], Mapping[str, Any]], OpShardingRule]
 
 RULES: Mapping[str, RuleFn] = MappingProxyType({
     "add": pointwise.elementwise,
+    "all_gather": regions.collective("all_gather"),
+    "all_to_all": regions.collective("all_to_all"),
+    "axis_index": regions.collective("axis_index"),
     "cast": pointwise.elementwise,
     "concat": shape_ops.concat,
     "conv2d": conv.conv2d,
@@ -38,13 +41,20 @@ RULES: Mapping[str, RuleFn] = MappingProxyType({
     "gather": gather.gather,
     "gelu": pointwise.elementwise,
     "layernorm": normalization.layernorm,
+    "manual_enter": regions.manual_enter,
+    "manual_exit": regions.manual_exit,
     "matmul": matmul.matmul,
     "max": reductions.max_,
     "maximum": pointwise.elementwise,
     "mean": reductions.sum_,
     "mul": pointwise.elementwise,
     "neg": pointwise.elementwise,
+    "pbroadcast": regions.collective("pbroadcast"),
+    "pmean": regions.collective("pmean"),
+    "ppermute": regions.collective("ppermute"),
     "propagation_barrier": pointwise.elementwise,
+    "psum": regions.collective("psum"),
+    "psum_scatter": regions.collective("psum_scatter"),
     "relu": pointwise.elementwise,
     "reshape": shape_ops.reshape,
     "rmsnorm": normalization.layernorm,

@@ -158,15 +158,16 @@ def _rebuild(arr: DistributedArray, after: TensorSharding, pieces_of) -> Distrib
     local = after.local_shape(shape)
     origins = block_origins(after, shape)
     blocks: list = [None] * after.mesh.size
-    for members in _replicas(after, shape):  # replicas share one block (checked equal): one copy per group
+    replicas = tuple((d,) for d in range(after.mesh.size)) if arr.varying else _replicas(after, shape)
+    for members in replicas:  # replicas share one block (checked equal): one copy per group
         for d in members:
             blocks[d] = same_block(blocks[members[0]], _assemble(pieces_of(d), origins[d], local, shape), after, d)
-    return DistributedArray(after, shape, blocks)
+    return DistributedArray(after, shape, blocks, arr.varying)
 
 
 # -- the collectives ----------------------------------------------------------------------------
 
-def _ring_all_gather(net: Network, members: np.ndarray, items: list) -> list[list]:
+def ring_all_gather(net: Network, members: np.ndarray, items: list) -> list[list]:
     """Ring all-gather of one item per member; returns every member's list of all items."""
     p = len(members)
     have = [{r: items[r]} for r in range(p)]
@@ -184,7 +185,7 @@ def all_gather(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
     held: dict[int, list] = {}
     for members in groups(arr.sharding, step.axes):
         items = [(origins[d], arr.blocks[d]) for d in members]
-        for r, got in enumerate(_ring_all_gather(net, members, items)):
+        for r, got in enumerate(ring_all_gather(net, members, items)):
             held[int(members[r])] = got
     return _rebuild(arr, step.after, lambda d: held[d])
 
@@ -210,7 +211,7 @@ def all_to_all(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
     return _rebuild(arr, step.after, lambda d: held[d])
 
 
-def _ring_reduce_scatter(net: Network, members: np.ndarray, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
+def ring_reduce_scatter(net: Network, members: np.ndarray, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
     """``chunks[r][c]``: member r's partial of chunk c. Member r ends with the sum of chunk r."""
     p = len(members)
     acc = [[c.copy() for c in row] for row in chunks]
@@ -235,7 +236,7 @@ def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> Distribut
         chunks = [
             [_extract(arr.blocks[m], origins[m], new_origins[c], new_local) for c in members] for m in members
         ]
-        for r, total in enumerate(_ring_reduce_scatter(net, members, chunks)):
+        for r, total in enumerate(ring_reduce_scatter(net, members, chunks)):
             d = int(members[r])
             held[d] = [(new_origins[d], total)]
     return _rebuild(arr, step.after, lambda d: held[d])
@@ -250,15 +251,15 @@ def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
         c = -(-n // p) if n else 0
         padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
         chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
-        reduced = _ring_reduce_scatter(net, members, chunks)
-        gathered = _ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
+        reduced = ring_reduce_scatter(net, members, chunks)
+        gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
         first = None
         for r, items in enumerate(gathered):
             full = np.concatenate([a for _, a in items])[:n].reshape(arr.blocks[int(members[r])].shape)
-            if not step.after.unreduced:  # every member holds the sum: keep one copy (checked equal)
+            if not step.after.unreduced and not arr.varying:  # every member holds the sum: one copy (checked)
                 full = first = same_block(first, full, step.after, int(members[r]))
             blocks[int(members[r])] = full
-    return DistributedArray(step.after, arr.shape, blocks)
+    return DistributedArray(step.after, arr.shape, blocks, arr.varying)
 
 
 def collective_permute(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
@@ -270,7 +271,7 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
         blocks = list(arr.blocks)
         for dst, src in source.items():
             blocks[dst] = net.send(src, dst, arr.blocks[src])
-        return DistributedArray(after, shape, blocks)
+        return DistributedArray(after, shape, blocks, arr.varying)
 
     own = device_index_ranges(arr.sharding, shape)
     ok, missing = missing_box(own, device_index_ranges(after, shape))
@@ -299,7 +300,8 @@ def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedA
             stride, size = ref.digit(mesh)
             keep &= (pos // stride) % size == 0
         blocks = [b if keep[d] else np.zeros_like(b) for d, b in enumerate(arr.blocks)]
-        arr = DistributedArray(arr.sharding.with_unreduced(arr.sharding.unreduced + tuple(fresh)), arr.shape, blocks)
+        arr = DistributedArray(arr.sharding.with_unreduced(arr.sharding.unreduced + tuple(fresh)), arr.shape, blocks,
+                               arr.varying)
     origins = arr.origins()
     return _rebuild(arr, step.after, lambda d: [(origins[d], arr.blocks[d])])
 

@@ -50,6 +50,9 @@ class DistributedArray:
     sharding: TensorSharding
     shape: tuple[int, ...]
     blocks: list[np.ndarray]
+    # a manual region's body value: blocks also differ over the region's manual axes, so devices the
+    # layout calls replicas may hold different blocks (never deduplicated or checked equal)
+    varying: bool = False
 
     @classmethod
     def from_global(

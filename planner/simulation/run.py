@@ -42,6 +42,8 @@ from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
 from planner.simulation.local_ops import LocalContext, local_compute
 from planner.simulation.local_vjp import local_vjp, local_vjp_inputs
+from planner.simulation.manual import run_collective
+from graphs.ops.collectives import is_collective
 from planner.simulation.reshard import execute
 
 # The reference and the simulated devices compute in the same float type (bytes are
@@ -263,12 +265,33 @@ class _Run:
             self._backward_redistribute(ins)
         elif isinstance(ins, Compute):
             operands = _operands(ins, self.values, self.copies)
-            self.values[ins.op.output] = _compute(ins, operands)
+            region = self.graph.region_of_op(ins.op.name) if self.graph.manual_regions else None
+            self.values[ins.op.output] = _compute(ins, operands) if region is None else \
+                self._compute_in_region(ins, operands)
             for key in saved.get(ins.op.name, ()):
                 self.residuals[(ins.op.name,) + key] = (self.values[key[1]] if key[0] == "result"
                                                         else operands[key[1]])
         else:
             self._backprop(ins)
+
+    def _compute_in_region(self, ins: Compute, operands) -> DistributedArray:
+        """An op of a manual region (:mod:`planner.simulation.manual`): boundary ops pass blocks through,
+        collectives run across their groups (bytes counted), body ops run on every device's own block."""
+        op, s = ins.op, ins.strategy
+        if op.op in ("manual_enter", "manual_exit"):
+            blocks = list(operands[0].blocks)
+        elif is_collective(op):
+            blocks = run_collective(op, [a.blocks for a in operands][0] if operands else [None] * self.n,
+                                    s.result.mesh, self.nets["forward"], ins.dtype)
+            if ins.collective is not None:
+                self.counts["forward"][ins.collective.kind] += 1
+        else:
+            blocks = []
+            for d in range(self.n):
+                ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
+                blocks.append(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
+        varying = op.op != "manual_exit"
+        return DistributedArray(s.result, tuple(ins.out_shape), [_frozen(b) for b in blocks], varying)
 
     def _execute(self, ins: Redistribute, arr: DistributedArray) -> DistributedArray:
         out, _ = execute(ins.plan, arr, self.nets[ins.phase])
@@ -301,6 +324,10 @@ class _Run:
         if cot.sharding != cotangent_layout(s.result):
             raise SimulationMismatch(f"op {op.name!r}'s result cotangent is laid out as {cot.sharding}, but its "
                                      f"backward reads {cotangent_layout(s.result)}")
+        region = self.graph.region_of_op(op.name) if self.graph.manual_regions else None
+        if region is not None:
+            self._backprop_in_region(ins, cot, operands, result)
+            return
         per_device: list = [None] * self.n
         layouts = tuple(s.operands) + (s.result, cot.sharding) + tuple(ins.cotangents)
         shapes = tuple(ins.in_shapes) + (tuple(ins.out_shape),) * 2 + tuple(ins.in_shapes[k] for k in ins.wrt)
@@ -321,6 +348,34 @@ class _Run:
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])
+            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            self.cot_in[key] = _add(self.cot_in.get(key), arr)
+
+    def _backprop_in_region(self, ins: Backprop, cot: DistributedArray, operands, result) -> None:
+        """The backward of an op of a manual region, per device (blocks differ over manual coordinates):
+        boundary ops pass the cotangent's blocks through, a collective runs its transpose across its groups
+        (bytes counted in the backward phase), a body op runs its local VJP on every device."""
+        op, s = ins.op, ins.strategy
+        if not ins.wrt:
+            return
+        if op.op in ("manual_enter", "manual_exit"):
+            per_device = [[b] for b in cot.blocks]
+        elif is_collective(op):
+            blocks = run_collective(op, cot.blocks, s.result.mesh, self.nets["backward"], ins.dtype, transposed=True)
+            if ins.collective is not None:
+                self.counts["backward"][ins.collective.kind] += 1
+            per_device = [[b] for b in blocks]
+        else:
+            per_device = []
+            for d in range(self.n):
+                ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
+                per_device.append(list(local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
+                                                 None if result is None else result.blocks[d], cot.blocks[d], ctx,
+                                                 ins.wrt, donate=False)))
+        for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
+            t = op.inputs[k]
+            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [_frozen(per_device[d][j]) for d in range(self.n)],
+                                   op.op != "manual_enter")
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             self.cot_in[key] = _add(self.cot_in.get(key), arr)
 
@@ -363,7 +418,8 @@ def _add(acc: DistributedArray | None, arr: DistributedArray) -> DistributedArra
         return arr
     if acc.sharding != arr.sharding:
         raise SimulationMismatch(f"cannot add cotangents laid out as {acc.sharding} and {arr.sharding}")
-    return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)])
+    return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)],
+                            acc.varying or arr.varying)
 
 
 def _residual_keys(program) -> dict[str, tuple]:

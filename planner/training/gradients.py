@@ -35,13 +35,20 @@ from __future__ import annotations
 
 from planner.ir.axis import sort_axes
 from planner.ir.sharding import TensorSharding
-from planner.rules.factors import OpShardingRule
+from planner.rules.factors import FactorKind, OpShardingRule
 
 
-def operand_gradient(rule: OpShardingRule, strategy, k: int) -> TensorSharding:
-    """Layout of d(operand ``k``) under ``strategy``: its layout, pending over absent factors' axes."""
+def operand_gradient(rule: OpShardingRule, strategy, k: int, manual: tuple = ()) -> TensorSharding:
+    """Layout of d(operand ``k``) under ``strategy``: its layout, pending over absent factors' axes.
+
+    ``manual`` (an op of a manual region): the manual axes the op varies on but operand ``k`` does
+    not (its implicit pbroadcast there, :func:`planner.propagation.manual.manual_pending`): the
+    cotangent is pending over them too (the psum that transposes that pbroadcast). A ``MANUAL``
+    factor (a region boundary's blocks) is never summed: each device's block is its own."""
     present = {f for dim in rule.operands[k] for f in dim}
-    pending = [a for f, axes in enumerate(strategy.factor_axes) if f not in present for a in axes]
+    pending = [a for f, axes in enumerate(strategy.factor_axes)
+               if f not in present and rule.factor_kinds[f] is not FactorKind.MANUAL for a in axes]
+    pending += list(manual)
     layout = strategy.operands[k]
     mesh = layout.mesh
     return layout.with_unreduced(sort_axes(pending, mesh)) if pending else layout

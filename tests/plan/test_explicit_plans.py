@@ -17,7 +17,7 @@ import yaml
 
 from costmodels.units import format_bytes
 
-from graphs import load_model_text
+from graphs import load_model, load_model_text
 from planner.api import load, plan
 from planner.cli.main import main
 from planner.errors import PlanningError, RuleError
@@ -361,11 +361,14 @@ EXPLICIT_REFUSES = {  # config -> the op whose result the consensus cannot decid
     "moe.yaml": "combine.einsum",
     "transformer_block.yaml": "layer0.attn.ctx_merge",
 }
+# Manual regions (issue 13): explicit mode refuses them, naming the regions (test below).
+EXPLICIT_REFUSES_REGIONS = {"dp_training_step.yaml", "manual_free_axis.yaml", "megatron_by_hand.yaml",
+                            "ring_matmul.yaml"}
 ALL_CONFIGS = sorted(os.path.basename(f) for f in glob.glob(os.path.join(CONFIGS, "*.yaml")))
 
 
 def test_every_config_is_either_accepted_or_refused_by_explicit_mode():
-    assert set(ALL_CONFIGS) == EXPLICIT_ACCEPTS | set(EXPLICIT_REFUSES)
+    assert set(ALL_CONFIGS) == EXPLICIT_ACCEPTS | set(EXPLICIT_REFUSES) | EXPLICIT_REFUSES_REGIONS
     assert not EXPLICIT_ACCEPTS & set(EXPLICIT_REFUSES)
 
 
@@ -458,3 +461,12 @@ ops:
         ("a", ["AllToAll"], (2 - 1) * 32 // 2), ("c", ["Slice"], 0)]  # a's block [2, 4] f32 is 32 B
     assert "explicit mode: stored as its type f32[4,4]" in p.tensors["c"].reason
     assert_simulates_exactly(p)
+
+
+@pytest.mark.parametrize("config", sorted(EXPLICIT_REFUSES_REGIONS))
+def test_explicit_mode_refuses_manual_regions_naming_them(config):
+    graph = load_model(os.path.join(CONFIGS, config))
+    names = ", ".join(r.name for r in graph.manual_regions)
+    with pytest.raises(PlanningError, match=rf"does not cover manual regions \(here: {names}\); plan this model "
+                                            "with --search bfs, ilp or propagate"):
+        plan(graph, search="explicit")

@@ -70,11 +70,12 @@ ops:
         plan(graph_text, search="bfs")
 
 
-def test_manual_axes_are_refused_until_regions_exist(tmp_path, capsys):
+def test_a_mesh_typed_manual_axis_is_refused_pointing_to_regions(tmp_path, capsys):
     model = tmp_path / "manual.yaml"
     model.write_text(MLP.format(x_type="Manual", x='[{"X"}, {}]'))
     assert main(["plan", str(model)]) == 2
-    assert "Manual axes (X)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Manual axes (X)" in err and "an axis is manual only inside a manual computation region" in err
 
 
 def test_propagate_places_only_auto_axes_minor_to_the_types():

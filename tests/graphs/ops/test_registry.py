@@ -7,6 +7,8 @@ SPEC_OPS = (
     "matmul einsum add sub mul div maximum relu gelu tanh exp sigmoid neg cast sum mean max softmax "
     "layernorm rmsnorm reshape transpose gather concat slice cross_entropy conv2d"
 ).split() + ["sharding_constraint", "propagation_barrier"]  # issue 12's annotation ops
+SPEC_OPS += ["psum", "pmean", "pbroadcast", "all_gather", "psum_scatter", "all_to_all", "ppermute", "axis_index",
+             "manual_enter", "manual_exit"]  # issue 13's collectives and manual region boundary
 
 
 def test_registry_has_exactly_the_spec_ops_in_alphabetical_order():
@@ -22,7 +24,7 @@ def test_unknown_op_suggests_and_lists_known_ops():
     with pytest.raises(ModelError) as e:
         get_op("softmx")
     assert "did you mean softmax?" in e.value.message
-    assert "known ops: add, cast" in e.value.message
+    assert "known ops: add, all_gather" in e.value.message
 
 
 def test_unknown_attribute_lists_the_valid_ones():
