@@ -185,7 +185,7 @@ def _body_collective(ins, phase: str) -> PlannedCollective:
         perm = perm if phase == "forward" else [(d, s) for s, d in perm]
         members = [(g[s], g[d]) for g in members for s, d in perm]
     tensor = ins.op.output if phase == "forward" else ins.op.inputs[0]
-    return PlannedCollective(phase, tensor, c.kind, ", ".join(c.axes), tuple(members), c.bytes_per_device)
+    return PlannedCollective(phase, tensor, c.kind, ", ".join(str(AxisRef(a)) for a in c.axes), tuple(members), c.bytes_per_device)
 
 
 def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResult:
