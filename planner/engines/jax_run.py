@@ -17,7 +17,11 @@ device order and split mesh where the plan uses sub-axes), and
   seeded data rounded to the declared dtypes; XLA computes in the declared dtypes (``f32``), the reference
   in float64, so floats agree to the simulator's ``f32`` tolerance (:data:`FLOAT_RTOL`);
 * reads the compiled program's collectives (:mod:`planner.engines.xla_hlo`) and sets them beside the plan's own
-  (every step of every redistribution of ``plan.program``, bytes per device by the same convention).
+  (every step of every redistribution of ``plan.program`` and every manual region's body collective, bytes
+  per device by the same convention).
+
+A manual region (``graph.manual_regions``) runs as one ``jax.shard_map`` in place of its flattened ops
+(:mod:`planner.engines.jax_regions`), as soon as its inputs are computed.
 
 JAX is imported here, on the first call, with the host devices the mesh needs (:mod:`planner.engines.jax_env`).
 """
@@ -185,7 +189,8 @@ def _body_collective(ins, phase: str) -> PlannedCollective:
         perm = perm if phase == "forward" else [(d, s) for s, d in perm]
         members = [(g[s], g[d]) for g in members for s, d in perm]
     tensor = ins.op.output if phase == "forward" else ins.op.inputs[0]
-    return PlannedCollective(phase, tensor, c.kind, ", ".join(str(AxisRef(a)) for a in c.axes), tuple(members), c.bytes_per_device)
+    axes = ", ".join(str(AxisRef(a)) for a in c.axes)
+    return PlannedCollective(phase, tensor, c.kind, axes, tuple(members), c.bytes_per_device)
 
 
 def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResult:
