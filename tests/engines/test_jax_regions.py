@@ -1,8 +1,9 @@
 """Manual regions run on JAX/XLA as ``jax.shard_map`` (issue 14 over issue 13's regions).
 
 The end-to-end check is one subprocess (JAX must start with 4 host devices; this process may already hold JAX
-with another count) running four plans: megatron_by_hand forward, dp_training_step trained, ring_matmul forward,
-and a two-axis region whose collectives list their axes against the mesh's order."""
+with another count) running five plans: megatron_by_hand forward, dp_training_step trained, ring_matmul forward,
+a two-axis region whose collectives list their axes against the mesh's order, and a region using every other
+collective, trained."""
 
 import json
 import os
@@ -38,6 +39,32 @@ regions:
       - {name: shift, op: ppermute, axes: [b, a], perm: [[0, 1], [1, 2], [2, 3]], inputs: [x], output: y}
       - {name: gather, op: all_gather, axes: [b, a], dim: 1, inputs: [x], output: g}
 outputs: [y, g]
+"""
+
+# every other collective of graphs.ops.collectives, trained: w's gradient flows back through psum_scatter
+# (an all_gather) and pbroadcast (a psum)
+ALL_COLLECTIVES = """\
+name: all_collectives
+mesh: {tp: 4}
+tensors:
+  x: {shape: [8, 16]}
+  w: {shape: [8, 16], kind: param}
+regions:
+  - name: r
+    manual_axes: [tp]
+    inputs: [x, w]
+    in_shardings: ['[{"tp"}, {}]', '[{}, {}]']
+    outputs: [m, s, t, si]
+    out_shardings: ['[{}, {}]', '[{"tp"}, {}]', '[{"tp"}, {}]', '[{"tp"}, {}]']
+    ops:
+      - {name: bw, op: pbroadcast, axes: [tp], inputs: [w], output: wb}
+      - {name: mean, op: pmean, axes: [tp], inputs: [x], output: m}
+      - {name: scatter, op: psum_scatter, axes: [tp], dim: 0, inputs: [wb], output: s}
+      - {name: a2a, op: all_to_all, axes: [tp], split_dim: 1, concat_dim: 0, inputs: [x], output: t}
+      - {name: idx, op: axis_index, axes: [tp], inputs: [], output: i}
+      - {name: fi, op: cast, dtype: f32, inputs: [i], output: f}
+      - {name: scaled, op: mul, inputs: [s, f], output: si}
+outputs: [m, s, t, si]
 """
 
 RUNS = textwrap.dedent("""\
@@ -79,10 +106,13 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
     pytest.importorskip("jax")
     two_axes = tmp_path / "two_axes.yaml"
     two_axes.write_text(TWO_AXES)
+    every = tmp_path / "all_collectives.yaml"
+    every.write_text(ALL_COLLECTIVES)
     runs = [["megatron", str(CONFIGS / "megatron_by_hand.yaml"), False],
             ["dp", str(CONFIGS / "dp_training_step.yaml"), True],
             ["ring", str(CONFIGS / "ring_matmul.yaml"), False],
-            ["two_axes", str(two_axes), False]]
+            ["two_axes", str(two_axes), False],
+            ["every", str(every), True]]
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", RUNS, json.dumps(runs)], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)
@@ -114,3 +144,11 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
     # linear index 2b + a -> device 2a + b: pairs 0->1, 1->2, 2->3 are devices 0->2, 2->1, 1->3
     permute = [c for c in two["xla_collectives"] if c["kind"] == "collective-permute"]
     assert [_ring_pairs(c["replica_groups"]) for c in permute] == [[(0, 2), (1, 3), (2, 1)]]
+
+    every = d["every"]
+    assert every["ok"] and all(o["ok"] for o in every["outputs"].values()) and every["gradients"]["w"]["ok"]
+    # pmean, psum_scatter, all_to_all forward; all_gather and psum backward: each kind on both sides
+    assert {k for k, v in every["by_kind"].items() if v["predicted_count"]} == \
+        {k for k, v in every["by_kind"].items() if v["xla_count"]} == \
+        {"AllGather", "AllReduce", "AllToAll", "ReduceScatter"}
+    assert every["xla_comm_bytes_per_device"] == every["predicted_comm_bytes_per_device"]
