@@ -1,7 +1,8 @@
 """Our predicted communication against XLA's, given our plan, for every config (issue 14, point 5).
 
 For each ``configs/*.yaml``, forward and with ``--training``, runs ``shardplan run CONFIG --engine jax
---format json`` in a fresh process (8 host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``):
+--format json`` in a fresh process (host devices: as many as the plan's mesh has, 8 for most configs and 4
+for the manual-region ones; ``run`` sets ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` itself):
 the plan (default search, bfs) is built in jax.numpy with every tensor constrained to its planned sharding,
 jitted, run and checked against the numpy reference; the compiled program's collectives are read from its
 HLO. Printed: whether the run matched the reference, our predicted bytes per device, XLA's (same

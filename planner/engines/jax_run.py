@@ -17,7 +17,11 @@ device order and split mesh where the plan uses sub-axes), and
   seeded data rounded to the declared dtypes; XLA computes in the declared dtypes (``f32``), the reference
   in float64, so floats agree to the simulator's ``f32`` tolerance (:data:`FLOAT_RTOL`);
 * reads the compiled program's collectives (:mod:`planner.engines.xla_hlo`) and sets them beside the plan's own
-  (every step of every redistribution of ``plan.program``, bytes per device by the same convention).
+  (every step of every redistribution of ``plan.program`` and every manual region's body collective, bytes
+  per device by the same convention).
+
+A manual region (``graph.manual_regions``) runs as one ``jax.shard_map`` in place of its flattened ops
+(:mod:`planner.engines.jax_regions`), as soon as its inputs are computed.
 
 JAX is imported here, on the first call, with the host devices the mesh needs (:mod:`planner.engines.jax_env`).
 """
@@ -34,7 +38,9 @@ from graphs.evaluate import example_inputs, run_reference
 from graphs.gradients import check_differentiable, output_cotangents, reference_gradients, requires_grad
 from planner.engines.jax_env import ensure_devices
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
+from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh as PlanMesh
+from planner.partitioning.program import Backprop, Compute, Redistribute
 from planner.simulation.collectives import groups
 from planner.simulation.run import FLOAT_RTOL, compare_values
 from planner.views.jax import from_partition_spec
@@ -148,9 +154,18 @@ class JaxRunResult:
 
 
 def planned_collectives(plan) -> tuple[PlannedCollective, ...]:
-    """Every collective step of ``plan.program`` (local ``Slice`` steps move nothing and are left out)."""
+    """Every collective of ``plan.program`` in program order: each step of each redistribution (local ``Slice``
+    steps move nothing and are left out) and each manual region's body collective that communicates (a
+    Compute's ``collective``, forward; a Backprop's transpose collective, backward: tensor the op's operand,
+    whose cotangent it makes)."""
     out = []
-    for r in plan.program.redistributions():
+    for r in plan.program.instructions:
+        if isinstance(r, (Compute, Backprop)):
+            if r.collective is not None:
+                out.append(_body_collective(r, "forward" if isinstance(r, Compute) else "backward"))
+            continue
+        if not isinstance(r, Redistribute):
+            continue
         for step in r.plan.steps:
             if step.kind == "Slice":
                 continue
@@ -161,6 +176,21 @@ def planned_collectives(plan) -> tuple[PlannedCollective, ...]:
             out.append(PlannedCollective(r.phase, r.tensor, step.kind, ", ".join(map(str, step.axes)), members,
                                          step.bytes_per_device))
     return tuple(out)
+
+
+def _body_collective(ins, phase: str) -> PlannedCollective:
+    """A region's body collective as the plan's: its groups are the devices that differ only in its axes (member
+    order its linear index, row-major over the axes); a permute's pairs are each group's ``perm`` pairs that move
+    (reversed backward, its transpose), as device ids."""
+    c = ins.collective
+    members = [tuple(int(d) for d in g) for g in groups(ins.strategy.result, [AxisRef(a) for a in c.axes])]
+    if c.kind == "CollectivePermute":
+        perm = [(int(s), int(d)) for s, d in ins.op.attr("perm") if s != d]
+        perm = perm if phase == "forward" else [(d, s) for s, d in perm]
+        members = [(g[s], g[d]) for g in members for s, d in perm]
+    tensor = ins.op.output if phase == "forward" else ins.op.inputs[0]
+    axes = ", ".join(str(AxisRef(a)) for a in c.axes)
+    return PlannedCollective(phase, tensor, c.kind, axes, tuple(members), c.bytes_per_device)
 
 
 def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResult:
@@ -209,9 +239,18 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
 
     constrain = jax.lax.with_sharding_constraint
 
+    from planner.engines.jax_regions import run_region
+
     def forward(sources: dict) -> dict:
         values = dict(sources)
+        done: set[str] = set()
         for op in graph.ops:
+            region = graph.region_of_op(op.name)
+            if region is not None:  # the whole region, as one shard_map, once its inputs are there
+                if region.name not in done and all(t in values for t in region.inputs):
+                    values.update(run_region(region, graph, exported, mesh, values, sharding))
+                    done.add(region.name)
+                continue
             spec = exported["ops"][op.name]
             operands = []
             for k, t in enumerate(op.inputs):
