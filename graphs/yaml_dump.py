@@ -2,7 +2,8 @@
 
 :func:`dump_model` is the inverse of :func:`~graphs.yaml_format.load_model_text`: the text it
 returns loads back into a graph with the same meshes, tensors, ops (canonical attributes,
-strategies, out-shardings), outputs, groups and axis regions. Every tensor and op is one line
+strategies, out-shardings), outputs, groups, axis regions and manual regions (written as their body ops
+on local shapes, the flattened names undone). Every tensor and op is one line
 in flow style, as the hand-written configs are; an op may carry a comment (where it came from).
 Output is deterministic: the same graph gives byte-identical text.
 
@@ -72,6 +73,41 @@ def _sharding_text(s: TensorSharding, default: Mesh | None) -> str:
     return s.dims_text() if default is not None and s.mesh == default else str(s)
 
 
+def _op_entry(op, text, comments: Mapping[str, str], names: Mapping[str, str] | None = None,
+              skip: tuple[str, ...] = ()) -> str:
+    """One op as a flow mapping (``names`` renames its tensors and itself; ``skip`` drops attributes)."""
+    rename = (lambda n: n) if names is None else (lambda n: names.get(n, n))  # noqa: E731
+    attrs = {k: v for k, v in op.attrs_dict.items() if k not in skip}
+    entry = {"name": rename(op.name), "op": op.op, "inputs": [rename(t) for t in op.inputs],
+             "output": rename(op.output), **attrs}
+    if op.strategy is not None:
+        entry["strategy"] = op.strategy
+    if op.out_sharding is not None:
+        entry["out_sharding"] = text(op.out_sharding)
+    note = comments.get(op.name)
+    return _flow(entry) + (f"  # {' '.join(note.split())}" if note else "")
+
+
+def _region_lines(graph: ComputationGraph, r, text, comments: Mapping[str, str]) -> list[str]:
+    """A manual region as written: its body ops on local shapes, reading the region's inputs and writing
+    its outputs by their outer names (the flattened ``region/`` names and boundary ops undone)."""
+    names = {arg: outer for arg, outer in zip(r.arguments, r.inputs)}
+    names.update({res: outer for res, outer in zip(r.results, r.outputs)})
+    prefix = f"{r.name}/"
+    for t in r.body_tensors:
+        names.setdefault(t, t.removeprefix(prefix))
+    for o in r.ops:
+        names.setdefault(o, o.removeprefix(prefix))
+    head = {"name": r.name, "manual_axes": r.manual_axes, "inputs": r.inputs,
+            "in_shardings": [text(s) for s in r.in_shardings], "outputs": r.outputs,
+            "out_shardings": [text(s) for s in r.out_shardings]}
+    lines = [f"  - name: {_flow(r.name)}"] + [f"    {k}: {_flow(v)}" for k, v in head.items() if k != "name"]
+    lines.append("    ops:")
+    # the region fills group_size from the mesh: a model file may not give it
+    lines += ["      - " + _op_entry(graph.op(o), text, comments, names, skip=("group_size",)) for o in r.ops]
+    return lines
+
+
 def dump_model(graph: ComputationGraph, comments: Mapping[str, str] | None = None) -> str:
     """The model file of ``graph`` (see the module docstring); ``comments`` maps op names to a note."""
     comments = comments or {}
@@ -98,16 +134,16 @@ def dump_model(graph: ComputationGraph, comments: Mapping[str, str] | None = Non
         if t.value is not None:
             entry["value"] = t.value
         lines.append(f"  {_flow(t.name)}: {_flow(entry)}")
-    if graph.ops:
+    in_region = {o for r in graph.manual_regions for o in r.ops + r.enter_ops + r.exit_ops}
+    outer = [op for op in graph.ops if op.name not in in_region]
+    if outer:
         lines.append("ops:")
-    for op in graph.ops:
-        entry = {"name": op.name, "op": op.op, "inputs": op.inputs, "output": op.output, **op.attrs_dict}
-        if op.strategy is not None:
-            entry["strategy"] = op.strategy
-        if op.out_sharding is not None:
-            entry["out_sharding"] = text(op.out_sharding)
-        note = comments.get(op.name)
-        lines.append(f"  - {_flow(entry)}" + (f"  # {' '.join(note.split())}" if note else ""))
+    for op in outer:
+        lines.append("  - " + _op_entry(op, text, comments))
+    if graph.manual_regions:
+        lines.append("regions:")
+    for r in graph.manual_regions:
+        lines += _region_lines(graph, r, text, comments)
     lines.append(f"outputs: {_flow(graph.outputs)}")
     for key, groups in (("shard_as", graph.shard_as), ("shard_like", graph.shard_like)):
         if groups:

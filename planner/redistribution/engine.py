@@ -33,7 +33,7 @@ Plans are cached by ``(shape, dtype, source, destination, cluster)`` (the
 >>> m = parse_mesh('@m = <["x"=2, "y"=4]>')
 >>> plan = reshard((64, 32), "f32", parse_sharding('[{"x"}, {}]', m), parse_sharding('[{}, {"x"}]', m))
 >>> [str(s) for s in plan.steps], plan.lower_bound_bytes_per_device
-(['AllToAll {"x"} dims [0, 1]: 2048 B'], 2048)
+(['AllToAll {"x"} dims [0, 1]: 2,048 B'], 2048)
 """
 
 from __future__ import annotations
