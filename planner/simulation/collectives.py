@@ -242,20 +242,25 @@ def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> Distribut
     return _rebuild(arr, step.after, lambda d: held[d])
 
 
+def ring_all_reduce(net: Network, members, blocks: list[np.ndarray]) -> list[np.ndarray]:
+    """Each member's sum of the members' equal-shape ``blocks``: a ring reduce-scatter of ``p`` padded
+    chunks, then a ring all-gather of them (the bytes ``all_reduce_cost`` prices go through ``net``)."""
+    p = len(members)
+    flat = [b.reshape(-1) for b in blocks]
+    n = flat[0].size
+    c = -(-n // p) if n else 0
+    padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
+    chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
+    reduced = ring_reduce_scatter(net, members, chunks)
+    gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
+    return [np.concatenate([a for _, a in items])[:n].reshape(blocks[0].shape) for items in gathered]
+
+
 def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
     blocks = list(arr.blocks)
     for members in groups(arr.sharding, step.axes):
-        p = len(members)
-        flat = [arr.blocks[m].reshape(-1) for m in members]
-        n = flat[0].size
-        c = -(-n // p) if n else 0
-        padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
-        chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
-        reduced = ring_reduce_scatter(net, members, chunks)
-        gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
         first = None
-        for r, items in enumerate(gathered):
-            full = np.concatenate([a for _, a in items])[:n].reshape(arr.blocks[int(members[r])].shape)
+        for r, full in enumerate(ring_all_reduce(net, members, [arr.blocks[m] for m in members])):
             if not step.after.unreduced and not arr.varying:  # every member holds the sum: one copy (checked)
                 full = first = same_block(first, full, step.after, int(members[r]))
             blocks[int(members[r])] = full

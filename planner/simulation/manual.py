@@ -23,7 +23,7 @@ from graphs.dtypes import dtype_itemsize
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.propagation.manual import transposed_primitive
-from planner.simulation.collectives import Network, groups, ring_all_gather, ring_reduce_scatter
+from planner.simulation.collectives import Network, groups, ring_all_gather, ring_all_reduce, ring_reduce_scatter
 
 
 def collective_groups(mesh, axes) -> list[np.ndarray]:
@@ -31,16 +31,6 @@ def collective_groups(mesh, axes) -> list[np.ndarray]:
     return groups(TensorSharding.replicated_on(mesh, 0), [AxisRef(a) for a in axes])
 
 
-def _all_reduce(net: Network, members, blocks: list[np.ndarray]) -> list[np.ndarray]:
-    p = len(members)
-    flat = [b.reshape(-1) for b in blocks]
-    n = flat[0].size
-    c = -(-n // p) if n else 0
-    padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
-    chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
-    reduced = ring_reduce_scatter(net, members, chunks)
-    gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
-    return [np.concatenate([a for _, a in items])[:n].reshape(blocks[0].shape) for items in gathered]
 
 
 def _all_gather(net: Network, members, blocks, dim: int) -> list[np.ndarray]:
@@ -90,9 +80,9 @@ def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed:
         if transposed and kind == "pmean":
             name = "pbroadcast_mean"
         if name == "psum":
-            res = _all_reduce(net, members, group)
+            res = ring_all_reduce(net, members, group)
         elif name == "pmean":
-            res = [r / p for r in _all_reduce(net, members, group)]
+            res = [r / p for r in ring_all_reduce(net, members, group)]
         elif name == "pbroadcast":
             res = [g.copy() for g in group]
         elif name == "pbroadcast_mean":
