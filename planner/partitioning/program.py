@@ -355,7 +355,7 @@ def render(program: Program) -> str:
             if ins.collective is not None:
                 c = ins.collective
                 comm = (f"   // {c.kind} over {', '.join(c.axes)} (group of {c.group_size}), "
-                        f"{c.bytes_per_device} B per device")
+                        f"{format_bytes(c.bytes_per_device)} per device")
             lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pb}}} : "
                          f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result, man_out)}{comm}")
         elif isinstance(ins, Backprop):
@@ -369,7 +369,7 @@ def render(program: Program) -> str:
             if ins.collective is not None:
                 c = ins.collective
                 comm = (f"   // transpose {c.primitive}: {c.kind} over {', '.join(c.axes)}, "
-                        f"{c.bytes_per_device} B per device")
+                        f"{format_bytes(c.bytes_per_device)} per device")
             elif op.op == "pbroadcast":
                 comm = "   // transpose psum: the cotangent goes home pending over its axes and is reduced there"
             elif is_collective(op):
