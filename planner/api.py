@@ -36,7 +36,7 @@ from graphs import ComputationGraph, load_model, load_model_text
 from graphs.gradients import check_differentiable
 from graphs.lint import model_warnings
 from planner.errors import ModelWarning, PlanningError, PlanWarning, quote
-from planner.ir.mesh import Mesh
+from planner.ir.mesh import AxisType, Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.progress import Progress, as_progress
 from planner.propagation.build import OUTPUT_LAYOUTS, Options
@@ -154,6 +154,11 @@ def plan(
     options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout,
                       insert_pbroadcast=insert_pbroadcast)
     planning_mesh = with_model_types(graph, _planning_mesh(graph, mesh))  # axis types go with the axis names
+    explicit_regions = search == "explicit" and bool(graph.manual_regions)
+    if explicit_regions:
+        # seed 001's explicit mode over manual regions: every axis Explicit (each region's manual axes manual in
+        # its body), typed as for mixed axis types, which leaves the search nothing to choose
+        planning_mesh = planning_mesh.with_types({a.name: AxisType.EXPLICIT for a in planning_mesh.axes})
     if search != "explicit":  # explicit types live on the model's mesh: it refuses another one itself
         graph = on_mesh(graph, planning_mesh)  # annotations kept by axis name, or a clear refusal
     clu = _cluster(graph, cluster)
@@ -163,11 +168,13 @@ def plan(
         raise PlanningError("--no-pbroadcast treats every cotangent as a pending sum over the mesh, which a manual "
                             "region's body values (blocks that differ over its manual axes) cannot be; train "
                             "models with regions with the variance types (drop --no-pbroadcast)")
-    if any(op_explicit_axes(graph, planning_mesh).values()) and search in ("bfs", "ilp"):
+    if any(op_explicit_axes(graph, planning_mesh).values()) and (search in ("bfs", "ilp") or explicit_regions):
         # seed 001's types where axes are Explicit, the search on the Auto rest
         prefixes, fixed, _ = explicit_prefixes(graph, planning_mesh)
         options = replace(options, prefixes=prefixes, fixed_axes=fixed)
-    if search == "explicit":
+    if explicit_regions:
+        outcome = replace(run_search(graph, planning_mesh, clu, options, "bfs", progress=progress), search="explicit")
+    elif search == "explicit":
         from planner.propagation.explicit_plan import explicit_outcome
 
         outcome = explicit_outcome(graph, planning_mesh, clu, options)

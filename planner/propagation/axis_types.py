@@ -32,6 +32,7 @@ from planner.propagation.annotations import translate
 from planner.propagation.build import user_annotation
 from planner.propagation.explicit import decide_op
 from planner.propagation.explicit_plan import factor_axes_computing
+from planner.propagation.manual import boundary_typing
 from planner.rules import rule_for
 
 
@@ -108,6 +109,11 @@ def explicit_prefixes(graph, mesh: Mesh) -> tuple[dict[str, tuple], dict[str, fr
                 s = combine(restrict(s, axes - set(region.axes)),
                              restrict(translate(entering, mesh, graph.tensor(t).shape), frozenset(region.axes)))
             ins.append(restrict(s, axes))
+        manual = graph.region_of_op(op.name)
+        if manual is not None and manual.role(op.name) in ("enter", "exit"):  # manual axes major, free ones through
+            rule = rule_for(op, [s.shape for s in in_specs], out_spec.shape)
+            prefixes[op.name], types[op.output] = boundary_typing(graph, op, rule, ins[0], axes, mesh)
+            continue
         out = user_annotation(graph, op.output, mesh) if op.out_sharding is not None else None
         typed_op = replace(op, strategy=None, out_sharding=restrict(out, axes))
         decision, _ = decide_op(graph, typed_op, ins, in_specs, out_spec)

@@ -42,11 +42,8 @@ from planner.rules import check_factor_axes, factor_axes_from_tensor, rule_for
 
 
 def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
-    """The decided model of seed 001's explicit mode on ``graph`` (see the module docstring)."""
-    if graph.manual_regions:
-        names = ", ".join(r.name for r in graph.manual_regions)
-        raise PlanningError(f"explicit mode types values by seed 001's consensus, which does not cover manual regions "
-                            f"(here: {names}); plan this model with --search bfs, ilp or propagate")
+    """The decided model of seed 001's explicit mode on ``graph`` (see the module docstring). A model with
+    manual regions is planned by :func:`planner.api.plan` with every mesh axis Explicit instead."""
     if mesh != graph.mesh:
         raise PlanningError(f"explicit mode types tensors on the model's mesh @{graph.mesh.name} "
                             f"({graph.mesh.short()}); --mesh {mesh.short()} cannot be used with --search explicit")

@@ -19,10 +19,10 @@ from typing import Mapping, Sequence
 from costmodels import RING, chunk_bytes
 from graphs.dtypes import dtype_itemsize
 from graphs.ops.collectives import is_collective
-from planner.errors import PlanningError, VarianceError
+from planner.errors import PlanningError, VarianceError, quote
 from planner.ir.mesh import AxisType
 from planner.ir.axis import AxisRef
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import DimSharding, TensorSharding
 from planner.redistribution.primitives import primitive, result_variance, transpose_of
 from planner.propagation.annotations import satisfies
 from planner.rules.factors import FactorKind, OpShardingRule
@@ -31,19 +31,19 @@ from planner.rules.registry import rule_for
 
 def check_plannable(graph, mesh) -> None:
     """Refuse what regions cannot be planned on: another mesh than the model's (the regions name its axes and
-    their local shapes follow its sizes), a mesh with Explicit axes (seed 001's consensus does not type regions
-    yet)."""
+    their local shapes follow its sizes), and a mesh typing an axis Manual everywhere (a region makes its manual
+    axes manual inside its body only). Explicit axes are typed by seed 001 through the boundary
+    (:func:`boundary_typing`)."""
     if not graph.manual_regions:
         return
     if mesh.axis_names != graph.mesh.axis_names or mesh.shape != graph.mesh.shape:
         raise PlanningError(f"model {graph.name!r} has manual regions, whose local shapes follow its mesh "
                             f"{graph.mesh.short()}; plan it on that mesh (drop --mesh {mesh.short()})")
-    typed = [a.name for a in mesh.axes if a.type is not AxisType.AUTO]
-    if typed:
+    manual = [a.name for a in mesh.axes if a.type is AxisType.MANUAL]
+    if manual:
         raise PlanningError(f"model {graph.name!r} has manual regions ({', '.join(r.name for r in graph.manual_regions)})"
-                            f" on a mesh with {typed[0]!r} typed {mesh.axes[mesh.axis_index(typed[0])].type.value}: "
-                            "regions are planned on meshes whose axes are all Auto (the regions make their manual "
-                            "axes manual inside their bodies); type the mesh's axes Auto")
+                            f" on a mesh typing {manual[0]!r} Manual everywhere: a region makes its manual axes "
+                            "manual inside its body only; type the mesh's axis Auto or Explicit")
 
 
 def manual_factor_axes(region, op_name: str, rule: OpShardingRule) -> dict[int, tuple[AxisRef, ...]]:
@@ -267,3 +267,63 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
 
 __all__ = ["BodyCollective", "allows", "check_plannable", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
            "region_candidates", "transposed_primitive"]
+
+
+# -- Explicit axes at the boundary (seed 001) -----------------------------------------------------------
+
+def boundary_typing(graph, op, rule: OpShardingRule, operand: TensorSharding, explicit: frozenset[str],
+                    mesh) -> tuple[tuple, TensorSharding]:
+    """Seed 001's typing of region boundary op ``op`` on the Explicit axes ``explicit``: its factor axes there and
+    its result's type, given its ``operand``'s type (restricted to ``explicit``).
+
+    Manual axes stay major (a MANUAL factor carries its region's manual axes where they are Explicit), the free
+    Explicit axes pass through the boundary in each dimension. An enter whose operand's type disagrees with the
+    in-sharding on an Explicit axis (closed dimensions exactly, open ones as a prefix) is a PlanningError: only an
+    explicit reshard moves an Explicit axis.
+    """
+    region = graph.region_of_op(op.name)
+    manual = manual_factor_axes(region, op.name, rule)
+    enter = region.role(op.name) == "enter"
+    boundary = region.boundary_sharding(op.name)
+    if enter:
+        _check_agrees(graph, region, "in", op.inputs[0], operand, boundary, explicit)
+    taken = set(region.manual_axes)
+    factor_axes = [()] * rule.num_factors
+    for f, axes in manual.items():
+        factor_axes[f] = tuple(a for a in axes if a.name in explicit)
+    free_dims = rule.result if enter else rule.operands[0]
+    for d, factors in enumerate(free_dims):
+        free = tuple(a for a in operand.dims[d].axes if a.name in explicit and a.name not in taken)
+        if factors:
+            factor_axes[factors[-1]] = free
+    factor_axes = tuple(factor_axes)
+    if enter:
+        dims = tuple(DimSharding(factor_axes[fs[-1]] if fs else (), is_open=False) for fs in rule.result)
+    else:
+        dims = tuple(DimSharding(tuple(a for f in fs for a in factor_axes[f]), is_open=False) for fs in rule.result)
+    result = TensorSharding(mesh, dims)
+    if not enter:
+        _check_agrees(graph, region, "out", op.output, result, boundary, explicit)
+    return factor_axes, result
+
+
+def _check_agrees(graph, region, side: str, tensor: str, typed: TensorSharding, boundary: TensorSharding,
+                  explicit: frozenset[str]) -> None:
+    """PlanningError unless ``typed`` and the ``side``-sharding ``boundary`` agree on the Explicit axes (closed
+    dimensions exactly, open ones as a prefix)."""
+    for d, (have, want) in enumerate(zip(typed.dims, boundary.dims)):
+        have_axes = tuple(a for a in have.axes if a.name in explicit)
+        want_axes = tuple(a for a in want.axes if a.name in explicit)
+        if have_axes == want_axes or (want.is_open and have_axes[: len(want_axes)] == want_axes):
+            continue
+        fix = (f"annotate {quote(tensor)} with the sharding the region reads or reshard it to that with a "
+               "sharding_constraint before the region, or change the in-sharding" if side == "in" else
+               "write into the out-sharding the Explicit axes the body gives it, or open that dimension with ?")
+        raise PlanningError(
+            f"region {quote(region.name)}: the {side}-sharding {boundary.dims_text()} of {quote(tensor)} disagrees "
+            f"with its type {typed.dims_text()} on the Explicit axes (dimension {d}; seed 001: only an explicit "
+            f"reshard moves an Explicit axis): {fix}", where=_where(graph, region.line))
+
+
+def _where(graph, line: int | None) -> str | None:
+    return f"{graph.source}:{line}" if graph.source and line else graph.source

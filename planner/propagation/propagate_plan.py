@@ -37,16 +37,21 @@ from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes
 def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
     mixed = any(op_explicit_axes(graph, mesh).values())
-    if mixed and graph.manual_regions:
-        raise PlanningError("--search propagate plans manual regions on a mesh whose axes are all Auto; this mesh "
-                            "has Explicit axes too: use --search bfs or ilp")
     prefixes, typed_at, types = explicit_prefixes(graph, mesh) if mixed else ({}, {}, None)
     every = frozenset(a.name for a in mesh.axes)
     typed = _typed_axes(graph, mesh, typed_at) if mixed else {}
     boundary = region_boundaries(graph) if graph.manual_regions else {}
     if graph.manual_regions:  # a region's manual axes are blocked on its body tensors (free axes only there)
-        typed = {t: frozenset(r.manual_axes) for r in graph.manual_regions for t in r.body_tensors}
-        prefixes = {op.name: region_prefix(graph, op) for op in graph.ops if graph.region_of_op(op.name)}
+        typed = dict(typed)
+        for r in graph.manual_regions:
+            for t in r.body_tensors:
+                typed[t] = typed.get(t, frozenset()) | frozenset(r.manual_axes)
+        prefixes = dict(prefixes)
+        for op in graph.ops:
+            if graph.region_of_op(op.name):  # a boundary op's MANUAL factors carry the manual axes, the others
+                manual = region_prefix(graph, op)  # their Explicit axes, if any
+                explicit = prefixes.get(op.name, ((),) * len(manual))
+                prefixes[op.name] = tuple(m or e for m, e in zip(manual, explicit))
     defaults = {} if has_user_annotations(graph) or boundary else default_annotations(graph, mesh)
     if mixed:  # mixed axis types: each tensor's typed axes are typed, propagation places the others
         defaults = {t: restrict(s, every - typed[t]) for t, s in defaults.items()}

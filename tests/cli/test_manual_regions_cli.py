@@ -62,18 +62,22 @@ def test_bad_region_exits_2_naming_the_file_line_and_region(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def test_explicit_mode_refuses_a_region_with_status_2(capsys):
+def test_explicit_mode_types_a_region_boundary_and_refuses_a_disagreement_with_status_2(capsys):
+    """--search explicit types every axis (seed 001): w1 has no annotation, so its type is replicated, but the
+    region reads it sharded on tp; only an explicit reshard moves an Explicit axis."""
     assert main(["plan", BY_HAND, "--search", "explicit"]) == 2
-    assert "does not cover manual regions (here: mlp)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "region 'mlp': the in-sharding [{}, {\"tp\"}] of 'w1' disagrees with its type [{}, {}]" in err
+    assert "only an explicit reshard moves an Explicit axis" in err and "Traceback" not in err
 
 
-def test_regions_on_a_mesh_with_explicit_axes_are_refused_with_status_2(tmp_path, capsys):
+def test_regions_on_a_mesh_with_an_explicit_axis_plan_and_simulate(tmp_path, capsys):
     model = tmp_path / "typed.yaml"
     model.write_text(Path(BY_HAND).read_text().replace("mesh: {tp: 4}", "mesh: {axes: {dp: 2, tp: 4}, "
                                                                         "axis_types: {dp: Explicit}}"))
-    assert main(["plan", str(model)]) == 2
-    assert "on a mesh with 'dp' typed Explicit: regions are planned on meshes whose axes are all Auto" in \
-        capsys.readouterr().err
+    for search in ("bfs", "ilp", "propagate"):
+        assert main(["simulate", str(model), "--search", search, "--training"]) == 0, search
+        assert "OK: simulated" in capsys.readouterr().out
 
 
 def test_no_pbroadcast_training_of_a_region_is_refused_with_status_2(capsys):

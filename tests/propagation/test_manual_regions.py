@@ -2,8 +2,11 @@
 
 from pathlib import Path
 
+import pytest
+
 from graphs import load_model, load_model_text
 from planner.api import plan
+from planner.errors import PlanningError
 from planner.propagation.propagate import propagate
 from planner.simulation.run import simulate
 
@@ -42,3 +45,59 @@ def test_basic_propagation_keeps_the_region_boundary_shardings():
     shardings = propagate(g, g.mesh, "basic", boundaries={"w1": g.manual_regions[0].in_shardings[1]},
                           typed_axes={t: frozenset({"tp"}) for t in g.manual_regions[0].body_tensors}).shardings
     assert shardings["w1"].dims_text() == '[{}, {"tp"}]'
+
+
+# -- Explicit axes beside a region's manual ones (seed 001 at the boundary) ------------------------------------
+
+TYPED_REGION = """
+name: typed_region
+mesh: {axes: {dp: 2, tp: 4}, axis_types: {dp: Explicit}}
+tensors:
+  x:  {shape: [16, 128], sharding: '[{"dp"}, {}]'}
+  w1: {shape: [128, 512], kind: param}
+  w2: {shape: [512, 128], kind: param}
+regions:
+  - name: mlp
+    manual_axes: [tp]
+    inputs: [x, w1, w2]
+    in_shardings: ['[{?}, {}]', '[{}, {"tp"}]', '[{"tp"}, {}]']
+    outputs: [y]
+    out_shardings: ['[{?}, {}]']
+    ops:
+      - {name: mm1, op: matmul, inputs: [x, w1], output: h}
+      - {name: act, op: relu, inputs: [h], output: a}
+      - {name: mm2, op: matmul, inputs: [a, w2], output: p}
+      - {name: sum, op: psum, axes: [tp], inputs: [p], output: y}
+outputs: [y]
+"""
+
+
+def test_an_explicit_axis_passes_through_a_region_as_a_free_axis_and_every_search_keeps_it():
+    """x's type shards rows on the Explicit dp; the region's open in-sharding lets dp through as a free axis,
+    so every body tensor and y carry dp on dimension 0 (the search never moves it), and the plan trains exactly."""
+    graph = load_model_text(TYPED_REGION)
+    for search in ("bfs", "ilp", "propagate"):
+        p = plan(graph, search=search, training=True)
+        for t in ("mlp/x", "mlp/h", "mlp/a", "mlp/p", "mlp/y", "y"):
+            assert [a.name for a in p.tensors[t].sharding.dims[0].axes][:1] == ["dp"], (search, t)
+        assert simulate(p).ok, search
+
+
+def test_explicit_mode_over_a_region_types_every_axis_and_trains_exactly():
+    """--search explicit: every axis Explicit (tp manual in the body); with the weights annotated as the region
+    reads them, the types agree at the boundary and the plan is the typed one, searched nowhere."""
+    text = TYPED_REGION.replace("axis_types: {dp: Explicit}", "axis_types: {dp: Explicit, tp: Explicit}")
+    text = text.replace("w1: {shape: [128, 512], kind: param}",
+                        "w1: {shape: [128, 512], kind: param, sharding: '[{}, {\"tp\"}]'}")
+    text = text.replace("w2: {shape: [512, 128], kind: param}",
+                        "w2: {shape: [512, 128], kind: param, sharding: '[{\"tp\"}, {}]'}")
+    p = plan(load_model_text(text), search="explicit", training=True)
+    assert p.search == "explicit"
+    assert simulate(p).ok
+
+
+def test_a_closed_out_sharding_that_drops_an_explicit_axis_is_refused_naming_the_region():
+    text = TYPED_REGION.replace("out_shardings: ['[{?}, {}]']", "out_shardings: ['[{}, {}]']")
+    with pytest.raises(PlanningError, match=r"region 'mlp': the out-sharding \[\{\}, \{\}\].* of 'y' disagrees with "
+                                            r"its type \[\{\"dp\"\}, \{\}\].*only an explicit reshard"):
+        plan(load_model_text(text))
