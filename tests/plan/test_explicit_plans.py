@@ -464,9 +464,12 @@ ops:
 
 
 @pytest.mark.parametrize("config", sorted(EXPLICIT_REFUSES_REGIONS))
-def test_explicit_mode_refuses_manual_regions_naming_them(config):
+def test_explicit_mode_types_region_boundaries_and_refuses_an_unannotated_input_the_region_shards(config):
+    """Explicit mode types every axis: each region config reads an input or parameter that has no annotation
+    (so its type is replicated) with an in-sharding that shards it on a manual axis; only an explicit reshard
+    moves an Explicit axis, so the plan is refused naming the region and the seed-001 rule."""
     graph = load_model(os.path.join(CONFIGS, config))
-    names = ", ".join(r.name for r in graph.manual_regions)
-    with pytest.raises(PlanningError, match=rf"does not cover manual regions \(here: {names}\); plan this model "
-                                            "with --search bfs, ilp or propagate"):
+    names = "|".join(r.name for r in graph.manual_regions)
+    with pytest.raises(PlanningError, match=rf"region '({names})': the in-sharding .* disagrees with its type "
+                                            r".*only an explicit reshard moves an Explicit axis"):
         plan(graph, search="explicit")
