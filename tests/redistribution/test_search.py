@@ -142,6 +142,26 @@ def test_a_search_out_of_budget_keeps_a_verified_plan_no_better_than_the_exhaust
     assert inexact  # the budget did run out
 
 
+def test_permute_checks_are_capped_by_the_budget(monkeypatch):
+    """A dimension of five pieces has 119 reorderings, queued as one family: the searches may
+    check at most PERMUTE_CHECKS permutes per state they may expand (before the cap, this pair
+    checked 15,548 permutes within a budget of 192 states)."""
+    mesh = parse_mesh('@m = <["a"=4, "b"=2, "c"=2, "d"=2]>')
+    src, dst = parse_sharding('[{"b", "d", "c", "a"}, {}]', mesh), parse_sharding('[{"d", "b"}, {"c"}]', mesh)
+    checked = []
+    permute = search.Graph.permute
+
+    def counting(graph, sid, tid):
+        checked.append((sid, tid))
+        return permute(graph, sid, tid)
+
+    monkeypatch.setattr(search.Graph, "permute", counting)
+    plan = reshard((6, 10), "f32", src, dst)
+    states = search.search_budget(Pieces.refine(mesh, (6, 10), [src, dst]))
+    assert 0 < len(checked) <= search.PERMUTE_CHECKS * states
+    assert _verified(plan)
+
+
 def test_planning_cost_tables_use_the_search_too():
     cluster = _default_cluster()
     for src, dst in PAIRS_2D[::11]:
