@@ -202,51 +202,79 @@ def _dim_terms_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tupl
 
 def _needs_arrays(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
     """:func:`_needs` on the same cached per-dimension terms, as numpy arrays (many devices)."""
-    dims = [_dim_arrays(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, goal.dims))]
-    if not dims:
+    terms = None  # rows: the goal block's volume, its overlap with the state's, the state blocks it meets
+    for k, (ps, qs) in enumerate(zip(state.dims, goal.dims)):
+        t = _dim_arrays(pc, k, ps, qs)
+        terms = t if terms is None else terms * t
+    if terms is None:
         return 0, 1, pc.n, 0
-    vols, overs, blocks = dims[0]
-    for v, o, b in dims[1:]:
-        vols, overs, blocks = vols * v, overs * o, blocks * b
+    vols, overs, blocks = terms
     need = vols - overs
     sources = blocks * p - (overs > 0)
     return int(need.max()), int(vols.max()), int(vols.sum()), int(sources.max())
 
 
-def _dim_arrays(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """:func:`_dim_terms` as int64 arrays over devices (cached)."""
+def _dim_arrays(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> np.ndarray:
+    """:func:`_dim_terms` as one ``(3, devices)`` int64 array (cached)."""
     return pc.per_dimension(("term arrays", k, ps, qs), _dim_arrays_now, pc, k, ps, qs)
 
 
-def _dim_arrays_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+def _dim_arrays_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> np.ndarray:
     s, t = pc.span_arrays(k, ps)
     g, h = pc.span_arrays(k, qs)
     local = -(-pc.shape[k] // pc.size(ps))
     vols = h - g
     overs = np.maximum(np.minimum(t, h) - np.maximum(s, g), 0)
     blocks = np.where(h > g, (h - 1) // local - g // local + 1, 0)  # state spans [g, h) meets
-    return vols, overs, blocks
+    return np.stack([vols, overs, blocks])
+
+
+#: Box codes stay below this (int64): past it :func:`_covered` renumbers them densely first.
+_CODES_BELOW = 1 << 62
 
 
 def _covered(pc, state, goal) -> int:
     """Volume of the union over devices of (state block & goal block).
 
     Both layouts are grids, so two devices' intersections are equal or disjoint: the union's
-    volume is the sum of the distinct intersections' volumes."""
-    per_dim = []
-    for k, (ps, qs) in enumerate(zip(state.dims, goal.dims)):
-        s, t, _ = pc.spans(k, ps)
-        g, h, _ = pc.spans(k, qs)
-        per_dim.append([(a if a > c else c, b if b < e else e) for a, b, c, e in zip(s, t, g, h)])
-    if not per_dim:
+    volume is the sum of the distinct intersections' volumes. Per dimension, each device's
+    intersection span is numbered among the distinct spans (cached, :func:`_cover_terms`); a
+    device's box is the tuple of its numbers, read as one mixed-radix code."""
+    if not state.dims:
         return 1  # a scalar
-    total = 0
-    for box in set(zip(*per_dim)):
-        n = 1
-        for lo, hi in box:
-            if hi <= lo:
-                n = 0
-                break
-            n *= hi - lo
-        total += n
-    return total
+    codes = volume = None
+    radix = 1  # codes lie below it
+    for k, (ps, qs) in enumerate(zip(state.dims, goal.dims)):
+        code, length, distinct_spans = _cover_terms(pc, k, ps, qs)
+        if codes is None:
+            codes, volume, radix = code, length, distinct_spans
+            continue
+        if radix * distinct_spans >= _CODES_BELOW:  # renumber the codes densely (fewer than the devices)
+            values = distinct(codes)
+            codes, radix = np.searchsorted(values, codes).astype(np.int64), len(values)
+        codes = codes * distinct_spans + code
+        radix *= distinct_spans
+        volume = volume * length
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return int(volume[order[first]].sum())
+
+
+def _cover_terms(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Along dimension ``k`` split by ``ps`` (state) and ``qs`` (goal), per device: the number of
+    its intersection span among the distinct ones, and its length (0 if empty); and how many
+    distinct spans there are (cached)."""
+    return pc.per_dimension(("cover", k, ps, qs), _cover_terms_now, pc, k, ps, qs)
+
+
+def _cover_terms_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
+    s, t = pc.span_arrays(k, ps)
+    g, h = pc.span_arrays(k, qs)
+    lo, hi = np.maximum(s, g), np.minimum(t, h)
+    length = np.maximum(hi - lo, 0)
+    key = np.where(length > 0, lo * (pc.shape[k] + 1) + hi, -1)  # every empty span is one
+    values = distinct(key)
+    return np.searchsorted(values, key).astype(np.int64), length, len(values)

@@ -105,20 +105,27 @@ def _listed(gen, *args) -> list:
     return list(gen(*args))
 
 
-def _contained(pc: Pieces, old: State, new: State) -> bool:
-    """Every device's block under ``new`` lies in its block under ``old`` (cached)."""
-    return pc.memo(("in", old.dims, new.dims), _contained_now, pc, old, new)
+def _contained_along(pc: Pieces, state: State, k: int, new: tuple[int, ...], others: list[int]) -> bool:
+    """Every device's block lies in its block under ``state`` once dimension ``k`` is split by
+    ``new`` instead (the other dimensions unchanged): per device, its new span along ``k`` lies in
+    its old one, or its new block is empty (along ``k``, or along another dimension: the devices
+    ``others[k]``, see :func:`_empty_elsewhere`)."""
+    outside, empty = _span_within(pc, k, state.dims[k], new)
+    return not outside & ~(empty | others[k])
 
 
-def _contained_now(pc: Pieces, old: State, new: State) -> bool:
-    # per device: its new block is empty along some dimension, or inside the old one along all;
-    # decided per dimension on cached spans (a device outside along one must be empty along one)
-    outside = empty = 0  # bit d: device (row) d
-    for k, (a, b) in enumerate(zip(old.dims, new.dims)):
-        out_k, empty_k = _span_within(pc, k, a, b)
-        outside |= out_k
-        empty |= empty_k
-    return not outside & ~empty
+def _empty_elsewhere(pc: Pieces, state: State) -> list[int]:
+    """Per dimension ``k``: the devices (bits of an int) whose block under ``state`` is empty along
+    some other dimension."""
+    empties = [_span_within(pc, k, d, d)[1] for k, d in enumerate(state.dims)]
+    out = []
+    for k in range(len(empties)):
+        bits = 0
+        for j, e in enumerate(empties):
+            if j != k:
+                bits |= e
+        out.append(bits)
+    return out
 
 
 def _span_within(pc: Pieces, k: int, old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, int]:
@@ -155,12 +162,11 @@ def _bits(mask: np.ndarray) -> int:
     return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
 
 
-def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, after: State) -> bool:
+def _gather_ok(pc: Pieces, state: State, group: tuple[int, ...], i: int, rest: tuple[int, ...]) -> bool:
     """After gathering ``group`` (minor pieces of dim i), every new block lies in what the group holds.
 
     Only dimension ``i`` decides, so the answer is cached per its pieces before and after."""
-    return pc.memo(("gather", i, state.dims[i], group, after.dims[i]), _gather_ok_now, pc, i, state.dims[i], group,
-                   after.dims[i])
+    return pc.memo(("gather", i, state.dims[i], group, rest), _gather_ok_now, pc, i, state.dims[i], group, rest)
 
 
 def _gather_ok_now(pc: Pieces, i: int, before: tuple[int, ...], group: tuple[int, ...], after: tuple[int, ...]) -> bool:
@@ -168,21 +174,18 @@ def _gather_ok_now(pc: Pieces, i: int, before: tuple[int, ...], group: tuple[int
     return _span_ok(*pc.span_arrays(i, after), lo, hi)
 
 
-def _along_ok(pc: Pieces, old: State, new: State, k: int) -> bool:
-    """Every device's span along dim ``k`` under ``new`` is empty or lies in its span under ``old``
-    (cached per dim ``k``, with the containment of slices)."""
-    return not _span_within(pc, k, old.dims[k], new.dims[k])[0]
-
-
 def _all_to_all(pc: Pieces, state: State, i: int, k: int, group, rest, dim_k, itemsize) -> Move | None:
+    """The AllToAll of ``group`` (the minor pieces of dim ``i``, ``rest`` left there) into dim
+    ``k`` as ``dim_k``, if valid. Its gather along ``i`` is valid iff the AllGather of the same
+    group is (:func:`_gather_ok`, which the callers check once per group)."""
+    if _span_within(pc, k, state.dims[k], dim_k)[0]:  # some device's new span along k is outside its old
+        return None
     dims = list(state.dims)
     dims[i] = rest
     dims[k] = dim_k
     after = State(tuple(dims), state.unreduced)
-    if not _gather_ok(pc, state, group, i, after) or not _along_ok(pc, state, after, k):
-        return None
-    old_local, new_local = pc.local_shape(state), pc.local_shape(after)
-    chunk = pc.local_elements(state) // old_local[k] * new_local[k] if old_local[k] else 0
+    old_k = -(-pc.shape[k] // pc.size(state.dims[k]))
+    chunk = pc.local_elements(state) // old_k * -(-pc.shape[k] // pc.size(dim_k)) if old_k else 0
     return Move("AllToAll", group, (i, k), after, pc.size(group), chunk * itemsize)
 
 
@@ -224,9 +227,10 @@ def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) 
             group = dim[len(dim) - j:]
             rest = dim[: len(dim) - j]
             # AllGather the most minor ``j`` pieces of dimension i.
-            after = State(_with_dim(state, i, rest), state.unreduced)
-            if _gather_ok(pc, state, group, i, after):
-                yield Move("AllGather", group, (i,), after, pc.size(group), local * itemsize)
+            if not _gather_ok(pc, state, group, i, rest):
+                continue  # nor can an AllToAll of them: its gather along i is this one
+            yield Move("AllGather", group, (i,), State(_with_dim(state, i, rest), state.unreduced), pc.size(group),
+                       local * itemsize)
             # AllToAll them into another dimension (at any position its block contains).
             for k in range(rank):
                 if k != i:
@@ -237,12 +241,12 @@ def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) 
     # Any free piece may split a dimension for a while: work on a smaller block,
     # gather it back later (e.g. a reduction shared among replicas).
     used = state.used()
+    others = _empty_elsewhere(pc, state)
     for piece in _free_pieces(pc, used):
         for k in range(rank):
             for dim in _insertions(state.dims[k], (piece,)):
-                after = State(_with_dim(state, k, dim), state.unreduced)
-                if _contained(pc, state, after):
-                    yield Move("Slice", (), (k,), after, 1, 0)
+                if _contained_along(pc, state, k, dim, others):
+                    yield Move("Slice", (), (k,), State(_with_dim(state, k, dim), state.unreduced), 1, 0)
     # CollectivePermute to a reordering of one dimension (the targets towards no other goal).
     if permutes:
         for target in permute_targets(state, state):
@@ -260,6 +264,7 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
     to_reduce = tuple(sorted(state.unreduced - goal.unreduced, key=lambda p: pc.refs[p].sort_key(pc.mesh)))
     used = state.used()
     free = frozenset(goal_dim) - used
+    others = _empty_elsewhere(pc, state)
 
     # AllReduce every pending sum the goal does not keep, at once.
     if to_reduce:
@@ -274,8 +279,8 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
             for subset in itertools.permutations(to_reduce, r):
                 for k in range(rank):
                     for dim in _insertions(state.dims[k], subset, goal.dims[k], free):
-                        after = State(_with_dim(state, k, dim), state.unreduced - set(subset))
-                        if _contained(pc, state, after):
+                        if _contained_along(pc, state, k, dim, others):
+                            after = State(_with_dim(state, k, dim), state.unreduced - set(subset))
                             yield Move("ReduceScatter", subset, (k,), after, pc.size(subset),
                                        pc.local_elements(after) * itemsize)
 
@@ -287,6 +292,8 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
                 if k == i:
                     continue
                 jumps = _insertions(state.dims[k], group, goal.dims[k], free)[len(state.dims[k]) + 1:]
+                if jumps and not _gather_ok(pc, state, group, i, rest):
+                    break  # no AllToAll of this group is valid
                 for dim_k in jumps:
                     m = _all_to_all(pc, state, i, k, group, rest, dim_k, itemsize)
                     if m is not None:
@@ -302,9 +309,8 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
             run = suffix[:j]
             if any(p in used for p in run):
                 break
-            after = State(_with_dim(state, k, have + run), state.unreduced)
-            if _contained(pc, state, after):
-                yield Move("Slice", (), (k,), after, 1, 0)
+            if _contained_along(pc, state, k, have + run, others):
+                yield Move("Slice", (), (k,), State(_with_dim(state, k, have + run), state.unreduced), 1, 0)
 
     # A value becomes a pending sum over free pieces the goal keeps unreduced.
     fresh = tuple(sorted(p for p in goal.unreduced - state.unreduced if p not in used))

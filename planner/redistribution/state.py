@@ -206,13 +206,23 @@ class Pieces:
         return n
 
     def local_shape(self, state: State) -> tuple[int, ...]:
-        return tuple(-(-d // self.size(ps)) for d, ps in zip(self.shape, state.dims))
+        """The padded local block's shape under ``state`` (cached per its dimensions)."""
+        key = ("local", state.dims)
+        out = self._spans.get(key)
+        if out is None:
+            out = self._spans[key] = tuple(-(-d // self.size(ps)) for d, ps in zip(self.shape, state.dims))
+        return out
 
     def local_elements(self, state: State) -> int:
-        n = 1
-        for s in self.local_shape(state):
-            n *= s
-        return n
+        """The padded local block's elements under ``state`` (cached per its dimensions)."""
+        key = ("elements", state.dims)
+        out = self._spans.get(key)
+        if out is None:
+            out = 1
+            for s in self.local_shape(state):
+                out *= s
+            self._spans[key] = out
+        return out
 
     def shard_index(self, pieces: Sequence[int]) -> np.ndarray:
         """Each device's mixed-radix index over ``pieces`` (major to minor)."""

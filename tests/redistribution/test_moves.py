@@ -89,7 +89,12 @@ def test_containment_on_spans_matches_device_boxes_on_both_paths(monkeypatch):
             layouts = [State((tuple(d0), tuple(d1))) for n in range(3) for d0 in itertools.permutations(pieces, n)
                        for d1 in itertools.permutations([p for p in pieces if p not in d0], min(1, len(pieces) - n))]
             for old, new in itertools.product(layouts[::3], layouts[::5]):
-                truth = bool(contains(pc.boxes(old), pc.boxes(new)).all())
-                assert moves._contained_now(pc, old, new) == truth, (shape, old, new, limit)
-                seen.add(truth)
+                others = moves._empty_elsewhere(pc, old)
+                for k in range(2):  # dimension k split as in ``new``, the other as in ``old``
+                    after = State(tuple(new.dims[k] if j == k else d for j, d in enumerate(old.dims)))
+                    if set(after.dims[0]) & set(after.dims[1]):
+                        continue
+                    truth = bool(contains(pc.boxes(old), pc.boxes(after)).all())
+                    assert moves._contained_along(pc, old, k, new.dims[k], others) == truth, (shape, old, after, limit)
+                    seen.add(truth)
     assert seen == {True, False}

@@ -246,6 +246,22 @@ def test_the_bound_of_the_start_never_exceeds_the_reported_lower_bound():
 
 
 @pytest.mark.parametrize("sizes, shape, every", [
+    ({"x": 2, "y": 4}, (6, 10), 1), ({"x": 2, "y": 4, "z": 2}, (3, 9), 3), ({"x": 4, "y": 4, "z": 4}, (5, 13), 31),
+], ids=["2d", "3d", "64-devices"])
+@pytest.mark.parametrize("renumber", [False, True], ids=["codes", "renumbered"])
+def test_the_covered_volume_numbered_per_dimension_is_the_union_of_the_device_boxes(sizes, shape, every, renumber,
+                                                                                     monkeypatch):
+    """The pending-sum bound's covered volume, from per-dimension span numbers, equals the union of
+    every device's (state block & goal block) on whole boxes (lower_bound_bytes' definition); also
+    when the codes are renumbered after every dimension (as past int64 on many dimensions)."""
+    if renumber:
+        monkeypatch.setattr(lower_bound, "_CODES_BELOW", 2)
+    for pc, state, goal in _states(Mesh.from_sizes("m", sizes), shape, every=every):
+        boxes = lower_bound._intersections(pc.boxes(state), pc.boxes(goal))
+        assert lower_bound._covered(pc, state, goal) == lower_bound._union_volume(boxes, shape), (state, goal)
+
+
+@pytest.mark.parametrize("sizes, shape, every", [
     ({"x": 2, "y": 4}, (6, 10), 1), ({"x": 2, "y": 4, "z": 2}, (3, 9), 3), ({"x": 4, "y": 4, "z": 4}, (5, 13), 101),
 ], ids=["2d", "3d", "64-devices"])
 def test_permutes_priced_per_dimension_match_the_device_boxes(sizes, shape, every, monkeypatch):
@@ -287,7 +303,12 @@ def _permute_needs_on_boxes(pc, state, target):
 def test_containment_decided_per_dimension_matches_the_device_boxes():
     for sizes, shape in [({"x": 2, "y": 4}, (6, 10)), ({"x": 2, "y": 4, "z": 2}, (3, 5))]:
         for pc, a, b in _states(Mesh.from_sizes("m", sizes), shape, unreduced=False):
-            assert moves._contained_now(pc, a, b) == bool(contains(pc.boxes(a), pc.boxes(b)).all())
+            others = moves._empty_elsewhere(pc, a)
+            for k in range(len(a.dims)):  # dimension k split as in b, the others as in a
+                after = State(tuple(b.dims[k] if j == k else d for j, d in enumerate(a.dims)))
+                if len(after.used()) == sum(map(len, after.dims)):  # no piece twice
+                    truth = bool(contains(pc.boxes(a), pc.boxes(after)).all())
+                    assert moves._contained_along(pc, a, k, b.dims[k], others) == truth
 
 
 def test_a_family_of_reorderings_prices_each_member_as_the_single_permute():
