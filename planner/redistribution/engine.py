@@ -189,11 +189,9 @@ def _change_mesh(shape, itemsize, source, destination, cluster) -> tuple[TensorS
     return moved, Step("CollectivePermute", (), (), source, moved, cost.bytes_per_device, cost.time_s, pairs)
 
 
-def _axes_between(mesh, pairs, pos=None) -> tuple[AxisRef, ...]:
-    """Mesh axes along which some pair of devices differs (the link a permute uses); ``pos``:
-    :func:`~planner.ir.layout.devices_to_positions` of ``mesh``, if the caller has it."""
-    if pos is None:
-        pos = devices_to_positions(mesh)
+def _axes_between(mesh, pairs) -> tuple[AxisRef, ...]:
+    """Mesh axes along which some pair of devices differs (the link a permute uses)."""
+    pos = devices_to_positions(mesh)
     src = pos[[a for a, _ in pairs]]
     dst = pos[[b for _, b in pairs]]
     out = []
@@ -206,12 +204,16 @@ def _axes_between(mesh, pairs, pos=None) -> tuple[AxisRef, ...]:
 
 # -- search --------------------------------------------------------------------------------
 
+def _permute_link(pc: Pieces, spans: tuple[int, ...], cluster: Cluster):
+    return cluster.link_for(pc.mesh, tuple(AxisRef(pc.mesh.axes[i].name) for i in spans))
+
+
 def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
     if move.kind == "Slice":
         return CollectiveCost(0, 0.0)
-    if move.kind == "CollectivePermute":
-        axes = _axes_between(pc.mesh, move.pairs, pc.per_dimension(("device positions",), devices_to_positions, pc.mesh))
-        return RING.collective_permute(move.unit_bytes, cluster.link_for(pc.mesh, axes))
+    if move.kind == "CollectivePermute":  # on the link of the mesh axes its pairs differ along
+        link = pc.per_dimension(("permute link", move.spans, cluster), _permute_link, pc, move.spans, cluster)
+        return RING.collective_permute(move.unit_bytes, link)
     link = cluster.link_for(pc.mesh, pc.axes_of(move.group))
     fn = {
         "AllReduce": RING.all_reduce,

@@ -36,6 +36,9 @@ class Move:
     p: int  # group size
     unit_bytes: int  # the shard / chunk / block size the cost formula of ``kind`` takes
     pairs: tuple[tuple[int, int], ...] = ()
+    # a CollectivePermute's mesh axes (indices into ``mesh.axes``) along which some sender and
+    # its receiver differ: the link it runs on
+    spans: tuple[int, ...] = ()
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self):  # moves key the engine's cost cache: hash them once
@@ -352,8 +355,11 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: 
         senders = _nearest_matching(pc, receivers, holders)
     if not senders:
         return None
-    pairs = pc.lift_pairs((int(c), int(receivers[r])) for r, c in senders.items())
-    return Move("CollectivePermute", (), (), target, 1, most * itemsize, pairs)
+    rows = np.array([(c, receivers[r]) for r, c in senders.items()], dtype=np.int64).reshape(-1, 2)
+    digits = pc.per_dimension(("mesh digits",), _mesh_digits, pc)
+    # replicas of a pair differ along the same axes as the pair (they are offset alike)
+    spans = tuple(np.flatnonzero((digits[rows[:, 0]] != digits[rows[:, 1]]).any(axis=0)).tolist())
+    return Move("CollectivePermute", (), (), target, 1, most * itemsize, pc.lift_pairs(rows), spans)
 
 
 #: Up to this many devices :func:`permute_move` works on per-dimension spans in Python loops,

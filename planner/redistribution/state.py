@@ -138,7 +138,7 @@ class Pieces:
 
     def lift_pairs(self, pairs) -> tuple[tuple[int, int], ...]:
         """``(sender row, receiver row)`` pairs as device ids on the whole mesh, every replica's, sorted."""
-        rows = np.array(list(pairs), dtype=np.int64).reshape(-1, 2)
+        rows = np.asarray(pairs if isinstance(pairs, np.ndarray) else list(pairs), dtype=np.int64).reshape(-1, 2)
         at = self.positions[rows][:, :, None] + self.offsets[None, None, :]  # (pairs, 2, replicas)
         devices = self.device_at[at].transpose(0, 2, 1).reshape(-1, 2)
         return tuple(sorted(map(tuple, devices.tolist())))

@@ -284,6 +284,26 @@ def test_permutes_priced_per_dimension_match_the_device_boxes(sizes, shape, ever
             assert looped == arrays, (state, target)
 
 
+@pytest.mark.parametrize("within", [None, "x"], ids=["whole-mesh", "within-x"])
+def test_a_permute_runs_on_the_mesh_axes_its_lifted_pairs_differ_along(within):
+    """A permute's link comes from the axes its row pairs differ along (Move.spans): the same
+    axes as its pairs of devices on the whole mesh, replicas included."""
+    from planner.ir.axis import AxisRef
+    from planner.redistribution.engine import _axes_between
+
+    mesh = Mesh.from_sizes("m", {"x": 2, "y": 4, "z": 2})
+    seen = 0
+    for a, b in list(itertools.product(shardings(mesh), shardings(mesh)))[::7]:
+        pc = Pieces.refine(mesh, (16, 8), [a, b], True, None if within is None else [AxisRef(within)])
+        state, goal = pc.state_of(a), pc.state_of(b)
+        for target in moves.permute_targets(state, goal):
+            m = moves.permute_move(pc, state, target, 4)
+            if m is not None:
+                assert tuple(AxisRef(mesh.axes[i].name) for i in m.spans) == _axes_between(mesh, m.pairs)
+                seen += 1
+    assert seen
+
+
 def _permute_needs_on_boxes(pc, state, target):
     """What moves._permute_needs computes per dimension, on whole device boxes instead: the devices
     that miss a box of their new block, which devices hold each such box, and the largest box;
