@@ -278,14 +278,13 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
         # disjoint pieces of their common block, so the pieces can join the
         # dimension at any position the block contains (even with free pieces of
         # the goal's arrangement, sliced at the same time).
-        for r in range(1, len(to_reduce) + 1):
-            for subset in itertools.permutations(to_reduce, r):
-                for k in range(rank):
-                    for dim in _insertions(state.dims[k], subset, goal.dims[k], free):
-                        if _contained_along(pc, state, k, dim, others):
-                            after = State(_with_dim(state, k, dim), state.unreduced - set(subset))
-                            yield Move("ReduceScatter", subset, (k,), after, pc.size(subset),
-                                       pc.local_elements(after) * itemsize)
+        for subset in _scatter_groups(pc, to_reduce, goal):
+            for k in range(rank):
+                for dim in _insertions(state.dims[k], subset, goal.dims[k], free):
+                    if _contained_along(pc, state, k, dim, others):
+                        after = State(_with_dim(state, k, dim), state.unreduced - set(subset))
+                        yield Move("ReduceScatter", subset, (k,), after, pc.size(subset),
+                                   pc.local_elements(after) * itemsize)
 
     # AllToAll straight into the goal's arrangement of a dimension (slicing free pieces too).
     for i, dim in enumerate(state.dims):
@@ -327,6 +326,32 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
             yield m
 
 
+#: Up to this many pending pieces a ReduceScatter may run over any of them in any order (the
+#: exhaustive search's moves); beyond it over fewer groups (:func:`_scatter_groups`), since
+#: there are sum_r p!/(p-r)! ordered subsets: 64 for 4 pieces, 325 for 5, 1,956 for 6.
+SCATTER_ORDERS_UP_TO = 4
+
+
+def _scatter_groups(pc: Pieces, to_reduce: tuple[int, ...], goal: State) -> list[tuple[int, ...]]:
+    """The groups of pending pieces a ReduceScatter may run over, in the order they are tried.
+
+    Up to :data:`SCATTER_ORDERS_UP_TO` pieces: every ordered subset. Beyond: each piece alone,
+    each mesh axis's pieces together, the pieces each dimension of the goal holds (in its order),
+    and all of them (in mesh order): linear in the pieces, so a state with many pending sums
+    (a=8,b=4,c=2 has six pending pieces) is expanded in bounded time."""
+    if len(to_reduce) <= SCATTER_ORDERS_UP_TO:
+        return [s for r in range(1, len(to_reduce) + 1) for s in itertools.permutations(to_reduce, r)]
+    pending = set(to_reduce)
+    groups = [(p,) for p in to_reduce]
+    axes: dict[str, list[int]] = {}
+    for p in to_reduce:  # in mesh order: an axis's pieces major to minor
+        axes.setdefault(pc.refs[p].name, []).append(p)
+    groups += [tuple(ps) for ps in axes.values()]
+    groups += [tuple(p for p in d if p in pending) for d in goal.dims]
+    groups.append(to_reduce)
+    return list(dict.fromkeys(g for g in groups if g))
+
+
 def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: bool = False) -> Move | None:
     """One CollectivePermute from ``state`` to ``target``, if a matching of holders exists.
 
@@ -348,11 +373,12 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: 
     if found is None:
         return None
     receivers, holders, most = found
-    if not holders.any(axis=1).all():
+    counts = np.bincount(holders[0], minlength=len(receivers))
+    if not counts.all():
         return None
-    senders = _forced_matching(holders)
+    senders = _forced_matching(holders, counts)
     if senders is None:
-        senders = _nearest_matching(pc, receivers, holders)
+        senders = _nearest_matching(pc, receivers, holders, counts)
     if not senders:
         return None
     rows = np.array([(c, receivers[r]) for r, c in senders.items()], dtype=np.int64).reshape(-1, 2)
@@ -370,7 +396,9 @@ _LOOP_DEVICES = 16
 def _permute_needs(pc: Pieces, state: State, target: State):
     """:func:`missing_box` and the holders of each missing box, on the spans of each dimension
     (blocks form grids: a box lies in at most one block of the state, found per dimension).
-    Returns ``(receivers, holders, largest missing volume)``, or None if some device would miss
+    Returns ``(receivers, holders, largest missing volume)``, the holders as ``(receiver index,
+    holder row)`` arrays sorted by receiver then row (work and memory linear in their number, not
+    receivers times devices), or None if some device would miss
     more than one box or none misses anything."""
     if pc.n <= _LOOP_DEVICES:
         return _permute_needs_loop(pc, state, target)
@@ -438,7 +466,7 @@ def _permute_needs_loop(pc: Pieces, state: State, target: State):
             for s in by_block.get(tuple(starts), ()):
                 if s != d:
                     holders[r, s] = True
-    return np.array(receivers), holders, most
+    return np.array(receivers), np.nonzero(holders), most
 
 
 def _permute_needs_arrays(pc: Pieces, state: State, target: State):
@@ -475,9 +503,16 @@ def _permute_needs_arrays(pc: Pieces, state: State, target: State):
     if bad.any():
         return None
     want, fits = want[receivers], fits[receivers]
-    holders = (held[None, :] == want[:, None]) & fits[:, None]
-    holders[np.arange(len(receivers)), receivers] = False
-    return receivers, holders, int(volume[receivers].max())
+    # the holders of a receiver's box: the devices holding its block (sorted by block, then row)
+    order = np.argsort(held, kind="stable")
+    ordered = held[order]
+    lo = np.searchsorted(ordered, want, "left")
+    counts = np.where(fits, np.searchsorted(ordered, want, "right") - lo, 0)
+    rows = np.repeat(np.arange(len(receivers)), counts)
+    starts = np.cumsum(counts) - counts
+    cols = order[np.arange(len(rows)) - np.repeat(starts, counts) + np.repeat(lo, counts)]
+    other = cols != receivers[rows]  # a device never sends to itself
+    return receivers, (rows[other], cols[other]), int(volume[receivers].max())
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,17 +562,16 @@ def _permute_terms_now(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, .
     )
 
 
-def _forced_matching(holders: np.ndarray) -> dict[int, int] | None:
+def _forced_matching(holders: tuple[np.ndarray, np.ndarray], counts: np.ndarray) -> dict[int, int] | None:
     """The matching of receivers (rows) to distinct senders (columns) when it is forced: a receiver
     with one possible sender takes it, which may leave another with one, and so on until every
     receiver has its sender. Then it is the only matching; ``{}`` when none exists, None when
     some receiver keeps a choice (then :func:`_nearest_matching` chooses).
     """
-    counts = holders.sum(axis=1)
     if counts.min() > 1:
         return None
-    rows, cols = np.nonzero(holders)
-    options: list[set[int]] = [set() for _ in range(holders.shape[0])]
+    rows, cols = holders
+    options: list[set[int]] = [set() for _ in range(len(counts))]
     wanted: dict[int, list[int]] = {}  # sender -> the receivers it could serve
     for r, c in zip(rows.tolist(), cols.tolist()):
         options[r].add(c)
@@ -563,7 +597,8 @@ def _forced_matching(holders: np.ndarray) -> dict[int, int] | None:
     return taken
 
 
-def _nearest_matching(pc: Pieces, receivers: np.ndarray, holders: np.ndarray) -> dict[int, int]:
+def _nearest_matching(pc: Pieces, receivers: np.ndarray, holders: tuple[np.ndarray, np.ndarray],
+                      counts: np.ndarray) -> dict[int, int]:
     """A sender for every receiver (rows), each sender used once; ``{}`` if there is no such matching.
 
     Each receiver prefers the holders that differ from it on the fewest mesh axes (the link the
@@ -571,12 +606,11 @@ def _nearest_matching(pc: Pieces, receivers: np.ndarray, holders: np.ndarray) ->
     order) then make the matching complete whenever one exists.
     """
     digits = pc.per_dimension(("mesh digits",), _mesh_digits, pc)  # (rows, mesh axes)
-    far = (digits[receivers][:, None, :] != digits[None, :, :]).sum(axis=-1)  # (receivers, rows)
-    n = holders.shape[1]
-    rank = np.where(holders, far * n + np.arange(n), (digits.shape[1] + 1) * n)  # fewest axes, then lowest
-    counts = holders.sum(axis=1).tolist()
-    order = np.argsort(rank, axis=1, kind="stable")[:, :max(counts)].tolist()
-    prefs = [row[:c] for row, c in zip(order, counts)]
+    rows, cols = holders  # only the holders are ranked: work linear in their number
+    far = (digits[receivers[rows]] != digits[cols]).sum(axis=-1)
+    order = np.lexsort((cols, far, rows))  # per receiver: fewest axes, then lowest
+    cuts = np.cumsum(counts)[:-1]
+    prefs = [c.tolist() for c in np.split(cols[order], cuts)]
     owner: dict[int, int] = {}  # sender -> receiver row
     for r0 in range(len(prefs)):
         if not _augment(r0, prefs, owner):

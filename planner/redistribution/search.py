@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from typing import Callable, TypeVar
 
 import numpy as np
@@ -134,6 +135,8 @@ class Graph:
             straight = not state.unreduced and not goal.unreduced and goal != state  # listed last
             for target in listed:
                 if isinstance(target, int):  # the many reorderings of a long dimension
+                    if not family_fits(self.pc, len(state.dims[target])):
+                        continue
                     family = Family(self, sid, target, gid)
                     if family.size:
                         targets.append((family, None))
@@ -235,6 +238,19 @@ class Graph:
 #: Reorderings of a dimension of at most this many pieces are queued one by one; those of a
 #: longer one (``n! - 1`` of them) as a :class:`Family`.
 LISTED = 3
+
+
+#: A dimension's reorderings are searched (as a :class:`Family`) only when their number times
+#: the rows (devices, or representatives) is at most this: pricing them takes arrays of that
+#: many cells, and there are ``n! - 1`` (a dimension of 6 pieces on 256 devices took 10 ms per
+#: family, one of 9 on 4,096 devices would take 100 GB). 720 orders on 64 devices fit, 120 on
+#: 512; a longer dimension is still permuted straight to the goal, and reordered by other moves.
+FAMILY_CELLS = 1 << 16
+
+
+def family_fits(pc: Pieces, pieces: int) -> bool:
+    """Whether the reorderings of a dimension of ``pieces`` pieces are searched (:data:`FAMILY_CELLS`)."""
+    return math.factorial(pieces) * pc.n <= FAMILY_CELLS
 
 
 class Family:

@@ -7,6 +7,11 @@ from planner.redistribution.moves import _nearest_matching, permute_move
 from planner.redistribution.state import Pieces
 
 
+def _nearest(pc, receivers, holders):
+    """_nearest_matching on a dense (receivers, devices) matrix of who holds what."""
+    return _nearest_matching(pc, receivers, np.nonzero(holders), holders.sum(axis=1))
+
+
 def _pieces(mesh_text, shape=(8, 8)):
     mesh = parse_mesh(mesh_text)
     return Pieces.refine(mesh, shape, [], False)
@@ -20,7 +25,7 @@ def test_a_receiver_takes_the_holder_on_the_fewest_mesh_axes():
     holders = np.zeros((2, 4), dtype=bool)
     holders[0, [1, 3]] = True
     holders[1, [0, 2]] = True
-    assert _nearest_matching(pc, np.array([0, 3]), holders) == {0: 1, 1: 2}
+    assert _nearest(pc, np.array([0, 3]), holders) == {0: 1, 1: 2}
 
 
 def test_a_matching_is_completed_along_an_augmenting_path():
@@ -30,14 +35,14 @@ def test_a_matching_is_completed_along_an_augmenting_path():
     holders = np.zeros((2, 4), dtype=bool)
     holders[0, [1, 3]] = True
     holders[1, [1]] = True
-    assert _nearest_matching(pc, np.array([0, 3]), holders) == {0: 3, 1: 1}
+    assert _nearest(pc, np.array([0, 3]), holders) == {0: 3, 1: 1}
 
 
 def test_no_matching_when_two_receivers_share_their_only_sender():
     pc = _pieces('@m = <["x"=2, "y"=2]>')
     holders = np.zeros((2, 4), dtype=bool)
     holders[:, 2] = True
-    assert _nearest_matching(pc, np.array([0, 1]), holders) == {}
+    assert _nearest(pc, np.array([0, 1]), holders) == {}
 
 
 def test_swapping_blocks_on_a_replicated_axis_stays_off_that_axis():
