@@ -393,6 +393,14 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: 
 _LOOP_DEVICES = 16
 
 
+#: A CollectivePermute is not tried when its receivers have more (receiver, holder) pairs than
+#: this in all: matching them takes time and memory linear in their number, and a block
+#: replicated over most of a large mesh has that many (on 8x8x8x8, a tensor sharded over one
+#: axis has 512 holders per block: 2M pairs, 0.1 s per permute). Such a layout is moved by the
+#: other collectives (or a permute from a less replicated layout).
+PERMUTE_HOLDERS = 1 << 18
+
+
 def _permute_needs(pc: Pieces, state: State, target: State):
     """:func:`missing_box` and the holders of each missing box, on the spans of each dimension
     (blocks form grids: a box lies in at most one block of the state, found per dimension).
@@ -508,6 +516,8 @@ def _permute_needs_arrays(pc: Pieces, state: State, target: State):
     ordered = held[order]
     lo = np.searchsorted(ordered, want, "left")
     counts = np.where(fits, np.searchsorted(ordered, want, "right") - lo, 0)
+    if counts.sum() > PERMUTE_HOLDERS:
+        return None
     rows = np.repeat(np.arange(len(receivers)), counts)
     starts = np.cumsum(counts) - counts
     cols = order[np.arange(len(rows)) - np.repeat(starts, counts) + np.repeat(lo, counts)]

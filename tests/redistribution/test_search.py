@@ -306,6 +306,23 @@ def test_a_permute_runs_on_the_mesh_axes_its_lifted_pairs_differ_along(within):
     assert seen
 
 
+def test_a_permute_with_more_holder_pairs_than_the_cap_is_not_tried(monkeypatch):
+    """Replicated over z, each block of the x/y swap has two holders: the 4 devices with x != y
+    receive (the others hold their new block), from either z replica at the swapped (x, y): 8
+    (receiver, holder) pairs; under a cap of 7 the permute is not tried and the plan uses other
+    collectives."""
+    mesh = parse_mesh('@m = <["x"=2, "y"=2, "z"=2]>')
+    src, dst = parse_sharding('[{"x"}, {"y"}]', mesh), parse_sharding('[{"y"}, {"x"}]', mesh)
+    pc = Pieces.refine(mesh, (8, 8), [src, dst], False)
+    monkeypatch.setattr(moves, "_LOOP_DEVICES", 0)  # the arrays path, where the pairs are counted first
+    receivers, (rows, cols), _ = moves._permute_needs(pc, pc.state_of(src), pc.state_of(dst))
+    assert len(receivers) == 4 and len(rows) == 8
+    monkeypatch.setattr(moves, "PERMUTE_HOLDERS", len(rows) - 1)
+    assert moves.permute_move(pc, pc.state_of(src), pc.state_of(dst), 4) is None
+    plan = reshard((8, 8), "f32", src, dst)
+    assert "CollectivePermute" not in [s.kind for s in plan.steps] and _verified(plan)
+
+
 def _permute_needs_on_boxes(pc, state, target):
     """What moves._permute_needs computes per dimension, on whole device boxes instead: the devices
     that miss a box of their new block, which devices hold each such box, and the largest box;
