@@ -10,8 +10,11 @@
    the engine could not prove (``plan.exact`` False: a search ran out of budget).
 2. Timing (medians, caches cleared before each measurement): the engine call of
    ``shardplan reshard`` (default pieces primes, objective bytes) on issue 11's cases and
-   on random pairs of shardings of 4-axis meshes; and ``reshard_for_planning`` (time,
-   whole axes: the planner's cost tables) per distinct pair on 2-, 3- and 4-axis meshes.
+   on random pairs of shardings of 4-axis meshes (issue 11's 2x2x2x2 and 4x4x2x2, and
+   4x2x2x2, 8x4x2x2, 4x4x4x4, 8x8x8x8); the whole command ``shardplan reshard`` (CPU
+   seconds of a fresh process, imports included) on each mesh's slowest pair; and
+   ``reshard_for_planning`` (time, whole axes: the planner's cost tables) per distinct pair
+   on 2-, 3- and 4-axis meshes.
 
     python benchmarks/reshard.py [--repeat 3] [--pairs] [--pieces primes|axes]
                                  [--only 2d,3d,timing] [--every N]
@@ -24,6 +27,9 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
+import subprocess
+import sys
 import statistics
 import time
 
@@ -136,6 +142,19 @@ def _cold(fn, repeat):
     return statistics.median(times), out
 
 
+#: The 4-axis meshes of the timing section: issue 11's two, and larger or uneven ones.
+FOUR_AXES = ({"a": 2, "b": 2, "c": 2, "d": 2}, {"a": 4, "b": 4, "c": 2, "d": 2}, {"a": 4, "b": 2, "c": 2, "d": 2},
+             {"a": 8, "b": 4, "c": 2, "d": 2}, {"a": 4, "b": 4, "c": 4, "d": 4}, {"a": 8, "b": 8, "c": 8, "d": 8})
+
+
+def _command_cpu(cmd) -> float:
+    """CPU seconds (user + system) of one run of ``cmd`` in a fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def timing_table(args) -> None:
     print("timing: the engine call of `shardplan reshard` (primes, bytes), caches cleared, median of "
           f"{args.repeat}\n")
@@ -150,16 +169,29 @@ def timing_table(args) -> None:
         t, plan = _cold(lambda: reshard(shape, "f32", a, b), args.repeat)
         name = f"{spec} {'x'.join(map(str, shape))} {src}->{dst}"
         print(f"{name[:44]:>44}  {1:>5}  {t:>8.3f}  {t:>6.3f}  {int(t > 0.5):>6}  {int(not plan.exact):>7}")
-    for sizes in ({"a": 2, "b": 2, "c": 2, "d": 2}, {"a": 4, "b": 4, "c": 2, "d": 2}):
+    slowest = []
+    for sizes in FOUR_AXES:
         mesh = Mesh.from_sizes("m", sizes)
         times, inexact = [], 0
         for shape, a, b in random_pairs(mesh, args.random):
             t, plan = _cold(lambda: reshard(shape, "f32", a, b), 1)
-            times.append(t)
+            times.append((t, shape, a, b))
             inexact += not plan.exact
         name = f"{mesh.short()} random pairs (rank 2-4)"
-        print(f"{name:>44}  {len(times):>5}  {statistics.median(times):>8.3f}  {max(times):>6.3f}  "
-              f"{sum(t > 0.5 for t in times):>6}  {inexact:>7}")
+        seconds = [t for t, *_ in times]
+        print(f"{name:>44}  {len(times):>5}  {statistics.median(seconds):>8.3f}  {max(seconds):>6.3f}  "
+              f"{sum(t > 0.5 for t in seconds):>6}  {inexact:>7}")
+        slowest.append((mesh, max(times, key=lambda r: r[0])))
+    print(f"\nthe whole command `shardplan reshard` on each mesh's slowest pair above: CPU seconds of the "
+          f"process (user + system, imports included), median of {args.repeat}\n")
+    print(f"{'mesh':>16}  {'shape':>12}  {'engine s':>8}  {'command s':>9}  pair")
+    for mesh, (t, shape, a, b) in slowest:
+        spec = ",".join(f"{ax.name}={ax.size}" for ax in mesh.axes)
+        cmd = [sys.executable, "-m", "planner", "reshard", "--mesh", spec, "--shape", "x".join(map(str, shape)),
+               "--from", a.dims_text(), "--to", b.dims_text()]
+        runs = [_command_cpu(cmd) for _ in range(args.repeat)]
+        print(f"{mesh.short():>16}  {'x'.join(map(str, shape)):>12}  {t:>8.3f}  {statistics.median(runs):>9.3f}  "
+              f"{a.dims_text()} -> {b.dims_text()}")
     print("\nreshard_for_planning (time, whole axes) per distinct pair: suite pairs of a rank-2 tensor 64x32, "
           f"caches cleared once, median of {args.repeat}\n")
     print(f"{'mesh':>16}  {'pairs':>5}  {'ms / pair':>9}")
