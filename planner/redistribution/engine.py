@@ -53,7 +53,7 @@ from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.moves import Move, gather_then_slice, moves
-from planner.redistribution.search import Budget, Graph, astar, chain_cost, search_budget
+from planner.redistribution.search import Graph, astar, chain_cost, search_budget
 from planner.redistribution.state import MEMO_SIZE, Pieces, State
 from planner.redistribution.steps import ReshardPlan, Step
 
@@ -234,7 +234,7 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
         return [], True
     if exhaustive:
         return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time, typed), True
-    budget = Budget(search_budget(pc))
+    budget = search_budget(pc)
     describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
     known = None  # (cost, steps) of a plan in hand
     if primes:

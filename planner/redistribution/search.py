@@ -419,9 +419,20 @@ PERMUTE_CHECKS = 4
 BUDGET: int | None = 6144
 
 
-def search_budget(pc: Pieces) -> int | None:
-    """The states the searches of one redistribution over ``pc`` may expand (see :data:`BUDGET`)."""
-    return None if BUDGET is None else max(16, BUDGET // pc.n)
+def search_budget(pc: Pieces) -> Budget:
+    """What the searches of one redistribution over ``pc`` may do (see :data:`BUDGET`): states to
+    expand, and permutes to check, :data:`PERMUTE_CHECKS` per state up to :data:`CHECKS_ROWS` rows,
+    fewer beyond in proportion."""
+    if BUDGET is None:
+        return Budget(None)
+    states = max(16, BUDGET // pc.n)
+    return Budget(states, states * PERMUTE_CHECKS * min(1.0, CHECKS_ROWS / pc.n))
+
+
+#: Beyond this many rows a search may check fewer permutes per state, in proportion: a check's
+#: arrays and matching grow with the devices faster than an expansion's work (0.23 against
+#: 0.93 ms on 64 devices, 15 against 5 ms on 4,096: random pairs of ``benchmarks/reshard.py``).
+CHECKS_ROWS = 256
 
 
 def astar(graph: Graph, start: State, goal: State, same: Callable[[Pieces, State, State], bool],
