@@ -370,7 +370,9 @@ class Budget:
 
     def __init__(self, left: float | None, checks: float | None = None):
         self.left = left
-        self.checks = None if left is None else left * PERMUTE_CHECKS if checks is None else checks
+        if checks is None and left is not None:
+            checks = left * PERMUTE_CHECKS
+        self.checks = checks
 
     def spend(self, fraction: float, search: Callable[["Budget"], T]) -> T:
         """``search(part)`` with that fraction of what is left, spent from this budget."""
@@ -405,8 +407,8 @@ class Budget:
 #: CollectivePermutes a search may check per state it may expand. Checking one (matching its
 #: senders to receivers) takes about a quarter of an expansion's time, and a search checks
 #: about two per expansion (8,538 checks in 4,056 expansions over 60 random pairs of
-#: ``benchmarks/reshard.py`` on a=4,b=4,c=2,d=2; a cap of 2 made 7 of 100 such pairs dearer); but a long dimension's family of reorderings has ``n! - 1``
-#: members, and without this cap one search checked 15,548 of them within its budget of 192
+#: ``benchmarks/reshard.py`` on a=4,b=4,c=2,d=2; a cap of 2 made 7 of 100 such pairs dearer);
+#: but a long dimension's family of reorderings has ``n! - 1`` members, and without this cap one search checked 15,548 of them within its budget of 192
 #: states (3.9 s, ``[{"b", "d", "c", "a"}, {}]`` to ``[{"d", "b"}, {"c"}]`` on a=4,b=2,c=2,d=2).
 PERMUTE_CHECKS = 4
 

@@ -142,12 +142,17 @@ def test_a_search_out_of_budget_keeps_a_verified_plan_no_better_than_the_exhaust
     assert inexact  # the budget did run out
 
 
-def test_permute_checks_are_capped_by_the_budget(monkeypatch):
-    """A dimension of five pieces has 119 reorderings, queued as one family: the searches may
-    check at most PERMUTE_CHECKS permutes per state they may expand (before the cap, this pair
-    checked 15,548 permutes within a budget of 192 states)."""
-    mesh = parse_mesh('@m = <["a"=4, "b"=2, "c"=2, "d"=2]>')
-    src, dst = parse_sharding('[{"b", "d", "c", "a"}, {}]', mesh), parse_sharding('[{"d", "b"}, {"c"}]', mesh)
+@pytest.mark.parametrize("sizes, shape, src, dst", [
+    ('"a"=4, "b"=2, "c"=2, "d"=2', (6, 10), '[{"b", "d", "c", "a"}, {}]', '[{"d", "b"}, {"c"}]'),
+    ('"a"=8, "b"=8, "c"=8, "d"=8', (6, 64), '[{"a"}, {"c"}], unreduced={"d"}', '[{"c", "d"}, {}]'),
+], ids=["32-devices", "4096-devices"])
+def test_permute_checks_are_capped_by_the_budget(sizes, shape, src, dst, monkeypatch):
+    """On 32 devices, a dimension of five pieces has 119 reorderings, queued as one family: the
+    searches may check at most PERMUTE_CHECKS permutes per state they may expand (before the
+    cap, this pair checked 15,548 permutes within a budget of 192 states). On 4,096 devices,
+    fewer per state: 4 * 256 / 4,096 of the 16 states' worth, 4 checks in all."""
+    mesh = parse_mesh(f'@m = <[{sizes}]>')
+    src, dst = parse_sharding(src, mesh), parse_sharding(dst, mesh)
     checked = []
     permute = search.Graph.permute
 
@@ -156,9 +161,12 @@ def test_permute_checks_are_capped_by_the_budget(monkeypatch):
         return permute(graph, sid, tid)
 
     monkeypatch.setattr(search.Graph, "permute", counting)
-    plan = reshard((6, 10), "f32", src, dst)
-    states = search.search_budget(Pieces.refine(mesh, (6, 10), [src, dst])).left
-    assert 0 < len(checked) <= search.PERMUTE_CHECKS * states
+    plan = reshard(shape, "f32", src, dst)
+    budget = search.search_budget(Pieces.refine(mesh, shape, [src, dst]))
+    rows = Pieces.refine(mesh, shape, [src, dst]).n
+    assert budget.checks == search.PERMUTE_CHECKS * budget.left * min(1, search.CHECKS_ROWS / rows)
+    assert 0 < len(checked) <= budget.checks
+    assert plan.bytes_per_device >= plan.lower_bound_bytes_per_device
     assert _verified(plan)
 
 
