@@ -123,6 +123,12 @@ def _dim(name: str, key: str, shape, attrs) -> int:
     return normalize_axis(attrs.get(key), len(shape), f"{name} {key}")
 
 
+def _divides(shape, d: int, g: int, operand, what: str) -> None:
+    """Refuse a group of ``g`` devices that does not divide dimension ``d`` (``what`` says how it is cut)."""
+    if shape[d] % g:
+        raise ModelError(f"{what}, which does not divide it (operand {shape_text(operand)})")
+
+
 def _gather_infer(shapes, dtypes, attrs, names=None):
     _axes("all_gather", attrs)
     g = group_size("all_gather", attrs)
@@ -137,9 +143,8 @@ def _scatter_infer(shapes, dtypes, attrs, names=None):
     g = group_size("psum_scatter", attrs)
     shape = list(shapes[0])
     d = _dim("psum_scatter", "dim", shape, attrs)
-    if shape[d] % g:
-        raise ModelError(f"psum_scatter scatters dimension {d} of size {shape[d]} over a group of {g} devices, "
-                         f"which does not divide it (operand {shape_text(shapes[0])})")
+    _divides(shape, d, g, shapes[0], f"psum_scatter scatters dimension {d} of size {shape[d]} over a group of "
+                                     f"{g} devices")
     shape[d] //= g
     return tuple(shape), dtypes[0]
 
@@ -150,9 +155,8 @@ def _all_to_all_infer(shapes, dtypes, attrs, names=None):
     shape = list(shapes[0])
     s = _dim("all_to_all", "split_dim", shape, attrs)
     c = _dim("all_to_all", "concat_dim", shape, attrs)
-    if shape[s] % g:
-        raise ModelError(f"all_to_all splits dimension {s} of size {shape[s]} into {g} blocks (its group), "
-                         f"which does not divide it (operand {shape_text(shapes[0])})")
+    _divides(shape, s, g, shapes[0], f"all_to_all splits dimension {s} of size {shape[s]} into {g} blocks "
+                                     "(its group)")
     shape[s] //= g
     shape[c] *= g
     return tuple(shape), dtypes[0]

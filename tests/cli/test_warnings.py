@@ -112,8 +112,8 @@ ops:
     assert "ignores" not in capsys.readouterr().err  # bfs honours it
 
 
-def test_searches_other_than_propagate_say_they_ignore_shard_like(tmp_path, capsys):
-    path = write(tmp_path, """\
+#: Two pointwise ops in a shard_like group: only propagate reads the group.
+SOFT = """\
 name: soft
 mesh: {x: 2}
 tensors:
@@ -122,7 +122,11 @@ ops:
   - {name: act, op: relu, inputs: [a], output: h}
   - {name: act2, op: neg, inputs: [h], output: y}
 shard_like: [[h, y]]
-""")
+"""
+
+
+def test_searches_other_than_propagate_say_they_ignore_shard_like(tmp_path, capsys):
+    path = write(tmp_path, SOFT)
     assert main(["plan", path, "--search", "ilp"]) == 0
     assert "warning: --search ilp ignores the shard_like group [h, y]" in capsys.readouterr().err
     assert main(["plan", path, "--search", "propagate"]) == 0
@@ -137,16 +141,7 @@ def test_check_names_the_model_in_each_warning(tmp_path, capsys, monkeypatch):
 
 
 def test_compare_prints_each_searchs_warnings_on_stderr_and_quiet_hides_them(tmp_path, capsys):
-    path = write(tmp_path, """\
-name: soft
-mesh: {x: 2}
-tensors:
-  a: {shape: [8, 4], kind: input, sharding: '[{"x"}, {}]'}
-ops:
-  - {name: act, op: relu, inputs: [a], output: h}
-  - {name: act2, op: neg, inputs: [h], output: y}
-shard_like: [[h, y]]
-""")
+    path = write(tmp_path, SOFT)
     assert main(["compare", path]) == 0
     captured = capsys.readouterr()
     assert "shardplan compare: warning: ilp: --search ilp ignores the shard_like group [h, y]" in captured.err
