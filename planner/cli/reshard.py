@@ -89,6 +89,9 @@ def render(plan, checked) -> str:
     total = (f"total: {format_bytes(plan.bytes_per_device)} per device in {format_seconds(plan.time_s)}; "
              f"lower bound {format_bytes(lb)} (ratio {ratio})")
     lines = [head, "", body, "", total]
+    if not plan.exact:
+        lines.append("search: ran out of its budget; this is the best plan it found (verifiable with --verify), "
+                     "not proven the cheapest")
     if checked is not None:
         if checked.verified:
             lines.append(f"verified on the simulator: exact result, {format_bytes(checked.measured_bytes_per_device)} per device measured")

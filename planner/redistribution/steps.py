@@ -111,4 +111,5 @@ class ReshardPlan:
             "bytes_per_device": self.bytes_per_device,
             "lower_bound_bytes_per_device": self.lower_bound_bytes_per_device,
             "time_s": self.time_s,
+            "exact": self.exact,  # False: the search ran out of budget (the best plan it found)
         }

@@ -29,3 +29,16 @@ def test_reshard_imports_neither_the_simulator_nor_numpy_ma():
 def test_reshard_with_verify_runs_the_simulator(capsys):
     assert main([*SWAP, "--verify"]) == 0
     assert "verified on the simulator: exact result" in capsys.readouterr().out
+
+
+def test_reshard_says_when_its_search_ran_out_of_budget(capsys):
+    """On a=4,b=2,c=2,d=2 this pair's searches run out of budget (benchmarks/reshard.py's
+    slowest random pair there): the table and the JSON say the plan is the best found."""
+    argv = ["reshard", "--mesh", "a=4,b=2,c=2,d=2", "--shape", "6x64x32", "--from", '[{"b", "d"}, {"c"}, {"a"}]',
+            "--to", '[{"d"}, {"b", "a"}, {}]']
+    assert main(argv) == 0
+    assert "search: ran out of its budget; this is the best plan it found" in capsys.readouterr().out
+    assert main([*argv, "--format", "json"]) == 0
+    assert '"exact": false' in capsys.readouterr().out
+    assert main(SWAP) == 0  # a proven plan says nothing of the kind
+    assert "budget" not in capsys.readouterr().out
