@@ -52,8 +52,9 @@ from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.lower_bound import NOTE
+from planner.redistribution.direct import direct_chain
 from planner.redistribution.moves import Move, gather_then_slice, moves
-from planner.redistribution.search import Graph, astar, chain_cost, search_budget
+from planner.redistribution.search import Budget, Graph, astar, chain_cost, search_budget
 from planner.redistribution.state import MEMO_SIZE, Pieces, State
 from planner.redistribution.steps import ReshardPlan, Step
 
@@ -236,31 +237,43 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
         return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time, typed), True
     budget = search_budget(pc)
     describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
-    known = None  # (cost, steps) of a plan in hand
+    graph = _graph(pc, cluster, itemsize, by_time, typed)
+    # a plan in hand before any search, (cost, steps): the cheaper of the direct plan and
+    # gathering everything; every search below only looks for cheaper ones
+    first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
+    known = (chain_cost(graph, first), _chain_steps(pc, first, goal))
     if primes:
         # first the same search over whole axes (fewer pieces, far fewer states): its plan is
         # one of the sub-axis search's, whose search then only looks for cheaper ones
         coarse = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
         if len(coarse.refs) < len(pc.refs):
-            graph = _graph(coarse, cluster, itemsize, by_time, typed)
+            rough = _graph(coarse, cluster, itemsize, by_time, typed)
             chain, _ = budget.spend(0.4, lambda part: astar(
-                graph, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
-                ties=ties))
+                rough, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
+                known[0], ties=ties))
             if chain is not None:
-                known = (chain_cost(graph, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
-    graph = _graph(pc, cluster, itemsize, by_time, typed)
-    chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None if known is None else known[0],
-                         ties)
+                known = (chain_cost(rough, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
+    chain, exact = astar(graph, start, goal, _same_layout, describe, budget, known[0], ties)
     if chain is not None:
         return _chain_steps(pc, chain, goal), exact
-    if known is not None:
-        return known[1], False
-    # out of budget with no plan: the one that needs no search
+    # none cheaper found: the plan in hand, a cheapest one if the search proved it (with ties
+    # "any"; with "exhaustive" the search returns the exhaustive search's chain when it can)
+    return known[1], exact and not ties
+
+
+def _first_chain(pc: Pieces, graph: Graph, start: State, goal: State, itemsize: int, cluster, budget: Budget) -> list:
+    """The engine's first incumbent, ``[(before, move, cost, after)]``: the direct plan
+    (:func:`~planner.redistribution.direct.direct_chain`, at most one expansion per piece out
+    of place) or gathering everything then slicing, whichever is cheaper (the direct plan on a
+    tie); the latter always exists."""
     chain, state = [], start
     for move in gather_then_slice(pc, start, goal, itemsize):
         chain.append((state, move, _move_cost(pc, move, cluster), move.after))
         state = move.after
-    return _chain_steps(pc, chain, goal), False
+    direct = direct_chain(graph, start, goal, budget)
+    if direct is not None and chain_cost(graph, direct) <= chain_cost(graph, chain):
+        return direct
+    return chain
 
 
 def _graph(pc: Pieces, cluster, itemsize: int, by_time: bool, typed: bool = False) -> Graph:

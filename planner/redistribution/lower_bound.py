@@ -152,7 +152,7 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
 #: Up to this many devices :func:`state_bound` combines cached per-dimension terms in Python
 #: lists, beyond it in numpy arrays (``python benchmarks/bound.py``: lists win at 16 devices,
 #: arrays at 64, 10x at 512).
-_LOOP_DEVICES = 32
+_LOOP_DEVICES = 16
 
 
 def _needs(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:

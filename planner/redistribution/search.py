@@ -415,10 +415,19 @@ PERMUTE_CHECKS = 4
 
 #: What one redistribution's searches may expand, counted in states times devices (an
 #: expansion's work grows with the devices, or with their representatives when the search runs
-#: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`): 768 states on 8 devices, 96 on 64, 16 on 1,024
-#: (measured at 2-4 ms per expansion on 64 devices). None: no limit (the searches are then
-#: exact whatever it takes).
-BUDGET: int | None = 6144
+#: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`): 640 states
+#: on 8 devices, 160 on 32, 80 on 64, and at least :data:`FLOOR`. A search starts from a plan in
+#: hand (the engine's direct plan) and only looks for cheaper ones, so it can afford less than
+#: the 6,144 it had before that plan: on 100 random pairs per 4-axis mesh of
+#: ``benchmarks/reshard.py`` the plans cost less in all on every mesh but 2x2x2x2 (0.003% more),
+#: the slowest pair of a=4,b=2,c=2,d=2 0.28 instead of 0.33 s. None: no limit (the searches are
+#: then exact whatever it takes).
+BUDGET: int | None = 5120
+
+#: The fewest states a redistribution's searches may expand, however many the devices: on
+#: 8x8x8x8 (4,096 devices, 20 ms an expansion) 8 states took 0.16 s for the slowest of 60 random
+#: pairs where 16 took 0.32 s, for plans 2% dearer in all.
+FLOOR = 8
 
 
 def search_budget(pc: Pieces) -> Budget:
@@ -427,7 +436,7 @@ def search_budget(pc: Pieces) -> Budget:
     fewer beyond in proportion."""
     if BUDGET is None:
         return Budget(None)
-    states = max(16, BUDGET // pc.n)
+    states = max(FLOOR, BUDGET // pc.n)
     return Budget(states, states * PERMUTE_CHECKS * min(1.0, CHECKS_ROWS / pc.n))
 
 
@@ -477,7 +486,7 @@ def astar(graph: Graph, start: State, goal: State, same: Callable[[Pieces, State
     fallback = None if end is None else _chain(graph, back, s0, end)
     if not cheapest:
         return fallback, False
-    if not ties and fallback is not None:
+    if not ties:  # a cheapest chain: the first pass's, or none cheaper than the caller's plan
         return fallback, True
     # the second pass expands about as many states as the first: give up when it is far beyond
     chain = _first_cheapest(graph, s0, gid, h, same, cost, budget, 2 * expanded + 16)
