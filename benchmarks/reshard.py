@@ -158,7 +158,7 @@ def _command_cpu(cmd) -> float:
 def timing_table(args) -> None:
     print("timing: the engine call of `shardplan reshard` (primes, bytes), caches cleared, median of "
           f"{args.repeat}\n")
-    print(f"{'case':>44}  {'pairs':>5}  {'median s':>8}  {'max s':>6}  {'>0.5 s':>6}  {'inexact':>7}")
+    print(f"{'case':>44}  {'pairs':>5}  {'median s':>8}  {'max s':>6}  {'>0.5 s':>6}  {'inexact':>7}  {'summed':>6}")
     fixed = [
         ('x=4,y=4,z=4', (256, 256, 64), '[{"x", "y"}, {"z"}, {}]', '[{"z"}, {"y"}, {"x"}]'),
         ('x=32,y=32', (1024, 1024), '[{"x"}, {"y"}]', '[{"y"}, {"x"}]'),
@@ -168,19 +168,22 @@ def timing_table(args) -> None:
         a, b = parse_sharding(src, mesh), parse_sharding(dst, mesh)
         t, plan = _cold(lambda: reshard(shape, "f32", a, b), args.repeat)
         name = f"{spec} {'x'.join(map(str, shape))} {src}->{dst}"
-        print(f"{name[:44]:>44}  {1:>5}  {t:>8.3f}  {t:>6.3f}  {int(t > 0.5):>6}  {int(not plan.exact):>7}")
+        print(f"{name[:44]:>44}  {1:>5}  {t:>8.3f}  {t:>6.3f}  {int(t > 0.5):>6}  {int(not plan.exact):>7}  "
+              f"{plan.bytes_per_device / plan.lower_bound_bytes_per_device:>6.3f}")
     slowest = []
     for sizes in FOUR_AXES:
         mesh = Mesh.from_sizes("m", sizes)
-        times, inexact = [], 0
+        times, inexact, moved, bound = [], 0, 0, 0
         for shape, a, b in random_pairs(mesh, args.random):
             t, plan = _cold(lambda: reshard(shape, "f32", a, b), 1)
             times.append((t, shape, a, b))
             inexact += not plan.exact
+            moved += plan.bytes_per_device
+            bound += plan.lower_bound_bytes_per_device
         name = f"{mesh.short()} random pairs (rank 2-4)"
         seconds = [t for t, *_ in times]
         print(f"{name:>44}  {len(times):>5}  {statistics.median(seconds):>8.3f}  {max(seconds):>6.3f}  "
-              f"{sum(t > 0.5 for t in seconds):>6}  {inexact:>7}")
+              f"{sum(t > 0.5 for t in seconds):>6}  {inexact:>7}  {moved / bound:>6.3f}")
         slowest.append((mesh, max(times, key=lambda r: r[0])))
     print(f"\nthe whole command `shardplan reshard` on each mesh's slowest pair above: CPU seconds of the "
           f"process (user + system, imports included), median of {args.repeat}\n")
@@ -214,7 +217,7 @@ def main() -> None:
                         help="the suites' search space (default primes, as shardplan reshard)")
     parser.add_argument("--only", default="2d,3d,timing", help="sections to run, of 2d,3d,timing")
     parser.add_argument("--every", type=int, default=1, help="compare every N-th pair with the exhaustive search")
-    parser.add_argument("--random", type=int, default=40, help="random 4-axis pairs timed per mesh")
+    parser.add_argument("--random", type=int, default=150, help="random 4-axis pairs timed per mesh")
     parser.add_argument("--planning", type=int, default=600, help="suite pairs timed per mesh for planning")
     args = parser.parse_args()
     sections = set(args.only.split(","))

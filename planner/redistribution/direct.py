@@ -40,7 +40,8 @@ def direct_chain(graph: Graph, start: State, goal: State, budget: Budget) -> lis
     the expansions) and may check the permute straight to the goal (one check of ``budget``).
 
     Of the moves that lower :func:`distance`, the cheapest per unit of progress in the
-    objective's first component (bytes, or time), then the cheapest, then the first listed."""
+    objective's first component (bytes, or time), then the cheapest, then the first listed (the
+    permute straight to the goal last)."""
     sid, gid = graph.sid(start), graph.sid(goal)
     chain = []
     left = distance(start, goal)
@@ -48,7 +49,8 @@ def direct_chain(graph: Graph, start: State, goal: State, budget: Budget) -> lis
         state = graph.states[sid]
         base, _, towards, straight = graph.expand(sid, gid)
         best = None
-        for order, (after, key, move, cost) in enumerate(base + towards):
+        edges = base + towards
+        for order, (after, key, move, cost) in enumerate(edges):
             gain = left - distance(graph.states[after], goal)
             if gain > 0:
                 rank = (key[0] / gain, key, order)
@@ -58,7 +60,7 @@ def direct_chain(graph: Graph, start: State, goal: State, budget: Budget) -> lis
             priced = graph.permute(sid, gid)
             if priced is not None:
                 key, move, cost = priced
-                rank = (key[0] / left, key, -1)
+                rank = (key[0] / left, key, len(edges))  # after the collectives on a tie
                 if best is None or rank < best[0]:
                     best = (rank, gid, move, cost)
         if best is None:

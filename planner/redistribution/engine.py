@@ -14,11 +14,14 @@ received per device, then the number of collectives, then time (or, with
 is an A* guided by the lower bound from each layout to the destination, followed
 by the Dijkstra restricted to the layouts that bound leaves on a cheapest path: it
 returns the plan the exhaustive Dijkstra returns (kept as ``reshard(...,
-_exhaustive=True)``), expanding far fewer layouts. With sub-axis pieces the search
-over whole axes runs first and its plan bounds the finer search. Searches are
-budgeted (:data:`planner.redistribution.search.BUDGET`, states times devices): one
-that runs out goes on greedier and returns the best plan it found, marked
-``plan.exact = False`` (or, with none, gathers everything and slices). Because every move is
+_exhaustive=True)``), expanding far fewer layouts. Before any search the engine has a plan
+in hand: the direct plan of :mod:`planner.redistribution.direct` (one collective per piece
+out of place) or gathering everything then slicing, whichever is cheaper; the searches only
+look for cheaper ones. With sub-axis pieces the search over whole axes runs next and its plan
+bounds the finer search. Searches are budgeted
+(:data:`planner.redistribution.search.BUDGET`, states times devices): one that runs out goes
+on greedier and returns the best plan it found, or the plan in hand, marked
+``plan.exact = False``. Because every move is
 a whole collective, the search finds e.g. ReduceScatter instead of AllReduce +
 Slice, AllToAll for an axis that changes dimension, slices before gathers, and a
 CollectivePermute where one device's block simply moves to another — and never
