@@ -241,21 +241,30 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     budget = search_budget(pc)
     describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
     graph = _graph(pc, cluster, itemsize, by_time, typed)
+    if not primes:
+        # whole axes (the planner's thousands of small searches, nearly all exact within their
+        # budget): the plan in hand is only made when the search runs out
+        chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None, ties)
+        if chain is not None and exact:
+            return _chain_steps(pc, chain, goal), True
+        first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
+        if chain is not None and chain_cost(graph, chain) <= chain_cost(graph, first):
+            first = chain
+        return _chain_steps(pc, first, goal), False
     # a plan in hand before any search, (cost, steps): the cheaper of the direct plan and
     # gathering everything; every search below only looks for cheaper ones
     first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
     known = (chain_cost(graph, first), _chain_steps(pc, first, goal))
-    if primes:
-        # first the same search over whole axes (fewer pieces, far fewer states): its plan is
-        # one of the sub-axis search's, whose search then only looks for cheaper ones
-        coarse = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
-        if len(coarse.refs) < len(pc.refs):
-            rough = _graph(coarse, cluster, itemsize, by_time, typed)
-            chain, _ = budget.spend(0.4, lambda part: astar(
-                rough, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
-                known[0], ties=ties))
-            if chain is not None:
-                known = (chain_cost(rough, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
+    # first the same search over whole axes (fewer pieces, far fewer states): its plan is one of
+    # the sub-axis search's, whose search then only looks for cheaper ones
+    coarse = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
+    if len(coarse.refs) < len(pc.refs):
+        rough = _graph(coarse, cluster, itemsize, by_time, typed)
+        chain, _ = budget.spend(0.4, lambda part: astar(
+            rough, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
+            known[0], ties=ties))
+        if chain is not None:
+            known = (chain_cost(rough, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
     chain, exact = astar(graph, start, goal, _same_layout, describe, budget, known[0], ties)
     if chain is not None:
         return _chain_steps(pc, chain, goal), exact
