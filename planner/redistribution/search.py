@@ -416,17 +416,17 @@ PERMUTE_CHECKS = 4
 #: What one redistribution's searches may expand, counted in states times devices (an
 #: expansion's work grows with the devices, or with their representatives when the search runs
 #: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`): 640 states
-#: on 8 devices, 160 on 32, 80 on 64, and at least :data:`FLOOR`. A search starts from a plan in
-#: hand (the engine's direct plan) and only looks for cheaper ones, so it can afford less than
-#: the 6,144 it had before that plan: on 100 random pairs per 4-axis mesh of
-#: ``benchmarks/reshard.py`` the plans cost less in all on every mesh but 2x2x2x2 (0.003% more),
-#: the slowest pair of a=4,b=2,c=2,d=2 0.28 instead of 0.33 s. None: no limit (the searches are
-#: then exact whatever it takes).
+#: on 8 devices, 160 on 32, 80 on 64, and at least :data:`FLOOR`. A sub-axis search starts from
+#: a plan in hand (the engine's direct plan) and only looks for cheaper ones, so it affords less
+#: than the 6,144 it had before that plan: over 150 random pairs per 4-axis mesh
+#: (``python benchmarks/reshard.py --only timing``) the plans sum to 1.26-226x their lower bounds
+#: where they summed to 1.27-496x, and the slowest engine call on a=4,b=2,c=2,d=2 took 0.255 s
+#: instead of 0.304 s. None: no limit (the searches are then exact whatever it takes).
 BUDGET: int | None = 5120
 
 #: The fewest states a redistribution's searches may expand, however many the devices: on
-#: 8x8x8x8 (4,096 devices, 20 ms an expansion) 8 states took 0.16 s for the slowest of 60 random
-#: pairs where 16 took 0.32 s, for plans 2% dearer in all.
+#: 8x8x8x8 (4,096 devices, about 20 ms an expansion) 8 states took 0.16 s for the slowest of 60
+#: random pairs where 16 took 0.32 s, for plans 2% dearer in all (measured before the direct plan).
 FLOOR = 8
 
 
