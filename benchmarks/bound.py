@@ -20,8 +20,8 @@ from planner.ir.mesh import Mesh
 from planner.redistribution import lower_bound
 from planner.redistribution.state import Pieces, State
 
-MESHES = ({"a": 2, "b": 4}, {"a": 2, "b": 2, "c": 2, "d": 2}, {"a": 4, "b": 4, "c": 4}, {"a": 2, "b": 4, "c": 16},
-          {"a": 8, "b": 8, "c": 8})
+MESHES = ({"a": 2, "b": 4}, {"a": 2, "b": 2, "c": 2, "d": 2}, {"a": 4, "b": 2, "c": 2, "d": 2}, {"a": 4, "b": 4, "c": 4},
+          {"a": 2, "b": 4, "c": 16}, {"a": 8, "b": 8, "c": 8})
 
 
 def random_state(rng: random.Random, pieces: int, rank: int) -> State:

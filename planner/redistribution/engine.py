@@ -54,8 +54,8 @@ from planner.errors import ReshardError, ShardingError  # ReshardError is re-exp
 from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
-from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.direct import direct_chain
+from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.moves import Move, gather_then_slice, moves
 from planner.redistribution.search import Budget, Graph, astar, chain_cost, search_budget
 from planner.redistribution.state import MEMO_SIZE, Pieces, State

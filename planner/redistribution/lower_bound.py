@@ -150,8 +150,8 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
 
 
 #: Up to this many devices :func:`state_bound` combines cached per-dimension terms in Python
-#: lists, beyond it in numpy arrays (``python benchmarks/bound.py``: lists win at 16 devices,
-#: arrays at 64, 10x at 512).
+#: lists, beyond it in numpy arrays (``python benchmarks/bound.py``: lists and arrays tie at 16
+#: devices, arrays win at 32 (14.3 against 21.7 us on 4x2x2x2), 10x at 512).
 _LOOP_DEVICES = 16
 
 
