@@ -416,7 +416,7 @@ PERMUTE_CHECKS = 4
 #: What one redistribution's searches may expand, counted in states times devices (an
 #: expansion's work grows with the devices, or with their representatives when the search runs
 #: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`): 640 states
-#: on 8 devices, 160 on 32, 80 on 64, and at least :data:`FLOOR`. A sub-axis search starts from
+#: on 8 devices, 160 on 32, 80 on 64, and at least those of :data:`FLOOR`. A sub-axis search starts from
 #: a plan in hand (the engine's direct plan) and only looks for cheaper ones, so it affords less
 #: than the 6,144 it had before that plan: over 150 random pairs per 4-axis mesh
 #: (``python benchmarks/reshard.py --only timing``) the plans sum to 1.26-226x their lower bounds
@@ -424,10 +424,14 @@ PERMUTE_CHECKS = 4
 #: instead of 0.304 s. None: no limit (the searches are then exact whatever it takes).
 BUDGET: int | None = 5120
 
-#: The fewest states a redistribution's searches may expand, however many the devices: on
-#: 8x8x8x8 (4,096 devices, about 20 ms an expansion) 8 states took 0.16 s for the slowest of 60
-#: random pairs where 16 took 0.32 s, for plans 2% dearer in all (measured before the direct plan).
-FLOOR = 8
+#: The fewest states a redistribution's searches may expand, counted in states times pieces
+#: (an expansion's moves grow with the pieces): ``FLOOR // pieces`` states, at most 16 and at
+#: least 8. On 8x8x8x8 in prime pieces (4,096 devices, 12 pieces, about 20 ms an expansion) 8
+#: states took 0.16 s for the slowest of 60 random pairs where 16 took 0.32 s, for plans 2%
+#: dearer in all (measured before the direct plan); the planner's whole-axis searches on 8x8x8
+#: (512 devices, 3 pieces) keep the 16 they had: with 10, the 48-layer gpt's bfs training plan
+#: cost 0.2775 s instead of 0.2696 s (``python benchmarks/plan.py --meshes --layers 48``).
+FLOOR = 96
 
 
 def search_budget(pc: Pieces) -> Budget:
@@ -436,7 +440,7 @@ def search_budget(pc: Pieces) -> Budget:
     fewer beyond in proportion."""
     if BUDGET is None:
         return Budget(None)
-    states = max(FLOOR, BUDGET // pc.n)
+    states = max(min(16, max(8, FLOOR // len(pc.refs))), BUDGET // pc.n)
     return Budget(states, states * PERMUTE_CHECKS * min(1.0, CHECKS_ROWS / pc.n))
 
 
