@@ -150,7 +150,8 @@ def test_permute_checks_are_capped_by_the_budget(sizes, shape, src, dst, monkeyp
     """On 32 devices, a dimension of five pieces has 119 reorderings, queued as one family: the
     searches may check at most PERMUTE_CHECKS permutes per state they may expand (before the
     cap, this pair checked 15,548 permutes within a budget of 192 states). On 4,096 devices,
-    fewer per state: 4 * 256 / 4,096 of the 16 states' worth, 4 checks in all."""
+    fewer per state: 4 * 256 / 4,096 of the 8 states' worth (the floor for 12 pieces), 2 checks
+    in all."""
     mesh = parse_mesh(f'@m = <[{sizes}]>')
     src, dst = parse_sharding(src, mesh), parse_sharding(dst, mesh)
     checked = []
@@ -167,6 +168,29 @@ def test_permute_checks_are_capped_by_the_budget(sizes, shape, src, dst, monkeyp
     assert budget.checks == search.PERMUTE_CHECKS * budget.left * min(1, search.CHECKS_ROWS / rows)
     assert 0 < len(checked) <= budget.checks
     assert plan.bytes_per_device >= plan.lower_bound_bytes_per_device
+    assert _verified(plan)
+
+
+def test_state_bounds_are_capped_by_the_budget(monkeypatch):
+    """Pending sums over two pieces of a 128-device mesh give each state many moves, and a search
+    computes the bound of most of its children (3,216 bounds in 35 expansions before the cap):
+    the first passes may compute at most BOUNDS per state they may expand; the plan still runs."""
+    mesh = parse_mesh('@m = <["a"=8, "b"=4, "c"=2, "d"=2]>')
+    shape = (32, 6, 7, 7)
+    src = parse_sharding('[{}, {}, {"c"}, {}], unreduced={"a", "d"}', mesh)
+    dst = parse_sharding('[{}, {}, {"b", "c", "d"}, {}]', mesh)
+    spent = []
+    bound = search.Budget.bound
+
+    def counting(budget):
+        spent.append(1)
+        return bound(budget)
+
+    monkeypatch.setattr(search.Budget, "bound", counting)
+    plan = reshard(shape, "f32", src, dst)
+    budget = search.search_budget(Pieces.refine(mesh, shape, [src, dst]))
+    assert budget.bounds == search.BOUNDS * budget.left
+    assert budget.bounds < len(spent) <= budget.bounds + 2  # refused once per pass that ran out
     assert _verified(plan)
 
 
