@@ -425,9 +425,10 @@ PERMUTE_CHECKS = 4
 #: States whose bound a search may compute per state it may expand. A state enters the queue with
 #: what its predecessor's bound leaves and its own bound is computed when it reaches the front;
 #: where an expansion has many moves (pending sums over several pieces) most of them do: one
-#: search on a=8,b=4,c=2,d=2 computed 3,216 bounds in 35 expansions (0.38 s). With 16 per state
-#: that search takes 0.12-0.2 s for the same plan, and 100 random pairs on each of seven meshes
-#: of ``benchmarks/reshard.py`` plan exactly as without the cap (8 made one pair on 4x4x4x4 dearer).
+#: search on a=8,b=4,c=2,d=2 computed 3,216 bounds in 35 expansions (0.38 s; with 16 per state
+#: 643 in 21, 0.12 s, for the same plan). 100 random pairs on each of seven meshes of
+#: ``benchmarks/reshard.py`` plan the same with 16 as with 24, and with 24 as without a cap
+#: (8 made one pair on 4x4x4x4 dearer).
 BOUNDS = 16
 
 
@@ -454,8 +455,8 @@ FLOOR = 96
 
 def search_budget(pc: Pieces) -> Budget:
     """What the searches of one redistribution over ``pc`` may do (see :data:`BUDGET`): states to
-    expand, and permutes to check, :data:`PERMUTE_CHECKS` per state up to :data:`CHECKS_ROWS` rows,
-    fewer beyond in proportion."""
+    expand, permutes to check, :data:`PERMUTE_CHECKS` per state up to :data:`CHECKS_ROWS` rows,
+    fewer beyond in proportion, and :data:`BOUNDS` state bounds per state."""
     if BUDGET is None:
         return Budget(None)
     states = max(min(16, max(8, FLOOR // len(pc.refs))), BUDGET // pc.n)
