@@ -4,7 +4,7 @@
 terms per device: in Python lists (no call overhead, linear in devices) or in numpy arrays (a
 fixed overhead per call, then fast). This prints microseconds per call of each over meshes of 8
 to 512 devices (a rank-4 tensor of 64^4, random pairs of shardings over every axis), median of
---repeat, which sets ``lower_bound._LOOP_DEVICES``.
+--repeat, which sets ``lower_bound.LOOP_DEVICES``.
 
     python benchmarks/bound.py [--pairs 300] [--repeat 5]
 """
@@ -59,7 +59,7 @@ def main() -> None:
         short = "x".join(str(n) for n in sizes.values())
         print(f"{short:>10}  {mesh.size:>7}  {timing['lists']:>8.1f}  {timing['arrays']:>9.1f}  "
               f"{timing['arrays'] / timing['lists']:>12.2f}")
-    print(f"\nlower_bound._LOOP_DEVICES = {lower_bound._LOOP_DEVICES}: lists up to it, arrays beyond")
+    print(f"\nlower_bound.LOOP_DEVICES = {lower_bound.LOOP_DEVICES}: lists up to it, arrays beyond")
 
 
 if __name__ == "__main__":

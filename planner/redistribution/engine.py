@@ -251,10 +251,10 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
         if chain is not None and chain_cost(graph, chain) <= chain_cost(graph, first):
             first = chain
         return _chain_steps(pc, first, goal), False
-    # a plan in hand before any search, (cost, steps): the cheaper of the direct plan and
+    # a plan in hand before any search, (cost, pieces, chain): the cheaper of the direct plan and
     # gathering everything; every search below only looks for cheaper ones
     first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
-    known = (chain_cost(graph, first), _chain_steps(pc, first, goal))
+    known = (chain_cost(graph, first), pc, first)
     # first the same search over whole axes (fewer pieces, far fewer states): its plan is one of
     # the sub-axis search's, whose search then only looks for cheaper ones
     coarse = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
@@ -264,13 +264,14 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
             rough, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
             known[0], ties=ties))
         if chain is not None:
-            known = (chain_cost(rough, chain), _chain_steps(coarse, chain, coarse.state_of(destination)))
+            known = (chain_cost(rough, chain), coarse, chain)
     chain, exact = astar(graph, start, goal, _same_layout, describe, budget, known[0], ties)
     if chain is not None:
         return _chain_steps(pc, chain, goal), exact
     # none cheaper found: the plan in hand, a cheapest one if the search proved it (with ties
     # "any"; with "exhaustive" the search returns the exhaustive search's chain when it can)
-    return known[1], exact and not ties
+    _, over, chain = known
+    return _chain_steps(over, chain, over.state_of(destination)), exact and not ties
 
 
 def _first_chain(pc: Pieces, graph: Graph, start: State, goal: State, itemsize: int, cluster, budget: Budget) -> list:
@@ -340,13 +341,16 @@ def _priced(pc: Pieces, state: State, goal: State, itemsize: int, cluster: Clust
 
 
 def _same_layout(pc: Pieces, a: State, b: State) -> bool:
+    """Whether every device holds the same block under ``a`` as under ``b`` (and the same pending
+    sums): decided per dimension, since a device's block is its span along each."""
     if a.unreduced != b.unreduced:
         return False
-    return pc.memo(("same", a.dims, b.dims), _same_boxes, pc, a, b)
+    return all(pc.per_dimension(("same spans", k, ps, qs), _same_spans, pc, k, ps, qs)
+               for k, (ps, qs) in enumerate(zip(a.dims, b.dims)))
 
 
-def _same_boxes(pc: Pieces, a: State, b: State) -> bool:
-    return bool(np.array_equal(pc.boxes(a), pc.boxes(b)))
+def _same_spans(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> bool:
+    return ps == qs or pc.spans(k, ps)[:2] == pc.spans(k, qs)[:2]
 
 
 def _steps(pc: Pieces, back, start: State, end: State, goal: State, cluster) -> list[Step]:

@@ -74,8 +74,6 @@ def lower_bound_bytes(src: TensorSharding, dst: TensorSharding, shape: Sequence[
     for d in shape:
         n *= d
     covered = _union_volume(_intersections(sb, db), shape)
-    if covered is None:  # too many distinct blocks to count: assume every element is covered
-        covered = n
     total = n * (p - 1) + int(vol.sum()) - covered
     average = -(-total // mesh.size)
     return max(per_device, average) * itemsize
@@ -87,29 +85,52 @@ def _intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.stack([lo, hi], axis=-1)
 
 
-def _union_volume(boxes: np.ndarray, shape: Sequence[int], max_cells: int = 1 << 20) -> int | None:
-    """Volume of the union of boxes, on the grid of their own boundaries (None if too large)."""
-    edges = [distinct(np.concatenate([boxes[:, k, 0], boxes[:, k, 1], [0, d]])) for k, d in enumerate(shape)]
-    cells = 1
-    for e in edges:
-        cells *= max(len(e) - 1, 1)
-    if cells > max_cells:
-        return None
-    grid = np.zeros(tuple(max(len(e) - 1, 1) for e in edges), dtype=bool)
-    for box in boxes:
-        if np.any(box[:, 1] <= box[:, 0]):
+def _union_volume(boxes: np.ndarray, shape: Sequence[int]) -> int:
+    """Volume of the union of ``boxes``, the intersections of two layouts' device blocks.
+
+    Every layout's blocks form a grid (along each dimension the spans partition it), so two
+    devices' intersections are equal or disjoint along each dimension, hence as boxes: the
+    union's volume is the sum of the distinct boxes' volumes (:func:`_distinct_volume`), in
+    time linear in the devices however many blocks there are."""
+    if not len(shape):
+        return 1  # a scalar
+    return _distinct_volume(_span_codes(boxes[:, k, 0], boxes[:, k, 1], d) for k, d in enumerate(shape))
+
+
+def _span_codes(lo: np.ndarray, hi: np.ndarray, extent: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per device, the number of its span ``[lo, hi)`` (of a dimension of ``extent``) among the
+    distinct ones, its length (0 if empty), and how many distinct spans there are."""
+    length = np.maximum(hi - lo, 0)
+    key = np.where(length > 0, lo * (extent + 1) + hi, -1)  # every empty span is one
+    values = distinct(key)
+    return np.searchsorted(values, key).astype(np.int64), length, len(values)
+
+
+#: Box codes stay below this (int64): past it :func:`_distinct_volume` renumbers them densely first.
+_CODES_BELOW = 1 << 62
+
+
+def _distinct_volume(dims) -> int:
+    """The summed volume of the distinct boxes given per dimension as :func:`_span_codes`: a
+    device's box is the tuple of its span numbers, read as one mixed-radix code."""
+    codes = volume = None
+    radix = 1  # codes lie below it
+    for code, length, distinct_spans in dims:
+        if codes is None:
+            codes, volume, radix = code, length, distinct_spans
             continue
-        index = tuple(
-            slice(int(np.searchsorted(e, lo)), int(np.searchsorted(e, hi))) for e, (lo, hi) in zip(edges, box)
-        )
-        grid[index] = True
-    sizes = [np.diff(e) if len(e) > 1 else np.array([1]) for e in edges]
-    weight = np.ones(grid.shape, dtype=np.int64)
-    for k, sz in enumerate(sizes):
-        shape_k = [1] * len(edges)
-        shape_k[k] = len(sz)
-        weight = weight * sz.reshape(shape_k)
-    return int(weight[grid].sum())
+        if radix * distinct_spans >= _CODES_BELOW:  # renumber the codes densely (fewer than the devices)
+            values = distinct(codes)
+            codes, radix = np.searchsorted(values, codes).astype(np.int64), len(values)
+        codes = codes * distinct_spans + code
+        radix *= distinct_spans
+        volume = volume * length
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    first = np.empty(len(ordered), dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return int(volume[order[first]].sum())
 
 
 @memoize("redistribution lower bounds", maxsize=65536)
@@ -133,7 +154,7 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
     """
     reduced = state.unreduced - goal.unreduced
     p = pc.size(tuple(reduced))
-    if pc.n <= _LOOP_DEVICES:
+    if pc.n <= LOOP_DEVICES:
         need_max, vol_max, vol_sum, sources = _needs(pc, state, goal, p)
     else:
         need_max, vol_max, vol_sum, sources = _needs_arrays(pc, state, goal, p)
@@ -152,7 +173,7 @@ def state_bound(pc, state, goal) -> tuple[int, int]:
 #: Up to this many devices :func:`state_bound` combines cached per-dimension terms in Python
 #: lists, beyond it in numpy arrays (``python benchmarks/bound.py``: lists and arrays tie at 16
 #: devices, arrays win at 32 (14.3 against 21.7 us on 4x2x2x2), 10x at 512).
-_LOOP_DEVICES = 16
+LOOP_DEVICES = 16
 
 
 def _needs(pc, state, goal, p: int = 1) -> tuple[int, int, int, int]:
@@ -229,38 +250,12 @@ def _dim_arrays_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> np.
     return np.stack([vols, overs, blocks])
 
 
-#: Box codes stay below this (int64): past it :func:`_covered` renumbers them densely first.
-_CODES_BELOW = 1 << 62
-
-
 def _covered(pc, state, goal) -> int:
-    """Volume of the union over devices of (state block & goal block).
-
-    Both layouts are grids, so two devices' intersections are equal or disjoint: the union's
-    volume is the sum of the distinct intersections' volumes. Per dimension, each device's
-    intersection span is numbered among the distinct spans (cached, :func:`_cover_terms`); a
-    device's box is the tuple of its numbers, read as one mixed-radix code."""
+    """Volume of the union over devices of (state block & goal block): :func:`_union_volume` on
+    the per-dimension span numbers of the pieces (cached, :func:`_cover_terms`)."""
     if not state.dims:
         return 1  # a scalar
-    codes = volume = None
-    radix = 1  # codes lie below it
-    for k, (ps, qs) in enumerate(zip(state.dims, goal.dims)):
-        code, length, distinct_spans = _cover_terms(pc, k, ps, qs)
-        if codes is None:
-            codes, volume, radix = code, length, distinct_spans
-            continue
-        if radix * distinct_spans >= _CODES_BELOW:  # renumber the codes densely (fewer than the devices)
-            values = distinct(codes)
-            codes, radix = np.searchsorted(values, codes).astype(np.int64), len(values)
-        codes = codes * distinct_spans + code
-        radix *= distinct_spans
-        volume = volume * length
-    order = np.argsort(codes, kind="stable")
-    ordered = codes[order]
-    first = np.empty(len(ordered), dtype=bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    return int(volume[order[first]].sum())
+    return _distinct_volume(_cover_terms(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, goal.dims)))
 
 
 def _cover_terms(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
@@ -273,8 +268,4 @@ def _cover_terms(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[
 def _cover_terms_now(pc, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int]:
     s, t = pc.span_arrays(k, ps)
     g, h = pc.span_arrays(k, qs)
-    lo, hi = np.maximum(s, g), np.minimum(t, h)
-    length = np.maximum(hi - lo, 0)
-    key = np.where(length > 0, lo * (pc.shape[k] + 1) + hi, -1)  # every empty span is one
-    values = distinct(key)
-    return np.searchsorted(values, key).astype(np.int64), length, len(values)
+    return _span_codes(np.maximum(s, g), np.minimum(t, h), pc.shape[k])

@@ -479,41 +479,30 @@ def _permute_needs_loop(pc: Pieces, state: State, target: State):
 
 def _permute_needs_arrays(pc: Pieces, state: State, target: State):
     """:func:`_permute_needs` on whole arrays over devices (many devices): the same receivers,
-    holders and volume, from per-dimension terms cached like the bound's."""
-    n = pc.n
-    terms = [_permute_terms(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, target.dims))]
-    need = np.ones(n, dtype=bool)  # the device misses some of its (non-empty) new block
-    disjoint = np.zeros(n, dtype=bool)  # its old block and its new one do not meet
-    short = np.zeros(n, dtype=np.int64)  # dimensions along which the old block falls short
-    for t in terms:
-        need &= t.nonempty
-        disjoint |= t.apart
-        short += t.short
-    need &= short > 0
-    partial = need & ~disjoint  # must fall short along one dimension only, by a prefix or a suffix
-    if (partial & (short != 1)).any():
+    holders and volume, from per-dimension terms cached like the bound's, stacked into one
+    ``(dimensions, terms, devices)`` array so that each step is one numpy call over all dimensions."""
+    if not state.dims:
+        return None  # a scalar: every device holds all of it
+    terms = np.stack([_permute_terms(pc, k, ps, qs) for k, (ps, qs) in enumerate(zip(state.dims, target.dims))])
+    short = terms[:, _SHORT]  # the dimensions along which the old block falls short of the new
+    falls = short.sum(axis=0)
+    need = terms[:, _NONEMPTY].all(axis=0) & (falls > 0)  # the device misses some of its (non-empty) new block
+    partial = need & ~terms[:, _APART].any(axis=0)  # old and new blocks meet: one dimension falls short,
+    if (partial & (falls != 1)).any():  # by a prefix or a suffix
         return None
     receivers = np.flatnonzero(need)
     if not len(receivers):
         return None
-    volume = np.ones(n, dtype=np.int64)
-    fits = np.ones(n, dtype=bool)  # the missing box lies in one block of the state
-    want = np.zeros(n, dtype=np.int64)  # that block, numbered over the grid of blocks
-    held = np.zeros(n, dtype=np.int64)  # the block each device holds, numbered alike
-    bad = np.zeros(n, dtype=bool)
-    for t in terms:
-        cut = partial & t.short  # the missing box is cut along this dimension
-        bad |= cut & ~t.cut_ok
-        volume *= np.where(cut, t.cut_len, t.full_len)
-        fits &= np.where(cut, t.cut_fits, t.full_fits)
-        want = want * t.radix + np.where(cut, t.cut_block, t.full_block)
-        held = held * t.radix + t.held
-    if bad.any():
+    cut = short.astype(bool) & partial  # the missing box is cut along this dimension
+    if (cut & (terms[:, _CUT_OK] == 0)).any():
         return None
-    want, fits = want[receivers], fits[receivers]
+    # per dimension, the missing box's length, the state's block it starts in and whether it ends there
+    box = np.where(cut[:, None, :], terms[:, _CUT:_CUT + 3], terms[:, _FULL:_FULL + 3])
+    volume = box[:, 0].prod(axis=0)
+    fits = box[:, 2].all(axis=0)[receivers]  # the missing box lies in one block of the state
+    digits, order, ordered = _held_blocks(pc, state)
+    want = (box[:, 1] * digits[:, None]).sum(axis=0)[receivers]  # that block, numbered over the grid of blocks
     # the holders of a receiver's box: the devices holding its block (sorted by block, then row)
-    order = np.argsort(held, kind="stable")
-    ordered = held[order]
     lo = np.searchsorted(ordered, want, "left")
     counts = np.where(fits, np.searchsorted(ordered, want, "right") - lo, 0)
     if counts.sum() > PERMUTE_HOLDERS:
@@ -525,30 +514,23 @@ def _permute_needs_arrays(pc: Pieces, state: State, target: State):
     return receivers, (rows[other], cols[other]), int(volume[receivers].max())
 
 
-@dataclass(frozen=True, slots=True)
-class _PermuteTerms:
-    """Per device, along one dimension from the state's pieces to the target's (see
-    :func:`_permute_needs_arrays`)."""
-
-    nonempty: np.ndarray  # the target span is not empty
-    apart: np.ndarray  # the state span and the target span do not meet
-    short: np.ndarray  # the state span does not cover the target span
-    cut_ok: np.ndarray  # the state span covers a prefix or a suffix of it: the rest is one span
-    cut_len: np.ndarray  # that rest's length
-    full_len: np.ndarray  # the target span's length
-    cut_block: np.ndarray  # the state's block along the dimension that the rest starts in
-    full_block: np.ndarray  # the state's block the target span starts in
-    cut_fits: np.ndarray  # the rest ends in that block
-    full_fits: np.ndarray  # the target span ends in its block
-    held: np.ndarray  # the state's block the device holds (``radix - 1``: none, its span is empty)
-    radix: int  # blocks along the dimension, plus one
+# the rows of :func:`_permute_terms`' array, per device along one dimension from the state's
+# pieces to the target's:
+_NONEMPTY = 0  # the target span is not empty
+_APART = 1  # the state span and the target span do not meet
+_SHORT = 2  # the state span does not cover the target span
+_CUT_OK = 3  # the state span covers a prefix or a suffix of it: the rest is one span
+_CUT = 4  # that rest's length, the state's block it starts in, whether it ends in that block
+_FULL = 7  # the same of the whole target span
 
 
-def _permute_terms(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> _PermuteTerms:
+def _permute_terms(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> np.ndarray:
+    """The ``(10, devices)`` terms of dimension ``k`` from ``ps`` to ``qs`` (rows :data:`_NONEMPTY`
+    to :data:`_FULL`, cached)."""
     return pc.per_dimension(("permute", k, ps, qs), _permute_terms_now, pc, k, ps, qs)
 
 
-def _permute_terms_now(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> _PermuteTerms:
+def _permute_terms_now(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, ...]) -> np.ndarray:
     o0, o1 = pc.span_arrays(k, ps)
     t0, t1 = pc.span_arrays(k, qs)
     lo, hi = np.maximum(o0, t0), np.minimum(o1, t1)
@@ -557,19 +539,39 @@ def _permute_terms_now(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, .
     b0, b1 = np.where(prefix, hi, t0), np.where(suffix, lo, t1)
     extent = pc.shape[k]
     local = -(-extent // pc.size(ps))
-    blocks = -(-extent // local)
-
-    def block(start):
-        return start // local
 
     def fits(start, stop):
         return stop <= np.minimum((start // local + 1) * local, extent)
 
-    return _PermuteTerms(
-        nonempty=t1 > t0, apart=hi <= lo, short=~((o0 <= t0) & (t1 <= o1)), cut_ok=prefix | suffix,
-        cut_len=b1 - b0, full_len=t1 - t0, cut_block=block(b0), full_block=block(t0), cut_fits=fits(b0, b1),
-        full_fits=fits(t0, t1), held=np.where(o1 > o0, o0 // local, blocks), radix=blocks + 1,
-    )
+    return np.stack([
+        t1 > t0, hi <= lo, ~((o0 <= t0) & (t1 <= o1)), prefix | suffix,
+        b1 - b0, b0 // local, fits(b0, b1),
+        t1 - t0, t0 // local, fits(t0, t1),
+    ]).astype(np.int64)
+
+
+def _held_blocks(pc: Pieces, state: State) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The state's blocks numbered over their grid (mixed radix, one more than the blocks per
+    dimension: the last for a device whose span is empty): the weight of each dimension's block
+    index, and the devices sorted by the block they hold, with those numbers (cached per state)."""
+    return pc.per_dimension(("held", state.dims), _held_blocks_now, pc, state.dims)
+
+
+def _held_blocks_now(pc: Pieces, dims: tuple[tuple[int, ...], ...]):
+    held = np.zeros(pc.n, dtype=np.int64)
+    radices = []
+    for k, ps in enumerate(dims):
+        o0, o1 = pc.span_arrays(k, ps)
+        extent = pc.shape[k]
+        local = -(-extent // pc.size(ps))
+        blocks = -(-extent // local)
+        held = held * (blocks + 1) + np.where(o1 > o0, o0 // local, blocks)
+        radices.append(blocks + 1)
+    digits = np.ones(len(dims), dtype=np.int64)  # the weight of dimension k: the radices after it
+    for k in range(len(dims) - 2, -1, -1):
+        digits[k] = digits[k + 1] * radices[k + 1]
+    order = np.argsort(held, kind="stable")
+    return digits, order, held[order]
 
 
 def _forced_matching(holders: tuple[np.ndarray, np.ndarray], counts: np.ndarray) -> dict[int, int] | None:
