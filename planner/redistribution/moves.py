@@ -553,8 +553,9 @@ def _permute_terms_now(pc: Pieces, k: int, ps: tuple[int, ...], qs: tuple[int, .
 def _held_blocks(pc: Pieces, state: State) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The state's blocks numbered over their grid (mixed radix, one more than the blocks per
     dimension: the last for a device whose span is empty): the weight of each dimension's block
-    index, and the devices sorted by the block they hold, with those numbers (cached per state)."""
-    return pc.per_dimension(("held", state.dims), _held_blocks_now, pc, state.dims)
+    index, and the devices sorted by the block they hold, with those numbers (cached per state, in
+    the pieces' bounded memo: there are far more states than dimensions' splits)."""
+    return pc.memo(("held", state.dims), _held_blocks_now, pc, state.dims)
 
 
 def _held_blocks_now(pc: Pieces, dims: tuple[tuple[int, ...], ...]):
@@ -614,17 +615,29 @@ def _nearest_matching(pc: Pieces, receivers: np.ndarray, holders: tuple[np.ndarr
     """A sender for every receiver (rows), each sender used once; ``{}`` if there is no such matching.
 
     Each receiver prefers the holders that differ from it on the fewest mesh axes (the link the
-    permute runs on), then the lowest device; augmenting paths (Kuhn's algorithm, tried in that
-    order) then make the matching complete whenever one exists.
+    permute runs on), then the lowest device. In that order each receiver first takes its nearest
+    holder still free; augmenting paths (Kuhn's algorithm, each row trying its holders in that
+    order) then match the receivers left, whenever a complete matching exists. (Kuhn's algorithm
+    from the empty matching, which re-matches earlier receivers to give each its first choice,
+    took 0.1 s per permute of 3,528 receivers with 64 holders each on 8x8x8x8.)
     """
     digits = pc.per_dimension(("mesh digits",), _mesh_digits, pc)  # (rows, mesh axes)
     rows, cols = holders  # only the holders are ranked: work linear in their number
     far = (digits[receivers[rows]] != digits[cols]).sum(axis=-1)
     order = np.lexsort((cols, far, rows))  # per receiver: fewest axes, then lowest
-    cuts = np.cumsum(counts)[:-1]
-    prefs = [c.tolist() for c in np.split(cols[order], cuts)]
+    ranked = cols[order].tolist()
+    ends = np.cumsum(counts).tolist()
+    prefs = [ranked[a:b] for a, b in zip([0] + ends[:-1], ends)]
     owner: dict[int, int] = {}  # sender -> receiver row
-    for r0 in range(len(prefs)):
+    left = []
+    for r0, mine in enumerate(prefs):
+        for c in mine:
+            if c not in owner:
+                owner[c] = r0
+                break
+        else:
+            left.append(r0)
+    for r0 in left:
         if not _augment(r0, prefs, owner):
             return {}
     return {r: c for c, r in owner.items()}
