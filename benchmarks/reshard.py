@@ -8,16 +8,18 @@
    its A* (``reshard(..., _exhaustive=True)``): pairs whose bytes differ, pairs whose
    steps differ at all, the worst ratio of engine bytes to exhaustive bytes, and plans
    the engine could not prove (``plan.exact`` False: a search ran out of budget).
-2. Timing (medians, caches cleared before each measurement): the engine call of
-   ``shardplan reshard`` (default pieces primes, objective bytes) on issue 11's cases and
-   on random pairs of shardings of 4-axis meshes (issue 11's 2x2x2x2 and 4x4x2x2, and
-   4x2x2x2, 8x4x2x2, 4x4x4x4, 8x8x8x8); the whole command ``shardplan reshard`` (CPU
-   seconds of a fresh process, imports included) on each mesh's slowest pair; and
+2. Timing (medians, caches cleared before each measurement): the work of
+   ``shardplan reshard`` after its imports (the search, default pieces primes and objective
+   bytes, then the plan's report with its lower bound) on issue 11's cases and on random
+   pairs of shardings of 4-axis meshes (issue 11's 2x2x2x2 and 4x4x2x2, and 4x2x2x2,
+   8x4x2x2, 4x4x4x4, 8x8x8x8); the whole command ``shardplan reshard`` (CPU seconds of a
+   fresh process, imports included) on each mesh's slowest pairs (``--commands``); and
    ``reshard_for_planning`` (time, whole axes: the planner's cost tables) per distinct pair
    on 2-, 3- and 4-axis meshes.
 
     python benchmarks/reshard.py [--repeat 3] [--pairs] [--pieces primes|axes]
                                  [--only 2d,3d,timing] [--every N]
+                                 [--random N] [--seed S] [--commands N]
 
 ``--every N`` compares only every N-th pair with the exhaustive search (it is slow);
 ``--pieces axes`` measures the suites with the planner's whole-axis search.
@@ -155,9 +157,18 @@ def _command_cpu(cmd) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _command_work(shape, a, b):
+    """What ``shardplan reshard`` computes after its imports: the plan and its report (with the
+    lower bound it is scored against)."""
+    plan = reshard(shape, "f32", a, b)
+    plan.to_dict()
+    return plan
+
+
 def timing_table(args) -> None:
-    print("timing: the engine call of `shardplan reshard` (primes, bytes), caches cleared, median of "
-          f"{args.repeat}\n")
+    print("timing: the work of `shardplan reshard` after its imports (search in primes for bytes, then the "
+          f"report with its lower bound), caches cleared, median of {args.repeat}; random pairs of seed "
+          f"{args.seed}\n")
     print(f"{'case':>44}  {'pairs':>5}  {'median s':>8}  {'max s':>6}  {'>0.5 s':>6}  {'inexact':>7}  {'summed':>6}")
     fixed = [
         ('x=4,y=4,z=4', (256, 256, 64), '[{"x", "y"}, {"z"}, {}]', '[{"z"}, {"y"}, {"x"}]'),
@@ -166,7 +177,7 @@ def timing_table(args) -> None:
     for spec, shape, src, dst in fixed:
         mesh = Mesh.from_sizes("m", {k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))})
         a, b = parse_sharding(src, mesh), parse_sharding(dst, mesh)
-        t, plan = _cold(lambda: reshard(shape, "f32", a, b), args.repeat)
+        t, plan = _cold(lambda: _command_work(shape, a, b), args.repeat)
         name = f"{spec} {'x'.join(map(str, shape))} {src}->{dst}"
         print(f"{name[:44]:>44}  {1:>5}  {t:>8.3f}  {t:>6.3f}  {int(t > 0.5):>6}  {int(not plan.exact):>7}  "
               f"{plan.bytes_per_device / plan.lower_bound_bytes_per_device:>6.3f}")
@@ -174,8 +185,8 @@ def timing_table(args) -> None:
     for sizes in FOUR_AXES:
         mesh = Mesh.from_sizes("m", sizes)
         times, inexact, moved, bound = [], 0, 0, 0
-        for shape, a, b in random_pairs(mesh, args.random):
-            t, plan = _cold(lambda: reshard(shape, "f32", a, b), 1)
+        for shape, a, b in random_pairs(mesh, args.random, args.seed):
+            t, plan = _cold(lambda: _command_work(shape, a, b), 1)
             times.append((t, shape, a, b))
             inexact += not plan.exact
             moved += plan.bytes_per_device
@@ -184,10 +195,10 @@ def timing_table(args) -> None:
         seconds = [t for t, *_ in times]
         print(f"{name:>44}  {len(times):>5}  {statistics.median(seconds):>8.3f}  {max(seconds):>6.3f}  "
               f"{sum(t > 0.5 for t in seconds):>6}  {inexact:>7}  {moved / bound:>6.3f}")
-        slowest.append((mesh, max(times, key=lambda r: r[0])))
-    print(f"\nthe whole command `shardplan reshard` on each mesh's slowest pair above: CPU seconds of the "
-          f"process (user + system, imports included), median of {args.repeat}\n")
-    print(f"{'mesh':>16}  {'shape':>12}  {'engine s':>8}  {'command s':>9}  pair")
+        slowest += [(mesh, r) for r in sorted(times, key=lambda r: -r[0])[:args.commands]]
+    print(f"\nthe whole command `shardplan reshard` on each mesh's {args.commands} slowest pair(s) above: CPU "
+          f"seconds of the process (user + system, imports included), median of {args.repeat}\n")
+    print(f"{'mesh':>16}  {'shape':>12}  {'work s':>8}  {'command s':>9}  pair")
     for mesh, (t, shape, a, b) in slowest:
         spec = ",".join(f"{ax.name}={ax.size}" for ax in mesh.axes)
         cmd = [sys.executable, "-m", "planner", "reshard", "--mesh", spec, "--shape", "x".join(map(str, shape)),
@@ -218,6 +229,9 @@ def main() -> None:
     parser.add_argument("--only", default="2d,3d,timing", help="sections to run, of 2d,3d,timing")
     parser.add_argument("--every", type=int, default=1, help="compare every N-th pair with the exhaustive search")
     parser.add_argument("--random", type=int, default=150, help="random 4-axis pairs timed per mesh")
+    parser.add_argument("--seed", type=int, default=0, help="of the random 4-axis pairs")
+    parser.add_argument("--commands", type=int, default=1,
+                        help="the slowest random pairs per mesh also timed as whole commands")
     parser.add_argument("--planning", type=int, default=600, help="suite pairs timed per mesh for planning")
     args = parser.parse_args()
     sections = set(args.only.split(","))
