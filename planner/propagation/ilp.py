@@ -185,25 +185,27 @@ def solve_ilp(problem: SearchProblem, *, time_limit: float | None = None, solver
     With ``shrink`` (the default) followers are folded (exact) and repeated layers
     tied: ``report.optimal`` then means optimal among the choices that repeat one
     decision per layer signature; ``shrink=False`` solves the problem as given.
-    ``time_limit`` bounds each solver run (a tied model found infeasible is solved
-    again untied, with the same limit).
+    ``time_limit`` (seconds) bounds the whole call: reading every cost table, building the
+    model and the solver runs (a tied model found infeasible is solved again untied, with what
+    is left).
 
     Raises :class:`~planner.errors.PlanningError` when no choice is feasible,
     :class:`SolverFailed` when the solver stops without a solution, and
     ``PlanningError`` for an unknown or unavailable ``solver``.
     """
     backend = _backend(solver)
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     if not problem.nodes:
         return IlpResult((), 0.0, SolverReport(backend.name, "empty problem", True, 0.0, 0.0, 0, 0, 0))
     problem = problem.dense()  # the ILP reads every cell of every cost table
     _check_memory_lower_bound(problem)
     try:
-        return _solve(problem, _reduce(problem, fold=shrink, tie=shrink), backend, time_limit)
+        return _solve(problem, _reduce(problem, fold=shrink, tie=shrink), backend, time_limit, deadline)
     except _Infeasible as first:
         if not (shrink and first.tied):
             raise PlanningError(_infeasible_message(problem)) from None
     try:
-        return _solve(problem, _reduce(problem, fold=True, tie=False), backend, time_limit)
+        return _solve(problem, _reduce(problem, fold=True, tie=False), backend, time_limit, deadline)
     except _Infeasible:
         raise PlanningError(_infeasible_message(problem)) from None
 
@@ -603,15 +605,23 @@ class _Backend:
     run: Callable[[pulp.LpProblem, float | None], _Outcome]
 
 
-def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: float | None) -> IlpResult:
+def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: float | None,
+           deadline: float | None) -> IlpResult:
+    """Build the model of ``data`` and solve it, the solver running until ``deadline`` at most."""
     model = _build_model(data)
-    outcome = backend.run(model.problem, time_limit)
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        report = SolverReport(backend.name, "not run", False, None, 0.0, model.problem.numVariables(),
+                              model.problem.numConstraints(), len(data.cost), data.tied)
+        raise SolverFailed(f"{backend.name} stopped without a solution: the time limit ({time_limit:.3g} s) ran out "
+                           "while its cost tables and model were built, before it started", report=report)
+    outcome = backend.run(model.problem, left)
     report = SolverReport(backend.name, outcome.status, outcome.optimal, outcome.gap, outcome.time_s,
                           model.problem.numVariables(), model.problem.numConstraints(), len(data.cost), data.tied)
     if outcome.infeasible:
         raise _Infeasible(data.tied)
     if not outcome.solution:
-        limit = f" (time limit {time_limit} s)" if time_limit is not None else ""
+        limit = f" (time limit {time_limit:.3g} s)" if time_limit is not None else ""
         raise SolverFailed(f"{backend.name} stopped without a solution: {outcome.status}{limit}", report=report)
     choice = _read_choice(data, model)
     if not problem.feasible(choice):

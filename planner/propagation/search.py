@@ -56,8 +56,10 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
 
     ``axes_per_phase`` (``auto``, ``all`` or a number of mesh pieces): how many pieces
     of the mesh each axis phase decides (:mod:`planner.propagation.phases`).
-    ``time_limit`` bounds the whole run: the ILP gets what is left of it, and once it
-    has passed no further phase starts (the plan so far is returned, with a note).
+    ``time_limit`` bounds the whole run: the ILP gets what is left of it (reading its cost tables
+    and building its model included) and keeps breadth-first propagation's plan, made first, when
+    it cannot finish in time; once the limit has passed no further phase starts (the plan so far
+    is returned, with a note).
     ``progress`` hears the stages, the cost tables being built and the solver running.
     """
     say = progress.stage
@@ -74,7 +76,7 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
             phase = replace(options, priority_level=level, allowed_axes=allowed, prefixes=dict(prefixes))
             m = build_model(graph, mesh, cluster, phase, progress)
-            outcome = _decide(m, how, _left(deadline), solver, notes, progress)
+            outcome = _decide(m, how, deadline, solver, notes, progress)
             prefixes = _prefixes(m, outcome.choice)
         options = replace(options, prefixes=prefixes)
     pieces = constraints(graph, mesh, options)[2]
@@ -101,7 +103,7 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
         say("enumerating strategies and building cost tables")
         m = build_model(graph, mesh, cluster, options, progress)
         say(f"searching ({how}) over {m.problem.variables} candidates")
-        outcome = _decide(m, how, _left(deadline), solver, notes, progress)
+        outcome = _decide(m, how, deadline, solver, notes, progress)
         done += 1
     rules = {o.name: n.rule for o, n in zip(graph.ops, outcome.model.nodes)}
     bound = lower_bound_s(graph, mesh, cluster, options.training, outcome.model.needs_grad, rules)
@@ -110,8 +112,8 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
 
 
 def _left(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (at least one: a solver needs some time to return anything)."""
-    return None if deadline is None else max(deadline - time.monotonic(), 1.0)
+    """Seconds left before ``deadline`` (None: no deadline; 0 or less: it has passed)."""
+    return None if deadline is None else deadline - time.monotonic()
 
 
 def _prefixes(m: Model, choice) -> dict:
@@ -125,21 +127,31 @@ def decide_fixed(m: Model) -> SearchOutcome:
     return SearchOutcome(m, result.choice, result.parent, None, "explicit")
 
 
-def _decide(m: Model, how: str, time_limit, solver, notes: list[str], progress: Progress = SILENT) -> SearchOutcome:
-    if how == "ilp":
-        from planner.propagation.ilp import solve_ilp
-
-        started = time.perf_counter()
-        try:
-            with task(progress, f"ILP solve ({solver} solver)"):  # no steps to count: a spinner
-                result = solve_ilp(with_shrink_hints(m), time_limit=time_limit, solver=solver)
-            reference = propagate_bfs(m)
-            if result.objective > reference.objective * (1 + 1e-9):
-                left = None if time_limit is None else max(time_limit - (time.perf_counter() - started), 1.0)
-                with task(progress, f"ILP solve, whole problem ({solver} solver)"):
-                    result = solve_ilp(m.problem, time_limit=left, solver=solver, shrink=False)
-            return SearchOutcome(m, result.choice, None, result.report, "ilp")
-        except SolverFailed as e:
-            notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
+def _decide(m: Model, how: str, deadline: float | None, solver, notes: list[str],
+            progress: Progress = SILENT) -> SearchOutcome:
+    """``m`` decided by ``how``. The ILP runs until ``deadline`` (``time.monotonic()``; None: no
+    limit) at most, building its tables and model included; breadth-first propagation's plan,
+    made first, is the plan in hand it returns when the ILP cannot finish in time."""
     result = propagate_bfs(m)
-    return SearchOutcome(m, result.choice, result.parent, None, "bfs")
+    reference = SearchOutcome(m, result.choice, result.parent, None, "bfs")
+    if how != "ilp":
+        return reference
+    from planner.propagation.ilp import solve_ilp
+
+    try:
+        # the shrunk problem first (folded followers, tied layers); if its optimum is worse than
+        # breadth-first propagation's plan, the whole problem
+        for problem, shrink, what in ((with_shrink_hints(m), True, ""), (m.problem, False, ", whole problem")):
+            left = _left(deadline)
+            if left is not None and left <= 0:
+                notes.append("the time limit passed before the ILP could finish; this phase keeps breadth-first "
+                             "propagation's plan")
+                return reference
+            with task(progress, f"ILP solve{what} ({solver} solver)"):  # no steps to count: a spinner
+                solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
+            if solved.objective <= result.objective * (1 + 1e-9):
+                break
+        return SearchOutcome(m, solved.choice, None, solved.report, "ilp")
+    except SolverFailed as e:
+        notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
+    return reference

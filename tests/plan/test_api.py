@@ -34,7 +34,7 @@ def test_ilp_that_cannot_finish_falls_back_to_bfs_with_a_warning(monkeypatch):
 
     monkeypatch.setattr(ilp, "solve_ilp", fail)
     with pytest.warns(PlanWarning, match="falling back to breadth-first propagation"):
-        p = planner.plan(FFN, search="ilp", time_limit=0.01)
+        p = planner.plan(FFN, search="ilp", time_limit=60)  # the solver fails, not the deadline
     assert p.search == "bfs" and p.solver is None
     assert p.warnings and "time limit" in p.warnings[0]
 
@@ -123,3 +123,12 @@ def test_the_models_cluster_path_is_relative_to_the_model_and_the_argument_to_th
     assert planner.plan("models/m.yaml", cluster="here.yaml").outcome.model.cluster.name == "here"
     with pytest.raises(ShardplanError):  # models/lab.yaml is not in the current directory
         planner.plan("models/m.yaml", cluster="lab.yaml")
+
+
+def test_an_ilp_out_of_time_keeps_the_breadth_first_plan_made_first():
+    """Past its time limit the ILP does not run: the phase keeps breadth-first propagation's plan,
+    made before it (the same plan as --search bfs), with a warning."""
+    with pytest.warns(PlanWarning, match="time limit passed before the ILP could finish"):
+        p = planner.plan(FFN, search="ilp", time_limit=1e-9)
+    assert p.search == "bfs" and p.solver is None
+    assert p.totals.objective == planner.plan(FFN, search="bfs").totals.objective

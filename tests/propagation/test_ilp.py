@@ -384,3 +384,19 @@ def test_building_and_solving_raise_no_deprecation_warning():
         for solver in ("highs", "cbc"):
             solve_ilp(random_problem(2, "dag"), solver=solver)
     assert [w for w in caught if issubclass(w.category, DeprecationWarning)] == []
+
+
+def test_the_time_limit_counts_building_the_model_and_the_solver_never_starts_past_it(monkeypatch):
+    """time_limit bounds the whole solve_ilp call: with no time left once the cost tables are read
+    and the model built, the solver is not started and the call fails with a report saying so."""
+    import planner.propagation.ilp as ilp
+
+    def never(*args, **kwargs):
+        raise AssertionError("the solver started after the time limit")
+
+    monkeypatch.setattr(ilp, "_run_highs", never)
+    monkeypatch.setattr(ilp, "_run_cbc", never)
+    with pytest.raises(SolverFailed) as failed:
+        solve_ilp(hard_problem(), solver="highs", time_limit=1e-9)
+    assert failed.value.report.status == "not run" and not failed.value.report.optimal
+    assert "before it started" in str(failed.value)
