@@ -141,13 +141,14 @@ def _decide(m: Model, how: str, deadline: float | None, solver, notes: list[str]
     try:
         # the shrunk problem first (folded followers, tied layers); if its optimum is worse than
         # breadth-first propagation's plan, the whole problem
-        for problem, shrink, what in ((with_shrink_hints(m), True, ""), (m.problem, False, ", whole problem")):
+        for shrink in (True, False):
             left = _left(deadline)
             if left is not None and left <= 0:
                 notes.append("the time limit passed before the ILP could finish; this phase keeps breadth-first "
                              "propagation's plan")
                 return reference
-            with task(progress, f"ILP solve{what} ({solver} solver)"):  # no steps to count: a spinner
+            problem = with_shrink_hints(m) if shrink else m.problem
+            with task(progress, f"ILP solve{'' if shrink else ', whole problem'} ({solver} solver)"):  # a spinner
                 solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
             if solved.objective <= result.objective * (1 + 1e-9):
                 break

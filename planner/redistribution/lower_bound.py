@@ -90,8 +90,8 @@ def _union_volume(boxes: np.ndarray, shape: Sequence[int]) -> int:
 
     Every layout's blocks form a grid (along each dimension the spans partition it), so two
     devices' intersections are equal or disjoint along each dimension, hence as boxes: the
-    union's volume is the sum of the distinct boxes' volumes (:func:`_distinct_volume`), in
-    time linear in the devices however many blocks there are."""
+    union's volume is the sum of the distinct boxes' volumes (:func:`_distinct_volume`): a sort
+    over the devices, however many blocks there are."""
     if not len(shape):
         return 1  # a scalar
     return _distinct_volume(_span_codes(boxes[:, k, 0], boxes[:, k, 1], d) for k, d in enumerate(shape))

@@ -418,8 +418,9 @@ class Budget:
 #: senders to receivers) takes about a quarter of an expansion's time, and a search checks
 #: about two per expansion (8,538 checks in 4,056 expansions over 60 random pairs of
 #: ``benchmarks/reshard.py`` on a=4,b=4,c=2,d=2; a cap of 2 made 7 of 100 such pairs dearer);
-#: but a long dimension's family of reorderings has ``n! - 1`` members, and without this cap one search checked 15,548 of them within its budget of 192
-#: states (3.9 s, ``[{"b", "d", "c", "a"}, {}]`` to ``[{"d", "b"}, {"c"}]`` on a=4,b=2,c=2,d=2).
+#: but a long dimension's family of reorderings has ``n! - 1`` members, and without this cap one
+#: search checked 15,548 of them within its budget of 192 states (3.9 s,
+#: ``[{"b", "d", "c", "a"}, {}]`` to ``[{"d", "b"}, {"c"}]`` on a=4,b=2,c=2,d=2).
 PERMUTE_CHECKS = 4
 
 #: States whose bound a search may compute per state it may expand. A state enters the queue with
@@ -434,8 +435,9 @@ BOUNDS = 16
 
 #: What one redistribution's searches may expand, counted in states times devices (an
 #: expansion's work grows with the devices, or with their representatives when the search runs
-#: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`): 640 states
-#: on 8 devices, 160 on 32, 80 on 64, and at least those of :data:`FLOOR`. A sub-axis search starts from
+#: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`; at least
+#: :data:`ARRAY_ROWS` of them beyond 16): 640 states on 8 devices, 128 on 32, 80 on 64, and at
+#: least those of :data:`FLOOR`. A sub-axis search starts from
 #: a plan in hand (the engine's direct plan) and only looks for cheaper ones, so it affords less
 #: than the 6,144 it had before that plan: over 150 random pairs per 4-axis mesh
 #: (``python benchmarks/reshard.py --only timing``) the plans sum to 1.26-226x their lower bounds
