@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from planner.propagation.ilp import SolverFailed, solve_ilp
-from planner.propagation.problem import Edge, Node, SearchProblem
+from planner.searches.ilp import SolverFailed, solve_ilp
+from planner.model.problem import Edge, Node, SearchProblem
 
 LAYOUTS = 8
 MiB = 2**20

@@ -20,7 +20,7 @@ from costmodels import load_cluster
 from graphs import load_model_text
 from planner.enumeration import enumerate_strategies, search_pieces
 from planner.caches import cache_stats
-from planner.propagation.build import build_model
+from planner.model.build import build_model
 from planner.rules.registry import rule_for
 
 from common import clear_caches, gpt

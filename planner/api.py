@@ -2,9 +2,9 @@
 
 ``plan`` loads the model (a path, YAML text or a built graph), normalises the
 arguments once, decides the model with the chosen search
-(:mod:`planner.propagation.search`; ``explicit`` through
-:mod:`planner.propagation.explicit_plan`, ``propagate`` through
-:mod:`planner.propagation.propagate_plan`) and returns the typed, frozen
+(:mod:`planner.searches.phased`; ``explicit`` through
+:mod:`planner.searches.explicit`, ``propagate`` through
+:mod:`planner.searches.propagate.plan`) and returns the typed, frozen
 :class:`~planner.report.Plan` read off the lowered program.
 
 >>> p = plan('''
@@ -39,14 +39,14 @@ from planner.errors import ModelWarning, PlanningError, PlanWarning, quote
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.text import parse_mesh_spec
 from planner.progress import Progress, as_progress
-from planner.propagation.build import OUTPUT_LAYOUTS, Options
-from planner.propagation.ignored import ignored_annotations
-from planner.propagation.mesh_override import on_mesh, with_model_types
-from planner.propagation.phases import parse_per_phase
-from planner.propagation.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
-from planner.propagation.manual import check_plannable
-from planner.propagation.propagate import PASSES
-from planner.propagation.search import SEARCHES, search as run_search
+from planner.model.build import OUTPUT_LAYOUTS, Options
+from planner.model.ignored import ignored_annotations
+from planner.model.mesh_override import on_mesh, with_model_types
+from planner.model.phases import parse_per_phase
+from planner.model.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
+from planner.model.manual import check_plannable
+from planner.searches.propagate.engine import PASSES
+from planner.searches.phased import SEARCHES, search as run_search
 from planner.report import Plan, make_plan
 
 __all__ = ["OUTPUT_LAYOUTS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
@@ -123,13 +123,13 @@ def plan(
 
     ``axes_per_phase`` (``auto``, ``all`` or a number): how many mesh pieces each
     phase of the search decides; ``auto`` plans meshes of up to two pieces whole and
-    larger ones a piece at a time after the first two (:mod:`planner.propagation.phases`);
+    larger ones a piece at a time after the first two (:mod:`planner.model.phases`);
     the plan's ``search_space`` says which, with the gap to a lower bound.
     ``time_limit`` (seconds) bounds the whole search, not only the solver.
 
     ``propagation`` (``search="propagate"`` only): the rule-based pass, one of
     ``basic``, ``aggressive``, ``op-priority``, ``user-priority`` (default), each
-    building on the previous (:mod:`planner.propagation.propagate`).
+    building on the previous (:mod:`planner.searches.propagate.engine`).
 
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
     ``outputs_layout``. ``progress``, if given, hears how far the work has got: a
@@ -175,11 +175,11 @@ def plan(
     if explicit_regions:
         outcome = replace(run_search(graph, planning_mesh, clu, options, "bfs", progress=progress), search="explicit")
     elif search == "explicit":
-        from planner.propagation.explicit_plan import explicit_outcome
+        from planner.searches.explicit import explicit_outcome
 
         outcome = explicit_outcome(graph, planning_mesh, clu, options)
     elif search == "propagate":
-        from planner.propagation.propagate_plan import propagate_outcome
+        from planner.searches.propagate.plan import propagate_outcome
 
         say(f"propagating ({propagation})")
         outcome = propagate_outcome(graph, planning_mesh, clu, options, propagation)

@@ -28,7 +28,7 @@ What is cached where (cache name, what it maps, bound), and why each bound:
   over; 512.
 * ``cluster node spans`` (:mod:`costmodels.cluster`): (mesh, axes, devices per
   node) to whether a collective over those axes crosses nodes; 4,096.
-* ``cost tables`` (:mod:`planner.propagation.build`): class-level edge cost
+* ``cost tables`` (:mod:`planner.model.build`): class-level edge cost
   tables; bound set there.
 
 The bounds count *distinct* keys and were sized on the gpt builder (mesh

@@ -1,9 +1,9 @@
 """The typed, frozen :class:`Plan` a search returns, and how it is read off the lowered program.
 
-:func:`make_plan` takes a decided model (:class:`~planner.propagation.search.SearchOutcome`),
+:func:`make_plan` takes a decided model (:class:`~planner.searches.phased.SearchOutcome`),
 lowers it once (:func:`planner.partitioning.lower`) and reads everything a user
 sees from that program: every tensor's sharding with its source and reason
-(:mod:`planner.propagation.provenance`), every op's strategy with its shardings
+(:mod:`planner.model.provenance`), every op's strategy with its shardings
 and compute cost, every redistribution with its phase, steps, bytes and time,
 and the totals. ``to_dict`` / JSON / CSV / tables are produced from these
 objects at the edge (:mod:`planner.cli`); nothing downstream parses a string.
@@ -27,9 +27,9 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Program, lower
 from planner.partitioning.program import Redistribute as Redistribution
-from planner.propagation.build import link_table
-from planner.propagation.provenance import decision_reasons, explain
-from planner.propagation.search import SearchOutcome
+from planner.model.build import link_table
+from planner.model.provenance import decision_reasons, explain
+from planner.searches.phased import SearchOutcome
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class Plan:
     training: bool
     program: Program
     outcome: SearchOutcome
-    solver: object | None = None  # planner.propagation.ilp.SolverReport
+    solver: object | None = None  # planner.searches.ilp.SolverReport
     warnings: tuple[str, ...] = ()
 
     # -- reading ----------------------------------------------------------------------------
@@ -261,13 +261,13 @@ class Plan:
 
     @property
     def propagation(self):
-        """What rule-based propagation gave (:class:`planner.propagation.propagate.Propagation`; None for other
+        """What rule-based propagation gave (:class:`planner.searches.propagate.engine.Propagation`; None for other
         searches): every tensor's sharding, the origin of each axis, the phases."""
         return self.outcome.propagation
 
     @property
     def search_space(self):
-        """What the search ran over (:class:`planner.propagation.phases.SearchSpace`; None in explicit mode)."""
+        """What the search ran over (:class:`planner.model.phases.SearchSpace`; None in explicit mode)."""
         return self.outcome.space
 
     def explain(self, tensor: str) -> list[str]:
@@ -368,7 +368,7 @@ def make_plan(outcome: SearchOutcome) -> Plan:
     graph = m.graph
     program = lower(m, choice)
     if outcome.propagation is not None:
-        from planner.propagation.propagate_plan import propagation_reasons
+        from planner.searches.propagate.plan import propagation_reasons
 
         reasons = propagation_reasons(m, outcome.propagation)
     else:

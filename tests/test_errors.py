@@ -15,7 +15,7 @@ PACKAGES = ("planner", "costmodels", "graphs")
 
 # Private control-flow signals that are raised and caught inside one module and never
 # escape it; anything else must be defined in planner.errors.
-PRIVATE_SIGNALS = {"planner.propagation.ilp._Infeasible"}
+PRIVATE_SIGNALS = {"planner.searches.ilp._Infeasible"}
 
 
 def _modules():
@@ -44,7 +44,7 @@ def test_every_error_class_lives_in_planner_errors():
 
 def test_old_homes_re_export_the_classes():
     from planner.gate import BaselineError, GateError
-    from planner.propagation.ilp import SolverFailed
+    from planner.searches.ilp import SolverFailed
     from planner.redistribution.engine import ReshardError
 
     assert (GateError, BaselineError, SolverFailed, ReshardError) == (

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("pulp", "highspy", "scipy", "networkx")
-PIPELINE = ("planner.api", "planner.propagation", "planner.redistribution", "planner.simulation", "planner.gate")
+PIPELINE = ("planner.api", "planner.model", "planner.searches", "planner.redistribution", "planner.simulation", "planner.gate")
 
 
 def imported_after(code: str) -> tuple[set[str], str]:
@@ -63,7 +63,7 @@ def test_the_cli_searches_are_the_planners():
     """planner.cli.args repeats planner.api.SEARCHES so that building the parser imports no pipeline."""
     from planner.api import SEARCHES
     from planner.cli.args import PASSES as CLI_PASSES, SEARCHES as CLI_SEARCHES
-    from planner.propagation.propagate import PASSES
+    from planner.searches.propagate.engine import PASSES
 
     assert CLI_PASSES == PASSES
     from planner.cli.args import EXPORT_FORMATS
@@ -86,7 +86,7 @@ def test_loading_a_model_does_not_import_networkx_until_the_graph_view_is_used()
 def test_a_bfs_plan_loads_no_ilp_solver():
     modules, out = imported_after("from planner.cli.main import main\nassert main(['plan', 'configs/ffn.yaml']) == 0")
     assert "totals: communication" in out
-    assert not modules & {"pulp", "highspy", "planner.propagation.ilp", "networkx"}
+    assert not modules & {"pulp", "highspy", "planner.searches.ilp", "networkx"}
 
 
 def test_shardplan_plan_runs_as_a_command():

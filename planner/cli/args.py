@@ -16,7 +16,7 @@ DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
 SEARCHES = ("bfs", "ilp", "explicit", "propagate")
 PASSES = ("basic", "aggressive", "op-priority", "user-priority")
 EXPORT_FORMATS = ("jax", "shardy", "dtensor", "mindspore")
-"""``planner.api.SEARCHES``, ``planner.propagation.propagate.PASSES`` and ``planner.export.FORMATS``, repeated so that building the parser does not import the pipeline (issue 11;
+"""``planner.api.SEARCHES``, ``planner.searches.propagate.engine.PASSES`` and ``planner.export.FORMATS``, repeated so that building the parser does not import the pipeline (issue 11;
 tests/test_startup.py checks that the two agree)."""
 
 

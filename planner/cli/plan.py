@@ -114,7 +114,7 @@ def render_table(p) -> str:
     # every tensor's sharding where the mode is about it; types (seed 001) name the Explicit axes only:
     # every axis in explicit mode, a mixed mesh's Explicit axes otherwise
     from planner.ir.mesh import AxisType
-    from planner.propagation.axis_types import axes_of_type, restrict
+    from planner.model.axis_types import axes_of_type, restrict
     from planner.views.jax import to_jax_type
 
     explicit_axes = axes_of_type(p.mesh, AxisType.EXPLICIT)

@@ -20,7 +20,7 @@ ops, ``manual_exit`` per output). :func:`run_region` folds it back into what it 
 
 ``check_vma`` stays on: JAX then types every body value varying or invariant over each manual axis and
 inserts the ``pvary`` (our ``pbroadcast``) an op mixing both needs, which is what the planner's variance types
-(:func:`planner.propagation.manual.manual_variance`) assume.
+(:func:`planner.model.manual.manual_variance`) assume.
 """
 
 from __future__ import annotations

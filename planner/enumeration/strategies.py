@@ -131,7 +131,7 @@ def enumerate_extensions(rule: OpShardingRule, mesh: Mesh, prefix: FactorAxes,
     """The strategies that keep ``prefix`` and add pieces of ``new`` (cached).
 
     One phase of planning a mesh a few axes at a time (see
-    :mod:`planner.propagation.phases`): every factor keeps the axes ``prefix``
+    :mod:`planner.model.phases`): every factor keeps the axes ``prefix``
     gave it, in their order, and each piece of ``new`` goes to at most one
     factor, at any position among them (pieces of one axis in their natural
     order). Pieces in neither stay unused. Index 0 is ``prefix`` itself. There are

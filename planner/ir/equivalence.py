@@ -43,7 +43,7 @@ from the original (so an answer valid for *every* shape is preferred to one
 valid only because of padding), the number of sub-axes (whole axes first), the
 number of pieces, and finally mesh order. On two meshes with the same device
 order this is exactly the axis renaming done by
-:func:`planner.propagation.annotations.translate` wherever that renaming exists
+:func:`planner.model.annotations.translate` wherever that renaming exists
 (it refuses axes that do not line up, e.g. ``[{"x", "y"}]`` from ``x=3, y=2`` to
 ``a=2, b=3``, where this function answers ``[{"a", "b"}]``).
 

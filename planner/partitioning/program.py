@@ -24,7 +24,7 @@ Every value has a device-variance type (:mod:`planner.partitioning.typecheck`) a
 :func:`lower` type-checks the program it makes.
 
 The redistributions are exactly the moves the search priced
-(:func:`planner.propagation.build.link_moves` and ``node_moves``), so
+(:func:`planner.model.build.link_moves` and ``node_moves``), so
 ``compute + communication`` of the program equals the search's objective.
 """
 
@@ -36,7 +36,7 @@ from typing import Union
 from costmodels.units import format_bytes
 from graphs.ops.collectives import is_collective
 from planner.ir.sharding import TensorSharding
-from planner.propagation.build import (
+from planner.model.build import (
     Model,
     Move,
     OpNode,
@@ -45,7 +45,7 @@ from planner.propagation.build import (
     node_moves,
     op_compute_time_s,
 )
-from planner.propagation.manual import BodyCollective, body_collective, manual_types, manual_variance
+from planner.model.manual import BodyCollective, body_collective, manual_types, manual_variance
 from planner.redistribution import ReshardPlan
 from planner.partitioning.typecheck import (
     check_backprop,
@@ -113,9 +113,9 @@ class Compute:
     """Op ``op`` (a graphs.specs.OpSpec) under ``strategy`` on local blocks.
 
     In a manual region: ``manual`` is ``(per operand, result)`` the manual axes each
-    varies over besides its layout (:func:`planner.propagation.manual.manual_types`),
+    varies over besides its layout (:func:`planner.model.manual.manual_types`),
     and a body collective carries its communication in ``collective`` (a
-    :class:`~planner.propagation.manual.BodyCollective`; None for every other op).
+    :class:`~planner.model.manual.BodyCollective`; None for every other op).
     """
 
     op: object

@@ -168,7 +168,7 @@ def check_compute(ins, where: str) -> None:
 
     In a manual region a value also varies over the manual axes ``ins.manual`` names; a body
     collective's manual types follow its primitive (checked when they are derived,
-    :func:`planner.propagation.manual.manual_variance`), so only its free axes are checked here."""
+    :func:`planner.model.manual.manual_variance`), so only its free axes are checked here."""
     s = ins.strategy
     manual = getattr(ins, "manual", None)
     collective = manual is not None and ins.op.op in COLLECTIVE_OPS
@@ -192,7 +192,7 @@ def check_backprop(ins, where: str) -> None:
     s = ins.strategy
     manual = getattr(ins, "manual", None)
     if manual is not None and ins.op.op in COLLECTIVE_OPS:
-        return  # a body collective's transpose is typed by its primitive (planner.propagation.manual)
+        return  # a body collective's transpose is typed by its primitive (planner.model.manual)
     ins_manual, out_manual = manual if manual is not None else (((),) * len(s.operands), ())
     mesh = s.result.mesh
     op_var = variance(s.result) | manual_atoms(out_manual, mesh) | frozenset().union(

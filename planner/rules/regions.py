@@ -7,7 +7,7 @@ has none), ``f_i`` a pass-through factor of the local size. ``manual_exit`` is t
 mirror image (local operand ``(f_i)``, global result ``(m_i, f_i)``). So free axes
 pass through the boundary in both directions as ordinary factors, while manual
 axes stay major on the global side; the planner fixes ``m_i`` to exactly the
-manual axes of the boundary sharding (:mod:`planner.propagation.build`).
+manual axes of the boundary sharding (:mod:`planner.model.build`).
 
 >>> attrs = {"manual_axes": ("tp",), "manual_sizes": (4,), "dims": ((), ("tp",))}
 >>> str(manual_enter([(16, 512)], (16, 128), attrs))

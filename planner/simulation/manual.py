@@ -22,7 +22,7 @@ import numpy as np
 from graphs.dtypes import dtype_itemsize
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
-from planner.propagation.manual import transposed_primitive
+from planner.model.manual import transposed_primitive
 from planner.simulation.collectives import Network, groups, ring_all_gather, ring_all_reduce, ring_reduce_scatter
 
 
@@ -63,7 +63,7 @@ def _ppermute(net: Network, members, blocks, perm) -> list[np.ndarray]:
 def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed: bool = False) -> list:
     """Every device's result block of body collective ``op`` from its operand blocks (by device id), bytes
     counted at ``dtype``; ``transposed``: its transpose on cotangent blocks
-    (:func:`planner.propagation.manual.transposed_primitive`: all_to_all with its dims swapped, ppermute with
+    (:func:`planner.model.manual.transposed_primitive`: all_to_all with its dims swapped, ppermute with
     its pairs reversed, pmean's pbroadcast scaled by 1/G)."""
     kind = op.op
     axes = tuple(op.attr("axes"))

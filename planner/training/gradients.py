@@ -42,7 +42,7 @@ def operand_gradient(rule: OpShardingRule, strategy, k: int, manual: tuple = ())
     """Layout of d(operand ``k``) under ``strategy``: its layout, pending over absent factors' axes.
 
     ``manual`` (an op of a manual region): the manual axes the op varies on but operand ``k`` does
-    not (its implicit pbroadcast there, :func:`planner.propagation.manual.manual_pending`): the
+    not (its implicit pbroadcast there, :func:`planner.model.manual.manual_pending`): the
     cotangent is pending over them too (the psum that transposes that pbroadcast). A ``MANUAL``
     factor (a region boundary's blocks) is never summed: each device's block is its own."""
     present = {f for dim in rule.operands[k] for f in dim}

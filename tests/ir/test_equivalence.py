@@ -24,7 +24,7 @@ from planner.ir.axis import make_axis
 from planner.ir.equivalence import equivalent_sharding
 from planner.ir.layout import device_index_ranges, devices_to_positions, shard_indices
 from planner.ir.sharding import DimSharding, TensorSharding
-from planner.propagation.annotations import translate
+from planner.model.annotations import translate
 from tests.ir.shardings_strategy import _factorisations, meshes, shapes_for, shardings
 
 

@@ -27,7 +27,7 @@ def test_progress_messages_follow_the_stages():
 
 
 def test_ilp_that_cannot_finish_falls_back_to_bfs_with_a_warning(monkeypatch):
-    import planner.propagation.ilp as ilp
+    import planner.searches.ilp as ilp
 
     def fail(*args, **kwargs):
         raise ilp.SolverFailed("time limit reached without a solution")

@@ -21,7 +21,7 @@ from graphs import load_model, load_model_text
 from planner.api import load, plan
 from planner.cli.main import main
 from planner.errors import PlanningError, RuleError
-from planner.propagation.explicit import explicit_shardings
+from planner.model.explicit_types import explicit_shardings
 from planner.simulation.run import simulate
 
 from .conftest import BANDWIDTH_BOUND

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from planner.api import plan
-from planner.propagation.brute_force import brute_force
-from planner.propagation.ilp import solve_ilp
+from tests.searches.brute_force import brute_force
+from planner.searches.ilp import solve_ilp
 
 from .conftest import BANDWIDTH_BOUND
 

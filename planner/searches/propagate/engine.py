@@ -1,0 +1,600 @@
+"""Rule-based sharding propagation to a fixed point, as Shardy does it (seed 003).
+
+Where BFS and the ILP price every candidate strategy, this pass only moves the
+shardings the user wrote along the ops' factor rules (:mod:`planner.rules`), so a
+compiler engineer can ask what propagation will do. Its result is a sharding per
+tensor, where each axis came from and what every tensor looked like after each
+phase; :mod:`planner.searches.propagate.plan` turns it into a plan.
+
+**Factors.** Visiting an op, every tensor it reads or writes is projected onto the
+op's factors (a tensor dimension's axes split over its factors major to minor). Per
+factor, the *compatible major axes* are the longest common prefix of the maximal
+axis lists the tensors give it (:func:`compatible_axes`; a list that is a prefix of
+another adds nothing, and ``"a":(1)2`` is a prefix of ``"a":(1)4``). Each tensor that
+carries the factor then grows its own list towards them, minor-wards only, axis by
+axis, and stops at the first axis that it already uses, that is explicitly
+replicated or unreduced on it, that would land in a closed dimension or behind a
+sharded more-minor factor, or that the factor cannot take (a size the factor does not
+admit: a factor sharing a dimension with others must be divided evenly).
+
+Axes are handled as *atoms*: each mesh axis cut into prime pieces (in an order that
+keeps every sub-axis the user wrote whole), so prefixes and conflicts of sub-axes are
+plain comparisons.
+
+**Passes** (``PASSES``), each building on the previous one:
+
+* ``basic``: a factor's axes are also truncated at the first axis that another factor
+  of the op wants or uses;
+* ``aggressive``: conflicts between factors are resolved instead: factors are taken
+  in the order of the size of the tensor their axes come from (larger first, then
+  operand index, the result last), and each tensor keeps what does not conflict with
+  what it already got;
+* ``op-priority``: the aggressive pass in levels (:data:`LEVELS`), each run to a fixed
+  point: pass-through ops whose operands have a single use, then every pass-through op,
+  then any op along its pass-through factors (a broadcast operand only receives),
+  then every factor (still not from a broadcast operand), then everything;
+* ``user-priority`` (the default): annotations of priority ``p0`` propagate through
+  the whole program (with op priorities) before those of ``p1`` are restored, and so
+  on; a dimension's own annotation is restored as written when its priority comes.
+
+**Groups**: a ``shard_as`` group (hard) and a ``shard_like`` group (soft) propagate
+between their members like an identity op; at the end of each phase the members of a
+``shard_as`` group are made identical (the common prefix of their dimensions). A
+``propagation_barrier`` op lets shardings through only in its ``allowed_direction``.
+A ``sharding_constraint`` op's result is annotated (its ``out_sharding``), so the
+constraint reaches that use only, and propagates from there.
+
+Propagation is a worklist: when a tensor changes, its producer, its readers and its
+groups are revisited. Each visit only grows tensors, so it ends after at most the
+number of atoms per tensor rounds of changes: linear in ops times mesh atoms.
+
+Shardy's documented example (factor shardings of three tensors, basic pass):
+
+>>> from planner.ir.axis import AxisRef
+>>> a, b, c, d, e = (AxisRef(n) for n in "abcde")
+>>> [str(x) for x in compatible_axes([(a,), (a, b)])], [str(x) for x in compatible_axes([(c, d), (c, e)])]
+(['"a"', '"b"'], ['"c"'])
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
+
+from graphs.ops.annotation import barrier_allows
+from planner.errors import PlanningError, ShardplanError
+from planner.ir.axis import AxisRef, make_axis, merge_adjacent, prime_factors
+from planner.ir.mesh import Mesh
+from planner.enumeration import search_pieces
+from planner.ir.sharding import DimSharding, TensorSharding
+from planner.rules import RESULT, FactorKind, OpShardingRule, rule_for, strategy_to_factor_axes
+
+PASSES = ("basic", "aggressive", "op-priority", "user-priority")
+
+#: The op-priority levels: (label, pass-through ops only, single-use operands only,
+#: pass-through factors only, broadcast operands give).
+LEVELS = (
+    ("pass-through ops with single-use operands", True, True, False, False),
+    ("pass-through ops", True, False, False, False),
+    ("pass-through factors of every op", False, False, True, False),
+    ("every factor, broadcasts backward only", False, False, False, False),
+    ("everything", False, False, False, True),
+)
+
+PASS_THROUGH_OPS = frozenset({"reshape", "transpose", "sharding_constraint", "propagation_barrier"})
+"""Ops Shardy's op priorities treat as pass-through besides the elementwise family."""
+
+
+# -- value types --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AxisOrigin:
+    """Where one axis of a tensor's dimension came from: the phase and what gave it."""
+
+    axis: AxisRef
+    phase: str
+    source: str  # "user annotation", "op NAME", "strategy of op NAME", "shard_as group [..]", ...
+
+    def text(self) -> str:
+        return f"{self.axis} from {self.source} ({self.phase})"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Every tensor's sharding once a phase (a user priority, an op-priority level) reached its fixed point."""
+
+    label: str
+    shardings: Mapping[str, TensorSharding]
+    visits: int  # op and group visits this phase made
+
+
+@dataclass(frozen=True)
+class Propagation:
+    """What rule-based propagation gave (see the module docstring)."""
+
+    how: str
+    mesh: Mesh
+    shardings: Mapping[str, TensorSharding]
+    origins: Mapping[str, tuple[tuple[AxisOrigin, ...], ...]]  # tensor -> per dimension, its axes' origins
+    phases: tuple[Phase, ...]
+
+    def sharding(self, tensor: str) -> TensorSharding:
+        return self.shardings[tensor]
+
+    @property
+    def visits(self) -> int:
+        return sum(p.visits for p in self.phases)
+
+    def explain(self, tensor: str) -> tuple[str, ...]:
+        """One line per dimension: which phase and which op or annotation gave each axis."""
+        out = []
+        for d, origins in enumerate(self.origins[tensor]):
+            if origins:
+                out.append(f"dimension {d}: " + "; ".join(o.text() for o in origins))
+            else:
+                out.append(f"dimension {d}: unsharded")
+        return tuple(out)
+
+
+# -- atoms --------------------------------------------------------------------------------------
+
+class _Atoms:
+    """Each mesh axis cut into prime pieces, keeping the sub-axes the user wrote whole."""
+
+    def __init__(self, mesh: Mesh, refs: Sequence[AxisRef]):
+        self.mesh = mesh
+        pieces = search_pieces(mesh, refs)  # the axes cut at every boundary of refs (a chain of divisors)
+        bounds = {(p.name, b) for p in pieces for b in p.interval(mesh)}
+        for ref in refs:
+            if any((ref.name, b) not in bounds for b in ref.interval(mesh)):
+                bad = [r for r in refs if r.name == ref.name]
+                raise PlanningError(
+                    f"the sub-axes {', '.join(map(str, bad))} of axis \"{ref.name}\" "
+                    f"(size {mesh.axis_size(ref.name)}) do not nest in one factorisation of the axis, which "
+                    "rule-based propagation needs; use --search bfs or ilp")
+        by_axis: dict[str, list[AxisRef]] = {a.name: [] for a in mesh.axes}
+        for piece in pieces:
+            pre = piece.interval(mesh)[0]
+            for prime in prime_factors(piece.size_in(mesh)):
+                by_axis[piece.name].append(make_axis(mesh, piece.name, pre, prime))
+                pre *= prime
+        self.by_axis = {name: tuple(atoms) for name, atoms in by_axis.items()}
+        self.size = {a: a.size_in(mesh) for atoms in self.by_axis.values() for a in atoms}
+        self._memo: dict[AxisRef, tuple[AxisRef, ...]] = {}
+
+    def of(self, ref: AxisRef) -> tuple[AxisRef, ...]:
+        out = self._memo.get(ref)
+        if out is None:
+            lo, hi = ref.interval(self.mesh)
+            out = tuple(a for a in self.by_axis[ref.name] if lo <= a.interval(self.mesh)[0] < hi)
+            self._memo[ref] = out
+        return out
+
+    def of_all(self, refs: Sequence[AxisRef]) -> list[AxisRef]:
+        return [a for r in refs for a in self.of(r)]
+
+
+# -- the compatible axes of a factor ------------------------------------------------------------
+
+def compatible_axes(lists: Sequence[Sequence[AxisRef]]) -> tuple[AxisRef, ...]:
+    """The longest axes every list is compatible with (a prefix of it, or it a prefix of the list),
+    among the maximal lists: their longest common prefix. Lists are of atoms (or of whole axes)."""
+    lists = [tuple(x) for x in lists]
+    maximal = [a for a in dict.fromkeys(lists)
+               if not any(len(b) > len(a) and b[:len(a)] == a for b in lists)]
+    if not maximal:
+        return ()
+    out = maximal[0]
+    for other in maximal[1:]:
+        k = 0
+        while k < len(out) and k < len(other) and out[k] == other[k]:
+            k += 1
+        out = out[:k]
+    return out
+
+
+# -- the mutable state of one tensor ------------------------------------------------------------
+
+class _Tensor:
+    __slots__ = ("name", "shape", "nbytes", "dims", "origins", "open", "user", "blocked")
+
+    def __init__(self, name: str, shape, nbytes: int):
+        self.name, self.shape, self.nbytes = name, tuple(shape), nbytes
+        self.dims: list[list[AxisRef]] = [[] for _ in shape]
+        self.origins: list[list[tuple[str, str]]] = [[] for _ in shape]
+        self.open = [True] * len(shape)
+        self.user = [0] * len(shape)  # per dimension, how many leading atoms are the user's annotation
+        self.blocked: set[AxisRef] = set()  # explicitly replicated or unreduced atoms
+
+    def used(self) -> set[AxisRef]:
+        return {a for d in self.dims for a in d}
+
+
+@dataclass(frozen=True)
+class _Level:
+    label: str
+    pass_through_ops: bool
+    single_use: bool
+    pass_through_factors: bool
+    broadcast_gives: bool
+
+
+_ALL = _Level("", False, False, False, True)
+
+
+# -- propagation --------------------------------------------------------------------------------
+
+def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None,
+              defaults: Mapping[str, TensorSharding] | None = None,
+              typed_axes: Mapping[str, frozenset[str]] | None = None,
+              boundaries: Mapping[str, TensorSharding] | None = None) -> Propagation:
+    """Propagate ``graph``'s annotations on ``mesh`` with pass ``how`` (see the module docstring).
+
+    ``annotation(name)`` gives a tensor's annotation on ``mesh`` (default: the
+    tensor's own sharding, which must be on ``mesh``). Ops the user gave a
+    strategy (:func:`user_strategies`) seed their operands and result with it.
+    ``defaults`` are annotations the model did not write (a model with none gets
+    its inputs batch-sharded, as BFS does); their axes' origin says so.
+    ``typed_axes``: per tensor, mesh axes propagation never places on it (the
+    Explicit axes where it is made, typed instead: :mod:`planner.model.axis_types`).
+    ``boundaries``: annotations of tensors the user left unannotated that a manual region's
+    in/out shardings give (:func:`planner.model.manual.region_boundaries`), as user ones.
+    """
+    if how not in PASSES:
+        raise PlanningError(f"unknown propagation pass {how!r}; use one of {', '.join(PASSES)}")
+    typed_axes = {t: axes for t, axes in (typed_axes or {}).items() if axes}
+    strategies = {} if typed_axes else user_strategies(graph, mesh)
+    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, typed_axes, boundaries or {}).run()
+
+
+def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
+    """The factor axes of every op the user gave a (MindSpore) strategy, on ``mesh``."""
+    out = {}
+    for op in graph.ops:
+        if op.strategy is None:
+            continue
+        rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
+        try:
+            out[op.name] = strategy_to_factor_axes(rule, op.strategy, mesh)
+        except ShardplanError as e:
+            where = f"{graph.source}:{op.line}" if graph.source and op.line else graph.source
+            raise PlanningError(f"op {op.name!r}: strategy {op.strategy}: {e.message}", where=where) from None
+    return out
+
+
+class _Propagator:
+    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, typed_axes, boundaries):
+        self.graph, self.mesh, self.how = graph, mesh, how
+        self.aggressive = how != "basic"
+        get = annotation or (lambda name: graph.tensor(name).sharding)
+        self.annotations: dict[str, TensorSharding] = dict(defaults)
+        self.defaults = frozenset(defaults)
+        for name, t in graph.tensors.items():
+            if t.sharding is not None:
+                self.annotations[name] = get(name)
+            elif name in boundaries:
+                self.annotations[name] = boundaries[name]
+        self.strategies = dict(strategies)
+        refs = [a for s in self.annotations.values() for a in s.used_axes()]
+        refs += [a for fa in self.strategies.values() for axes in fa for a in axes]
+        self.atoms = _Atoms(mesh, refs)
+        self.tensors = {name: _Tensor(name, t.shape, t.nbytes) for name, t in graph.tensors.items()}
+        for name, ann in self.annotations.items():  # explicitly replicated and unreduced axes: never used
+            self.tensors[name].blocked = set(self.atoms.of_all(ann.replicated)) | set(self.atoms.of_all(ann.unreduced))
+        for name, axes in typed_axes.items():
+            self.tensors[name].blocked |= {a for axis in axes for a in self.atoms.by_axis[axis]}
+        self.identity_rules: dict[tuple, OpShardingRule] = {}  # a group's rule, per shape and size
+        self.ops = list(graph.ops)
+        self.rules: list[OpShardingRule] = []
+        for op in self.ops:
+            shapes = [graph.tensor(t).shape for t in op.inputs]
+            self.rules.append(rule_for(op, shapes, graph.tensor(op.output).shape))
+        self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
+        self.families = [graph.op_def(op.name).family for op in self.ops]
+        self.groups = [("shard_as", tuple(g)) for g in graph.shard_as]
+        self.groups += [("shard_like", tuple(g)) for g in graph.shard_like]
+        self.readers: dict[str, list[int]] = {name: [] for name in graph.tensors}
+        self.producer: dict[str, int] = {}
+        for i, op in enumerate(self.ops):
+            for t in dict.fromkeys(op.inputs):
+                self.readers[t].append(i)
+            self.producer[op.output] = i
+        self.in_groups: dict[str, list[int]] = {}
+        for g, (_, members) in enumerate(self.groups):
+            for t in members:
+                self.in_groups.setdefault(t, []).append(len(self.ops) + g)
+        self.phase = ""
+        self.phases: list[Phase] = []
+        self.last_snapshot: dict | None = None  # tensor -> (its state, its sharding) at the last snapshot
+
+    # -- annotations ------------------------------------------------------------------------
+    def _levels_of_priority(self) -> list[int]:
+        return sorted({d.priority for s in self.annotations.values() for d in s.dims}) or [0]
+
+    def _apply_annotations(self, level: int | None) -> None:
+        """Restore the annotations' dimensions of priority ``level`` (all when None) as written."""
+        for name, ann in self.annotations.items():
+            t = self.tensors[name]
+            for d, dim in enumerate(ann.dims):
+                if level is not None and dim.priority != level:
+                    continue
+                mine = self.atoms.of_all(dim.axes)
+                why = ("default annotation (the model has none: inputs batch-sharded on the first mesh axis)"
+                       if name in self.defaults else "user annotation")
+                if not (dim.is_open and t.dims[d][:len(mine)] == mine):
+                    t.dims[d], t.origins[d] = list(mine), [(self.phase, why)] * len(mine)
+                else:  # open and already extending the annotation: keep the extension
+                    t.origins[d][:len(mine)] = [(self.phase, why)] * len(mine)
+                t.open[d], t.user[d] = dim.is_open, len(mine)
+                for e in range(len(t.dims)):  # what the annotation takes leaves the others' propagated axes
+                    if e != d:
+                        cut = next((k for k, a in enumerate(t.dims[e]) if k >= t.user[e] and a in mine), None)
+                        if cut is not None:
+                            del t.dims[e][cut:], t.origins[e][cut:]
+
+    def _seed_strategies(self) -> None:
+        """Ops with a user strategy give their operands and result its sharding (where they have none)."""
+        for i, op in enumerate(self.ops):
+            fa = self.strategies.get(op.name)
+            if fa is None:
+                continue
+            rule = self.rules[i]
+            for which, name in [*enumerate(op.inputs), (RESULT, op.output)]:
+                t = self.tensors[name]
+                if name in self.annotations or any(t.dims):
+                    continue
+                for d, factors in enumerate(rule.tensor_dims(which)):
+                    atoms = [a for f in factors for a in self.atoms.of_all(fa[f])]
+                    t.dims[d] = atoms
+                    t.origins[d] = [(self.phase, f"strategy of op {op.name}")] * len(atoms)
+
+    # -- the run ----------------------------------------------------------------------------
+    def run(self) -> Propagation:
+        priorities = self._levels_of_priority()
+        first = priorities[0]
+        rounds: list[int | None] = priorities if self.how == "user-priority" else [None]
+        levels = [_Level(*lv) for lv in LEVELS] if self.how in ("op-priority", "user-priority") else [_ALL]
+        for r in rounds:
+            prefix = f"p{r}" if self.how == "user-priority" else self.how
+            self.phase = f"{prefix}: user annotations"
+            self._apply_annotations(r)
+            if r is None or r == first:
+                self._seed_strategies()
+            for k, level in enumerate(levels):
+                self.phase = prefix if not level.label else f"{prefix} level {k + 1}: {level.label}"
+                visits = self._fixed_point(level)
+                self._unify_shard_as()
+                self.phases.append(Phase(self.phase, self._snapshot(), visits))
+        shardings = self._snapshot()
+        origins = {name: tuple(tuple(AxisOrigin(ax, *self._origin_of(t, d, ax)) for ax in shardings[name].dims[d].axes)
+                               for d in range(len(t.dims)))
+                   for name, t in self.tensors.items()}
+        return Propagation(self.how, self.mesh, shardings, MappingProxyType(origins), tuple(self.phases))
+
+    def _origin_of(self, t: _Tensor, d: int, ref: AxisRef) -> tuple[str, str]:
+        atoms = self.atoms.of(ref)
+        k = t.dims[d].index(atoms[0])
+        return t.origins[d][k]
+
+    def _snapshot(self) -> Mapping[str, TensorSharding]:
+        """Every tensor's sharding now; tensors that did not change since the last snapshot keep its object."""
+        last = self.last_snapshot
+        out = {}
+        for name, t in self.tensors.items():
+            state = (tuple(tuple(d) for d in t.dims), tuple(t.open))
+            if last is not None and last[name][0] == state:
+                out[name] = last[name]
+                continue
+            ann = self.annotations.get(name) if name not in self.defaults else None
+            dims = tuple(DimSharding(merge_adjacent(t.dims[d], self.mesh), is_open=t.open[d])
+                         for d in range(len(t.dims)))
+            out[name] = (state, TensorSharding(self.mesh, dims, ann.replicated if ann else (),
+                                               ann.unreduced if ann else ()))
+        self.last_snapshot = out
+        return MappingProxyType({name: s for name, (_, s) in out.items()})
+
+    def _fixed_point(self, level: _Level) -> int:
+        n_ops = len(self.ops)
+        queue = deque(range(n_ops + len(self.groups)))
+        queued = [True] * (n_ops + len(self.groups))
+        visits = 0
+        while queue:
+            i = queue.popleft()
+            queued[i] = False
+            visits += 1
+            changed = self._visit_op(i, level) if i < n_ops else self._visit_group(i - n_ops)
+            for name in changed:
+                again = self.readers[name] + self.in_groups.get(name, [])
+                if name in self.producer:
+                    again.append(self.producer[name])
+                for j in again:
+                    if j != i and not queued[j]:
+                        queued[j] = True
+                        queue.append(j)
+        return visits
+
+    # -- one op ----------------------------------------------------------------------------
+    def _visit_op(self, i: int, level: _Level) -> list[str]:
+        op, rule, family = self.ops[i], self.rules[i], self.families[i]
+        pass_through_op = family == "pointwise" or op.op in PASS_THROUGH_OPS
+        if level.pass_through_ops and not pass_through_op:
+            return []
+        if level.single_use and any(self.uses[t] != 1 for t in op.inputs):
+            return []
+        names = list(op.inputs) + [op.output]
+        whiches = list(range(len(op.inputs))) + [RESULT]
+        give = [True] * len(names)
+        take = [True] * len(names)
+        if op.op == "propagation_barrier":
+            forward, backward = barrier_allows(op, "forward"), barrier_allows(op, "backward")
+            give = [forward] * len(op.inputs) + [backward]
+            take = [backward] * len(op.inputs) + [forward]
+        if family == "pointwise" and not level.broadcast_gives:
+            out_numel = _numel(self.graph.tensor(op.output).shape)
+            for k, t in enumerate(op.inputs):
+                if _numel(self.graph.tensor(t).shape) < out_numel:
+                    give[k] = False  # a broadcast operand only receives
+        factors = range(rule.num_factors)
+        if level.pass_through_factors:
+            factors = [f for f in factors if rule.factor_kinds[f] is FactorKind.PASS_THROUGH]
+        tensors = [self.tensors[n] for n in names]
+        return self._propagate(rule, tensors, whiches, give, take, list(factors), f"op {op.name}")
+
+    def _visit_group(self, g: int) -> list[str]:
+        kind, members = self.groups[g]
+        tensors = [self.tensors[n] for n in members]
+        rule = self._identity_rule(tensors[0].shape, len(members))
+        whiches = list(range(len(members) - 1)) + [RESULT]
+        n = len(members)
+        label = f"{kind} group [{', '.join(members)}]"
+        return self._propagate(rule, tensors, whiches, [True] * n, [True] * n, list(range(rule.num_factors)), label)
+
+    def _propagate(self, rule, tensors, whiches, give, take, factors, source) -> list[str]:
+        proj = [self._project(rule, w, t) for w, t in zip(whiches, tensors)]
+        wanted: dict[int, tuple[AxisRef, ...]] = {}
+        origin: dict[int, int] = {}  # factor -> the giver its axes come from (the longest list, first)
+        for f in factors:
+            lists = [(k, p[0][f]) for k, (p, g) in enumerate(zip(proj, give)) if g and f in p[1]]
+            axes = compatible_axes([x for _, x in lists])
+            if axes:
+                wanted[f] = axes
+                origin[f] = max(lists, key=lambda kx: (len(kx[1]), -kx[0]))[0]
+        if not wanted:
+            return []
+        if not self.aggressive:  # basic: an axis two factors want, or another factor uses, stops both
+            used_by: dict[AxisRef, set[int]] = {}
+            for f, axes in wanted.items():
+                for a in axes:
+                    used_by.setdefault(a, set()).add(f)
+            for p in proj:
+                for f in range(rule.num_factors):
+                    for a in p[0][f]:
+                        used_by.setdefault(a, set()).add(f)
+                for a in p[2]:
+                    used_by.setdefault(a, set()).add(-1)
+            for f in list(wanted):
+                axes = wanted[f]
+                cut = next((k for k, a in enumerate(axes) if used_by[a] - {f}), len(axes))
+                wanted[f] = axes[:cut]
+            order = sorted(wanted)
+        else:
+            order = sorted(wanted, key=lambda f: (-tensors[origin[f]].nbytes, origin[f], f))
+        changed = []
+        for k, (t, which) in enumerate(zip(tensors, whiches)):
+            if not take[k]:
+                continue
+            grew = False
+            for f in order:
+                if f in proj[k][1] and self._grow(rule, which, t, proj[k], f, wanted[f], source):
+                    grew = True
+            if grew:
+                changed.append(t.name)
+        return changed
+
+    def _project(self, rule: OpShardingRule, which, t: _Tensor):
+        """(axes per factor, {factor: (dimension, position)}, atoms that fit no factor) of ``t``."""
+        per = [[] for _ in range(rule.num_factors)]
+        where: dict[int, tuple[int, int]] = {}
+        stray: list[AxisRef] = []
+        size = self.atoms.size
+        for d, factors in enumerate(rule.tensor_dims(which)):
+            for j, f in enumerate(factors):
+                where.setdefault(f, (d, j))
+            atoms = t.dims[d]
+            if not atoms:
+                continue
+            if not factors:
+                stray += atoms
+                continue
+            if len(factors) == 1:
+                per[factors[0]] = list(atoms)
+                continue
+            j, room = 0, rule.factor_sizes[factors[0]]
+            for k, a in enumerate(atoms):
+                while room == 1 and j + 1 < len(factors):
+                    j += 1
+                    room = rule.factor_sizes[factors[j]]
+                if room % size[a]:
+                    stray += atoms[k:]
+                    break
+                per[factors[j]].append(a)
+                room //= size[a]
+        return per, where, stray
+
+    def _grow(self, rule, which, t: _Tensor, proj, f: int, axes, source: str) -> bool:
+        per, where, stray = proj
+        cur = per[f]
+        if len(cur) >= len(axes) or tuple(cur) != tuple(axes[:len(cur)]):
+            return False
+        d, j = where[f]
+        if not t.open[d] or stray and any(a in t.dims[d] for a in stray):
+            return False
+        factors = rule.tensor_dims(which)[d]
+        if sum(1 for g in factors if g == f) > 1:
+            return False
+        if any(per[g] for g in factors[j + 1:]):
+            return False  # a more-minor factor is sharded: growing here would not be minor-wards
+        size = self.atoms.size
+        for g in factors[:j]:
+            held = 1
+            for a in per[g]:
+                held *= size[a]
+            if held != rule.factor_sizes[g]:
+                return False  # a more-major factor is not fully sharded
+        used = t.used()
+        held = 1
+        for a in cur:
+            held *= size[a]
+        grew = False
+        for a in axes[len(cur):]:
+            if a in used or a in t.blocked or not rule.admits(f, held * size[a]):
+                break
+            held *= size[a]
+            t.dims[d].append(a)
+            t.origins[d].append((self.phase, source))
+            per[f].append(a)
+            used.add(a)
+            grew = True
+        return grew
+
+    def _identity_rule(self, shape, n: int) -> OpShardingRule:
+        """``n`` tensors of ``shape`` sharing one factor per dimension (a group as an op)."""
+        key = (tuple(shape), n)
+        rule = self.identity_rules.get(key)
+        if rule is None:
+            dims = tuple((d,) for d in range(len(shape)))
+            rule = OpShardingRule(tuple(shape), (FactorKind.PASS_THROUGH,) * len(shape),
+                                  tuple(f"d{d}" for d in range(len(shape))), (dims,) * (n - 1), dims)
+            self.identity_rules[key] = rule
+        return rule
+
+    def _unify_shard_as(self) -> None:
+        """The members of a shard_as group end a phase alike: per dimension, their common prefix."""
+        for kind, members in self.groups:
+            if kind != "shard_as":
+                continue
+            ts = [self.tensors[n] for n in members]
+            for d in range(len(ts[0].dims)):
+                common = ts[0].dims[d]
+                for t in ts[1:]:
+                    k = 0
+                    while k < len(common) and k < len(t.dims[d]) and common[k] == t.dims[d][k]:
+                        k += 1
+                    common = common[:k]
+                for t in ts:
+                    if len(t.dims[d]) > len(common):
+                        if t.user[d] > len(common):
+                            raise PlanningError(
+                                f"shard_as group [{', '.join(members)}] cannot hold: tensor {t.name!r} is annotated "
+                                f"with {merge_adjacent(t.dims[d], self.mesh)} on dimension {d} and another member "
+                                "disagrees; make the members' annotations agree")
+                        del t.dims[d][len(common):], t.origins[d][len(common):]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,163 @@
+"""From propagated shardings to a plan (seed 003's partitioner step).
+
+:func:`propagate_outcome` runs rule-based propagation
+(:mod:`planner.searches.propagate.engine`) and gives every op the strategy that
+computes from the shardings around it (:func:`op_factor_axes`), as Shardy's SPMD
+partitioner does: a factor the op's result carries is computed as the result is
+sharded; any other factor (a contracting dimension, a dimension the result does not
+have) as the largest operand that shards it has it (ties: the lower operand index),
+so a dot whose operands conflict keeps the larger operand's sharding, and a
+contracting dimension sharded on both sides leaves a pending sum. Where a tensor's
+sharding and what its reader computes on disagree, the plan redistributes
+explicitly. Sources are stored and graph outputs delivered in their propagated
+shardings (:mod:`planner.model.typed`), so the plan is costed, lowered,
+explained, simulated and gated like a bfs or ilp plan; it reports each tensor's
+propagated sharding with its open marks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from costmodels.units import format_bytes
+from graphs.axis_regions import region_of
+from planner.errors import PlanningError, RuleError
+from planner.ir.mesh import AxisType, Mesh
+from planner.ir.sharding import TensorSharding
+from planner.model.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
+from planner.model.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
+from planner.model.manual import region_boundaries, region_prefix, without_manual
+from planner.searches.propagate.engine import Propagation, propagate, user_strategies
+from planner.searches.phased import SearchOutcome, decide_fixed
+from planner.model.typed import typed_graph, typed_model
+from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes_from_tensor, rule_for
+
+
+def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
+    """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
+    mixed = any(op_explicit_axes(graph, mesh).values())
+    prefixes, typed_at, types = explicit_prefixes(graph, mesh) if mixed else ({}, {}, None)
+    every = frozenset(a.name for a in mesh.axes)
+    typed = _typed_axes(graph, mesh, typed_at) if mixed else {}
+    boundary = region_boundaries(graph) if graph.manual_regions else {}
+    if graph.manual_regions:  # a region's manual axes are blocked on its body tensors (free axes only there)
+        typed = dict(typed)
+        for r in graph.manual_regions:
+            for t in r.body_tensors:
+                typed[t] = typed.get(t, frozenset()) | frozenset(r.manual_axes)
+        prefixes = dict(prefixes)
+        for op in graph.ops:
+            if graph.region_of_op(op.name):  # a boundary op's MANUAL factors carry the manual axes, the others
+                manual = region_prefix(graph, op)  # their Explicit axes, if any
+                explicit = prefixes.get(op.name, ((),) * len(manual))
+                prefixes[op.name] = tuple(m or e for m, e in zip(manual, explicit))
+    defaults = {} if has_user_annotations(graph) or boundary else default_annotations(graph, mesh)
+    if mixed:  # mixed axis types: each tensor's typed axes are typed, propagation places the others
+        defaults = {t: restrict(s, every - typed[t]) for t, s in defaults.items()}
+    prop = propagate(graph, mesh, how, defaults=defaults, typed_axes=typed, boundaries=boundary,
+                     annotation=lambda t: restrict(user_annotation(graph, t, mesh), every - typed.get(t, frozenset())))
+    shardings = dict(prop.shardings) if not mixed else {
+        name: combine(types[name], s) for name, s in prop.shardings.items()}
+    pinned = {} if mixed else user_strategies(graph, mesh)
+    fixed = {}
+    for op in graph.ops:
+        if op.name in pinned:
+            fixed[op.name] = pinned[op.name]
+            continue
+        rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], graph.tensor(op.output).shape)
+        sizes = [graph.tensor(t).nbytes for t in op.inputs]
+        free = every - typed_at.get(op.name, frozenset())  # the axes this op computes on as propagated
+        prefix = prefixes.get(op.name)
+        if graph.manual_regions and prefix is not None:  # a boundary's global side: its manual axes come first
+            ins = [restrict(shardings[t], free) for t in op.inputs]
+            out = restrict(shardings[op.output], free)
+            fixed[op.name] = op_factor_axes(rule, [without_manual(s, graph, op) for s in ins],
+                                            without_manual(out, graph, op), sizes, mesh, prefix)
+            continue
+        fixed[op.name] = op_factor_axes(rule, [restrict(shardings[t], free) for t in op.inputs],
+                                        restrict(shardings[op.output], free), sizes, mesh, prefix)
+    layouts = {name: s.layout_only() for name, s in shardings.items()}
+    built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
+                        replace(options, fixed_strategies=fixed, memory_budget=None))
+    m = typed_model(built, graph, shardings,
+                    lambda t: f"propagation ({how}): stored as propagated, {shardings[t].dims_text()}", _pinned)
+    outcome = decide_fixed(m)
+    budget = options.memory_budget
+    if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
+        raise PlanningError(f"the propagated plan needs {format_bytes(m.problem.memory(outcome.choice))} per device, "
+                            f"more than the memory budget of {format_bytes(budget)}; annotate the largest tensors with more "
+                            "axes, or use --search ilp, which honours the budget")
+    return replace(outcome, search="propagate", propagation=prop)
+
+
+def _pinned(op) -> str | None:
+    """Why the user pinned ``op`` (None: the op's strategy follows from the propagated shardings)."""
+    if op.strategy is not None:
+        return f"strategy {tuple(map(tuple, op.strategy))} given in the model"
+    if op.out_sharding is not None:
+        return f"out_sharding {op.out_sharding.dims_text()} given in the model"
+    return None
+
+
+def propagation_reasons(m, prop: Propagation) -> dict:
+    """Why each op computes as it does and where each tensor's axes came from (``Plan.explain``'s lines)."""
+    ops = {}
+    for op in m.graph.ops:
+        pinned = _pinned(op)
+        ops[op.name] = (f"user: {pinned}" if pinned and op.strategy is not None else
+                        f"rule-based propagation ({prop.how}): computes on its operands' and result's propagated "
+                        "shardings (the result's for the factors it carries, else the largest operand's)")
+    tensors = {name: "; ".join(prop.explain(name)) for name in m.graph.tensors}
+    return {"ops": ops, "tensors": tensors}
+
+
+def _typed_axes(graph, mesh: Mesh, typed_at) -> dict[str, frozenset[str]]:
+    """Per tensor, the axes its type is on: its producer's Explicit axes (an ``auto_axes`` region's output
+    also its region's, from its out-sharding); a source's, the mesh's Explicit axes."""
+    explicit = axes_of_type(mesh, AxisType.EXPLICIT)
+    out = {}
+    for t in graph.tensors:
+        producer = graph.producer(t)
+        if producer is None:
+            out[t] = explicit
+            continue
+        region = region_of(graph.axis_regions, producer)
+        leaving = region is not None and region.kind == "auto" and region.sharding(t) is not None
+        out[t] = typed_at[producer] | (frozenset(region.axes) if leaving else frozenset())
+    return out
+
+
+def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
+                   operand_bytes: Sequence[int], mesh: Mesh, prefix: tuple | None = None) -> tuple:
+    """The factor sharding an op computes in, given its tensors' shardings (see the module docstring).
+
+    Tensors are read in order (the result, then operands by decreasing size, then
+    index); each factor takes its axes from the first tensor that shards it with
+    axes no other factor holds yet, as long as the factor sharding stays valid.
+    ``prefix``: factor axes that come first (a mixed mesh's typed Explicit axes).
+    """
+    order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
+    chosen: list[tuple] = list(prefix) if prefix is not None else [()] * rule.num_factors
+    decided = [False] * rule.num_factors
+    for which, sharding in order:
+        try:
+            proj = factor_axes_from_tensor(rule, which, sharding)
+        except RuleError:
+            continue  # a sharding the op's factors cannot read (a reshape's misfit): the others decide
+        for f, axes in enumerate(proj):
+            if decided[f] or not axes:
+                continue
+            if any(a.overlaps(b) for g, held in enumerate(chosen) if g != f for b in held for a in axes):
+                continue
+            trial = list(chosen)
+            trial[f] = tuple(chosen[f]) + tuple(axes)
+            try:
+                check_factor_axes(rule, tuple(trial), mesh)
+            except RuleError:
+                continue
+            chosen, decided[f] = trial, True
+    return tuple(chosen)
+
+
+__all__ = ["Propagation", "op_factor_axes", "propagate_outcome", "propagation_reasons"]
