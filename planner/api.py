@@ -1,11 +1,9 @@
 """The planner's public entry point: ``planner.plan(model, ...) -> Plan``.
 
 ``plan`` loads the model (a path, YAML text or a built graph), normalises the
-arguments once, decides the model with the chosen search
-(:mod:`planner.searches.phased`; ``explicit`` through
-:mod:`planner.searches.explicit`, ``propagate`` through
-:mod:`planner.searches.propagate.plan`) and returns the typed, frozen
-:class:`~planner.report.Plan` read off the lowered program.
+arguments once, has the search named by ``search`` decide it
+(:mod:`planner.searches`: every search is ``search(request) -> Decision``) and
+returns the typed, frozen :class:`~planner.report.Plan` read off the lowered program.
 
 >>> p = plan('''
 ... name: tiny
@@ -36,18 +34,17 @@ from graphs import ComputationGraph, load_model, load_model_text
 from graphs.gradients import check_differentiable
 from graphs.lint import model_warnings
 from planner.errors import ModelWarning, PlanningError, PlanWarning, quote
-from planner.ir.mesh import AxisType, Mesh
+from planner.ir.mesh import Mesh
 from planner.ir.text import parse_mesh_spec
-from planner.progress import Progress, as_progress
-from planner.model.build import OUTPUT_LAYOUTS, Options
-from planner.model.ignored import ignored_annotations
-from planner.model.mesh_override import on_mesh, with_model_types
+from planner.model.decision import Decision
+from planner.model.mesh_override import with_model_types
+from planner.model.options import OUTPUT_LAYOUTS, Options
 from planner.model.phases import parse_per_phase
-from planner.model.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
-from planner.model.manual import check_plannable
-from planner.searches.propagate.engine import PASSES
-from planner.searches.phased import SEARCHES, search as run_search
+from planner.model.request import Request
+from planner.progress import Progress, as_progress
 from planner.report import Plan, make_plan
+from planner.searches import SEARCHES, search_named
+from planner.searches.propagate import PASSES
 
 __all__ = ["OUTPUT_LAYOUTS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
 
@@ -129,7 +126,7 @@ def plan(
 
     ``propagation`` (``search="propagate"`` only): the rule-based pass, one of
     ``basic``, ``aggressive``, ``op-priority``, ``user-priority`` (default), each
-    building on the previous (:mod:`planner.searches.propagate.engine`).
+    building on the previous (:mod:`planner.searches.propagate`).
 
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
     ``outputs_layout``. ``progress``, if given, hears how far the work has got: a
@@ -140,65 +137,34 @@ def plan(
     ``Plan.warnings``.
     """
     progress = as_progress(progress)
-    say = progress.stage
-    if search not in SEARCHES:
-        raise PlanningError(f"unknown search {quote(search)}; use one of {', '.join(SEARCHES)}")
+    decide = search_named(search)
     if propagation not in PASSES:
         raise PlanningError(f"unknown propagation pass {quote(propagation)}; use one of {', '.join(PASSES)}")
     per_phase = parse_per_phase(axes_per_phase)
     graph = load(model)
-    say(f"loaded {graph.name}: {len(graph.ops)} ops")
+    progress.stage(f"loaded {graph.name}: {len(graph.ops)} ops")
     if training:
         check_differentiable(graph)  # the backward is the transposed forward: every op needs a VJP
     layout = outputs_layout if outputs_layout is not None else graph.outputs_layout
     options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout,
                       insert_pbroadcast=insert_pbroadcast)
     planning_mesh = with_model_types(graph, _planning_mesh(graph, mesh))  # axis types go with the axis names
-    explicit_regions = search == "explicit" and bool(graph.manual_regions)
-    if explicit_regions:
-        # seed 001's explicit mode over manual regions: every axis Explicit (each region's manual axes manual in
-        # its body), typed as for mixed axis types, which leaves the search nothing to choose
-        planning_mesh = planning_mesh.with_types({a.name: AxisType.EXPLICIT for a in planning_mesh.axes})
-    if search != "explicit":  # explicit types live on the model's mesh: it refuses another one itself
-        graph = on_mesh(graph, planning_mesh)  # annotations kept by axis name, or a clear refusal
-    clu = _cluster(graph, cluster)
-    check_axis_types(planning_mesh)
-    check_plannable(graph, planning_mesh)
-    if graph.manual_regions and training and not insert_pbroadcast:
-        raise PlanningError("--no-pbroadcast treats every cotangent as a pending sum over the mesh, which a manual "
-                            "region's body values (blocks that differ over its manual axes) cannot be; train "
-                            "models with regions with the variance types (drop --no-pbroadcast)")
-    if any(op_explicit_axes(graph, planning_mesh).values()) and (search in ("bfs", "ilp") or explicit_regions):
-        # seed 001's types where axes are Explicit, the search on the Auto rest
-        prefixes, fixed, _ = explicit_prefixes(graph, planning_mesh)
-        options = replace(options, prefixes=prefixes, fixed_axes=fixed)
-    if explicit_regions:
-        outcome = replace(run_search(graph, planning_mesh, clu, options, "bfs", progress=progress), search="explicit")
-    elif search == "explicit":
-        from planner.searches.explicit import explicit_outcome
-
-        outcome = explicit_outcome(graph, planning_mesh, clu, options)
-    elif search == "propagate":
-        from planner.searches.propagate.plan import propagate_outcome
-
-        say(f"propagating ({propagation})")
-        outcome = propagate_outcome(graph, planning_mesh, clu, options, propagation)
-    else:
-        outcome = run_search(graph, planning_mesh, clu, options, search, time_limit=time_limit, solver=solver, progress=progress,
-                             axes_per_phase=per_phase)
+    request = Request(graph, planning_mesh, _cluster(graph, cluster), options, time_limit, solver, progress,
+                      per_phase, propagation)
+    decision = decide(request)
     model_notes = model_warnings(graph)
-    notes = (*ignored_annotations(graph, search), *outcome.notes, *_memory_notes(outcome, clu))
+    notes = (*decision.notes, *_memory_notes(decision, request.cluster))
     for note in model_notes:
         warnings.warn(note, ModelWarning, stacklevel=2)
     for note in notes:
         warnings.warn(note, PlanWarning, stacklevel=2)
-    say("lowering the plan")
-    return make_plan(replace(outcome, notes=(*model_notes, *notes)))
+    progress.stage("lowering the plan")
+    return make_plan(replace(decision, notes=(*model_notes, *notes)))
 
 
-def _memory_notes(outcome, cluster: Cluster) -> tuple[str, ...]:
+def _memory_notes(decision: Decision, cluster: Cluster) -> tuple[str, ...]:
     """A warning when the plan needs more memory per device than the cluster's devices have."""
-    need = int(outcome.model.problem.memory(outcome.choice))
+    need = int(decision.model.problem.memory(decision.choice))
     have = cluster.device_memory_bytes
     if need <= have:
         return ()

@@ -79,7 +79,7 @@ class SolverFailed(PlanningError):
     """The solver stopped without a usable solution (time limit, crash, numerical trouble).
 
     Callers may fall back to BFS. ``report`` is the
-    :class:`~planner.searches.ilp.SolverReport` when the solver ran, else ``None``.
+    :class:`~planner.model.decision.SolverReport` when the solver ran, else ``None``.
     """
 
     def __init__(self, message: str, *, report: "SolverReport | None" = None):  # noqa: F821

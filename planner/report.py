@@ -1,6 +1,6 @@
 """The typed, frozen :class:`Plan` a search returns, and how it is read off the lowered program.
 
-:func:`make_plan` takes a decided model (:class:`~planner.searches.phased.SearchOutcome`),
+:func:`make_plan` takes a decided model (:class:`~planner.model.decision.Decision`),
 lowers it once (:func:`planner.partitioning.lower`) and reads everything a user
 sees from that program: every tensor's sharding with its source and reason
 (:mod:`planner.model.provenance`), every op's strategy with its shardings
@@ -27,9 +27,9 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Program, lower
 from planner.partitioning.program import Redistribute as Redistribution
-from planner.model.build import link_table
-from planner.model.provenance import decision_reasons, explain
-from planner.searches.phased import SearchOutcome
+from planner.model.decision import Decision
+from planner.model.provenance import decision_reasons, explain, propagation_reasons
+from planner.model.tables import link_table
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class Plan:
     totals: Totals
     training: bool
     program: Program
-    outcome: SearchOutcome
+    outcome: Decision
     solver: object | None = None  # planner.searches.ilp.SolverReport
     warnings: tuple[str, ...] = ()
 
@@ -312,7 +312,7 @@ class Plan:
         v = m.op_index[reader]
         by_tensor = self._indexed("_links_by_tensor", lambda: _links_by_tensor(m))
         for k in by_tensor.get(tensor, ()):
-            link = m.links[k]
+            link = m.flows[k]
             if v not in link.readers:
                 continue
             u = link.producer
@@ -336,7 +336,7 @@ class Plan:
 def _links_by_tensor(m) -> dict[str, list[int]]:
     """The data and fanout links of each tensor, in link order (built once per plan)."""
     out: dict[str, list[int]] = {}
-    for k, link in enumerate(m.links):
+    for k, link in enumerate(m.flows):
         if link.kind in ("data", "fanout"):
             out.setdefault(link.tensor, []).append(k)
     return out
@@ -362,13 +362,12 @@ def region_lines(graph, tensor: str) -> list[str]:
     return out
 
 
-def make_plan(outcome: SearchOutcome) -> Plan:
+def make_plan(outcome: Decision) -> Plan:
     """Lower ``outcome`` and read the plan off its program (see the module docstring)."""
     m, choice = outcome.model, outcome.choice
     graph = m.graph
     program = lower(m, choice)
     if outcome.propagation is not None:
-        from planner.searches.propagate.plan import propagation_reasons
 
         reasons = propagation_reasons(m, outcome.propagation)
     else:

@@ -63,7 +63,7 @@ def test_the_cli_searches_are_the_planners():
     """planner.cli.args repeats planner.api.SEARCHES so that building the parser imports no pipeline."""
     from planner.api import SEARCHES
     from planner.cli.args import PASSES as CLI_PASSES, SEARCHES as CLI_SEARCHES
-    from planner.searches.propagate.engine import PASSES
+    from planner.searches.propagate import PASSES
 
     assert CLI_PASSES == PASSES
     from planner.cli.args import EXPORT_FORMATS

@@ -173,3 +173,54 @@ def priorities(annotations: Iterable[TensorSharding]) -> list[int]:
 def axes_of(annotations: Iterable[TensorSharding]) -> set[str]:
     """Mesh axis names any of the annotations uses to split a dimension."""
     return {a.name for s in annotations for d in s.dims for a in d.axes}
+
+
+# -- the model's annotations -------------------------------------------------------------------
+
+def user_annotation(graph, name: str, mesh: Mesh) -> TensorSharding:
+    """Tensor ``name``'s sharding on ``mesh``, translated from the mesh it was given on.
+
+    A sharding with no equivalent on ``mesh`` is a :class:`PlanningError` naming the
+    tensor (and its line in the model file).
+    """
+    t = graph.tensor(name)
+    try:
+        return translate(t.sharding, mesh, t.shape)
+    except PlanningError as e:
+        raise PlanningError(f"tensor {name!r}: {e.message}", where=where(graph, t.line)) from None
+
+
+def annotations_at(graph, mesh: Mesh, level: int | None) -> dict[str, TensorSharding]:
+    out = {}
+    for name, t in graph.tensors.items():
+        if t.sharding is None:
+            continue
+        ann = user_annotation(graph, name, mesh)
+        if level is not None:
+            ann = restrict_to_priority(ann, level)
+        if ann is not None:
+            out[name] = ann
+    return out
+
+
+def default_annotations(graph, mesh: Mesh) -> dict[str, TensorSharding]:
+    """With no annotation at all, graph inputs are batch-sharded on the first mesh axis."""
+    axis = mesh.axes[0]
+    out = {}
+    for name, t in graph.tensors.items():
+        if t.kind == "input" and t.rank and t.shape[0] >= axis.size and axis.size > 1:
+            dims = (DimSharding((AxisRef(axis.name),), is_open=True),) + tuple(
+                DimSharding((), is_open=True) for _ in t.shape[1:])
+            out[name] = TensorSharding(mesh, dims)
+    return out
+
+
+def has_user_annotations(graph) -> bool:
+    return any(t.sharding is not None for t in graph.tensors.values()) or any(
+        op.strategy is not None or op.out_sharding is not None for op in graph.ops)
+
+
+def where(graph, line) -> str | None:
+    if graph.source and line:
+        return f"{graph.source}:{line}"
+    return graph.source

@@ -29,9 +29,8 @@ from planner.errors import PlanningError
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 from planner.model.annotations import translate
-from planner.model.build import user_annotation
-from planner.model.explicit_types import decide_op
-from planner.searches.explicit import factor_axes_computing
+from planner.model.annotations import user_annotation
+from planner.model.explicit_types import decide_op, factor_axes_computing
 from planner.model.manual import boundary_typing
 from planner.rules import rule_for
 

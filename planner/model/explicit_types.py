@@ -43,7 +43,7 @@ from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from planner.errors import RuleError, ShardplanError
-from planner.ir.axis import AxisRef, sort_axes
+from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.rules import (
@@ -318,3 +318,26 @@ def explicit_shardings(graph) -> ExplicitResult:
 
 
 __all__ = ["AllReduce", "Decision", "ExplicitResult", "decide_op", "explicit_shardings"]
+
+
+def factor_axes_computing(rule, operands, result, mesh) -> tuple:
+    """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s."""
+    try:
+        per_operand = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
+    except RuleError:
+        per_operand = None
+    agreed = [] if per_operand is not None else None
+    for f in range(rule.num_factors if per_operand is not None else 0):
+        seen = {fa[f] for fa in per_operand if fa[f]}
+        if len(seen) > 1:
+            agreed = None
+            break
+        agreed.append(next(iter(seen), ()))
+    if agreed is not None:
+        try:
+            check_factor_axes(rule, tuple(agreed), mesh)
+            return tuple(agreed)
+        except RuleError:
+            pass
+    from_result = factor_axes_from_tensor(rule, "result", result)
+    return tuple(merge_adjacent(a, mesh) for a in from_result)

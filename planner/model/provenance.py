@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from costmodels.units import format_seconds
-from planner.model.build import Model, OpNode, SourceNode
+from planner.model.decision import Propagation
+from planner.model.nodes import Model, OpNode, SourceNode
 
 
 def _label(m: Model, i: int, c: int) -> str:
@@ -62,7 +63,7 @@ def _annotated_neighbours(m: Model) -> dict[int, tuple[int, int]]:
     Built once per model (one pass over the links), not once per node.
     """
     out: dict[int, tuple[int, int]] = {}
-    for k, link in enumerate(m.links):
+    for k, link in enumerate(m.flows):
         if link.kind in ("data", "fanout"):
             u = m.nodes[link.producer]
             if isinstance(u, SourceNode) and u.user:
@@ -90,14 +91,14 @@ def decision_reasons(m: Model, choice, parents) -> dict:
                 u, k = anchor
                 via = anchor
                 node_reason[i] = (f"breadth-first start: cheapest given {_label(m, u, choice[u])} "
-                                  f"across tensor {m.links[k].tensor!r}")
+                                  f"across tensor {m.flows[k].tensor!r}")
             elif via is None:
                 node_reason[i] = "breadth-first start of a part no annotation reaches: its cheapest own cost"
             else:
                 u, k = via
                 cost = float(_link_costs(m, k, i, choice, counts)[choice[i]])
                 node_reason[i] = (f"breadth-first from {_label(m, u, choice[u])} across tensor "
-                                  f"{m.links[k].tensor!r}: cheapest edge plus own cost "
+                                  f"{m.flows[k].tensor!r}: cheapest edge plus own cost "
                                   f"({format_seconds(cost)} to redistribute)")
             parent[i] = via
         else:
@@ -108,7 +109,7 @@ def decision_reasons(m: Model, choice, parents) -> dict:
             else:
                 u, k = via
                 node_reason[i] = (f"ILP optimum; held by its edge with {_label(m, u, choice[u])} across tensor "
-                                  f"{m.links[k].tensor!r}")
+                                  f"{m.flows[k].tensor!r}")
     ops = {n.name: node_reason[i] for i, n in enumerate(m.nodes) if isinstance(n, OpNode)}
     tensors = {}
     for name, spec in graph.tensors.items():
@@ -144,3 +145,24 @@ def explain(m: Model, choice, parents, tensor: str, sharding, info: dict | None 
     if i is not None:
         lines.append("  (the chain loops back here: these ops hold each other in place)")
     return lines
+
+
+def pinned_reason(op) -> str | None:
+    """Why the user pinned ``op`` (None: the op's strategy follows from the propagated shardings)."""
+    if op.strategy is not None:
+        return f"strategy {tuple(map(tuple, op.strategy))} given in the model"
+    if op.out_sharding is not None:
+        return f"out_sharding {op.out_sharding.dims_text()} given in the model"
+    return None
+
+
+def propagation_reasons(m: Model, prop: Propagation) -> dict:
+    """Why each op computes as it does and where each tensor's axes came from (``Plan.explain``'s lines)."""
+    ops = {}
+    for op in m.graph.ops:
+        pinned = pinned_reason(op)
+        ops[op.name] = (f"user: {pinned}" if pinned and op.strategy is not None else
+                        f"rule-based propagation ({prop.how}): computes on its operands' and result's propagated "
+                        "shardings (the result's for the factors it carries, else the largest operand's)")
+    tensors = {name: "; ".join(prop.explain(name)) for name in m.graph.tensors}
+    return {"ops": ops, "tensors": tensors}

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from graphs import ComputationGraph
 from planner.ir.sharding import TensorSharding
-from planner.model.build import Model, OpNode, SourceNode
+from planner.model.nodes import Model, OpNode, SourceNode
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,15 +36,9 @@ from typing import Union
 from costmodels.units import format_bytes
 from graphs.ops.collectives import is_collective
 from planner.ir.sharding import TensorSharding
-from planner.model.build import (
-    Model,
-    Move,
-    OpNode,
-    link_moves,
-    move_plan,
-    node_moves,
-    op_compute_time_s,
-)
+from planner.model.moves import Transfer, link_moves, move_plan, node_moves
+from planner.model.nodes import Model, OpNode
+from planner.model.tables import op_compute_time_s
 from planner.model.manual import BodyCollective, body_collective, manual_types, manual_variance
 from planner.redistribution import ReshardPlan
 from planner.partitioning.typecheck import (
@@ -219,7 +213,7 @@ def lower(m: Model, choice) -> Program:
         node = m.nodes[i]
         return node.name if isinstance(node, OpNode) else None
 
-    for k, link in enumerate(m.links):
+    for k, link in enumerate(m.flows):
         for move in link_moves(m, k, choice):
             plan = move_plan(m, move)
             readers = tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
@@ -281,7 +275,7 @@ def typecheck(program: Program) -> None:
             check_backprop(ins, f"instruction {n} (backward of op {ins.op.name!r}, {ins.op.op})")
 
 
-def _reads(node: OpNode, s, j: int, move: Move) -> bool:
+def _reads(node: OpNode, s, j: int, move: Transfer) -> bool:
     """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns."""
     if s.operands[j] != move.destination:
         return False

@@ -1,4 +1,4 @@
-"""Breadth-first strategy propagation (seed 002).
+"""Breadth-first strategy propagation (seed 002): the search ``bfs``.
 
 Start from the user-configured nodes (decided first, each at its cheapest own
 cost among the candidates its annotations leave), then walk links (edges and
@@ -37,18 +37,38 @@ layout 1 (2.0 more):
 >>> r = bfs(q, seeds=[0])
 >>> r.choice, r.parent, r.objective
 ((0, 0, 0), (None, (0, 0), (0, 0)), 3.0)
+
+**On a planning model** (:func:`propagate_bfs`, :func:`search`), the planner's policy:
+
+* **seeds**: ops the user configured (a ``strategy``, an ``out_sharding``, an
+  annotated result) and annotated source tensors that may still take several
+  layouts, in node order;
+* **context**: source tensors stored exactly as annotated are decided up front
+  but not walked from (their readers are decided when the walk reaches them);
+* **no annotation at all**: each reader of a graph input starts the walk at its
+  cheapest candidate that splits the input's dimension 0 over the first mesh
+  axis (when the dimension is that large) — a seed, not a constraint;
+* **tie-break**: among candidates of equal cost, the one keeping the most
+  dimensions of the layouts of the node propagation came from, then the lowest
+  index (enumeration puts simpler strategies first).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from planner.errors import PlanningError
+from planner.model.annotations import default_annotations, has_user_annotations, satisfies
+from planner.model.decision import Decision
+from planner.model.ignored import ignored_annotations
+from planner.model.nodes import Model, OpNode
 from planner.model.problem import SearchProblem
+from planner.model.request import Request
+from planner.searches import phased
 
 
 @dataclass(frozen=True)
@@ -186,3 +206,100 @@ def bfs(
         queue.append(first_free)
     final = tuple(int(c) for c in choice)
     return BfsResult(final, tuple(parent), tuple(order), problem.objective(final))
+
+
+# -- on a planning model: seeds, context and tie-break ----------------------------------------------
+
+def propagate_bfs(m: Model) -> BfsResult:
+    """Breadth-first propagation over ``m`` with the seeds, context and tie-break above."""
+    seeds = [i for i, n in enumerate(m.nodes) if n.user and (isinstance(n, OpNode) or len(n.layouts) > 1)]
+    seed_choice: dict[int, int] = {}
+    context = {i: 0 for i, n in enumerate(m.nodes) if not isinstance(n, OpNode) and n.user and len(n.layouts) == 1}
+    if not has_user_annotations(m.graph):
+        seeds, seed_choice = _default_seeds(m)
+    return bfs(m.problem, seeds, seed_choice, prefer=_prefer(m), context=context)
+
+
+def _default_seeds(m: Model) -> tuple[list[int], dict[int, int]]:
+    """Readers of graph inputs, at their cheapest candidate that batch-shards the input."""
+    seeds, choice = [], {}
+    for tensor, ann in default_annotations(m.graph, m.mesh).items():
+        for op_name, k in m.graph.consumers(tensor):
+            i = m.op_index[op_name]
+            node = m.nodes[i]
+            ok = [c for c, s in enumerate(node.strategies) if satisfies(s.operands[k], ann)]
+            if ok and i not in choice:
+                costs = m.problem.nodes[i].cost
+                choice[i] = min(ok, key=lambda c: (costs[c], c))
+                seeds.append(i)
+    return seeds, choice
+
+
+def _layouts_on_link(m: Model, i: int, c: int, ks: tuple[int, ...] | None) -> list:
+    """The layouts node ``i`` under candidate ``c`` gives the tensor it reads by operands ``ks``
+    (None: its result)."""
+    node = m.nodes[i]
+    if not isinstance(node, OpNode):
+        return [node.layouts[c]]
+    s = node.strategies[c]
+    if ks is not None:
+        return [s.operands[k] for k in ks]
+    return [s.result]
+
+
+def _all_layouts(m: Model, i: int, c: int) -> list:
+    node = m.nodes[i]
+    if not isinstance(node, OpNode):
+        return [node.layouts[c]]
+    s = node.strategies[c]
+    return [*s.operands, s.result]
+
+
+def _prefer(m: Model):
+    """Scores per candidate of ``v``: dimensions its layout on the link keeps of any layout of ``u`` (at ``cu``)."""
+    operands: dict[int, dict[int, tuple[int, ...]]] = {}  # link -> reader -> its operands, built once per link
+
+    def prefer(v: int, u: int, link: int, cu: int) -> np.ndarray:
+        node = m.nodes[v]
+        count = node.candidates()
+        scores = np.zeros(count)
+        if m.flows[link].kind not in ("data", "fanout"):
+            return scores
+        theirs = _all_layouts(m, u, cu)
+        per = operands.get(link)
+        if per is None:
+            info = m.flows[link]
+            per = operands[link] = {}
+            for r, ks in zip(info.readers, info.operands):
+                per.setdefault(r, ks)
+        ks = per.get(v)
+        for c in range(count):
+            best = 0
+            for mine in _layouts_on_link(m, v, c, ks):
+                for lay in theirs:
+                    if lay.rank == mine.rank:
+                        best = max(best, sum(a.axes == b.axes for a, b in zip(lay.dims, mine.dims)))
+            scores[c] = best
+        return scores
+
+    return prefer
+
+
+def decide(m: Model, deadline: float | None = None, notes: list | None = None, request: Request | None = None) -> Decision:
+    """``m`` decided by breadth-first propagation (a phase of :func:`search`; the deadline is not needed: BFS
+    is linear in the model)."""
+    result = propagate_bfs(m)
+    return Decision(m, result.choice, result.parent, None, "bfs")
+
+
+def decide_fixed(m: Model) -> Decision:
+    """A model whose every op has one candidate (explicit mode, propagation): BFS only decides the source layouts."""
+    result = propagate_bfs(m)
+    return Decision(m, result.choice, result.parent, None, "explicit")
+
+
+def search(request: Request) -> Decision:
+    """The search ``bfs``: seed 002's breadth-first propagation, phase by phase (:mod:`planner.searches.phased`)."""
+    notes = ignored_annotations(request.graph, "bfs")
+    decision = phased.run(phased.prepared(request), "bfs", decide)
+    return replace(decision, notes=(*notes, *decision.notes))

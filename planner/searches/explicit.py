@@ -1,6 +1,6 @@
-"""Explicit mode (seed 001) as a decided planning model: strategies, real costs, a program that runs.
+"""The search ``explicit``: seed 001's typed mode as a decided planning model, costed and run like the others.
 
-:func:`explicit_outcome` applies seed 001's consensus rule
+:func:`search` applies seed 001's consensus rule
 (:func:`planner.model.explicit_types.explicit_shardings`; its errors, with
 ``out_sharding`` advice, surface unchanged) and turns each op's types into the
 one strategy that computes them:
@@ -32,18 +32,37 @@ from __future__ import annotations
 from dataclasses import replace
 
 from costmodels.units import format_bytes
-from planner.errors import PlanningError, RuleError
-from planner.ir.axis import merge_adjacent
-from planner.model.build import Options, build_model
-from planner.model.explicit_types import explicit_shardings
-from planner.searches.phased import SearchOutcome, decide_fixed
+from planner.errors import PlanningError
+from planner.ir.mesh import AxisType
+from planner.model.build import build_model
+from planner.model.decision import Decision
+from planner.model.explicit_types import explicit_shardings, factor_axes_computing
+from planner.model.ignored import ignored_annotations
+from planner.model.options import Options
+from planner.model.request import Request
 from planner.model.typed import typed_graph, typed_model
-from planner.rules import check_factor_axes, factor_axes_from_tensor, rule_for
+from planner.rules import rule_for
+from planner.searches import bfs, phased
 
 
-def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
-    """The decided model of seed 001's explicit mode on ``graph`` (see the module docstring). A model with
-    manual regions is planned by :func:`planner.api.plan` with every mesh axis Explicit instead."""
+def search(request: Request) -> Decision:
+    """The search ``explicit``: seed 001's explicit mode (see the module docstring).
+
+    A model with manual regions is typed with every mesh axis Explicit (each region's manual axes
+    manual in its body), as for mixed axis types, which leaves the breadth-first search nothing to
+    choose but the sources' layouts."""
+    notes = ignored_annotations(request.graph, "explicit")
+    if request.graph.manual_regions:
+        mesh = request.mesh.with_types({a.name: AxisType.EXPLICIT for a in request.mesh.axes})
+        decision = replace(phased.run(phased.prepared(replace(request, mesh=mesh, time_limit=None, axes_per_phase="auto")), "bfs", bfs.decide), search="explicit")
+    else:
+        phased.checked(request)
+        decision = explicit_outcome(request.graph, request.mesh, request.cluster, request.options)
+    return replace(decision, notes=(*notes, *decision.notes))
+
+
+def explicit_outcome(graph, mesh, cluster, options: Options) -> Decision:
+    """The decided model of seed 001's explicit mode on ``graph``, a model without manual regions."""
     if mesh != graph.mesh:
         raise PlanningError(f"explicit mode types tensors on the model's mesh @{graph.mesh.name} "
                             f"({graph.mesh.short()}); --mesh {mesh.short()} cannot be used with --search explicit")
@@ -59,7 +78,7 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> SearchOutcome:
                         replace(options, fixed_strategies=fixed, memory_budget=None))
     m = typed_model(built, graph, typed, lambda t: f"explicit mode: stored as its type {types.type_text(t)}",
                     lambda op: "explicit mode: the strategy that computes its types (seed 001)")
-    outcome = decide_fixed(m)
+    outcome = bfs.decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
         raise PlanningError(f"the explicit plan needs {format_bytes(m.problem.memory(outcome.choice))} per device, "
@@ -74,26 +93,3 @@ def _check_shard_as(graph, types) -> None:
                 f"shard_as group [{', '.join(group)}] cannot hold in explicit mode: the types are "
                 f"{', '.join(f'{t} {types.type_text(t)}' for t in group)}; give them the same sharding "
                 "(an out_sharding on their ops)")
-
-
-def factor_axes_computing(rule, operands, result, mesh) -> tuple:
-    """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s."""
-    try:
-        per_operand = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
-    except RuleError:
-        per_operand = None
-    agreed = [] if per_operand is not None else None
-    for f in range(rule.num_factors if per_operand is not None else 0):
-        seen = {fa[f] for fa in per_operand if fa[f]}
-        if len(seen) > 1:
-            agreed = None
-            break
-        agreed.append(next(iter(seen), ()))
-    if agreed is not None:
-        try:
-            check_factor_axes(rule, tuple(agreed), mesh)
-            return tuple(agreed)
-        except RuleError:
-            pass
-    from_result = factor_axes_from_tensor(rule, "result", result)
-    return tuple(merge_adjacent(a, mesh) for a in from_result)

@@ -127,7 +127,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -135,6 +135,13 @@ import pulp
 
 from costmodels.units import format_bytes
 from planner.errors import PlanningError
+from planner.model.decision import Decision, SolverReport
+from planner.model.ignored import ignored_annotations
+from planner.model.nodes import Model
+from planner.model.request import Request
+from planner.progress import task
+from planner.searches import bfs, phased
+from planner.searches.shrink import with_shrink_hints
 from planner.model.problem import Edge, Fanout, SearchProblem
 
 COST_SCALE = 1e6
@@ -148,25 +155,6 @@ _SEPARABLE_RTOL = 1e-12
 
 
 from planner.errors import SolverFailed  # noqa: E402  (defined there; re-exported here)
-
-
-@dataclass(frozen=True, slots=True)
-class SolverReport:
-    """What the solver did: its verdict, gap, time (s) and the size of the model it solved.
-
-    ``tied_layers``: repeated layers shared one decision (a restriction of the problem:
-    ``optimal`` then means optimal among plans that repeat one choice per layer).
-    """
-
-    name: str
-    status: str
-    optimal: bool
-    gap: float | None
-    time_s: float
-    variables: int
-    constraints: int
-    nodes_solved: int
-    tied_layers: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -779,3 +767,39 @@ def _check_pulp_version() -> None:
 
 
 _check_pulp_version()
+
+
+# -- the search ``ilp``: the model's optimum, shrunk first, breadth-first propagation's plan in hand -------------
+
+def decide(m: Model, deadline: float | None, notes: list[str], request: Request) -> Decision:
+    """``m`` decided by the ILP, run until ``deadline`` (``time.monotonic()``; None: no limit) at most,
+    building its tables and model included; breadth-first propagation's plan, made first, is the plan
+    in hand it returns when the ILP cannot finish in time or the solver fails."""
+    reference = bfs.decide(m)
+    solver = request.solver
+    try:
+        # the shrunk problem first (folded followers, tied layers); if its optimum is worse than
+        # breadth-first propagation's plan, the whole problem
+        for shrink in (True, False):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                notes.append("the time limit passed before the ILP could finish; this phase keeps breadth-first "
+                             "propagation's plan")
+                return reference
+            problem = with_shrink_hints(m) if shrink else m.problem
+            with task(request.progress, f"ILP solve{'' if shrink else ', whole problem'} ({solver} solver)"):
+                solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
+            if solved.objective <= m.problem.objective(reference.choice) * (1 + 1e-9):
+                break
+        return Decision(m, solved.choice, None, solved.report, "ilp")
+    except SolverFailed as e:
+        notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
+    return reference
+
+
+def search(request: Request) -> Decision:
+    """The search ``ilp``: the optimum of every phase's model (:mod:`planner.searches.phased`), with a
+    time limit over the whole run and breadth-first propagation's plan as the fallback."""
+    notes = ignored_annotations(request.graph, "ilp")
+    decision = phased.run(phased.prepared(request), "ilp", decide)
+    return replace(decision, notes=(*notes, *decision.notes))

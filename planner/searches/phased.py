@@ -1,70 +1,84 @@
-"""Running a search on a graph: priority phases, BFS or ILP, the ILP's check and fallback.
+"""The phases the breadth-first and ILP searches run in: priorities, then axis pieces.
 
-:func:`search` builds the planning model (:mod:`planner.model.build`) and
-decides it with ``bfs`` (:mod:`planner.searches.seeding`) or ``ilp``
-(:mod:`planner.searches.ilp`):
+:func:`run` builds the planning model (:mod:`planner.model.build`) and has it decided
+by a search's ``decide`` (``bfs`` or ``ilp``), phase by phase:
 
 * **priority phases**: when annotations carry several priorities, each phase
   plans with the annotations of priority ``<= p`` active and the axes they use,
   extending the factor axes earlier phases chose; the last phase plans the whole
   problem with those prefixes;
-* **ILP**: solved shrunk first (followers folded, repeated layers solved once);
-  the hints restrict the problem, so the answer is checked against BFS on the
-  full problem and the full problem is solved exactly when BFS does better. If
-  the solver fails or runs out of time the search falls back to BFS with a note.
+* **axis phases**: a mesh of many pieces is planned a few pieces at a time
+  (:mod:`planner.model.phases`), each phase extending the factor axes the previous
+  one chose;
+* **time limit**: once the request's ``time_limit`` has passed no further phase
+  starts (the plan so far is returned, with a note); ``decide`` gets the deadline.
+
+:func:`prepared` puts the request's graph on its planning mesh, checks it, and gives
+every op the factor axes that compute its types on Explicit mesh axes (seed 001), so
+the search decides only the Auto axes.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from planner.errors import PlanningError, SolverFailed
-from planner.progress import SILENT, Progress, task
-from planner.model.annotations import axes_of, priorities
-from planner.model.build import (
-    Model,
-    OpNode,
-    Options,
-    build_model,
-    constraints,
-    user_annotation,
-    with_shrink_hints,
-)
+from dataclasses import replace
+from typing import Callable
+
+from planner.model.annotations import axes_of, priorities, user_annotation
+from planner.model.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
+from planner.model.build import build_model, constraints
+from planner.model.decision import Decision
+from planner.model.manual import check_plannable
+from planner.model.mesh_override import on_mesh
+from planner.model.nodes import Model, OpNode
 from planner.model.phases import SearchSpace, axis_phases, lower_bound_s
-from planner.searches.seeding import propagate_bfs
+from planner.model.request import Request
+from planner.errors import PlanningError
+from planner.progress import Progress
 
-SEARCHES = ("bfs", "ilp", "explicit", "propagate")
+__all__ = ["Decide", "checked", "on_planning_mesh", "prefixes_of", "prepared", "run"]
 
-
-@dataclass(frozen=True)
-class SearchOutcome:
-    """A decided model: one candidate per node, why (BFS parents), the solver's report, notes."""
-
-    model: Model
-    choice: tuple[int, ...]
-    parents: tuple | None  # BFS: per node (neighbour, link) it was decided from; None for the ILP
-    report: object | None  # planner.searches.ilp.SolverReport for the ILP
-    search: str  # the search that decided it ("bfs" after an ILP fallback)
-    notes: tuple[str, ...] = ()
-    space: SearchSpace | None = None  # the whole problem or axis phases, and a bound (None: explicit mode)
-    propagation: object | None = None  # planner.searches.propagate.engine.Propagation of a propagate plan
+Decide = Callable[[Model, "float | None", list, Request], Decision]
+"""``decide(model, deadline, notes, request) -> Decision``: one phase's model decided by a search
+(``deadline``: ``time.monotonic()`` it must finish by, None: no limit; ``notes``: where it says what
+it fell back to)."""
 
 
-def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_limit: float | None = None,
-           solver: str = "auto", progress: Progress = SILENT, axes_per_phase="auto") -> SearchOutcome:
-    """Build and decide ``graph`` on ``mesh`` with search ``how`` (``bfs`` or ``ilp``).
+def checked(request: Request) -> Request:
+    """Refuse what the request's graph cannot be planned as on its mesh: axis types, manual regions."""
+    check_axis_types(request.mesh)
+    check_plannable(request.graph, request.mesh)
+    if request.graph.manual_regions and request.options.training and not request.options.insert_pbroadcast:
+        raise PlanningError("--no-pbroadcast treats every cotangent as a pending sum over the mesh, which a manual "
+                            "region's body values (blocks that differ over its manual axes) cannot be; train "
+                            "models with regions with the variance types (drop --no-pbroadcast)")
+    return request
 
-    ``axes_per_phase`` (``auto``, ``all`` or a number of mesh pieces): how many pieces
-    of the mesh each axis phase decides (:mod:`planner.model.phases`).
-    ``time_limit`` bounds the whole run: the ILP gets what is left of it (reading its cost tables
-    and building its model included) and keeps breadth-first propagation's plan, made first, when
-    it cannot finish in time; once the limit has passed no further phase starts (the plan so far
-    is returned, with a note).
-    ``progress`` hears the stages, the cost tables being built and the solver running.
-    """
+
+def on_planning_mesh(request: Request) -> Request:
+    """``request`` with its graph's annotations on the planning mesh (kept by axis name, or a clear refusal),
+    checked."""
+    return checked(replace(request, graph=on_mesh(request.graph, request.mesh)))
+
+
+def prepared(request: Request) -> Request:
+    """``request`` on its planning mesh (:func:`on_planning_mesh`) with seed 001's types where axes are
+    Explicit: the search decides the Auto rest."""
+    request = on_planning_mesh(request)
+    graph, mesh = request.graph, request.mesh
+    if any(op_explicit_axes(graph, mesh).values()):
+        prefixes, fixed, _ = explicit_prefixes(graph, mesh)
+        request = replace(request, options=replace(request.options, prefixes=prefixes, fixed_axes=fixed))
+    return request
+
+
+def run(request: Request, how: str, decide: Decide) -> Decision:
+    """Build and decide ``request`` phase by phase with search ``how``'s ``decide`` (see the module docstring)."""
+    graph, mesh, cluster, options = request.graph, request.mesh, request.cluster, request.options
+    progress: Progress = request.progress
+    time_limit = request.time_limit
+    axes_per_phase = request.axes_per_phase
     say = progress.stage
-    if how not in ("bfs", "ilp"):
-        raise PlanningError(f"unknown search {how!r}; use one of {', '.join(SEARCHES)}")
     deadline = None if time_limit is None else time.monotonic() + time_limit
     notes: list[str] = []
     annotations = [user_annotation(graph, name, mesh) for name, t in graph.tensors.items() if t.sharding is not None]
@@ -76,8 +90,8 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
             phase = replace(options, priority_level=level, allowed_axes=allowed, prefixes=dict(prefixes))
             m = build_model(graph, mesh, cluster, phase, progress)
-            outcome = _decide(m, how, deadline, solver, notes, progress)
-            prefixes = _prefixes(m, outcome.choice)
+            outcome = decide(m, deadline, notes, request)
+            prefixes = prefixes_of(m, outcome.choice)
         options = replace(options, prefixes=prefixes)
     pieces = constraints(graph, mesh, options)[2]
     phases = axis_phases(pieces, axes_per_phase)
@@ -99,11 +113,11 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
             allowed_so_far += new
             say(f"axis phase {k + 1} of {len(phases)}: {', '.join(map(str, new))}")
             options = replace(options, phase_new=new, phase_allowed=allowed_so_far,
-                              prefixes=_prefixes(outcome.model, outcome.choice) if outcome else options.prefixes)
+                              prefixes=prefixes_of(outcome.model, outcome.choice) if outcome else options.prefixes)
         say("enumerating strategies and building cost tables")
         m = build_model(graph, mesh, cluster, options, progress)
         say(f"searching ({how}) over {m.problem.variables} candidates")
-        outcome = _decide(m, how, deadline, solver, notes, progress)
+        outcome = decide(m, deadline, notes, request)
         done += 1
     rules = {o.name: n.rule for o, n in zip(graph.ops, outcome.model.nodes)}
     bound = lower_bound_s(graph, mesh, cluster, options.training, outcome.model.needs_grad, rules)
@@ -111,48 +125,6 @@ def search(graph, mesh, cluster, options: Options, how: str = "bfs", *, time_lim
     return replace(outcome, notes=tuple(notes), space=SearchSpace(phases, done, bound, tied))
 
 
-def _left(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (None: no deadline; 0 or less: it has passed)."""
-    return None if deadline is None else deadline - time.monotonic()
-
-
-def _prefixes(m: Model, choice) -> dict:
+def prefixes_of(m: Model, choice) -> dict:
     """Each op's factor axes under ``choice``: what the next phase extends."""
     return {n.name: n.strategies[c].factor_axes for n, c in zip(m.nodes, choice) if isinstance(n, OpNode)}
-
-
-def decide_fixed(m: Model) -> SearchOutcome:
-    """A model whose every op has one candidate (explicit mode): BFS only decides the source layouts."""
-    result = propagate_bfs(m)
-    return SearchOutcome(m, result.choice, result.parent, None, "explicit")
-
-
-def _decide(m: Model, how: str, deadline: float | None, solver, notes: list[str],
-            progress: Progress = SILENT) -> SearchOutcome:
-    """``m`` decided by ``how``. The ILP runs until ``deadline`` (``time.monotonic()``; None: no
-    limit) at most, building its tables and model included; breadth-first propagation's plan,
-    made first, is the plan in hand it returns when the ILP cannot finish in time."""
-    result = propagate_bfs(m)
-    reference = SearchOutcome(m, result.choice, result.parent, None, "bfs")
-    if how != "ilp":
-        return reference
-    from planner.searches.ilp import solve_ilp
-
-    try:
-        # the shrunk problem first (folded followers, tied layers); if its optimum is worse than
-        # breadth-first propagation's plan, the whole problem
-        for shrink in (True, False):
-            left = _left(deadline)
-            if left is not None and left <= 0:
-                notes.append("the time limit passed before the ILP could finish; this phase keeps breadth-first "
-                             "propagation's plan")
-                return reference
-            problem = with_shrink_hints(m) if shrink else m.problem
-            with task(progress, f"ILP solve{'' if shrink else ', whole problem'} ({solver} solver)"):  # a spinner
-                solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
-            if solved.objective <= result.objective * (1 + 1e-9):
-                break
-        return SearchOutcome(m, solved.choice, None, solved.report, "ilp")
-    except SolverFailed as e:
-        notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
-    return reference

@@ -43,7 +43,7 @@ def stderr(monkeypatch):
 def cost_table_steps(path: str, **options) -> int:
     """How many steps the cost-table task has: one per node and link of the planning model."""
     m = plan(path, **options).outcome.model
-    return len(m.nodes) + len(m.links)
+    return len(m.nodes) + len(m.flows)
 
 
 def test_a_bar_and_a_solver_spinner_are_drawn_on_a_terminal(stderr, capsys):

@@ -15,7 +15,7 @@ import pytest
 from planner.api import plan
 from planner.model import provenance
 from planner.searches.bfs import bfs
-from planner.model.build import SourceNode
+from planner.model.nodes import SourceNode
 from planner.model.problem import Edge, Fanout, Node, SearchProblem
 
 
@@ -146,7 +146,7 @@ def test_annotated_neighbours_are_the_first_annotated_link_each_node_reads():
     m = p.outcome.model
     index = provenance._annotated_neighbours(m)
     for i in range(len(m.nodes)):
-        expected = next(((link.producer, k) for k, link in enumerate(m.links)
+        expected = next(((link.producer, k) for k, link in enumerate(m.flows)
                          if i in link.readers and link.kind in ("data", "fanout")
                          and isinstance(m.nodes[link.producer], SourceNode) and m.nodes[link.producer].user), None)
         assert index.get(i) == expected
@@ -157,7 +157,7 @@ def test_plan_indexes_find_what_the_scans_found():
     for o in p.ops:
         assert p.op(o.name) is o
     m = p.outcome.model
-    for k, link in enumerate(m.links):
+    for k, link in enumerate(m.flows):
         for v in link.readers:
             reader = m.nodes[v].name
             t = p.edge_costs(link.tensor, reader)

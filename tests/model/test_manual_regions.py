@@ -7,7 +7,7 @@ import pytest
 from graphs import load_model, load_model_text
 from planner.api import plan
 from planner.errors import PlanningError
-from planner.searches.propagate.engine import propagate
+from planner.searches.propagate import propagate
 from planner.simulation.run import simulate
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

@@ -100,7 +100,7 @@ def test_a_progress_object_hears_the_cost_tables_and_the_solver():
     r = Recorder()
     p = planner.plan(FFN, search="ilp", progress=r)
     m = p.outcome.model
-    steps = len(m.nodes) + len(m.links)  # one step per node and link of the planning model
+    steps = len(m.nodes) + len(m.flows)  # one step per node and link of the planning model
     begin = r.calls.index(("begin", "cost tables", steps))
     end = r.calls.index(("end",), begin)
     assert r.calls[begin + 1:end] == [("advance", 1)] * steps

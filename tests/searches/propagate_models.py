@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graphs.graph_builder import GraphBuilder
-from planner.searches.propagate.engine import propagate
+from planner.searches.propagate import propagate
 
 
 def shardings(graph, how: str) -> dict[str, str]:

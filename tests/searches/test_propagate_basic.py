@@ -5,7 +5,7 @@ import pytest
 
 from graphs.graph_builder import GraphBuilder
 from planner.ir.axis import AxisRef
-from planner.searches.propagate.engine import compatible_axes, propagate
+from planner.searches.propagate import compatible_axes, propagate
 from tests.searches.propagate_models import dot, shardings
 
 SEVEN = {n: 2 for n in "abcdefg"}

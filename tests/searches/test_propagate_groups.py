@@ -5,7 +5,7 @@ import pytest
 
 from graphs.graph_builder import GraphBuilder
 from planner.errors import PlanningError
-from planner.searches.propagate.engine import propagate
+from planner.searches.propagate import propagate
 from tests.searches.propagate_models import shardings
 
 

@@ -2,7 +2,7 @@
 "element-wise operations first, then matrix multiplications"); golden input -> output."""
 
 from graphs.graph_builder import GraphBuilder
-from planner.searches.propagate.engine import propagate
+from planner.searches.propagate import propagate
 from tests.searches.propagate_models import shardings
 
 

@@ -2,7 +2,7 @@
 are restored (seed 003: "batch parallelism first, then ZeRO"); golden input -> output."""
 
 from graphs.graph_builder import GraphBuilder
-from planner.searches.propagate.engine import propagate
+from planner.searches.propagate import propagate
 from tests.searches.propagate_models import dot, shardings
 
 

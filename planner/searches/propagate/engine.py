@@ -1,10 +1,13 @@
-"""Rule-based sharding propagation to a fixed point, as Shardy does it (seed 003).
+"""Rule-based sharding propagation to a fixed point, as Shardy does it (seed 003): the engine the passes share.
 
 Where BFS and the ILP price every candidate strategy, this pass only moves the
 shardings the user wrote along the ops' factor rules (:mod:`planner.rules`), so a
 compiler engineer can ask what propagation will do. Its result is a sharding per
 tensor, where each axis came from and what every tensor looked like after each
-phase; :mod:`planner.searches.propagate.plan` turns it into a plan.
+phase; :mod:`planner.searches.propagate.plan` turns it into a plan. The passes
+(:mod:`~planner.searches.propagate.basic`, :mod:`~planner.searches.propagate.aggressive`,
+:mod:`~planner.searches.propagate.op_priority`, :mod:`~planner.searches.propagate.user_priority`)
+are each a subclass of the previous one's :class:`Propagator`, overriding one step.
 
 **Factors.** Visiting an op, every tensor it reads or writes is projected onto the
 op's factors (a tensor dimension's axes split over its factors major to minor). Per
@@ -61,7 +64,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from graphs.ops.annotation import barrier_allows
 from planner.errors import PlanningError, ShardplanError
@@ -69,73 +72,11 @@ from planner.ir.axis import AxisRef, make_axis, merge_adjacent, prime_factors
 from planner.ir.mesh import Mesh
 from planner.enumeration import search_pieces
 from planner.ir.sharding import DimSharding, TensorSharding
+from planner.model.decision import AxisOrigin, Phase, Propagation
 from planner.rules import RESULT, FactorKind, OpShardingRule, rule_for, strategy_to_factor_axes
-
-PASSES = ("basic", "aggressive", "op-priority", "user-priority")
-
-#: The op-priority levels: (label, pass-through ops only, single-use operands only,
-#: pass-through factors only, broadcast operands give).
-LEVELS = (
-    ("pass-through ops with single-use operands", True, True, False, False),
-    ("pass-through ops", True, False, False, False),
-    ("pass-through factors of every op", False, False, True, False),
-    ("every factor, broadcasts backward only", False, False, False, False),
-    ("everything", False, False, False, True),
-)
 
 PASS_THROUGH_OPS = frozenset({"reshape", "transpose", "sharding_constraint", "propagation_barrier"})
 """Ops Shardy's op priorities treat as pass-through besides the elementwise family."""
-
-
-# -- value types --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AxisOrigin:
-    """Where one axis of a tensor's dimension came from: the phase and what gave it."""
-
-    axis: AxisRef
-    phase: str
-    source: str  # "user annotation", "op NAME", "strategy of op NAME", "shard_as group [..]", ...
-
-    def text(self) -> str:
-        return f"{self.axis} from {self.source} ({self.phase})"
-
-
-@dataclass(frozen=True)
-class Phase:
-    """Every tensor's sharding once a phase (a user priority, an op-priority level) reached its fixed point."""
-
-    label: str
-    shardings: Mapping[str, TensorSharding]
-    visits: int  # op and group visits this phase made
-
-
-@dataclass(frozen=True)
-class Propagation:
-    """What rule-based propagation gave (see the module docstring)."""
-
-    how: str
-    mesh: Mesh
-    shardings: Mapping[str, TensorSharding]
-    origins: Mapping[str, tuple[tuple[AxisOrigin, ...], ...]]  # tensor -> per dimension, its axes' origins
-    phases: tuple[Phase, ...]
-
-    def sharding(self, tensor: str) -> TensorSharding:
-        return self.shardings[tensor]
-
-    @property
-    def visits(self) -> int:
-        return sum(p.visits for p in self.phases)
-
-    def explain(self, tensor: str) -> tuple[str, ...]:
-        """One line per dimension: which phase and which op or annotation gave each axis."""
-        out = []
-        for d, origins in enumerate(self.origins[tensor]):
-            if origins:
-                out.append(f"dimension {d}: " + "; ".join(o.text() for o in origins))
-            else:
-                out.append(f"dimension {d}: unsharded")
-        return tuple(out)
 
 
 # -- atoms --------------------------------------------------------------------------------------
@@ -213,7 +154,9 @@ class _Tensor:
 
 
 @dataclass(frozen=True)
-class _Level:
+class Level:
+    """One op-priority level: which ops and factors it visits, and whether a broadcast operand gives."""
+
     label: str
     pass_through_ops: bool
     single_use: bool
@@ -221,33 +164,10 @@ class _Level:
     broadcast_gives: bool
 
 
-_ALL = _Level("", False, False, False, True)
+ALL = Level("", False, False, False, True)
 
 
 # -- propagation --------------------------------------------------------------------------------
-
-def propagate(graph, mesh: Mesh, how: str = "user-priority", *, annotation: Callable | None = None,
-              defaults: Mapping[str, TensorSharding] | None = None,
-              typed_axes: Mapping[str, frozenset[str]] | None = None,
-              boundaries: Mapping[str, TensorSharding] | None = None) -> Propagation:
-    """Propagate ``graph``'s annotations on ``mesh`` with pass ``how`` (see the module docstring).
-
-    ``annotation(name)`` gives a tensor's annotation on ``mesh`` (default: the
-    tensor's own sharding, which must be on ``mesh``). Ops the user gave a
-    strategy (:func:`user_strategies`) seed their operands and result with it.
-    ``defaults`` are annotations the model did not write (a model with none gets
-    its inputs batch-sharded, as BFS does); their axes' origin says so.
-    ``typed_axes``: per tensor, mesh axes propagation never places on it (the
-    Explicit axes where it is made, typed instead: :mod:`planner.model.axis_types`).
-    ``boundaries``: annotations of tensors the user left unannotated that a manual region's
-    in/out shardings give (:func:`planner.model.manual.region_boundaries`), as user ones.
-    """
-    if how not in PASSES:
-        raise PlanningError(f"unknown propagation pass {how!r}; use one of {', '.join(PASSES)}")
-    typed_axes = {t: axes for t, axes in (typed_axes or {}).items() if axes}
-    strategies = {} if typed_axes else user_strategies(graph, mesh)
-    return _Propagator(graph, mesh, how, annotation, strategies, defaults or {}, typed_axes, boundaries or {}).run()
-
 
 def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
     """The factor axes of every op the user gave a (MindSpore) strategy, on ``mesh``."""
@@ -264,10 +184,15 @@ def user_strategies(graph, mesh: Mesh) -> dict[str, tuple]:
     return out
 
 
-class _Propagator:
-    def __init__(self, graph, mesh: Mesh, how: str, annotation, strategies, defaults, typed_axes, boundaries):
-        self.graph, self.mesh, self.how = graph, mesh, how
-        self.aggressive = how != "basic"
+class Propagator:
+    """The state of one propagation and the steps every pass shares; a pass overrides
+    :meth:`rounds` (user priorities), :meth:`levels` (op priorities) or :meth:`order`
+    (how conflicts between factors are resolved)."""
+
+    how = ""  # the pass's name
+
+    def __init__(self, graph, mesh: Mesh, annotation, strategies, defaults, typed_axes, boundaries):
+        self.graph, self.mesh = graph, mesh
         get = annotation or (lambda name: graph.tensor(name).sharding)
         self.annotations: dict[str, TensorSharding] = dict(defaults)
         self.defaults = frozenset(defaults)
@@ -351,18 +276,33 @@ class _Propagator:
                     t.origins[d] = [(self.phase, f"strategy of op {op.name}")] * len(atoms)
 
     # -- the run ----------------------------------------------------------------------------
+    # -- what a pass decides ------------------------------------------------------------------
+    def rounds(self, priorities: list[int]) -> list[int | None]:
+        """The annotation rounds: None restores every annotation at once."""
+        return [None]
+
+    def round_label(self, priority: int | None) -> str:
+        return self.how
+
+    def levels(self) -> list[Level]:
+        """The op-priority levels each round runs to a fixed point."""
+        return [ALL]
+
+    def order(self, rule, tensors, wanted: dict, origin: dict, proj) -> list[int]:
+        """The factors an op visit grows, in order, after ``wanted`` is cut to what does not conflict."""
+        raise NotImplementedError
+
+    # -- the run ----------------------------------------------------------------------------
     def run(self) -> Propagation:
         priorities = self._levels_of_priority()
         first = priorities[0]
-        rounds: list[int | None] = priorities if self.how == "user-priority" else [None]
-        levels = [_Level(*lv) for lv in LEVELS] if self.how in ("op-priority", "user-priority") else [_ALL]
-        for r in rounds:
-            prefix = f"p{r}" if self.how == "user-priority" else self.how
+        for r in self.rounds(priorities):
+            prefix = self.round_label(r)
             self.phase = f"{prefix}: user annotations"
             self._apply_annotations(r)
             if r is None or r == first:
                 self._seed_strategies()
-            for k, level in enumerate(levels):
+            for k, level in enumerate(self.levels()):
                 self.phase = prefix if not level.label else f"{prefix} level {k + 1}: {level.label}"
                 visits = self._fixed_point(level)
                 self._unify_shard_as()
@@ -395,7 +335,7 @@ class _Propagator:
         self.last_snapshot = out
         return MappingProxyType({name: s for name, (_, s) in out.items()})
 
-    def _fixed_point(self, level: _Level) -> int:
+    def _fixed_point(self, level: Level) -> int:
         n_ops = len(self.ops)
         queue = deque(range(n_ops + len(self.groups)))
         queued = [True] * (n_ops + len(self.groups))
@@ -416,7 +356,7 @@ class _Propagator:
         return visits
 
     # -- one op ----------------------------------------------------------------------------
-    def _visit_op(self, i: int, level: _Level) -> list[str]:
+    def _visit_op(self, i: int, level: Level) -> list[str]:
         op, rule, family = self.ops[i], self.rules[i], self.families[i]
         pass_through_op = family == "pointwise" or op.op in PASS_THROUGH_OPS
         if level.pass_through_ops and not pass_through_op:
@@ -463,24 +403,7 @@ class _Propagator:
                 origin[f] = max(lists, key=lambda kx: (len(kx[1]), -kx[0]))[0]
         if not wanted:
             return []
-        if not self.aggressive:  # basic: an axis two factors want, or another factor uses, stops both
-            used_by: dict[AxisRef, set[int]] = {}
-            for f, axes in wanted.items():
-                for a in axes:
-                    used_by.setdefault(a, set()).add(f)
-            for p in proj:
-                for f in range(rule.num_factors):
-                    for a in p[0][f]:
-                        used_by.setdefault(a, set()).add(f)
-                for a in p[2]:
-                    used_by.setdefault(a, set()).add(-1)
-            for f in list(wanted):
-                axes = wanted[f]
-                cut = next((k for k, a in enumerate(axes) if used_by[a] - {f}), len(axes))
-                wanted[f] = axes[:cut]
-            order = sorted(wanted)
-        else:
-            order = sorted(wanted, key=lambda f: (-tensors[origin[f]].nbytes, origin[f], f))
+        order = self.order(rule, tensors, wanted, origin, proj)
         changed = []
         for k, (t, which) in enumerate(zip(tensors, whiches)):
             if not take[k]:

@@ -1,7 +1,7 @@
-"""From propagated shardings to a plan (seed 003's partitioner step).
+"""The search ``propagate``: from propagated shardings to a plan (seed 003's partitioner step).
 
-:func:`propagate_outcome` runs rule-based propagation
-(:mod:`planner.searches.propagate.engine`) and gives every op the strategy that
+:func:`search` runs a rule-based pass
+(:mod:`planner.searches.propagate.passes`) and gives every op the strategy that
 computes from the shardings around it (:func:`op_factor_axes`), as Shardy's SPMD
 partitioner does: a factor the op's result carries is computed as the result is
 sharded; any other factor (a contracting dimension, a dimension the result does not
@@ -26,15 +26,31 @@ from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
-from planner.model.build import Options, build_model, default_annotations, has_user_annotations, user_annotation
+from planner.model.annotations import default_annotations, has_user_annotations, user_annotation
+from planner.model.build import build_model
+from planner.model.decision import Decision
+from planner.model.ignored import ignored_annotations
 from planner.model.manual import region_boundaries, region_prefix, without_manual
-from planner.searches.propagate.engine import Propagation, propagate, user_strategies
-from planner.searches.phased import SearchOutcome, decide_fixed
+from planner.model.options import Options
+from planner.model.provenance import pinned_reason
+from planner.model.request import Request
 from planner.model.typed import typed_graph, typed_model
+from planner.searches import bfs, phased
+from planner.searches.propagate.engine import user_strategies
+from planner.searches.propagate.passes import propagate
 from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes_from_tensor, rule_for
 
 
-def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> SearchOutcome:
+def search(request: Request) -> Decision:
+    """The search ``propagate``: the request's pass (``request.propagation``) and the plan it gives."""
+    notes = ignored_annotations(request.graph, "propagate")
+    request = phased.on_planning_mesh(request)
+    request.progress.stage(f"propagating ({request.propagation})")
+    decision = propagate_outcome(request.graph, request.mesh, request.cluster, request.options, request.propagation)
+    return replace(decision, notes=(*notes, *decision.notes))
+
+
+def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "user-priority") -> Decision:
     """The decided model of rule-based propagation pass ``how`` on ``graph`` (see the module docstring)."""
     mixed = any(op_explicit_axes(graph, mesh).values())
     prefixes, typed_at, types = explicit_prefixes(graph, mesh) if mixed else ({}, {}, None)
@@ -81,35 +97,14 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))
     m = typed_model(built, graph, shardings,
-                    lambda t: f"propagation ({how}): stored as propagated, {shardings[t].dims_text()}", _pinned)
-    outcome = decide_fixed(m)
+                    lambda t: f"propagation ({how}): stored as propagated, {shardings[t].dims_text()}", pinned_reason)
+    outcome = bfs.decide_fixed(m)
     budget = options.memory_budget
     if budget is not None and m.problem.memory(outcome.choice) > budget * (1 + 1e-9):
         raise PlanningError(f"the propagated plan needs {format_bytes(m.problem.memory(outcome.choice))} per device, "
                             f"more than the memory budget of {format_bytes(budget)}; annotate the largest tensors with more "
                             "axes, or use --search ilp, which honours the budget")
     return replace(outcome, search="propagate", propagation=prop)
-
-
-def _pinned(op) -> str | None:
-    """Why the user pinned ``op`` (None: the op's strategy follows from the propagated shardings)."""
-    if op.strategy is not None:
-        return f"strategy {tuple(map(tuple, op.strategy))} given in the model"
-    if op.out_sharding is not None:
-        return f"out_sharding {op.out_sharding.dims_text()} given in the model"
-    return None
-
-
-def propagation_reasons(m, prop: Propagation) -> dict:
-    """Why each op computes as it does and where each tensor's axes came from (``Plan.explain``'s lines)."""
-    ops = {}
-    for op in m.graph.ops:
-        pinned = _pinned(op)
-        ops[op.name] = (f"user: {pinned}" if pinned and op.strategy is not None else
-                        f"rule-based propagation ({prop.how}): computes on its operands' and result's propagated "
-                        "shardings (the result's for the factors it carries, else the largest operand's)")
-    tensors = {name: "; ".join(prop.explain(name)) for name in m.graph.tensors}
-    return {"ops": ops, "tensors": tensors}
 
 
 def _typed_axes(graph, mesh: Mesh, typed_at) -> dict[str, frozenset[str]]:
@@ -160,4 +155,4 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
     return tuple(chosen)
 
 
-__all__ = ["Propagation", "op_factor_axes", "propagate_outcome", "propagation_reasons"]
+__all__ = ["op_factor_axes", "propagate_outcome", "search"]

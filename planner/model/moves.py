@@ -1,0 +1,130 @@
+"""What a flow or a node moves for given candidates, defined once.
+
+:func:`link_moves` and :func:`node_moves` are what the cost tables
+(:mod:`planner.model.tables`) price and what the lowering
+(:mod:`planner.partitioning.program`) emits, so the objective a search optimises
+is what the program does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.enumeration import Strategy
+from planner.ir.axis import AxisRef
+from planner.ir.sharding import TensorSharding
+from planner.model.nodes import Model, OpNode, SourceNode
+from planner.redistribution import reshard_for_planning
+from planner.redistribution.steps import ReshardPlan
+from planner.redistribution.transpose import transpose_plan
+
+__all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
+           "op_moves", "reader_entry", "reader_side", "reshard_plan"]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One redistribution a plan makes, in ``phase``.
+
+    Forward: ``tensor`` from ``source`` to ``destination``. Backward and gradient:
+    the *transpose* of that forward move, taking the cotangent of the
+    ``destination`` copy (pending over ``pending``) back to ``source``'s
+    (:func:`planner.redistribution.transpose.transpose_plan`).
+    """
+
+    tensor: str
+    source: TensorSharding
+    destination: TensorSharding
+    phase: str  # "forward", "backward" or "gradient"
+    pending: tuple[AxisRef, ...] = ()
+
+
+def _grad_phase(m: Model, tensor: str) -> str:
+    """A parameter's gradient reduction is the ``gradient`` phase; any other cotangent is ``backward``."""
+    return "gradient" if m.graph.tensor(tensor).kind == "param" else "backward"
+
+
+def link_moves(m: Model, k: int, choice) -> list[Transfer]:
+    """The redistributions link ``k`` makes under ``choice`` (the costs price exactly these)."""
+    link = m.flows[k]
+    t = link.tensor
+    u = m.nodes[link.producer]
+    src = u.layouts[choice[link.producer]] if isinstance(u, SourceNode) else u.strategies[choice[link.producer]].result
+    layouts: dict[TensorSharding, None] = {}
+    grads: dict[tuple, None] = {}
+    for v, ks in zip(link.readers, link.operands):
+        node = m.nodes[v]
+        lays, gs = reader_entry(node, node.strategies[choice[v]], ks, link.backward)
+        layouts.update(dict.fromkeys(lays))
+        grads.update(dict.fromkeys(gs))
+    out = [Transfer(t, src, lay, "forward") for lay in layouts]
+    phase = _grad_phase(m, t)
+    out += [Transfer(t, src, lay, phase, pending) for lay, pending in grads]
+    return out
+
+
+def fanout_layouts(m: Model, k: int, choice) -> list[TensorSharding]:
+    """The distinct layouts the readers of fanout link ``k`` need under ``choice``, in reader order."""
+    return [mv.destination for mv in link_moves(m, k, choice) if mv.phase == "forward"]
+
+
+def node_moves(m: Model, i: int, choice) -> list[Transfer]:
+    """The redistributions op node ``i`` itself makes: its graph output's delivery and its own parameters' gradients."""
+    node = m.nodes[i]
+    if not isinstance(node, OpNode):
+        return []
+    return op_moves(m.graph, node, node.strategies[choice[i]], m)
+
+
+def op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Transfer]:
+    op = node.op
+    out: list[Transfer] = []
+    if op.output in graph.outputs:
+        final = m.final_layout(op.name, s)
+        out.append(Transfer(op.output, s.result, final, "forward"))
+        if m.options.training and m.needs_grad.get(op.output, False):
+            out.append(Transfer(op.output, s.result, final, "backward"))  # the seeded cotangent goes back
+    if m.options.training:
+        for t, k in own if own is not None else own_params(graph, node, m.private_sources):
+            if m.needs_grad.get(t, False):
+                out.append(Transfer(t, s.operands[k], s.operands[k], "gradient", node.pending(s, k)))
+    return out
+
+
+def own_params(graph, node: OpNode, private) -> list[tuple[str, int]]:
+    return [(t, k) for k, t in enumerate(node.op.inputs)
+            if t in private and private[t][0] == node.name and private[t][1] == k
+            and graph.tensor(t).kind == "param"]
+
+
+def move_time_s(m: Model, move: Transfer) -> float:
+    """Seconds the engine's plan for ``move`` takes on the model's cluster."""
+    return move_plan(m, move).time_s
+
+
+def move_plan(m: Model, move: Transfer) -> ReshardPlan:
+    """The engine's plan for ``move``: forward, or the transpose of the forward move (backward, gradient)."""
+    spec = m.graph.tensor(move.tensor)
+    return reshard_plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
+                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces)
+
+
+def reshard_plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
+          within=None) -> ReshardPlan:
+    forward = reshard_for_planning(shape, dtype, source, destination, cluster, within)
+    if not backward:
+        return forward
+    return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)
+
+
+def reader_side(consumer: OpNode, ks, backward: bool) -> list:
+    """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
+    the distinct ``(layout, pending)`` its cotangents come back in."""
+    return [reader_entry(consumer, s, ks, backward) for s in consumer.strategies]
+
+
+def reader_entry(consumer: OpNode, s: Strategy, ks, backward: bool) -> tuple:
+    """One strategy's entry of :func:`reader_side`."""
+    layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
+    grads = tuple(dict.fromkeys((s.operands[k], consumer.pending(s, k)) for k in ks)) if backward else ()
+    return layouts, grads

@@ -1,0 +1,212 @@
+"""The cost tables: what every candidate of a node costs and every flow moves, in seconds.
+
+Per op and strategy its compute time (:func:`op_compute_time_s`), the delivery of a
+graph output (:func:`~planner.model.nodes.final_layout`) and, with training, its
+transpose and the gradient reduction of parameters only this op reads; per flow the
+redistributions of :mod:`planner.model.moves`. Edge tables are built over *classes*
+(distinct layouts on each side), each distinct redistribution planned once by the
+engine and cached; identical layers cost nothing extra.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from costmodels import Cluster, compute_time_s, parameter_bytes
+from graphs.dtypes import dtype_itemsize, is_float
+from planner.caches import BoundedCache
+from planner.enumeration import Strategy
+from planner.ir.sharding import TensorSharding
+from planner.model.manual import body_collective
+from planner.model.moves import move_time_s, op_moves, own_params, reader_side, reshard_plan
+from planner.model.nodes import Flow, Model, SourceNode
+from planner.model.options import OPTIMIZER
+from planner.model.problem import Edge, Fanout, LazyTable, Node
+
+__all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "link_table", "node_costs", "op_compute_time_s",
+           "op_flops", "same_groups", "stored_bytes"]
+
+
+def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training: bool, needs_grad) -> float:
+    """Forward compute, plus with training one forward's worth per operand whose gradient is needed."""
+    return compute_time_s(op_flops(graph, op, training, needs_grad) / strategy.work_divisor, cluster)
+
+
+def collective_time_s(m: Model, op, s: Strategy) -> float:
+    """Seconds a manual region's collective ``op`` communicates under ``s`` (forward, plus its transpose
+    with training when its operand needs a gradient); 0 for every other op."""
+    total = 0.0
+    for transposed in (False, True) if m.options.training and op.inputs and m.needs_grad.get(op.inputs[0]) \
+            else (False,):
+        c = body_collective(m.graph, op, s, m.cluster, transposed)
+        total += c.time_s if c is not None else 0.0
+    return total
+
+
+def op_flops(graph, op, training: bool, needs_grad) -> float:
+    """FLOPs of ``op`` on one device: its forward, plus one forward's worth per needed operand gradient."""
+    grads = sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
+    return graph.op_flops(op.name) * (1 + grads)
+
+
+def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
+    """Bytes one device holds for a source tensor stored in ``layout``.
+
+    With training a parameter also has its gradient and Adam's two f32 moments,
+    plus an f32 master copy when it is stored in a narrower float type
+    (:func:`costmodels.parameter_bytes`).
+    """
+    elements = math.prod(layout.local_shape(spec.shape))
+    itemsize = dtype_itemsize(spec.dtype)
+    if training and spec.kind == "param":
+        return parameter_bytes(elements, itemsize, optimizer=OPTIMIZER, gradients=True,
+                               master_weights=is_float(spec.dtype) and itemsize < 4)
+    return elements * itemsize
+
+
+def node_costs(m: Model, i: int) -> Node:
+    node = m.nodes[i]
+    graph = m.graph
+    if isinstance(node, SourceNode):
+        spec = graph.tensor(node.tensor)
+        memory = np.array([stored_bytes(l, spec, m.options.training) for l in node.layouts], dtype=float)
+        return Node(f"tensor:{node.tensor}", np.zeros(len(node.layouts)), memory,
+                    labels=tuple(l.dims_text() for l in node.layouts))
+    op = node.op
+    out = graph.tensor(op.output)
+    own = own_params(graph, node, m.private_sources)
+    cost = np.zeros(len(node.strategies))
+    memory = np.zeros(len(node.strategies))
+    flops = op_flops(graph, op, m.options.training, m.needs_grad)  # once per op, not per strategy
+    for c, s in enumerate(node.strategies):
+        t = compute_time_s(flops / s.work_divisor, m.cluster)
+        t += sum(move_time_s(m, mv) for mv in op_moves(graph, node, s, m, own))
+        t += collective_time_s(m, op, s)
+        cost[c] = t
+        mem = math.prod(s.result.local_shape(out.shape)) * dtype_itemsize(out.dtype)
+        for p, k in own:
+            mem += stored_bytes(s.operands[k], graph.tensor(p), m.options.training)
+        memory[c] = mem
+    return Node(op.name, cost, memory, labels=tuple(s.text() for s in node.strategies))
+
+
+# -- cost tables ---------------------------------------------------------------------------------
+
+def _classes(items) -> tuple[np.ndarray, list]:
+    seen: dict = {}
+    idx = np.empty(len(items), dtype=np.int64)
+    for i, it in enumerate(items):
+        idx[i] = seen.setdefault(it, len(seen))
+    return idx, list(seen)
+
+
+def _producer_side(node) -> list:
+    """Per candidate of a producer: the layout its result (or stored source) has."""
+    if isinstance(node, SourceNode):
+        return list(node.layouts)
+    return [s.result for s in node.strategies]
+
+
+TABLES = BoundedCache("cost tables", maxsize=4096)
+"""Edge and fanout cost tables by value (shape, dtype, layouts, cluster): identical layers share them."""
+
+
+def _label(m: Model, link: Flow) -> str:
+    readers = ", ".join(m.nodes[v].name for v in link.readers)
+    return f"{link.tensor}: {m.nodes[link.producer].name} -> {readers}"
+
+
+def link_table(m: Model, link: Flow) -> np.ndarray:
+    """Seconds of an edge link for every (producer candidate, reader candidate) pair."""
+    return data_edge(m, link).cost
+
+
+def data_edge(m: Model, link: Flow) -> Edge:
+    spec = m.graph.tensor(link.tensor)
+    u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
+    v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
+    table = _table("data", spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
+                   m.reshard_pieces)
+    return Edge(link.producer, link.readers[0], u_class, v_class, table, _label(m, link))
+
+
+def fanout_edge(m: Model, link: Flow) -> Fanout:
+    """Columns: each distinct layout a reader needs (forward) and each distinct ``(layout, pending)``
+    cotangent coming back (backward); a reader candidate needs a set of columns."""
+    spec = m.graph.tensor(link.tensor)
+    u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
+    column: dict[tuple, int] = {}
+    needs = []
+    for v, ks in zip(link.readers, link.operands):
+        per_candidate = []
+        for layouts, grads in reader_side(m.nodes[v], ks, link.backward):
+            cols = {column.setdefault(("forward", lay), len(column)) for lay in layouts}
+            cols |= {column.setdefault(("backward", lay, pending), len(column)) for lay, pending in grads}
+            per_candidate.append(tuple(sorted(cols)))
+        needs.append(tuple(per_candidate))
+    table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), m.cluster,
+                   m.options.insert_pbroadcast, m.reshard_pieces)
+    return Fanout(link.producer, u_class, link.readers, tuple(needs), table, _label(m, link))
+
+
+def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True, within=None) -> LazyTable:
+    """Seconds for every (producer class, reader class) of a link; the moves of :func:`link_moves`.
+
+    A :class:`~planner.model.problem.LazyTable`: a cell's redistributions are planned
+    when a search first reads it (breadth-first propagation reads a row per decided
+    neighbour; the ILP reads every cell).
+
+    ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
+    of the result to each distinct layout, plus the transpose back of each distinct
+    ``(layout, pending)`` cotangent. ``fanout``: a column is one forward
+    redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending)``.
+    ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`).
+    """
+    key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within)
+
+    def cost(src, lay, backward=False, pending=()):
+        return reshard_plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast, within).time_s
+
+    def cell(a: int, b: int) -> float:
+        src, item = u_items[a], v_items[b]
+        if kind == "data":
+            layouts, grads = item
+            return sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p) for lay, p in grads)
+        if item[0] == "forward":
+            return cost(src, item[1])
+        return cost(src, item[1], True, item[2])
+
+    return TABLES.get_or_compute(key, lambda: LazyTable((len(u_items), len(v_items)), cell))
+
+
+# -- shard_as groups ------------------------------------------------------------------------------
+
+def same_groups(m: Model) -> tuple:
+    """shard_as groups as equal-layout constraints between the nodes that lay the tensors out."""
+    out = []
+    for group in m.graph.shard_as:
+        sides = [_layout_classes(m, t) for t in group]
+        for (a, ak), (b, bk) in zip(sides, sides[1:]):
+            keys = {k: i for i, k in enumerate(dict.fromkeys(ak + bk))}
+            out.append((a, np.array([keys[k] for k in ak]), b, np.array([keys[k] for k in bk])))
+    return tuple(out)
+
+
+def _layout_classes(m: Model, tensor: str):
+    """(node, per-candidate layout key) of the node that decides ``tensor``'s layout."""
+    graph = m.graph
+    n = m.deciding_node(tensor)
+    node = m.nodes[n]
+    if graph.producer(tensor) is not None:
+        return n, [_dims_key(s.result) for s in node.strategies]
+    if isinstance(node, SourceNode):
+        return n, [_dims_key(l) for l in node.layouts]
+    k = m.private_sources[tensor][1]
+    return n, [_dims_key(s.operands[k]) for s in node.strategies]
+
+
+def _dims_key(sharding: TensorSharding) -> tuple:
+    """A layout's axes per dimension (what shard_as compares; pending sums are resolved first)."""
+    return tuple(d.axes for d in sharding.dims)
