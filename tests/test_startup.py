@@ -65,7 +65,7 @@ def test_the_cli_searches_are_the_planners():
     from planner.cli.args import PASSES as CLI_PASSES, SEARCHES as CLI_SEARCHES
     from planner.searches.propagate import PASSES
 
-    assert CLI_PASSES == PASSES
+    assert CLI_PASSES == tuple(PASSES)
     from planner.cli.args import EXPORT_FORMATS
     from planner.export import FORMATS
 

@@ -54,7 +54,10 @@ def search(request: Request) -> Decision:
     notes = ignored_annotations(request.graph, "explicit")
     if request.graph.manual_regions:
         mesh = request.mesh.with_types({a.name: AxisType.EXPLICIT for a in request.mesh.axes})
-        decision = replace(phased.run(phased.prepared(replace(request, mesh=mesh, time_limit=None, axes_per_phase="auto")), "bfs", bfs.decide), search="explicit")
+        # explicit types live on the model's mesh: the graph stays on it
+        typed = phased.with_explicit_types(phased.checked(replace(request, mesh=mesh, time_limit=None,
+                                                                  axes_per_phase="auto")))
+        decision = replace(phased.run(typed, "bfs", bfs.decide), search="explicit")
     else:
         phased.checked(request)
         decision = explicit_outcome(request.graph, request.mesh, request.cluster, request.options)

@@ -36,7 +36,7 @@ from planner.model.request import Request
 from planner.errors import PlanningError
 from planner.progress import Progress
 
-__all__ = ["Decide", "checked", "on_planning_mesh", "prefixes_of", "prepared", "run"]
+__all__ = ["Decide", "checked", "on_planning_mesh", "prefixes_of", "prepared", "run", "with_explicit_types"]
 
 Decide = Callable[[Model, "float | None", list, Request], Decision]
 """``decide(model, deadline, notes, request) -> Decision``: one phase's model decided by a search
@@ -61,15 +61,20 @@ def on_planning_mesh(request: Request) -> Request:
     return checked(replace(request, graph=on_mesh(request.graph, request.mesh)))
 
 
-def prepared(request: Request) -> Request:
-    """``request`` on its planning mesh (:func:`on_planning_mesh`) with seed 001's types where axes are
-    Explicit: the search decides the Auto rest."""
-    request = on_planning_mesh(request)
+def with_explicit_types(request: Request) -> Request:
+    """``request`` with seed 001's types where axes are Explicit: every op keeps the factor axes that compute
+    its types on them, and the search decides the Auto rest."""
     graph, mesh = request.graph, request.mesh
     if any(op_explicit_axes(graph, mesh).values()):
         prefixes, fixed, _ = explicit_prefixes(graph, mesh)
         request = replace(request, options=replace(request.options, prefixes=prefixes, fixed_axes=fixed))
     return request
+
+
+def prepared(request: Request) -> Request:
+    """``request`` on its planning mesh (:func:`on_planning_mesh`), with its Explicit axes typed
+    (:func:`with_explicit_types`)."""
+    return with_explicit_types(on_planning_mesh(request))
 
 
 def run(request: Request, how: str, decide: Decide) -> Decision:
