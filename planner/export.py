@@ -33,9 +33,9 @@ from planner.errors import NotExpressibleError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
-from planner.views.dtensor import to_placements
-from planner.views.jax import to_partition_spec
-from planner.views.mindspore import to_tensor_layout
+from planner.notations.dtensor import to_placements
+from planner.notations.jax import to_partition_spec
+from planner.notations.mindspore import to_tensor_layout
 
 FORMATS = ("jax", "shardy", "dtensor", "mindspore")
 

@@ -14,9 +14,9 @@ import pytest
 from planner.api import plan
 from planner.errors import NotExpressibleError
 from planner.ir import Mesh, device_index_ranges, parse_sharding
-from planner.views.dtensor import from_placements
-from planner.views.jax import from_partition_spec
-from planner.views.mindspore import from_tensor_layout
+from planner.notations.dtensor import from_placements
+from planner.notations.jax import from_partition_spec
+from planner.notations.mindspore import from_tensor_layout
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -115,7 +115,7 @@ def render_table(p) -> str:
     # every axis in explicit mode, a mixed mesh's Explicit axes otherwise
     from planner.ir.mesh import AxisType
     from planner.model.axis_types import axes_of_type, restrict
-    from planner.views.jax import to_jax_type
+    from planner.notations.jax import to_jax_type
 
     explicit_axes = axes_of_type(p.mesh, AxisType.EXPLICIT)
     type_axes = frozenset(a.name for a in p.mesh.axes) if p.search == "explicit" else explicit_axes

@@ -43,7 +43,7 @@ from planner.ir.mesh import Mesh as PlanMesh
 from planner.partitioning.program import Backprop, Compute, Redistribute
 from planner.simulation.collectives import groups
 from planner.simulation.run import FLOAT_RTOL, compare_values
-from planner.views.jax import from_partition_spec
+from planner.notations.jax import from_partition_spec
 
 #: Tolerance of XLA's floats against the float64 reference, by declared dtype (XLA computes in it).
 TOLERANCE = {"f32": FLOAT_RTOL["f32"], "f16": 1e-2, "bf16": 1e-2}

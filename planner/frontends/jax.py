@@ -314,7 +314,7 @@ def shardings_for(plan, fn: Callable, *example_args: Any, devices: Sequence[Any]
     from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec
 
     from planner.ir.mesh import Mesh
-    from planner.views.jax import from_partition_spec
+    from planner.notations.jax import from_partition_spec
 
     exported = plan.export("jax")
     m = exported["mesh"]

@@ -54,7 +54,7 @@ from planner.rules import (
     reshape_rule,
     rule_for,
 )
-from planner.views.jax import to_jax_type
+from planner.notations.jax import to_jax_type
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ with several factors a factor is sharded only if the more-major ones are fully
 sharded (otherwise the dimension's blocks would not be contiguous).
 
 MindSpore strategies (seed 002) map to factor split counts, which
-:func:`~planner.views.mindspore.axes_for_splits` lays out over the devices:
+:func:`~planner.notations.mindspore.axes_for_splits` lays out over the devices:
 
 >>> from planner.ir.mesh import Mesh
 >>> from planner.rules.registry import rule_for
@@ -36,7 +36,7 @@ from planner.ir.axis import AxisRef, axes_size, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.rules.factors import RESULT, FactorKind, OpShardingRule
-from planner.views.mindspore import axes_for_splits
+from planner.notations.mindspore import axes_for_splits
 
 FactorAxes = tuple[tuple[AxisRef, ...], ...]
 
@@ -210,7 +210,7 @@ def strategy_to_factor_axes(rule: OpShardingRule, strategy: Sequence[Sequence[in
     """Axes per factor from a MindSpore strategy (split counts per operand dimension).
 
     Operands must agree on every factor they share; the counts, in factor order,
-    are laid out over the devices by :func:`~planner.views.mindspore.axes_for_splits`.
+    are laid out over the devices by :func:`~planner.notations.mindspore.axes_for_splits`.
     """
     if len(strategy) != rule.num_operands:
         raise RuleError(f"strategy {tuple(map(tuple, strategy))} has {len(strategy)} entries for "

@@ -7,9 +7,9 @@ from typing import Any, Sequence
 from planner.errors import NotExpressibleError
 from planner.ir.layout import device_index_ranges
 from planner.ir.sharding import TensorSharding
-from planner.views.dtensor import to_placements
-from planner.views.jax import to_jax_type, to_partition_spec
-from planner.views.mindspore import to_tensor_layout
+from planner.notations.dtensor import to_placements
+from planner.notations.jax import to_jax_type, to_partition_spec
+from planner.notations.mindspore import to_tensor_layout
 
 
 def _or_reason(fn, *args) -> tuple[Any, str | None]:

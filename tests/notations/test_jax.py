@@ -3,7 +3,7 @@ from hypothesis import given
 
 from planner.errors import NotExpressibleError, ParseError
 from planner.ir import parse_mesh, parse_sharding
-from planner.views.jax import from_jax_type, from_partition_spec, to_jax_type, to_partition_spec
+from planner.notations.jax import from_jax_type, from_partition_spec, to_jax_type, to_partition_spec
 
 from ..ir.shardings_strategy import shapes_for, shardings
 

@@ -2,7 +2,7 @@ import pytest
 
 from planner.errors import NotExpressibleError, ParseError
 from planner.ir import parse_mesh, parse_sharding
-from planner.views.dtensor import from_placements, to_placements
+from planner.notations.dtensor import from_placements, to_placements
 
 MESH = parse_mesh('@m = <["x"=2, "y"=4]>')
 

@@ -3,7 +3,7 @@ from hypothesis import given
 
 from planner.errors import NotExpressibleError, ShardingError
 from planner.ir import Mesh, device_index_ranges, parse_mesh, parse_sharding
-from planner.views.mindspore import axes_for_splits, from_strategy, from_tensor_layout, to_tensor_layout
+from planner.notations.mindspore import axes_for_splits, from_strategy, from_tensor_layout, to_tensor_layout
 
 from ..ir.shardings_strategy import shardings
 
