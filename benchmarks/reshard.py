@@ -34,6 +34,7 @@ import subprocess
 import sys
 import statistics
 import time
+from pathlib import Path
 
 from planner.caches import clear_caches
 from planner.ir.mesh import Mesh
@@ -41,8 +42,10 @@ from planner.ir.sharding import TensorSharding
 from planner.ir.text import parse_sharding
 from planner.redistribution import reshard, reshard_for_planning
 from planner.redistribution.engine import _default_cluster, _reshard
-from planner.redistribution.suite import MESH, MESHES_3D, SHAPES, pairs
 from planner.simulation.reshard import verify
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the suites are the tests' (tests/redistribution/suite.py)
+from tests.redistribution.suite import MESH, MESHES_3D, SHAPES, pairs  # noqa: E402
 
 
 def run(suite, shape, repeat, pieces="primes"):

@@ -31,7 +31,7 @@ import math
 
 from graphs.ops.pointwise import broadcast_shapes
 from planner.errors import ModelError, ShardplanError
-from planner.frontends.program import Node, Program
+from planner.frontends.trace import Trace, TracedOp
 
 GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
 GELU_CUBIC = 0.044715
@@ -42,7 +42,7 @@ _BINARY = ("add", "sub", "mul", "div", "maximum")
 _FLOATS = ("f32", "bf16", "f16")
 
 
-def fuse(p: Program) -> None:
+def fuse(p: Trace) -> None:
     """Rewrite ``p`` in place (see the module docstring)."""
     for rewrite in (_means, _softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower, _absorb_broadcasts):
         rewrite(p)
@@ -51,7 +51,7 @@ def fuse(p: Program) -> None:
 
 # -- small readers ------------------------------------------------------------------------
 
-def _is(p: Program, name: str, op: str) -> Node | None:
+def _is(p: Trace, name: str, op: str) -> TracedOp | None:
     n = p.producer(name)
     return n if n is not None and n.op == op else None
 
@@ -60,7 +60,7 @@ def _near(value: float | None, target: float) -> bool:
     return value is not None and abs(value - target) <= CONSTANT_RTOL * abs(target)
 
 
-def _scalar_const(p: Program, name: str) -> float | None:
+def _scalar_const(p: Trace, name: str) -> float | None:
     return p.const_value(name) if p.values[name].shape == () else None
 
 
@@ -68,7 +68,7 @@ def _kept(shape: tuple[int, ...], axes) -> tuple[int, ...]:
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
-def _factors(p: Program, name: str, depth: int) -> list[str]:
+def _factors(p: Trace, name: str, depth: int) -> list[str]:
     """The operands of a product tree of ``mul`` nodes rooted at ``name``, ``depth`` levels down."""
     n = _is(p, name, "mul")
     if n is None or depth == 0:
@@ -76,7 +76,7 @@ def _factors(p: Program, name: str, depth: int) -> list[str]:
     return _factors(p, n.inputs[0], depth - 1) + _factors(p, n.inputs[1], depth - 1)
 
 
-def _same(p: Program, a: str, b: str, depth: int = 4) -> bool:
+def _same(p: Trace, a: str, b: str, depth: int = 4) -> bool:
     """``a`` and ``b`` are one value, or computed alike from the same values (``x - x.mean()`` written twice),
     looking ``depth`` ops up."""
     if a == b:
@@ -87,14 +87,14 @@ def _same(p: Program, a: str, b: str, depth: int = 4) -> bool:
     return all(_same(p, x, y, depth - 1) for x, y in zip(na.inputs, nb.inputs))
 
 
-def _pairs(n: Node):
+def _pairs(n: TracedOp):
     """``(a, b)`` and ``(b, a)`` for a commutative node's two operands."""
     return [(n.inputs[0], n.inputs[1]), (n.inputs[1], n.inputs[0])]
 
 
 # -- mean ---------------------------------------------------------------------------------
 
-def _means(p: Program) -> None:
+def _means(p: Trace) -> None:
     for n in p.walk():
         if n.op != "div" or p.values[n.out].dtype not in _FLOATS:
             continue
@@ -114,7 +114,7 @@ def _means(p: Program) -> None:
 
 # -- softmax ------------------------------------------------------------------------------
 
-def _unwrap_max(p: Program, name: str) -> str:
+def _unwrap_max(p: Trace, name: str) -> str:
     """Through ``stop_gradient``, ``maximum(., -inf)`` and reshapes (which keep row-major order)."""
     while True:
         n = p.producer(name)
@@ -128,7 +128,7 @@ def _unwrap_max(p: Program, name: str) -> str:
             return name
 
 
-def _softmaxes(p: Program) -> None:
+def _softmaxes(p: Trace) -> None:
     for n in p.walk():
         if n.op != "div":
             continue
@@ -153,7 +153,7 @@ def _softmaxes(p: Program) -> None:
 
 # -- layernorm ----------------------------------------------------------------------------
 
-def _last_mean(p: Program, name: str) -> Node | None:
+def _last_mean(p: Trace, name: str) -> TracedOp | None:
     """The ``mean`` over the last axis with kept dims that computes ``name``, if one does."""
     m = _is(p, name, "mean")
     if m is None or not m.attr("keepdims"):
@@ -161,7 +161,7 @@ def _last_mean(p: Program, name: str) -> Node | None:
     return m if tuple(m.attr("axes")) == (len(p.values[m.inputs[0]].shape) - 1,) else None
 
 
-def _root_of(p: Program, n: Node) -> tuple[str, str] | None:
+def _root_of(p: Trace, n: TracedOp) -> tuple[str, str] | None:
     """``(centred, variance + eps)`` when ``n`` divides by its root or multiplies by its reciprocal root."""
     if n.op == "div":
         root = _is(p, n.inputs[1], "sqrt")
@@ -179,7 +179,7 @@ def _root_of(p: Program, n: Node) -> tuple[str, str] | None:
     return None
 
 
-def _normalised(p: Program, n: Node) -> tuple[str, str, float] | None:
+def _normalised(p: Trace, n: TracedOp) -> tuple[str, str, float] | None:
     """``("layernorm", x, eps)`` when ``n`` is ``(x - mean(x)) / sqrt(mean((x - mean(x))**2) + eps)`` over the
     last axis, ``("rmsnorm", x, eps)`` when it is ``x / sqrt(mean(x**2) + eps)``."""
     found = _root_of(p, n)
@@ -207,7 +207,7 @@ def _normalised(p: Program, n: Node) -> tuple[str, str, float] | None:
     return None
 
 
-def _vector(p: Program, name: str, size: int) -> str | None:
+def _vector(p: Trace, name: str, size: int) -> str | None:
     """``name`` as a ``[size]`` tensor: itself, or what a leading-ones reshape of it reads."""
     if p.values[name].shape == (size,):
         return name
@@ -218,7 +218,7 @@ def _vector(p: Program, name: str, size: int) -> str | None:
     return None
 
 
-def _affine(p: Program, n: Node, op: str, size: int) -> tuple[Node, str] | None:
+def _affine(p: Trace, n: TracedOp, op: str, size: int) -> tuple[TracedOp, str] | None:
     """The single reader of ``n`` when it is ``op`` (mul or add) with a ``[size]`` vector, and that vector."""
     readers = p.readers(n.out)
     if len(readers) != 1 or p.uses(n.out) != 1 or readers[0].op != op:
@@ -233,7 +233,7 @@ def _affine(p: Program, n: Node, op: str, size: int) -> tuple[Node, str] | None:
     return None
 
 
-def _layernorms(p: Program) -> None:
+def _layernorms(p: Trace) -> None:
     for n in p.walk():
         found = _normalised(p, n)
         if found is None:
@@ -252,7 +252,7 @@ def _layernorms(p: Program) -> None:
 
 # -- gelu ---------------------------------------------------------------------------------
 
-def _cube_of(p: Program, name: str) -> str | None:
+def _cube_of(p: Trace, name: str) -> str | None:
     power = _is(p, name, "integer_pow")
     if power is not None and power.attr("y") == 3:
         return power.inputs[0]
@@ -260,7 +260,7 @@ def _cube_of(p: Program, name: str) -> str | None:
     return fs[0] if len(fs) == 3 and len(set(fs)) == 1 else None
 
 
-def _gelu_input(p: Program, n: Node) -> str | None:
+def _gelu_input(p: Trace, n: TracedOp) -> str | None:
     fs = _factors(p, n.out, 2)
     if len(fs) != 3:
         return None
@@ -289,7 +289,7 @@ def _gelu_input(p: Program, n: Node) -> str | None:
     return None
 
 
-def _gelus(p: Program) -> None:
+def _gelus(p: Trace) -> None:
     for n in p.walk():
         if n.op != "mul":
             continue
@@ -300,7 +300,7 @@ def _gelus(p: Program) -> None:
 
 # -- broadcasting and lowering ------------------------------------------------------------
 
-def _smaller(p: Program, name: str) -> str | None:
+def _smaller(p: Trace, name: str) -> str | None:
     """What an elementwise reader could read instead of ``name`` (numpy broadcasting), if anything."""
     n = p.producer(name)
     if n is not None and n.op == "broadcast":
@@ -316,7 +316,7 @@ def _smaller(p: Program, name: str) -> str | None:
     return None
 
 
-def _absorb_broadcasts(p: Program) -> None:
+def _absorb_broadcasts(p: Trace) -> None:
     changed = True
     while changed:
         changed = False
@@ -348,7 +348,7 @@ _UNFOLDED = {
 }
 
 
-def _lower(p: Program) -> None:
+def _lower(p: Trace) -> None:
     for n in p.walk():
         if n.op in _UNFOLDED:
             raise ModelError(f"JAX primitive {n.primitive!r} has no op in shardplan's catalogue: {_UNFOLDED[n.op]}",
@@ -366,7 +366,7 @@ def _lower(p: Program) -> None:
             p.replace(n, "add", [n.inputs[0], p.const(0.0, v.shape, v.dtype)])
 
 
-def _unwrap_indices(p: Program, n: Node) -> None:
+def _unwrap_indices(p: Trace, n: TracedOp) -> None:
     """``t[i]``'s negative-index wrap is ``i`` where gathers read it (their indices are in range), else an error."""
     readers = p.readers(n.out)
     if n.out in p.outputs or not readers or any(r.op != "gather" or r.inputs[0] == n.out for r in readers):
@@ -376,7 +376,7 @@ def _unwrap_indices(p: Program, n: Node) -> None:
         p.replace(r, "gather", [r.inputs[0], n.inputs[0]])
 
 
-def _power(p: Program, n: Node, x: str, y: int) -> None:
+def _power(p: Trace, n: TracedOp, x: str, y: int) -> None:
     """``x ** y`` as a chain of ``mul`` (``1 / x ** -y`` for negative ``y``), ending in ``n``'s result."""
     v = p.values[n.out]
     if y == 0 or (y < 0 and v.dtype not in _FLOATS):

@@ -45,7 +45,7 @@ from graphs import ComputationGraph
 from planner.errors import ModelError, ShardplanError, did_you_mean
 from planner.frontends.fusion import fuse
 from planner.frontends.jaxpr import Walker, dtype_of
-from planner.frontends.program import Program
+from planner.frontends.trace import Trace
 from planner.ir import TensorSharding
 
 INSTALL_HINT = 'JAX is not installed; install the optional extra with pip install -e ".[jax]"'
@@ -101,7 +101,7 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     meshes = _mesh(jax, mesh)
     if meshes is None and given:
         raise ModelError(f"{next(iter(given))!r} has a sharding but no mesh was given; pass mesh= (--mesh x=2,y=4)")
-    program = Program()
+    program = Trace()
     args = []
     for leaf, var in zip(in_names, closed.jaxpr.invars):
         kind = "param" if any(_under(leaf, k) for k in kinds) else "input"

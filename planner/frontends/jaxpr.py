@@ -1,4 +1,4 @@
-"""A jaxpr walked into a :class:`~planner.frontends.program.Program`, one primitive at a time.
+"""A jaxpr walked into a :class:`~planner.frontends.trace.Trace`, one primitive at a time.
 
 :data:`PRIMITIVES` is the one table from JAX primitive names to what they become; a primitive
 missing from it is a :class:`~planner.errors.ModelError` naming the primitive and the user's
@@ -39,7 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from planner.errors import ModelError
-from planner.frontends.program import Program
+from planner.frontends.trace import Trace
 
 _DTYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "bool"}
 _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -72,7 +72,7 @@ def dtype_of(aval, what: str) -> str:
 class Walker:
     """Walks one (closed) jaxpr into ``program``; ``env`` maps jaxpr variables to value names."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Trace):
         self.p = program
         self.outer = ""  # the source line of the call being inlined
 

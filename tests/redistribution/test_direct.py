@@ -11,7 +11,7 @@ from planner.redistribution.direct import distance
 from planner.redistribution.moves import gather_then_slice
 from planner.redistribution.search import Budget
 from planner.redistribution.state import Pieces, State
-from planner.redistribution.suite import MESH, SHAPES, pairs
+from tests.redistribution.suite import MESH, SHAPES, pairs
 from planner.simulation.reshard import verify
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from planner.redistribution import reshard
-from planner.redistribution.suite import SHAPES, pairs
+from tests.redistribution.suite import SHAPES, pairs
 from planner.simulation.reshard import verify
 
 PAIRS = list(pairs())

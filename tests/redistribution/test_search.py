@@ -10,7 +10,7 @@ from planner.ir.mesh import Mesh
 from planner.redistribution import lower_bound, moves, reshard, reshard_for_planning, search
 from planner.redistribution.engine import _default_cluster, _graph
 from planner.redistribution.state import Pieces, State, box_volume, contains, missing_box, overlap_volume
-from planner.redistribution.suite import MESH, MESHES_3D, SHAPES, pairs, shardings
+from tests.redistribution.suite import MESH, MESHES_3D, SHAPES, pairs, shardings
 from planner.simulation.reshard import verify
 
 PAIRS_2D = list(pairs())

@@ -1,11 +1,11 @@
 """The exhaustive redistribution suites, shared by the tests and ``benchmarks/reshard.py``.
 
-Issue 4's 2-D suite: on a mesh ``x=2, y=4`` every sharding of a rank-2 tensor built
+The 2-D suite: on a mesh ``x=2, y=4`` every sharding of a rank-2 tensor built
 from, per axis, {replicated, dimension 0, dimension 1} — both axes on one dimension
 in either order — is a destination (11 shardings); sources are those plus the ones
 where some axes carry a pending sum (7 more).
 
-Issue 11's 3-D suite: the same kinds of layouts on the meshes ``x=2, y=2, z=2`` and
+The 3-D suite: the same kinds of layouts on the meshes ``x=2, y=2, z=2`` and
 ``x=2, y=4, z=2`` (axes sharing a dimension in every order: 49 destinations, 92
 sources per mesh).
 """

@@ -1,17 +1,17 @@
-"""The working program a frontend translates into before it becomes a graph.
+"""The trace a frontend translates into before it becomes a graph: values, declared tensors, traced ops.
 
-A :class:`Program` holds values (name -> shape and dtype), the declared tensors (arguments and
-constants), and :class:`Node`\\ s in execution order. A node is either a catalogue op
+A :class:`Trace` holds values (name -> shape and dtype), the declared tensors (arguments and
+constants), and :class:`TracedOp`\\ s in execution order. A node is either a catalogue op
 (``graphs.ops.registry``) or one of :data:`INTERNAL_OPS`, primitives the catalogue has no op
 for but which :mod:`planner.frontends.fusion` folds into one (``sqrt`` inside a layernorm) or
 lowers (``integer_pow`` to ``mul``); one left over is an error naming its primitive and source
 line. Each node remembers the primitive it came from and where the user wrote it.
 
-:meth:`Program.graph` names the ops (``matmul_0``, ``softmax_1`` ...), drops what no output
+:meth:`Trace.graph` names the ops (``matmul_0``, ``softmax_1`` ...), drops what no output
 needs, and builds the :class:`~graphs.graph.ComputationGraph`, checking that every shape the
 catalogue infers is the shape the frontend recorded.
 
->>> p = Program()
+>>> p = Trace()
 >>> x = p.declare("x", (4, 8), "f32", "input")
 >>> y = p.add("relu", (x,), (4, 8), "f32", where="model.py:3", primitive="max")
 >>> p.outputs = [y]
@@ -52,9 +52,9 @@ class Declared:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Node:
+class TracedOp:
     """One op: ``op`` on ``inputs`` gives ``out``; ``attrs`` a sorted tuple of pairs. Nodes compare by identity
-    (one result has one node at a time: :meth:`Program.producer`)."""
+    (one result has one node at a time: :meth:`Trace.producer`)."""
 
     op: str
     inputs: tuple[str, ...]
@@ -72,12 +72,12 @@ def _attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 @dataclass
-class Program:
-    """The working program (see the module docstring); mutable while a frontend builds it."""
+class Trace:
+    """The trace (see the module docstring); mutable while a frontend builds it."""
 
     values: dict[str, Value] = field(default_factory=dict)
     declared: dict[str, Declared] = field(default_factory=dict)
-    nodes: list[Node] = field(default_factory=list)
+    nodes: list[TracedOp] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
     out_shardings: dict[int, Any] = field(default_factory=dict)
@@ -109,28 +109,28 @@ class Program:
         """Append a node; returns the name of its result."""
         out = self.fresh() if out is None else out
         self.values[out] = Value(tuple(out_shape), dtype)
-        self.nodes.append(Node(op, tuple(inputs), out, _attrs(attrs), where, primitive))
+        self.nodes.append(TracedOp(op, tuple(inputs), out, _attrs(attrs), where, primitive))
         self._made_by[out] = self.nodes[-1]
         return out
 
-    def replace(self, old: Node, op: str, inputs, /, **attrs: Any) -> Node:
+    def replace(self, old: TracedOp, op: str, inputs, /, **attrs: Any) -> TracedOp:
         """``old`` (same result, place and origin) as ``op`` on ``inputs``."""
-        new = Node(op, tuple(inputs), old.out, _attrs(attrs), old.where, old.primitive)
+        new = TracedOp(op, tuple(inputs), old.out, _attrs(attrs), old.where, old.primitive)
         self.nodes[self.nodes.index(old)] = new
         self._made_by[old.out] = new
         return new
 
-    def insert_before(self, anchor: Node, op: str, inputs, out_shape, dtype: str, /, **attrs: Any) -> str:
+    def insert_before(self, anchor: TracedOp, op: str, inputs, out_shape, dtype: str, /, **attrs: Any) -> str:
         """A new node computed just before ``anchor`` (same source line); returns its result."""
         out = self.fresh()
         self.values[out] = Value(tuple(out_shape), dtype)
-        node = Node(op, tuple(inputs), out, _attrs(attrs), anchor.where, anchor.primitive)
+        node = TracedOp(op, tuple(inputs), out, _attrs(attrs), anchor.where, anchor.primitive)
         self.nodes.insert(self.nodes.index(anchor), node)
         self._made_by[out] = node
         return out
 
     # -- reading -------------------------------------------------------------------------
-    def producer(self, name: str) -> Node | None:
+    def producer(self, name: str) -> TracedOp | None:
         return self._made_by.get(name)
 
     def const_value(self, name: str) -> float | None:
@@ -138,13 +138,13 @@ class Program:
         d = self.declared.get(name)
         return d.value if d is not None and d.kind == "const" else None
 
-    def readers(self, name: str) -> list[Node]:
+    def readers(self, name: str) -> list[TracedOp]:
         return [n for n in self.nodes if name in n.inputs]
 
     def uses(self, name: str) -> int:
         return sum(n.inputs.count(name) for n in self.nodes) + self.outputs.count(name)
 
-    def walk(self) -> Iterator[Node]:
+    def walk(self) -> Iterator[TracedOp]:
         """The nodes in order, skipping those a rewrite has replaced meanwhile."""
         for n in list(self.nodes):
             if self._made_by.get(n.out) is n:
