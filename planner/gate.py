@@ -44,7 +44,8 @@ from typing import Any, Iterable, Mapping
 
 from planner.errors import BaselineError, GateError, quote  # the errors are defined there; re-exported here
 from planner.files import read_text, write_output
-from planner.api import SEARCHES
+from graphs import load_model
+from planner.api import SEARCHES, plan
 
 FORMAT_VERSION = 1
 METRICS = ("comm_bytes_per_device", "comm_time_s", "collectives")
@@ -138,9 +139,6 @@ def measure(model: str | os.PathLike, search: str = "bfs", training: bool = Fals
     kinds in alphabetical order and absent when zero. Plans are deterministic, so the
     same model, search and flag always measure the same.
     """
-    from graphs import load_model
-    from planner.api import plan
-
     program = plan(load_model(model), search=search, training=training).program
     return {
         "comm_bytes_per_device": int(program.comm_bytes_per_device()),

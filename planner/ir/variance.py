@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Hashable, Iterable, Sequence
 
 from planner.errors import ParseError, quote
+from planner.ir.text import parse_axis_ref
 
 __all__ = ["VarType", "axes_text", "axis_text", "parse_type"]
 
@@ -143,8 +144,6 @@ def _parse_axis(text: str) -> Hashable:
     text = text.strip()
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", text):
         return text
-    from planner.ir.text import parse_axis_ref
-
     ref = parse_axis_ref(text)
     return ref.name if ref.is_full else ref
 

@@ -36,6 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
+from graphs.dtypes import dtype_itemsize
 from planner.caches import memoize
 from planner.ir.axis import AxisRef
 from planner.ir.layout import device_index_ranges
@@ -135,8 +136,6 @@ def _distinct_volume(dims) -> int:
 
 @memoize("redistribution lower bounds", maxsize=65536)
 def cached_lower_bound(src: TensorSharding, dst: TensorSharding, shape: tuple[int, ...], dtype: str) -> int:
-    from graphs.dtypes import dtype_itemsize
-
     return lower_bound_bytes(src, dst, shape, dtype_itemsize(dtype))
 
 

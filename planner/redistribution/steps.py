@@ -28,6 +28,7 @@ from typing import Any
 from costmodels.units import format_bytes
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
+from planner.redistribution.lower_bound import cached_lower_bound
 
 KINDS = ("AllReduce", "ReduceScatter", "AllGather", "AllToAll", "CollectivePermute", "Slice")
 
@@ -77,8 +78,6 @@ class ReshardPlan:
     @property
     def lower_bound_bytes_per_device(self) -> int:
         """What any plan must move at least (computed on first use; see :mod:`.lower_bound`)."""
-        from planner.redistribution.lower_bound import cached_lower_bound
-
         return cached_lower_bound(self.source, self.destination, self.shape, self.dtype)
 
     @property

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from costmodels.units import format_bytes, format_seconds
 from planner.views.svg import COMMUNICATION, COMPUTE, color, esc, num, svg_open, text, text_width
 
 BAR_H, BAR_GAP, ROW_GAP = 12.0, 3.0, 8.0
@@ -79,7 +80,6 @@ def bar_chart(title: str, labels: Sequence[str], series: Sequence[Series], cls: 
 
 def time_series(compute: Sequence[float], comm: Sequence[float]) -> tuple[Series, Series]:
     """The plan page's two series: compute and communication seconds."""
-    from costmodels.units import format_seconds
 
     fmt = format_seconds
     return (Series("compute", COMPUTE, tuple(compute), fmt), Series("communication", COMMUNICATION, tuple(comm), fmt))
@@ -87,7 +87,6 @@ def time_series(compute: Sequence[float], comm: Sequence[float]) -> tuple[Series
 
 def compare_chart(c) -> str:
     """A :class:`planner.compare.Comparison` as three stacked charts (see the module docstring)."""
-    from costmodels.units import format_bytes, format_seconds
 
     searches = [e.search for e in c.entries]
     panels = [

@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from costmodels.units import format_bytes, format_seconds
 from planner.views.charts import bar_chart, time_series
 from planner.views.layered_layout import layered_layout, spread
 from planner.views.svg import COMMUNICATION, color_map, esc, num, svg_open, text_width
@@ -46,13 +47,11 @@ OP_H, TENSOR_H = 26.0, 22.0
 
 
 def _fmt_s(v: float) -> str:
-    from costmodels.units import format_seconds
 
     return format_seconds(v)
 
 
 def _fmt_bytes(v: int) -> str:
-    from costmodels.units import format_bytes
 
     return format_bytes(v, exact=True)  # edge labels to the byte, as the plan's table of redistributions
 
@@ -404,7 +403,6 @@ JS = """
 
 def plan_page(p) -> str:
     """The page described in the module docstring, for a :class:`~planner.report.Plan`."""
-    from costmodels.units import format_bytes
 
     keys = [t.sharding.dims_text() for t in p.tensors.values()]
     replicated = next((t.sharding.dims_text() for t in p.tensors.values() if t.sharding.is_fully_replicated), None)
