@@ -36,12 +36,13 @@ import statistics
 import time
 from pathlib import Path
 
+from costmodels import load_cluster
 from planner.caches import clear_caches
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.ir.text import parse_sharding
 from planner.redistribution import reshard, reshard_for_planning
-from planner.redistribution.engine import _default_cluster, _reshard
+
 from planner.simulation.reshard import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the suites are the tests' (tests/redistribution/suite.py)
@@ -52,7 +53,7 @@ def run(suite, shape, repeat, pieces="primes"):
     """Plans of every pair (plan time: median over ``repeat`` cold runs) and their verification."""
     plan_times = []
     for _ in range(repeat):
-        _reshard.cache_clear()
+        clear_caches()
         t0 = time.perf_counter()
         plans = [reshard(shape, "f32", s, d, pieces=pieces) for s, d in suite]
         plan_times.append(time.perf_counter() - t0)
@@ -212,7 +213,7 @@ def timing_table(args) -> None:
     print("\nreshard_for_planning (time, whole axes) per distinct pair: suite pairs of a rank-2 tensor 64x32, "
           f"caches cleared once, median of {args.repeat}\n")
     print(f"{'mesh':>16}  {'pairs':>5}  {'ms / pair':>9}")
-    cluster = _default_cluster()
+    cluster = load_cluster(None)  # the default cluster, as reshard() uses
     meshes = ({"x": 2, "y": 4}, {"x": 2, "y": 2, "z": 2}, {"x": 2, "y": 4, "z": 2}, {"a": 2, "b": 2, "c": 2, "d": 2})
     for sizes in meshes:
         mesh = Mesh.from_sizes("mesh", sizes)
