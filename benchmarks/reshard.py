@@ -42,7 +42,6 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.ir.text import parse_sharding
 from planner.redistribution import reshard, reshard_for_planning
-
 from planner.simulation.reshard import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the suites are the tests' (tests/redistribution/suite.py)
