@@ -25,7 +25,7 @@ import importlib
 
 # each public name and the module it lives in: imported when first asked for, so that a command
 # needing one corner of the model layer (``graphs.dtypes`` for a redistribution) does not load the
-# operator catalogue, the YAML format and the builders (about 15 ms of ``shardplan reshard``)
+# operator catalogue, the YAML format and the builders
 _PUBLIC = {
     "DTYPES": "graphs.dtypes",
     "dtype_itemsize": "graphs.dtypes",

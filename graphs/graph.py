@@ -44,7 +44,7 @@ from planner.errors import ModelError, ShardplanError, did_you_mean, quote
 from planner.ir import Mesh
 
 if TYPE_CHECKING:
-    import networkx as nx  # imported when first used: it costs ~0.15 s (issue 11)
+    import networkx as nx  # imported when first used: it is slow to import
 
 __all__ = ["ComputationGraph", "OpSpec", "TensorSpec", "TENSOR_KINDS"]
 

@@ -1,4 +1,4 @@
-"""Exporting a plan to the notations frameworks read (issue 14): JAX, Shardy, PyTorch DTensor, MindSpore.
+"""Exporting a plan to the notations frameworks read: JAX, Shardy, PyTorch DTensor, MindSpore.
 
 :func:`export` turns a :class:`~planner.report.Plan` into plain data keyed by tensor and by op,
 from the plan's own shardings (each tensor's layout, each op's operand and result layouts under

@@ -25,9 +25,7 @@ from planner.errors import LimitError
 #: Elements of one tensor (2^48: 1 PiB of f32). Byte counts of such a tensor stay exact in a float64.
 MAX_TENSOR_ELEMENTS = 2**48
 #: Devices of one mesh (2^14 = 16,384). Some of the redistribution search's work grows with the
-#: square of the device count: planning a matmul on a 128x128 mesh takes about 30 s and 600 MB
-#: (measured with ``/usr/bin/time shardplan plan`` on a 2-core machine), a 256x256 mesh would take
-#: gigabytes.
+#: square of the device count, so a much larger mesh would take gigabytes to plan.
 MAX_MESH_DEVICES = 2**14
 #: Axes of one mesh (a mesh of 2^14 devices has at most 14 axes of size >= 2).
 MAX_MESH_AXES = 32

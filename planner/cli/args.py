@@ -16,8 +16,8 @@ DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
 SEARCHES = ("bfs", "ilp", "explicit", "propagate")
 PASSES = ("basic", "aggressive", "op-priority", "user-priority")
 EXPORT_FORMATS = ("jax", "shardy", "dtensor", "mindspore")
-"""``planner.api.SEARCHES``, ``planner.searches.propagate.engine.PASSES`` and ``planner.export.FORMATS``, repeated so that building the parser does not import the pipeline (issue 11;
-tests/test_startup.py checks that the two agree)."""
+"""``planner.searches.SEARCHES``, ``planner.searches.propagate.PASSES`` and ``planner.export.FORMATS``, repeated so
+that building the parser does not import the pipeline (tests/test_startup.py checks that they agree)."""
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -129,6 +129,6 @@ def command_options(p: argparse.ArgumentParser, run: Callable[[argparse.Namespac
 
 
 def _reported(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    from planner.cli.output import reported  # imported when a command runs: --help stays light (issue 11)
+    from planner.cli.output import reported  # imported when a command runs: --help stays light
 
     return reported(run, args)

@@ -15,7 +15,7 @@ from planner.cli.args import SEARCHES, command_options
 from planner.cli.output import table, to_json, write_text
 
 # planner.gate imports the whole pipeline (planner.api): the functions that use it import it, so that
-# ``shardplan --help`` stays fast (issue 11).
+# ``shardplan --help`` stays fast.
 if TYPE_CHECKING:
     from planner.gate import Baseline, Row
 

@@ -54,7 +54,7 @@ def render_table(d: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.views.summary import describe  # imported here: shardplan --help stays fast (issue 11)
+    from planner.views.summary import describe  # imported here: shardplan --help stays fast
 
     meshes = parse_meshes(args.mesh)
     shape = parse_shape(args.shape)

@@ -33,8 +33,8 @@ from planner.cli import check, compare, describe, export, graph, import_jax, pla
 COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, check, compare, export)
 
 #: Commands whose numpy work is on small arrays (no large matrix products): for them OpenBLAS's
-#: thread pool, which numpy starts on import (about 0.2 s of CPU on a 2-core machine, measured
-#: with ``/usr/bin/time python -c "import numpy"``), is not started, unless the user set
+#: thread pool, which numpy starts on import (a noticeable part of a short command's CPU time,
+#: ``benchmarks/startup.py``), is not started, unless the user set
 #: ``OPENBLAS_NUM_THREADS``. ``simulate`` and ``check`` multiply real tensors and keep it.
 SMALL_ARRAY_COMMANDS = ("import-jax", "describe", "graph", "plan", "reshard", "compare", "export")
 

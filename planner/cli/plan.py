@@ -9,7 +9,7 @@ from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError, quote
 
 # The pipeline (planner.api, costmodels) is imported by the functions that run it, so that
-# ``shardplan --help`` stays fast (issue 11).
+# ``shardplan --help`` stays fast.
 
 CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding", "source", "compute_time_s",
                "comm_time_s", "reason")

@@ -10,7 +10,7 @@ from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_options, make_plan
 
-# JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast (issue 11).
+# JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast.
 
 ENGINES = ("jax",)
 

@@ -10,7 +10,7 @@ from planner.cli.output import table, to_json, write_text
 from planner.cli.plan import plan_options, make_plan
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 
-# The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast (issue 11).
+# The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

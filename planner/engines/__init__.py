@@ -1,4 +1,4 @@
-"""Running plans on real engines (issue 14): JAX/XLA.
+"""Running plans on real engines: JAX/XLA.
 
 * :mod:`planner.engines.jax_env`: finding JAX, giving it the host devices a plan needs, before it is imported;
 * :mod:`planner.engines.jax_ops`: every catalogue op in ``jax.numpy``, with the numpy reference's semantics;

@@ -1,4 +1,4 @@
-"""Running a plan on JAX/XLA (issue 14): the model as one jitted function, every tensor where the plan puts it.
+"""Running a plan on JAX/XLA: the model as one jitted function, every tensor where the plan puts it.
 
 :func:`run_on_jax` builds the plan's graph as a ``jax.numpy`` function (:mod:`planner.engines.jax_ops`), on a
 ``jax.sharding.Mesh`` made from the plan's JAX export (:func:`planner.export.export`: the same axis names,

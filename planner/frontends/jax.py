@@ -1,4 +1,4 @@
-"""JAX functions in, plans' shardings out (issue 14, point 3).
+"""JAX functions in, plans' shardings out.
 
 :func:`trace` runs ``jax.make_jaxpr`` on a function and its example arguments and turns the
 jaxpr into a :class:`~graphs.graph.ComputationGraph` of catalogue ops

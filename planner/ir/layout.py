@@ -27,13 +27,13 @@ from planner.ir.sharding import TensorSharding
 
 def positions_to_devices(mesh: Mesh) -> np.ndarray:
     """``ids[p]`` is the device id at flat mesh position ``p``."""
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     return np.asarray(mesh.devices, dtype=np.int64)
 
 
 def devices_to_positions(mesh: Mesh) -> np.ndarray:
     """``pos[d]`` is the flat mesh position of device ``d``."""
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     ids = positions_to_devices(mesh)
     pos = np.empty_like(ids)
     pos[ids] = np.arange(ids.size)
@@ -42,7 +42,7 @@ def devices_to_positions(mesh: Mesh) -> np.ndarray:
 
 def shard_indices(sharding: TensorSharding) -> np.ndarray:
     """``(devices, rank)`` array: each device's shard index along each dimension (by device id)."""
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     mesh = sharding.mesh
     positions = devices_to_positions(mesh)
     out = np.zeros((mesh.size, sharding.rank), dtype=np.int64)
@@ -57,7 +57,7 @@ def shard_indices(sharding: TensorSharding) -> np.ndarray:
 
 def device_index_ranges(sharding: TensorSharding, shape: Sequence[int]) -> np.ndarray:
     """``(devices, rank, 2)`` array of ``[start, stop)`` per device id and dimension."""
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     sharding.check_rank(shape)
     shape_arr = np.asarray(shape, dtype=np.int64)
     local = np.asarray(sharding.local_shape(shape), dtype=np.int64)
@@ -78,7 +78,7 @@ def partial_groups(sharding: TensorSharding) -> np.ndarray:
 
     Without unreduced axes every device is its own group.
     """
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     mesh = sharding.mesh
     positions = devices_to_positions(mesh)
     key = positions.copy()
@@ -90,7 +90,7 @@ def partial_groups(sharding: TensorSharding) -> np.ndarray:
 
 
 def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     pairs = np.unique(np.stack([a, b], axis=1), axis=0)
     return len(pairs) == len(np.unique(a)) == len(np.unique(b))
 
@@ -101,7 +101,7 @@ def same_layout(a: TensorSharding, b: TensorSharding, shape: Sequence[int]) -> b
     Open/closed flags, priorities and explicitly replicated axes do not change a
     layout and are ignored.
     """
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     if a.mesh.size != b.mesh.size:
         return False
     if not np.array_equal(device_index_ranges(a, shape), device_index_ranges(b, shape)):
@@ -114,7 +114,7 @@ def holders_count(sharding: TensorSharding, shape: Sequence[int]) -> np.ndarray:
 
     Used by tests; it builds a dense array, so keep shapes small.
     """
-    import numpy as np  # lazily: `import planner` stays light (issue 11)
+    import numpy as np  # lazily: `import planner` stays light
     counts = np.zeros(tuple(shape), dtype=np.int64)
     for r in device_index_ranges(sharding, shape):
         counts[tuple(slice(int(s), int(e)) for s, e in r)] += 1

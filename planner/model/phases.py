@@ -1,4 +1,4 @@
-"""Planning a large mesh a few axes at a time (issue 11; OpenXLA's iterative auto-sharding).
+"""Planning a large mesh a few axes at a time (OpenXLA's iterative auto-sharding).
 
 An op on a mesh of ``n`` axis pieces has up to ``(1 + factors) ** n`` strategies
 and an edge table holds the product of two such counts: on three or more axes the

@@ -1,4 +1,4 @@
-"""A plan without search: the engine's first incumbent (issue 11).
+"""A plan without search: the engine's first incumbent.
 
 Most redistributions are a few collectives that each put pieces where the destination wants
 them: an AllToAll moves a piece from one dimension to the minor end of another, a Slice shards

@@ -84,7 +84,7 @@ def reshard(
 
     ``pieces`` is ``"primes"`` (mesh axes are also cut into prime factors, so a
     collective may run over part of an axis: the best plans, a larger search) or
-    ``"axes"`` (only the cuts the two shardings make: about 6x faster, what the
+    ``"axes"`` (only the cuts the two shardings make: much faster, what the
     planner's cost tables use, see :func:`reshard_for_planning`).
 
     ``within`` (mesh axes or pieces; None: all) restricts the search to those pieces and the

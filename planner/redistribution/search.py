@@ -243,9 +243,9 @@ LISTED = 3
 
 #: A dimension's reorderings are searched (as a :class:`Family`) only when their number times
 #: the rows (devices, or representatives) is at most this: pricing them takes arrays of that
-#: many cells, and there are ``n! - 1`` (a dimension of 6 pieces on 256 devices took 10 ms per
-#: family, one of 9 on 4,096 devices would take 100 GB). 720 orders on 64 devices fit, 120 on
-#: 512; a longer dimension is still permuted straight to the goal, and reordered by other moves.
+#: many cells, and there are ``n! - 1`` (one of 9 pieces on 4,096 devices would need 100 GB).
+#: 720 orders on 64 devices fit, 120 on 512; a longer dimension is still permuted straight to the
+#: goal, and reordered by other moves.
 FAMILY_CELLS = 1 << 16
 
 
@@ -415,21 +415,16 @@ class Budget:
 
 
 #: CollectivePermutes a search may check per state it may expand. Checking one (matching its
-#: senders to receivers) takes about a quarter of an expansion's time, and a search checks
-#: about two per expansion (8,538 checks in 4,056 expansions over 60 random pairs of
-#: ``benchmarks/reshard.py`` on a=4,b=4,c=2,d=2; a cap of 2 made 7 of 100 such pairs dearer);
-#: but a long dimension's family of reorderings has ``n! - 1`` members, and without this cap one
-#: search checked 15,548 of them within its budget of 192 states (3.9 s,
-#: ``[{"b", "d", "c", "a"}, {}]`` to ``[{"d", "b"}, {"c"}]`` on a=4,b=2,c=2,d=2).
+#: senders to receivers) costs a fraction of an expansion, and a search checks about two per
+#: expansion; but a long dimension's family of reorderings has ``n! - 1`` members, which without
+#: this cap a search could check for seconds within its state budget.
 PERMUTE_CHECKS = 4
 
 #: States whose bound a search may compute per state it may expand. A state enters the queue with
 #: what its predecessor's bound leaves and its own bound is computed when it reaches the front;
-#: where an expansion has many moves (pending sums over several pieces) most of them do: one
-#: search on a=8,b=4,c=2,d=2 computed 3,216 bounds in 35 expansions (0.38 s; with 16 per state
-#: 643 in 21, 0.12 s, for the same plan). 100 random pairs on each of seven meshes of
-#: ``benchmarks/reshard.py`` plan the same with 16 as with 24, and with 24 as without a cap
-#: (8 made one pair on 4x4x4x4 dearer).
+#: where an expansion has many moves (pending sums over several pieces) most of them do, and the
+#: bounds would cost more than the expansions. The cap leaves the plans of
+#: ``benchmarks/reshard.py``'s random pairs as they are without it.
 BOUNDS = 16
 
 
@@ -437,21 +432,16 @@ BOUNDS = 16
 #: expansion's work grows with the devices, or with their representatives when the search runs
 #: within some of the mesh's axes, see :class:`~planner.redistribution.state.Pieces`; at least
 #: :data:`ARRAY_ROWS` of them beyond 16): 640 states on 8 devices, 128 on 32, 80 on 64, and at
-#: least those of :data:`FLOOR`. A sub-axis search starts from
-#: a plan in hand (the engine's direct plan) and only looks for cheaper ones, so it affords less
-#: than the 6,144 it had before that plan: over 150 random pairs per 4-axis mesh
-#: (``python benchmarks/reshard.py --only timing``) the plans sum to 1.26-226x their lower bounds
-#: where they summed to 1.27-496x, and the slowest engine call on a=4,b=2,c=2,d=2 took 0.255 s
-#: instead of 0.304 s. None: no limit (the searches are then exact whatever it takes).
+#: least those of :data:`FLOOR`. A sub-axis search starts from a plan in hand (the engine's
+#: direct plan) and only looks for cheaper ones. ``python benchmarks/reshard.py --only timing``
+#: prints the plans' bytes over their lower bounds and the slowest pairs' times this budget gives.
+#: None: no limit (the searches are then exact whatever it takes).
 BUDGET: int | None = 5120
 
 #: The fewest states a redistribution's searches may expand, counted in states times pieces
 #: (an expansion's moves grow with the pieces): ``FLOOR // pieces`` states, at most 16 and at
-#: least 8. On 8x8x8x8 in prime pieces (4,096 devices, 12 pieces, about 20 ms an expansion) 8
-#: states took 0.16 s for the slowest of 60 random pairs where 16 took 0.32 s, for plans 2%
-#: dearer in all (measured before the direct plan); the planner's whole-axis searches on 8x8x8
-#: (512 devices, 3 pieces) keep the 16 they had: with 10, the 48-layer gpt's bfs training plan
-#: cost 0.2775 s instead of 0.2696 s (``python benchmarks/plan.py --meshes --layers 48``).
+#: least 8: a mesh of many prime pieces (8x8x8x8) gets 8, the planner's whole-axis searches on
+#: three axes keep 16 (``python benchmarks/plan.py --meshes`` prints the plans they give).
 FLOOR = 96
 
 
@@ -473,18 +463,14 @@ def _expansion_rows(n: int) -> int:
 
 
 #: The least work an expansion on numpy arrays is counted as, in rows: their calls cost a fixed
-#: time however few the rows. Over 60 random pairs of ``benchmarks/reshard.py`` per mesh an
-#: expansion takes 0.8 ms on 16 devices (lists), 1.35 on 32 (arrays; 2 ms on the slowest pairs
-#: against 0.7 on 16) and 2.4 on 64. Counted as 32 rows (160 states), the slowest of 550 random
-#: a=4,b=2,c=2,d=2 pairs took 0.33 s, where every other 4-axis mesh's slowest took 0.24 s or less;
-#: as 40 (128 states), 0.21 s, and of 100 random pairs 3 plan dearer (1.02, 1.02 and 1.5x) and
-#: the rest the same. Meshes of 16 devices or fewer, or 40 or more, keep their budgets.
+#: time however few the rows, so a mesh just past :data:`~planner.redistribution.lower_bound.LOOP_DEVICES`
+#: (32 devices) is budgeted as if it had this many. Meshes of 16 devices or fewer, or 40 or more,
+#: keep their budgets (``benchmarks/reshard.py --only timing``).
 ARRAY_ROWS = 40
 
 
 #: Beyond this many rows a search may check fewer permutes per state, in proportion: a check's
-#: arrays and matching grow with the devices faster than an expansion's work (0.23 against
-#: 0.93 ms on 64 devices, 15 against 5 ms on 4,096: random pairs of ``benchmarks/reshard.py``).
+#: arrays and matching grow with the devices faster than an expansion's work.
 CHECKS_ROWS = 256
 
 

@@ -76,23 +76,10 @@ Solvers: ``"highs"`` (HiGHS through ``highspy``, an optional dependency PuLP
 imports when present) or ``"cbc"`` (a ``cbc`` on the PATH, else the binary bundled
 with PuLP 3). Both run single-threaded with relative and absolute gap 0, so a
 solved model is optimal up to the solver's tolerances and the same problem gives
-the same choice. ``"auto"`` uses HiGHS and falls back to CBC, because on
-transformer-shaped problems HiGHS is 5 to more than 10 times faster on the full
-models and the two tie on shrunk ones. ``python benchmarks/ilp_solvers.py`` (2-core
-development machine, PuLP 3.3.2, highspy 1.15.1, bundled CBC 2.10.3; seconds in the
-solver call, median of 3, whole :func:`solve_ilp` call in brackets; 120 s limit)::
-
-    layers  model nodes solved   vars   rows     HiGHS s (total)       CBC s (total)
-        12   full   240    240  26464   6412       1.639 (1.890)       8.903 (9.151)
-        12 shrunk   240     15   1806    325       0.056 (0.082)       0.047 (0.079)
-        24   full   480    480  53056  12856       4.083 (4.657)     42.991 (43.563)
-        24 shrunk   480     15   1806    325       0.054 (0.088)       0.048 (0.084)
-        48   full   960    960 106240  25744       9.890 (11.204)      >120 gap 8.6%
-        48 shrunk   960     15   1806    325       0.053 (0.104)       0.043 (0.093)
-
-Both found the same optimum wherever both finished. CBC is not always slower:
-on small dense random problems (not transformer shaped) it won the hardest one,
-40 nodes: HiGHS 6.3 s, CBC 1.2 s; ``solver="cbc"`` is there for such cases.
+the same choice. ``"auto"`` uses HiGHS and falls back to CBC: on transformer-shaped
+problems HiGHS solves the full models several times faster and the two tie on shrunk
+ones; on some small dense problems CBC wins, and ``solver="cbc"`` is there for them.
+``python benchmarks/ilp_solvers.py`` measures both.
 
 Gap: HiGHS reports its relative MIP gap ``(primal - dual) / |primal|``. CBC
 (through PuLP's command-line interface) gives no gap directly; we read the lower

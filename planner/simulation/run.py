@@ -175,9 +175,8 @@ def release_freed_memory() -> None:
 
     glibc raises its mmap threshold after big arrays are freed (up to 32 MiB), after
     which activations of a few MiB come from the heap and their freed memory stays
-    in the process: on two GPT-2-small layers that was 0.4 GB of a training step's
-    peak. A fixed threshold keeps blocks of 128 KiB and more mmapped. Elsewhere
-    (another libc, another OS) this does nothing.
+    in the process, raising a training step's peak. A fixed threshold keeps blocks of
+    128 KiB and more mmapped. Elsewhere (another libc, another OS) this does nothing.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
