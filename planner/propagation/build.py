@@ -46,6 +46,7 @@ import numpy as np
 from costmodels import Cluster, compute_time_s, parameter_bytes
 from graphs.dtypes import dtype_itemsize, is_float
 from graphs.graph import OUTPUTS_LAYOUTS as OUTPUT_LAYOUTS
+from graphs.ops.registry import get_op
 from planner.caches import BoundedCache
 from planner.enumeration import Strategy, enumerate_extensions, enumerate_strategies, make_strategy, search_pieces
 from planner.errors import PlanningError, RuleError, ShardplanError
@@ -810,7 +811,6 @@ def _dims_key(sharding: TensorSharding) -> tuple:
 
 # -- shrinking hints for the ILP ------------------------------------------------------------------
 
-_FOLLOWERS = frozenset({"relu", "gelu", "tanh", "exp", "sigmoid", "neg", "cast"})
 _LAYER = re.compile(r"^(tensor:|grad:)?layer(\d+)\.(.*)$")
 
 
@@ -827,7 +827,7 @@ def with_shrink_hints(m: Model) -> SearchProblem:
     """
     nodes = list(m.problem.nodes)
     for i, node in enumerate(m.nodes):
-        if not isinstance(node, OpNode) or node.op.op not in _FOLLOWERS:
+        if not isinstance(node, OpNode) or not get_op(node.op.op).follows_operand:
             continue
         producer = m.graph.producer(node.op.inputs[0])
         if producer is None:
