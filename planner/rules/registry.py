@@ -45,6 +45,10 @@ def _named_rule(op: OpDef) -> RuleFn:
     return rule
 
 
+#: Ops of the catalogue that deliberately have no sharding rule (each gets :func:`no_rule_error`).
+NO_RULE: frozenset[str] = frozenset()
+
+
 def _rules() -> dict[str, RuleFn]:
     out = {}
     for name, op in OPS.items():
@@ -52,14 +56,13 @@ def _rules() -> dict[str, RuleFn]:
             out[name] = _named_rule(op)
         elif name in regions.RULES_BY_OP:
             out[name] = regions.RULES_BY_OP[name]
+        elif name not in NO_RULE:
+            raise InternalError(f"op {name!r} names no sharding rule: give its OpDef a rule, or list it in NO_RULE")
     return out
 
 
 #: Op name -> rule function, alphabetically, as the catalogue names them.
 RULES: Mapping[str, RuleFn] = MappingProxyType(_rules())
-
-#: Ops of the catalogue that deliberately have no sharding rule (each gets :func:`no_rule_error`).
-NO_RULE: frozenset[str] = frozenset(OPS) - frozenset(RULES)
 
 
 def no_rule_error(op: str) -> RuleError:
