@@ -24,6 +24,7 @@ DTYPES: tuple[str, ...] = ("f32", "bf16", "f16", "i32", "i64", "bool")
 
 _ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "bool": 1}
 _NUMPY = {"f32": "float32", "bf16": "float32", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
+_JAX = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
 _FLOATS = ("f32", "bf16", "f16")
 # Spellings from other frameworks, used only to suggest the right name in errors.
 _ALIASES = {
@@ -51,6 +52,15 @@ def dtype_itemsize(name: str) -> int:
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy type the simulator uses for ``name`` (``bf16`` is simulated as float32)."""
     return np.dtype(_NUMPY[check_dtype(name)])
+
+
+def jax_dtype_name(name: str) -> str:
+    """The name JAX gives ``name`` (``bf16`` is ``bfloat16``: JAX has the type numpy lacks).
+
+    >>> jax_dtype_name("bf16"), jax_dtype_name("i64")
+    ('bfloat16', 'int64')
+    """
+    return _JAX[name]
 
 
 def is_float(name: str) -> bool:

@@ -3,8 +3,9 @@
 :func:`run_reference` evaluates every op in topological order with the catalogue's
 numpy ``reference`` functions; :func:`example_inputs` draws data for every input,
 parameter and constant. Floats are drawn in float64 by default so that comparisons
-with sharded executions are tight; integer tensors read by ``gather`` (indices) or
-``cross_entropy`` (labels) are drawn inside the range their consumer accepts.
+with sharded executions are tight; integer tensors an op indexes with (``gather``'s
+indices, ``cross_entropy``'s labels: :attr:`~graphs.ops.opdef.OpDef.indexes`) are
+drawn inside the range their consumer accepts.
 
 >>> from graphs.builders import mlp
 >>> g = mlp(batch=4, hidden=8, layers=2)
@@ -31,28 +32,28 @@ _INT_HIGH_DEFAULT = 10
 
 
 def _int_high(graph: ComputationGraph, tensor: str) -> int:
-    """The exclusive upper bound of valid values of an integer tensor, from its consumers."""
+    """The exclusive upper bound of valid values of an integer tensor, from the consumers that index with it
+    (:attr:`~graphs.ops.opdef.OpDef.indexes`)."""
     bounds = []
     for op_name, i in graph.consumers(tensor):
         op = graph.op(op_name)
-        if op.op == "gather" and i == 1:
-            bounds.append(graph.tensors[op.inputs[0]].shape[0])
-        elif op.op == "cross_entropy" and i == 1:
-            bounds.append(graph.tensors[op.inputs[0]].shape[-1])
+        for k, j, d in graph.op_def(op_name).indexes:
+            if k == i:
+                bounds.append(graph.tensors[op.inputs[j]].shape[d])
     return min(bounds, default=_INT_HIGH_DEFAULT)
 
 
 def _fan_in(graph: ComputationGraph, t) -> int:
-    """How many inputs each output of a weight sums over (1 for tables, vectors and scalars)."""
+    """How many inputs each output of a weight sums over (1 for tables, vectors and scalars): over the
+    dimensions its first consumer that says so names (:attr:`~graphs.ops.opdef.OpDef.fan_in_dims`), else
+    every dimension but the last (``[..., in, out]``)."""
     if len(t.shape) < 2:
         return 1
     for op_name, i in graph.consumers(t.name):
-        kind = graph.op(op_name).op
-        if kind == "gather" and i == 0:
-            return 1  # an embedding table: rows are looked up, not summed
-        if kind == "conv2d" and i == 1:
-            return math.prod(t.shape[1:])  # [out, in, kh, kw]
-    return math.prod(t.shape[:-1])  # [..., in, out]
+        dims = dict(graph.op_def(op_name).fan_in_dims).get(i)
+        if dims is not None:
+            return math.prod(t.shape[d] for d in dims)
+    return math.prod(t.shape[:-1])
 
 
 def example_inputs(graph: ComputationGraph, seed: int = 0, float_dtype=np.float64) -> dict[str, np.ndarray]:

@@ -7,7 +7,9 @@ Families: :mod:`~graphs.ops.pointwise` (unary and broadcasting binary),
 :mod:`~graphs.ops.gather`, :mod:`~graphs.ops.loss` (cross_entropy),
 :mod:`~graphs.ops.conv` and :mod:`~graphs.ops.annotation` (sharding_constraint,
 propagation_barrier: identities that carry sharding intent). :mod:`~graphs.ops.registry` is the one place ops are
-registered; look them up with :func:`~graphs.ops.registry.get_op`.
+registered; look them up with :func:`~graphs.ops.registry.get_op`. An op's traits (its sharding rule, whether it
+is elementwise, follows its operand or passes shardings through, its JAX form, its simulator kernels) are fields
+of its :class:`~graphs.ops.opdef.OpDef`, set where the op is defined.
 """
 
 from graphs.ops.opdef import OpDef

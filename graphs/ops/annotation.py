@@ -81,12 +81,21 @@ def _barrier_infer(shapes, dtypes, attrs, names=None):
 _constraint_vjp, _constraint_vjp_in_place = _identity_vjp("sharding_constraint")
 _barrier_vjp, _barrier_vjp_in_place = _identity_vjp("propagation_barrier")
 
+def _identity_jax(jnp, lax, a, attrs):
+    return a[0]
+
+
+#: What the planner knows of both: identities that pass shardings through with the pointwise rule.
+#: Neither is a follower (``follows_operand``): a constraint's result has the layout the user gave it,
+#: and the ILP's shrinking hints leave a barrier's free.
+_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True, jax_form=_identity_jax)
+
 SHARDING_CONSTRAINT = OpDef("sharding_constraint", "annotation", 1, 1, (), _identity_infer, _zero_flops,
                             _identity_reference, vjp=_constraint_vjp, vjp_reads_inputs=False,
-                            vjp_in_place=_constraint_vjp_in_place, requires_out_sharding=True)
+                            vjp_in_place=_constraint_vjp_in_place, requires_out_sharding=True, **_TRAITS)
 PROPAGATION_BARRIER = OpDef("propagation_barrier", "annotation", 1, 1, (("allowed_direction", BARRIER_DIRECTIONS[0]),),
                             _barrier_infer, _zero_flops, _identity_reference, vjp=_barrier_vjp,
-                            vjp_reads_inputs=False, vjp_in_place=_barrier_vjp_in_place)
+                            vjp_reads_inputs=False, vjp_in_place=_barrier_vjp_in_place, **_TRAITS)
 
 
 def is_sharding_constraint(op: Any) -> bool:

@@ -118,5 +118,13 @@ def _conv_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(np.asarray(out[i], dtype=dtype) for i in wrt)
 
 
+def _conv_jax(jnp, lax, a, attrs):
+    (sh, sw), (ph, pw) = attrs["stride"], attrs["padding"]
+    return lax.conv_general_dilated(a[0], a[1], window_strides=(sh, sw), padding=((ph, ph), (pw, pw)),
+                                    dimension_numbers=("NCHW", "OIHW", "NCHW"), precision=lax.Precision.HIGHEST)
+
+
+# an output element sums the OIHW weight over its input channels and kernel window
 CONV2D = OpDef("conv2d", "conv", 2, 2, (("stride", 1), ("padding", 0)), _conv_infer, _conv_flops,
-               _conv_reference, _conv_canonical, vjp=_conv_vjp, multilinear=True)
+               _conv_reference, _conv_canonical, vjp=_conv_vjp, multilinear=True, rule="conv.conv2d",
+               fan_in_dims=((1, (1, 2, 3)),), jax_form=_conv_jax)

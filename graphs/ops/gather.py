@@ -20,6 +20,7 @@ import numpy as np
 
 from graphs.ops.common import need_int, need_rank
 from graphs.ops.opdef import OpDef, check_wrt
+from planner.errors import RuleError
 
 
 def _gather_infer(shapes, dtypes, attrs, names=None):
@@ -51,4 +52,36 @@ def _gather_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(out)
 
 
-GATHER = OpDef("gather", "gather", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp)
+def _hits(idx: np.ndarray, table_block) -> tuple[np.ndarray, np.ndarray]:
+    """The indices shifted into a device's table rows ``[v0, v1)``, and which of them land there."""
+    v0, v1 = table_block.ranges[0]
+    shifted = idx.astype(np.int64) - v0
+    return shifted, (shifted >= 0) & (shifted < v1 - v0)
+
+
+def _gather_local_reference(arrays, attrs, ctx, rule):
+    """With a vocabulary-sharded table, a device looks up only its own rows and gives zeros for the others."""
+    table, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
+    shifted, hit = _hits(idx, ctx.operands[0])
+    rows = np.take(table, np.where(hit, shifted, 0), axis=0)
+    hit = hit.reshape(hit.shape + (1,) * (table.ndim - 1))
+    return np.where(hit, rows, np.zeros((), rows.dtype))
+
+
+def _gather_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    """The cotangent's rows scatter-added into the table rows this device holds."""
+    if wrt != (0,):
+        raise RuleError("gather: only the table (operand 0) has a cotangent; the indices are integers")
+    table_block = ctx.operands[0]
+    idx = np.asarray(arrays[1])
+    shifted, hit = _hits(idx, table_block)
+    grad = np.zeros(table_block.local_shape, dtype=cotangent.dtype)
+    rows = cotangent.reshape((-1,) + cotangent.shape[idx.ndim:])
+    np.add.at(grad, shifted[hit].reshape(-1), rows[hit.reshape(-1)])
+    return [grad]
+
+
+GATHER = OpDef("gather", "gather", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp,
+               rule="gather.gather", indexes=((1, 0, 0),), fan_in_dims=((0, ()),),
+               jax_form=lambda jnp, lax, a, attrs: jnp.take(a[0], a[1], axis=0),
+               local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,))

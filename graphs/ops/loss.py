@@ -18,11 +18,13 @@ VJP: ``d loss / d logits = (softmax(logits) - onehot(labels)) / positions`` time
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from graphs.ops.common import need_float, need_int, need_rank, numel, operand
 from graphs.ops.opdef import OpDef, check_wrt
-from planner.errors import ModelError
+from planner.errors import ModelError, RuleError
 
 FLOPS_PER_LOGIT = 4
 FLOPS_PER_LABEL = 3
@@ -69,4 +71,47 @@ def _ce_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(out)
 
 
-CROSS_ENTROPY = OpDef("cross_entropy", "loss", 2, 2, (), _ce_infer, _ce_flops, _ce_reference, vjp=_ce_vjp)
+def _ce_jax(jnp, lax, a, attrs):
+    logits, labels = a
+    m = jnp.max(logits, axis=-1, keepdims=True)
+    lse = jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1)) + m[..., 0]
+    picked = jnp.take_along_axis(logits, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return jnp.mean(lse - picked)
+
+
+def _safe_labels(labels: np.ndarray, ctx) -> np.ndarray:
+    """The labels as int64 clipped into the class range (padding may hold anything)."""
+    n_classes = ctx.operands[0].global_shape[-1]
+    return np.clip(labels.astype(np.int64), 0, n_classes - 1)
+
+
+def _ce_local_reference(arrays, attrs, ctx, rule):
+    """A device's sum of the losses of its valid label positions divided by the *global* number of positions:
+    with the label dimensions sharded, a partial sum of the mean."""
+    logits, labels = np.asarray(arrays[0]), np.asarray(arrays[1])
+    safe = _safe_labels(labels, ctx)
+    m = np.max(logits, axis=-1, keepdims=True)
+    lse = np.log(np.sum(np.exp(logits - m), axis=-1)) + m[..., 0]
+    picked = np.take_along_axis(logits, safe[..., None], axis=-1)[..., 0]
+    losses = np.where(ctx.operands[1].valid_mask(), lse - picked, 0.0)
+    return np.asarray(np.sum(losses) / math.prod(ctx.operands[1].global_shape))
+
+
+def _ce_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    if wrt != (0,):
+        raise RuleError("cross_entropy: only the logits (operand 0) have a cotangent; the labels are integers")
+    logits, labels = np.asarray(arrays[0]), np.asarray(arrays[1])
+    safe = _safe_labels(labels, ctx)
+    p = logits - np.max(logits, axis=-1, keepdims=True)
+    np.exp(p, out=p)
+    p /= np.sum(p, axis=-1, keepdims=True)
+    np.put_along_axis(p, safe[..., None], np.take_along_axis(p, safe[..., None], axis=-1) - 1.0, axis=-1)
+    weight = ctx.operands[1].valid_mask() * (np.asarray(cotangent, dtype=p.dtype)
+                                             / math.prod(ctx.operands[1].global_shape))
+    p *= weight[..., None]
+    return [p]
+
+
+CROSS_ENTROPY = OpDef("cross_entropy", "loss", 2, 2, (), _ce_infer, _ce_flops, _ce_reference, vjp=_ce_vjp,
+                      rule="loss.cross_entropy", indexes=((1, 0, -1),), jax_form=_ce_jax,
+                      local_reference=_ce_local_reference, local_vjp=_ce_local_vjp, local_vjp_reads=(0, 1))

@@ -129,9 +129,19 @@ def _matmul_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(out)
 
 
+def _matmul_jax(jnp, lax, a, attrs):
+    x, y = a
+    if attrs.get("transpose_a", False):
+        x = jnp.swapaxes(x, -1, -2)
+    if attrs.get("transpose_b", False):
+        y = jnp.swapaxes(y, -1, -2)
+    return jnp.matmul(x, y, precision=lax.Precision.HIGHEST)
+
+
 MATMUL = OpDef(
     "matmul", "matmul", 2, 2, (("transpose_a", False), ("transpose_b", False)),
     _matmul_infer, _matmul_flops, _matmul_reference, vjp=_matmul_vjp, multilinear=True,
+    rule="matmul.matmul", jax_form=_matmul_jax,
 )
 
 
@@ -275,5 +285,9 @@ def _einsum_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(grads)
 
 
+def _einsum_jax(jnp, lax, a, attrs):
+    return jnp.einsum(attrs["equation"].replace(" ", ""), *a, precision=lax.Precision.HIGHEST)
+
+
 EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference,
-               vjp=_einsum_vjp, multilinear=True)
+               vjp=_einsum_vjp, multilinear=True, rule="matmul.einsum", jax_form=_einsum_jax)

@@ -91,9 +91,16 @@ def _softmax_vjp_in_place(arrays, attrs, result, cotangent, wrt):
     return (g,)
 
 
+def _softmax_jax(jnp, lax, a, attrs):
+    x, axis = a[0], attrs.get("axis", -1)
+    e = jnp.exp(x - jnp.max(x, axis=axis, keepdims=True))
+    return e / jnp.sum(e, axis=axis, keepdims=True)
+
+
 SOFTMAX = OpDef("softmax", "normalization", 1, 1, (("axis", -1),), _softmax_infer, _softmax_flops,
                 _softmax_reference, _softmax_canonical, vjp=_softmax_vjp, vjp_reads_inputs=False,
-                vjp_reads_result=True, vjp_in_place=_softmax_vjp_in_place)
+                vjp_reads_result=True, vjp_in_place=_softmax_vjp_in_place, rule="normalization.softmax",
+                jax_form=_softmax_jax)
 
 
 # -- layernorm / rmsnorm -----------------------------------------------------------
@@ -190,8 +197,33 @@ def _norm_vjp(op: str, centre: bool):
     return vjp
 
 
+def _affine_jax(y, weight_and_bias):
+    """``y * weight + bias`` for the operands given (layernorm's and rmsnorm's optional scale and shift)."""
+    if len(weight_and_bias) > 0:
+        y = y * weight_and_bias[0]
+    if len(weight_and_bias) > 1:
+        y = y + weight_and_bias[1]
+    return y
+
+
+def _layernorm_jax(jnp, lax, a, attrs):
+    x = a[0]
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    y = (x - mean) / jnp.sqrt(var + float(attrs.get("eps", DEFAULT_EPS)))
+    return _affine_jax(y, a[1:])
+
+
+def _rmsnorm_jax(jnp, lax, a, attrs):
+    x = a[0]
+    y = x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + float(attrs.get("eps", DEFAULT_EPS)))
+    return _affine_jax(y, a[1:])
+
+
+# rmsnorm shards as layernorm does: the last axis needs replication, weight maps to it
 LAYERNORM = OpDef("layernorm", "normalization", 1, 3, (("eps", DEFAULT_EPS),), _norm_infer("layernorm"),
                   _norm_flops(LAYERNORM_FLOPS_PER_ELEMENT), _layernorm_reference,
-                  vjp=_norm_vjp("layernorm", centre=True))
+                  vjp=_norm_vjp("layernorm", centre=True), rule="normalization.layernorm", jax_form=_layernorm_jax)
 RMSNORM = OpDef("rmsnorm", "normalization", 1, 2, (("eps", DEFAULT_EPS),), _norm_infer("rmsnorm"),
-                _norm_flops(RMSNORM_FLOPS_PER_ELEMENT), _rmsnorm_reference, vjp=_norm_vjp("rmsnorm", centre=False))
+                _norm_flops(RMSNORM_FLOPS_PER_ELEMENT), _rmsnorm_reference, vjp=_norm_vjp("rmsnorm", centre=False),
+                rule="normalization.layernorm", jax_form=_rmsnorm_jax)

@@ -32,6 +32,43 @@ ints; ``()`` is a scalar) and the op's attributes as a mapping:
 - ``requires_out_sharding``: the op means nothing without an ``out_sharding``
   (``sharding_constraint``); a graph refuses such an op without one.
 
+What the layers above need to know about the op is set here too, so that no
+module keeps a list of op names:
+
+- ``rule``: its sharding rule, named ``module.function`` inside :mod:`planner.rules`
+  (``"matmul.matmul"``): the rule says which factors pass through, are reduced or
+  need replication. A name, not an import: the rules sit above the catalogue, and
+  :mod:`planner.rules.registry` resolves the name. None for the ops of
+  :mod:`graphs.ops.collectives`, which :data:`planner.rules.regions.RULES_BY_OP` links.
+- ``elementwise``: each result element is computed from the operands' elements at
+  its own (broadcast) position: the pointwise family and the annotation identities.
+- ``follows_operand``: a unary elementwise op whose best layout is its operand's,
+  once that operand's pending sums are reduced; the ILP folds its strategy into
+  its producer's.
+- ``passes_shardings``: Shardy's pass-through ops, which its op-priority
+  propagation visits first: the elementwise ops, ``reshape`` and ``transpose``.
+- ``indexes``: ``(i, j, d)`` triples: operand ``i`` holds integer indices into
+  dimension ``d`` of operand ``j`` (gather's indices into its table's rows); example
+  inputs draw such an operand inside ``[0, size)``.
+- ``fan_in_dims``: ``(i, dims)`` pairs: a result element sums operand ``i`` over
+  those of its dimensions, where that is not every dimension but the last (conv2d's
+  weight: all but the first; a gather's table: none, rows are looked up). Example
+  inputs scale a parameter by ``1 / sqrt(fan-in)``.
+- ``jax_form(jnp, lax, arrays, attrs) -> jax array``: the op in ``jax.numpy`` with
+  ``reference``'s semantics, given the modules so that the catalogue never imports
+  JAX (an optional extra); None for the collectives of manual regions, which
+  :mod:`planner.engines.jax_regions` lowers.
+- ``local_reference(arrays, attrs, ctx, rule)`` and
+  ``local_vjp(arrays, attrs, cotangent, ctx, wrt)``: one device's result block and
+  operand cotangent blocks in the simulator (:mod:`planner.simulation.local_ops`),
+  for an op whose value on a block is not ``reference`` / ``vjp`` of the block
+  (a reduction that divides by the global count, a gather from this device's table
+  rows, a reshape into the block's shape). ``ctx`` is the device's
+  :class:`~planner.simulation.local_ops.LocalContext` (each block's global shape,
+  index ranges, local shape and ``valid_mask()``; ``rule_result_shape(rule)``),
+  ``rule`` the op's sharding rule. ``local_vjp_reads``: the operands ``local_vjp`` reads (None: those
+  :meth:`OpDef.vjp_inputs` names).
+
 Missing attributes take the defaults listed in ``attrs``; the functions accept
 either the raw or the canonical mapping.
 
@@ -45,6 +82,8 @@ either the raw or the canonical mapping.
 >>> a, b = np.ones((2, 3)), np.ones((3, 4))
 >>> [g.shape for g in mm.vjp([a, b], {"transpose_a": False, "transpose_b": False}, None, np.ones((2, 4)), (0, 1))]
 [(2, 3), (3, 4)]
+>>> mm.rule, get_op("relu").follows_operand, get_op("reshape").passes_shardings, get_op("gather").indexes
+('matmul.matmul', True, True, ((1, 0, 0),))
 """
 
 from __future__ import annotations
@@ -124,6 +163,16 @@ class OpDef:
     multilinear: bool = False
     vjp_in_place: Callable[..., tuple] | None = None
     requires_out_sharding: bool = False
+    rule: str | None = None
+    elementwise: bool = False
+    follows_operand: bool = False
+    passes_shardings: bool = False
+    indexes: tuple[tuple[int, int, int], ...] = ()
+    fan_in_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    jax_form: Callable[..., Any] | None = None
+    local_reference: Callable[..., Any] | None = None
+    local_vjp: Callable[..., tuple] | None = None
+    local_vjp_reads: tuple[int, ...] | None = None
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

@@ -23,11 +23,12 @@ type, or from one, has no gradient (its VJP raises ModelError).
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
 
-from graphs.dtypes import check_dtype, is_float, numpy_dtype
+from graphs.dtypes import check_dtype, is_float, jax_dtype_name, numpy_dtype
 from graphs.ops.common import Shape, need_float, need_numeric, numel, operand, same_dtype
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError
@@ -94,8 +95,14 @@ def fresh(g: np.ndarray, dtype, *avoid) -> np.ndarray:
 
 # -- unary -----------------------------------------------------------------------
 
-def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool, vjp: Callable | None = None,
-           reads_inputs: bool = True, reads_result: bool = False) -> OpDef:
+#: What the planner knows of every unary op of this family: an elementwise op that passes shardings
+#: through, and whose best layout is its operand's (the ILP folds its strategy into its producer's).
+_UNARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True, follows_operand=True)
+#: Binary ops broadcast: their result need not follow either operand.
+_BINARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True)
+
+def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool, jax_form: Callable,
+           vjp: Callable | None = None, reads_inputs: bool = True, reads_result: bool = False) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         if floats_only:
             need_float(name, dtypes[0], names)
@@ -107,7 +114,7 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool,
         return fn(np.asarray(arrays[0]))
 
     return OpDef(name, "pointwise", 1, 1, (), infer, _elementwise_flops, reference, vjp=vjp,
-                 vjp_reads_inputs=reads_inputs, vjp_reads_result=reads_result)
+                 vjp_reads_inputs=reads_inputs, vjp_reads_result=reads_result, **_UNARY_TRAITS, jax_form=jax_form)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -186,19 +193,33 @@ def _tanh_grad(x, r, cot):
     return g
 
 
-EXP = _unary("exp", np.exp, floats_only=True, vjp=_unary_vjp("exp", lambda x, r, c: c * r),
-             reads_inputs=False, reads_result=True)
-GELU = _unary("gelu", gelu_tanh, floats_only=True, vjp=_unary_vjp("gelu", _gelu_grad))
-NEG = _unary("neg", np.negative, floats_only=False, vjp=_unary_vjp("neg", lambda x, r, c: np.negative(c)),
-             reads_inputs=False)
+# JAX forms: Python-float constants keep the operands' dtype (weak types)
+
+def _gelu_jax(jnp, lax, a, attrs):
+    x = a[0]
+    return 0.5 * x * (1.0 + jnp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def _sigmoid_jax(jnp, lax, a, attrs):  # the reference's stable form
+    x = a[0]
+    e = jnp.exp(-jnp.abs(x))
+    return jnp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+EXP = _unary("exp", np.exp, floats_only=True, jax_form=lambda jnp, lax, a, attrs: jnp.exp(a[0]),
+             vjp=_unary_vjp("exp", lambda x, r, c: c * r), reads_inputs=False, reads_result=True)
+GELU = _unary("gelu", gelu_tanh, floats_only=True, jax_form=_gelu_jax, vjp=_unary_vjp("gelu", _gelu_grad))
+NEG = _unary("neg", np.negative, floats_only=False, jax_form=lambda jnp, lax, a, attrs: jnp.negative(a[0]),
+             vjp=_unary_vjp("neg", lambda x, r, c: np.negative(c)), reads_inputs=False)
 # relu's sub-gradient at 0 is 0: the mask is ``result > 0``, i.e. ``x > 0``
 RELU = _unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)), floats_only=False,
+              jax_form=lambda jnp, lax, a, attrs: jnp.maximum(a[0], jnp.zeros((), a[0].dtype)),
               vjp=_unary_vjp("relu", lambda x, r, c: np.multiply(c, r > 0, dtype=c.dtype)),
               reads_inputs=False, reads_result=True)
-SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True, vjp=_unary_vjp("sigmoid", _sigmoid_grad),
-                 reads_inputs=False, reads_result=True)
-TANH = _unary("tanh", np.tanh, floats_only=True, vjp=_unary_vjp("tanh", _tanh_grad),
-              reads_inputs=False, reads_result=True)
+SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True, jax_form=_sigmoid_jax,
+                 vjp=_unary_vjp("sigmoid", _sigmoid_grad), reads_inputs=False, reads_result=True)
+TANH = _unary("tanh", np.tanh, floats_only=True, jax_form=lambda jnp, lax, a, attrs: jnp.tanh(a[0]),
+              vjp=_unary_vjp("tanh", _tanh_grad), reads_inputs=False, reads_result=True)
 
 
 def _cast_infer(shapes, dtypes, attrs, names=None):
@@ -223,14 +244,20 @@ def _cast_vjp(arrays, attrs, result, cotangent, wrt):
     return tuple(cot.copy() for _ in wrt)
 
 
+def _cast_jax(jnp, lax, a, attrs):
+    return a[0].astype(jnp.dtype(jax_dtype_name(attrs["dtype"])))
+
+
 CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _elementwise_flops, _cast_reference,
-             vjp=_cast_vjp, vjp_reads_inputs=False)
+             vjp=_cast_vjp, vjp_reads_inputs=False, **_UNARY_TRAITS, jax_form=_cast_jax)
 
 
 # -- binary ----------------------------------------------------------------------
 
-def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], floats_only: bool = False,
+def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], jax_fn: str, floats_only: bool = False,
             vjp: Callable | None = None, reads_inputs: bool = True, multilinear: bool = False) -> OpDef:
+    """A broadcasting binary op; ``jax_fn`` names its ``jax.numpy`` function."""
+
     def infer(shapes, dtypes, attrs, names=None):
         dtype = same_dtype(name, dtypes, names)
         if floats_only:
@@ -242,8 +269,11 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], float
     def reference(arrays, attrs):
         return fn(np.asarray(arrays[0]), np.asarray(arrays[1]))
 
+    def jax_form(jnp, lax, arrays, attrs):
+        return getattr(jnp, jax_fn)(arrays[0], arrays[1])
+
     return OpDef(name, "pointwise", 2, 2, (), infer, _elementwise_flops, reference, vjp=vjp,
-                 vjp_reads_inputs=reads_inputs, multilinear=multilinear)
+                 vjp_reads_inputs=reads_inputs, multilinear=multilinear, **_BINARY_TRAITS, jax_form=jax_form)
 
 
 def _binary_vjp(name: str, grad: Callable[[int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]):
@@ -281,10 +311,10 @@ def _maximum_grad(i, x0, x1, cot):
     return w
 
 
-ADD = _binary("add", np.add, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
-DIV = _binary("div", np.divide, floats_only=True, vjp=_binary_vjp("div", _div_grad))
-MAXIMUM = _binary("maximum", np.maximum, vjp=_binary_vjp("maximum", _maximum_grad))
-MUL = _binary("mul", np.multiply, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
+ADD = _binary("add", np.add, "add", vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
+DIV = _binary("div", np.divide, "divide", floats_only=True, vjp=_binary_vjp("div", _div_grad))
+MAXIMUM = _binary("maximum", np.maximum, "maximum", vjp=_binary_vjp("maximum", _maximum_grad))
+MUL = _binary("mul", np.multiply, "multiply", vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
               multilinear=True)
-SUB = _binary("sub", np.subtract, vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)),
-              reads_inputs=False)
+SUB = _binary("sub", np.subtract, "subtract",
+              vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)), reads_inputs=False)

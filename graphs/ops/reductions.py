@@ -23,6 +23,7 @@ maxima (reads the input and its result).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -85,7 +86,36 @@ def _reduction_vjp(name: str):
     return vjp
 
 
-def _reduction(name: str, fn, floats_only: bool, extra_per_output: int) -> OpDef:
+def _reduction_jax(name: str):
+    """The reduction in ``jax.numpy``; an integer sum keeps its declared type, as the graph declares it."""
+
+    def jax_form(jnp, lax, a, attrs):
+        x = a[0]
+        kw = {"dtype": x.dtype} if name == "sum" else {}
+        return getattr(jnp, name)(x, axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False), **kw)
+
+    return jax_form
+
+
+def _global_count(ctx, attrs) -> int:
+    """How many elements of the *global* operand one result element reduces."""
+    shape = ctx.operands[0].global_shape
+    axes = attrs.get("axes")
+    axes = range(len(shape)) if axes is None else axes
+    return math.prod(shape[a] for a in axes)
+
+
+def _mean_local_reference(arrays, attrs, ctx, rule):
+    """A device's sum of its block divided by the global count: with the reduced axes sharded, a partial mean."""
+    total = SUM.reference(arrays, attrs)
+    return np.asarray(np.asarray(total) / _global_count(ctx, attrs))
+
+
+def _mean_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    return SUM.vjp(arrays, attrs, None, cotangent / _global_count(ctx, attrs), wrt)
+
+
+def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: str, **local) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         shape = tuple(shapes[0])
         axes = reduced_axes(name, len(shape), attrs.get("axes"))
@@ -110,9 +140,10 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int) -> OpDef
 
     return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference,
                  _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name == "max",
-                 vjp_reads_result=name == "max")
+                 vjp_reads_result=name == "max", rule=rule, jax_form=_reduction_jax(name), **local)
 
 
-MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0)
-MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1)
-SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0)
+MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_")
+MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_",
+                  local_reference=_mean_local_reference, local_vjp=_mean_local_vjp)
+SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_")

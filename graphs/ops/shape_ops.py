@@ -98,9 +98,25 @@ def _reshape_canonical(shapes, attrs):
     return {"shape": resolve_reshape(tuple(shapes[0]), attrs["shape"])}
 
 
+def _reshape_local_reference(arrays, attrs, ctx, rule):
+    """The block reshaped to the local result shape the rule gives from the operand's block."""
+    target = ctx.rule_result_shape(rule)
+    if target != ctx.result.local_shape:
+        raise RuleError(f"reshape: the rule implies the local result shape {target} but the result's "
+                        f"sharding gives {ctx.result.local_shape}")
+    return np.asarray(arrays[0]).reshape(target)
+
+
+def _reshape_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    return [cotangent.reshape(ctx.operands[0].local_shape)]
+
+
 RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer, _no_flops,
                 _reshape_reference, _reshape_canonical, vjp_reads_inputs=False,
-                vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)))
+                vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)),
+                rule="shape_ops.reshape", passes_shardings=True,
+                jax_form=lambda jnp, lax, a, attrs: jnp.reshape(a[0], tuple(attrs["shape"])),
+                local_reference=_reshape_local_reference, local_vjp=_reshape_local_vjp)
 
 
 # -- transpose -------------------------------------------------------------------
@@ -135,7 +151,8 @@ def _transpose_grad(i, arrays, attrs, cot):
 
 TRANSPOSE = OpDef("transpose", "shape", 1, 1, (("perm", REQUIRED),), _transpose_infer, _no_flops,
                   _transpose_reference, _transpose_canonical, vjp=_shape_vjp("transpose", _transpose_grad),
-                  vjp_reads_inputs=False)
+                  vjp_reads_inputs=False, rule="shape_ops.transpose", passes_shardings=True,
+                  jax_form=lambda jnp, lax, a, attrs: jnp.transpose(a[0], tuple(attrs["perm"])))
 
 
 # -- concat ----------------------------------------------------------------------
@@ -175,7 +192,9 @@ def _concat_grad(i, arrays, attrs, cot):
 
 
 CONCAT = OpDef("concat", "shape", 1, None, (("axis", 0),), _concat_infer, _no_flops, _concat_reference,
-               _concat_canonical, vjp=_shape_vjp("concat", _concat_grad), vjp_reads_inputs=False)
+               _concat_canonical, vjp=_shape_vjp("concat", _concat_grad), vjp_reads_inputs=False,
+               rule="shape_ops.concat",
+               jax_form=lambda jnp, lax, a, attrs: jnp.concatenate(a, axis=attrs.get("axis", 0)))
 
 
 # -- slice -----------------------------------------------------------------------
@@ -222,5 +241,31 @@ def _slice_grad(i, arrays, attrs, cot):
     return g
 
 
+def _slice_jax(jnp, lax, a, attrs):
+    return a[0][tuple(slice(lo, hi) for lo, hi in zip(attrs["starts"], attrs["stops"]))]
+
+
+def _local_index(attrs, block) -> tuple[slice, ...]:
+    """The slice of a device's block: a sliced dimension is whole on every device (the rule says so)."""
+    index = []
+    for d, (start, stop) in enumerate(zip(attrs["starts"], attrs["stops"])):
+        whole = (start, stop) == (0, block.global_shape[d])
+        index.append(slice(None) if whole else slice(start, stop))
+    return tuple(index)
+
+
+def _slice_local_reference(arrays, attrs, ctx, rule):
+    return np.asarray(arrays[0])[_local_index(attrs, ctx.operands[0])]
+
+
+def _slice_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    block = ctx.operands[0]
+    out = np.zeros(block.local_shape, dtype=cotangent.dtype)
+    out[_local_index(attrs, block)] = cotangent
+    return [out]
+
+
 SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)), _slice_infer, _no_flops,
-              _slice_reference, _slice_canonical, vjp=_shape_vjp("slice", _slice_grad), vjp_reads_inputs=False)
+              _slice_reference, _slice_canonical, vjp=_shape_vjp("slice", _slice_grad), vjp_reads_inputs=False,
+              rule="shape_ops.slice_", jax_form=_slice_jax, local_reference=_slice_local_reference,
+              local_vjp=_slice_local_vjp)

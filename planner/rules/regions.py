@@ -17,14 +17,20 @@ manual axes of the boundary sharding (:mod:`planner.model.build`).
 through, a gathered, scattered, split or concatenated dimension needs
 replication (it changes size between operand and result).
 
->>> str(collective("all_gather")([(4, 8)], (16, 8), {"dim": 0}))
+>>> str(collective([(4, 8)], (16, 8), {"axes": ("x",), "dim": 0, "group_size": 4}))
 '([i,j])->([k,j]) {i=4,j=8,k=16} need_replication={i,k}'
+
+The ops of :mod:`graphs.ops.collectives` do not name their rules in their
+``OpDef`` (:attr:`~graphs.ops.opdef.OpDef.rule`); :data:`RULES_BY_OP` links them
+here, the one place their rules are registered.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
+from graphs.ops.collectives import COLLECTIVE_OPS
 from planner.rules.builder import RuleBuilder, elementwise_rule
 from planner.rules.factors import FactorKind, OpShardingRule
 
@@ -67,43 +73,48 @@ def manual_exit(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str
     return _boundary(out_shape, in_shapes[0], attrs, enter=False)
 
 
-def _changed_dims(name: str, attrs: Mapping[str, Any]) -> tuple[int, ...]:
-    if name in ("all_gather", "psum_scatter"):
-        return (attrs["dim"],)
-    if name == "all_to_all":
+def _changed_dims(attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    """The dimensions a collective resizes, from its attributes: all_gather's and psum_scatter's ``dim``,
+    all_to_all's ``split_dim`` and ``concat_dim``; none for the others."""
+    if "split_dim" in attrs:
         return tuple(sorted({attrs["split_dim"], attrs["concat_dim"]}))
+    if "dim" in attrs:
+        return (attrs["dim"],)
     return ()
 
 
-def collective(name: str):
-    """The rule function of collective ``name``."""
-
-    def rule(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str, Any]) -> OpShardingRule:
-        if not in_shapes:  # axis_index: a scalar from nothing
-            b = RuleBuilder()
-            b.result([])
-            return b.build()
-        changed = _changed_dims(name, attrs)
-        if not changed:
-            return elementwise_rule(in_shapes, out_shape)
+def collective(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str, Any]) -> OpShardingRule:
+    """The rule of every collective: untouched dimensions pass through, resized ones need replication."""
+    if not in_shapes:  # axis_index: a scalar from nothing
         b = RuleBuilder()
-        shape = in_shapes[0]
-        ins, outs = [], []
-        for i, n in enumerate(shape):
-            if i in changed:
-                ins.append((b.factor(n, FactorKind.NEED_REPLICATION),))
-                outs.append(None)
-            else:
-                f = b.factor(n)
-                ins.append((f,))
-                outs.append((f,))
-        for i in changed:
-            outs[i] = (b.factor(out_shape[i], FactorKind.NEED_REPLICATION),)
-        b.operand(ins)
-        b.result(outs)
+        b.result([])
         return b.build()
+    changed = _changed_dims(attrs)
+    if not changed:
+        return elementwise_rule(in_shapes, out_shape)
+    b = RuleBuilder()
+    shape = in_shapes[0]
+    ins, outs = [], []
+    for i, n in enumerate(shape):
+        if i in changed:
+            ins.append((b.factor(n, FactorKind.NEED_REPLICATION),))
+            outs.append(None)
+        else:
+            f = b.factor(n)
+            ins.append((f,))
+            outs.append((f,))
+    for i in changed:
+        outs[i] = (b.factor(out_shape[i], FactorKind.NEED_REPLICATION),)
+    b.operand(ins)
+    b.result(outs)
+    return b.build()
 
-    return rule
 
+#: The rules of the ops of :mod:`graphs.ops.collectives`, whose OpDefs name none.
+RULES_BY_OP: Mapping[str, Callable[..., OpShardingRule]] = MappingProxyType({
+    **{name: collective for name in COLLECTIVE_OPS},
+    "manual_enter": manual_enter,
+    "manual_exit": manual_exit,
+})
 
-__all__ = ["collective", "manual_enter", "manual_exit"]
+__all__ = ["RULES_BY_OP", "collective", "manual_enter", "manual_exit"]

@@ -2,10 +2,13 @@
 
 A rule function takes ``(in_shapes, out_shape, attrs)`` with the catalogue's
 canonical attributes (:mod:`graphs.ops`) and returns an
-:class:`~planner.rules.factors.OpShardingRule`. Every op of the catalogue has an
-entry here; :data:`NO_RULE` lists the ops deliberately left without one (none
-today). :func:`rule_for` is the public entry; it fills in default attributes,
-canonicalises them, checks the shapes and caches the answer.
+:class:`~planner.rules.factors.OpShardingRule`. Each op's definition names its
+rule (:attr:`OpDef.rule <graphs.ops.opdef.OpDef.rule>`, ``"matmul.matmul"``: the
+function ``matmul`` of :mod:`planner.rules.matmul`), and :data:`RULES` is built
+from the catalogue; the ops of :mod:`graphs.ops.collectives` are linked by
+:data:`planner.rules.regions.RULES_BY_OP`. :data:`NO_RULE` lists the ops left
+without one (none today). :func:`rule_for` is the public entry; it fills in
+default attributes, canonicalises them, checks the shapes and caches the answer.
 
 >>> str(rule_for("matmul", [(8, 32), (32, 16)], (8, 16), {}))
 '([i,k],[k,j])->([i,j]) {i=8,j=16,k=32} reduction={k}'
@@ -18,58 +21,48 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from graphs.ops.registry import get_op
+from graphs.ops.opdef import OpDef
+from graphs.ops.registry import OPS, get_op
 from planner.caches import memoize
-from planner.errors import RuleError, ShardplanError
+from planner.errors import InternalError, RuleError, ShardplanError
 from planner.rules import conv, gather, loss, matmul, normalization, pointwise, reductions, regions, shape_ops
 from planner.rules.factors import RESULT, OpShardingRule
 
 RuleFn = Callable[[Sequence[tuple[int, ...]], tuple[int, ...], Mapping[str, Any]], OpShardingRule]
 
-RULES: Mapping[str, RuleFn] = MappingProxyType({
-    "add": pointwise.elementwise,
-    "all_gather": regions.collective("all_gather"),
-    "all_to_all": regions.collective("all_to_all"),
-    "axis_index": regions.collective("axis_index"),
-    "cast": pointwise.elementwise,
-    "concat": shape_ops.concat,
-    "conv2d": conv.conv2d,
-    "cross_entropy": loss.cross_entropy,
-    "div": pointwise.elementwise,
-    "einsum": matmul.einsum,
-    "exp": pointwise.elementwise,
-    "gather": gather.gather,
-    "gelu": pointwise.elementwise,
-    "layernorm": normalization.layernorm,
-    "manual_enter": regions.manual_enter,
-    "manual_exit": regions.manual_exit,
-    "matmul": matmul.matmul,
-    "max": reductions.max_,
-    "maximum": pointwise.elementwise,
-    "mean": reductions.sum_,
-    "mul": pointwise.elementwise,
-    "neg": pointwise.elementwise,
-    "pbroadcast": regions.collective("pbroadcast"),
-    "pmean": regions.collective("pmean"),
-    "ppermute": regions.collective("ppermute"),
-    "propagation_barrier": pointwise.elementwise,
-    "psum": regions.collective("psum"),
-    "psum_scatter": regions.collective("psum_scatter"),
-    "relu": pointwise.elementwise,
-    "reshape": shape_ops.reshape,
-    "rmsnorm": normalization.layernorm,
-    "sharding_constraint": pointwise.elementwise,
-    "sigmoid": pointwise.elementwise,
-    "slice": shape_ops.slice_,
-    "softmax": normalization.softmax,
-    "sub": pointwise.elementwise,
-    "sum": reductions.sum_,
-    "tanh": pointwise.elementwise,
-    "transpose": shape_ops.transpose,
-})
+#: The rule modules, one per op family, by the name an :attr:`OpDef.rule <graphs.ops.opdef.OpDef.rule>` gives.
+_MODULES = {m.__name__.rsplit(".", 1)[1]: m
+            for m in (conv, gather, loss, matmul, normalization, pointwise, reductions, regions, shape_ops)}
+
+
+def _named_rule(op: OpDef) -> RuleFn:
+    """The rule function ``op.rule`` names (``"matmul.matmul"``); InternalError for a name that resolves to none."""
+    module, _, fn = op.rule.partition(".")
+    rule = getattr(_MODULES.get(module), fn, None)
+    if rule is None:
+        raise InternalError(f"op {op.name!r} names the sharding rule {op.rule!r}, which is no function of "
+                            f"planner.rules (rule modules: {', '.join(sorted(_MODULES))})")
+    return rule
+
 
 #: Ops of the catalogue that deliberately have no sharding rule (each gets :func:`no_rule_error`).
 NO_RULE: frozenset[str] = frozenset()
+
+
+def _rules() -> dict[str, RuleFn]:
+    out = {}
+    for name, op in OPS.items():
+        if op.rule is not None:
+            out[name] = _named_rule(op)
+        elif name in regions.RULES_BY_OP:
+            out[name] = regions.RULES_BY_OP[name]
+        elif name not in NO_RULE:
+            raise InternalError(f"op {name!r} names no sharding rule: give its OpDef a rule, or list it in NO_RULE")
+    return out
+
+
+#: Op name -> rule function, alphabetically, as the catalogue names them.
+RULES: Mapping[str, RuleFn] = MappingProxyType(_rules())
 
 
 def no_rule_error(op: str) -> RuleError:

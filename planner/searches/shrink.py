@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 
+from graphs.ops.registry import get_op
 from planner.model.nodes import Model, OpNode
 from planner.model.problem import SearchProblem
 
 __all__ = ["with_shrink_hints"]
 
-_FOLLOWERS = frozenset({"relu", "gelu", "tanh", "exp", "sigmoid", "neg", "cast"})
 _LAYER = re.compile(r"^(tensor:|grad:)?layer(\d+)\.(.*)$")
 
 
@@ -29,7 +29,7 @@ def with_shrink_hints(m: Model) -> SearchProblem:
     """
     nodes = list(m.problem.nodes)
     for i, node in enumerate(m.nodes):
-        if not isinstance(node, OpNode) or node.op.op not in _FOLLOWERS:
+        if not isinstance(node, OpNode) or not get_op(node.op.op).follows_operand:
             continue
         producer = m.graph.producer(node.op.inputs[0])
         if producer is None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -67,6 +67,15 @@ class LocalBlock:
         """Sizes of the valid (non-padding) part of the block."""
         return tuple(b - a for a, b in self.ranges)
 
+    def valid_mask(self) -> np.ndarray:
+        """Boolean array of the local shape: True on real elements, False on padding (:func:`valid_mask`)."""
+        mask = np.ones(self.local_shape, dtype=bool)
+        for d, (n, valid) in enumerate(zip(self.local_shape, self.valid_shape)):
+            shape = [1] * len(self.local_shape)
+            shape[d] = n
+            mask &= (np.arange(n) < valid).reshape(shape)
+        return mask
+
     def is_whole(self, dim: int) -> bool:
         """Whether this device holds all of dimension ``dim`` unpadded (it is unsharded)."""
         return self.ranges[dim] == (0, self.global_shape[dim]) and self.local_shape[dim] == self.global_shape[dim]
@@ -91,6 +100,12 @@ class LocalContext:
         ops = tuple(LocalBlock.of(s, shape, device) for s, shape in zip(operand_shardings, in_shapes))
         return cls(ops, LocalBlock.of(result_sharding, out_shape, device))
 
+    def rule_result_shape(self, rule: OpShardingRule) -> tuple[int, ...]:
+        """The local result shape ``rule`` implies from the operands' local shapes: each result dimension
+        the product of its factors' local extents (:func:`local_factor_extents`)."""
+        extents = local_factor_extents(rule, self.operands)
+        return tuple(math.prod(extents[f] for f in factors) for factors in rule.result)
+
 
 def valid_mask(block: LocalBlock) -> np.ndarray:
     """Boolean array of the block's local shape: True on real elements, False on padding.
@@ -98,12 +113,7 @@ def valid_mask(block: LocalBlock) -> np.ndarray:
     >>> valid_mask(LocalBlock((3,), ((2, 3),), (2,))).tolist()
     [True, False]
     """
-    mask = np.ones(block.local_shape, dtype=bool)
-    for d, (n, valid) in enumerate(zip(block.local_shape, block.valid_shape)):
-        shape = [1] * len(block.local_shape)
-        shape[d] = n
-        mask &= (np.arange(n) < valid).reshape(shape)
-    return mask
+    return block.valid_mask()
 
 
 def zero_padding(array: np.ndarray, block: LocalBlock) -> np.ndarray:
@@ -163,74 +173,10 @@ def local_factor_extents(rule: OpShardingRule, blocks: Sequence[LocalBlock]) -> 
 
 # -- per-op local instances --------------------------------------------------------------
 
-LocalFn = Callable[[str, dict, list, LocalContext, OpShardingRule], np.ndarray]
-
-
-def _reference(name, attrs, arrays, ctx, rule):
-    return np.asarray(get_op(name).reference(arrays, attrs))
-
-
-def _mean(name, attrs, arrays, ctx, rule):
-    shape = ctx.operands[0].global_shape
-    axes = attrs.get("axes")
-    axes = range(len(shape)) if axes is None else axes
-    count = math.prod(shape[a] for a in axes)
-    total = get_op("sum").reference(arrays, attrs)
-    return np.asarray(np.asarray(total) / count)
-
-
-def _reshape(name, attrs, arrays, ctx, rule):
-    extents = local_factor_extents(rule, ctx.operands)
-    target = tuple(math.prod(extents[f] for f in factors) for factors in rule.result)
-    if target != ctx.result.local_shape:
-        raise RuleError(f"reshape: the rule implies the local result shape {target} but the result's "
-                        f"sharding gives {ctx.result.local_shape}")
-    return np.asarray(arrays[0]).reshape(target)
-
-
-def _slice(name, attrs, arrays, ctx, rule):
-    block = ctx.operands[0]
-    index = []
-    for d, (start, stop) in enumerate(zip(attrs["starts"], attrs["stops"])):
-        if (start, stop) == (0, block.global_shape[d]):
-            index.append(slice(None))
-        else:
-            index.append(slice(start, stop))  # the dim is whole here (checked)
-    return np.asarray(arrays[0])[tuple(index)]
-
-
-def _gather(name, attrs, arrays, ctx, rule):
-    table, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
-    v0, v1 = ctx.operands[0].ranges[0]
-    shifted = idx.astype(np.int64) - v0
-    hit = (shifted >= 0) & (shifted < v1 - v0)
-    rows = np.take(table, np.where(hit, shifted, 0), axis=0)
-    hit = hit.reshape(hit.shape + (1,) * (table.ndim - 1))
-    return np.where(hit, rows, np.zeros((), rows.dtype))
-
-
-def _cross_entropy(name, attrs, arrays, ctx, rule):
-    logits, labels = np.asarray(arrays[0]), np.asarray(arrays[1])
-    n_classes = ctx.operands[0].global_shape[-1]
-    safe = np.clip(labels.astype(np.int64), 0, n_classes - 1)
-    m = np.max(logits, axis=-1, keepdims=True)
-    lse = np.log(np.sum(np.exp(logits - m), axis=-1)) + m[..., 0]
-    picked = np.take_along_axis(logits, safe[..., None], axis=-1)[..., 0]
-    losses = np.where(valid_mask(ctx.operands[1]), lse - picked, 0.0)
-    return np.asarray(np.sum(losses) / math.prod(ctx.operands[1].global_shape))
-
-
-_SPECIAL: Mapping[str, LocalFn] = {
-    "cross_entropy": _cross_entropy,
-    "gather": _gather,
-    "mean": _mean,
-    "reshape": _reshape,
-    "slice": _slice,
-}
-
-
 def local_compute(op: Any, rule: OpShardingRule, local_arrays: Sequence[np.ndarray], ctx: LocalContext) -> np.ndarray:
-    """One device's result block of ``op`` (see the module docstring for the invariants)."""
+    """One device's result block of ``op`` (see the module docstring for the invariants): the op's
+    ``reference`` on the blocks, or its own local instance where its definition gives one
+    (:attr:`graphs.ops.opdef.OpDef.local_reference`)."""
     name, attrs = name_attrs(op)
     opdef = get_op(name)
     attrs = opdef.canonical([b.global_shape for b in ctx.operands], opdef.with_defaults(attrs))
@@ -240,7 +186,10 @@ def local_compute(op: Any, rule: OpShardingRule, local_arrays: Sequence[np.ndarr
     _check_replicated_factors(name, rule, ctx)
     arrays = [zero_padding(a, b) for a, b in zip(local_arrays, ctx.operands)]
     with np.errstate(all="ignore"):
-        out = _SPECIAL.get(name, _reference)(name, attrs, arrays, ctx, rule)
+        if opdef.local_reference is not None:
+            out = opdef.local_reference(arrays, attrs, ctx, rule)
+        else:
+            out = opdef.reference(arrays, attrs)
     out = np.asarray(out)
     if out.shape != ctx.result.local_shape:
         raise RuleError(f"{name}: the local result has shape {out.shape} but the result's sharding gives "

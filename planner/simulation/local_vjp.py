@@ -26,7 +26,6 @@ same blocks, with the same special cases as the forward:
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -35,13 +34,15 @@ from graphs.ops.opdef import shape_stand_in
 from graphs.ops.registry import get_op
 from planner.errors import RuleError
 from planner.rules.factors import OpShardingRule
-from planner.simulation.local_ops import LocalContext, name_attrs, valid_mask, zero_padding
+from planner.simulation.local_ops import LocalContext, name_attrs, zero_padding
 
 
 def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None], result: np.ndarray | None,
               cotangent: np.ndarray, ctx: LocalContext, wrt: Sequence[int], donate: bool = False) -> list[np.ndarray]:
     """The cotangent block of each operand in ``wrt`` on one device (see the module docstring).
 
+    It is the op's own local VJP where its definition gives one
+    (:attr:`graphs.ops.opdef.OpDef.local_vjp`), else its catalogue VJP on the blocks.
     ``donate``: the caller owns ``cotangent`` and is done with it; an op with an in-place
     VJP (:attr:`graphs.ops.opdef.OpDef.vjp_in_place`) writes its result there.
     """
@@ -53,9 +54,8 @@ def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None
               for a, b in zip(local_arrays, ctx.operands)]
     wrt = tuple(wrt)
     with np.errstate(all="ignore"):
-        special = _SPECIAL.get(name)
-        if special is not None:
-            grads = special(attrs, arrays, cot, ctx, wrt)
+        if opdef.local_vjp is not None:
+            grads = opdef.local_vjp(arrays, attrs, cot, ctx, wrt)
         else:
             in_place = opdef.vjp_in_place if donate and len(wrt) == 1 else None
             grads = (in_place or opdef.vjp)(arrays, attrs, result, cot, wrt)
@@ -70,73 +70,11 @@ def local_vjp(op, rule: OpShardingRule, local_arrays: Sequence[np.ndarray | None
     return out
 
 
-def _mean(attrs, arrays, cot, ctx, wrt):
-    shape = ctx.operands[0].global_shape
-    axes = attrs.get("axes")
-    axes = range(len(shape)) if axes is None else axes
-    count = math.prod(shape[a] for a in axes)
-    return get_op("sum").vjp(arrays, attrs, None, cot / count, wrt)
-
-
-def _reshape(attrs, arrays, cot, ctx, wrt):
-    return [cot.reshape(ctx.operands[0].local_shape)]
-
-
-def _slice(attrs, arrays, cot, ctx, wrt):
-    block = ctx.operands[0]
-    out = np.zeros(block.local_shape, dtype=cot.dtype)
-    index = []
-    for d, (start, stop) in enumerate(zip(attrs["starts"], attrs["stops"])):
-        whole = (start, stop) == (0, block.global_shape[d])
-        index.append(slice(None) if whole else slice(start, stop))
-    out[tuple(index)] = cot
-    return [out]
-
-
-def _gather(attrs, arrays, cot, ctx, wrt):
-    if wrt != (0,):
-        raise RuleError("gather: only the table (operand 0) has a cotangent; the indices are integers")
-    table_block = ctx.operands[0]
-    idx = np.asarray(arrays[1])
-    v0, v1 = table_block.ranges[0]
-    shifted = idx.astype(np.int64) - v0
-    hit = (shifted >= 0) & (shifted < v1 - v0)
-    grad = np.zeros(table_block.local_shape, dtype=cot.dtype)
-    rows = cot.reshape((-1,) + cot.shape[idx.ndim:])
-    np.add.at(grad, shifted[hit].reshape(-1), rows[hit.reshape(-1)])
-    return [grad]
-
-
-def _cross_entropy(attrs, arrays, cot, ctx, wrt):
-    if wrt != (0,):
-        raise RuleError("cross_entropy: only the logits (operand 0) have a cotangent; the labels are integers")
-    logits, labels = np.asarray(arrays[0]), np.asarray(arrays[1])
-    n_classes = ctx.operands[0].global_shape[-1]
-    safe = np.clip(labels.astype(np.int64), 0, n_classes - 1)
-    p = logits - np.max(logits, axis=-1, keepdims=True)
-    np.exp(p, out=p)
-    p /= np.sum(p, axis=-1, keepdims=True)
-    np.put_along_axis(p, safe[..., None], np.take_along_axis(p, safe[..., None], axis=-1) - 1.0, axis=-1)
-    weight = valid_mask(ctx.operands[1]) * (np.asarray(cot, dtype=p.dtype) / math.prod(ctx.operands[1].global_shape))
-    p *= weight[..., None]
-    return [p]
-
-
 def local_vjp_inputs(name: str, wrt, n: int) -> tuple[int, ...]:
-    """The operands :func:`local_vjp` reads for the cotangents of ``wrt`` (the others need only their shapes)."""
-    if name in _LOCAL_READS:
-        return _LOCAL_READS[name]
-    return get_op(name).vjp_inputs(tuple(wrt), n)
-
-
-# the local special cases that read operands the catalogue VJP would not: the indices of a
-# gather (to scatter into this device's rows), the logits and labels of a cross_entropy
-_LOCAL_READS = {"gather": (1,), "cross_entropy": (0, 1)}
-
-_SPECIAL = {
-    "cross_entropy": _cross_entropy,
-    "gather": _gather,
-    "mean": _mean,
-    "reshape": _reshape,
-    "slice": _slice,
-}
+    """The operands :func:`local_vjp` reads for the cotangents of ``wrt`` (the others need only their shapes):
+    those its definition's local VJP declares (:attr:`graphs.ops.opdef.OpDef.local_vjp_reads`: a gather's
+    indices), else those of the catalogue VJP."""
+    opdef = get_op(name)
+    if opdef.local_vjp_reads is not None:
+        return opdef.local_vjp_reads
+    return opdef.vjp_inputs(tuple(wrt), n)

@@ -35,3 +35,16 @@ def test_unknown_op_is_a_rule_error():
 def test_no_rule_sentence_is_one_greppable_message():
     assert not NO_RULE
     assert str(no_rule_error("sort")) == "op 'sort' has no sharding rule; it can only run replicated"
+
+
+def test_an_op_naming_a_rule_that_is_no_function_of_planner_rules_is_an_internal_error():
+    from dataclasses import replace
+
+    from graphs.ops.registry import get_op
+    from planner.errors import InternalError
+    from planner.rules.registry import _named_rule
+
+    assert _named_rule(get_op("softmax")).__qualname__ == "softmax"
+    with pytest.raises(InternalError, match=r"op 'relu' names the sharding rule 'pointwise.elementwsie', which is no "
+                                            r"function of planner.rules \(rule modules: conv, gather, "):
+        _named_rule(replace(get_op("relu"), rule="pointwise.elementwsie"))

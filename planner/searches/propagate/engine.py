@@ -75,8 +75,6 @@ from planner.ir.sharding import DimSharding, TensorSharding
 from planner.model.decision import AxisOrigin, Phase, Propagation
 from planner.rules import RESULT, FactorKind, OpShardingRule, rule_for, strategy_to_factor_axes
 
-PASS_THROUGH_OPS = frozenset({"reshape", "transpose", "sharding_constraint", "propagation_barrier"})
-"""Ops Shardy's op priorities treat as pass-through besides the elementwise family."""
 
 
 # -- atoms --------------------------------------------------------------------------------------
@@ -217,7 +215,7 @@ class Propagator:
             shapes = [graph.tensor(t).shape for t in op.inputs]
             self.rules.append(rule_for(op, shapes, graph.tensor(op.output).shape))
         self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
-        self.families = [graph.op_def(op.name).family for op in self.ops]
+        self.op_defs = [graph.op_def(op.name) for op in self.ops]
         self.groups = [("shard_as", tuple(g)) for g in graph.shard_as]
         self.groups += [("shard_like", tuple(g)) for g in graph.shard_like]
         self.readers: dict[str, list[int]] = {name: [] for name in graph.tensors}
@@ -357,8 +355,8 @@ class Propagator:
 
     # -- one op ----------------------------------------------------------------------------
     def _visit_op(self, i: int, level: Level) -> list[str]:
-        op, rule, family = self.ops[i], self.rules[i], self.families[i]
-        pass_through_op = family == "pointwise" or op.op in PASS_THROUGH_OPS
+        op, rule, opdef = self.ops[i], self.rules[i], self.op_defs[i]
+        pass_through_op = opdef.passes_shardings
         if level.pass_through_ops and not pass_through_op:
             return []
         if level.single_use and any(self.uses[t] != 1 for t in op.inputs):
@@ -371,7 +369,7 @@ class Propagator:
             forward, backward = barrier_allows(op, "forward"), barrier_allows(op, "backward")
             give = [forward] * len(op.inputs) + [backward]
             take = [backward] * len(op.inputs) + [forward]
-        if family == "pointwise" and not level.broadcast_gives:
+        if opdef.elementwise and not level.broadcast_gives:
             out_numel = _numel(self.graph.tensor(op.output).shape)
             for k, t in enumerate(op.inputs):
                 if _numel(self.graph.tensor(t).shape) < out_numel:

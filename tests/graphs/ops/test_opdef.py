@@ -1,0 +1,128 @@
+"""Each op's traits are set in its OpDef, and consistently with each other and with its rule."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from graphs.ops import annotation, collectives, conv, gather, loss, matmul, normalization, pointwise, reductions
+from graphs.ops import shape_ops
+from graphs.ops.collectives import BOUNDARY_OPS, is_collective
+from graphs.ops.registry import OPS, op_names
+from planner.rules import regions
+from planner.rules.factors import FactorKind
+from planner.rules.registry import NO_RULE, RULES, rule_for
+
+FAMILY_MODULES = (annotation, collectives, conv, gather, loss, matmul, normalization, pointwise, reductions,
+                  shape_ops)
+
+
+def defining_module(name):
+    """The family module whose module-level OpDef is the registered one."""
+    return next(m for m in FAMILY_MODULES if any(v is OPS[name] for v in vars(m).values()))
+
+
+def region_op(name):
+    return is_collective(name) or name in BOUNDARY_OPS
+
+
+def test_every_registered_op_is_defined_in_one_family_module():
+    for name in op_names():
+        homes = [m for m in FAMILY_MODULES if any(v is OPS[name] for v in vars(m).values())]
+        assert len(homes) == 1, name
+
+
+def test_every_op_has_exactly_one_rule_link():
+    """Its OpDef names its rule, or (the ops of graphs.ops.collectives) regions.RULES_BY_OP links it; never both."""
+    for name, op in OPS.items():
+        assert (op.rule is not None) != (name in regions.RULES_BY_OP), name
+    assert set(RULES) == set(OPS) and not NO_RULE
+
+
+@pytest.mark.parametrize("name", [n for n in op_names() if OPS[n].rule is not None])
+def test_a_named_rule_is_a_function_of_planner_rules_resolved_once(name):
+    module, fn = OPS[name].rule.split(".")
+    assert RULES[name].__module__ == f"planner.rules.{module}" and RULES[name].__name__ == fn
+
+
+def test_followers_are_unary_elementwise_ops_that_pass_shardings():
+    followers = [n for n, op in OPS.items() if op.follows_operand]
+    assert followers == ["cast", "exp", "gelu", "neg", "relu", "sigmoid", "tanh"]
+    for name in followers:
+        op = OPS[name]
+        assert (op.min_inputs, op.max_inputs) == (1, 1) and op.family == "pointwise", name
+        assert op.elementwise and op.passes_shardings, name
+
+
+@pytest.mark.parametrize("name", [n for n, op in OPS.items() if op.follows_operand])
+def test_a_followers_rule_gives_its_result_its_operands_layout(name):
+    attrs = {"dtype": "f32"} if name == "cast" else {}
+    rule = rule_for(name, [(4, 6, 8)], (4, 6, 8), attrs)
+    assert rule.operands[0] == rule.result
+    assert set(rule.factor_kinds) == {FactorKind.PASS_THROUGH}
+
+
+def test_elementwise_ops_pass_shardings_with_the_pointwise_rule():
+    for name, op in OPS.items():
+        if op.elementwise:
+            assert op.passes_shardings and op.rule == "pointwise.elementwise", name
+    assert {n for n, op in OPS.items() if op.elementwise} == (
+        {n for n, op in OPS.items() if op.family == "pointwise"} | {"propagation_barrier", "sharding_constraint"})
+
+
+def test_shardys_pass_through_ops_are_the_elementwise_ops_reshape_and_transpose():
+    passing = {n for n, op in OPS.items() if op.passes_shardings}
+    assert passing == {n for n, op in OPS.items() if op.elementwise} | {"reshape", "transpose"}
+
+
+def test_every_op_with_a_vjp_has_a_jax_form_unless_jax_regions_lowers_it():
+    for name, op in OPS.items():
+        if region_op(name):
+            assert op.jax_form is None, name
+        else:
+            assert op.vjp is not None and op.jax_form is not None, name
+
+
+def test_jax_forms_take_the_modules_then_the_operands_and_attributes():
+    for name, op in OPS.items():
+        if op.jax_form is not None:
+            assert list(inspect.signature(op.jax_form).parameters)[:2] == ["jnp", "lax"], name
+            assert len(inspect.signature(op.jax_form).parameters) == 4, name
+
+
+def test_local_kernels_come_in_pairs_and_read_operands_that_exist():
+    for name, op in OPS.items():
+        assert (op.local_reference is None) == (op.local_vjp is None), name
+        if op.local_vjp_reads is not None:
+            assert op.local_vjp is not None, name
+            assert all(0 <= i < op.min_inputs for i in op.local_vjp_reads), name
+
+
+def test_index_operands_are_integer_operands_of_the_op():
+    for name, op in OPS.items():
+        for i, j, d in op.indexes:
+            assert i != j and 0 <= i < op.min_inputs and 0 <= j < op.min_inputs, name
+    assert OPS["gather"].indexes == ((1, 0, 0),) and OPS["cross_entropy"].indexes == ((1, 0, -1),)
+
+
+def test_fan_in_dims_name_operands_of_the_op():
+    for name, op in OPS.items():
+        for i, dims in op.fan_in_dims:
+            assert 0 <= i < op.min_inputs and all(isinstance(d, int) for d in dims), name
+
+
+def test_the_local_vjp_reads_of_a_gather_are_its_indices_only():
+    from planner.simulation.local_vjp import local_vjp_inputs
+
+    assert local_vjp_inputs("gather", (0,), 2) == (1,)
+    assert local_vjp_inputs("cross_entropy", (0,), 2) == (0, 1)
+    assert local_vjp_inputs("matmul", (0,), 2) == (1,)
+
+
+def test_a_mean_on_a_block_divides_by_the_global_count():
+    from planner.simulation.local_ops import LocalBlock, LocalContext
+
+    ctx = LocalContext((LocalBlock((4, 6), ((0, 4), (0, 3)), (4, 3)),), LocalBlock((4,), ((0, 4),), (4,)))
+    block = np.ones((4, 3))
+    got = OPS["mean"].local_reference([block], {"axes": (1,), "keepdims": False}, ctx, None)
+    assert got.tolist() == [0.5] * 4
