@@ -473,8 +473,9 @@ def _reader_seconds(m: Model, k: int, v: int) -> np.ndarray:
         return np.array([[sum(f.class_cost[f.u_class[a], L] for L in cols) for cols in needs]
                          for a in range(m.nodes[link.producer].candidates())], dtype=float)
     if link.backward:
-        # the search's table prices the forward moves with their transposes; the forward part alone is
-        # the same model's table of the link without its gradient
+        # the search's table prices each pair's forward moves and their transposes as one number; the
+        # forward part is the model's table of the same link without its gradient, whose cells are the
+        # redistribution plans the search's cells were summed from (the engine memoizes them)
         return np.asarray(link_table(m, replace(link, backward=False)), dtype=float)
     return np.asarray(problem.edges[k].cost, dtype=float)
 
