@@ -162,7 +162,7 @@ def _dtensor(plan) -> dict:
                              "split by several mesh dims: DTensor shards over them left to right (mesh order)")
         return out
 
-    graph = plan.outcome.model.graph
+    graph = plan.graph
     mesh = _mesh_data(split, pieces, "dim_names", "placements name whole mesh dims only")
     return {**_head(plan, "dtensor"), "mesh": mesh,
             "tensors": {name: {"shape": list(t.shape), **entry(f"tensor {quote(name)}", s, t.shape)}

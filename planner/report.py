@@ -5,8 +5,9 @@ lowers it once (:func:`planner.partitioning.lower`) and reads everything a user
 sees from that program: every tensor's sharding with its source and reason
 (:mod:`planner.model.provenance`), every op's strategy with its shardings
 and compute cost, every redistribution with its phase, steps, bytes and time,
-and the totals. ``to_dict`` / JSON / CSV / tables are produced from these
-objects at the edge (:mod:`planner.cli`); nothing downstream parses a string.
+and the totals. :meth:`Plan.to_dict` (the JSON contract) and :meth:`Plan.summary`
+(the table ``shardplan plan`` prints) are produced from these objects; CSV and the
+other formats at the edge (:mod:`planner.cli`); nothing downstream parses a string.
 
 The search's *cost tables* (seed 002) are public too:
 :meth:`Plan.candidates` lists an op's enumerated strategies with their own
@@ -16,23 +17,36 @@ every candidate of its producer and every candidate of one reader.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from costmodels.units import format_bytes, format_seconds
 from planner.errors import PlanningError, did_you_mean, quote
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Program, lower
 from planner.partitioning.program import Redistribute as Redistribution
-from planner.model.decision import Decision
+from planner.ir.mesh import AxisType
+from planner.model.axis_types import axes_of_type, restrict
+from planner.model.decision import Decision, Propagation, SolverReport
+from planner.model.manual import BodyCollective
+from planner.model.nodes import Model
+from planner.model.phases import SearchSpace
 from planner.model.provenance import decision_reasons, explain, propagation_reasons
 from planner.model.tables import link_table
+from planner.notations.jax import to_jax_type
+from planner.text_table import table
+
+if TYPE_CHECKING:  # named in annotations only: reading a plan needs none of them loaded
+    from costmodels import Cluster
+    from graphs import ComputationGraph
+    from planner.enumeration import Strategy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorDecision:
     """Where a tensor lives: its layout (``sharding``), whether the user pinned it, and why."""
 
@@ -49,18 +63,18 @@ class TensorDecision:
                 "source": self.source, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OpDecision:
     """An op's strategy, its operand and result shardings, its costs (s) and why."""
 
     name: str
     kind: str
-    strategy: object  # planner.enumeration.Strategy
+    strategy: Strategy
     source: str
     reason: str
     compute_time_s: float
     comm_time_s: float  # the forward redistributions of its result (graph-output delivery included)
-    collective: object = None  # a manual region's collective: its BodyCollective (kind, axes, bytes, time)
+    collective: BodyCollective | None = None  # a manual region's collective (kind, axes, bytes, time)
 
     @property
     def operand_shardings(self) -> tuple[TensorSharding, ...]:
@@ -117,7 +131,7 @@ def gradient_sync_dict(r: Redistribution) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Totals:
     """Per device: bytes received and seconds communicating (all phases), compute, memory; the objective."""
 
@@ -137,12 +151,12 @@ class Totals:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One enumerated strategy of an op, with its own cost (s: compute, output delivery, own gradients)."""
 
     index: int
-    strategy: object  # planner.enumeration.Strategy
+    strategy: Strategy
     cost_s: float
     memory_bytes: int
     chosen: bool
@@ -152,7 +166,7 @@ class Candidate:
         return self.strategy.text()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class EdgeCosts:
     """Seconds to redistribute ``tensor`` for every (producer candidate, reader candidate).
 
@@ -171,9 +185,47 @@ class EdgeCosts:
     shared: bool
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class Plan:
-    """A decided plan; see the module docstring. ``to_dict()`` is the JSON contract."""
+    """A decided plan: what every tensor and op gets, what moves, what it costs, and the model it decided.
+
+    A value: frozen, every field set by :func:`make_plan` and never written afterwards.
+
+    Fields:
+
+    * ``model``: the model's name; ``search``: the search that decided it (``bfs`` after an
+      ILP fallback); ``training``: a training step (backward and gradient reductions included);
+    * ``mesh``: the mesh it was planned on; ``meshes``: that mesh, then the model's other meshes;
+    * ``tensors``: each tensor's :class:`TensorDecision` by name; ``ops``: each op's
+      :class:`OpDecision` in graph order; ``redistributions``: every redistribution that moves
+      data, in program order; ``totals``: the :class:`Totals`;
+    * ``program``: the lowered SPMD program (:func:`planner.partitioning.lower`) everything
+      above is read from, and what the simulator and the JAX engine run;
+    * ``decision``: the decided model the search returned
+      (:class:`~planner.model.decision.Decision`): the planning model with its cost
+      tables (``decision.model``), one candidate per node (``decision.choice``) and why;
+    * ``solver``: the ILP solver's report (None for other searches); ``warnings``: notes such as
+      an ILP fallback, also issued as :class:`~planner.errors.PlanWarning`.
+
+    Read-only accessors: :attr:`graph` (the :class:`~graphs.ComputationGraph` planned),
+    :attr:`cluster` (the :class:`~costmodels.Cluster` it was costed on), :attr:`reshards`,
+    :attr:`gradient_syncs`, :attr:`propagation` and :attr:`search_space`; :meth:`op` and
+    :meth:`tensor` look one up by name. The search's cost tables: :meth:`candidates` and
+    :meth:`edge_costs`.
+
+    ``repr(plan)`` is one line; ``str(plan)`` (and :meth:`summary`) the table ``shardplan plan`` prints:
+
+    >>> from planner.api import plan
+    >>> p = plan("configs/ffn.yaml")
+    >>> p
+    Plan(model='ffn', search='bfs', mesh=<["d"=8]>, ops=5, comm=6,144 B/device, objective=17.1 us)
+    >>> print(p)  # doctest: +ELLIPSIS
+    model ffn, search bfs, mesh @mesh = <["d"=8]>
+    ...
+    totals: communication 6,144 B per device in 17.1 us, ...
+    >>> p.graph.name, p.mesh.size, p.decision.search
+    ('ffn', 8, 'bfs')
+    """
 
     model: str
     search: str
@@ -185,21 +237,58 @@ class Plan:
     totals: Totals
     training: bool
     program: Program
-    outcome: Decision
-    solver: object | None = None  # planner.searches.ilp.SolverReport
+    decision: Decision
+    # why each node of the decided model was chosen (provenance's ``ops``, ``tensors``, ``parent`` and
+    # ``node_reason`` tables): what :meth:`explain` walks
+    _reasons: Mapping[str, Mapping] = field(repr=False)
+    solver: SolverReport | None = None
     warnings: tuple[str, ...] = ()
+    # derived from the fields above while constructing (so a ``dataclasses.replace`` copy derives its own)
+    _op_by_name: Mapping[str, OpDecision] = field(init=False, repr=False)
+    _links_by_tensor: Mapping[str, tuple[int, ...]] = field(init=False, repr=False)
 
-    # -- reading ----------------------------------------------------------------------------
-    def _indexed(self, key: str, build):
-        """``build()``, computed on first use and kept (the plan is frozen, so it never goes stale)."""
-        value = self.__dict__.get(key)
-        if value is None:
-            value = build()
-            object.__setattr__(self, key, value)
-        return value
+    def __post_init__(self) -> None:
+        # a frozen dataclass sets its derived fields through object.__setattr__, once, here
+        object.__setattr__(self, "_op_by_name", MappingProxyType({o.name: o for o in reversed(self.ops)}))
+        object.__setattr__(self, "_links_by_tensor", _links_by_tensor(self.decision.model))
+
+    # -- the two string forms ------------------------------------------------------------------
+    def __repr__(self) -> str:
+        mesh = "<[" + ", ".join(f'"{a.name}"={a.size}' for a in self.mesh.axes) + "]>"
+        extra = ((", training=True" if self.training else "")
+                 + (f", warnings={len(self.warnings)}" if self.warnings else ""))
+        return (f"Plan(model={self.model!r}, search={self.search!r}, mesh={mesh}, ops={len(self.ops)}, "
+                f"comm={format_bytes(self.totals.comm_bytes_per_device)}/device, "
+                f"objective={format_seconds(self.totals.objective)}{extra})")
+
+    def __str__(self) -> str:
+        """The :meth:`summary` without its final newline, so ``print(plan)`` writes exactly what the CLI does."""
+        return self.summary().removesuffix("\n")
+
+    # -- what callers read ---------------------------------------------------------------------
+    @property
+    def graph(self) -> ComputationGraph:
+        """The computation graph that was planned (on the planning mesh)."""
+        return self.decision.model.graph
+
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster every cost was computed on."""
+        return self.decision.model.cluster
+
+    @property
+    def propagation(self) -> Propagation | None:
+        """What rule-based propagation gave (:class:`planner.model.decision.Propagation`; None for other
+        searches): every tensor's sharding, the origin of each axis, the phases."""
+        return self.decision.propagation
+
+    @property
+    def search_space(self) -> SearchSpace | None:
+        """What the search ran over (:class:`planner.model.phases.SearchSpace`; None in explicit mode)."""
+        return self.decision.space
 
     def op(self, name: str) -> OpDecision:
-        found = self._indexed("_op_by_name", lambda: {o.name: o for o in reversed(self.ops)}).get(name)
+        found = self._op_by_name.get(name)
         if found is not None:
             return found
         raise PlanningError(f"the plan has no op {quote(name)}{did_you_mean(name, [o.name for o in self.ops], n=3)}")
@@ -252,6 +341,63 @@ class Plan:
             out["warnings"] = list(self.warnings)
         return out
 
+    def summary(self) -> str:
+        """The table ``shardplan plan`` prints: each op's strategy, tensors where the mode is about them,
+        the redistributions, manual regions' collectives, gradient reductions and the totals."""
+        rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in self.ops]
+        out = [f"model {self.model}, search {self.search}, mesh {self.mesh}", ""]
+        out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
+        # every tensor's sharding where the mode is about it; types (seed 001) name the Explicit axes only:
+        # every axis in explicit mode, a mixed mesh's Explicit axes otherwise
+        explicit_axes = axes_of_type(self.mesh, AxisType.EXPLICIT)
+        type_axes = frozenset(a.name for a in self.mesh.axes) if self.search == "explicit" else explicit_axes
+        if self.search in ("explicit", "propagate") or explicit_axes:
+
+            def typed(t):
+                return (to_jax_type(restrict(t.sharding, type_axes), t.shape, t.dtype),) if type_axes else ()
+
+            trows = [(name, *typed(t), t.sharding.dims_text(), t.source) for name, t in self.tensors.items()]
+            header = ("tensor", *(("type",) if type_axes else ()), "sharding", "source")
+            out += ["", table(trows, header=header)]
+            if explicit_axes and self.search != "explicit":
+                out.append(f"types name the Explicit axes ({', '.join(sorted(explicit_axes))}); the Auto axes are "
+                           f"the {self.search} search's")
+        if self.reshards:
+            out += ["", "redistributions:"]
+            rs = []
+            for r in self.reshards:
+                phase = f" [{r.phase}]" if self.training else ""
+                rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
+                           _steps_text(r.steps), format_bytes(r.bytes_per_device), format_seconds(r.time_s)))
+            out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
+        body = [o for o in self.ops if o.collective is not None]
+        if body:
+            out += ["", "collectives of manual regions (forward):"]
+            out.append(table([(o.name, o.kind,
+                               f"{o.collective.kind}{{{', '.join(map(repr, o.collective.axes))}}}".replace("'", '"'),
+                               format_bytes(o.collective.bytes_per_device), format_seconds(o.collective.time_s))
+                              for o in body], header=("op", "collective", "steps", "bytes/device", "time")))
+        if self.gradient_syncs:
+            out += ["", "gradient reductions:"]
+            gs = [(g.tensor, _steps_text(g.steps), format_bytes(g.bytes_per_device), format_seconds(g.time_s))
+                  for g in self.gradient_syncs]
+            out.append(table(gs, header=("param", "steps", "bytes/device", "time")))
+        t = self.totals
+        out += ["", "totals: " + ", ".join([
+            f"communication {format_bytes(t.comm_bytes_per_device)} per device in {format_seconds(t.comm_time_s)}",
+            f"compute {format_seconds(t.compute_time_s)}",
+            f"memory {format_bytes(t.memory_bytes_per_device)} per device",
+            f"objective {format_seconds(t.objective)}",
+        ])]
+        if self.search_space is not None and self.search_space.restricted:
+            out.append(self.search_space.describe(self.totals.objective))
+        if self.solver:
+            s = self.solver
+            gap = "n/a" if s.gap is None else f"{s.gap:.3g}"
+            out.append(f"solver: {s.name} {s.status} (optimal: {s.optimal}, gap {gap}) in "
+                       f"{format_seconds(s.time_s)}, {s.variables} variables solved")
+        return "\n".join(out) + "\n"
+
     def export(self, to: str) -> dict:
         """The plan in another notation: ``jax``, ``shardy``, ``dtensor`` or ``mindspore``
         (:func:`planner.export.export`), as JSON-ready data keyed by tensor and op."""
@@ -259,27 +405,15 @@ class Plan:
 
         return export(self, to)
 
-    @property
-    def propagation(self):
-        """What rule-based propagation gave (:class:`planner.searches.propagate.engine.Propagation`; None for other
-        searches): every tensor's sharding, the origin of each axis, the phases."""
-        return self.outcome.propagation
-
-    @property
-    def search_space(self):
-        """What the search ran over (:class:`planner.model.phases.SearchSpace`; None in explicit mode)."""
-        return self.outcome.space
-
     def explain(self, tensor: str) -> list[str]:
         """The chain of decisions from ``tensor`` back to a user annotation (see ``shardplan explain``)."""
         t = self.tensor(tensor)
-        o = self.outcome
+        o = self.decision
         if o.propagation is not None:
             lines = [f"{tensor}: {t.sharding}", *(f"  {line}" for line in o.propagation.explain(tensor))]
         else:
-            info = self._indexed("_reasons", lambda: decision_reasons(o.model, o.choice, o.parents))
-            lines = explain(o.model, o.choice, o.parents, tensor, t.sharding, info)
-        return lines[:1] + region_lines(o.model.graph, tensor) + lines[1:]
+            lines = explain(o.model, o.choice, o.parents, tensor, t.sharding, self._reasons)
+        return lines[:1] + region_lines(self.graph, tensor) + lines[1:]
 
     # -- the cost tables ----------------------------------------------------------------------
     def candidates(self, op: str) -> tuple[Candidate, ...]:
@@ -290,15 +424,18 @@ class Plan:
         >>> [c.text for c in p.candidates("relu") if c.chosen]
         ['((2, 4),)']
         """
-        m = self.outcome.model
+        m = self.decision.model
         self.op(op)
         i = m.op_index[op]
         node, costs = m.nodes[i], m.problem.nodes[i]
         return tuple(Candidate(c, s, float(costs.cost[c]), int(costs.memory[c]) if costs.memory is not None else 0,
-                               c == self.outcome.choice[i]) for c, s in enumerate(node.strategies))
+                               c == self.decision.choice[i]) for c, s in enumerate(node.strategies))
 
     def edge_costs(self, tensor: str, reader: str) -> EdgeCosts:
         """The redistribution cost table of ``tensor`` between its producer's candidates and ``reader``'s.
+
+        Read off the planning model's cost tables (its search problem's edges and fanouts), the
+        cells the search did not read computed as it would have.
 
         >>> from planner.api import plan
         >>> p = plan("configs/ffn.yaml")
@@ -306,40 +443,52 @@ class Plan:
         >>> t.seconds.shape == (len(t.producer_candidates), len(t.reader_candidates))
         True
         """
-        m = self.outcome.model
+        m = self.decision.model
         self.tensor(tensor)
         self.op(reader)
         v = m.op_index[reader]
-        by_tensor = self._indexed("_links_by_tensor", lambda: _links_by_tensor(m))
-        for k in by_tensor.get(tensor, ()):
+        for k in self._links_by_tensor.get(tensor, ()):
             link = m.flows[k]
-            if v not in link.readers:
-                continue
-            u = link.producer
-            if link.kind == "data":
-                # forward part only: a backward part is the gradient's
-                seconds = link_table(m, replace(link, backward=False)) if link.backward else m.problem.edges[k].cost
-            else:
-                f = m.problem.fanouts[k - len(m.problem.edges)]
-                j = link.readers.index(v)
-                seconds = np.array([[sum(f.class_cost[f.u_class[a], L] for L in needs) for needs in f.needs[j]]
-                                    for a in range(m.nodes[u].candidates())])
-            return EdgeCosts(tensor, m.nodes[u].name, reader, m.problem.nodes[u].labels, m.problem.nodes[v].labels,
-                             np.asarray(seconds, dtype=float), link.kind == "fanout")
-        readers = [op for op, _ in m.graph.consumers(tensor)]
+            if v in link.readers:
+                u = link.producer
+                return EdgeCosts(tensor, m.nodes[u].name, reader, m.problem.nodes[u].labels, m.problem.nodes[v].labels,
+                                 _reader_seconds(m, k, v), link.kind == "fanout")
+        readers = [op for op, _ in self.graph.consumers(tensor)]
         if reader not in readers:
             raise PlanningError(f"op {quote(reader)} does not read tensor {quote(tensor)}; its readers are {', '.join(readers)}")
         raise PlanningError(f"tensor {quote(tensor)} is stored as {quote(reader)} reads it (its only reader): it has no "
                             "edge to redistribute over")
 
 
-def _links_by_tensor(m) -> dict[str, list[int]]:
-    """The data and fanout links of each tensor, in link order (built once per plan)."""
+def _reader_seconds(m: Model, k: int, v: int) -> np.ndarray:
+    """Seconds of link ``k`` for reader node ``v``: one row per producer candidate, one column per ``v``'s."""
+    link = m.flows[k]
+    problem = m.problem
+    if link.kind == "fanout":
+        # every layout (and cotangent) this reader's candidate needs, each priced as its own copy
+        f = problem.fanouts[k - len(problem.edges)]
+        needs = f.needs[link.readers.index(v)]
+        return np.array([[sum(f.class_cost[f.u_class[a], L] for L in cols) for cols in needs]
+                         for a in range(m.nodes[link.producer].candidates())], dtype=float)
+    if link.backward:
+        # the search's table prices each pair's forward moves and their transposes as one number; the
+        # forward part is the model's table of the same link without its gradient, whose cells are the
+        # redistribution plans the search's cells were summed from (the engine memoizes them)
+        return np.asarray(link_table(m, replace(link, backward=False)), dtype=float)
+    return np.asarray(problem.edges[k].cost, dtype=float)
+
+
+def _links_by_tensor(m: Model) -> Mapping[str, tuple[int, ...]]:
+    """The data and fanout links of each tensor, in link order."""
     out: dict[str, list[int]] = {}
     for k, link in enumerate(m.flows):
         if link.kind in ("data", "fanout"):
             out.setdefault(link.tensor, []).append(k)
-    return out
+    return MappingProxyType({t: tuple(ks) for t, ks in out.items()})
+
+
+def _steps_text(steps) -> str:
+    return ", ".join(f"{s.kind}{'{' + ','.join(map(str, s.axes)) + '}' if s.axes else ''}" for s in steps)
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -362,16 +511,15 @@ def region_lines(graph, tensor: str) -> list[str]:
     return out
 
 
-def make_plan(outcome: Decision) -> Plan:
-    """Lower ``outcome`` and read the plan off its program (see the module docstring)."""
-    m, choice = outcome.model, outcome.choice
+def make_plan(decision: Decision) -> Plan:
+    """Lower ``decision`` and read the plan off its program (see the module docstring)."""
+    m, choice = decision.model, decision.choice
     graph = m.graph
     program = lower(m, choice)
-    if outcome.propagation is not None:
-
-        reasons = propagation_reasons(m, outcome.propagation)
+    if decision.propagation is not None:
+        reasons = propagation_reasons(m, decision.propagation)
     else:
-        reasons = decision_reasons(m, choice, outcome.parents)
+        reasons = decision_reasons(m, choice, decision.parents)
     tensors = {}
     for name, spec in graph.tensors.items():
         if spec.kind != "activation" and not graph.consumers(name):
@@ -399,7 +547,7 @@ def make_plan(outcome: Decision) -> Plan:
         objective=m.problem.objective(choice),
     )
     meshes = (m.mesh,) + tuple(x for x in graph.meshes.values() if x != m.mesh)
-    plan = Plan(graph.name, outcome.search, m.mesh, meshes, MappingProxyType(tensors), tuple(ops), redistributions,
-                totals, m.options.training, program, outcome, outcome.report, outcome.notes)
-    object.__setattr__(plan, "_reasons", reasons)  # Plan.explain reads them
-    return plan
+    return Plan(model=graph.name, search=decision.search, mesh=m.mesh, meshes=meshes, tensors=MappingProxyType(tensors),
+                ops=tuple(ops), redistributions=redistributions, totals=totals, training=m.options.training,
+                program=program, decision=decision, _reasons=MappingProxyType(reasons), solver=decision.report,
+                warnings=decision.notes)

@@ -10,24 +10,7 @@ import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 from planner.files import write_output, write_stdout
-
-
-def table(rows: Iterable[Sequence[Any]], header: Sequence[str] | None = None) -> str:
-    """Left-aligned columns separated by two spaces.
-
-    >>> print(table([("a", 1), ("bbb", 22)], header=("name", "n")))
-    name  n
-    a     1
-    bbb   22
-    """
-    body = [[str(c) for c in r] for r in rows]
-    if header:
-        body.insert(0, [str(h) for h in header])
-    if not body:
-        return ""
-    widths = [max(len(r[i]) for r in body if i < len(r)) for i in range(max(len(r) for r in body))]
-    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in body]
-    return "\n".join(lines)
+from planner.text_table import table  # noqa: F401  (the commands import it from here)
 
 
 def to_json(data: Any) -> str:

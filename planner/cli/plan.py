@@ -9,7 +9,7 @@ from planner.cli.output import table, to_csv, to_json, write_text
 from planner.errors import ParseError, quote
 
 # The pipeline (planner.api, costmodels) is imported by the functions that run it, so that
-# ``shardplan --help`` stays fast.
+# ``shardplan --help`` stays fast .
 
 CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding", "source", "compute_time_s",
                "comm_time_s", "reason")
@@ -105,71 +105,6 @@ def make_plan(args):
     return plan(model_argument(args.model), search=args.search, propagation=args.propagation, **plan_arguments(args))
 
 
-def render_table(p) -> str:
-    from costmodels.units import format_bytes, format_seconds
-
-    rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in p.ops]
-    out = [f"model {p.model}, search {p.search}, mesh {p.mesh}", ""]
-    out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
-    # every tensor's sharding where the mode is about it; types (seed 001) name the Explicit axes only:
-    # every axis in explicit mode, a mixed mesh's Explicit axes otherwise
-    from planner.ir.mesh import AxisType
-    from planner.model.axis_types import axes_of_type, restrict
-    from planner.notations.jax import to_jax_type
-
-    explicit_axes = axes_of_type(p.mesh, AxisType.EXPLICIT)
-    type_axes = frozenset(a.name for a in p.mesh.axes) if p.search == "explicit" else explicit_axes
-    if p.search in ("explicit", "propagate") or explicit_axes:
-
-        def typed(t):
-            return (to_jax_type(restrict(t.sharding, type_axes), t.shape, t.dtype),) if type_axes else ()
-
-        trows = [(name, *typed(t), t.sharding.dims_text(), t.source) for name, t in p.tensors.items()]
-        header = ("tensor", *(("type",) if type_axes else ()), "sharding", "source")
-        out += ["", table(trows, header=header)]
-        if explicit_axes and p.search != "explicit":
-            out.append(f"types name the Explicit axes ({', '.join(sorted(explicit_axes))}); the Auto axes are "
-                       f"the {p.search} search's")
-    if p.reshards:
-        out += ["", "redistributions:"]
-        rs = []
-        for r in p.reshards:
-            phase = f" [{r.phase}]" if p.training else ""
-            rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
-                       _steps_text(r.steps), format_bytes(r.bytes_per_device), format_seconds(r.time_s)))
-        out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
-    body = [o for o in p.ops if o.collective is not None]
-    if body:
-        out += ["", "collectives of manual regions (forward):"]
-        out.append(table([(o.name, o.kind, f"{o.collective.kind}{{{', '.join(map(repr, o.collective.axes))}}}".replace("'", '"'),
-                           format_bytes(o.collective.bytes_per_device), format_seconds(o.collective.time_s))
-                          for o in body], header=("op", "collective", "steps", "bytes/device", "time")))
-    if p.gradient_syncs:
-        out += ["", "gradient reductions:"]
-        gs = [(g.tensor, _steps_text(g.steps), format_bytes(g.bytes_per_device), format_seconds(g.time_s))
-              for g in p.gradient_syncs]
-        out.append(table(gs, header=("param", "steps", "bytes/device", "time")))
-    t = p.totals
-    out += ["", "totals: " + ", ".join([
-        f"communication {format_bytes(t.comm_bytes_per_device)} per device in {format_seconds(t.comm_time_s)}",
-        f"compute {format_seconds(t.compute_time_s)}",
-        f"memory {format_bytes(t.memory_bytes_per_device)} per device",
-        f"objective {format_seconds(t.objective)}",
-    ])]
-    if p.search_space is not None and p.search_space.restricted:
-        out.append(p.search_space.describe(p.totals.objective))
-    if p.solver:
-        s = p.solver
-        gap = "n/a" if s.gap is None else f"{s.gap:.3g}"
-        out.append(f"solver: {s.name} {s.status} (optimal: {s.optimal}, gap {gap}) in "
-                   f"{format_seconds(s.time_s)}, {s.variables} variables solved")
-    return "\n".join(out) + "\n"
-
-
-def _steps_text(steps) -> str:
-    return ", ".join(f"{s.kind}{'{' + ','.join(map(str, s.axes)) + '}' if s.axes else ''}" for s in steps)
-
-
 def render_phases(p) -> str:
     """Every tensor's sharding after each propagation phase: one column per phase, a legend below."""
     phases = p.propagation.phases
@@ -202,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         text = to_csv(([r[c] if not isinstance(r[c], list) else "; ".join(r[c]) for c in CSV_COLUMNS] for r in rows),
                       CSV_COLUMNS)
     else:
-        text = render_table(p) + ("\n" + render_phases(p) if args.phases else "")
+        text = p.summary() + ("\n" + render_phases(p) if args.phases else "")
     write_text(text, args.out, protect=[args.model])
     return 0
 

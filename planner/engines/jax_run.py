@@ -203,7 +203,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
 
     from planner.engines.jax_ops import jax_op, jnp_dtype
 
-    graph = plan.outcome.model.graph
+    graph = plan.graph
     program = plan.program
     if program.training:
         check_differentiable(graph)

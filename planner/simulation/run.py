@@ -104,7 +104,7 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
     if dtype not in FLOAT_RTOL:
         raise PlanningError(f"--dtype must be one of {', '.join(FLOAT_RTOL)}, got {dtype!r}")
     float_dtype = np.float64 if dtype == "f64" else np.float32
-    graph = plan.outcome.model.graph
+    graph = plan.graph
     check_simulation_bytes(memory_lower_bound_bytes(graph, np.dtype(float_dtype).itemsize),
                            f"simulating model {quote(graph.name)} in {dtype}",
                            "simulate a smaller version of the model (fewer layers, a smaller batch or sequence) on the "

@@ -42,7 +42,7 @@ def stderr(monkeypatch):
 
 def cost_table_steps(path: str, **options) -> int:
     """How many steps the cost-table task has: one per node and link of the planning model."""
-    m = plan(path, **options).outcome.model
+    m = plan(path, **options).decision.model
     return len(m.nodes) + len(m.flows)
 
 

@@ -95,7 +95,7 @@ def test_training_runs_jax_grad_against_the_reference_gradients():
     r = shardplan("run", "configs/constraints.yaml", "--training", "--format", "json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
-    params = {n for n, t in p.tensors.items() if p.outcome.model.graph.tensor(n).kind == "param"}
+    params = {n for n, t in p.tensors.items() if p.graph.tensor(n).kind == "param"}
     assert d["ok"] and set(d["gradients"]) == params and all(g["ok"] for g in d["gradients"].values())
     assert d["predicted_comm_bytes_per_device"] == p.totals.comm_bytes_per_device
     assert {c["phase"] for c in d["predicted_collectives"]} <= {"forward", "backward", "gradient"}

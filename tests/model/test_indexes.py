@@ -129,7 +129,7 @@ def _shared_input_model(layers: int) -> str:
 @pytest.mark.parametrize("search", ["bfs", "ilp"])
 def test_provenance_reads_fanout_costs_off_reader_counts(search, monkeypatch):
     p = plan(_shared_input_model(6), search=search)
-    o = p.outcome
+    o = p.decision
     original = SearchProblem.link_costs
 
     def checked(self, link, i, choice, decided=None, needed=None):
@@ -143,7 +143,7 @@ def test_provenance_reads_fanout_costs_off_reader_counts(search, monkeypatch):
 
 def test_annotated_neighbours_are_the_first_annotated_link_each_node_reads():
     p = plan("configs/gpt2_small.yaml")
-    m = p.outcome.model
+    m = p.decision.model
     index = provenance._annotated_neighbours(m)
     for i in range(len(m.nodes)):
         expected = next(((link.producer, k) for k, link in enumerate(m.flows)
@@ -156,7 +156,7 @@ def test_plan_indexes_find_what_the_scans_found():
     p = plan("configs/transformer_block.yaml")
     for o in p.ops:
         assert p.op(o.name) is o
-    m = p.outcome.model
+    m = p.decision.model
     for k, link in enumerate(m.flows):
         for v in link.readers:
             reader = m.nodes[v].name
@@ -164,5 +164,5 @@ def test_plan_indexes_find_what_the_scans_found():
             assert (t.tensor, t.reader, t.producer) == (link.tensor, reader, m.nodes[link.producer].name)
             assert t.shared == (link.kind == "fanout")
     first = p.explain(next(iter(p.tensors)))
-    assert first == provenance.explain(m, p.outcome.choice, p.outcome.parents, next(iter(p.tensors)),
+    assert first == provenance.explain(m, p.decision.choice, p.decision.parents, next(iter(p.tensors)),
                                        p.tensors[next(iter(p.tensors))].sharding)

@@ -55,11 +55,11 @@ def test_gpt_plan_reads_a_fraction_of_its_cost_tables():
     and the ILP's plan on the same model is no worse than bfs's (it reads every cell)."""
     g = gpt(layers=2, hidden=64, heads=4, seq=16, batch=8, vocab=97, mesh={"dp": 2, "tp": 4})
     p = plan(g, search="bfs")
-    problem = p.outcome.model.problem
+    problem = p.decision.model.problem
     tables = [e.class_cost for e in problem.edges] + [f.class_cost for f in problem.fanouts]
     lazy = [t for t in tables if isinstance(t, LazyTable)]
     assert lazy, "the planner's cost tables are lazy"
     assert sum(t.computed() for t in lazy) < sum(t.shape[0] * t.shape[1] for t in lazy)
     q = plan(g, search="ilp")
-    objective = lambda r: r.outcome.model.problem.objective(r.outcome.choice)  # noqa: E731
+    objective = lambda r: r.decision.model.problem.objective(r.decision.choice)  # noqa: E731
     assert objective(q) <= objective(p) * (1 + 1e-9)

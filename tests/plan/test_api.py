@@ -69,7 +69,7 @@ def test_candidates_are_the_enumerated_strategies_with_their_own_costs():
 def test_edge_costs_price_the_chosen_pair_as_the_plan_reports_it():
     p = planner.plan(FFN, search="bfs")
     t = p.edge_costs("h4", "dense2.add")
-    m, choice = p.outcome.model, p.outcome.choice
+    m, choice = p.decision.model, p.decision.choice
     row, col = choice[m.op_index["dense2.matmul"]], choice[m.op_index["dense2.add"]]
     (r,) = p.redistributions
     assert t.seconds[row, col] == pytest.approx(r.time_s) and not t.shared
@@ -99,7 +99,7 @@ def test_a_progress_object_hears_the_cost_tables_and_the_solver():
 
     r = Recorder()
     p = planner.plan(FFN, search="ilp", progress=r)
-    m = p.outcome.model
+    m = p.decision.model
     steps = len(m.nodes) + len(m.flows)  # one step per node and link of the planning model
     begin = r.calls.index(("begin", "cost tables", steps))
     end = r.calls.index(("end",), begin)
@@ -119,8 +119,8 @@ def test_the_models_cluster_path_is_relative_to_the_model_and_the_argument_to_th
     (tmp_path / "models" / "m.yaml").write_text(model)
     monkeypatch.chdir(tmp_path)
     # a cluster file's name defaults to its stem: which file was read shows in the cluster's name
-    assert planner.plan("models/m.yaml").outcome.model.cluster.name == "lab"
-    assert planner.plan("models/m.yaml", cluster="here.yaml").outcome.model.cluster.name == "here"
+    assert planner.plan("models/m.yaml").cluster.name == "lab"
+    assert planner.plan("models/m.yaml", cluster="here.yaml").cluster.name == "here"
     with pytest.raises(ShardplanError):  # models/lab.yaml is not in the current directory
         planner.plan("models/m.yaml", cluster="lab.yaml")
 

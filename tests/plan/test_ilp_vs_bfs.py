@@ -20,8 +20,8 @@ def test_ilp_objective_is_at_most_bfs_on_every_config(config):
     assert ilp.search == "ilp" and ilp.solver.optimal
     assert ilp.totals.objective <= bfs.totals.objective * (1 + 1e-9)
     # both scored on the same tables: the ILP's choice re-scored by BFS's problem is its objective
-    m_ilp, choice = ilp.outcome.model, ilp.outcome.choice
-    m_bfs = bfs.outcome.model
+    m_ilp, choice = ilp.decision.model, ilp.decision.choice
+    m_bfs = bfs.decision.model
     assert m_bfs.problem.objective(choice) == pytest.approx(ilp.totals.objective, rel=1e-12)
 
 
@@ -62,7 +62,7 @@ outputs: [p]""",
 def test_ilp_equals_brute_force_on_small_graphs(name, training):
     text = f"name: {name}\nmesh: {{d: 4}}\ncluster: {BANDWIDTH_BOUND}\n{SMALL[name]}\n"
     p = plan(text, search="ilp", training=training)
-    m, choice = p.outcome.model, p.outcome.choice
+    m, choice = p.decision.model, p.decision.choice
     best_choice, best = brute_force(m.problem)
     assert p.totals.objective == pytest.approx(best, rel=1e-9, abs=1e-15)
     exact = solve_ilp(m.problem, shrink=False)

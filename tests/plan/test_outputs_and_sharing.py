@@ -149,7 +149,7 @@ ops:
 outputs: [y]
 """
     def weight_bytes(p):
-        m, choice = p.outcome.model, p.outcome.choice
+        m, choice = p.decision.model, p.decision.choice
         i = m.source_index["w"]
         return m.problem.nodes[i].memory[choice[i]]
 

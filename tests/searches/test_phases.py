@@ -102,7 +102,7 @@ def test_annotations_hold_across_phases():
                        """{shape: [256, 512], kind: input, sharding: '[{"z", "x"}, {}]'}""")
     p = plan(text, search="bfs")
     assert p.search_space.restricted
-    ann = p.outcome.model.annotations["x"]
+    ann = p.decision.model.annotations["x"]
     assert satisfies(p.tensors["x"].sharding, ann)
     assert [str(a) for a in p.tensors["x"].sharding.dims[0].axes] == ['"z"', '"x"']
 
@@ -168,6 +168,6 @@ model: {builder: gpt, layers: 2, hidden: 64, heads: 4, seq: 16, batch: 8, vocab:
     assert space.tied_layers and space.restricted and len(space.phases) == 1
     assert "repeated layers share one decision" in space.describe(p.totals.objective)
     assert p.to_dict()["search_space"]["tied_layers"] is True
-    untied = solve_ilp(p.outcome.model.problem, shrink=False)
+    untied = solve_ilp(p.decision.model.problem, shrink=False)
     assert not untied.report.tied_layers
     assert space.lower_bound_s <= untied.objective <= p.totals.objective * (1 + 1e-9)

@@ -29,7 +29,7 @@ def test_config_trains_exactly_and_bytes_match_per_phase(config, search):
     p = plan(config, search=search, training=True)
     r = simulate(p, seed=1)
     assert r.ok, (r.outputs, r.gradients)
-    assert set(r.gradients) == {t for t, spec in p.outcome.model.graph.tensors.items() if spec.kind == "param"}
+    assert set(r.gradients) == {t for t, spec in p.graph.tensors.items() if spec.kind == "param"}
     assert all(g["max_rel_error"] <= 1e-9 for g in r.gradients.values())
     for name, phase in r.phases.items():
         assert phase["measured_comm_bytes_per_device"] == phase["predicted_comm_bytes_per_device"], name
