@@ -9,8 +9,9 @@ thin command line over the library. This package imports only the bottom layers,
 """
 
 LAYERS = (
-    # what every layer uses: errors, input limits, files, YAML, caches, progress reports
-    ("planner.errors", "planner.limits", "planner.files", "planner.safe_yaml", "planner.caches", "planner.progress"),
+    # what every layer uses: errors, input limits, files, YAML, caches, progress reports, plain-text tables
+    ("planner.errors", "planner.limits", "planner.files", "planner.safe_yaml", "planner.caches", "planner.progress",
+     "planner.text_table"),
     ("planner.ir",),  # the sharding representation (seed 000)
     ("planner.notations",),  # the same sharding in JAX, MindSpore and DTensor notation
     ("planner.collectives",),  # the one registry of collectives (seed 004)
