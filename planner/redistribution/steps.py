@@ -26,11 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from costmodels.units import format_bytes
+from planner.collectives import KINDS
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
-
-KINDS = ("AllReduce", "ReduceScatter", "AllGather", "AllToAll", "CollectivePermute", "Slice")
-
 
 @dataclass(frozen=True, slots=True)
 class Step:
