@@ -458,7 +458,9 @@ class Primitive:
     locally, and then ``local`` says what runs; ``transpose`` names the
     transpose primitive (``None``: not linear). ``fix`` is the advice an
     ill-typed operand gets after the rule; ``mean_of`` names the primitive a
-    mean divides by the group size (pmean: psum). ``reference`` and ``kernel``
+    mean divides by the group size (pmean: psum); ``dim_attrs`` names the
+    attributes holding the dimensions it gathers, scatters or exchanges (the
+    others it keeps: its sharding rule is elementwise there). ``reference`` and ``kernel``
     are its meaning on stacked blocks and on the simulated devices, ``jax`` its
     ``jax.lax`` lowering (``None``: none), ``in_regions`` whether a manual
     region's body may apply it, ``stacked_adjoint`` the primitive whose
@@ -476,6 +478,7 @@ class Primitive:
     transpose: str | None
     fix: str | None = field(default=None, repr=False)
     mean_of: str | None = field(default=None, repr=False)
+    dim_attrs: tuple[str, ...] = field(default=(), repr=False)
     reference: Callable | None = field(default=None, repr=False, compare=False)
     kernel: Callable | None = field(default=None, repr=False, compare=False)
     jax: Callable | None = field(default=None, repr=False, compare=False)
@@ -520,12 +523,12 @@ def _registry(*prims: Primitive) -> Mapping[str, Primitive]:
 
 PRIMITIVES: Mapping[str, Primitive] = _registry(
     # name                  operand    result     lowering             local                         transpose
-    Primitive("all_gather", VARYING, VARYING, "AllGather", None, "psum_scatter",
+    Primitive("all_gather", VARYING, VARYING, "AllGather", None, "psum_scatter", dim_attrs=("dim",),
               reference=_stacked_all_gather, kernel=_kernel_all_gather, jax=_jax_all_gather, in_regions=True),
-    Primitive("all_gather_invariant", VARYING, INVARIANT, "AllGather", None, "pscatter",
+    Primitive("all_gather_invariant", VARYING, INVARIANT, "AllGather", None, "pscatter", dim_attrs=("dim",),
               fix="the value is already the same on every device: drop the gather or insert pbroadcast",
               reference=_stacked_all_gather, kernel=_kernel_all_gather, stacked_adjoint="psum_scatter"),
-    Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all",
+    Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all", dim_attrs=("split_dim", "concat_dim"),
               reference=_stacked_all_to_all, kernel=_kernel_all_to_all, jax=_jax_all_to_all, in_regions=True),
     Primitive("axis_index", None, VARYING, None, "replica id arithmetic", None,
               reference=_stacked_axis_index, kernel=_kernel_axis_index, jax=_jax_axis_index, in_regions=True),
@@ -539,12 +542,13 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("ppermute", VARYING, VARYING, "CollectivePermute", None, "ppermute",
               reference=_stacked_ppermute, kernel=_kernel_ppermute, jax=_jax_ppermute, in_regions=True),
     Primitive("pscatter", INVARIANT, VARYING, None, "local slice x[axis_index]", "all_gather_invariant",
+              dim_attrs=("dim",),
               fix="use psum_scatter to sum varying values, or psum first",
               reference=_stacked_pscatter, kernel=_kernel_pscatter, stacked_adjoint=""),
     Primitive("psum", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", fix="insert pbroadcast or drop the psum",
               reference=_stacked_psum, kernel=_kernel_psum, jax=_jax_psum, in_regions=True,
               stacked_adjoint="psum"),
-    Primitive("psum_scatter", VARYING, VARYING, "ReduceScatter", None, "all_gather",
+    Primitive("psum_scatter", VARYING, VARYING, "ReduceScatter", None, "all_gather", dim_attrs=("dim",),
               fix="insert pbroadcast before it, or use pscatter to take this device's piece without communication",
               reference=_stacked_psum_scatter, kernel=_kernel_psum_scatter, jax=_jax_psum_scatter, in_regions=True),
 )

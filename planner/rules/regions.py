@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from planner.collectives import primitive
 from planner.rules.builder import RuleBuilder, elementwise_rule
 from planner.rules.factors import FactorKind, OpShardingRule
 
@@ -68,11 +69,8 @@ def manual_exit(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str
 
 
 def _changed_dims(name: str, attrs: Mapping[str, Any]) -> tuple[int, ...]:
-    if name in ("all_gather", "psum_scatter"):
-        return (attrs["dim"],)
-    if name == "all_to_all":
-        return tuple(sorted({attrs["split_dim"], attrs["concat_dim"]}))
-    return ()
+    """The dimensions collective ``name`` gathers, scatters or exchanges (the registry's ``dim_attrs``)."""
+    return tuple(sorted({attrs[key] for key in primitive(name).dim_attrs}))
 
 
 def collective(name: str):
