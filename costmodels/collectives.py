@@ -162,8 +162,8 @@ class CollectiveModel(NamedTuple):
         if kind == "CollectivePermute":  # priced by what a receiver gets, whatever the group
             return self.collective_permute(unit_bytes, link)
         fn = _MODEL_FIELDS.get(kind)
-        if fn is None:
-            return NO_COST if step_kind(kind).rounds(p, unit_bytes) == 0 else _kind_cost(kind, p, unit_bytes, link)
+        if fn is None:  # a Slice: no rounds (an unknown kind is a RuleError)
+            return _kind_cost(kind, p, unit_bytes, link)
         return getattr(self, fn)(p, unit_bytes, link)
 
 

@@ -27,11 +27,11 @@ from planner.simulation.collectives import Network
 from planner.simulation.run import simulate
 
 
-def _model(name, tensors, inputs, in_shardings, outputs, out_shardings, ops, mesh="{i: 8}"):
-    """A model whose body is one manual region over ``i`` (the seed's shmap)."""
+def _model(name, tensors, inputs, in_shardings, outputs, out_shardings, ops, mesh="{i: 8}", manual="i"):
+    """A model whose body is one manual region over ``manual`` (the seed's shmap)."""
     lines = [f"name: {name}", f"mesh: {mesh}", "tensors:"]
     lines += [f"  {t}: {spec}" for t, spec in tensors.items()]
-    lines += ["regions:", f"  - name: {name}", "    manual_axes: [i]", f"    inputs: [{', '.join(inputs)}]",
+    lines += ["regions:", f"  - name: {name}", f"    manual_axes: [{manual}]", f"    inputs: [{', '.join(inputs)}]",
               f"    in_shardings: [{', '.join(repr(s) for s in in_shardings)}]", f"    outputs: [{', '.join(outputs)}]",
               f"    out_shardings: [{', '.join(repr(s) for s in out_shardings)}]", "    ops:"]
     lines += [f"      - {op}" for op in ops]
@@ -257,6 +257,24 @@ def test_ppermute_transposes_to_the_inverse_permutation():
     back = _backprop(p, "shift").collective
     assert (back.primitive, back.kind) == ("ppermute", "CollectivePermute")
     assert r.phases["backward"]["measured_comm_bytes_per_device"] == 2 * 4  # one f32[2] block
+
+
+def test_two_axes_psum_then_all_gather_transpose_to_psum_scatter_then_pbroadcast():
+    # shmap(lambda x, y: all_gather(psum(x, 'i'), 'j') * y, (P(('i', 'j')), P('j')), P('j')), mesh {i: 4, j: 2}
+    graph = _model("two_axes", {"x": "{shape: [16], kind: param}", "y": "{shape: [8]}"}, ["x", "y"],
+                   ['[{"i", "j"}]', '[{"j"}]'], ["w"], ['[{"j"}]'], [
+                       "{name: psum, op: psum, axes: [i], inputs: [x], output: s}",
+                       "{name: gather, op: all_gather, axes: [j], dim: 0, inputs: [s], output: g}",
+                       "{name: mul, op: mul, inputs: [g, y], output: w}"], mesh="{i: 4, j: 2}", manual="i, j")
+    assert {t: v for t, v in _types(graph).items() if t in ("x", "s", "g", "w")} == {
+        "x": "{i,j}", "s": "{j}", "g": "{j}", "w": "{j}"}
+    p, r = _trained(graph)
+    assert _backprop(p, "psum").collective is None
+    back = _backprop(p, "gather").collective
+    assert (back.primitive, back.kind, back.axes) == ("psum_scatter", "ReduceScatter", ("j",))
+    # a reduce-scatter of the f32[4] cotangent of g over j = 2 into pieces of 2 floats: one round of 8 B
+    assert _backward_kinds(p) == ["ReduceScatter"]
+    assert r.phases["backward"]["measured_comm_bytes_per_device"] == 1 * 2 * 4
 
 
 def test_mapped_invariant_output_transposes_to_a_psum():
