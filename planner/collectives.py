@@ -202,7 +202,30 @@ def _no_rounds(p: int, unit: int = 1) -> int:
 
 
 def _chunk(operand: int, result: int, p: int) -> int:
+    """One of ``p`` chunks of the operand, padded up to whole elements."""
     return -(-operand // p)
+
+
+def _whole_operand(operand: int, result: int, p: int) -> int:
+    return operand
+
+
+def _whole_result(operand: int, result: int, p: int) -> int:
+    return result
+
+
+def _same_size(result: int, p: int) -> int:
+    return result
+
+
+def _one_of_p(result: int, p: int) -> int:
+    """A gather's operand: one of the ``p`` shards of its result."""
+    return result // p
+
+
+def _p_of(result: int, p: int) -> int:
+    """A scatter's operand: ``p`` pieces the size of its result."""
+    return result * p
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,15 +260,15 @@ class StepKind:
 
 
 STEP_KINDS: Mapping[str, StepKind] = types.MappingProxyType({k.name: k for k in (
-    # name               primitive it is         HLO             grouped  rounds  unit (elements)  operand from result
-    StepKind("AllReduce", "psum", "all-reduce", True, _two_rings, _chunk, lambda n, p: n, ring_all_reduce),
-    StepKind("ReduceScatter", "psum_scatter", "reduce-scatter", True, _ring, lambda o, r, p: r, lambda n, p: n * p,
+    # name               primitive               HLO                   grouped rounds         unit            operand
+    StepKind("AllReduce", "psum", "all-reduce", True, _two_rings, _chunk, _same_size, ring_all_reduce),
+    StepKind("ReduceScatter", "psum_scatter", "reduce-scatter", True, _ring, _whole_result, _p_of,
              ring_reduce_scatter),
-    StepKind("AllGather", "all_gather_invariant", "all-gather", True, _ring, lambda o, r, p: o, lambda n, p: n // p,
+    StepKind("AllGather", "all_gather_invariant", "all-gather", True, _ring, _whole_operand, _one_of_p,
              ring_all_gather),
-    StepKind("AllToAll", "all_to_all", "all-to-all", True, _ring, _chunk, lambda n, p: n, exchange),
-    StepKind("CollectivePermute", "ppermute", "collective-permute", False, _one_if_moved, lambda o, r, p: o,
-             lambda n, p: n, permute),
+    StepKind("AllToAll", "all_to_all", "all-to-all", True, _ring, _chunk, _same_size, exchange),
+    StepKind("CollectivePermute", "ppermute", "collective-permute", False, _one_if_moved, _whole_operand,
+             _same_size, permute),
     StepKind("Slice", "pscatter", None, False, _no_rounds, None, None, None),
 )})
 """Step kind name -> :class:`StepKind`, read-only, in :data:`KINDS` order."""
