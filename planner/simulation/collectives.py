@@ -1,8 +1,6 @@
 """Collectives executed for real on the simulator's blocks, counting received bytes.
 
-The kernels (the ring passes, the all-to-all exchange, the permute) are the step
-kinds' in the registry :mod:`planner.collectives`; this module groups the devices,
-cuts and reassembles blocks, and counts the bytes. Each function takes a :class:`~planner.simulation.distributed.DistributedArray`, a
+Each function takes a :class:`~planner.simulation.distributed.DistributedArray`, a
 :class:`~planner.redistribution.steps.Step` and a :class:`Network`, moves numpy
 blocks between simulated devices exactly as the algorithm would (ring passes for
 AllGather, ReduceScatter and AllReduce; one chunk per peer for AllToAll; the one
@@ -14,6 +12,10 @@ received; an element it should hold but cannot find is a
 
 Device groups come from the mesh: the devices whose positions differ only in the
 step's axes, ordered by their index over those axes.
+
+The kernels that move a group's blocks (the ring passes, the all-to-all exchange,
+the permute) are the step kinds' in the registry :mod:`planner.collectives`; this
+module groups the devices, cuts and reassembles blocks, and counts the bytes.
 """
 
 from __future__ import annotations
