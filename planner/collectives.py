@@ -470,6 +470,24 @@ def _jax_axis_index(x, attrs, mesh):
     return lax.axis_index(_axis_name(attrs)).astype(jnp.int32)
 
 
+# -- primitives: parameters of the transpose ---------------------------------------------------
+
+def _same_params(params: Mapping[str, object]) -> dict[str, object]:
+    return dict(params)
+
+
+def _swap_split_concat(params: Mapping[str, object]) -> dict[str, object]:
+    out = dict(params)
+    out["split_dim"], out["concat_dim"] = params["concat_dim"], params["split_dim"]
+    return out
+
+
+def _inverse_perm(params: Mapping[str, object]) -> dict[str, object]:
+    out = dict(params)
+    out["perm"] = tuple(sorted((dst, src) for src, dst in params["perm"]))
+    return out
+
+
 # -- primitives ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -479,7 +497,8 @@ class Primitive:
     ``operand`` is ``None`` for a primitive without an operand (``axis_index``);
     ``lowering`` is the communicating step kind, ``None`` when the primitive runs
     locally, and then ``local`` says what runs; ``transpose`` names the
-    transpose primitive (``None``: not linear). ``fix`` is the advice an
+    transpose primitive (``None``: not linear) and ``transpose_params`` its
+    parameters from this one's (the same by default). ``fix`` is the advice an
     ill-typed operand gets after the rule; ``mean_of`` names the primitive a
     mean divides by the group size (pmean: psum); ``dim_attrs`` names the
     attributes holding the dimensions it gathers, scatters or exchanges (the
@@ -499,6 +518,8 @@ class Primitive:
     lowering: str | None
     local: str | None
     transpose: str | None
+    transpose_params: Callable[[Mapping[str, object]], dict[str, object]] = field(
+        default=_same_params, repr=False, compare=False)
     fix: str | None = field(default=None, repr=False)
     mean_of: str | None = field(default=None, repr=False)
     dim_attrs: tuple[str, ...] = field(default=(), repr=False)
@@ -551,7 +572,8 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("all_gather_invariant", VARYING, INVARIANT, "AllGather", None, "pscatter", dim_attrs=("dim",),
               fix="the value is already the same on every device: drop the gather or insert pbroadcast",
               reference=_stacked_all_gather, kernel=_kernel_all_gather, stacked_adjoint="psum_scatter"),
-    Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all", dim_attrs=("split_dim", "concat_dim"),
+    Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all", _swap_split_concat,
+              dim_attrs=("split_dim", "concat_dim"),
               reference=_stacked_all_to_all, kernel=_kernel_all_to_all, jax=_jax_all_to_all, in_regions=True),
     Primitive("axis_index", None, VARYING, None, "replica id arithmetic", None,
               reference=_stacked_axis_index, kernel=_kernel_axis_index, jax=_jax_axis_index, in_regions=True),
@@ -562,7 +584,7 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("pmean", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", mean_of="psum",
               reference=_stacked_pmean, kernel=_kernel_pmean, jax=_jax_pmean, in_regions=True,
               stacked_adjoint="pmean"),
-    Primitive("ppermute", VARYING, VARYING, "CollectivePermute", None, "ppermute",
+    Primitive("ppermute", VARYING, VARYING, "CollectivePermute", None, "ppermute", _inverse_perm,
               reference=_stacked_ppermute, kernel=_kernel_ppermute, jax=_jax_ppermute, in_regions=True),
     Primitive("pscatter", INVARIANT, VARYING, None, "local slice x[axis_index]", "all_gather_invariant",
               dim_attrs=("dim",),
@@ -624,12 +646,7 @@ def transpose_params(name: str, params: Mapping[str, object]) -> dict[str, objec
     {'axes': ('i',), 'perm': ((0, 2), (1, 0), (2, 1))}
     """
     transpose_of(name)
-    out = dict(params)
-    if name == "all_to_all":
-        out["split_dim"], out["concat_dim"] = params["concat_dim"], params["split_dim"]
-    elif name == "ppermute":
-        out["perm"] = tuple(sorted((dst, src) for src, dst in params["perm"]))
-    return out
+    return primitive(name).transpose_params(params)
 
 
 def stacked_vjp(name: str, cotangent: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
