@@ -1,7 +1,9 @@
 """Alpha–beta costs of the five collectives, ring algorithms by default.
 
 For a group of ``p`` devices on a :class:`~costmodels.cluster.Link` with latency
-``α = latency_s`` and bandwidth ``β = bandwidth_bytes_per_s``:
+``α = latency_s`` and bandwidth ``β = bandwidth_bytes_per_s``, a step kind of
+:mod:`planner.collectives` receives ``rounds`` units one after another (its
+``rounds`` and ``received``, defined there once), and takes ``rounds·α + received/β``:
 
 ==================  =================================  ==================================
 collective          bytes received per device          time
@@ -40,6 +42,7 @@ from typing import Callable, NamedTuple
 
 from costmodels.cluster import Link
 from costmodels.units import format_bytes, format_seconds, nonnegative_int
+from planner.collectives import STEP_KINDS, step_kind
 from planner.errors import CostModelError
 
 __all__ = [
@@ -98,8 +101,7 @@ def all_gather_cost(p: int, shard_bytes: int, link: Link) -> CollectiveCost:
     >>> all_gather_cost(4, 100, Link(100.0, 1.0))
     CollectiveCost(bytes_per_device=300, time_s=6.0)
     """
-    p = _group(p)
-    return _cost(p - 1, (p - 1) * nonnegative_int(shard_bytes, "shard_bytes"), link)
+    return _kind_cost("AllGather", _group(p), nonnegative_int(shard_bytes, "shard_bytes"), link)
 
 
 def reduce_scatter_cost(p: int, shard_bytes: int, link: Link) -> CollectiveCost:
@@ -108,8 +110,7 @@ def reduce_scatter_cost(p: int, shard_bytes: int, link: Link) -> CollectiveCost:
     >>> reduce_scatter_cost(4, 100, Link(100.0, 1.0))
     CollectiveCost(bytes_per_device=300, time_s=6.0)
     """
-    p = _group(p)
-    return _cost(p - 1, (p - 1) * nonnegative_int(shard_bytes, "shard_bytes"), link)
+    return _kind_cost("ReduceScatter", _group(p), nonnegative_int(shard_bytes, "shard_bytes"), link)
 
 
 def all_reduce_cost(p: int, chunk_bytes: int, link: Link) -> CollectiveCost:
@@ -118,8 +119,7 @@ def all_reduce_cost(p: int, chunk_bytes: int, link: Link) -> CollectiveCost:
     >>> all_reduce_cost(4, 100, Link(100.0, 1.0))
     CollectiveCost(bytes_per_device=600, time_s=12.0)
     """
-    p = _group(p)
-    return _cost(2 * (p - 1), 2 * (p - 1) * nonnegative_int(chunk_bytes, "chunk_bytes"), link)
+    return _kind_cost("AllReduce", _group(p), nonnegative_int(chunk_bytes, "chunk_bytes"), link)
 
 
 def all_to_all_cost(p: int, chunk_bytes: int, link: Link) -> CollectiveCost:
@@ -131,8 +131,7 @@ def all_to_all_cost(p: int, chunk_bytes: int, link: Link) -> CollectiveCost:
     >>> all_to_all_cost(4, 100, Link(100.0, 1.0))
     CollectiveCost(bytes_per_device=300, time_s=6.0)
     """
-    p = _group(p)
-    return _cost(p - 1, (p - 1) * nonnegative_int(chunk_bytes, "chunk_bytes"), link)
+    return _kind_cost("AllToAll", _group(p), nonnegative_int(chunk_bytes, "chunk_bytes"), link)
 
 
 def collective_permute_cost(bytes_received: int, link: Link) -> CollectiveCost:
@@ -141,8 +140,7 @@ def collective_permute_cost(bytes_received: int, link: Link) -> CollectiveCost:
     >>> collective_permute_cost(400, Link(100.0, 1.0)), collective_permute_cost(0, Link(100.0, 1.0))
     (CollectiveCost(bytes_per_device=400, time_s=5.0), CollectiveCost(bytes_per_device=0, time_s=0.0))
     """
-    received = nonnegative_int(bytes_received, "bytes_received")
-    return _cost(1, received, link) if received else NO_COST
+    return _kind_cost("CollectivePermute", 2, nonnegative_int(bytes_received, "bytes_received"), link)
 
 
 class CollectiveModel(NamedTuple):
@@ -154,9 +152,38 @@ class CollectiveModel(NamedTuple):
     all_to_all: Callable[[int, int, Link], CollectiveCost]
     collective_permute: Callable[[int, Link], CollectiveCost]
 
+    def cost(self, kind: str, p: int, unit_bytes: int, link: Link) -> CollectiveCost:
+        """The cost of a step of ``kind`` (``AllGather`` ...) whose group of ``p`` devices moves ``unit_bytes``
+        a round (a permute: what a receiving device gets; a Slice costs nothing).
+
+        >>> RING.cost("AllReduce", 4, 100, Link(100.0, 1.0)) == RING.all_reduce(4, 100, Link(100.0, 1.0))
+        True
+        """
+        if kind == "CollectivePermute":  # priced by what a receiver gets, whatever the group
+            return self.collective_permute(unit_bytes, link)
+        fn = _MODEL_FIELDS.get(kind)
+        if fn is None:  # a Slice: no rounds (an unknown kind is a RuleError)
+            return _kind_cost(kind, p, unit_bytes, link)
+        return getattr(self, fn)(p, unit_bytes, link)
+
 
 RING = CollectiveModel(all_gather_cost, reduce_scatter_cost, all_reduce_cost, all_to_all_cost, collective_permute_cost)
 """The default model: the ring formulas of this module."""
+
+
+def _snake(kind: str) -> str:
+    """``AllGather`` -> ``all_gather``: the model's field of a step kind."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in kind).lstrip("_")
+
+
+#: A grouped step kind -> the :class:`CollectiveModel` field pricing it (``AllGather`` -> ``all_gather``).
+_MODEL_FIELDS = {k.name: _snake(k.name) for k in STEP_KINDS.values() if k.grouped}
+
+
+def _kind_cost(kind: str, p: int, unit_bytes: int, link: Link) -> CollectiveCost:
+    """The registry's rounds of ``kind`` for a group of ``p`` priced on ``link``."""
+    k = step_kind(kind)
+    return _cost(k.rounds(p, unit_bytes), k.received(p, unit_bytes), link)
 
 
 def _cost(steps: int, received: int, link: Link) -> CollectiveCost:

@@ -54,17 +54,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
 from graphs.ops.common import check_int, normalize_axis, shape_text
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
+from planner.collectives import REGION_COLLECTIVES, primitive, stacked_vjp
 from planner.errors import ModelError
 
-#: The collective ops, alphabetically.
-COLLECTIVE_OPS = ("all_gather", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute", "psum",
-                  "psum_scatter")
+#: The collective ops, alphabetically: the registry's primitives a region's body may apply.
+COLLECTIVE_OPS = REGION_COLLECTIVES
 #: The boundary ops a region builder makes.
 BOUNDARY_OPS = ("manual_enter", "manual_exit")
 
@@ -188,58 +188,10 @@ def _axis_index_infer(shapes, dtypes, attrs, names=None):
     return (), "i32"
 
 
-# -- semantics on arrays stacked over the group --------------------------------------------
-
-def _psum(x: np.ndarray) -> np.ndarray:
-    return np.broadcast_to(x.sum(axis=0), x.shape).copy()
-
-
-def _all_gather(x: np.ndarray, dim: int) -> np.ndarray:
-    whole = np.concatenate(list(x), axis=dim)
-    return np.stack([whole] * x.shape[0])
-
-
-def _psum_scatter(x: np.ndarray, dim: int) -> np.ndarray:
-    return np.stack(np.split(x.sum(axis=0), x.shape[0], axis=dim))
-
-
-def _all_to_all(x: np.ndarray, split_dim: int, concat_dim: int) -> np.ndarray:
-    g = x.shape[0]
-    pieces = [np.split(block, g, axis=split_dim) for block in x]  # pieces[d][c]
-    return np.stack([np.concatenate([pieces[d][c] for d in range(g)], axis=concat_dim) for c in range(g)])
-
-
-def _ppermute(x: np.ndarray, perm) -> np.ndarray:
-    out = np.zeros_like(x)
-    for src, dst in perm:
-        out[dst] = x[src]
-    return out
-
-
-# One forward and one VJP per collective, on operands stacked over the group (the VJP is the reference's
-# per-coordinate chain rule: psum's is the psum of the cotangents, all_gather's psum_scatter ...).
-_FORWARD = {
-    "psum": lambda x, a: _psum(x),
-    "pmean": lambda x, a: _psum(x) / x.shape[0],
-    "pbroadcast": lambda x, a: x.copy(),
-    "all_gather": lambda x, a: _all_gather(x, a["dim"]),
-    "psum_scatter": lambda x, a: _psum_scatter(x, a["dim"]),
-    "all_to_all": lambda x, a: _all_to_all(x, a["split_dim"], a["concat_dim"]),
-    "ppermute": lambda x, a: _ppermute(x, a["perm"]),
-}
-_BACKWARD = {
-    "psum": lambda c, a: _psum(c),
-    "pmean": lambda c, a: _psum(c) / c.shape[0],
-    "pbroadcast": lambda c, a: c.copy(),
-    "all_gather": lambda c, a: _psum_scatter(c, a["dim"]),
-    "psum_scatter": lambda c, a: _all_gather(c, a["dim"]),
-    "all_to_all": lambda c, a: _all_to_all(c, a["concat_dim"], a["split_dim"]),
-    "ppermute": lambda c, a: _ppermute(c, tuple((d, s) for s, d in a["perm"])),
-}
-
+# -- semantics on arrays stacked over the group: the registry's (planner.collectives) -----------
 
 def _reference(name: str):
-    forward = _FORWARD[name]
+    forward = primitive(name).reference
 
     def reference(arrays, attrs):
         return forward(np.asarray(arrays[0]), attrs)
@@ -248,18 +200,18 @@ def _reference(name: str):
 
 
 def _vjp(name: str):
-    backward = _BACKWARD[name]
-
+    """The reference's per-coordinate chain rule: psum's is the psum of the cotangents, all_gather's
+    psum_scatter ... (:func:`planner.collectives.stacked_vjp`)."""
     def vjp(arrays, attrs, result, cotangent, wrt):
         check_wrt(name, arrays, wrt)
-        g = backward(np.asarray(cotangent), attrs)
+        g = stacked_vjp(name, np.asarray(cotangent), attrs)
         return tuple(g.copy() for _ in wrt)
 
     return vjp
 
 
 def _axis_index_reference(arrays, attrs):
-    return np.arange(int(attrs["group_size"]), dtype=np.int32)
+    return primitive("axis_index").reference(None, attrs)
 
 
 def _axis_index_vjp(arrays, attrs, result, cotangent, wrt):
@@ -270,7 +222,7 @@ def _axis_index_vjp(arrays, attrs, result, cotangent, wrt):
 def _collective(name: str, infer, extra: tuple = ()) -> OpDef:
     attrs = (("axes", REQUIRED),) + extra + (("group_size", None),)
     return OpDef(name, "collective", 1, 1, attrs, infer, _zero_flops, _reference(name), canonical=_canonical,
-                 vjp=_vjp(name), vjp_reads_inputs=False)
+                 vjp=_vjp(name), vjp_reads_inputs=False, rule="regions.collective")
 
 
 PSUM = _collective("psum", _same_infer("psum"))
@@ -282,7 +234,7 @@ ALL_TO_ALL = _collective("all_to_all", _all_to_all_infer, (("split_dim", REQUIRE
 PPERMUTE = _collective("ppermute", _ppermute_infer, (("perm", REQUIRED),))
 AXIS_INDEX = OpDef("axis_index", "collective", 0, 0, (("axes", REQUIRED), ("group_size", None)), _axis_index_infer,
                    _zero_flops, _axis_index_reference, canonical=_canonical, vjp=_axis_index_vjp,
-                   vjp_reads_inputs=False)
+                   vjp_reads_inputs=False, rule="regions.collective")
 
 
 # -- region boundary ---------------------------------------------------------------------------
@@ -407,9 +359,9 @@ _BOUNDARY = (("region", REQUIRED), ("tensor", REQUIRED), ("side", "sharding"), (
              ("manual_sizes", REQUIRED), ("dims", REQUIRED))
 
 MANUAL_ENTER = OpDef("manual_enter", "region", 1, 1, _BOUNDARY, _enter_infer, _zero_flops, enter_reference,
-                     vjp=_enter_vjp, vjp_reads_inputs=False)
+                     vjp=_enter_vjp, vjp_reads_inputs=False, rule="regions.manual_enter")
 MANUAL_EXIT = OpDef("manual_exit", "region", 1, 1, _BOUNDARY, _exit_infer, _zero_flops, exit_reference,
-                    vjp=_exit_vjp, vjp_reads_inputs=False)
+                    vjp=_exit_vjp, vjp_reads_inputs=False, rule="regions.manual_exit")
 
 
 __all__ = ["ALL_GATHER", "ALL_TO_ALL", "AXIS_INDEX", "BOUNDARY_OPS", "COLLECTIVE_OPS", "MANUAL_ENTER", "MANUAL_EXIT",

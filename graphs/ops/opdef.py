@@ -38,8 +38,8 @@ module keeps a list of op names:
 - ``rule``: its sharding rule, named ``module.function`` inside :mod:`planner.rules`
   (``"matmul.matmul"``): the rule says which factors pass through, are reduced or
   need replication. A name, not an import: the rules sit above the catalogue, and
-  :mod:`planner.rules.registry` resolves the name. None for the ops of
-  :mod:`graphs.ops.collectives`, which :data:`planner.rules.regions.RULES_BY_OP` links.
+  :mod:`planner.rules.registry` resolves the name. None only for an op listed in
+  :data:`planner.rules.registry.NO_RULE`.
 - ``elementwise``: each result element is computed from the operands' elements at
   its own (broadcast) position: the pointwise family and the annotation identities.
 - ``follows_operand``: a unary elementwise op whose best layout is its operand's,

@@ -35,7 +35,7 @@ from graphs.ops.common import (
     shape_text,
 )
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
-from planner.errors import ModelError
+from planner.errors import ModelError, RuleError
 
 
 def _no_flops(in_shapes, out_shape, attrs) -> int:

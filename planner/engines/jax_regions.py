@@ -12,7 +12,7 @@ ops, ``manual_exit`` per output). :func:`run_region` folds it back into what it 
   collectives with ``jax.lax`` (:func:`collective_op`) over the region's manual axes; a collective over several
   axes passes the tuple of their names, whose linear index JAX takes row-major over the tuple, as
   :mod:`graphs.ops.collectives` does (the first axis major), except ``ppermute``'s, whose pairs are renumbered
-  (:func:`jax_linear_index`);
+  (:func:`planner.collectives.jax_linear_index`);
 * inside the body every operand and result is constrained to its planned **free-axis** sharding with a bare
   ``PartitionSpec`` (JAX allows it in partial manual mode; a ``NamedSharding`` on the concrete mesh is refused
   there since the manual axes are typed ``Manual`` inside). A region whose axes are all manual has nothing to
@@ -28,76 +28,17 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
-from planner.errors import EngineError, InternalError
+from planner.collectives import jax_linear_index, jax_lowering
+from planner.errors import EngineError
 
 Collective = Callable[[Any, Mapping[str, Any]], Any]
 
 
-def _axis_name(attrs: Mapping[str, Any]):
-    """The ``axis_name`` JAX takes for a collective's ``axes``: one name, or the tuple of several."""
-    axes = tuple(attrs["axes"])
-    return axes[0] if len(axes) == 1 else axes
-
-
-def jax_linear_index(index: int, axes, sizes, mesh_axes) -> int:
-    """Our linear index ``index`` over ``axes`` (row-major as listed) as ``lax.ppermute``'s: JAX's ppermute over a
-    tuple of axes numbers the devices row-major in the *mesh's* axis order, whatever the tuple's order (measured
-    on jax 0.10.2: ``ppermute(x, ("b", "a"), [(0, 1)])`` on a mesh ``(a, b)`` sends device 0 to device 1), where
-    ``axis_index``, ``all_gather``, ``psum_scatter`` and ``all_to_all`` take the tuple's order, as ours do.
-
-    >>> jax_linear_index(1, ("b", "a"), (2, 2), ("a", "b"))  # b=0, a=1: mesh order (a, b) makes it 2
-    2
-    >>> jax_linear_index(1, ("a", "b"), (2, 2), ("a", "b"))
-    1
-    """
-    coords = {}
-    for a, n in reversed(list(zip(axes, sizes))):
-        coords[a], index = index % n, index // n
-    out = 0
-    for a in sorted(axes, key=list(mesh_axes).index):
-        out = out * sizes[list(axes).index(a)] + coords[a]
-    return out
-
-
 def collective_op(name: str, mesh=None) -> Collective:
-    """The ``jax.lax`` version of collective ``name`` (graphs.ops.collectives), run inside ``shard_map`` on
-    ``mesh`` (a ``jax.sharding.Mesh``; only ``ppermute`` over several axes needs it, :func:`jax_linear_index`):
-    ``(operand or None, attrs) -> result`` over ``attrs["axes"]``."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
-    def pbroadcast(x, attrs):
-        # a type change only: varying over the axes it is not yet varying over (JAX refuses a cast to what it is)
-        have = getattr(jax.typeof(x), "vma", frozenset())
-        todo = tuple(a for a in attrs["axes"] if a not in have)
-        return lax.pcast(x, todo, to="varying") if todo else x
-
-    def ppermute(x, attrs):
-        axes = tuple(attrs["axes"])
-        if len(axes) == 1:
-            perm = [(int(s), int(d)) for s, d in attrs["perm"]]
-        else:
-            sizes = tuple(mesh.shape[a] for a in axes)
-            perm = [(jax_linear_index(s, axes, sizes, mesh.axis_names),
-                     jax_linear_index(d, axes, sizes, mesh.axis_names)) for s, d in attrs["perm"]]
-        return lax.ppermute(x, _axis_name(attrs), perm=perm)
-
-    ops: dict[str, Collective] = {
-        "all_gather": lambda x, attrs: lax.all_gather(x, _axis_name(attrs), axis=attrs["dim"], tiled=True),
-        "all_to_all": lambda x, attrs: lax.all_to_all(x, _axis_name(attrs), attrs["split_dim"],
-                                                      attrs["concat_dim"], tiled=True),
-        "axis_index": lambda x, attrs: lax.axis_index(_axis_name(attrs)).astype(jnp.int32),
-        "pbroadcast": pbroadcast,
-        "pmean": lambda x, attrs: lax.pmean(x, _axis_name(attrs)),
-        "ppermute": ppermute,
-        "psum": lambda x, attrs: lax.psum(x, _axis_name(attrs)),
-        "psum_scatter": lambda x, attrs: lax.psum_scatter(x, _axis_name(attrs), scatter_dimension=attrs["dim"],
-                                                          tiled=True),
-    }
-    if name not in ops:
-        raise InternalError(f"collective {name!r} has no jax.lax version in planner/engines/jax_regions.py")
-    return ops[name]
+    """The ``jax.lax`` version of collective ``name`` (the registry's, :func:`planner.collectives.jax_lowering`),
+    run inside ``shard_map`` on ``mesh`` (a ``jax.sharding.Mesh``; only ``ppermute`` over several axes needs it,
+    :func:`planner.collectives.jax_linear_index`): ``(operand or None, attrs) -> result`` over ``attrs["axes"]``."""
+    return jax_lowering(name, mesh)
 
 
 def lowered_ops() -> tuple[str, ...]:

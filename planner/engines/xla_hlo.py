@@ -42,11 +42,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.collectives import HLO_KINDS, step_kind
 from planner.errors import InternalError
 
-#: XLA's collective kinds, and the names of the same collectives in our plans (:mod:`planner.redistribution.steps`).
-KINDS = {"all-gather": "AllGather", "all-reduce": "AllReduce", "all-to-all": "AllToAll",
-         "collective-permute": "CollectivePermute", "reduce-scatter": "ReduceScatter"}
+#: XLA's collective kinds, and the names of the same collectives in our plans (the registry's,
+#: :mod:`planner.collectives`).
+KINDS = HLO_KINDS
 
 #: Bytes per element of HLO's element types.
 ELEMENT_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4, "s64": 8,
@@ -54,7 +55,7 @@ ELEMENT_BYTES = {"pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "s16": 2, "u16":
 
 _INSTRUCTION = re.compile(
     r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.+?)\s+"
-    r"(?P<kind>all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?P<start>-start)?\("
+    r"(?P<kind>" + "|".join(map(re.escape, KINDS)) + r")(?P<start>-start)?\("
 )
 _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([\d,]*)\]")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
@@ -257,25 +258,24 @@ def _result_arrays(kind: str, shape: str, start: bool) -> list[tuple[str, str]]:
 
 
 def _bytes(kind: str, arrays, groups) -> int:
+    """The registry's rounds and unit of ``kind`` (:mod:`planner.collectives`) for each result array."""
     p = max((len(g) for g in groups), default=1)
+    step = step_kind(KINDS[kind])
     if kind == "collective-permute":
         moves = any(s != t for s, t in groups)
-        return sum(_elements(d) * ELEMENT_BYTES[t] for t, d in arrays) if moves else 0
+        return sum(step.received(p, _unit(step, _elements(d), p) * ELEMENT_BYTES[t]) for t, d in arrays) \
+            if moves else 0
     if p <= 1:
         return 0
     if kind == "all-to-all":  # the tuple form has one array per chunk: the chunks of one buffer
         n, b = sum(_elements(d) for _, d in arrays), ELEMENT_BYTES[arrays[0][0]] if arrays else 0
-        return (p - 1) * -(-n // p) * b
-    total = 0
-    for t, d in arrays:
-        n, b = _elements(d), ELEMENT_BYTES[t]
-        if kind == "all-gather":
-            total += (p - 1) * (n // p) * b
-        elif kind == "reduce-scatter":
-            total += (p - 1) * n * b
-        else:  # all-reduce
-            total += 2 * (p - 1) * -(-n // p) * b
-    return total
+        return step.received(p, _unit(step, n, p) * b)
+    return sum(step.received(p, _unit(step, _elements(d), p) * ELEMENT_BYTES[t]) for t, d in arrays)
+
+
+def _unit(step, n: int, p: int) -> int:
+    """The elements a round of ``step`` moves, from a result array of ``n`` elements."""
+    return step.unit(step.operand(n, p), n, p)
 
 
 def _elements(dims: str) -> int:

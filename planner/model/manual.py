@@ -16,14 +16,14 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
-from costmodels import RING, chunk_bytes
+from costmodels import RING
 from graphs.dtypes import dtype_itemsize
 from graphs.ops.collectives import is_collective
+from planner.collectives import backprop_primitive, primitive, result_variance, seed_name, step_kind
 from planner.errors import PlanningError, VarianceError, quote
 from planner.ir.mesh import AxisType
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import DimSharding, TensorSharding
-from planner.redistribution.primitives import primitive, result_variance, transpose_of
 from planner.model.annotations import satisfies
 from planner.rules.factors import FactorKind, OpShardingRule
 from planner.rules.registry import rule_for
@@ -121,18 +121,13 @@ def without_manual(sharding: TensorSharding | None, graph, op) -> TensorSharding
 
 # -- manual variance ---------------------------------------------------------------------------
 
-def _primitive_name(op_kind: str) -> str:
-    """The seed-004 primitive of a body collective (``pmean`` is a scaled ``psum``)."""
-    return "psum" if op_kind == "pmean" else op_kind
-
-
 def manual_variance(graph) -> Mapping[str, frozenset]:
     """Body tensor -> the manual axes (names) its value varies over (seed 004's types, static).
 
     An argument varies over the manual axes its in-sharding shards; a body op's
     result over the union of its operands' (a local op pbroadcasts an operand that
     is invariant where another varies); a collective's as
-    :func:`planner.redistribution.primitives.result_variance` says, after the
+    :func:`planner.collectives.result_variance` says, after the
     implicit pbroadcast of an operand invariant over its axes (JAX's rule: a psum
     of an invariant value sums its copies). An exit whose out-sharding replicates
     a manual axis its operand varies over is a :class:`VarianceError`.
@@ -146,7 +141,7 @@ def manual_variance(graph) -> Mapping[str, frozenset]:
             ins = frozenset().union(*(out[t] for t in op.inputs)) if op.inputs else frozenset()
             if is_collective(op):
                 axes = tuple(op.attr("axes"))
-                name = _primitive_name(op.op)
+                name = seed_name(op.op)
                 needs = primitive(name).operand  # varying, invariant or None (axis_index)
                 before = ins - frozenset(axes) if needs == "invariant" else ins | frozenset(axes)
                 out[op.output] = frozenset(result_variance(name, set(before), axes, where=f"op {op.name!r}"))
@@ -222,23 +217,13 @@ class BodyCollective:
     time_s: float
 
 
-def transposed_primitive(op_kind: str) -> str:
-    """The primitive a body collective's Backprop runs (seed 004's transpose,
-    :func:`planner.redistribution.primitives.transpose_of`): psum -> pbroadcast, all_gather <-> psum_scatter,
-    all_to_all and ppermute to themselves. pbroadcast's transpose, psum, is made by the redistribution that
-    reduces its operand's pending cotangent (:func:`manual_pending`), so its Backprop runs pbroadcast
-    (identity) itself."""
-    name = _primitive_name(op_kind)
-    return "pbroadcast" if name == "pbroadcast" else transpose_of(name).name
-
-
 def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> BodyCollective | None:
     """What collective op ``op`` under ``strategy`` (free axes) communicates; None for one that does not
     (``pbroadcast``, ``axis_index``) and for every other op. ``transposed``: its backward, the transpose
     collective on the cotangents (psum -> pbroadcast: nothing; all_gather -> psum_scatter ...)."""
     if not is_collective(op):
         return None
-    name = transposed_primitive(op.op) if transposed else _primitive_name(op.op)
+    name = seed_name(backprop_primitive(op.op) if transposed else op.op)
     prim = primitive(name)
     if prim.lowering is None:
         return None
@@ -251,22 +236,16 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> B
     if transposed:
         operand, result = result, operand
     link = cluster.link_for(mesh, [AxisRef(a) for a in axes])
-    if prim.lowering == "AllReduce":
-        cost = RING.all_reduce(p, chunk_bytes(operand, p, itemsize), link)
-    elif prim.lowering == "AllGather":
-        cost = RING.all_gather(p, operand * itemsize, link)
-    elif prim.lowering == "ReduceScatter":
-        cost = RING.reduce_scatter(p, result * itemsize, link)
-    elif prim.lowering == "AllToAll":
-        cost = RING.all_to_all(p, chunk_bytes(operand, p, itemsize), link)
-    else:  # CollectivePermute: a device reached by a pair receives one whole block
-        moved = any(src != dst for src, dst in op.attr("perm"))
-        cost = RING.collective_permute(operand * itemsize if moved else 0, link)
+    kind = step_kind(prim.lowering)
+    unit = kind.unit_bytes(operand, result, p, itemsize)
+    if kind.name == "CollectivePermute" and not any(src != dst for src, dst in op.attr("perm")):
+        unit = 0  # every pair keeps its block: nothing moves
+    cost = RING.cost(kind.name, p, unit, link)
     return BodyCollective(name, prim.lowering, axes, p, cost.bytes_per_device, cost.time_s)
 
 
 __all__ = ["BodyCollective", "allows", "check_plannable", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
-           "region_candidates", "transposed_primitive"]
+           "region_candidates"]
 
 
 # -- Explicit axes at the boundary (seed 001) -----------------------------------------------------------

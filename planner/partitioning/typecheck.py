@@ -8,13 +8,11 @@ over every other axis (:func:`variance`).
 
 Every instruction has a type rule:
 
-* a redistribution step is one of seed 004's collectives, checked by the registry
-  of :mod:`planner.redistribution.primitives`: ``AllReduce`` is ``psum`` (varying
-  -> invariant), ``AllGather`` is ``all_gather_invariant`` (varying -> invariant;
-  fused with a reader's pbroadcast it is ``all_gather``), ``ReduceScatter`` is
-  ``psum_scatter``, ``AllToAll`` is ``all_to_all``, ``CollectivePermute`` is
-  ``ppermute`` (varying -> varying), and a ``Slice`` that splits a dimension or
-  starts a pending sum is ``pscatter`` (invariant -> varying, no communication);
+* a redistribution step is the seed-004 collective its kind is in the registry
+  :mod:`planner.collectives` (``AllReduce`` is ``psum``, ``AllGather`` is
+  ``all_gather_invariant``: fused with a reader's pbroadcast it is ``all_gather``;
+  a ``Slice`` that splits a dimension or starts a pending sum is ``pscatter``, no
+  communication), checked by that primitive's type rule;
 * a local op's operands must have one variance type: an operand that does not vary
   over an axis the op varies over is ``pbroadcast`` there (seed 004's automatic
   insertion, listed by :func:`pbroadcasts`); the result varies exactly where the op
@@ -34,21 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphs.ops.collectives import COLLECTIVE_OPS
+from planner.collectives import primitive, result_variance, step_kind
 from planner.errors import VarianceError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.sharding import TensorSharding
 from planner.ir.variance import VarType
-from planner.redistribution.primitives import primitive, result_variance
-
-# Step kind -> the collective of seed 004 it is (see the module docstring).
-STEP_PRIMITIVES = {
-    "AllReduce": "psum",
-    "AllGather": "all_gather_invariant",
-    "ReduceScatter": "psum_scatter",
-    "AllToAll": "all_to_all",
-    "CollectivePermute": "ppermute",
-    "Slice": "pscatter",
-}
 
 
 @dataclass(frozen=True, order=True)
@@ -115,7 +103,7 @@ def type_text(dtype: str, shape, layout: TensorSharding, manual=()) -> str:
 
 def step_primitive(step) -> str:
     """The seed-004 collective a redistribution step is (forward or transposed)."""
-    return STEP_PRIMITIVES[step.kind]
+    return step_kind(step.kind).primitive
 
 
 def check_step(step, where: str) -> None:

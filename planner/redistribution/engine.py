@@ -219,13 +219,7 @@ def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
         link = pc.per_dimension(("permute link", move.spans, cluster), _permute_link, pc, move.spans, cluster)
         return RING.collective_permute(move.unit_bytes, link)
     link = cluster.link_for(pc.mesh, pc.axes_of(move.group))
-    fn = {
-        "AllReduce": RING.all_reduce,
-        "ReduceScatter": RING.reduce_scatter,
-        "AllGather": RING.all_gather,
-        "AllToAll": RING.all_to_all,
-    }[move.kind]
-    return fn(move.p, move.unit_bytes, link)
+    return RING.cost(move.kind, move.p, move.unit_bytes, link)
 
 
 def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool,

@@ -44,17 +44,14 @@ from typing import Callable, TypeVar
 import numpy as np
 
 from costmodels import RING, Cluster, CollectiveCost
+from planner.collectives import STEP_KINDS
 from planner.errors import ReshardError
 from planner.redistribution.lower_bound import LOOP_DEVICES, state_bound
 from planner.redistribution.moves import Move, eager_moves, permute_move, permute_targets
 from planner.redistribution.state import Pieces, State
 
-_RING = {
-    "AllReduce": RING.all_reduce,
-    "ReduceScatter": RING.reduce_scatter,
-    "AllGather": RING.all_gather,
-    "AllToAll": RING.all_to_all,
-}
+#: The step kinds priced on the link of their group of pieces (the others by the graph's ``cost_of``).
+_GROUPED = frozenset(k.name for k in STEP_KINDS.values() if k.grouped)
 
 T = TypeVar("T")
 
@@ -107,15 +104,14 @@ class Graph:
     def _priced(self, moves: list[Move]) -> list:
         out = []
         for m in moves:
-            fn = _RING.get(m.kind)
-            if fn is None:
+            if m.kind not in _GROUPED:
                 cost = self.cost_of(self.pc, m, self.cluster)
             else:  # the link of a group of pieces, looked up once
                 group = tuple(sorted(m.group))
                 link = self.links.get(group)
                 if link is None:
                     link = self.links[group] = self.cluster.link_for(self.pc.mesh, self.pc.axes_of(group))
-                cost = fn(m.p, m.unit_bytes, link)
+                cost = RING.cost(m.kind, m.p, m.unit_bytes, link)
             out.append((self.sid(m.after), self.key(cost.bytes_per_device, cost.time_s, m.kind != "Slice"), m, cost))
         self.entries += len(out)
         return out

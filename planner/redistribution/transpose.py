@@ -3,7 +3,7 @@
 A forward :class:`~planner.redistribution.steps.ReshardPlan` takes a value through
 layouts ``L0 -> L1 -> ... -> Ln``. Its transpose takes the *cotangent* of the
 value back from ``Ln`` to ``L0``, hop by hop in reverse order, and each hop is the
-transpose of the forward step (seed 004's table, :mod:`.primitives`):
+transpose of the forward step (seed 004's table, :mod:`planner.collectives`):
 
 ================================  ===========================================  ===============
 forward step (primitive)          transposed hop                               communication

@@ -19,18 +19,15 @@ replication (it changes size between operand and result).
 
 >>> str(collective([(4, 8)], (16, 8), {"axes": ("x",), "dim": 0, "group_size": 4}))
 '([i,j])->([k,j]) {i=4,j=8,k=16} need_replication={i,k}'
-
-The ops of :mod:`graphs.ops.collectives` do not name their rules in their
-``OpDef`` (:attr:`~graphs.ops.opdef.OpDef.rule`); :data:`RULES_BY_OP` links them
-here, the one place their rules are registered.
+Every collective's ``OpDef`` names :func:`collective`; the boundary ops name
+:func:`manual_enter` and :func:`manual_exit`.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from graphs.ops.collectives import COLLECTIVE_OPS
+from planner.collectives import PRIMITIVES
 from planner.rules.builder import RuleBuilder, elementwise_rule
 from planner.rules.factors import FactorKind, OpShardingRule
 
@@ -74,13 +71,10 @@ def manual_exit(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str
 
 
 def _changed_dims(attrs: Mapping[str, Any]) -> tuple[int, ...]:
-    """The dimensions a collective resizes, from its attributes: all_gather's and psum_scatter's ``dim``,
-    all_to_all's ``split_dim`` and ``concat_dim``; none for the others."""
-    if "split_dim" in attrs:
-        return tuple(sorted({attrs["split_dim"], attrs["concat_dim"]}))
-    if "dim" in attrs:
-        return (attrs["dim"],)
-    return ()
+    """The dimensions a collective gathers, scatters or exchanges: the attributes the registry names for
+    them (:attr:`planner.collectives.Primitive.dim_attrs`); none for the others."""
+    keys = {key for p in PRIMITIVES.values() for key in p.dim_attrs}
+    return tuple(sorted({attrs[key] for key in keys if key in attrs}))
 
 
 def collective(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str, Any]) -> OpShardingRule:
@@ -110,11 +104,4 @@ def collective(in_shapes: Sequence[Shape], out_shape: Shape, attrs: Mapping[str,
     return b.build()
 
 
-#: The rules of the ops of :mod:`graphs.ops.collectives`, whose OpDefs name none.
-RULES_BY_OP: Mapping[str, Callable[..., OpShardingRule]] = MappingProxyType({
-    **{name: collective for name in COLLECTIVE_OPS},
-    "manual_enter": manual_enter,
-    "manual_exit": manual_exit,
-})
-
-__all__ = ["RULES_BY_OP", "collective", "manual_enter", "manual_exit"]
+__all__ = ["collective", "manual_enter", "manual_exit"]

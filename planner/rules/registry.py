@@ -5,8 +5,7 @@ canonical attributes (:mod:`graphs.ops`) and returns an
 :class:`~planner.rules.factors.OpShardingRule`. Each op's definition names its
 rule (:attr:`OpDef.rule <graphs.ops.opdef.OpDef.rule>`, ``"matmul.matmul"``: the
 function ``matmul`` of :mod:`planner.rules.matmul`), and :data:`RULES` is built
-from the catalogue; the ops of :mod:`graphs.ops.collectives` are linked by
-:data:`planner.rules.regions.RULES_BY_OP`. :data:`NO_RULE` lists the ops left
+from the catalogue. :data:`NO_RULE` lists the ops left
 without one (none today). :func:`rule_for` is the public entry; it fills in
 default attributes, canonicalises them, checks the shapes and caches the answer.
 
@@ -54,8 +53,6 @@ def _rules() -> dict[str, RuleFn]:
     for name, op in OPS.items():
         if op.rule is not None:
             out[name] = _named_rule(op)
-        elif name in regions.RULES_BY_OP:
-            out[name] = regions.RULES_BY_OP[name]
         elif name not in NO_RULE:
             raise InternalError(f"op {name!r} names no sharding rule: give its OpDef a rule, or list it in NO_RULE")
     return out

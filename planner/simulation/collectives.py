@@ -12,6 +12,10 @@ received; an element it should hold but cannot find is a
 
 Device groups come from the mesh: the devices whose positions differ only in the
 step's axes, ordered by their index over those axes.
+
+The kernels that move a group's blocks (the ring passes, the all-to-all exchange,
+the permute) are the step kinds' in the registry :mod:`planner.collectives`; this
+module groups the devices, cuts and reassembles blocks, and counts the bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.collectives import STEP_KINDS
 from planner.errors import SimulationMismatch
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.redistribution.state import missing_box
@@ -167,25 +172,12 @@ def _rebuild(arr: DistributedArray, after: TensorSharding, pieces_of) -> Distrib
 
 # -- the collectives ----------------------------------------------------------------------------
 
-def ring_all_gather(net: Network, members: np.ndarray, items: list) -> list[list]:
-    """Ring all-gather of one item per member; returns every member's list of all items."""
-    p = len(members)
-    have = [{r: items[r]} for r in range(p)]
-    for t in range(p - 1):
-        sends = [(r, (r - t) % p) for r in range(p)]
-        for r, j in sends:
-            dst = (r + 1) % p
-            origin, data = have[r][j]
-            have[dst][j] = (origin, net.send(int(members[r]), int(members[dst]), data))
-    return [[have[r][j] for j in range(p)] for r in range(p)]
-
-
 def all_gather(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
     origins = arr.origins()
     held: dict[int, list] = {}
     for members in groups(arr.sharding, step.axes):
         items = [(origins[d], arr.blocks[d]) for d in members]
-        for r, got in enumerate(ring_all_gather(net, members, items)):
+        for r, got in enumerate(_kernel(step)(net, members, items)):
             held[int(members[r])] = got
     return _rebuild(arr, step.after, lambda d: held[d])
 
@@ -198,32 +190,21 @@ def all_to_all(arr: DistributedArray, step: Step, net: Network) -> DistributedAr
     new_local = step.after.local_shape(shape)
     held: dict[int, list] = {}
     for members in groups(arr.sharding, step.axes):
-        for n in members:
-            got = []
-            for m in members:
+        pieces, wanted = [], []  # pieces[m][n]: member m's chunk for member n, at origin wanted[m][n]
+        for m in members:
+            row, at = [], []
+            for n in members:
                 want_origin = list(origins[m])
                 want_origin[k] = new_origins[n][k]
                 want_shape = list(arr.blocks[m].shape)
                 want_shape[k] = new_local[k]
-                chunk = _extract(arr.blocks[m], origins[m], want_origin, want_shape)
-                got.append((want_origin, net.send(int(m), int(n), chunk)))
-            held[int(n)] = got
+                row.append(_extract(arr.blocks[m], origins[m], want_origin, want_shape))
+                at.append(want_origin)
+            pieces.append(row)
+            wanted.append(at)
+        for c, got in enumerate(_kernel(step)(net, members, pieces)):
+            held[int(members[c])] = [(wanted[r][c], data) for r, data in enumerate(got)]
     return _rebuild(arr, step.after, lambda d: held[d])
-
-
-def ring_reduce_scatter(net: Network, members: np.ndarray, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
-    """``chunks[r][c]``: member r's partial of chunk c. Member r ends with the sum of chunk r."""
-    p = len(members)
-    acc = [[c.copy() for c in row] for row in chunks]
-    for t in range(p - 1):
-        sends = []
-        for r in range(p):
-            c = (r - t - 1) % p
-            sends.append((r, c, acc[r][c]))
-        for r, c, data in sends:
-            dst = (r + 1) % p
-            acc[dst][c] = acc[dst][c] + net.send(int(members[r]), int(members[dst]), data)
-    return [acc[r][r] for r in range(p)]
 
 
 def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
@@ -236,31 +217,17 @@ def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> Distribut
         chunks = [
             [_extract(arr.blocks[m], origins[m], new_origins[c], new_local) for c in members] for m in members
         ]
-        for r, total in enumerate(ring_reduce_scatter(net, members, chunks)):
+        for r, total in enumerate(_kernel(step)(net, members, chunks)):
             d = int(members[r])
             held[d] = [(new_origins[d], total)]
     return _rebuild(arr, step.after, lambda d: held[d])
-
-
-def ring_all_reduce(net: Network, members, blocks: list[np.ndarray]) -> list[np.ndarray]:
-    """Each member's sum of the members' equal-shape ``blocks``: a ring reduce-scatter of ``p`` padded
-    chunks, then a ring all-gather of them (the bytes ``all_reduce_cost`` prices go through ``net``)."""
-    p = len(members)
-    flat = [b.reshape(-1) for b in blocks]
-    n = flat[0].size
-    c = -(-n // p) if n else 0
-    padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
-    chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
-    reduced = ring_reduce_scatter(net, members, chunks)
-    gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
-    return [np.concatenate([a for _, a in items])[:n].reshape(blocks[0].shape) for items in gathered]
 
 
 def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
     blocks = list(arr.blocks)
     for members in groups(arr.sharding, step.axes):
         first = None
-        for r, full in enumerate(ring_all_reduce(net, members, [arr.blocks[m] for m in members])):
+        for r, full in enumerate(_kernel(step)(net, members, [arr.blocks[m] for m in members])):
             if not step.after.unreduced and not arr.varying:  # every member holds the sum: one copy (checked)
                 full = first = same_block(first, full, step.after, int(members[r]))
             blocks[int(members[r])] = full
@@ -274,22 +241,25 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
     source = {dst: src for src, dst in step.pairs}
     if arr.sharding.unreduced:  # partial sums move whole, with their device slot
         blocks = list(arr.blocks)
-        for dst, src in source.items():
-            blocks[dst] = net.send(src, dst, arr.blocks[src])
+        for dst, got in _kernel(step)(net, [(src, dst, arr.blocks[src]) for dst, src in source.items()]).items():
+            blocks[dst] = got
         return DistributedArray(after, shape, blocks, arr.varying)
 
     own = device_index_ranges(arr.sharding, shape)
     ok, missing = missing_box(own, device_index_ranges(after, shape))
+    sends, starts = [], {}
+    for d, s in source.items():  # each receiver's one missing box, from its source
+        if not ok[d]:
+            raise SimulationMismatch(f"device {d} lacks more than one box of its new block")
+        start, stop = missing[d, :, 0], missing[d, :, 1]
+        sends.append((s, d, _extract(arr.blocks[s], origins[s], start, stop - start)))
+        starts[d] = start
+    received = _kernel(step)(net, sends)
 
     def pieces_of(d):
         pieces = [(origins[d], arr.blocks[d])]
         if d in source:
-            if not ok[d]:
-                raise SimulationMismatch(f"device {d} lacks more than one box of its new block")
-            s = source[d]
-            start, stop = missing[d, :, 0], missing[d, :, 1]
-            box = _extract(arr.blocks[s], origins[s], start, stop - start)
-            pieces.append((start, net.send(s, d, box)))
+            pieces.append((starts[d], received[d]))
         return pieces
 
     return _rebuild(arr, after, pieces_of)
@@ -319,6 +289,11 @@ EXECUTORS = {
     "ReduceScatter": reduce_scatter,
     "Slice": local_slice,
 }
+
+
+def _kernel(step: Step):
+    """The registry's kernel of the step's kind."""
+    return STEP_KINDS[step.kind].kernel
 
 
 def run_step(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from graphs.dtypes import dtype_itemsize
+from planner.collectives import backprop_primitive, primitive, run_kernel, transpose_params
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
-from planner.model.manual import transposed_primitive
-from planner.simulation.collectives import Network, groups, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from planner.simulation.collectives import Network, groups
 
 
 def collective_groups(mesh, axes) -> list[np.ndarray]:
@@ -31,74 +31,24 @@ def collective_groups(mesh, axes) -> list[np.ndarray]:
     return groups(TensorSharding.replicated_on(mesh, 0), [AxisRef(a) for a in axes])
 
 
-
-
-def _all_gather(net: Network, members, blocks, dim: int) -> list[np.ndarray]:
-    got = ring_all_gather(net, members, [((r,), b) for r, b in enumerate(blocks)])
-    return [np.concatenate([a for _, a in items], axis=dim) for items in got]
-
-
-def _reduce_scatter(net: Network, members, blocks, dim: int) -> list[np.ndarray]:
-    p = len(members)
-    chunks = [list(np.split(b, p, axis=dim)) for b in blocks]
-    return ring_reduce_scatter(net, members, chunks)
-
-
-def _all_to_all(net: Network, members, blocks, split_dim: int, concat_dim: int) -> list[np.ndarray]:
-    p = len(members)
-    pieces = [np.split(b, p, axis=split_dim) for b in blocks]  # pieces[m][n]: from member m to member n
-    net.begin_step()
-    return [np.concatenate([net.send(int(members[m]), int(members[n]), pieces[m][n]) for m in range(p)],
-                           axis=concat_dim) for n in range(p)]
-
-
-def _ppermute(net: Network, members, blocks, perm) -> list[np.ndarray]:
-    out = [np.zeros_like(b) for b in blocks]
-    net.begin_step()
-    for src, dst in perm:
-        out[dst] = net.send(int(members[src]), int(members[dst]), blocks[src])
-    return out
-
-
 def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed: bool = False) -> list:
     """Every device's result block of body collective ``op`` from its operand blocks (by device id), bytes
     counted at ``dtype``; ``transposed``: its transpose on cotangent blocks
-    (:func:`planner.model.manual.transposed_primitive`: all_to_all with its dims swapped, ppermute with
-    its pairs reversed, pmean's pbroadcast scaled by 1/G)."""
+    (:func:`planner.collectives.backprop_primitive` with :func:`~planner.collectives.transpose_params`:
+    all_to_all with its dims swapped, ppermute with its pairs reversed, pmean's pbroadcast scaled by 1/G).
+    The kernels are the registry's (:mod:`planner.collectives`)."""
     kind = op.op
-    axes = tuple(op.attr("axes"))
+    attrs = op.attrs_dict
+    transposed = transposed and bool(op.inputs)  # axis_index takes nothing: no transpose
+    name, params = (backprop_primitive(kind), transpose_params(kind, attrs)) if transposed else (kind, attrs)
+    scale = transposed and primitive(kind).mean_of is not None  # pmean's transpose: pbroadcast / G
     net.itemsize = dtype_itemsize(dtype)
     out: list = [None] * mesh.size
-    for members in collective_groups(mesh, axes):
-        p = len(members)
-        if kind == "axis_index":
-            for r, d in enumerate(members):
-                out[int(d)] = np.asarray(r, dtype=np.int32)
-            continue
-        group = [np.asarray(blocks[int(d)]) for d in members]
-        name = transposed_primitive(kind) if transposed else kind
-        if transposed and kind == "pmean":
-            name = "pbroadcast_mean"
-        if name == "psum":
-            res = ring_all_reduce(net, members, group)
-        elif name == "pmean":
-            res = [r / p for r in ring_all_reduce(net, members, group)]
-        elif name == "pbroadcast":
-            res = [g.copy() for g in group]
-        elif name == "pbroadcast_mean":
-            res = [g / p for g in group]
-        elif name == "all_gather":
-            res = _all_gather(net, members, group, op.attr("dim"))
-        elif name == "psum_scatter":
-            res = _reduce_scatter(net, members, group, op.attr("dim"))
-        elif name == "all_to_all":
-            s, c = op.attr("split_dim"), op.attr("concat_dim")
-            res = _all_to_all(net, members, group, *((c, s) if transposed else (s, c)))
-        elif name == "ppermute":
-            perm = op.attr("perm")
-            res = _ppermute(net, members, group, tuple((d, s) for s, d in perm) if transposed else perm)
-        else:
-            raise AssertionError(kind)
+    for members in collective_groups(mesh, tuple(attrs["axes"])):
+        group = [np.asarray(blocks[int(d)]) for d in members] if op.inputs else []
+        res = run_kernel(name, net, members, group, params)
+        if scale:
+            res = [r / len(members) for r in res]
         for d, r in zip(members, res):
             out[int(d)] = np.asarray(r)
     return out

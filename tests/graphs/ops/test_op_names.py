@@ -12,7 +12,6 @@ from pathlib import Path
 from graphs.ops import annotation, collectives, conv, gather, loss, matmul, normalization, pointwise, reductions
 from graphs.ops import shape_ops
 from graphs.ops.registry import OPS
-from planner.rules import regions
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("planner", "graphs", "costmodels")
@@ -78,7 +77,7 @@ def allowed_places(name):
     """Where op ``name`` may be spelled: its definition, the registry and its rule module."""
     home = next(m for m in FAMILY_MODULES if any(v is OPS[name] for v in vars(m).values()))
     rule = OPS[name].rule
-    rule_module = rule.split(".")[0] if rule is not None else "regions" if name in regions.RULES_BY_OP else None
+    rule_module = rule.split(".")[0] if rule is not None else None
     places = {home.__name__.replace(".", "/") + ".py", "graphs/ops/registry.py"}
     if rule_module is not None:
         places.add(f"planner/rules/{rule_module}.py")
