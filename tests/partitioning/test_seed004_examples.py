@@ -22,7 +22,7 @@ from planner.api import plan
 from planner.collectives import primitive, result_variance, run_kernel, step_kind, transpose_of
 from planner.errors import VarianceError
 from planner.partitioning import Backprop
-from planner.propagation.manual import manual_variance
+from planner.model.manual import manual_variance
 from planner.simulation.collectives import Network
 from planner.simulation.run import simulate
 

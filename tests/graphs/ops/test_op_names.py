@@ -23,22 +23,12 @@ BUILDERS = ("graphs/builders/", "planner/frontends/", "graphs/manual_regions.py"
 
 #: The modules that still spell op names besides those, each with the names and the reason.
 ELSEWHERE = {
-    # the collectives of manual regions: per-collective typing, lowering, simulation and redistribution
-    "planner/engines/jax_regions.py": {"all_gather", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute",
-                                       "psum", "psum_scatter"},
-    "planner/partitioning/typecheck.py": {"all_to_all", "ppermute", "psum", "psum_scatter"},
-    "planner/redistribution/primitives.py": {"all_gather", "all_to_all", "axis_index", "pbroadcast", "ppermute",
-                                             "psum", "psum_scatter"},
-    "planner/simulation/manual.py": {"all_gather", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute",
-                                     "psum", "psum_scatter"},
-    "planner/model/manual.py": {"pbroadcast", "pmean", "psum"},
+    # the registry of collectives: seed 004's primitives by name, each with its types, transpose, kernel, lowering
+    "planner/collectives.py": {"all_gather", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute", "psum",
+                               "psum_scatter"},
     # a manual region's boundary and the pbroadcasts its variance types imply
     "planner/partitioning/program.py": {"manual_enter", "manual_exit", "pbroadcast"},
     "planner/simulation/run.py": {"manual_enter", "manual_exit"},
-    # shard_map's own primitives, named as JAX names them (not catalogue ops)
-    "planner/partitioning/shmap.py": {"add", "all_gather", "all_to_all", "axis_index", "div", "mean", "mul", "neg",
-                                      "pbroadcast", "pmean", "ppermute", "psum", "psum_scatter", "sub",
-                                      "transpose"},
     # a reshape's pieces: the mesh axes cut so that shardings can follow it, and explicit mode's reshape rule
     "planner/model/build.py": {"reshape"},
     "planner/model/explicit_types.py": {"reshape"},
