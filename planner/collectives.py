@@ -490,6 +490,10 @@ def _inverse_perm(params: Mapping[str, object]) -> dict[str, object]:
 
 # -- primitives ---------------------------------------------------------------------------------
 
+#: How a primitive's result shape follows its operand's (:attr:`Primitive.shape`).
+SHAPES = ("same", "gathers", "scatters", "exchanges", "permutes", "indexes")
+
+
 @dataclass(frozen=True, slots=True)
 class Primitive:
     """One collective: the variance it needs and gives over its axes, how it lowers, its transpose.
@@ -502,7 +506,12 @@ class Primitive:
     ill-typed operand gets after the rule; ``mean_of`` names the primitive a
     mean divides by the group size (pmean: psum); ``dim_attrs`` names the
     attributes holding the dimensions it gathers, scatters or exchanges (the
-    others it keeps: its sharding rule is elementwise there). ``reference`` and ``kernel``
+    others it keeps: its sharding rule is elementwise there); ``shape`` how its
+    result's shape follows its operand's (:data:`SHAPES`: ``same``, ``gathers``
+    grows ``dim`` by the group, ``scatters`` divides it, ``exchanges`` divides
+    ``split_dim`` and grows ``concat_dim``, ``permutes`` keeps it and takes ``perm``,
+    ``indexes`` is a scalar from nothing), which is all a graph op of it needs.
+    ``reference`` and ``kernel``
     are its meaning on stacked blocks and on the simulated devices, ``jax`` its
     ``jax.lax`` lowering (``None``: none), ``in_regions`` whether a manual
     region's body may apply it, ``stacked_adjoint`` the primitive whose
@@ -528,12 +537,15 @@ class Primitive:
     jax: Callable | None = field(default=None, repr=False, compare=False)
     in_regions: bool = field(default=False, repr=False)
     stacked_adjoint: str | None = field(default=None, repr=False)
+    shape: str = field(default="same", repr=False)
 
     def __post_init__(self):
         if self.operand not in (VARYING, INVARIANT, None) or self.result not in (VARYING, INVARIANT):
             raise RuleError(f"primitive {self.name}: operand and result are 'varying' or 'invariant'")
         if (self.lowering is None) == (self.local is None):
             raise RuleError(f"primitive {self.name}: give either a lowering or what runs locally, not both")
+        if self.shape not in SHAPES:
+            raise RuleError(f"primitive {self.name}: shape {self.shape!r} is not one of {', '.join(SHAPES)}")
         if self.lowering is not None and (self.lowering not in STEP_KINDS or self.lowering == "Slice"):
             raise RuleError(f"primitive {self.name}: lowering {self.lowering!r} is not a communicating step kind "
                             f"{KINDS}")
@@ -567,15 +579,16 @@ def _registry(*prims: Primitive) -> Mapping[str, Primitive]:
 
 PRIMITIVES: Mapping[str, Primitive] = _registry(
     # name                  operand    result     lowering             local                         transpose
-    Primitive("all_gather", VARYING, VARYING, "AllGather", None, "psum_scatter", dim_attrs=("dim",),
+    Primitive("all_gather", VARYING, VARYING, "AllGather", None, "psum_scatter", dim_attrs=("dim",), shape="gathers",
               reference=_stacked_all_gather, kernel=_kernel_all_gather, jax=_jax_all_gather, in_regions=True),
     Primitive("all_gather_invariant", VARYING, INVARIANT, "AllGather", None, "pscatter", dim_attrs=("dim",),
+              shape="gathers",
               fix="the value is already the same on every device: drop the gather or insert pbroadcast",
               reference=_stacked_all_gather, kernel=_kernel_all_gather, stacked_adjoint="psum_scatter"),
     Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all", _swap_split_concat,
-              dim_attrs=("split_dim", "concat_dim"),
+              dim_attrs=("split_dim", "concat_dim"), shape="exchanges",
               reference=_stacked_all_to_all, kernel=_kernel_all_to_all, jax=_jax_all_to_all, in_regions=True),
-    Primitive("axis_index", None, VARYING, None, "replica id arithmetic", None,
+    Primitive("axis_index", None, VARYING, None, "replica id arithmetic", None, shape="indexes",
               reference=_stacked_axis_index, kernel=_kernel_axis_index, jax=_jax_axis_index, in_regions=True),
     Primitive("pbroadcast", INVARIANT, VARYING, None, "no-op (a cast)", "psum",
               fix="it already varies there: drop the pbroadcast",
@@ -584,16 +597,17 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("pmean", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", mean_of="psum",
               reference=_stacked_pmean, kernel=_kernel_pmean, jax=_jax_pmean, in_regions=True,
               stacked_adjoint="pmean"),
-    Primitive("ppermute", VARYING, VARYING, "CollectivePermute", None, "ppermute", _inverse_perm,
+    Primitive("ppermute", VARYING, VARYING, "CollectivePermute", None, "ppermute", _inverse_perm, shape="permutes",
               reference=_stacked_ppermute, kernel=_kernel_ppermute, jax=_jax_ppermute, in_regions=True),
     Primitive("pscatter", INVARIANT, VARYING, None, "local slice x[axis_index]", "all_gather_invariant",
-              dim_attrs=("dim",),
+              dim_attrs=("dim",), shape="scatters",
               fix="use psum_scatter to sum varying values, or psum first",
               reference=_stacked_pscatter, kernel=_kernel_pscatter, stacked_adjoint=""),
     Primitive("psum", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", fix="insert pbroadcast or drop the psum",
               reference=_stacked_psum, kernel=_kernel_psum, jax=_jax_psum, in_regions=True,
               stacked_adjoint="psum"),
     Primitive("psum_scatter", VARYING, VARYING, "ReduceScatter", None, "all_gather", dim_attrs=("dim",),
+              shape="scatters",
               fix="insert pbroadcast before it, or use pscatter to take this device's piece without communication",
               reference=_stacked_psum_scatter, kernel=_kernel_psum_scatter, jax=_jax_psum_scatter, in_regions=True),
 )

@@ -1,6 +1,8 @@
 """The registry of collectives (seed 004's table): variance types, lowerings, transposes, errors, the step
 kinds' bytes, kernels and HLO names, checked numerically."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -244,3 +246,20 @@ def test_kernel_on_simulated_devices_computes_the_stacked_meaning_and_receives_i
     result = prim.reference(x, attrs)
     unit = kind.unit_bytes(x[0].size, result[0].size, G, x.itemsize)
     assert net.bytes_per_device == kind.received(G, unit)
+
+
+def test_a_region_collective_is_one_registry_entry():
+    """Every primitive a region's body may apply is a graph op, with its shape, meaning, VJP and sharding rule,
+    made from its registry entry alone: no other table names it."""
+    from graphs.ops.registry import OPS
+    from planner.collectives import PRIMITIVES
+    from planner.rules.registry import RULES
+
+    in_regions = sorted(n for n, p in PRIMITIVES.items() if p.in_regions)
+    for name in in_regions:
+        op = OPS[name]
+        assert op.family == "collective" and op.rule == "regions.collective" and name in RULES
+        assert op.min_inputs == (0 if PRIMITIVES[name].shape == "indexes" else 1)
+    assert sorted(n for n, op in OPS.items() if op.family == "collective") == in_regions
+    registry_source = (Path(__file__).resolve().parents[1] / "graphs" / "ops" / "registry.py").read_text()
+    assert not any(f'"{name}"' in registry_source for name in in_regions)

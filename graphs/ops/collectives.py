@@ -44,9 +44,9 @@ manual coordinate of the region (``[*manual_sizes, *local]``): see
 :func:`enter_reference` and :func:`exit_reference`.
 
 >>> import numpy as np
->>> PSUM.reference([np.array([[1.0], [2.0], [3.0]])], {"axes": ("x",), "group_size": 3}).ravel().tolist()
+>>> COLLECTIVES["psum"].reference([np.array([[1.0], [2.0], [3.0]])], {"axes": ("x",), "group_size": 3}).ravel().tolist()
 [6.0, 6.0, 6.0]
->>> ALL_GATHER.infer([(2, 4)], ["f32"], {"axes": ("x",), "dim": 0, "group_size": 3})
+>>> COLLECTIVES["all_gather"].infer([(2, 4)], ["f32"], {"axes": ("x",), "dim": 0, "group_size": 3})
 ((6, 4), 'f32')
 """
 
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
@@ -129,63 +130,77 @@ def _divides(shape, d: int, g: int, operand, what: str) -> None:
         raise ModelError(f"{what}, which does not divide it (operand {shape_text(operand)})")
 
 
-def _gather_infer(shapes, dtypes, attrs, names=None):
-    _axes("all_gather", attrs)
-    g = group_size("all_gather", attrs)
-    shape = list(shapes[0])
-    d = _dim("all_gather", "dim", shape, attrs)
-    shape[d] *= g
-    return tuple(shape), dtypes[0]
+def _gather_infer(name: str):
+    def infer(shapes, dtypes, attrs, names=None):
+        _axes(name, attrs)
+        g = group_size(name, attrs)
+        shape = list(shapes[0])
+        d = _dim(name, "dim", shape, attrs)
+        shape[d] *= g
+        return tuple(shape), dtypes[0]
+
+    return infer
 
 
-def _scatter_infer(shapes, dtypes, attrs, names=None):
-    _axes("psum_scatter", attrs)
-    g = group_size("psum_scatter", attrs)
-    shape = list(shapes[0])
-    d = _dim("psum_scatter", "dim", shape, attrs)
-    _divides(shape, d, g, shapes[0], f"psum_scatter scatters dimension {d} of size {shape[d]} over a group of "
-                                     f"{g} devices")
-    shape[d] //= g
-    return tuple(shape), dtypes[0]
+def _scatter_infer(name: str):
+    def infer(shapes, dtypes, attrs, names=None):
+        _axes(name, attrs)
+        g = group_size(name, attrs)
+        shape = list(shapes[0])
+        d = _dim(name, "dim", shape, attrs)
+        _divides(shape, d, g, shapes[0], f"{name} scatters dimension {d} of size {shape[d]} over a group of "
+                                         f"{g} devices")
+        shape[d] //= g
+        return tuple(shape), dtypes[0]
+
+    return infer
 
 
-def _all_to_all_infer(shapes, dtypes, attrs, names=None):
-    _axes("all_to_all", attrs)
-    g = group_size("all_to_all", attrs)
-    shape = list(shapes[0])
-    s = _dim("all_to_all", "split_dim", shape, attrs)
-    c = _dim("all_to_all", "concat_dim", shape, attrs)
-    _divides(shape, s, g, shapes[0], f"all_to_all splits dimension {s} of size {shape[s]} into {g} blocks "
-                                     "(its group)")
-    shape[s] //= g
-    shape[c] *= g
-    return tuple(shape), dtypes[0]
+def _exchange_infer(name: str):
+    def infer(shapes, dtypes, attrs, names=None):
+        _axes(name, attrs)
+        g = group_size(name, attrs)
+        shape = list(shapes[0])
+        s = _dim(name, "split_dim", shape, attrs)
+        c = _dim(name, "concat_dim", shape, attrs)
+        _divides(shape, s, g, shapes[0], f"{name} splits dimension {s} of size {shape[s]} into {g} blocks "
+                                         "(its group)")
+        shape[s] //= g
+        shape[c] *= g
+        return tuple(shape), dtypes[0]
+
+    return infer
 
 
-def _ppermute_infer(shapes, dtypes, attrs, names=None):
-    _axes("ppermute", attrs)
-    g = group_size("ppermute", attrs)
-    perm = attrs.get("perm")
-    if not isinstance(perm, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in perm):
-        raise ModelError(f"ppermute needs `perm`: a list of [source, destination] pairs, got {perm!r}")
-    sources, destinations = set(), set()
-    for src, dst in perm:
-        for v, what in ((src, "source"), (dst, "destination")):
-            check_int(v, f"ppermute {what}")
-            if not 0 <= v < g:
-                raise ModelError(f"ppermute {what} {v} is not a linear index of its group of {g} devices (0 to {g - 1})")
-        if src in sources or dst in destinations:
-            raise ModelError(f"ppermute pair [{src}, {dst}] repeats a source or a destination; each device sends "
-                             "at most once and receives at most once")
-        sources.add(src)
-        destinations.add(dst)
-    return tuple(shapes[0]), dtypes[0]
+def _permute_infer(name: str):
+    def infer(shapes, dtypes, attrs, names=None):
+        _axes(name, attrs)
+        g = group_size(name, attrs)
+        perm = attrs.get("perm")
+        if not isinstance(perm, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in perm):
+            raise ModelError(f"{name} needs `perm`: a list of [source, destination] pairs, got {perm!r}")
+        sources, destinations = set(), set()
+        for src, dst in perm:
+            for v, what in ((src, "source"), (dst, "destination")):
+                check_int(v, f"{name} {what}")
+                if not 0 <= v < g:
+                    raise ModelError(f"{name} {what} {v} is not a linear index of its group of {g} devices "
+                                     f"(0 to {g - 1})")
+            if src in sources or dst in destinations:
+                raise ModelError(f"{name} pair [{src}, {dst}] repeats a source or a destination; each device sends "
+                                 "at most once and receives at most once")
+            sources.add(src)
+            destinations.add(dst)
+        return tuple(shapes[0]), dtypes[0]
+
+    return infer
 
 
 def _axis_index_infer(shapes, dtypes, attrs, names=None):
     _axes("axis_index", attrs)
     group_size("axis_index", attrs)
     return (), "i32"
+
 
 
 # -- semantics on arrays stacked over the group: the registry's (planner.collectives) -----------
@@ -219,22 +234,31 @@ def _axis_index_vjp(arrays, attrs, result, cotangent, wrt):
     return ()
 
 
-def _collective(name: str, infer, extra: tuple = ()) -> OpDef:
+#: Per :attr:`~planner.collectives.Primitive.shape`: the shape inference and the attributes besides ``axes``.
+_BY_SHAPE = {
+    "same": (_same_infer, ()),
+    "gathers": (_gather_infer, (("dim", REQUIRED),)),
+    "scatters": (_scatter_infer, (("dim", REQUIRED),)),
+    "exchanges": (_exchange_infer, (("split_dim", REQUIRED), ("concat_dim", REQUIRED))),
+    "permutes": (_permute_infer, (("perm", REQUIRED),)),
+}
+
+
+def _collective(name: str) -> OpDef:
+    """The graph op of the registry's primitive ``name``: its shape from the primitive's ``shape``, its meaning
+    and VJP from the primitive's stacked reference."""
+    if primitive(name).shape == "indexes":
+        return OpDef(name, "collective", 0, 0, (("axes", REQUIRED), ("group_size", None)), _axis_index_infer,
+                     _zero_flops, _axis_index_reference, canonical=_canonical, vjp=_axis_index_vjp,
+                     vjp_reads_inputs=False, rule="regions.collective")
+    infer, extra = _BY_SHAPE[primitive(name).shape]
     attrs = (("axes", REQUIRED),) + extra + (("group_size", None),)
-    return OpDef(name, "collective", 1, 1, attrs, infer, _zero_flops, _reference(name), canonical=_canonical,
+    return OpDef(name, "collective", 1, 1, attrs, infer(name), _zero_flops, _reference(name), canonical=_canonical,
                  vjp=_vjp(name), vjp_reads_inputs=False, rule="regions.collective")
 
 
-PSUM = _collective("psum", _same_infer("psum"))
-PMEAN = _collective("pmean", _same_infer("pmean"))
-PBROADCAST = _collective("pbroadcast", _same_infer("pbroadcast"))
-ALL_GATHER = _collective("all_gather", _gather_infer, (("dim", REQUIRED),))
-PSUM_SCATTER = _collective("psum_scatter", _scatter_infer, (("dim", REQUIRED),))
-ALL_TO_ALL = _collective("all_to_all", _all_to_all_infer, (("split_dim", REQUIRED), ("concat_dim", REQUIRED)))
-PPERMUTE = _collective("ppermute", _ppermute_infer, (("perm", REQUIRED),))
-AXIS_INDEX = OpDef("axis_index", "collective", 0, 0, (("axes", REQUIRED), ("group_size", None)), _axis_index_infer,
-                   _zero_flops, _axis_index_reference, canonical=_canonical, vjp=_axis_index_vjp,
-                   vjp_reads_inputs=False, rule="regions.collective")
+#: The collective ops by name, alphabetically: one per primitive of the registry a region's body may apply.
+COLLECTIVES: Mapping[str, OpDef] = MappingProxyType({name: _collective(name) for name in COLLECTIVE_OPS})
 
 
 # -- region boundary ---------------------------------------------------------------------------
@@ -364,6 +388,5 @@ MANUAL_EXIT = OpDef("manual_exit", "region", 1, 1, _BOUNDARY, _exit_infer, _zero
                     vjp=_exit_vjp, vjp_reads_inputs=False, rule="regions.manual_exit")
 
 
-__all__ = ["ALL_GATHER", "ALL_TO_ALL", "AXIS_INDEX", "BOUNDARY_OPS", "COLLECTIVE_OPS", "MANUAL_ENTER", "MANUAL_EXIT",
-           "PBROADCAST", "PMEAN", "PPERMUTE", "PSUM", "PSUM_SCATTER", "enter_reference", "exit_reference",
-           "group_size", "is_collective"]
+__all__ = ["BOUNDARY_OPS", "COLLECTIVES", "COLLECTIVE_OPS", "MANUAL_ENTER", "MANUAL_EXIT", "enter_reference",
+           "exit_reference", "group_size", "is_collective"]

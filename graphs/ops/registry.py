@@ -1,7 +1,9 @@
 """The one registry of operators: name -> :class:`~graphs.ops.opdef.OpDef`, in alphabetical order.
 
-Every op of the YAML format is registered here and only here. Every op has an
-entry; none is deliberately left without one.
+Every op of the YAML format is registered here and only here: the collectives of
+manual regions as :data:`graphs.ops.collectives.COLLECTIVES`, one per primitive of
+the registry of collectives (:mod:`planner.collectives`) a region's body may apply,
+the others by hand. Every op has an entry; none is deliberately left without one.
 
 >>> get_op("relu").family
 'pointwise'
@@ -20,11 +22,9 @@ from graphs.ops import annotation, collectives, conv, gather, loss, matmul, norm
 from graphs.ops.opdef import OpDef
 from planner.errors import ModelError, did_you_mean, quote
 
-OPS: Mapping[str, OpDef] = MappingProxyType({
+OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
+    **collectives.COLLECTIVES,  # one per primitive of planner.collectives a manual region's body may apply
     "add": pointwise.ADD,
-    "all_gather": collectives.ALL_GATHER,
-    "all_to_all": collectives.ALL_TO_ALL,
-    "axis_index": collectives.AXIS_INDEX,
     "cast": pointwise.CAST,
     "concat": shape_ops.CONCAT,
     "conv2d": conv.CONV2D,
@@ -43,12 +43,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType({
     "mean": reductions.MEAN,
     "mul": pointwise.MUL,
     "neg": pointwise.NEG,
-    "pbroadcast": collectives.PBROADCAST,
-    "pmean": collectives.PMEAN,
-    "ppermute": collectives.PPERMUTE,
     "propagation_barrier": annotation.PROPAGATION_BARRIER,
-    "psum": collectives.PSUM,
-    "psum_scatter": collectives.PSUM_SCATTER,
     "relu": pointwise.RELU,
     "reshape": shape_ops.RESHAPE,
     "rmsnorm": normalization.RMSNORM,
@@ -60,7 +55,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType({
     "sum": reductions.SUM,
     "tanh": pointwise.TANH,
     "transpose": shape_ops.TRANSPOSE,
-})
+}.items())))
 
 
 def op_names() -> tuple[str, ...]:

@@ -8,6 +8,7 @@ code (docstrings and their examples aside) that are op names.
 
 import ast
 from pathlib import Path
+from types import MappingProxyType
 
 from graphs.ops import annotation, collectives, conv, gather, loss, matmul, normalization, pointwise, reductions
 from graphs.ops import shape_ops
@@ -17,6 +18,12 @@ ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("planner", "graphs", "costmodels")
 FAMILY_MODULES = (annotation, collectives, conv, gather, loss, matmul, normalization, pointwise, reductions,
                   shape_ops)
+
+
+def _defines(module, op) -> bool:
+    """Whether ``module`` defines ``op``: as one of its names, or in a table of ops it builds (the collectives)."""
+    return any(v is op or (isinstance(v, MappingProxyType) and any(x is op for x in v.values()))
+               for v in vars(module).values())
 
 #: Modules that create ops and so spell any op's name: the model builders and the JAX frontends.
 BUILDERS = ("graphs/builders/", "planner/frontends/", "graphs/manual_regions.py")
@@ -65,7 +72,7 @@ def spelled_op_names():
 
 def allowed_places(name):
     """Where op ``name`` may be spelled: its definition, the registry and its rule module."""
-    home = next(m for m in FAMILY_MODULES if any(v is OPS[name] for v in vars(m).values()))
+    home = next(m for m in FAMILY_MODULES if _defines(m, OPS[name]))
     rule = OPS[name].rule
     rule_module = rule.split(".")[0] if rule is not None else None
     places = {home.__name__.replace(".", "/") + ".py", "graphs/ops/registry.py"}
