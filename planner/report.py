@@ -17,7 +17,7 @@ every candidate of its producer and every candidate of one reader.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
@@ -36,7 +36,6 @@ from planner.model.manual import BodyCollective
 from planner.model.nodes import Model
 from planner.model.phases import SearchSpace
 from planner.model.provenance import decision_reasons, explain, propagation_reasons
-from planner.model.tables import link_table
 from planner.notations.jax import to_jax_type
 from planner.text_table import table
 
@@ -470,12 +469,9 @@ def _reader_seconds(m: Model, k: int, v: int) -> np.ndarray:
         needs = f.needs[link.readers.index(v)]
         return np.array([[sum(f.class_cost[f.u_class[a], L] for L in cols) for cols in needs]
                          for a in range(m.nodes[link.producer].candidates())], dtype=float)
-    if link.backward:
-        # the search's table prices each pair's forward moves and their transposes as one number; the
-        # forward part is the model's table of the same link without its gradient, whose cells are the
-        # redistribution plans the search's cells were summed from (the engine memoizes them)
-        return np.asarray(link_table(m, replace(link, backward=False)), dtype=float)
-    return np.asarray(problem.edges[k].cost, dtype=float)
+    # the forward part: with training the search's table also prices the transposes back, and the
+    # model keeps the forward part beside it (Edge.forward)
+    return np.asarray(problem.edges[k].forward_cost, dtype=float)
 
 
 def _links_by_tensor(m: Model) -> Mapping[str, tuple[int, ...]]:

@@ -130,43 +130,21 @@ def _divides(shape, d: int, g: int, operand, what: str) -> None:
         raise ModelError(f"{what}, which does not divide it (operand {shape_text(operand)})")
 
 
-def _gather_infer(name: str):
+def _resize_infer(name: str, grows: tuple[str, ...], shrinks: tuple[str, ...], cut: str):
+    """The inference of a collective that divides the dimensions its ``shrinks`` attributes name by its group
+    and multiplies those its ``grows`` attributes name; ``cut`` says how a shrunk dimension is cut (``{name}
+    scatters``: ``"scatters dimension {d} of size {n} over a group of {g} devices"``)."""
     def infer(shapes, dtypes, attrs, names=None):
         _axes(name, attrs)
         g = group_size(name, attrs)
         shape = list(shapes[0])
-        d = _dim(name, "dim", shape, attrs)
-        shape[d] *= g
-        return tuple(shape), dtypes[0]
-
-    return infer
-
-
-def _scatter_infer(name: str):
-    def infer(shapes, dtypes, attrs, names=None):
-        _axes(name, attrs)
-        g = group_size(name, attrs)
-        shape = list(shapes[0])
-        d = _dim(name, "dim", shape, attrs)
-        _divides(shape, d, g, shapes[0], f"{name} scatters dimension {d} of size {shape[d]} over a group of "
-                                         f"{g} devices")
-        shape[d] //= g
-        return tuple(shape), dtypes[0]
-
-    return infer
-
-
-def _exchange_infer(name: str):
-    def infer(shapes, dtypes, attrs, names=None):
-        _axes(name, attrs)
-        g = group_size(name, attrs)
-        shape = list(shapes[0])
-        s = _dim(name, "split_dim", shape, attrs)
-        c = _dim(name, "concat_dim", shape, attrs)
-        _divides(shape, s, g, shapes[0], f"{name} splits dimension {s} of size {shape[s]} into {g} blocks "
-                                         "(its group)")
-        shape[s] //= g
-        shape[c] *= g
+        dims = {key: _dim(name, key, shape, attrs) for key in (*shrinks, *grows)}
+        for key in shrinks:
+            d = dims[key]
+            _divides(shape, d, g, shapes[0], f"{name} " + cut.format(d=d, n=shape[d], g=g))
+            shape[d] //= g
+        for key in grows:
+            shape[dims[key]] *= g
         return tuple(shape), dtypes[0]
 
     return infer
@@ -237,9 +215,12 @@ def _axis_index_vjp(arrays, attrs, result, cotangent, wrt):
 #: Per :attr:`~planner.collectives.Primitive.shape`: the shape inference and the attributes besides ``axes``.
 _BY_SHAPE = {
     "same": (_same_infer, ()),
-    "gathers": (_gather_infer, (("dim", REQUIRED),)),
-    "scatters": (_scatter_infer, (("dim", REQUIRED),)),
-    "exchanges": (_exchange_infer, (("split_dim", REQUIRED), ("concat_dim", REQUIRED))),
+    "gathers": (lambda name: _resize_infer(name, ("dim",), (), ""), (("dim", REQUIRED),)),
+    "scatters": (lambda name: _resize_infer(name, (), ("dim",), "scatters dimension {d} of size {n} over a group of "
+                                                                 "{g} devices"), (("dim", REQUIRED),)),
+    "exchanges": (lambda name: _resize_infer(name, ("concat_dim",), ("split_dim",), "splits dimension {d} of size {n} "
+                                                                                       "into {g} blocks (its group)"),
+                  (("split_dim", REQUIRED), ("concat_dim", REQUIRED))),
     "permutes": (_permute_infer, (("perm", REQUIRED),)),
 }
 

@@ -162,7 +162,12 @@ class Node:
 
 @dataclass(frozen=True, eq=False)
 class Edge:
-    """Cost (s) of every pair of candidates of nodes ``u`` and ``v``, also in class form."""
+    """Cost (s) of every pair of candidates of nodes ``u`` and ``v``, also in class form.
+
+    ``forward``: when ``class_cost`` also prices the way back (training: the transposes of the forward
+    redistributions), the forward part alone over the same classes, for reports; None when
+    ``class_cost`` is all forward. The searches read ``class_cost`` only.
+    """
 
     u: int
     v: int
@@ -170,6 +175,7 @@ class Edge:
     v_class: np.ndarray
     class_cost: np.ndarray
     label: str = ""
+    forward: np.ndarray | LazyTable | None = None
 
     @classmethod
     def from_matrix(cls, u: int, v: int, cost: np.ndarray, label: str = "") -> "Edge":
@@ -180,6 +186,11 @@ class Edge:
     @property
     def cost(self) -> np.ndarray:
         return self.class_cost[np.ix_(self.u_class, self.v_class)]
+
+    @property
+    def forward_cost(self) -> np.ndarray:
+        """The forward part of :attr:`cost` per pair of candidates."""
+        return (self.class_cost if self.forward is None else self.forward)[np.ix_(self.u_class, self.v_class)]
 
     def pair_cost(self, i: int, j: int) -> float:
         return float(self.class_cost[self.u_class[i], self.v_class[j]])

@@ -25,7 +25,7 @@ from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
 
-__all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "link_table", "node_costs", "op_compute_time_s",
+__all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "node_costs", "op_compute_time_s",
            "op_flops", "same_groups", "stored_bytes"]
 
 
@@ -118,18 +118,14 @@ def _label(m: Model, link: Flow) -> str:
     return f"{link.tensor}: {m.nodes[link.producer].name} -> {readers}"
 
 
-def link_table(m: Model, link: Flow) -> np.ndarray:
-    """Seconds of an edge link for every (producer candidate, reader candidate) pair."""
-    return data_edge(m, link).cost
-
-
 def data_edge(m: Model, link: Flow) -> Edge:
     spec = m.graph.tensor(link.tensor)
     u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
     v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
-    table = _table("data", spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
-                   m.reshard_pieces)
-    return Edge(link.producer, link.readers[0], u_class, v_class, table, _label(m, link))
+    args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
+            m.reshard_pieces)
+    forward = _table("forward", *args) if link.backward else None  # for reports: the search reads the sum
+    return Edge(link.producer, link.readers[0], u_class, v_class, _table("data", *args), _label(m, link), forward)
 
 
 def fanout_edge(m: Model, link: Flow) -> Fanout:
@@ -160,7 +156,8 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
 
     ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
     of the result to each distinct layout, plus the transpose back of each distinct
-    ``(layout, pending)`` cotangent. ``fanout``: a column is one forward
+    ``(layout, pending)`` cotangent; ``forward``: the same classes, the forward
+    redistributions alone. ``fanout``: a column is one forward
     redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending)``.
     ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`).
     """
@@ -174,6 +171,8 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
         if kind == "data":
             layouts, grads = item
             return sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p) for lay, p in grads)
+        if kind == "forward":
+            return sum(cost(src, lay) for lay in item[0])
         if item[0] == "forward":
             return cost(src, item[1])
         return cost(src, item[1], True, item[2])

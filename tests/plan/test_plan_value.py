@@ -162,17 +162,25 @@ def test_edge_costs_are_the_forward_redistributions_priced_one_by_one(model, tra
     assert seen == ({"data", "fanout"} if model is SHARED_INPUT else {"data"})
 
 
-def test_edge_costs_of_an_inference_plan_read_the_searchs_tables_and_build_none(monkeypatch):
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_edge_costs_read_the_models_tables_and_build_none(monkeypatch, training):
+    """Inference: the search's own tables. Training: a data edge's table also prices the transposes back, and
+    edge_costs reads the forward part the model keeps beside it (Edge.forward); no table is built for it."""
     import planner.model.tables as tables
 
-    p = plan(SHARED_INPUT)
+    p = plan(SHARED_INPUT, training=training)
     m = p.decision.model
     monkeypatch.setattr(tables, "_table", lambda *a, **k: pytest.fail("edge_costs built a cost table of its own"))
+    backward = 0
     for k, link in enumerate(m.flows):
         if link.kind == "data":
+            edge = m.problem.edges[k]
+            backward += link.backward
+            assert (edge.forward is not None) == link.backward
             for v in link.readers:
                 t = p.edge_costs(link.tensor, m.nodes[v].name)
-                np.testing.assert_array_equal(t.seconds, np.asarray(m.problem.edges[k].cost))
+                np.testing.assert_array_equal(t.seconds, np.asarray(edge.forward_cost))
         elif link.kind == "fanout":
             for v in link.readers:
                 p.edge_costs(link.tensor, m.nodes[v].name)
+    assert (backward > 0) == training
