@@ -19,6 +19,7 @@ replication (it changes size between operand and result).
 
 >>> str(collective([(4, 8)], (16, 8), {"axes": ("x",), "dim": 0, "group_size": 4}))
 '([i,j])->([k,j]) {i=4,j=8,k=16} need_replication={i,k}'
+
 Every collective's ``OpDef`` names :func:`collective`; the boundary ops name
 :func:`manual_enter` and :func:`manual_exit`.
 """
