@@ -69,8 +69,8 @@ class AllReduce:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    """A tensor's sharding and why it has it (which annotation or op decided)."""
+class TypedTensor:
+    """A tensor's type in explicit mode: its sharding and why it has it (which annotation or op decided)."""
 
     sharding: TensorSharding
     reason: str
@@ -78,9 +78,9 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class ExplicitResult:
-    """Per tensor a :class:`Decision`; per op the collectives it inserted (``()`` for none)."""
+    """Per tensor a :class:`TypedTensor`; per op the collectives it inserted (``()`` for none)."""
 
-    tensors: Mapping[str, Decision]
+    tensors: Mapping[str, TypedTensor]
     collectives: Mapping[str, tuple[AllReduce, ...]]
     dtypes: Mapping[str, str]
     shapes: Mapping[str, tuple[int, ...]]
@@ -242,26 +242,26 @@ def _where(graph, op) -> str | None:
     return None if op.line is None else f"{graph.source or '<string>'}:{op.line}"
 
 
-def _start(graph) -> dict[str, Decision]:
+def _start(graph) -> dict[str, TypedTensor]:
     decided = {}
     for t in graph.tensors.values():
         if t.kind == "activation":
             continue
         if t.sharding is None:
-            decided[t.name] = Decision(TensorSharding.replicated_on(graph.mesh, t.rank),
+            decided[t.name] = TypedTensor(TensorSharding.replicated_on(graph.mesh, t.rank),
                                        f"{t.kind} {t.name!r} has no sharding: replicated")
         else:
-            decided[t.name] = Decision(t.sharding, f"annotation on {t.kind} {t.name!r}")
+            decided[t.name] = TypedTensor(t.sharding, f"annotation on {t.kind} {t.name!r}")
     return decided
 
 
-def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> tuple[Decision, tuple[AllReduce, ...]]:
+def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> tuple[TypedTensor, tuple[AllReduce, ...]]:
     """One op's result type from its operands' types (the consensus rule, or its ``out_sharding``), and the
     AllReduce a summed factor sharded by the consensus inserts; errors as :func:`explicit_shardings`'."""
     types = [to_jax_type(s, t.shape, t.dtype) for s, t in zip(ins, in_specs)]
     ctx = _OpContext(op, types, _where(graph, op))
     if op.out_sharding is not None:
-        return Decision(op.out_sharding, f"out_sharding given on op {op.name!r}"), ()
+        return TypedTensor(op.out_sharding, f"out_sharding given on op {op.name!r}"), ()
     for i, s in enumerate(ins):
         if s.unreduced:
             raise ctx.error(f"reads input {i} with pending sums over {s.unreduced}; explicit mode reduces "
@@ -273,7 +273,7 @@ def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> t
     head = f"op {op.name!r} ({op.op})"
     if op.op == "reshape":
         dims, how = _reshape_dims(ctx, ins[0], in_specs[0].shape, out_spec.shape)
-        return Decision(TensorSharding.build(mesh, dims), f"{head}: reshape rule of seed 001 ({how})"), ()
+        return TypedTensor(TensorSharding.build(mesh, dims), f"{head}: reshape rule of seed 001 ({how})"), ()
     try:
         rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
     except RuleError as e:
@@ -288,7 +288,7 @@ def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> t
         factors = ",".join(rule.factor_names[f] for f in rule.factors_of_kind(FactorKind.REDUCTION) if chosen[f])
         reason += f"; summed factor {factors} reduced by an AllReduce over {{{', '.join(map(str, reduced))}}}"
         collectives = (AllReduce(op.output, reduced),)
-    return Decision(TensorSharding.build(mesh, dims), reason), collectives
+    return TypedTensor(TensorSharding.build(mesh, dims), reason), collectives
 
 
 def explicit_shardings(graph) -> ExplicitResult:
@@ -317,7 +317,7 @@ def explicit_shardings(graph) -> ExplicitResult:
     )
 
 
-__all__ = ["AllReduce", "Decision", "ExplicitResult", "decide_op", "explicit_shardings"]
+__all__ = ["AllReduce", "TypedTensor", "ExplicitResult", "decide_op", "explicit_shardings"]
 
 
 def factor_axes_computing(rule, operands, result, mesh) -> tuple:
