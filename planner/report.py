@@ -25,11 +25,9 @@ import numpy as np
 
 from costmodels.units import format_bytes, format_seconds
 from planner.errors import PlanningError, did_you_mean, quote
-from planner.ir.mesh import Mesh
+from planner.export import export
+from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
-from planner.partitioning.program import Program, lower
-from planner.partitioning.program import Redistribute as Redistribution
-from planner.ir.mesh import AxisType
 from planner.model.axis_types import axes_of_type, restrict
 from planner.model.decision import Decision, Propagation, SolverReport
 from planner.model.manual import BodyCollective
@@ -37,6 +35,8 @@ from planner.model.nodes import Model
 from planner.model.phases import SearchSpace
 from planner.model.provenance import decision_reasons, explain, propagation_reasons
 from planner.notations.jax import to_jax_type
+from planner.partitioning.program import Program, lower
+from planner.partitioning.program import Redistribute as Redistribution
 from planner.text_table import table
 
 if TYPE_CHECKING:  # named in annotations only: reading a plan needs none of them loaded
@@ -400,8 +400,6 @@ class Plan:
     def export(self, to: str) -> dict:
         """The plan in another notation: ``jax``, ``shardy``, ``dtensor`` or ``mindspore``
         (:func:`planner.export.export`), as JSON-ready data keyed by tensor and op."""
-        from planner.export import export
-
         return export(self, to)
 
     def explain(self, tensor: str) -> list[str]:

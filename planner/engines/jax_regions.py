@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
 from planner.collectives import jax_linear_index, jax_lowering
+from planner.engines.jax_ops import jax_op
 from planner.errors import EngineError
 
 Collective = Callable[[Any, Mapping[str, Any]], Any]
@@ -61,8 +62,6 @@ def run_region(region, graph, exported: Mapping, mesh, values: Mapping[str, Any]
     (None for a pending sum); its ``.spec`` is what a body value is constrained to inside."""
     import jax
     from jax.sharding import PartitionSpec
-
-    from planner.engines.jax_ops import jax_op
 
     missing = [a for a in region.manual_axes if a not in mesh.axis_names]
     if missing:

@@ -37,6 +37,8 @@ from graphs.dtypes import is_float
 from graphs.evaluate import example_inputs, run_reference
 from graphs.gradients import check_differentiable, output_cotangents, reference_gradients, requires_grad
 from planner.engines.jax_env import ensure_devices
+from planner.engines.jax_ops import jax_op, jnp_dtype
+from planner.engines.jax_regions import run_region
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh as PlanMesh
@@ -201,8 +203,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from planner.engines.jax_ops import jax_op, jnp_dtype
-
     graph = plan.graph
     program = plan.program
     if program.training:
@@ -238,8 +238,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
             cots[name], ref_cots[name] = rounded(name, value)
 
     constrain = jax.lax.with_sharding_constraint
-
-    from planner.engines.jax_regions import run_region
 
     def forward(sources: dict) -> dict:
         values = dict(sources)

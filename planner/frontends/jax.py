@@ -47,6 +47,9 @@ from planner.frontends.fusion import fuse
 from planner.frontends.jaxpr import Walker, dtype_of
 from planner.frontends.trace import Trace
 from planner.ir import TensorSharding
+from planner.ir.mesh import Mesh
+from planner.ir.text import parse_mesh_spec
+from planner.notations.jax import from_partition_spec
 
 INSTALL_HINT = 'JAX is not installed; install the optional extra with pip install -e ".[jax]"'
 
@@ -271,8 +274,6 @@ def _mesh(jax, mesh: Any) -> Any:
     if mesh is None or isinstance(mesh, Mapping):
         return mesh
     if isinstance(mesh, str):
-        from planner.ir.text import parse_mesh_spec
-
         return parse_mesh_spec(mesh)
     if isinstance(mesh, jax.sharding.Mesh):
         ids = [d.id for d in mesh.devices.flat]
@@ -313,8 +314,6 @@ def shardings_for(plan, fn: Callable, *example_args: Any, devices: Sequence[Any]
     import numpy as np
     from jax.sharding import Mesh as JaxMesh, NamedSharding, PartitionSpec
 
-    from planner.ir.mesh import Mesh
-    from planner.notations.jax import from_partition_spec
 
     exported = plan.export("jax")
     m = exported["mesh"]
