@@ -241,10 +241,11 @@ def memoize(name: str, maxsize: int) -> Callable[[Callable[..., T]], Callable[..
     return decorate
 
 
-def clear_caches() -> None:
-    """Clear every registered cache: the next planning run starts cold (same results, slower)."""
+def clear_caches(*names: str) -> None:
+    """Clear every registered cache, or only those ``names`` names (:func:`cache_stats` lists them): the
+    next planning run starts cold (same results, slower). An unknown name is a KeyError."""
     with _REGISTRY_LOCK:
-        caches = list(_REGISTRY.values())
+        caches = [_REGISTRY[n] for n in names] if names else list(_REGISTRY.values())
     for cache in caches:
         cache.clear()
 

@@ -152,3 +152,21 @@ def test_the_scan_sees_a_functools_cache():
     assert _FUNCTOOLS_CACHE.search("@lru_cache(maxsize=1)\ndef f(): pass\n")
     assert _FUNCTOOLS_CACHE.search("g = functools.lru_cache(maxsize=8)(f)\n")
     assert not _FUNCTOOLS_CACHE.search("from functools import wraps\n# not functools.lru_cache: memoize\n")
+
+
+def test_clear_caches_by_name_clears_only_those():
+    from planner.caches import cache_stats, clear_caches
+    from planner.ir import parse_mesh, parse_sharding
+    from planner.redistribution import reshard
+
+    mesh = parse_mesh('@m = <["x"=2, "y"=4]>')
+    reshard((64, 32), "f32", parse_sharding('[{"x"}, {"y"}]', mesh), parse_sharding('[{"y"}, {"x"}]', mesh))
+    before = cache_stats()
+    assert before["redistribution plans"]["size"] > 0
+    clear_caches("redistribution plans")
+    after = cache_stats()
+    assert after["redistribution plans"]["size"] == 0
+    kept = [n for n, s in before.items() if n != "redistribution plans" and s["size"] and after[n]["size"]]
+    assert kept, "clearing one cache by name emptied the others too"
+    with pytest.raises(KeyError):
+        clear_caches("no such cache")
