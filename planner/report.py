@@ -253,10 +253,10 @@ class Plan:
 
     # -- the two string forms ------------------------------------------------------------------
     def __repr__(self) -> str:
-        mesh = "<[" + ", ".join(f'"{a.name}"={a.size}' for a in self.mesh.axes) + "]>"
         extra = ((", training=True" if self.training else "")
                  + (f", warnings={len(self.warnings)}" if self.warnings else ""))
-        return (f"Plan(model={self.model!r}, search={self.search!r}, mesh={mesh}, ops={len(self.ops)}, "
+        return (f"Plan(model={self.model!r}, search={self.search!r}, mesh={self.mesh.axes_text()}, "
+                f"ops={len(self.ops)}, "
                 f"comm={format_bytes(self.totals.comm_bytes_per_device)}/device, "
                 f"objective={format_seconds(self.totals.objective)}{extra})")
 

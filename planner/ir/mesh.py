@@ -173,8 +173,12 @@ class Mesh:
         axes = tuple(MeshAxis(a.name, a.size, types.get(a.name, a.type)) for a in self.axes)
         return Mesh(self.name, axes, self.device_ids)
 
+    def axes_text(self) -> str:
+        """The axes in the seed's notation: ``<["x"=2, "y"=4]>``."""
+        return "<[" + ", ".join(f'"{a.name}"={a.size}' for a in self.axes) + "]>"
+
     def __str__(self) -> str:
-        axes = "<[" + ", ".join(f'"{a.name}"={a.size}' for a in self.axes) + "]>"
+        axes = self.axes_text()
         if self.device_ids is None:
             return f"@{self.name} = {axes}"
         return f"@{self.name} = {{{axes}, device_ids=[{', '.join(map(str, self.device_ids))}]}}"

@@ -104,10 +104,13 @@ class LazyTable:
     def __init__(self, shape: tuple[int, int], cell):
         self.shape = (int(shape[0]), int(shape[1]))
         self._cell = cell
-        self._values = np.zeros(self.shape)
-        self._known = np.zeros(self.shape, dtype=bool)
+        self._values: np.ndarray | None = None  # allocated when a cell is first read: a table nobody reads costs none
+        self._known: np.ndarray | None = None
 
     def _fill(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        if self._values is None:
+            self._values = np.zeros(self.shape)
+            self._known = np.zeros(self.shape, dtype=bool)
         known, values, cell = self._known, self._values, self._cell
         for a in rows.tolist():
             todo = cols[~known[a, cols]]
@@ -135,7 +138,7 @@ class LazyTable:
 
     def computed(self) -> int:
         """How many cells have been computed so far."""
-        return int(self._known.sum())
+        return 0 if self._known is None else int(self._known.sum())
 
 
 def dense(table) -> np.ndarray:
