@@ -12,7 +12,8 @@ import warnings
 from typing import TYPE_CHECKING
 
 from planner.cli.args import SEARCHES, command_options
-from planner.cli.output import table, to_json, write_text
+from planner.cli.output import to_json, write_text
+from planner.text_table import table
 
 # planner.gate imports the whole pipeline (planner.api): the functions that use it import it, so that
 # ``shardplan --help`` stays fast.

@@ -6,7 +6,8 @@ import argparse
 import warnings
 
 from planner.cli.args import command_options, model_argument
-from planner.cli.output import table, to_json, write_text
+from planner.cli.output import to_json, write_text
+from planner.text_table import table
 from planner.cli.plan import plan_arguments, planning_options
 
 

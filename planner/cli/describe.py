@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
-from planner.cli.output import table, to_json, write_text
+from planner.cli.output import to_json, write_text
+from planner.text_table import table
 from planner.ir.text import parse_sharding
 
 

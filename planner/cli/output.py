@@ -1,4 +1,4 @@
-"""Rendering command results: aligned text tables, JSON, CSV, atomic file writes; progress and warnings on stderr."""
+"""Rendering command results: JSON, CSV, atomic file writes (text tables: :mod:`planner.text_table`); progress and warnings on stderr."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 from planner.files import write_output, write_stdout
-from planner.text_table import table  # noqa: F401  (the commands import it from here)
 
 
 def to_json(data: Any) -> str:

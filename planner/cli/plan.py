@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from planner.cli.args import PASSES, SEARCHES, command_options, model_argument, positive_seconds
-from planner.cli.output import table, to_csv, to_json, write_text
+from planner.cli.output import to_csv, to_json, write_text
+from planner.text_table import table
 from planner.errors import ParseError, quote
 
 # The pipeline (planner.api, costmodels) is imported by the functions that run it, so that

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
-from planner.cli.output import table, to_json, write_text
+from planner.cli.output import to_json, write_text
+from planner.text_table import table
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.ir.text import parse_sharding
 

@@ -7,7 +7,8 @@ import sys
 
 from planner.cli.args import command_options
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
-from planner.cli.output import table, to_json, write_text
+from planner.cli.output import to_json, write_text
+from planner.text_table import table
 from planner.cli.plan import plan_options, make_plan
 
 # JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast.

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from planner.cli.args import command_options, seed
-from planner.cli.output import table, to_json, write_text
+from planner.cli.output import to_json, write_text
+from planner.text_table import table
 from planner.cli.plan import plan_options, make_plan
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 

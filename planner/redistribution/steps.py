@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from costmodels.units import format_bytes
-from planner.collectives import KINDS
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.lower_bound import cached_lower_bound
