@@ -27,12 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SHORT = {"AllGather": "AG", "AllReduce": "AR", "AllToAll": "A2A", "CollectivePermute": "CP", "ReduceScatter": "RS"}
 
 
-def run(config: Path, training: bool) -> dict:
+def run(config: Path, training: bool, search: str, lowering: str) -> dict:
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    argv = [sys.executable, "-m", "planner", "run", str(config), "--format", "json"] + (["--training"] if training else [])
+    argv = [sys.executable, "-m", "planner", "run", str(config), "--format", "json", "--search", search,
+            "--lowering", lowering] + (["--training"] if training else [])
     r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode not in (0, 1):
-        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}",
+                "refused": r.returncode == 2}
     return json.loads(r.stdout)
 
 
@@ -62,28 +64,39 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="*", help="config names (default: every configs/*.yaml)")
     ap.add_argument("--modes", nargs="*", choices=("forward", "training"), default=["forward", "training"])
+    ap.add_argument("--searches", nargs="*", default=["bfs"], choices=("bfs", "ilp", "propagate", "explicit"),
+                    help="searches to plan with (default bfs, the default search)")
+    ap.add_argument("--lowering", default="auto", choices=("auto", "shard_map", "constraints"),
+                    help="shardplan run's --lowering (default auto)")
     args = ap.parse_args()
     configs = [ROOT / "configs" / f"{c.removesuffix('.yaml')}.yaml" for c in args.configs] if args.configs \
         else sorted((ROOT / "configs").glob("*.yaml"))
     rows, notes = [], []
     for config in configs:
-        for mode in args.modes:
-            d = run(config, mode == "training")
-            if "error" in d:
-                rows.append((config.name, mode, "error", "-", "-", "-", "-", "-"))
-                notes.append(f"{config.name} {mode}: {d['error']}")
-                continue
-            pred, xla = d["predicted_comm_bytes_per_device"], d["xla_comm_bytes_per_device"]
-            ratio = "-" if d["ratio"] is None else f"{d['ratio']:.4f}"
-            rows.append((config.name, mode, "yes" if d["ok"] else "NO", f"{pred:,}", f"{xla:,}", ratio,
-                         counts(d["by_kind"], "predicted"), counts(d["by_kind"], "xla")))
-            diff = differences(d)
-            if diff:
-                notes.append(f"{config.name} {mode}:\n" + "\n".join(f"  {line}" for line in diff))
-    header = ("config", "mode", "ok", "plan B/dev", "XLA B/dev", "XLA/plan", "plan collectives", "XLA collectives")
+        for search in args.searches:
+            for mode in args.modes:
+                d = run(config, mode == "training", search, args.lowering)
+                where = f"{config.name} {search} {mode}"
+                if "error" in d:
+                    rows.append((config.name, search, mode, "refused" if d["refused"] else "error", "-", "-", "-",
+                                 "-", "-", "-"))
+                    notes.append(f"{where}: {d['error']}")
+                    continue
+                pred, xla = d["predicted_comm_bytes_per_device"], d["xla_comm_bytes_per_device"]
+                ratio = "-" if d["ratio"] is None else f"{d['ratio']:.4f}"
+                rows.append((config.name, search, mode, "yes" if d["ok"] else "NO",
+                             d.get("lowering", "constraints"), f"{pred:,}", f"{xla:,}", ratio,
+                             counts(d["by_kind"], "predicted"), counts(d["by_kind"], "xla")))
+                diff = differences(d)
+                if d.get("lowering_note"):
+                    diff.append(f"run as constraints: {d['lowering_note']}")
+                if diff:
+                    notes.append(f"{where}:\n" + "\n".join(f"  {line}" for line in diff))
+    header = ("config", "search", "mode", "ok", "lowering", "plan B/dev", "XLA B/dev", "XLA/plan", "plan collectives",
+              "XLA collectives")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     for r in [header] + rows:
-        print("  ".join(str(v).rjust(w) if i in (3, 4, 5) else str(v).ljust(w)
+        print("  ".join(str(v).rjust(w) if i in (5, 6, 7) else str(v).ljust(w)
                         for i, (v, w) in enumerate(zip(r, widths))).rstrip())
     if notes:
         print("\nwhere they differ (AG AllGather, AR AllReduce, RS ReduceScatter, A2A AllToAll, CP CollectivePermute):")

@@ -67,9 +67,10 @@ def _head(plan, to: str) -> dict:
 
 # -- JAX ------------------------------------------------------------------------------------------
 
-def _split_mesh(mesh: Mesh, shardings) -> tuple[Mesh, dict[str, list[tuple[int, int, str]]]]:
-    """``mesh`` with every axis cut where some sharding uses a sub-axis; per axis its pieces."""
-    cut = search_pieces(mesh, [ref for s in shardings for ref in s.used_axes()])
+def split_mesh(mesh: Mesh, refs) -> tuple[Mesh, dict[str, list[tuple[int, int, str]]]]:
+    """``mesh`` with every axis cut where one of the (sub-)axes ``refs`` begins or ends; per axis its pieces
+    ``(lo, hi, name)``, major to minor: an axis cut in pieces becomes axes ``<axis>_0``, ``<axis>_1``, ..."""
+    cut = search_pieces(mesh, refs)
     pieces: dict[str, list[tuple[int, int, str]]] = {a.name: [] for a in mesh.axes}
     for p in cut:
         pieces[p.name].append(p.interval(mesh))
@@ -94,10 +95,15 @@ def _mesh_data(split: Mesh, pieces, names_key: str, why: str) -> dict:
     return mesh
 
 
+def split_names(ref: AxisRef, mesh: Mesh, pieces) -> tuple[str, ...]:
+    """The axes of the split mesh (:func:`split_mesh`) that make up ``ref``, major to minor."""
+    lo, hi = ref.interval(mesh)
+    return tuple(n for a, b, n in pieces[ref.name] if lo <= a and b <= hi)
+
+
 def _on_split(s: TensorSharding, split: Mesh, pieces) -> TensorSharding:
     def names(ref: AxisRef) -> tuple[AxisRef, ...]:
-        lo, hi = ref.interval(s.mesh)
-        return tuple(AxisRef(n) for a, b, n in pieces[ref.name] if lo <= a and b <= hi)
+        return tuple(AxisRef(n) for n in split_names(ref, s.mesh, pieces))
 
     dims = tuple(DimSharding(tuple(n for ref in d.axes for n in names(ref)), d.is_open) for d in s.dims)
     return TensorSharding(split, dims, tuple(n for r in s.replicated for n in names(r)),
@@ -109,7 +115,7 @@ def _jax(plan) -> dict:
     outputs = [(name, s.layout_only()) for name, s in plan.program.outputs.items()]
     everything = ([s for _, s, _ in tensors] + [s for _, ins, out in ops for s in (*ins, out)]
                   + [s for _, s in outputs])
-    split, pieces = _split_mesh(plan.mesh, everything)
+    split, pieces = split_mesh(plan.mesh, [ref for s in everything for ref in s.used_axes()])
 
     def spec(what: str, s: TensorSharding) -> dict:
         on = _on_split(s, split, pieces)
@@ -151,7 +157,7 @@ def _shardy(plan) -> dict:
 def _dtensor(plan) -> dict:
     tensors, ops = _layouts(plan)
     everything = [s for _, s, _ in tensors] + [s for _, ins, out in ops for s in (*ins, out)]
-    split, pieces = _split_mesh(plan.mesh, everything)  # DeviceMesh dims are whole too: split as for JAX
+    split, pieces = split_mesh(plan.mesh, [ref for s in everything for ref in s.used_axes()])  # DeviceMesh dims are whole too: split as for JAX
 
     def entry(what: str, s: TensorSharding, shape) -> dict:
         on = _on_split(s, split, pieces)

@@ -81,7 +81,17 @@ def _gather_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     return [grad]
 
 
+def _gather_jax_local(jnp, lax, a, attrs, ctx):
+    """This device's table rows ``[v0, v0 + rows)`` looked up, zeros for indices outside them."""
+    table, idx = a
+    shifted = idx.astype(jnp.int32) - ctx.start(0, 0)
+    hit = (shifted >= 0) & (shifted < table.shape[0])
+    rows = jnp.take(table, jnp.where(hit, shifted, 0), axis=0)
+    return jnp.where(hit.reshape(hit.shape + (1,) * (table.ndim - 1)), rows, jnp.zeros((), rows.dtype))
+
+
 GATHER = OpDef("gather", "gather", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp,
                rule="gather.gather", indexes=((1, 0, 0),), fan_in_dims=((0, ()),),
                jax_form=lambda jnp, lax, a, attrs: jnp.take(a[0], a[1], axis=0),
-               local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,))
+               local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,),
+               jax_local_form=_gather_jax_local)

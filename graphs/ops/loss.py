@@ -79,6 +79,15 @@ def _ce_jax(jnp, lax, a, attrs):
     return jnp.mean(lse - picked)
 
 
+def _ce_jax_local(jnp, lax, a, attrs, ctx):
+    """A device's sum of its positions' losses over the *global* number of positions (blocks divide evenly)."""
+    logits, labels = a
+    m = jnp.max(logits, axis=-1, keepdims=True)
+    lse = jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1)) + m[..., 0]
+    picked = jnp.take_along_axis(logits, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return jnp.sum(lse - picked) / math.prod(ctx.global_shapes[1])
+
+
 def _safe_labels(labels: np.ndarray, ctx) -> np.ndarray:
     """The labels as int64 clipped into the class range (padding may hold anything)."""
     n_classes = ctx.operands[0].global_shape[-1]
@@ -114,4 +123,5 @@ def _ce_local_vjp(arrays, attrs, cotangent, ctx, wrt):
 
 CROSS_ENTROPY = OpDef("cross_entropy", "loss", 2, 2, (), _ce_infer, _ce_flops, _ce_reference, vjp=_ce_vjp,
                       rule="loss.cross_entropy", indexes=((1, 0, -1),), jax_form=_ce_jax,
-                      local_reference=_ce_local_reference, local_vjp=_ce_local_vjp, local_vjp_reads=(0, 1))
+                      local_reference=_ce_local_reference, local_vjp=_ce_local_vjp, local_vjp_reads=(0, 1),
+                      jax_local_form=_ce_jax_local)

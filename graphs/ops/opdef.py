@@ -68,6 +68,11 @@ module keeps a list of op names:
   index ranges, local shape and ``valid_mask()``; ``rule_result_shape(rule)``),
   ``rule`` the op's sharding rule. ``local_vjp_reads``: the operands ``local_vjp`` reads (None: those
   :meth:`OpDef.vjp_inputs` names).
+- ``jax_local_form(jnp, lax, arrays, attrs, ctx)``: the same local instance in ``jax.numpy``, run
+  inside one ``shard_map`` (:mod:`planner.engines.jax_spmd`), for the ops with a ``local_reference``;
+  ``ctx`` (:class:`~planner.engines.jax_spmd.JaxLocalContext`) gives each block's global and local
+  shape (operands, then the result) and ``start(which, dim)``, traced from ``axis_index``. Its
+  backward is ``jax.vjp``'s.
 
 Missing attributes take the defaults listed in ``attrs``; the functions accept
 either the raw or the canonical mapping.
@@ -173,6 +178,7 @@ class OpDef:
     local_reference: Callable[..., Any] | None = None
     local_vjp: Callable[..., tuple] | None = None
     local_vjp_reads: tuple[int, ...] | None = None
+    jax_local_form: Callable[..., Any] | None = None
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

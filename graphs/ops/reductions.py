@@ -115,6 +115,13 @@ def _mean_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     return SUM.vjp(arrays, attrs, None, cotangent / _global_count(ctx, attrs), wrt)
 
 
+def _mean_jax_local(jnp, lax, a, attrs, ctx):
+    axes = attrs.get("axes")
+    shape = ctx.global_shapes[0]
+    count = math.prod(shape[d] for d in (range(len(shape)) if axes is None else axes))
+    return jnp.sum(a[0], axis=None if axes is None else tuple(axes), keepdims=attrs.get("keepdims", False)) / count
+
+
 def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: str, **local) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         shape = tuple(shapes[0])
@@ -145,5 +152,5 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: st
 
 MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_")
 MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_",
-                  local_reference=_mean_local_reference, local_vjp=_mean_local_vjp)
+                  local_reference=_mean_local_reference, local_vjp=_mean_local_vjp, jax_local_form=_mean_jax_local)
 SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_")

@@ -116,7 +116,8 @@ RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer
                 vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)),
                 rule="shape_ops.reshape", passes_shardings=True,
                 jax_form=lambda jnp, lax, a, attrs: jnp.reshape(a[0], tuple(attrs["shape"])),
-                local_reference=_reshape_local_reference, local_vjp=_reshape_local_vjp)
+                local_reference=_reshape_local_reference, local_vjp=_reshape_local_vjp,
+                jax_local_form=lambda jnp, lax, a, attrs, ctx: jnp.reshape(a[0], ctx.local_shapes[-1]))
 
 
 # -- transpose -------------------------------------------------------------------
@@ -254,6 +255,11 @@ def _local_index(attrs, block) -> tuple[slice, ...]:
     return tuple(index)
 
 
+def _slice_jax_local(jnp, lax, a, attrs, ctx):
+    whole = [(lo, hi) == (0, n) for lo, hi, n in zip(attrs["starts"], attrs["stops"], ctx.global_shapes[0])]
+    return a[0][tuple(slice(None) if w else slice(lo, hi) for w, lo, hi in zip(whole, attrs["starts"], attrs["stops"]))]
+
+
 def _slice_local_reference(arrays, attrs, ctx, rule):
     return np.asarray(arrays[0])[_local_index(attrs, ctx.operands[0])]
 
@@ -268,4 +274,4 @@ def _slice_local_vjp(arrays, attrs, cotangent, ctx, wrt):
 SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)), _slice_infer, _no_flops,
               _slice_reference, _slice_canonical, vjp=_shape_vjp("slice", _slice_grad), vjp_reads_inputs=False,
               rule="shape_ops.slice_", jax_form=_slice_jax, local_reference=_slice_local_reference,
-              local_vjp=_slice_local_vjp)
+              local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local)

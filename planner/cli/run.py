@@ -33,6 +33,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="devices to run on (default: the plan's mesh size; must equal it)")
     plan_options(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
+    p.add_argument("--lowering", choices=("auto", "shard_map", "constraints"), default="auto",
+                   help="how XLA is given the plan: shard_map (the per-device program of --format program as one "
+                   "jax.shard_map, every collective as the plan lists it), constraints (every value constrained to "
+                   "its layout, the collectives left to XLA; a pending sum cannot be said), or auto (default: "
+                   "shard_map wherever the program can be one, i.e. its layouts divide evenly)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     command_options(p, run)
 
@@ -44,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.engines.jax_run import run_on_jax
 
     p = make_plan(args)
-    r = run_on_jax(p, devices=args.devices, seed=args.seed)
+    r = run_on_jax(p, devices=args.devices, seed=args.seed, lowering=args.lowering)
     write_text(to_json(r.to_dict()) if args.format == "json" else render(p, r), None)
     if r.ok:
         return EXIT_OK
@@ -75,8 +80,11 @@ def _checks(title: str, entries: dict) -> str:
 def render(plan, r) -> str:
     from costmodels.units import format_seconds
 
+    how = ("one shard_map of the plan's program" if r.lowering == "shard_map"
+           else "sharding constraints" + (f" ({r.lowering_note})" if r.lowering_note else ""))
     lines = [f"model {plan.model}, search {plan.search}, engine jax: XLA on {r.devices} {r.platform} devices"
-             + (", forward and backward" if r.training else ""), "", _checks("output", r.outputs)]
+             + (", forward and backward" if r.training else ""), f"lowering: {how}", "",
+             _checks("output", r.outputs)]
     if r.training:
         lines += ["", _checks("gradient", r.gradients)]
     planned = [(c.phase, c.tensor, c.kind, c.axes, _groups(c.replica_groups), _b(c.bytes_per_device))

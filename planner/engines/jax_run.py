@@ -39,6 +39,8 @@ from graphs.gradients import check_differentiable, output_cotangents, reference_
 from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
+from planner.engines.jax_spmd import jax_mesh, lowering_problem, spmd_step
+from planner.errors import EngineError
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh as PlanMesh
@@ -81,6 +83,8 @@ class JaxRunResult:
     xla: tuple[XlaCollective, ...]
     predicted_comm_bytes_per_device: int
     unconstrained: tuple[str, ...] = ()  # values left to XLA: pending sums have no PartitionSpec
+    lowering: str = "constraints"       # how the plan was given to XLA: shard_map or constraints
+    lowering_note: str = ""             # why auto fell back to constraints
     time_s: float = 0.0
     hlo_text: str = field(default="", repr=False)
 
@@ -147,6 +151,8 @@ class JaxRunResult:
             "predicted_collectives": [c.to_dict() for c in self.planned],
             "xla_collectives": [c.to_dict() for c in self.xla],
             "unconstrained": list(self.unconstrained),
+            "lowering": self.lowering,
+            "lowering_note": self.lowering_note,
             "verdict": self.verdict(),
             "time_s": self.time_s,
         }
@@ -195,8 +201,17 @@ def _body_collective(ins, phase: str) -> PlannedCollective:
     return PlannedCollective(phase, tensor, c.kind, axes, tuple(members), c.bytes_per_device)
 
 
-def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResult:
-    """Run ``plan`` on XLA through JAX and compare with the numpy reference (see the module docstring)."""
+LOWERINGS = ("auto", "shard_map", "constraints")
+
+
+def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str = "auto") -> JaxRunResult:
+    """Run ``plan`` on XLA through JAX and compare with the numpy reference (see the module docstring).
+
+    ``lowering``: ``shard_map`` (the program, every collective as the plan lists it:
+    :mod:`planner.engines.jax_spmd`), ``constraints`` (every value constrained to its layout, the
+    collectives left to XLA) or ``auto`` (``shard_map`` where the program can be one, else constraints)."""
+    if lowering not in LOWERINGS:
+        raise EngineError(f"unknown lowering {lowering!r}: use one of {', '.join(LOWERINGS)}")
     start = time.perf_counter()
     size = plan.mesh.size
     jax = ensure_devices(size if devices is None else devices, size)
@@ -237,6 +252,55 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
         for name, value in output_cotangents(graph, seed=seed).items():
             cots[name], ref_cots[name] = rounded(name, value)
 
+    flags = requires_grad(graph)
+    why = lowering_problem(plan) if lowering != "constraints" else None
+    if lowering == "shard_map" and why:
+        raise EngineError(f"--lowering shard_map: {why}; run with --lowering constraints (or auto)")
+    used = "constraints" if lowering == "constraints" or why else "shard_map"
+    if used == "shard_map":
+        mesh, names = jax_mesh(plan, jax)
+        trained = frozenset(n for n in feeds if graph.tensor(n).kind == "param" and flags[n])
+        step, placement, delivered = spmd_step(plan, jax, mesh, names, trained)
+        placed = {n: jax.device_put(x, placement[n]) for n, x in feeds.items() if n in placement}
+        params = {n: x for n, x in placed.items() if n in trained}
+        others = {n: x for n, x in placed.items() if n not in params}
+        args = (params, others)
+        if program.training:
+            args += ({n: jax.device_put(c, delivered[n]) for n, c in cots.items()},)
+    else:
+        step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank)
+    compiled = jax.jit(step).lower(*args).compile()
+    outs, grads = compiled(*args)
+
+    if program.training:
+        reference, ref_grads = reference_gradients(graph, ref_feeds, ref_cots)
+    else:
+        reference, ref_grads = run_reference(graph, ref_feeds, keep=graph.outputs), {}
+    outputs = {o: _check(outs[o], reference[o], graph.tensor(o).dtype) for o in graph.outputs}
+    gradients = {n: _check(grads[n], g, graph.tensor(n).dtype) for n, g in ref_grads.items()
+                 if n in grads}
+    text = compiled.as_text()
+    return JaxRunResult(
+        ok=all(e["ok"] for e in (*outputs.values(), *gradients.values())) and set(gradients) == set(ref_grads),
+        devices=size,
+        platform=jax.devices()[0].platform,
+        training=program.training,
+        outputs=outputs,
+        gradients=gradients,
+        planned=planned_collectives(plan),
+        xla=collectives(text, size),
+        predicted_comm_bytes_per_device=program.comm_bytes_per_device(),
+        unconstrained=_pending_sums(exported, graph) if used == "constraints" else (),
+        lowering=used,
+        lowering_note=why or "",
+        time_s=time.perf_counter() - start,
+        hlo_text=text,
+    )
+
+
+def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank):
+    """The plan as a ``jax.numpy`` function, every value constrained to its planned sharding (pending sums
+    left to XLA): ``(step, args)``."""
     constrain = jax.lax.with_sharding_constraint
 
     def forward(sources: dict) -> dict:
@@ -260,7 +324,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
         return {o: _constrained(constrain, values[o], sharding(exported["outputs"][o], rank(o))) for o in graph.outputs}
 
     placed = {name: jax.device_put(x, sharding(exported["tensors"][name], rank(name))) for name, x in feeds.items()}
-    flags = requires_grad(graph)
     params = {n: x for n, x in placed.items() if graph.tensor(n).kind == "param" and flags[n]}
     others = {n: x for n, x in placed.items() if n not in params}
     if program.training:
@@ -281,31 +344,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0) -> JaxRunResu
             return forward({**p, **rest}), {}
 
         args = (params, others)
-    compiled = jax.jit(step).lower(*args).compile()
-    outs, grads = compiled(*args)
-
-    if program.training:
-        reference, ref_grads = reference_gradients(graph, ref_feeds, ref_cots)
-    else:
-        reference, ref_grads = run_reference(graph, ref_feeds, keep=graph.outputs), {}
-    outputs = {o: _check(outs[o], reference[o], graph.tensor(o).dtype) for o in graph.outputs}
-    gradients = {n: _check(grads[n], g, graph.tensor(n).dtype) for n, g in ref_grads.items()
-                 if n in grads}
-    text = compiled.as_text()
-    return JaxRunResult(
-        ok=all(e["ok"] for e in (*outputs.values(), *gradients.values())) and set(gradients) == set(ref_grads),
-        devices=size,
-        platform=jax.devices()[0].platform,
-        training=program.training,
-        outputs=outputs,
-        gradients=gradients,
-        planned=planned_collectives(plan),
-        xla=collectives(text, size),
-        predicted_comm_bytes_per_device=program.comm_bytes_per_device(),
-        unconstrained=_pending_sums(exported, graph),
-        time_s=time.perf_counter() - start,
-        hlo_text=text,
-    )
+    return step, args
 
 
 def _pending_sums(exported: dict, graph) -> tuple[str, ...]:
