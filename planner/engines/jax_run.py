@@ -39,7 +39,7 @@ from graphs.gradients import check_differentiable, output_cotangents, reference_
 from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
-from planner.engines.jax_spmd import jax_mesh, lowering_problem, spmd_step
+from planner.engines.jax_spmd import add_partials, jax_mesh, lowering_problem, spmd_step
 from planner.errors import EngineError
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
@@ -266,11 +266,14 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         others = {n: x for n, x in placed.items() if n not in params}
         args = (params, others)
         if program.training:
-            args += ({n: jax.device_put(c, delivered[n]) for n, c in cots.items()},)
+            args += ({n: jax.device_put(_stacked(jnp, c, program.outputs[n], delivered[n]), delivered[n])
+                      for n, c in cots.items()},)
     else:
         step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank)
     compiled = jax.jit(step).lower(*args).compile()
     outs, grads = compiled(*args)
+    if used == "shard_map":
+        outs = {o: add_partials(v, program.outputs[o]) for o, v in outs.items()}
 
     if program.training:
         reference, ref_grads = reference_gradients(graph, ref_feeds, ref_cots)
@@ -296,6 +299,17 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         time_s=time.perf_counter() - start,
         hlo_text=text,
     )
+
+
+def _stacked(jnp, value, layout, sharding):
+    """An output's cotangent as :func:`~planner.engines.jax_spmd.output_spec` delivers the output: once per
+    stacked partial of a pending sum."""
+    if not layout.unreduced:
+        return value
+    n = sharding.mesh.shape
+    count = int(np.prod([n[a] for a in (sharding.spec[0] if isinstance(sharding.spec[0], tuple)
+                                        else (sharding.spec[0],))]))
+    return jnp.broadcast_to(value[None], (count, *value.shape))
 
 
 def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank):

@@ -97,8 +97,6 @@ def lowering_problem(plan) -> str | None:
         if why:
             return why
     for o, layout in program.outputs.items():
-        if layout.unreduced:
-            return f"output {o!r} is delivered as a pending sum"
         why = uneven(layout, graph.tensor(o).shape, f"output {o!r}")
         if why:
             return why
@@ -211,11 +209,34 @@ def spmd_forward(plan, jax, mesh, names: _Names) -> tuple[Callable, list[str], l
                         x = varied[key]
                     operands.append(x)
                 values[(op.output, s.result)] = _local_op(jax, lax, jnp, names, ins, operands)
-        return tuple(values[(o, lay)] for o, lay in program.outputs.items())
+        return tuple(_vary(lax, values[(o, lay)][None], names.of(lay.unreduced)) if lay.unreduced
+                     else values[(o, lay)] for o, lay in program.outputs.items())
 
     fn = jax.shard_map(body, mesh=mesh, in_specs=tuple(names.spec(i.layout) for i in loads),
-                       out_specs=tuple(names.spec(lay) for lay in program.outputs.values()))
+                       out_specs=tuple(output_spec(names, lay) for lay in program.outputs.values()))
     return fn, sources, outputs
+
+
+def output_spec(names: _Names, layout: TensorSharding):
+    """Where the ``shard_map`` leaves an output: its layout's spec; a pending sum (delivered unreduced, as a
+    scalar loss whose mean was taken over sharded positions) is stacked along a new leading dimension over its
+    pending axes, one partial per device group, so that no collective the plan lacks is added to return it
+    (the caller adds the partials up: :func:`add_partials`)."""
+    from jax.sharding import PartitionSpec
+
+    spec = names.spec(layout)
+    if not layout.unreduced:
+        return spec
+    stack = names.of(layout.unreduced)
+    return PartitionSpec(stack[0] if len(stack) == 1 else stack, *spec)
+
+
+def add_partials(value, layout: TensorSharding) -> np.ndarray:
+    """An output as the plan delivers it, on the host: a pending sum's stacked partials added up in float64."""
+    value = np.asarray(value)
+    if not layout.unreduced:
+        return value
+    return value.astype(np.float64).sum(axis=0) if value.dtype.kind == "f" else value.sum(axis=0)
 
 
 def _vma(jax, x) -> frozenset:
@@ -293,7 +314,11 @@ def _permute(lax, names: _Names, step, x):
 
 def _slice(lax, jnp, names: _Names, step, x):
     """A local ``Slice``: a fresh pending sum is kept by the group's first member (zeros elsewhere); a dimension
-    newly split keeps this device's part of its block."""
+    newly split keeps this device's part of its block: seed 004's ``pscatter`` where the value is invariant over
+    the new axes (its transpose ``all_gather_invariant``: :func:`_pscatter`), a ``dynamic_slice`` where it
+    already varies over them."""
+    import jax
+
     before, after = step.before, step.after
     fresh = [a for a in after.unreduced if a not in before.unreduced]
     if fresh:
@@ -308,10 +333,32 @@ def _slice(lax, jnp, names: _Names, step, x):
         if lb == la:
             continue
         size = x.shape[d] * la // lb
+        new = names.of(a.axes[len(b.axes):]) if a.axes[:len(b.axes)] == b.axes else ()
+        if new and not set(new) & _vma(jax, x):
+            x = _pscatter(jax, lax, new, d, size)(x)
+            continue
         offset = (_shard_index(lax, jnp, names, a.axes) * size
                   - _shard_index(lax, jnp, names, b.axes) * x.shape[d])
         x = lax.dynamic_slice_in_dim(x, offset, size, axis=d)
     return x
+
+
+def _pscatter(jax, lax, axes: tuple[str, ...], dim: int, size: int):
+    """Seed 004's ``pscatter`` over ``axes`` along ``dim`` (invariant -> varying, this device's ``size`` piece, no
+    communication), whose transpose is ``all_gather_invariant``. JAX 0.10 has no such primitive (slicing with
+    ``axis_index`` would pvary the operand, transposing to a psum), so it is a ``custom_vjp``."""
+    name = axes[0] if len(axes) == 1 else axes
+
+    def forward(x):
+        y = lax.pcast(x, axes, to="varying")
+        return lax.dynamic_slice_in_dim(y, lax.axis_index(name) * size, size, axis=dim), None
+
+    def backward(_, cotangent):
+        return (_all_gather_invariant()(cotangent, name, axis=dim, tiled=True),)
+
+    fn = jax.custom_vjp(lambda x: forward(x)[0])
+    fn.defvjp(forward, backward)
+    return fn
 
 
 def _vary(lax, x, axes):
@@ -360,15 +407,16 @@ def jax_mesh(plan, jax):
 
 
 def spmd_step(plan, jax, mesh, names: _Names, trained: frozenset):
-    """``(step, placement)``: ``step(params, others[, cotangents]) -> (outputs, gradients)`` (dicts by name) runs
-    the program (with training: ``jax.vjp`` of it, the gradients of the ``trained`` sources); ``placement[t]``
-    is the ``NamedSharding`` a source ``t`` is stored in (its ``Load`` layout)."""
+    """``(step, placement, delivered)``: ``step(params, others[, cotangents]) -> (outputs, gradients)`` (dicts by
+    name) runs the program (with training: ``jax.vjp`` of it, the gradients of the ``trained`` sources);
+    ``placement[t]`` is the ``NamedSharding`` a source ``t`` is stored in (its ``Load`` layout), ``delivered[o]``
+    that of output ``o`` (:func:`output_spec`: a pending sum's cotangent is given once per stacked partial)."""
     from jax.sharding import NamedSharding
 
     fn, sources, outputs = spmd_forward(plan, jax, mesh, names)
     layouts = {i.tensor: i.layout for i in plan.program.instructions if isinstance(i, Load)}
     placement = {t: NamedSharding(mesh, names.spec(layouts[t])) for t in sources}
-    delivered = {o: NamedSharding(mesh, names.spec(lay)) for o, lay in plan.program.outputs.items()}
+    delivered = {o: NamedSharding(mesh, output_spec(names, lay)) for o, lay in plan.program.outputs.items()}
 
     def run(params: dict, others: dict) -> dict:
         values = {**others, **params}
