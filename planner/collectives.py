@@ -103,6 +103,8 @@ __all__ = [
     "as_axes",
     "backprop_primitive",
     "exchange",
+    "jax_attrs",
+    "jax_function",
     "jax_linear_index",
     "jax_lowering",
     "permute",
@@ -382,12 +384,6 @@ def _kernel_axis_index(net, members, blocks, attrs):
 
 # -- primitives: JAX lowerings (inside jax.shard_map; jax is an optional dependency) --------------
 
-def _axis_name(attrs: Mapping[str, Any]):
-    """The ``axis_name`` JAX takes for a collective's ``axes``: one name, or the tuple of several."""
-    axes = tuple(attrs["axes"])
-    return axes[0] if len(axes) == 1 else axes
-
-
 def jax_linear_index(index: int, axes, sizes, mesh_axes) -> int:
     """Our linear index ``index`` over ``axes`` (row-major as listed) as ``lax.ppermute``'s: JAX's ppermute over a
     tuple of axes numbers the devices row-major in the *mesh's* axis order, whatever the tuple's order (measured
@@ -408,66 +404,86 @@ def jax_linear_index(index: int, axes, sizes, mesh_axes) -> int:
     return out
 
 
-def _jax_psum(x, attrs, mesh):
-    from jax import lax
+# Each primitive's jax.lax version, ``(jax, x, attrs)`` inside a ``shard_map``: ``attrs["axes"]`` are the JAX
+# mesh's axis names and a ppermute's pairs are already in JAX's numbering (:func:`jax_lowering` does both). Each
+# is self-contained (it reads only its arguments), so a generated module embeds its source
+# (:mod:`planner.engines.jax_spmd`).
 
-    return lax.psum(x, _axis_name(attrs))
-
-
-def _jax_pmean(x, attrs, mesh):
-    from jax import lax
-
-    return lax.pmean(x, _axis_name(attrs))
-
-
-def _jax_pbroadcast(x, attrs, mesh):
-    # a type change only: varying over the axes it is not yet varying over (JAX refuses a cast to what it is)
-    import jax
-    from jax import lax
-
-    have = getattr(jax.typeof(x), "vma", frozenset())
-    todo = tuple(a for a in attrs["axes"] if a not in have)
-    return lax.pcast(x, todo, to="varying") if todo else x
-
-
-def _jax_all_gather(x, attrs, mesh):
-    from jax import lax
-
-    return lax.all_gather(x, _axis_name(attrs), axis=attrs["dim"], tiled=True)
-
-
-def _jax_psum_scatter(x, attrs, mesh):
-    from jax import lax
-
-    return lax.psum_scatter(x, _axis_name(attrs), scatter_dimension=attrs["dim"], tiled=True)
-
-
-def _jax_all_to_all(x, attrs, mesh):
-    from jax import lax
-
-    return lax.all_to_all(x, _axis_name(attrs), attrs["split_dim"], attrs["concat_dim"], tiled=True)
-
-
-def _jax_ppermute(x, attrs, mesh):
-    """``mesh`` (a ``jax.sharding.Mesh``) renumbers the pairs of a ppermute over several axes
-    (:func:`jax_linear_index`)."""
-    from jax import lax
-
+def _jax_psum(jax, x, attrs):
     axes = tuple(attrs["axes"])
-    if len(axes) == 1:
-        perm = [(int(s), int(d)) for s, d in attrs["perm"]]
-    else:
-        sizes = tuple(mesh.shape[a] for a in axes)
-        perm = [(jax_linear_index(s, axes, sizes, mesh.axis_names),
-                 jax_linear_index(d, axes, sizes, mesh.axis_names)) for s, d in attrs["perm"]]
-    return lax.ppermute(x, _axis_name(attrs), perm=perm)
+    return jax.lax.psum(x, axes[0] if len(axes) == 1 else axes)
 
 
-def _jax_axis_index(x, attrs, mesh):
-    import jax.numpy as jnp
-    from jax import lax
+def _jax_pmean(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.pmean(x, axes[0] if len(axes) == 1 else axes)
 
-    return lax.axis_index(_axis_name(attrs)).astype(jnp.int32)
+
+def _jax_pbroadcast(jax, x, attrs):
+    """A type change only: varying over the axes it is not yet varying over (JAX refuses a cast to what it is)."""
+    have = jax.typeof(x).manual_axis_type.varying
+    todo = tuple(a for a in attrs["axes"] if a not in have)
+    return jax.lax.pcast(x, todo, to="varying") if todo else x
+
+
+def _jax_all_gather(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.all_gather(x, axes[0] if len(axes) == 1 else axes, axis=attrs["dim"], tiled=True)
+
+
+def _jax_all_gather_invariant(jax, x, attrs):
+    """Public in ``jax.lax`` in later releases; in ``jax._src`` in 0.10."""
+    axes = tuple(attrs["axes"])
+    gather = getattr(jax.lax, "all_gather_invariant", None)
+    if gather is None:
+        from jax._src.lax.parallel import all_gather_invariant as gather
+    return gather(x, axes[0] if len(axes) == 1 else axes, axis=attrs["dim"], tiled=True)
+
+
+def _jax_pscatter(jax, x, attrs):
+    """This device's piece along ``dim`` of a value invariant over the axes (no communication), whose transpose is
+    ``all_gather_invariant``. JAX 0.10 has no such primitive (slicing at ``axis_index`` would pbroadcast the
+    operand, which transposes to a psum), so it is a ``custom_vjp``."""
+    axes = tuple(attrs["axes"])
+    name = axes[0] if len(axes) == 1 else axes
+    dim = attrs["dim"]
+
+    def forward(v):
+        n = jax.lax.axis_size(name)
+        size = v.shape[dim] // n
+        v = jax.lax.pcast(v, axes, to="varying")
+        return jax.lax.dynamic_slice_in_dim(v, jax.lax.axis_index(name) * size, size, axis=dim), None
+
+    def backward(_, cotangent):
+        gather = getattr(jax.lax, "all_gather_invariant", None)
+        if gather is None:
+            from jax._src.lax.parallel import all_gather_invariant as gather
+        return (gather(cotangent, name, axis=dim, tiled=True),)
+
+    fn = jax.custom_vjp(lambda v: forward(v)[0])
+    fn.defvjp(forward, backward)
+    return fn(x)
+
+
+def _jax_psum_scatter(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.psum_scatter(x, axes[0] if len(axes) == 1 else axes, scatter_dimension=attrs["dim"], tiled=True)
+
+
+def _jax_all_to_all(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.all_to_all(x, axes[0] if len(axes) == 1 else axes, attrs["split_dim"], attrs["concat_dim"],
+                              tiled=True)
+
+
+def _jax_ppermute(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.ppermute(x, axes[0] if len(axes) == 1 else axes, perm=[(s, d) for s, d in attrs["perm"]])
+
+
+def _jax_axis_index(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.axis_index(axes[0] if len(axes) == 1 else axes).astype(jax.numpy.int32)
 
 
 # -- primitives: parameters of the transpose ---------------------------------------------------
@@ -584,7 +600,8 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("all_gather_invariant", VARYING, INVARIANT, "AllGather", None, "pscatter", dim_attrs=("dim",),
               shape="gathers",
               fix="the value is already the same on every device: drop the gather or insert pbroadcast",
-              reference=_stacked_all_gather, kernel=_kernel_all_gather, stacked_adjoint="psum_scatter"),
+              reference=_stacked_all_gather, kernel=_kernel_all_gather, stacked_adjoint="psum_scatter",
+              jax=_jax_all_gather_invariant),
     Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all", _swap_split_concat,
               dim_attrs=("split_dim", "concat_dim"), shape="exchanges",
               reference=_stacked_all_to_all, kernel=_kernel_all_to_all, jax=_jax_all_to_all, in_regions=True),
@@ -602,7 +619,7 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("pscatter", INVARIANT, VARYING, None, "local slice x[axis_index]", "all_gather_invariant",
               dim_attrs=("dim",), shape="scatters",
               fix="use psum_scatter to sum varying values, or psum first",
-              reference=_stacked_pscatter, kernel=_kernel_pscatter, stacked_adjoint=""),
+              reference=_stacked_pscatter, kernel=_kernel_pscatter, stacked_adjoint="", jax=_jax_pscatter),
     Primitive("psum", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", fix="insert pbroadcast or drop the psum",
               reference=_stacked_psum, kernel=_kernel_psum, jax=_jax_psum, in_regions=True,
               stacked_adjoint="psum"),
@@ -754,13 +771,43 @@ def run_kernel(name: str, net, members: Sequence, blocks: list, attrs: Mapping[s
     return kernel(net, members, blocks, attrs)
 
 
-def jax_lowering(name: str, mesh=None) -> Callable[[Any, Mapping[str, Any]], Any]:
-    """The ``jax.lax`` version of primitive ``name`` inside ``shard_map`` on ``mesh``: ``(operand or None,
-    attrs) -> result`` over ``attrs["axes"]``."""
+def jax_function(name: str) -> Callable:
+    """Primitive ``name``'s ``jax.lax`` version, ``(jax, operand or None, attrs) -> result``, with ``attrs`` in
+    JAX's terms (:func:`jax_attrs`); a self-contained function whose source a generated module embeds."""
     fn = PRIMITIVES[name].jax if name in PRIMITIVES else None
     if fn is None:
         raise InternalError(f"collective {name!r} has no jax.lax version in planner/collectives.py")
-    return lambda x, attrs: fn(x, attrs, mesh)
+    return fn
+
+
+def jax_attrs(name: str, attrs: Mapping[str, Any], mesh_axes, sizes: Mapping[str, int]) -> dict:
+    """A collective's attributes in JAX's terms on a mesh of axes ``mesh_axes`` (``sizes`` by name): a ppermute
+    over several axes has its pairs renumbered (:func:`jax_linear_index`)."""
+    out = dict(attrs)
+    axes = tuple(out.get("axes", ()))
+    if name == "ppermute":
+        if len(axes) == 1:
+            out["perm"] = [(int(s), int(d)) for s, d in out["perm"]]
+        else:
+            size = tuple(sizes[a] for a in axes)
+            out["perm"] = [(jax_linear_index(s, axes, size, mesh_axes), jax_linear_index(d, axes, size, mesh_axes))
+                           for s, d in out["perm"]]
+    return out
+
+
+def jax_lowering(name: str, mesh=None) -> Callable[[Any, Mapping[str, Any]], Any]:
+    """The ``jax.lax`` version of primitive ``name`` inside ``shard_map`` on ``mesh`` (a ``jax.sharding.Mesh``,
+    which renumbers a ppermute's pairs): ``(operand or None, attrs) -> result`` over ``attrs["axes"]``."""
+    fn = jax_function(name)
+
+    def lowered(x, attrs):
+        import jax
+
+        if mesh is not None:
+            attrs = jax_attrs(name, attrs, tuple(mesh.axis_names), dict(mesh.shape))
+        return fn(jax, x, attrs)
+
+    return lowered
 
 
 def _quote(axis: Hashable) -> str:

@@ -39,7 +39,7 @@ from graphs.gradients import check_differentiable, output_cotangents, reference_
 from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
-from planner.engines.jax_spmd import add_partials, jax_mesh, lowering_problem, spmd_step
+from planner.engines.jax_spmd import load_module, lowering_problem
 from planner.errors import EngineError
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
@@ -258,22 +258,25 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         raise EngineError(f"--lowering shard_map: {why}; run with --lowering constraints (or auto)")
     used = "constraints" if lowering == "constraints" or why else "shard_map"
     if used == "shard_map":
-        mesh, names = jax_mesh(plan, jax)
-        trained = frozenset(n for n in feeds if graph.tensor(n).kind == "param" and flags[n])
-        step, placement, delivered = spmd_step(plan, jax, mesh, names, trained)
+        module = load_module(plan)
+        mesh = module["make_mesh"](jax.devices()[:size])
+        placement = module["shardings"](mesh)
         placed = {n: jax.device_put(x, placement[n]) for n, x in feeds.items() if n in placement}
-        params = {n: x for n, x in placed.items() if n in trained}
+        trained = set(module["TRAINED"])
+        params = {n: x for n, x in placed.items() if graph.tensor(n).kind == "param"}
         others = {n: x for n, x in placed.items() if n not in params}
+        step = module["raw_step"](mesh)
         args = (params, others)
         if program.training:
+            delivered = {o: NamedSharding(mesh, spec) for o, spec in module["OUTPUTS"].items()}
             args += ({n: jax.device_put(_stacked(jnp, c, program.outputs[n], delivered[n]), delivered[n])
                       for n, c in cots.items()},)
     else:
         step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank)
-    compiled = jax.jit(step).lower(*args).compile()
+    compiled = (step if used == "shard_map" else jax.jit(step)).lower(*args).compile()
     outs, grads = compiled(*args)
     if used == "shard_map":
-        outs = {o: add_partials(v, program.outputs[o]) for o, v in outs.items()}
+        outs = {o: _add_partials(v, program.outputs[o]) for o, v in outs.items()}
 
     if program.training:
         reference, ref_grads = reference_gradients(graph, ref_feeds, ref_cots)
@@ -299,6 +302,14 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         time_s=time.perf_counter() - start,
         hlo_text=text,
     )
+
+
+def _add_partials(value, layout) -> np.ndarray:
+    """An output as the plan delivers it, on the host: a pending sum's stacked partials added up (in float64)."""
+    value = np.asarray(value)
+    if not layout.unreduced:
+        return value
+    return value.astype(np.float64).sum(axis=0) if value.dtype.kind == "f" else value.sum(axis=0)
 
 
 def _stacked(jnp, value, layout, sharding):

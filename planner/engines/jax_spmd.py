@@ -1,53 +1,64 @@
-"""A plan's SPMD program as one ``jax.shard_map``: XLA runs exactly the collectives the plan lists.
+"""A plan's SPMD program as a JAX module: one ``jax.shard_map`` in which XLA runs exactly the plan's collectives.
 
-Constraints (``with_sharding_constraint``) tell XLA where values must be, and leave how to get them there
-to XLA; a pending sum has no ``PartitionSpec``, so XLA all-reduces it and slices where the plan
-reduce-scatters (twice the bytes). Here the per-device program that ``--format program`` prints
-(:func:`planner.partitioning.program.lower`) is the body of one ``shard_map`` over every mesh axis, so XLA
-is told each collective, not where values end:
+Constraints (``with_sharding_constraint``) tell XLA where values must be and leave how to get them there to
+XLA; a pending sum has no ``PartitionSpec``, so XLA all-reduces it and slices where the plan reduce-scatters
+(twice the bytes). Here the per-device program that ``--format program`` prints
+(:func:`planner.partitioning.program.lower`) becomes the body of one ``shard_map`` over every mesh axis, written
+out as Python source by :func:`module_source`, one line per op:
 
-* a ``Load`` is an argument of the ``shard_map``, its ``in_spec`` the layout it is stored in;
-* every redistribution step is its ``jax.lax`` collective over the step's axes
-  (:data:`planner.collectives.STEP_KINDS`: ``AllGather`` is ``all_gather_invariant``, ``ReduceScatter``
-  ``psum_scatter``, ``AllReduce`` ``psum``, ``AllToAll`` ``all_to_all``, ``CollectivePermute``
-  ``ppermute``); a ``Slice`` is a local ``dynamic_slice`` at the device's offset (``axis_index``), or,
-  where it starts a pending sum, the value kept by the group's first member and zeros elsewhere;
-* every op is its local instance on local blocks: the catalogue's ``jax.numpy`` form
-  (:mod:`planner.engines.jax_ops`), or the op's own where its local instance differs
-  (:attr:`graphs.ops.opdef.OpDef.jax_local_form`: a gather with a vocabulary-sharded table, a mean or a loss
-  divided by the global count, a reshape or slice to local shapes); a manual region's body collective is
-  its own ``jax.lax`` collective (:func:`planner.collectives.jax_lowering`);
-* ``check_vma`` stays on, so JAX types every value varying or invariant over each axis as seed 004 does.
-  An op's operand that does not vary where the op does is ``pcast`` to varying once per value and shared
-  by every reader, as the plan's program does, so the backward sums the readers' cotangents before the one
-  ``psum`` that transposes it; an ``AllGather`` whose readers all pbroadcast its result over the gathered
-  axes is ``all_gather`` (varying, seed 004's fusion), whose transpose is ``psum_scatter``;
-* with training, ``jax.vjp`` of the ``shard_map`` gives the backward: JAX's transposes of these
-  primitives, which are seed 004's and the plan's (:mod:`planner.partitioning.program`'s backward).
+* each ``Load`` is an argument of the ``shard_map``, its ``in_spec`` the layout it is stored in;
+* each redistribution step is its primitive's ``jax.lax`` version (the registry's,
+  :func:`planner.collectives.jax_function`: ``AllGather`` is ``all_gather_invariant``, ``ReduceScatter``
+  ``psum_scatter``, ``AllReduce`` ``psum``, ``AllToAll`` ``all_to_all``, ``CollectivePermute`` ``ppermute``,
+  ``Slice`` ``pscatter``, seed 004's types and transposes); an ``AllGather`` whose readers all pbroadcast its
+  result over the gathered axes is ``all_gather`` (varying; seed 004's fusion, which transposes to
+  ``psum_scatter``); a ``Slice`` of a value already varying over its axes is a local ``dynamic_slice``, and one
+  that starts a pending sum keeps the value on the group's first member (:func:`keep_share`);
+* each op is the catalogue's ``jax.numpy`` form (:attr:`graphs.ops.opdef.OpDef.jax_form`) on local blocks, or
+  its own local instance where that differs (:attr:`~graphs.ops.opdef.OpDef.jax_local_form`: a gather from
+  this device's table rows, a mean or loss over the global count, a reshape or slice to local shapes); a
+  manual region's body collective is its registry primitive;
+* ``check_vma`` stays on, so JAX types every value varying or invariant over each axis as seed 004 does. An
+  operand that does not vary where its op does is ``pbroadcast`` once per value and axes and shared by every
+  reader, as the plan's program does, so the backward adds the readers' cotangents before the one ``psum``
+  that transposes it;
+* an output delivered as a pending sum leaves the ``shard_map`` stacked over its pending axes (one partial
+  per group): returning it reduced would add a collective the plan does not have;
+* with training, ``jax.vjp`` of the ``shard_map`` is the backward: JAX's transposes of these primitives, which
+  are seed 004's and the plan's backward (:mod:`planner.partitioning.program`).
 
-The mesh is the plan's, each axis cut where some layout or step uses a sub-axis
-(:func:`planner.export.split_mesh`, the JAX export's). Every layout of the program must divide its
-tensor evenly (``shard_map`` has no padding): :func:`lowering_problem` says which does not.
+``shardplan run`` executes this module (:func:`load_module`, with the catalogue's and the registry's functions
+bound in); ``shardplan export --to jax-module`` writes it with their sources embedded, so that it imports
+only ``jax``, ``jax.numpy`` and ``numpy``. The mesh is the plan's, each axis cut where some layout or step uses a
+sub-axis (:func:`planner.export.split_mesh`). Every layout of the program must divide its tensor evenly
+(``shard_map`` has no padding): :func:`lowering_problem` says which does not.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import inspect
+import keyword
+import re
+import textwrap
+from typing import Any
 
-import numpy as np
-
-from planner.collectives import jax_lowering
-from planner.engines.jax_ops import jax_op
-from planner.errors import EngineError
+from graphs.gradients import requires_grad
+from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
+from graphs.ops.registry import get_op
+from planner.collectives import STEP_KINDS, jax_attrs, jax_function
+from planner.errors import EngineError, InternalError
 from planner.export import split_mesh, split_names
 from planner.ir.axis import AxisRef
 from planner.ir.layout import devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Compute, Load, Program, Redistribute
-from planner.partitioning.typecheck import pbroadcasts, variance
-from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
-from graphs.ops.registry import get_op
+from planner.partitioning.typecheck import pbroadcasts, type_text, variance
 
+#: Ops whose local instance is their operand (region boundaries and annotations).
+IDENTITIES = frozenset(BOUNDARY_OPS) | {"sharding_constraint", "propagation_barrier"}
+
+
+# -- what cannot be one shard_map ------------------------------------------------------------------
 
 def program_layouts(program: Program):
     """Every layout a forward value of ``program`` takes, and every axis a step runs over."""
@@ -65,196 +76,186 @@ def program_layouts(program: Program):
     return layouts, refs
 
 
+def _uneven(layout: TensorSharding, shape, what: str) -> str | None:
+    for d, (n, k) in enumerate(zip(shape, layout.shard_counts())):
+        if n % k:
+            return (f"{what} is laid out as {layout.dims_text()}: its dimension {d} of size {n} does not divide into "
+                    f"{k} shards (a shard_map needs even blocks)")
+    return None
+
+
 def lowering_problem(plan) -> str | None:
-    """Why ``plan``'s program cannot run as one ``shard_map`` (None when it can): the first layout that does
-    not divide its tensor evenly, or a redistribution between meshes of different device orders."""
+    """Why ``plan``'s program cannot be one ``shard_map`` (None when it can): the first layout that does not
+    divide its tensor evenly, or a redistribution between meshes of different device orders."""
     program = plan.program
-    graph = plan.graph
-
-    def uneven(layout: TensorSharding, shape, what: str) -> str | None:
-        for d, (n, k) in enumerate(zip(shape, layout.shard_counts())):
-            if n % k:
-                return (f"{what} is laid out as {layout.dims_text()}: its dimension {d} of size {n} does not divide "
-                        f"into {k} shards (shard_map needs even blocks)")
-        return None
-
     for ins in program.instructions:
+        why = None
         if isinstance(ins, Load):
-            why = uneven(ins.layout, ins.shape, f"tensor {ins.tensor!r}")
+            why = _uneven(ins.layout, ins.shape, f"tensor {ins.tensor!r}")
         elif isinstance(ins, Compute):
+            layouts = [*ins.strategy.operands, ins.strategy.result]
             shapes = [*ins.in_shapes, ins.out_shape]
-            why = next((w for k, (lay, shape) in enumerate(zip([*ins.strategy.operands, ins.strategy.result], shapes))
-                        if (w := uneven(lay, shape, f"op {ins.op.name!r} {'result' if k == len(shapes) - 1 else f'operand {k}'}"))),
-                       None)
+            for k, (lay, shape) in enumerate(zip(layouts, shapes)):
+                which = "result" if k == len(shapes) - 1 else f"operand {k}"
+                why = why or _uneven(lay, shape, f"op {ins.op.name!r} {which}")
         elif isinstance(ins, Redistribute) and ins.phase == "forward":
-            why = None
             for step in ins.plan.steps:
                 if step.before.mesh != step.after.mesh:
                     return f"the redistribution of {ins.tensor!r} changes the mesh's device order"
-                why = why or uneven(step.after, ins.plan.shape, f"tensor {ins.tensor!r} (after a {step.kind})")
-        else:
-            why = None
+                why = why or _uneven(step.after, ins.plan.shape, f"tensor {ins.tensor!r} (after a {step.kind})")
         if why:
             return why
     for o, layout in program.outputs.items():
-        why = uneven(layout, graph.tensor(o).shape, f"output {o!r}")
+        why = _uneven(layout, plan.graph.tensor(o).shape, f"output {o!r}")
         if why:
             return why
     return None
 
 
-class _Names:
-    """Mesh axes (and sub-axes) as the names of the split JAX mesh's axes."""
+# -- functions the module embeds (self-contained: they read only their arguments) -------------------
 
-    def __init__(self, mesh, pieces):
-        self.mesh = mesh
-        self.pieces = pieces
+def keep_share(jax, x, attrs):
+    """A value made a pending sum over ``attrs["axes"]`` without communication: the group's first member keeps
+    it, the others hold zeros (then it varies over the axes)."""
+    axes = tuple(attrs["axes"])
+    first = jax.numpy.all(jax.numpy.stack([jax.lax.axis_index(a) == 0 for a in axes]))
+    x = jax.numpy.where(first, x, jax.numpy.zeros((), x.dtype))
+    have = jax.typeof(x).manual_axis_type.varying
+    todo = tuple(a for a in axes if a not in have)
+    return jax.lax.pcast(x, todo, to="varying") if todo else x
+
+
+def local_slice(jax, x, attrs):
+    """This device's ``attrs["size"]`` piece along ``attrs["dim"]`` of a block it holds, where the value already
+    varies over the axes that split it (``after``: the dimension's axes after, ``before``: before)."""
+    def index(axes):
+        axes = tuple(axes)
+        if not axes:
+            return 0
+        return jax.lax.axis_index(axes[0] if len(axes) == 1 else axes)
+
+    dim, size = attrs["dim"], attrs["size"]
+    offset = index(attrs["after"]) * size - index(attrs["before"]) * x.shape[dim]
+    return jax.lax.dynamic_slice_in_dim(x, offset, size, axis=dim)
+
+
+class Local:
+    """What an op's JAX local instance knows (:attr:`graphs.ops.opdef.OpDef.jax_local_form`): the global and local
+    shapes of its operands and result (in that order), and where each block starts along each dimension
+    (``start(which, dim)``, traced from ``axis_index`` over the axes that split it, major to minor)."""
+
+    def __init__(self, jax, global_shapes, local_shapes, axes):
+        self.jax = jax
+        self.global_shapes = tuple(tuple(s) for s in global_shapes)
+        self.local_shapes = tuple(tuple(s) for s in local_shapes)
+        self.axes = axes
+
+    def start(self, which, dim):
+        axes = tuple(self.axes[which][dim])
+        if not axes:
+            return 0
+        index = self.jax.lax.axis_index(axes[0] if len(axes) == 1 else axes)
+        return index * self.local_shapes[which][dim]
+
+
+# -- the mesh --------------------------------------------------------------------------------------
+
+class MeshNames:
+    """The plan's mesh axes (and sub-axes) as the axes of the split JAX mesh."""
+
+    def __init__(self, plan):
+        layouts, refs = program_layouts(plan.program)
+        self.mesh = plan.mesh
+        self.split, self.pieces = split_mesh(plan.mesh, [r for lay in layouts for r in lay.used_axes()] + refs)
+        self.axis_names = tuple(a.name for a in self.split.axes)
+        self.sizes = {a.name: a.size for a in self.split.axes}
 
     def of(self, refs) -> tuple[str, ...]:
         return tuple(n for ref in refs for n in split_names(ref, self.mesh, self.pieces))
 
-    def axis_name(self, refs):
-        names = self.of(refs)
-        return names[0] if len(names) == 1 else names
-
-    def spec(self, layout: TensorSharding):
-        from jax.sharding import PartitionSpec
-
-        dims = [self.of(d.axes) for d in layout.dims]
-        return PartitionSpec(*[None if not n else n[0] if len(n) == 1 else n for n in dims])
+    def spec_entries(self, layout: TensorSharding) -> list:
+        return [None if not n else n[0] if len(n) == 1 else n for n in (self.of(d.axes) for d in layout.dims)]
 
     def atoms(self, atoms: frozenset) -> tuple[str, ...]:
-        """The split axes that make up the axis pieces ``atoms`` (from :func:`~planner.partitioning.typecheck.variance`)."""
-        out = []
-        for name, ps in self.pieces.items():
-            for lo, hi, n in ps:
-                mine = {a for a in atoms if a.axis == name and lo <= a.lo and a.hi <= hi}
-                if mine:
-                    out.append(n)
-        return tuple(out)
+        """The split axes that make up the axis pieces ``atoms`` (of :func:`~planner.partitioning.typecheck.variance`)."""
+        return tuple(n for name, ps in self.pieces.items() for lo, hi, n in ps
+                     if any(a.axis == name and lo <= a.lo and a.hi <= hi for a in atoms))
 
 
-def _shard_index(lax, jnp, names: _Names, refs):
-    """This device's shard index along a dimension split by ``refs`` (major to minor): row-major over them."""
-    axes = names.of(refs)
-    if not axes:
-        return jnp.int32(0)
-    return lax.axis_index(axes if len(axes) > 1 else axes[0])
+# -- the generator ---------------------------------------------------------------------------------
+
+def _identifier(text: str) -> str:
+    out = re.sub(r"\W", "_", text)
+    if not out or out[0].isdigit() or keyword.iskeyword(out):
+        out = "t_" + out
+    return out
 
 
-class JaxLocalContext:
-    """What an op's JAX local instance knows (:attr:`graphs.ops.opdef.OpDef.jax_local_form`): global and local
-    shapes of its operands and result, and each block's start along each dimension (traced: from
-    ``axis_index``)."""
+class _Writer:
+    """The program's body lines, and the functions they call (name -> the function to embed or bind)."""
 
-    def __init__(self, lax, jnp, names: _Names, layouts, shapes):
-        self._lax, self._jnp, self._names = lax, jnp, names
-        self.layouts = tuple(layouts)
-        self.global_shapes = tuple(tuple(s) for s in shapes)
-        self.local_shapes = tuple(lay.local_shape(s) for lay, s in zip(layouts, shapes))
+    def __init__(self, plan, names: MeshNames):
+        self.plan = plan
+        self.names = names
+        self.lines: list[str] = []
+        self.functions: dict[str, Any] = {}
+        self.used: set[str] = {"jax", "jnp", "lax", "np", "P", "Mesh", "NamedSharding", "math"}
+        self.values: dict[tuple[str, TensorSharding], str] = {}
+        self.casts: dict[tuple, str] = {}
 
-    def start(self, which: int, dim: int):
-        """Where block ``which`` (operands in order, then the result) starts along ``dim``."""
-        refs = self.layouts[which].dims[dim].axes
-        return _shard_index(self._lax, self._jnp, self._names, refs) * self.local_shapes[which][dim]
+    def fresh(self, base: str) -> str:
+        name = _identifier(base)
+        if name in self.used or name in self.functions:
+            k = 1
+            while f"{name}_{k}" in self.used or f"{name}_{k}" in self.functions:
+                k += 1
+            name = f"{name}_{k}"
+        self.used.add(name)
+        return name
 
+    def function(self, name: str, fn) -> str:
+        if self.functions.setdefault(name, fn) is not fn:
+            raise InternalError(f"two functions would be called {name!r} in the generated module")
+        return name
 
-def spmd_forward(plan, jax, mesh, names: _Names) -> tuple[Callable, list[str], list[str]]:
-    """``(fn, sources, outputs)``: ``fn(*arrays)`` runs ``plan``'s forward program as one ``shard_map`` on
-    ``mesh`` from the global arrays of ``sources`` (in that order) and returns the ``outputs`` as the plan
-    delivers them."""
-    import jax.numpy as jnp
-    from jax import lax
+    def collective(self, primitive: str) -> str:
+        return self.function(primitive, jax_function(primitive))
 
-    program = plan.program
-    graph = plan.graph
-    loads = [i for i in program.instructions if isinstance(i, Load)]
-    sources = [i.tensor for i in loads]
-    outputs = list(program.outputs)
-    fused = _fused_gathers(program)
-    pvary = getattr(lax, "pcast")
+    def emit(self, line: str, comment: str = "") -> None:
+        self.lines.append(f"    {line}" + (f"  # {comment}" if comment else ""))
 
-    def body(*args):
-        values: dict[tuple[str, TensorSharding], Any] = {}
-        varied: dict[tuple, Any] = {}
-
-        def get(t: str, layout: TensorSharding):
-            try:
-                return values[(t, layout)]
-            except KeyError:
-                raise EngineError(f"the program reads {t!r} as {layout.dims_text()} before it is there") from None
-
-        for ins, a in zip(loads, args):
-            values[(ins.tensor, ins.layout)] = a
-        for ins in program.instructions:
-            if isinstance(ins, Redistribute):
-                if ins.phase != "forward":
-                    continue
-                x = get(ins.tensor, ins.source)
-                for j, step in enumerate(ins.plan.steps):
-                    x = _step(lax, jnp, names, step, x, fused.get((id(ins), j), False))
-                values[(ins.tensor, ins.destination)] = x
-            elif isinstance(ins, Compute):
-                op = ins.op
-                s = ins.strategy
-                casts = pbroadcasts(s)
-                operands = []
-                for k, t in enumerate(op.inputs):
-                    x = get(t, s.operands[k])
-                    extra = tuple(a for a in names.atoms(casts[k]) if a not in _vma(jax, x))
-                    if extra:  # once per value and axes, shared by every reader
-                        key = (t, s.operands[k], extra)
-                        if key not in varied:
-                            varied[key] = pvary(x, extra, to="varying")
-                        x = varied[key]
-                    operands.append(x)
-                values[(op.output, s.result)] = _local_op(jax, lax, jnp, names, ins, operands)
-        return tuple(_vary(lax, values[(o, lay)][None], names.of(lay.unreduced)) if lay.unreduced
-                     else values[(o, lay)] for o, lay in program.outputs.items())
-
-    fn = jax.shard_map(body, mesh=mesh, in_specs=tuple(names.spec(i.layout) for i in loads),
-                       out_specs=tuple(output_spec(names, lay) for lay in program.outputs.values()))
-    return fn, sources, outputs
+    def value(self, t: str, layout: TensorSharding) -> str:
+        try:
+            return self.values[(t, layout)]
+        except KeyError:
+            raise InternalError(f"the program reads {t!r} as {layout.dims_text()} before it is there") from None
 
 
-def output_spec(names: _Names, layout: TensorSharding):
-    """Where the ``shard_map`` leaves an output: its layout's spec; a pending sum (delivered unreduced, as a
-    scalar loss whose mean was taken over sharded positions) is stacked along a new leading dimension over its
-    pending axes, one partial per device group, so that no collective the plan lacks is added to return it
-    (the caller adds the partials up: :func:`add_partials`)."""
-    from jax.sharding import PartitionSpec
-
-    spec = names.spec(layout)
-    if not layout.unreduced:
-        return spec
-    stack = names.of(layout.unreduced)
-    return PartitionSpec(stack[0] if len(stack) == 1 else stack, *spec)
+def _attrs(d: dict) -> str:
+    return "{" + ", ".join(f"{k!r}: {_literal(v)}" for k, v in d.items()) + "}"
 
 
-def add_partials(value, layout: TensorSharding) -> np.ndarray:
-    """An output as the plan delivers it, on the host: a pending sum's stacked partials added up in float64."""
-    value = np.asarray(value)
-    if not layout.unreduced:
-        return value
-    return value.astype(np.float64).sum(axis=0) if value.dtype.kind == "f" else value.sum(axis=0)
+def _literal(v) -> str:
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_literal(x) for x in v)
+        return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (f"({inner})" if isinstance(v, tuple)
+                                                                         else f"[{inner}]")
+    if isinstance(v, dict):
+        return _attrs(v)
+    return repr(v)
 
 
-def _vma(jax, x) -> frozenset:
-    return jax.typeof(x).manual_axis_type.varying
-
-
-def _fused_gathers(program: Program) -> dict[tuple[int, int], bool]:
-    """Per (redistribution, step index): an ``AllGather`` whose every reader pbroadcasts the gathered value over
-    the gathered axes (and no later step of the redistribution reads it): seed 004's ``all_gather``, varying,
-    which transposes to ``psum_scatter``."""
+def _fused_gathers(program: Program) -> set[tuple[int, int]]:
+    """(instruction index, step index) of each ``AllGather`` whose every reader pbroadcasts the gathered value over
+    the gathered axes (it is a redistribution's last step): seed 004's ``all_gather``."""
     readers: dict[tuple[str, TensorSharding], list] = {}
     for ins in program.instructions:
         if isinstance(ins, Compute):
             casts = pbroadcasts(ins.strategy)
             for k, t in enumerate(ins.op.inputs):
                 readers.setdefault((t, ins.strategy.operands[k]), []).append(casts[k])
-    out = {}
-    for ins in program.instructions:
+    out = set()
+    for n, ins in enumerate(program.instructions):
         if not isinstance(ins, Redistribute) or ins.phase != "forward" or not ins.plan.steps:
             continue
         j = len(ins.plan.steps) - 1
@@ -263,171 +264,289 @@ def _fused_gathers(program: Program) -> dict[tuple[int, int], bool]:
             continue
         gathered = variance(step.before) - variance(step.after)
         casts = readers.get((ins.tensor, ins.destination), [])
-        out[(id(ins), j)] = bool(casts) and all(gathered <= c for c in casts)
+        if casts and all(gathered <= c for c in casts):
+            out.add((n, j))
     return out
 
 
-def _step(lax, jnp, names: _Names, step, x, fused: bool):
-    """One redistribution step on a device's block (see the module docstring)."""
+def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comment: str) -> None:
+    names = w.names
     kind = step.kind
-    axis = names.axis_name(step.axes) if step.axes else None
-    if kind == "AllGather":
-        if fused:
-            return lax.all_gather(x, axis, axis=step.dims[0], tiled=True)
-        return _all_gather_invariant()(x, axis, axis=step.dims[0], tiled=True)
-    if kind == "ReduceScatter":
-        return lax.psum_scatter(x, axis, scatter_dimension=step.dims[0], tiled=True)
-    if kind == "AllReduce":
-        return lax.psum(x, axis)
-    if kind == "AllToAll":
-        return lax.all_to_all(x, axis, step.dims[1], step.dims[0], tiled=True)
-    if kind == "CollectivePermute":
-        return _permute(lax, names, step, x)
+    axes = list(names.of(step.axes))
     if kind == "Slice":
-        return _slice(lax, jnp, names, step, x)
-    raise EngineError(f"no shard_map lowering of a {kind} step")
+        before, after = step.before, step.after
+        fresh = [a for a in after.unreduced if a not in before.unreduced]
+        if fresh:
+            w.emit(f"{target} = {w.function('keep_share', keep_share)}(jax, {x}, {_attrs({'axes': list(names.of(fresh))})})",
+                   comment)
+            x, comment = target, ""
+        varying = set(names.atoms(variance(before)))
+        for d, (b, a) in enumerate(zip(before.dims, after.dims)):
+            if a.axes == b.axes:
+                continue
+            new_refs = a.axes[len(b.axes):] if a.axes[:len(b.axes)] == b.axes else ()
+            if new_refs and not set(names.of(new_refs)) & varying:  # invariant there: seed 004's pscatter
+                attrs = {"axes": list(names.of(new_refs)), "dim": d}
+                w.emit(f"{target} = {w.collective('pscatter')}(jax, {x}, {_attrs(attrs)})", comment)
+            else:
+                attrs = {"dim": d, "size": after.local_shape(shape)[d], "after": list(names.of(a.axes)),
+                         "before": list(names.of(b.axes))}
+                w.emit(f"{target} = {w.function('local_slice', local_slice)}(jax, {x}, {_attrs(attrs)})", comment)
+            x, comment = target, ""
+        if x != target:
+            w.emit(f"{target} = {x}", comment)
+        return
+    if kind == "CollectivePermute":
+        mesh = step.before.mesh
+        pos = devices_to_positions(mesh)
+        sends = {int(s): int(d) for s, d in step.pairs}
+        receives = set(sends.values())
+        perm = [(int(pos[s]), int(pos[d])) for s, d in sends.items()]
+        perm += [(int(pos[d]), int(pos[d])) for d in range(mesh.size) if d not in sends and d not in receives]
+        attrs = {"axes": list(names.axis_names), "perm": sorted(perm)}
+        w.emit(f"{target} = {w.collective('ppermute')}(jax, {x}, {_attrs(attrs)})", comment)
+        return
+    primitive = "all_gather" if fused else STEP_KINDS[kind].primitive
+    attrs: dict = {"axes": axes}
+    if kind in ("AllGather", "ReduceScatter"):
+        attrs["dim"] = step.dims[0]
+    elif kind == "AllToAll":
+        attrs["split_dim"], attrs["concat_dim"] = step.dims[1], step.dims[0]
+    w.emit(f"{target} = {w.collective(primitive)}(jax, {x}, {_attrs(attrs)})", comment)
 
 
-def _all_gather_invariant():
-    """``all_gather_invariant`` (seed 004): public in ``jax.lax`` in later releases, in ``jax._src`` in 0.10."""
-    from jax import lax
-
-    fn = getattr(lax, "all_gather_invariant", None)
-    if fn is None:
-        from jax._src.lax.parallel import all_gather_invariant as fn
-    return fn
-
-
-def _permute(lax, names: _Names, step, x):
-    """Every receiver's new block is one whole block of its source: a ``ppermute`` over every mesh axis."""
-    mesh = step.before.mesh
-    if step.before.local_shape((1 << 20,) * step.before.rank) != step.after.local_shape((1 << 20,) * step.after.rank):
-        raise EngineError("a CollectivePermute that changes the local block's shape has no shard_map lowering")
-    pos = devices_to_positions(mesh)
-    every = tuple(n for a in mesh.axes for n in names.of([AxisRef(a.name)]))
-    moved = {int(d) for _, d in step.pairs}
-    perm = [(int(pos[s]), int(pos[d])) for s, d in step.pairs]
-    # devices that keep their block: send to themselves (ppermute zero-fills a device nobody sends to)
-    perm += [(int(p), int(p)) for d, p in enumerate(pos) if d not in moved and d not in {s for s, _ in step.pairs}]
-    return lax.ppermute(x, every, perm=perm)
-
-
-def _slice(lax, jnp, names: _Names, step, x):
-    """A local ``Slice``: a fresh pending sum is kept by the group's first member (zeros elsewhere); a dimension
-    newly split keeps this device's part of its block: seed 004's ``pscatter`` where the value is invariant over
-    the new axes (its transpose ``all_gather_invariant``: :func:`_pscatter`), a ``dynamic_slice`` where it
-    already varies over them."""
-    import jax
-
-    before, after = step.before, step.after
-    fresh = [a for a in after.unreduced if a not in before.unreduced]
-    if fresh:
-        first = jnp.all(jnp.stack([_shard_index(lax, jnp, names, [a]) == 0 for a in fresh]))
-        x = jnp.where(first, x, jnp.zeros((), x.dtype))
-        x = _vary(lax, x, names.of(fresh))
-    big = tuple(1 << 20 for _ in range(before.rank))  # local sizes scale with it: shapes divide evenly here
-    for d, (b, a) in enumerate(zip(before.dims, after.dims)):
-        if a.axes == b.axes:
-            continue
-        lb, la = before.local_shape(big)[d], after.local_shape(big)[d]
-        if lb == la:
-            continue
-        size = x.shape[d] * la // lb
-        new = names.of(a.axes[len(b.axes):]) if a.axes[:len(b.axes)] == b.axes else ()
-        if new and not set(new) & _vma(jax, x):
-            x = _pscatter(jax, lax, new, d, size)(x)
-            continue
-        offset = (_shard_index(lax, jnp, names, a.axes) * size
-                  - _shard_index(lax, jnp, names, b.axes) * x.shape[d])
-        x = lax.dynamic_slice_in_dim(x, offset, size, axis=d)
-    return x
-
-
-def _pscatter(jax, lax, axes: tuple[str, ...], dim: int, size: int):
-    """Seed 004's ``pscatter`` over ``axes`` along ``dim`` (invariant -> varying, this device's ``size`` piece, no
-    communication), whose transpose is ``all_gather_invariant``. JAX 0.10 has no such primitive (slicing with
-    ``axis_index`` would pvary the operand, transposing to a psum), so it is a ``custom_vjp``."""
-    name = axes[0] if len(axes) == 1 else axes
-
-    def forward(x):
-        y = lax.pcast(x, axes, to="varying")
-        return lax.dynamic_slice_in_dim(y, lax.axis_index(name) * size, size, axis=dim), None
-
-    def backward(_, cotangent):
-        return (_all_gather_invariant()(cotangent, name, axis=dim, tiled=True),)
-
-    fn = jax.custom_vjp(lambda x: forward(x)[0])
-    fn.defvjp(forward, backward)
-    return fn
-
-
-def _vary(lax, x, axes):
-    import jax
-
-    todo = tuple(a for a in axes if a not in _vma(jax, x))
-    return lax.pcast(x, todo, to="varying") if todo else x
-
-
-def _local_op(jax, lax, jnp, names: _Names, ins: Compute, operands):
-    """Op ``ins.op``'s local instance on this device's blocks."""
-    op = ins.op
-    if op.op in BOUNDARY_OPS or op.op in ("sharding_constraint", "propagation_barrier"):
-        return operands[0]
+def _write_compute(w: _Writer, ins: Compute) -> None:
+    op, s = ins.op, ins.strategy
+    names = w.names
+    casts = pbroadcasts(s)
+    args = []
+    for k, t in enumerate(op.inputs):
+        x = w.value(t, s.operands[k])
+        axes = names.atoms(casts[k])
+        if axes:  # once per value and axes, shared by every reader
+            key = (t, s.operands[k], axes)
+            if key not in w.casts:
+                w.casts[key] = w.fresh(f"{x}_v")
+                w.emit(f"{w.casts[key]} = {w.collective('pbroadcast')}(jax, {x}, {_attrs({'axes': list(axes)})})",
+                       f"pbroadcast {t} over {', '.join(axes)}")
+            x = w.casts[key]
+        args.append(x)
+    target = w.fresh(op.output)
+    w.values[(op.output, s.result)] = target
+    where = f"{op.name}: {s.text()} -> {type_text(ins.dtype, ins.out_shape, s.result)}"
+    if op.op in IDENTITIES:
+        w.emit(f"{target} = {args[0]}", f"{where} ({op.op})")
+        return
     if op.op in COLLECTIVE_OPS:
         attrs = dict(op.attrs_dict)
         attrs["axes"] = list(names.of([AxisRef(a) for a in attrs["axes"]]))
-        return jax_lowering(op.op, _MeshAxes(names))(operands[0] if operands else None, attrs)
+        attrs = jax_attrs(op.op, attrs, names.axis_names, names.sizes)
+        operand = args[0] if args else "None"
+        w.emit(f"{target} = {w.collective(op.op)}(jax, {operand}, {_attrs(attrs)})", where)
+        return
     opdef = get_op(op.op)
     attrs = opdef.canonical(list(ins.in_shapes), opdef.with_defaults(dict(op.attrs_dict)))
+    fn = opdef.jax_local_form if opdef.jax_local_form is not None else opdef.jax_form
+    if fn is None:
+        raise InternalError(f"op {op.op!r} of the catalogue has no jax.numpy form: give its OpDef a jax_form")
+    call = f"{w.function('op_' + op.op, fn)}(jnp, lax, [{', '.join(args)}], {_attrs(dict(attrs))}"
     if opdef.jax_local_form is not None:
-        ctx = JaxLocalContext(lax, jnp, names, [*ins.strategy.operands, ins.strategy.result],
-                              [*ins.in_shapes, ins.out_shape])
-        return opdef.jax_local_form(jnp, lax, operands, attrs, ctx)
-    return jax_op(op.op)(operands, attrs)
+        layouts = [*s.operands, s.result]
+        shapes = [*ins.in_shapes, ins.out_shape]
+        local = [lay.local_shape(shape) for lay, shape in zip(layouts, shapes)]
+        axes = [[list(names.of(d.axes)) for d in lay.dims] for lay in layouts]
+        call += (f", {w.function('Local', Local)}(jax, {_literal([list(x) for x in shapes])}, "
+                 f"{_literal([list(x) for x in local])}, {_literal(axes)})")
+    w.emit(f"{target} = {call})", where)
 
 
-class _MeshAxes:
-    """What :func:`planner.collectives.jax_lowering` reads of a mesh (``ppermute`` over several axes): its axis
-    names and sizes."""
+def _program(plan, names: MeshNames) -> _Writer:
+    """The body of ``program(...)``: one line per op and per collective, in the program's order."""
+    program = plan.program
+    w = _Writer(plan, names)
+    fused = _fused_gathers(program)
+    for ins in program.instructions:
+        if isinstance(ins, Load):
+            w.values[(ins.tensor, ins.layout)] = w.fresh(ins.tensor)
+    for n, ins in enumerate(program.instructions):
+        if isinstance(ins, Redistribute) and ins.phase == "forward":
+            x = w.value(ins.tensor, ins.source)
+            target = w.fresh(f"{ins.tensor}_{'_'.join(map(str, ins.destination.shard_counts()))}")
+            where = f"for {', '.join(ins.readers)}" if ins.readers else "as graph output"
+            for j, step in enumerate(ins.plan.steps):
+                comment = (f"{step.kind} {', '.join(map(str, step.axes))} {where}: {step.bytes_per_device:,} B per "
+                           f"device -> {type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
+                _write_step(w, x, step, ins.plan.shape, (n, j) in fused, target, comment)
+                x = target
+            w.values[(ins.tensor, ins.destination)] = target
+        elif isinstance(ins, Compute):
+            _write_compute(w, ins)
+    returned = []
+    for o, lay in program.outputs.items():
+        x = w.value(o, lay)
+        if lay.unreduced:  # stacked over its pending axes: one partial per group (see the module docstring)
+            x = f"{x}[None]"
+        returned.append(x)
+    w.emit(f"return ({', '.join(returned)}{',' if len(returned) == 1 else ''})")
+    return w
 
-    def __init__(self, names: _Names):
-        self.axis_names = tuple(n for ps in names.pieces.values() for _, _, n in ps)
-        self.shape = {n: hi // lo for ps in names.pieces.values() for lo, hi, n in ps}
+
+def _source_of(name: str, fn) -> str:
+    """``fn``'s source as a module-level definition called ``name``."""
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        raise InternalError(f"the source of {getattr(fn, '__qualname__', fn)!r} cannot be read: give it a "
+                            "module-level def") from None
+    own = fn.__name__
+    head = re.compile(rf"^(def|class) {re.escape(own)}\b", re.M)
+    if fn.__closure__ if hasattr(fn, "__closure__") else False:
+        raise InternalError(f"{own} is a closure: a generated module cannot embed it")
+    if not head.search(text):
+        raise InternalError(f"the source of {own} is not one module-level def (a lambda?): it cannot be embedded")
+    return head.sub(lambda m: f"{m.group(1)} {name}", text, count=1).rstrip() + "\n"
 
 
-def jax_mesh(plan, jax):
-    """The JAX mesh of ``plan``'s program (axes split where any layout or step uses a sub-axis) and its names."""
-    from jax.sharding import Mesh
-
-    layouts, refs = program_layouts(plan.program)
-    split, pieces = split_mesh(plan.mesh, [r for lay in layouts for r in lay.used_axes()] + refs)
-    devices = np.array(jax.devices()[:plan.mesh.size])[np.asarray(split.devices)].reshape(
-        [a.size for a in split.axes])
-    return Mesh(devices, tuple(a.name for a in split.axes)), _Names(plan.mesh, pieces)
+def _spec_text(entries) -> str:
+    return "P(" + ", ".join(_literal(e) for e in entries) + ")"
 
 
-def spmd_step(plan, jax, mesh, names: _Names, trained: frozenset):
-    """``(step, placement, delivered)``: ``step(params, others[, cotangents]) -> (outputs, gradients)`` (dicts by
-    name) runs the program (with training: ``jax.vjp`` of it, the gradients of the ``trained`` sources);
-    ``placement[t]`` is the ``NamedSharding`` a source ``t`` is stored in (its ``Load`` layout), ``delivered[o]``
-    that of output ``o`` (:func:`output_spec`: a pending sum's cotangent is given once per stacked partial)."""
-    from jax.sharding import NamedSharding
+def module_source(plan, *, embed: bool = True, command: str = "") -> str:
+    """The Python source of ``plan``'s program as a JAX module (see the module docstring). With ``embed`` the
+    functions it calls (catalogue ops, registry collectives, :func:`keep_share`, :func:`local_slice`,
+    :class:`Local`) are written into it; without, :func:`load_module` binds them."""
+    return _generate(plan, embed, command)[0]
 
-    fn, sources, outputs = spmd_forward(plan, jax, mesh, names)
-    layouts = {i.tensor: i.layout for i in plan.program.instructions if isinstance(i, Load)}
-    placement = {t: NamedSharding(mesh, names.spec(layouts[t])) for t in sources}
-    delivered = {o: NamedSharding(mesh, output_spec(names, lay)) for o, lay in plan.program.outputs.items()}
 
-    def run(params: dict, others: dict) -> dict:
-        values = {**others, **params}
-        return dict(zip(outputs, fn(*[values[t] for t in sources])))
+def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
+    why = lowering_problem(plan)
+    if why:
+        raise EngineError(f"the plan cannot be one shard_map: {why}")
+    names = MeshNames(plan)
+    w = _program(plan, names)
+    program = plan.program
+    graph = plan.graph
+    loads = [i for i in program.instructions if isinstance(i, Load)]
+    sources = [w.values[(i.tensor, i.layout)] for i in loads]
+    trained = tuple(i.tensor for i in loads if graph.tensor(i.tensor).kind == "param" and program.training
+                    and _needs_grad(plan, i.tensor))
+    split = {a: [n for _, _, n in ps] for a, ps in names.pieces.items() if len(ps) > 1}
+    out = [f'"""Model {plan.model!r} as planned by shardplan (search {plan.search}'
+           f'{", training" if program.training else ""}): its SPMD program as one jax.shard_map.', ""]
+    if command:
+        out += [f"Generated by: {command}", ""]
+    out += ["Every collective below is one the plan lists (shardplan plan --format program); XLA runs them as written.",
+            "Call make_mesh() on as many devices as MESH_SHAPE holds (on CPU: XLA_FLAGS=",
+            f"--xla_force_host_platform_device_count={plan.mesh.size} before importing jax), then forward(params, "
+            "inputs)" + (" or step(params, inputs)." if program.training else "."),
+            '"""', "", "import jax", "import jax.numpy as jnp", "import numpy as np", "from jax import lax",
+            "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P", "",
+            f"MESH_AXES = {_literal(names.axis_names)}"
+            + (f"  # split where the plan uses sub-axes: " + "; ".join(f"{a} = {' x '.join(v)}" for a, v in split.items())
+               if split else ""),
+            f"MESH_SHAPE = {_literal(tuple(names.sizes[a] for a in names.axis_names))}",
+            f"DEVICE_IDS = {_literal(tuple(int(d) for d in names.split.devices))}  # device at each mesh position",
+            "", "# every argument of program(): its global shape, dtype and where it lives"]
+    out.append("SOURCES = {")
+    for i, v in zip(loads, sources):
+        out.append(f"    {i.tensor!r}: ({_literal(tuple(i.shape))}, {i.dtype!r}, {_spec_text(names.spec_entries(i.layout))}),")
+    out.append("}")
+    out.append(f"ARGUMENTS = {_literal(tuple(i.tensor for i in loads))}  # program()'s parameters, in order")
+    out.append(f"TRAINED = {_literal(trained)}  # the parameters step() differentiates")
+    out.append("# every output and where the program leaves it; PENDING: outputs left as a pending sum over those axes,")
+    out.append("# stacked along a new leading dimension (one partial per group: add them up to read the value)")
+    out.append("OUTPUTS = {")
+    for o, lay in program.outputs.items():
+        spec = names.spec_entries(lay)
+        if lay.unreduced:
+            stack = names.of(lay.unreduced)
+            spec = [stack[0] if len(stack) == 1 else stack] + spec
+        out.append(f"    {o!r}: {_spec_text(spec)},")
+    out.append("}")
+    pending = {o: list(names.of(lay.unreduced)) for o, lay in program.outputs.items() if lay.unreduced}
+    out.append(f"PENDING = {_literal(pending)}")
+    out.append("")
+    if embed:
+        for name, fn in w.functions.items():
+            out += ["", _source_of(name, fn)]
+    out += ["", f"def program({', '.join(sources)}):",
+            '    """One device\'s program on its blocks (shard_map\'s body)."""'] + w.lines
+    out += ["", "", _API]
+    return "\n".join(out).rstrip() + "\n", w.functions
 
-    if not plan.program.training:
-        return (lambda params, others: (run(params, others), {})), placement, delivered
 
-    def step(params, others, cotangents):
-        outs, pullback = jax.vjp(lambda p: run(p, others), {t: params[t] for t in params if t in trained})
+def _needs_grad(plan, tensor: str) -> bool:
+    return requires_grad(plan.graph).get(tensor, False)
+
+
+_API = '''def make_mesh(devices=None):
+    """The plan's mesh on ``devices`` (default: the first of jax.devices())."""
+    devices = list(jax.devices() if devices is None else devices)
+    count = int(np.prod(MESH_SHAPE))
+    if len(devices) < count:
+        raise ValueError(f"the plan's mesh needs {count} devices, JAX has {len(devices)}")
+    grid = np.empty(count, dtype=object)
+    grid[:] = [devices[d] for d in DEVICE_IDS]
+    return Mesh(grid.reshape(MESH_SHAPE), MESH_AXES)
+
+
+def shardings(mesh):
+    """The NamedSharding of every argument of program()."""
+    return {name: NamedSharding(mesh, spec) for name, (_, _, spec) in SOURCES.items()}
+
+
+def spmd(mesh):
+    """program() as one shard_map on ``mesh``: global arrays of ARGUMENTS in, the OUTPUTS (PENDING ones stacked) out."""
+    return jax.shard_map(program, mesh=mesh, in_specs=tuple(SOURCES[t][2] for t in ARGUMENTS),
+                         out_specs=tuple(OUTPUTS.values()))
+
+
+def raw_step(mesh):
+    """jitted ``(params, inputs[, cotangents]) -> (outputs as the program leaves them, gradients of TRAINED)``;
+    with cotangents (one per output, shaped as OUTPUTS leaves it), the gradients are the program's backward."""
+    fn = spmd(mesh)
+
+    def run(params, inputs):
+        values = {**inputs, **params}
+        return dict(zip(OUTPUTS, fn(*[values[t] for t in ARGUMENTS])))
+
+    def step(params, inputs, cotangents=None):
+        if cotangents is None:
+            return run(params, inputs), {}
+        trained = {t: params[t] for t in TRAINED}
+        rest = {t: v for t, v in params.items() if t not in trained}
+        outs, pullback = jax.vjp(lambda p: run({**rest, **p}, inputs), trained)
         (grads,) = pullback({o: cotangents[o] for o in outs})
         return outs, grads
 
-    return step, placement, delivered
+    return jax.jit(step)
+
+
+def _read(outputs):
+    return {o: jnp.sum(v, axis=0) if o in PENDING else v for o, v in outputs.items()}
+
+
+def forward(params, inputs, mesh=None):
+    """The model's outputs (PENDING ones added up: one reduction the plan leaves to its reader)."""
+    outs, _ = raw_step(make_mesh() if mesh is None else mesh)(params, inputs)
+    return _read(outs)
+
+
+def step(params, inputs, mesh=None):
+    """``(loss, gradients)``: loss is the sum of every output's elements (the model's loss where its one output
+    is a scalar), gradients those of TRAINED by the plan's backward."""
+    mesh = make_mesh() if mesh is None else mesh
+    ones = {o: jnp.ones(s.shape, s.dtype) for o, s in jax.eval_shape(
+        lambda p, i: raw_step(mesh)(p, i)[0], params, inputs).items()}
+    outs, grads = raw_step(mesh)(params, inputs, ones)
+    return sum(jnp.sum(v) for v in _read(outs).values()), grads
+'''
+
+
+def load_module(plan) -> dict:
+    """The module of ``plan`` (:func:`module_source`, the functions it calls bound rather than embedded),
+    executed: its namespace."""
+    source, functions = _generate(plan, embed=False)
+    namespace: dict = dict(functions)
+    exec(compile(source, f"<shardplan jax module of {plan.model}>", "exec"), namespace)
+    return namespace
