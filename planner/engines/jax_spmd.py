@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import math
 import re
 import textwrap
 from typing import Any
@@ -54,8 +55,8 @@ from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Compute, Load, Program, Redistribute
 from planner.partitioning.typecheck import pbroadcasts, type_text, variance
 
-#: Ops whose local instance is their operand (region boundaries and annotations).
-IDENTITIES = frozenset(BOUNDARY_OPS) | {"sharding_constraint", "propagation_barrier"}
+#: Ops whose local instance is their operand: a manual region's boundaries (annotations have identity forms).
+IDENTITIES = frozenset(BOUNDARY_OPS)
 
 
 # -- what cannot be one shard_map ------------------------------------------------------------------
@@ -245,27 +246,51 @@ def _literal(v) -> str:
     return repr(v)
 
 
-def _fused_gathers(program: Program) -> set[tuple[int, int]]:
-    """(instruction index, step index) of each ``AllGather`` whose every reader pbroadcasts the gathered value over
-    the gathered axes (it is a redistribution's last step): seed 004's ``all_gather``."""
+def _casts(program: Program) -> dict[int, tuple[frozenset, int, frozenset]]:
+    """Per forward redistribution (by instruction index): where its readers' pbroadcasts go, so that JAX's
+    transpose of the forward is the plan's backward (:func:`planner.redistribution.transpose.transpose_plan`).
+
+    The axes every reader pbroadcasts the redistributed value over come back as a pending cotangent, which
+    the plan carries back hop by hop and sums where it is cheapest. So, walking the steps backwards as the
+    transpose does: an ``AllGather`` whose gathered axes are all still pending is fused (seed 004's
+    ``all_gather``, varying: its transpose is the ``psum_scatter``), and the rest is pbroadcast at the layout
+    where the plan sums it (before the hop where the buffer would grow, or at the source, after a first step
+    that the transpose makes grow). Returns ``(fused step indices, position, axes)``: the pbroadcast over
+    ``axes`` goes before step ``position`` (``len(steps)``: at the readers, as written)."""
     readers: dict[tuple[str, TensorSharding], list] = {}
     for ins in program.instructions:
         if isinstance(ins, Compute):
             casts = pbroadcasts(ins.strategy)
             for k, t in enumerate(ins.op.inputs):
                 readers.setdefault((t, ins.strategy.operands[k]), []).append(casts[k])
-    out = set()
+    out = {}
     for n, ins in enumerate(program.instructions):
         if not isinstance(ins, Redistribute) or ins.phase != "forward" or not ins.plan.steps:
             continue
-        j = len(ins.plan.steps) - 1
-        step = ins.plan.steps[j]
-        if step.kind != "AllGather":
-            continue
-        gathered = variance(step.before) - variance(step.after)
         casts = readers.get((ins.tensor, ins.destination), [])
-        if casts and all(gathered <= c for c in casts):
-            out.add((n, j))
+        if not casts:
+            continue
+        pending = frozenset.intersection(*casts)
+        steps = ins.plan.steps
+        shape = ins.plan.shape
+        layouts = [ins.plan.source] + [st.after for st in steps]
+        size = [math.prod(lay.local_shape(shape)) for lay in layouts]
+        fused: set[int] = set()
+        position = len(steps)
+        for i in range(len(steps), 0, -1):
+            step = steps[i - 1]
+            gathered = variance(step.before) - variance(step.after)
+            if step.kind == "AllGather" and gathered and gathered <= pending:
+                fused.add(i - 1)
+                pending = pending - gathered
+            if not pending:
+                break
+            position = i - 1 if (i > 1 or size[0] <= size[1]) else 1
+            if i == 1 or size[i - 1] > size[i] or pending & variance(layouts[i - 1]):
+                if i > 1 and (size[i - 1] > size[i] or pending & variance(layouts[i - 1])):
+                    position = i
+                break
+        out[n] = (frozenset(fused), position if pending else len(steps), pending)
     return out
 
 
@@ -306,6 +331,7 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
         attrs = {"axes": list(names.axis_names), "perm": sorted(perm)}
         w.emit(f"{target} = {w.collective('ppermute')}(jax, {x}, {_attrs(attrs)})", comment)
         return
+    x, comment = _fused_pscatters(w, x, step, target, comment)
     primitive = "all_gather" if fused else STEP_KINDS[kind].primitive
     attrs: dict = {"axes": axes}
     if kind in ("AllGather", "ReduceScatter"):
@@ -313,6 +339,38 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
     elif kind == "AllToAll":
         attrs["split_dim"], attrs["concat_dim"] = step.dims[1], step.dims[0]
     w.emit(f"{target} = {w.collective(primitive)}(jax, {x}, {_attrs(attrs)})", comment)
+
+
+def _fused_pscatters(w: _Writer, x: str, step, target: str, comment: str) -> tuple[str, str]:
+    """A step may also slice axes its collective does not use (they were invariant: a fused pscatter, seed 004):
+    those slices come first, each axis appended to the dimension the step's result has it on; then the
+    collective takes the block to the step's result layout (checked here, by split axis names)."""
+    names = w.names
+    before, after = step.before, step.after
+    moved = set(names.of(step.axes))
+    had = set(names.of(before.used_axes()))
+    dims = [list(names.of(d.axes)) for d in before.dims]
+    for d, dim in enumerate(after.dims):
+        new = [n for n in names.of(dim.axes) if n not in had and n not in moved]
+        if new:
+            w.emit(f"{target} = {w.collective('pscatter')}(jax, {x}, {_attrs({'axes': new, 'dim': d})})", comment)
+            x, comment = target, ""
+            dims[d] += new
+    # the collective's own effect on the dimensions, by split axis names
+    k = step.kind
+    if k == "AllGather":
+        dims[step.dims[0]] = [n for n in dims[step.dims[0]] if n not in moved]
+    elif k == "ReduceScatter":
+        dims[step.dims[0]] += list(names.of(step.axes))
+    elif k == "AllToAll":
+        dims[step.dims[0]] = [n for n in dims[step.dims[0]] if n not in moved]
+        dims[step.dims[1]] += list(names.of(step.axes))
+    want = [list(names.of(d.axes)) for d in after.dims]
+    if dims != want:
+        raise EngineError(f"a {k} step from {before.dims_text()} to {after.dims_text()} over "
+                          f"{', '.join(map(str, step.axes))} has no shard_map lowering (its collective gives "
+                          f"{dims}, not {want})")
+    return x, comment
 
 
 def _write_compute(w: _Writer, ins: Compute) -> None:
@@ -364,7 +422,7 @@ def _program(plan, names: MeshNames) -> _Writer:
     """The body of ``program(...)``: one line per op and per collective, in the program's order."""
     program = plan.program
     w = _Writer(plan, names)
-    fused = _fused_gathers(program)
+    casts = _casts(program)
     for ins in program.instructions:
         if isinstance(ins, Load):
             w.values[(ins.tensor, ins.layout)] = w.fresh(ins.tensor)
@@ -373,10 +431,17 @@ def _program(plan, names: MeshNames) -> _Writer:
             x = w.value(ins.tensor, ins.source)
             target = w.fresh(f"{ins.tensor}_{'_'.join(map(str, ins.destination.shard_counts()))}")
             where = f"for {', '.join(ins.readers)}" if ins.readers else "as graph output"
+            fused, position, hoisted = casts.get(n, ((), len(ins.plan.steps), frozenset()))
             for j, step in enumerate(ins.plan.steps):
+                if j == position and hoisted:
+                    axes = list(names.atoms(hoisted))
+                    w.emit(f"{target} = {w.collective('pbroadcast')}(jax, {x}, {_attrs({'axes': axes})})",
+                           f"pbroadcast {ins.tensor} over {', '.join(axes)} for its readers, where the plan's "
+                           "backward sums their cotangents")
+                    x = target
                 comment = (f"{step.kind} {', '.join(map(str, step.axes))} {where}: {step.bytes_per_device:,} B per "
                            f"device -> {type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
-                _write_step(w, x, step, ins.plan.shape, (n, j) in fused, target, comment)
+                _write_step(w, x, step, ins.plan.shape, j in fused, target, comment)
                 x = target
             w.values[(ins.tensor, ins.destination)] = target
         elif isinstance(ins, Compute):
