@@ -81,6 +81,10 @@ def _gather_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     return [grad]
 
 
+def _gather_jax(jnp, lax, a, attrs):
+    return jnp.take(a[0], a[1], axis=0)
+
+
 def _gather_jax_local(jnp, lax, a, attrs, ctx):
     """This device's table rows ``[v0, v0 + rows)`` looked up, zeros for indices outside them."""
     table, idx = a
@@ -92,6 +96,6 @@ def _gather_jax_local(jnp, lax, a, attrs, ctx):
 
 GATHER = OpDef("gather", "gather", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp,
                rule="gather.gather", indexes=((1, 0, 0),), fan_in_dims=((0, ()),),
-               jax_form=lambda jnp, lax, a, attrs: jnp.take(a[0], a[1], axis=0),
+               jax_form=_gather_jax,
                local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,),
                jax_local_form=_gather_jax_local)

@@ -81,6 +81,8 @@ def _ce_jax(jnp, lax, a, attrs):
 
 def _ce_jax_local(jnp, lax, a, attrs, ctx):
     """A device's sum of its positions' losses over the *global* number of positions (blocks divide evenly)."""
+    import math
+
     logits, labels = a
     m = jnp.max(logits, axis=-1, keepdims=True)
     lse = jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1)) + m[..., 0]

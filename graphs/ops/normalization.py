@@ -197,27 +197,29 @@ def _norm_vjp(op: str, centre: bool):
     return vjp
 
 
-def _affine_jax(y, weight_and_bias):
-    """``y * weight + bias`` for the operands given (layernorm's and rmsnorm's optional scale and shift)."""
-    if len(weight_and_bias) > 0:
-        y = y * weight_and_bias[0]
-    if len(weight_and_bias) > 1:
-        y = y + weight_and_bias[1]
-    return y
-
+# The JAX forms are self-contained (a generated module embeds their source: graphs.ops.opdef): 1e-5 is
+# DEFAULT_EPS, and each applies its optional scale (operand 1) and shift (operand 2) itself.
 
 def _layernorm_jax(jnp, lax, a, attrs):
     x = a[0]
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
-    y = (x - mean) / jnp.sqrt(var + float(attrs.get("eps", DEFAULT_EPS)))
-    return _affine_jax(y, a[1:])
+    y = (x - mean) / jnp.sqrt(var + float(attrs.get("eps", 1e-5)))
+    if len(a) > 1:
+        y = y * a[1]
+    if len(a) > 2:
+        y = y + a[2]
+    return y
 
 
 def _rmsnorm_jax(jnp, lax, a, attrs):
     x = a[0]
-    y = x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + float(attrs.get("eps", DEFAULT_EPS)))
-    return _affine_jax(y, a[1:])
+    y = x / jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + float(attrs.get("eps", 1e-5)))
+    if len(a) > 1:
+        y = y * a[1]
+    if len(a) > 2:
+        y = y + a[2]
+    return y
 
 
 # rmsnorm shards as layernorm does: the last axis needs replication, weight maps to it

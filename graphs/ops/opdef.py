@@ -57,7 +57,9 @@ module keeps a list of op names:
 - ``jax_form(jnp, lax, arrays, attrs) -> jax array``: the op in ``jax.numpy`` with
   ``reference``'s semantics, given the modules so that the catalogue never imports
   JAX (an optional extra); None for the collectives of manual regions, which
-  :mod:`planner.engines.jax_regions` lowers.
+  :mod:`planner.engines.jax_regions` lowers. It and ``jax_local_form`` are self-contained module-level
+  functions (a ``def``, no lambda or closure, whose body reads only its parameters and builtins and imports
+  ``math`` or ``numpy`` itself), so that a generated module can embed their source (``inspect.getsource``).
 - ``local_reference(arrays, attrs, ctx, rule)`` and
   ``local_vjp(arrays, attrs, cotangent, ctx, wrt)``: one device's result block and
   operand cotangent blocks in the simulator (:mod:`planner.simulation.local_ops`),

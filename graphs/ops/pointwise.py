@@ -23,12 +23,11 @@ type, or from one, has no gradient (its VJP raises ModelError).
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Sequence
 
 import numpy as np
 
-from graphs.dtypes import check_dtype, is_float, jax_dtype_name, numpy_dtype
+from graphs.dtypes import check_dtype, is_float, numpy_dtype
 from graphs.ops.common import Shape, need_float, need_numeric, numel, operand, same_dtype
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError
@@ -193,11 +192,26 @@ def _tanh_grad(x, r, cot):
     return g
 
 
-# JAX forms: Python-float constants keep the operands' dtype (weak types)
+# JAX forms: Python-float constants keep the operands' dtype (weak types). Each is self-contained (its
+# parameters, builtins and what it imports itself): a generated module embeds its source (graphs.ops.opdef).
+
+def _exp_jax(jnp, lax, a, attrs):
+    return jnp.exp(a[0])
+
 
 def _gelu_jax(jnp, lax, a, attrs):
+    import math
+
     x = a[0]
     return 0.5 * x * (1.0 + jnp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def _neg_jax(jnp, lax, a, attrs):
+    return jnp.negative(a[0])
+
+
+def _relu_jax(jnp, lax, a, attrs):
+    return jnp.maximum(a[0], jnp.zeros((), a[0].dtype))
 
 
 def _sigmoid_jax(jnp, lax, a, attrs):  # the reference's stable form
@@ -206,19 +220,23 @@ def _sigmoid_jax(jnp, lax, a, attrs):  # the reference's stable form
     return jnp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-EXP = _unary("exp", np.exp, floats_only=True, jax_form=lambda jnp, lax, a, attrs: jnp.exp(a[0]),
+def _tanh_jax(jnp, lax, a, attrs):
+    return jnp.tanh(a[0])
+
+
+EXP = _unary("exp", np.exp, floats_only=True, jax_form=_exp_jax,
              vjp=_unary_vjp("exp", lambda x, r, c: c * r), reads_inputs=False, reads_result=True)
 GELU = _unary("gelu", gelu_tanh, floats_only=True, jax_form=_gelu_jax, vjp=_unary_vjp("gelu", _gelu_grad))
-NEG = _unary("neg", np.negative, floats_only=False, jax_form=lambda jnp, lax, a, attrs: jnp.negative(a[0]),
+NEG = _unary("neg", np.negative, floats_only=False, jax_form=_neg_jax,
              vjp=_unary_vjp("neg", lambda x, r, c: np.negative(c)), reads_inputs=False)
 # relu's sub-gradient at 0 is 0: the mask is ``result > 0``, i.e. ``x > 0``
 RELU = _unary("relu", lambda x: np.maximum(x, np.zeros((), x.dtype)), floats_only=False,
-              jax_form=lambda jnp, lax, a, attrs: jnp.maximum(a[0], jnp.zeros((), a[0].dtype)),
+              jax_form=_relu_jax,
               vjp=_unary_vjp("relu", lambda x, r, c: np.multiply(c, r > 0, dtype=c.dtype)),
               reads_inputs=False, reads_result=True)
 SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True, jax_form=_sigmoid_jax,
                  vjp=_unary_vjp("sigmoid", _sigmoid_grad), reads_inputs=False, reads_result=True)
-TANH = _unary("tanh", np.tanh, floats_only=True, jax_form=lambda jnp, lax, a, attrs: jnp.tanh(a[0]),
+TANH = _unary("tanh", np.tanh, floats_only=True, jax_form=_tanh_jax,
               vjp=_unary_vjp("tanh", _tanh_grad), reads_inputs=False, reads_result=True)
 
 
@@ -245,7 +263,10 @@ def _cast_vjp(arrays, attrs, result, cotangent, wrt):
 
 
 def _cast_jax(jnp, lax, a, attrs):
-    return a[0].astype(jnp.dtype(jax_dtype_name(attrs["dtype"])))
+    # graphs.dtypes.jax_dtype_name's table, written here so that the form is self-contained
+    jax_names = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64",
+                 "bool": "bool"}
+    return a[0].astype(jnp.dtype(jax_names[attrs["dtype"]]))
 
 
 CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _elementwise_flops, _cast_reference,
@@ -254,9 +275,10 @@ CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _el
 
 # -- binary ----------------------------------------------------------------------
 
-def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], jax_fn: str, floats_only: bool = False,
-            vjp: Callable | None = None, reads_inputs: bool = True, multilinear: bool = False) -> OpDef:
-    """A broadcasting binary op; ``jax_fn`` names its ``jax.numpy`` function."""
+def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], jax_form: Callable,
+            floats_only: bool = False, vjp: Callable | None = None, reads_inputs: bool = True,
+            multilinear: bool = False) -> OpDef:
+    """A broadcasting binary op; ``jax_form`` is its ``jax.numpy`` form."""
 
     def infer(shapes, dtypes, attrs, names=None):
         dtype = same_dtype(name, dtypes, names)
@@ -268,9 +290,6 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], jax_f
 
     def reference(arrays, attrs):
         return fn(np.asarray(arrays[0]), np.asarray(arrays[1]))
-
-    def jax_form(jnp, lax, arrays, attrs):
-        return getattr(jnp, jax_fn)(arrays[0], arrays[1])
 
     return OpDef(name, "pointwise", 2, 2, (), infer, _elementwise_flops, reference, vjp=vjp,
                  vjp_reads_inputs=reads_inputs, multilinear=multilinear, **_BINARY_TRAITS, jax_form=jax_form)
@@ -311,10 +330,30 @@ def _maximum_grad(i, x0, x1, cot):
     return w
 
 
-ADD = _binary("add", np.add, "add", vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
-DIV = _binary("div", np.divide, "divide", floats_only=True, vjp=_binary_vjp("div", _div_grad))
-MAXIMUM = _binary("maximum", np.maximum, "maximum", vjp=_binary_vjp("maximum", _maximum_grad))
-MUL = _binary("mul", np.multiply, "multiply", vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
+def _add_jax(jnp, lax, a, attrs):
+    return jnp.add(a[0], a[1])
+
+
+def _div_jax(jnp, lax, a, attrs):
+    return jnp.divide(a[0], a[1])
+
+
+def _maximum_jax(jnp, lax, a, attrs):
+    return jnp.maximum(a[0], a[1])
+
+
+def _mul_jax(jnp, lax, a, attrs):
+    return jnp.multiply(a[0], a[1])
+
+
+def _sub_jax(jnp, lax, a, attrs):
+    return jnp.subtract(a[0], a[1])
+
+
+ADD = _binary("add", np.add, _add_jax, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
+DIV = _binary("div", np.divide, _div_jax, floats_only=True, vjp=_binary_vjp("div", _div_grad))
+MAXIMUM = _binary("maximum", np.maximum, _maximum_jax, vjp=_binary_vjp("maximum", _maximum_grad))
+MUL = _binary("mul", np.multiply, _mul_jax, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
               multilinear=True)
-SUB = _binary("sub", np.subtract, "subtract",
+SUB = _binary("sub", np.subtract, _sub_jax,
               vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)), reads_inputs=False)

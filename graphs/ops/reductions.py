@@ -86,15 +86,20 @@ def _reduction_vjp(name: str):
     return vjp
 
 
-def _reduction_jax(name: str):
-    """The reduction in ``jax.numpy``; an integer sum keeps its declared type, as the graph declares it."""
+# The reductions in ``jax.numpy``, each self-contained (a generated module embeds its source: graphs.ops.opdef)
 
-    def jax_form(jnp, lax, a, attrs):
-        x = a[0]
-        kw = {"dtype": x.dtype} if name == "sum" else {}
-        return getattr(jnp, name)(x, axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False), **kw)
+def _sum_jax(jnp, lax, a, attrs):
+    """An integer sum keeps its declared type, as the graph declares it."""
+    x = a[0]
+    return jnp.sum(x, axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False), dtype=x.dtype)
 
-    return jax_form
+
+def _max_jax(jnp, lax, a, attrs):
+    return jnp.max(a[0], axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
+
+
+def _mean_jax(jnp, lax, a, attrs):
+    return jnp.mean(a[0], axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
 
 
 def _global_count(ctx, attrs) -> int:
@@ -116,13 +121,15 @@ def _mean_local_vjp(arrays, attrs, cotangent, ctx, wrt):
 
 
 def _mean_jax_local(jnp, lax, a, attrs, ctx):
+    import math
+
     axes = attrs.get("axes")
     shape = ctx.global_shapes[0]
     count = math.prod(shape[d] for d in (range(len(shape)) if axes is None else axes))
     return jnp.sum(a[0], axis=None if axes is None else tuple(axes), keepdims=attrs.get("keepdims", False)) / count
 
 
-def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: str, **local) -> OpDef:
+def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: str, jax_form, **local) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         shape = tuple(shapes[0])
         axes = reduced_axes(name, len(shape), attrs.get("axes"))
@@ -147,10 +154,10 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: st
 
     return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference,
                  _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name == "max",
-                 vjp_reads_result=name == "max", rule=rule, jax_form=_reduction_jax(name), **local)
+                 vjp_reads_result=name == "max", rule=rule, jax_form=jax_form, **local)
 
 
-MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_")
-MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_",
+MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_", jax_form=_max_jax)
+MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_", jax_form=_mean_jax,
                   local_reference=_mean_local_reference, local_vjp=_mean_local_vjp, jax_local_form=_mean_jax_local)
-SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_")
+SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_", jax_form=_sum_jax)

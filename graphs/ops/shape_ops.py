@@ -111,13 +111,21 @@ def _reshape_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     return [cotangent.reshape(ctx.operands[0].local_shape)]
 
 
+def _reshape_jax(jnp, lax, a, attrs):
+    return jnp.reshape(a[0], tuple(attrs["shape"]))
+
+
+def _reshape_jax_local(jnp, lax, a, attrs, ctx):
+    return jnp.reshape(a[0], ctx.local_shapes[-1])
+
+
 RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer, _no_flops,
                 _reshape_reference, _reshape_canonical, vjp_reads_inputs=False,
                 vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)),
                 rule="shape_ops.reshape", passes_shardings=True,
-                jax_form=lambda jnp, lax, a, attrs: jnp.reshape(a[0], tuple(attrs["shape"])),
+                jax_form=_reshape_jax,
                 local_reference=_reshape_local_reference, local_vjp=_reshape_local_vjp,
-                jax_local_form=lambda jnp, lax, a, attrs, ctx: jnp.reshape(a[0], ctx.local_shapes[-1]))
+                jax_local_form=_reshape_jax_local)
 
 
 # -- transpose -------------------------------------------------------------------
@@ -150,10 +158,14 @@ def _transpose_grad(i, arrays, attrs, cot):
     return np.transpose(cot, tuple(np.argsort(attrs["perm"]))).copy()
 
 
+def _transpose_jax(jnp, lax, a, attrs):
+    return jnp.transpose(a[0], tuple(attrs["perm"]))
+
+
 TRANSPOSE = OpDef("transpose", "shape", 1, 1, (("perm", REQUIRED),), _transpose_infer, _no_flops,
                   _transpose_reference, _transpose_canonical, vjp=_shape_vjp("transpose", _transpose_grad),
                   vjp_reads_inputs=False, rule="shape_ops.transpose", passes_shardings=True,
-                  jax_form=lambda jnp, lax, a, attrs: jnp.transpose(a[0], tuple(attrs["perm"])))
+                  jax_form=_transpose_jax)
 
 
 # -- concat ----------------------------------------------------------------------
@@ -192,10 +204,13 @@ def _concat_grad(i, arrays, attrs, cot):
     return cot[index].copy()
 
 
+def _concat_jax(jnp, lax, a, attrs):
+    return jnp.concatenate(a, axis=attrs.get("axis", 0))
+
+
 CONCAT = OpDef("concat", "shape", 1, None, (("axis", 0),), _concat_infer, _no_flops, _concat_reference,
                _concat_canonical, vjp=_shape_vjp("concat", _concat_grad), vjp_reads_inputs=False,
-               rule="shape_ops.concat",
-               jax_form=lambda jnp, lax, a, attrs: jnp.concatenate(a, axis=attrs.get("axis", 0)))
+               rule="shape_ops.concat", jax_form=_concat_jax)
 
 
 # -- slice -----------------------------------------------------------------------
