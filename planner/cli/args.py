@@ -15,7 +15,7 @@ from planner.ir.text import parse_mesh_spec
 DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
 SEARCHES = ("bfs", "ilp", "explicit", "propagate")
 PASSES = ("basic", "aggressive", "op-priority", "user-priority")
-EXPORT_FORMATS = ("jax", "shardy", "dtensor", "mindspore")
+EXPORT_FORMATS = ("jax", "shardy", "dtensor", "mindspore", "jax-module")
 """``planner.searches.SEARCHES``, ``planner.searches.propagate.PASSES`` and ``planner.export.FORMATS``, repeated so
 that building the parser does not import the pipeline (tests/test_startup.py checks that they agree)."""
 

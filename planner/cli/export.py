@@ -1,4 +1,5 @@
-"""``shardplan export``: a plan in JAX, Shardy, DTensor or MindSpore notation, as JSON."""
+"""``shardplan export``: a plan in JAX, Shardy, DTensor or MindSpore notation, as JSON; or its SPMD program as a
+JAX module (``--to jax-module``)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Plan the model and write its shardings in another notation, keyed by tensor and op: "
         "jax (mesh and a PartitionSpec per tensor; sub-axes through a split mesh), shardy (sdy.mesh and "
         "#sdy.sharding attributes), dtensor (DeviceMesh and placements) or mindspore (strategies and "
-        "tensor layouts). A sharding the notation cannot express is refused, naming the tensor.",
+        "tensor layouts). A sharding the notation cannot express is refused, naming the tensor. "
+        "--to jax-module writes Python instead: a self-contained module (it imports only jax, jax.numpy and numpy) "
+        "with the mesh, each input's and parameter's PartitionSpec, and the plan's per-device program as one "
+        "jax.shard_map with the plan's collectives, one line per op; forward(params, inputs) and, with --training, "
+        "step(params, inputs) returning the loss and the gradients. It is what shardplan run executes.",
     )
     p.add_argument("model", help="model YAML file (- for standard input)")
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the notation to export to")
     plan_options(p)
-    p.add_argument("--out", metavar="FILE", help="write the JSON to FILE (atomically) instead of stdout")
+    p.add_argument("--out", metavar="FILE", help="write the JSON (or the module) to FILE (atomically) instead of stdout")
     command_options(p, run)
 
 
 def run(args: argparse.Namespace) -> int:
-    write_text(to_json(make_plan(args).export(args.to)), args.out, protect=[args.model])
+    plan = make_plan(args)
+    if args.to == "jax-module":
+        from planner.engines.jax_spmd import module_source
+
+        command = " ".join(["shardplan export", args.model, "--to jax-module"]
+                           + (["--search", plan.search] if plan.search else [])
+                           + (["--training"] if getattr(args, "training", False) else []))
+        write_text(module_source(plan, command=command), args.out, protect=[args.model])
+        return 0
+    write_text(to_json(plan.export(args.to)), args.out, protect=[args.model])
     return 0

@@ -39,7 +39,7 @@ from graphs.gradients import check_differentiable, output_cotangents, reference_
 from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
-from planner.engines.jax_spmd import load_module, lowering_problem
+from planner.engines.jax_spmd import load_module, lowering_problem, uneven_layout
 from planner.errors import EngineError
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
@@ -253,6 +253,10 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
             cots[name], ref_cots[name] = rounded(name, value)
 
     flags = requires_grad(graph)
+    uneven = uneven_layout(plan)
+    if uneven:
+        raise EngineError(f"{uneven}, and XLA shards only evenly (the plan pads): give the tensor a size the mesh "
+                          "axes divide, or plan on a mesh whose axes divide it (--mesh)")
     why = lowering_problem(plan) if lowering != "constraints" else None
     if lowering == "shard_map" and why:
         raise EngineError(f"--lowering shard_map: {why}; run with --lowering constraints (or auto)")

@@ -43,6 +43,7 @@ import re
 import textwrap
 from typing import Any
 
+from graphs.dtypes import jax_dtype_name
 from graphs.gradients import requires_grad
 from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
 from graphs.ops.registry import get_op
@@ -85,9 +86,9 @@ def _uneven(layout: TensorSharding, shape, what: str) -> str | None:
     return None
 
 
-def lowering_problem(plan) -> str | None:
-    """Why ``plan``'s program cannot be one ``shard_map`` (None when it can): the first layout that does not
-    divide its tensor evenly, or a redistribution between meshes of different device orders."""
+def uneven_layout(plan) -> str | None:
+    """The first layout of ``plan``'s program that does not divide its tensor evenly (None when all do): neither a
+    ``shard_map`` nor a ``NamedSharding`` can hold it (XLA pads nothing the plan pads)."""
     program = plan.program
     for ins in program.instructions:
         why = None
@@ -101,8 +102,6 @@ def lowering_problem(plan) -> str | None:
                 why = why or _uneven(lay, shape, f"op {ins.op.name!r} {which}")
         elif isinstance(ins, Redistribute) and ins.phase == "forward":
             for step in ins.plan.steps:
-                if step.before.mesh != step.after.mesh:
-                    return f"the redistribution of {ins.tensor!r} changes the mesh's device order"
                 why = why or _uneven(step.after, ins.plan.shape, f"tensor {ins.tensor!r} (after a {step.kind})")
         if why:
             return why
@@ -111,6 +110,15 @@ def lowering_problem(plan) -> str | None:
         if why:
             return why
     return None
+
+
+def lowering_problem(plan) -> str | None:
+    """Why ``plan``'s program cannot be one ``shard_map`` (None when it can): an uneven layout
+    (:func:`uneven_layout`), or a redistribution between meshes of different device orders."""
+    for r in plan.program.redistributions("forward"):
+        if any(step.before.mesh != step.after.mesh for step in r.plan.steps):
+            return f"the redistribution of {r.tensor!r} changes the mesh's device order"
+    return uneven_layout(plan)
 
 
 # -- functions the module embeds (self-contained: they read only their arguments) -------------------
@@ -511,10 +519,11 @@ def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
                if split else ""),
             f"MESH_SHAPE = {_literal(tuple(names.sizes[a] for a in names.axis_names))}",
             f"DEVICE_IDS = {_literal(tuple(int(d) for d in names.split.devices))}  # device at each mesh position",
-            "", "# every argument of program(): its global shape, dtype and where it lives"]
+            "", "# every argument of program(): its global shape, JAX dtype and PartitionSpec"]
     out.append("SOURCES = {")
     for i, v in zip(loads, sources):
-        out.append(f"    {i.tensor!r}: ({_literal(tuple(i.shape))}, {i.dtype!r}, {_spec_text(names.spec_entries(i.layout))}),")
+        out.append(f"    {i.tensor!r}: ({_literal(tuple(i.shape))}, {jax_dtype_name(i.dtype)!r}, "
+                   f"{_spec_text(names.spec_entries(i.layout))}),")
     out.append("}")
     out.append(f"ARGUMENTS = {_literal(tuple(i.tensor for i in loads))}  # program()'s parameters, in order")
     out.append(f"TRAINED = {_literal(trained)}  # the parameters step() differentiates")
