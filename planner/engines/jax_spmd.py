@@ -55,6 +55,7 @@ from planner.ir.layout import devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Compute, Load, Program, Redistribute
 from planner.partitioning.typecheck import pbroadcasts, type_text, variance
+from planner.redistribution.transpose import cotangent_layout
 
 #: Ops whose local instance is their operand: a manual region's boundaries (annotations have identity forms).
 IDENTITIES = frozenset(BOUNDARY_OPS)
@@ -148,6 +149,14 @@ def local_slice(jax, x, attrs):
     return jax.lax.dynamic_slice_in_dim(x, offset, size, axis=dim)
 
 
+def redistributed(jax, forward, backward):
+    """A redistribution run as ``forward``, whose cotangent goes home as ``backward`` (a ``custom_vjp``): where the
+    plan's backward is cheaper than JAX's transpose of the forward steps."""
+    fn = jax.custom_vjp(forward)
+    fn.defvjp(lambda v: (forward(v), None), lambda _, c: (backward(c),))
+    return fn
+
+
 class Local:
     """What an op's JAX local instance knows (:attr:`graphs.ops.opdef.OpDef.jax_local_form`): the global and local
     shapes of its operands and result (in that order), and where each block starts along each dimension
@@ -211,6 +220,7 @@ class _Writer:
         self.used: set[str] = {"jax", "jnp", "lax", "np", "P", "Mesh", "NamedSharding", "math"}
         self.values: dict[tuple[str, TensorSharding], str] = {}
         self.casts: dict[tuple, str] = {}
+        self.indent = "    "
 
     def fresh(self, base: str) -> str:
         name = _identifier(base)
@@ -231,7 +241,7 @@ class _Writer:
         return self.function(primitive, jax_function(primitive))
 
     def emit(self, line: str, comment: str = "") -> None:
-        self.lines.append(f"    {line}" + (f"  # {comment}" if comment else ""))
+        self.lines.append(f"{self.indent}{line}" + (f"  # {comment}" if comment else ""))
 
     def value(self, t: str, layout: TensorSharding) -> str:
         try:
@@ -426,6 +436,106 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
     w.emit(f"{target} = {call})", where)
 
 
+def _write_redistribution(w: _Writer, ins: Redistribute, x: str, target: str, where: str, fused, position: int,
+                          hoisted: frozenset) -> None:
+    """A forward redistribution whose transpose by JAX is the plan's backward: its steps, with the readers'
+    pbroadcast where :func:`_casts` puts it."""
+    names = w.names
+    for j, step in enumerate(ins.plan.steps):
+        if j == position and hoisted:
+            axes = list(names.atoms(hoisted))
+            w.emit(f"{target} = {w.collective('pbroadcast')}(jax, {x}, {_attrs({'axes': axes})})",
+                   f"pbroadcast {ins.tensor} over {', '.join(axes)} for its readers, where the plan's backward sums "
+                   "their cotangents")
+            x = target
+        comment = (f"{step.kind} {', '.join(map(str, step.axes))} {where}: {step.bytes_per_device:,} B per device -> "
+                   f"{type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
+        _write_step(w, x, step, ins.plan.shape, j in fused, target, comment)
+        x = target
+
+
+def _write_custom(w: _Writer, ins: Redistribute, back: Redistribute, x: str, target: str, where: str) -> None:
+    """A forward redistribution whose backward in the plan is cheaper than JAX's transpose of its steps (the
+    engine re-plans the cotangent's way home: :func:`planner.redistribution.transpose.transpose_plan`): a
+    ``custom_vjp`` (:func:`redistributed`) whose forward is the plan's steps and whose backward the plan's."""
+    names = w.names
+    outer = w.indent
+    forth, backward = w.fresh(f"{target}_forward"), w.fresh(f"{target}_backward")
+    w.emit(f"def {forth}(v):", f"{ins.tensor} {where}: the plan's steps")
+    w.indent = outer + "    "
+    for step in ins.plan.steps:
+        comment = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
+                   f"{type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
+        _write_step(w, "v", step, ins.plan.shape, False, "v", comment)
+    pending = _pending_of(w.plan.program, ins)
+    if pending:
+        axes = list(names.atoms(pending))
+        w.emit(f"v = {w.collective('pbroadcast')}(jax, v, {_attrs({'axes': axes})})",
+               f"pbroadcast over {', '.join(axes)} for its readers")
+    w.emit("return v")
+    w.indent = outer
+    w.emit("")
+    w.emit(f"def {backward}(c):", f"the plan's backward of {ins.tensor}: {back.bytes_per_device:,} B per device")
+    w.indent = outer + "    "
+    for step in back.plan.steps:
+        comment = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
+                   f"{type_text(back.plan.dtype, back.plan.shape, step.after)}")
+        _write_step(w, "c", step, back.plan.shape, False, "c", comment)
+    w.emit("return c")
+    w.indent = outer
+    w.emit("")
+    w.emit(f"{target} = {w.function('redistributed', redistributed)}(jax, {forth}, {backward})({x})",
+           f"{ins.tensor} {where}, backward as the plan's")
+
+
+def _pending_of(program: Program, ins: Redistribute) -> frozenset:
+    """The axis pieces every reader of ``ins``'s result pbroadcasts it over."""
+    casts = [pbroadcasts(i.strategy)[k] for i in program.instructions if isinstance(i, Compute)
+             for k, t in enumerate(i.op.inputs) if t == ins.tensor and i.strategy.operands[k] == ins.destination]
+    return frozenset.intersection(*casts) if casts else frozenset()
+
+
+def _backward_of(ins: Redistribute, backward) -> Redistribute | None:
+    """The plan's backward (or gradient) redistribution that takes the cotangent of ``ins``'s readers home."""
+    home = cotangent_layout(ins.plan.source)
+    for r in backward:
+        if r.tensor == ins.tensor and set(r.readers) == set(ins.readers) and r.plan.destination == home \
+                and r.plan.source.with_unreduced(()) == cotangent_layout(ins.destination):
+            return r
+    return None
+
+
+def _communication(steps, names: MeshNames) -> list:
+    """The communicating steps of a redistribution, as ``(kind, axes)`` in a canonical order."""
+    return sorted((st.kind, tuple(sorted(names.of(st.axes)))) for st in steps if st.kind != "Slice")
+
+
+def _natural_transpose(steps, fused, hoisted: frozenset, names: MeshNames) -> list:
+    """The communicating steps of JAX's transpose of a redistribution lowered by :func:`_write_redistribution`:
+    a fused gather's ``psum_scatter``, a scatter's ``all_gather``, an all-to-all's all-to-all, a permute's
+    permute, a ``pscatter``'s ``all_gather_invariant``, a fresh pending sum's and the hoisted pbroadcast's
+    ``psum``."""
+    out = []
+    for j, step in enumerate(steps):
+        axes = tuple(sorted(names.of(step.axes)))
+        if step.kind == "AllGather" and j in fused:
+            out.append(("ReduceScatter", axes))
+        elif step.kind == "ReduceScatter":
+            out.append(("AllGather", axes))
+        elif step.kind in ("AllToAll", "CollectivePermute"):
+            out.append((step.kind, axes))
+        had = set(names.of(step.before.used_axes())) | (set(names.of(step.axes)) if step.kind != "Slice" else set())
+        new = sorted(n for d in step.after.dims for n in names.of(d.axes) if n not in had)
+        if new:
+            out.append(("AllGather", tuple(new)))
+        fresh = [a for a in step.after.unreduced if a not in step.before.unreduced]
+        if fresh:
+            out.append(("AllReduce", tuple(sorted(names.of(fresh)))))
+    if hoisted:
+        out.append(("AllReduce", tuple(sorted(names.atoms(hoisted)))))
+    return sorted(out)
+
+
 def _program(plan, names: MeshNames) -> _Writer:
     """The body of ``program(...)``: one line per op and per collective, in the program's order."""
     program = plan.program
@@ -434,23 +544,19 @@ def _program(plan, names: MeshNames) -> _Writer:
     for ins in program.instructions:
         if isinstance(ins, Load):
             w.values[(ins.tensor, ins.layout)] = w.fresh(ins.tensor)
+    backward = [r for r in program.redistributions() if r.phase != "forward"]
     for n, ins in enumerate(program.instructions):
         if isinstance(ins, Redistribute) and ins.phase == "forward":
             x = w.value(ins.tensor, ins.source)
             target = w.fresh(f"{ins.tensor}_{'_'.join(map(str, ins.destination.shard_counts()))}")
             where = f"for {', '.join(ins.readers)}" if ins.readers else "as graph output"
             fused, position, hoisted = casts.get(n, ((), len(ins.plan.steps), frozenset()))
-            for j, step in enumerate(ins.plan.steps):
-                if j == position and hoisted:
-                    axes = list(names.atoms(hoisted))
-                    w.emit(f"{target} = {w.collective('pbroadcast')}(jax, {x}, {_attrs({'axes': axes})})",
-                           f"pbroadcast {ins.tensor} over {', '.join(axes)} for its readers, where the plan's "
-                           "backward sums their cotangents")
-                    x = target
-                comment = (f"{step.kind} {', '.join(map(str, step.axes))} {where}: {step.bytes_per_device:,} B per "
-                           f"device -> {type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
-                _write_step(w, x, step, ins.plan.shape, j in fused, target, comment)
-                x = target
+            back = _backward_of(ins, backward)
+            if back is not None and _communication(back.plan.steps, names) != _natural_transpose(
+                    ins.plan.steps, fused, hoisted, names):
+                _write_custom(w, ins, back, x, target, where)
+            else:
+                _write_redistribution(w, ins, x, target, where, fused, position, hoisted)
             w.values[(ins.tensor, ins.destination)] = target
         elif isinstance(ins, Compute):
             _write_compute(w, ins)
