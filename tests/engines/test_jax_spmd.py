@@ -151,3 +151,40 @@ def test_constraints_leave_the_pending_sum_to_xla():
     d = json.loads(r.stdout)
     assert d["lowering"] == "constraints" and d["unconstrained"]
     assert d["xla_comm_bytes_per_device"] == 2 * d["predicted_comm_bytes_per_device"]
+
+
+GRID = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from planner.api import plan
+from planner.engines.jax_run import run_on_jax
+from planner.errors import ShardplanError
+out = []
+for config in sys.argv[1:]:
+    for search in ("bfs", "ilp", "propagate", "explicit"):
+        for training in (False, True):
+            try:
+                p = plan(config, search=search, training=training)
+            except ShardplanError as e:  # a search that refuses the model (explicit mode's typing errors)
+                out.append((config, search, training, "refused", str(e)[:80]))
+                continue
+            r = run_on_jax(p)
+            out.append((config, search, training, r.lowering, r.ok, r.predicted_comm_bytes_per_device,
+                        r.xla_comm_bytes_per_device))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_xla_moves_exactly_the_predicted_bytes_on_every_config_search_and_mode():
+    """The whole grid in one process (JAX with 8 host devices; the 4-device meshes use the first four)."""
+    pytest.importorskip("jax")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-c", GRID, *[str(CONFIGS / c) for c in EVEN]], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=1500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(r.stdout)
+    ran = [row for row in rows if row[3] != "refused"]
+    assert len(ran) >= 2 * 3 * len(EVEN)  # bfs, ilp and propagate plan every config
+    wrong = [row for row in ran if not (row[3] == "shard_map" and row[4] and row[5] == row[6])]
+    assert not wrong, wrong
