@@ -25,7 +25,8 @@ buffers in the same memory):
 The estimate is their sum: the run never holds all of them at once (the reference runs once XLA's
 temporaries are gone), so it is an upper bound of the peak, not a prediction of it.
 :func:`check_run_memory` refuses a run whose estimate exceeds the machine's memory
-(:func:`planner.limits.check_run_bytes`) before anything is allocated; once XLA has compiled the step,
+(:func:`planner.limits.check_run_bytes`) before anything is allocated, naming a ``--memory-budget`` per device
+under which the estimate would fit; once XLA has compiled the step,
 :func:`check_compiled_memory` checks again with XLA's own per-device figure, before running it.
 """
 
@@ -38,6 +39,7 @@ from graphs.dtypes import dtype_itemsize, is_float
 from graphs.gradients import requires_grad
 from graphs.ops.registry import get_op
 from planner.errors import quote
+from planner import limits
 from planner.limits import check_run_bytes, format_bytes
 
 #: Python, numpy, JAX and XLA once imported, with the host devices started.
@@ -185,8 +187,21 @@ def check_run_memory(plan) -> RunMemory:
     the machine's memory (:func:`planner.limits.check_run_bytes`)."""
     estimate = estimate_run_memory(plan)
     what = "training" if plan.program.training else "running"
-    check_run_bytes(estimate.total, f"{what} model {quote(plan.graph.name)} on JAX ({estimate.text()})", HINT)
+    check_run_bytes(estimate.total, f"{what} model {quote(plan.graph.name)} on JAX ({estimate.text()})",
+                    _hint(plan, estimate))
     return estimate
+
+
+def _hint(plan, estimate: RunMemory) -> str:
+    """:data:`HINT`, with the per-device budget under which the estimate would fit this machine where there is one."""
+    graph = plan.graph
+    largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
+    room = limits.machine_memory_bytes() - estimate.runtime - estimate.host_data - estimate.reference
+    budget = (room // estimate.devices - XLA_FULL_TENSORS * largest) // XLA_PLAN_FACTOR
+    if budget < 2**20:
+        return HINT
+    budget = 2 ** (budget.bit_length() - 1)  # a round figure below it
+    return HINT.replace("BYTES", format_bytes(budget).replace(" ", ""))
 
 
 def check_compiled_memory(compiled, plan, host_bytes: int) -> int:

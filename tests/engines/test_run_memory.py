@@ -110,3 +110,26 @@ def test_the_estimate_bounds_the_measured_peak(tmp_path, model, phase, lowering)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["ok"]
     assert out["peak"] <= out["estimate"], f"peak {out['peak']:,} B above the estimate {out['estimate']:,} B"
+
+
+def test_the_compiled_step_is_checked_with_xlas_own_figure(monkeypatch):
+    from types import SimpleNamespace
+
+    from planner.engines.run_memory import check_compiled_memory
+
+    p = plan(CONFIGS / "ffn.yaml")
+    stats = SimpleNamespace(argument_size_in_bytes=2**30, output_size_in_bytes=2**30, temp_size_in_bytes=2**31)
+    compiled = SimpleNamespace(memory_analysis=lambda: stats)
+    _machine(monkeypatch, 64)
+    assert check_compiled_memory(compiled, p, 0) == 8 * 2**32  # 4 GiB on each of the 8 devices
+    _machine(monkeypatch, 16)
+    with pytest.raises(LimitError, match=r"32 GiB of XLA buffers on 8 devices.*more than this machine's 16 GiB"):
+        check_compiled_memory(compiled, p, 0)
+    assert check_compiled_memory(SimpleNamespace(), p, 0) == 0  # a backend that does not say
+
+
+def test_the_refusal_names_a_memory_budget_that_would_fit(monkeypatch):
+    p = plan(ROOT / "benchmarks" / "run_memory" / "gpt_run.yaml", training=True)  # the model: ~20 GiB
+    _machine(monkeypatch, 8)
+    with pytest.raises(LimitError, match=r"more than this machine's 8 GiB; .*--search ilp --memory-budget 256MiB\)"):
+        check_run_memory(p)
