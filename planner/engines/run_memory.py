@@ -32,7 +32,9 @@ under which the estimate would fit; once XLA has compiled the step,
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 from dataclasses import dataclass
 
 from graphs.dtypes import dtype_itemsize, is_float
@@ -55,6 +57,9 @@ TRANSIENT_FACTOR = 3
 #: Bytes of an element of the float64 reference.
 REFERENCE_FLOAT_BYTES = 8
 
+#: Packages whose presence makes JAX run on an accelerator by default (its buffers then are not this machine's).
+ACCELERATOR_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin", "libtpu")
+
 HINT = ("run a smaller version of the model (fewer layers, a smaller batch, sequence or hidden size), or plan it to "
         "need less memory per device (--search ilp --memory-budget BYTES)")
 
@@ -68,15 +73,27 @@ class RunMemory:
     xla: int            # all devices together
     reference: int
     devices: int
+    on_host: bool = True  # whether XLA's buffers are in this machine's memory (host devices)
 
     @property
     def total(self) -> int:
         return self.runtime + self.host_data + self.xla + self.reference
 
     def text(self) -> str:
-        return (f"{format_bytes(self.xla)} of XLA buffers on {self.devices} devices, {format_bytes(self.reference)} "
+        xla = (f"{format_bytes(self.xla)} of XLA buffers on {self.devices} devices" if self.on_host
+               else f"XLA's buffers on the {self.devices} accelerators not counted")
+        return (f"{xla}, {format_bytes(self.reference)} "
                 f"for the float64 reference, {format_bytes(self.host_data)} of data, "
                 f"{format_bytes(self.runtime)} for JAX and the compilation")
+
+
+def xla_on_host() -> bool:
+    """Whether JAX will run on host (CPU) devices, said without importing it: the first of ``JAX_PLATFORMS``
+    where that is set, else whether no accelerator plugin (:data:`ACCELERATOR_PLUGINS`) is installed."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        return platforms.split(",")[0].strip() == "cpu"
+    return not any(importlib.util.find_spec(name) is not None for name in ACCELERATOR_PLUGINS)
 
 
 def _reference_bytes(t) -> int:
@@ -178,8 +195,9 @@ def estimate_run_memory(plan) -> RunMemory:
     host = sum(t.numel * (REFERENCE_FLOAT_BYTES + dtype_itemsize(t.dtype)) for t in sources)
     largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
     per_device = XLA_PLAN_FACTOR * int(plan.totals.memory_bytes_per_device) + XLA_FULL_TENSORS * largest
-    return RunMemory(runtime=runtime, host_data=host, xla=devices * per_device,
-                     reference=reference_peak_bytes(graph, training), devices=devices)
+    on_host = xla_on_host()
+    return RunMemory(runtime=runtime, host_data=host, xla=devices * per_device if on_host else 0,
+                     reference=reference_peak_bytes(graph, training), devices=devices, on_host=on_host)
 
 
 def check_run_memory(plan) -> RunMemory:
@@ -198,16 +216,19 @@ def _hint(plan, estimate: RunMemory) -> str:
     largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
     room = limits.machine_memory_bytes() - estimate.runtime - estimate.host_data - estimate.reference
     budget = (room // estimate.devices - XLA_FULL_TENSORS * largest) // XLA_PLAN_FACTOR
-    if budget < 2**20:
+    if budget < 2**20 or not estimate.on_host:
         return HINT
     budget = 2 ** (budget.bit_length() - 1)  # a round figure below it
     return HINT.replace("BYTES", format_bytes(budget).replace(" ", ""))
 
 
-def check_compiled_memory(compiled, plan, host_bytes: int) -> int:
+def check_compiled_memory(compiled, plan, host_bytes: int, on_host: bool = True) -> int:
     """XLA's own bytes for the compiled step on all devices (``argument + output + temp`` per device, from
     ``compiled.memory_analysis()``) plus ``host_bytes``; :class:`~planner.errors.LimitError` before the step runs
-    when that exceeds the machine's memory. 0 where XLA does not say."""
+    when that exceeds the machine's memory. 0 where XLA does not say, or its devices are not the host's
+    (``on_host`` false: an accelerator's buffers are in its own memory)."""
+    if not on_host:
+        return 0
     try:
         stats = compiled.memory_analysis()
         per_device = stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes

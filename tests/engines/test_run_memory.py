@@ -133,3 +133,13 @@ def test_the_refusal_names_a_memory_budget_that_would_fit(monkeypatch):
     _machine(monkeypatch, 8)
     with pytest.raises(LimitError, match=r"more than this machine's 8 GiB; .*--search ilp --memory-budget 256MiB\)"):
         check_run_memory(p)
+
+
+def test_xla_buffers_on_accelerators_are_not_counted_against_the_machine(monkeypatch):
+    p = plan(ROOT / "benchmarks" / "run_memory" / "gpt_run.yaml", training=True)
+    _machine(monkeypatch, 8)
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    estimate = check_run_memory(p)  # 1.7 GiB of reference and data on the host: it fits
+    assert estimate.xla == 0 and "XLA's buffers on the 8 accelerators not counted" in estimate.text()
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    assert estimate_run_memory(p).xla > 8 * 2**30
