@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from planner.enumeration import search_pieces
 from planner.errors import NotExpressibleError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
@@ -36,6 +35,7 @@ from planner.ir.sharding import DimSharding, TensorSharding
 from planner.notations.dtensor import to_placements
 from planner.notations.jax import to_partition_spec
 from planner.notations.mindspore import to_tensor_layout
+from planner.partitioning.split_mesh import split_mesh, split_names
 
 FORMATS = ("jax", "shardy", "dtensor", "mindspore")
 
@@ -67,21 +67,6 @@ def _head(plan, to: str) -> dict:
 
 # -- JAX ------------------------------------------------------------------------------------------
 
-def split_mesh(mesh: Mesh, refs) -> tuple[Mesh, dict[str, list[tuple[int, int, str]]]]:
-    """``mesh`` with every axis cut where one of the (sub-)axes ``refs`` begins or ends; per axis its pieces
-    ``(lo, hi, name)``, major to minor: an axis cut in pieces becomes axes ``<axis>_0``, ``<axis>_1``, ..."""
-    cut = search_pieces(mesh, refs)
-    pieces: dict[str, list[tuple[int, int, str]]] = {a.name: [] for a in mesh.axes}
-    for p in cut:
-        pieces[p.name].append(p.interval(mesh))
-    for axis in mesh.axes:  # an axis of size 1 has no piece; it stays in the mesh
-        pieces[axis.name] = pieces[axis.name] or [(1, axis.size)]
-    named = {axis: [(lo, hi, axis if len(ps) == 1 else f"{axis}_{k}") for k, (lo, hi) in enumerate(ps)]
-             for axis, ps in pieces.items()}
-    sizes = [(n, hi // lo) for ps in named.values() for lo, hi, n in ps]
-    return Mesh.from_sizes(mesh.name, sizes, mesh.device_ids), named
-
-
 def _mesh_data(split: Mesh, pieces, names_key: str, why: str) -> dict:
     """The exported mesh: axis names (under ``names_key``), shape, device order, and where it was split."""
     mesh = {names_key: [a.name for a in split.axes], "shape": [a.size for a in split.axes],
@@ -93,12 +78,6 @@ def _mesh_data(split: Mesh, pieces, names_key: str, why: str) -> dict:
                         + "; ".join(f"{k} = {' x '.join(v)}" for k, v in split_axes.items())
                         + " (same device order, row-major)")
     return mesh
-
-
-def split_names(ref: AxisRef, mesh: Mesh, pieces) -> tuple[str, ...]:
-    """The axes of the split mesh (:func:`split_mesh`) that make up ``ref``, major to minor."""
-    lo, hi = ref.interval(mesh)
-    return tuple(n for a, b, n in pieces[ref.name] if lo <= a and b <= hi)
 
 
 def _on_split(s: TensorSharding, split: Mesh, pieces) -> TensorSharding:

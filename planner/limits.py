@@ -18,6 +18,7 @@ planner.errors.LimitError: tensor 'x' has 10^30 elements (shape 1000000000000000
 from __future__ import annotations
 
 import math
+import os
 from typing import Iterable
 
 from planner.errors import LimitError
@@ -98,6 +99,34 @@ def check_simulation_bytes(needed: int, what: str, hint: str) -> None:
     if needed > MAX_SIMULATION_BYTES:
         raise LimitError(f"{what} needs at least {format_bytes(needed)} of memory, more than the simulator's "
                          f"limit of {format_bytes(MAX_SIMULATION_BYTES)}; {hint}")
+
+
+def machine_memory_bytes() -> int:
+    """The memory this process may use: the machine's physical memory, or the cgroup's limit (a container's)
+    where that is lower; 0 where neither can be read (then nothing is refused)."""
+    total = 0
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < (total or int(text) + 1):
+            total = int(text)
+    return max(total, 0)
+
+
+def check_run_bytes(needed: int, what: str, hint: str) -> None:
+    """:class:`LimitError` when running a plan on a real engine (``shardplan run``) would need more memory than
+    this machine has (:func:`machine_memory_bytes`); ``hint`` says what to do instead."""
+    have = machine_memory_bytes()
+    if have and needed > have:
+        raise LimitError(f"{what} needs up to {format_bytes(needed)} of memory, more than this machine's "
+                         f"{format_bytes(have)}; {hint}")
 
 
 def format_bytes(n: int) -> str:

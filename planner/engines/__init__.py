@@ -5,6 +5,8 @@
 * :mod:`planner.engines.jax_run`: a plan's model as one jitted JAX function, every tensor constrained to its
   planned sharding, run and checked against the numpy reference (and ``jax.grad`` against the reference
   gradients with training);
+* :mod:`planner.engines.run_memory`: the memory a run needs, estimated from the plan before JAX starts (a run
+  the machine cannot hold is refused);
 * :mod:`planner.engines.xla_hlo`: the collectives of a compiled XLA program, with bytes per device counted
   by the convention of :mod:`costmodels.collectives`.
 

@@ -40,6 +40,7 @@ from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
 from planner.engines.jax_spmd import load_module, lowering_problem, uneven_layout
+from planner.engines.run_memory import check_compiled_memory, check_run_memory
 from planner.errors import EngineError
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
@@ -214,6 +215,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         raise EngineError(f"unknown lowering {lowering!r}: use one of {', '.join(LOWERINGS)}")
     start = time.perf_counter()
     size = plan.mesh.size
+    estimate = check_run_memory(plan)  # before JAX starts: refuse what this machine cannot hold
     jax = ensure_devices(size if devices is None else devices, size)
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -239,18 +241,13 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     def rank(t: str) -> int:
         return len(graph.tensor(t).shape)
 
-    # data: the reference's, rounded to the declared dtypes, so both sides start from the same values
-    def rounded(name: str, value: np.ndarray):
-        x = jnp.asarray(value, dtype=jnp_dtype(graph.tensor(name).dtype))
-        return x, (np.asarray(x.astype(jnp.float64)) if is_float(graph.tensor(name).dtype) else np.asarray(x))
+    # data: the reference's, rounded (by numpy, on the host) to the declared dtypes, so both sides start from the
+    # same values; the reference's float64 copies are made once XLA's buffers are gone
+    def rounded(values: dict) -> dict:
+        return {n: np.asarray(v).astype(jnp_dtype(graph.tensor(n).dtype), copy=False) for n, v in values.items()}
 
-    feeds, ref_feeds = {}, {}
-    for name, value in example_inputs(graph, seed=seed).items():
-        feeds[name], ref_feeds[name] = rounded(name, value)
-    cots, ref_cots = {}, {}
-    if program.training:
-        for name, value in output_cotangents(graph, seed=seed).items():
-            cots[name], ref_cots[name] = rounded(name, value)
+    feeds = rounded(example_inputs(graph, seed=seed))
+    cots = rounded(output_cotangents(graph, seed=seed)) if program.training else {}
 
     flags = requires_grad(graph)
     uneven = uneven_layout(plan)
@@ -266,7 +263,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         mesh = module["make_mesh"](jax.devices()[:size])
         placement = module["shardings"](mesh)
         placed = {n: jax.device_put(x, placement[n]) for n, x in feeds.items() if n in placement}
-        trained = set(module["TRAINED"])
         params = {n: x for n, x in placed.items() if graph.tensor(n).kind == "param"}
         others = {n: x for n, x in placed.items() if n not in params}
         step = module["raw_step"](mesh)
@@ -278,9 +274,18 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     else:
         step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank)
     compiled = (step if used == "shard_map" else jax.jit(step)).lower(*args).compile()
+    check_compiled_memory(compiled, plan, estimate.runtime + estimate.host_data + estimate.reference,
+                          on_host=jax.devices()[0].platform == "cpu")
+    text = compiled.as_text()
     outs, grads = compiled(*args)
+    # on the host, and every device buffer dropped before the reference runs
+    outs, grads = ({n: np.asarray(x) for n, x in d.items()} for d in (outs, grads))
     if used == "shard_map":
         outs = {o: _add_partials(v, program.outputs[o]) for o, v in outs.items()}
+    del compiled, step, args
+    placed = params = others = None  # noqa: F841 (the shard_map lowering's device arrays)
+    ref_feeds, ref_cots = _reference_data(graph, feeds), _reference_data(graph, cots)
+    del feeds, cots
 
     if program.training:
         reference, ref_grads = reference_gradients(graph, ref_feeds, ref_cots)
@@ -289,7 +294,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     outputs = {o: _check(outs[o], reference[o], graph.tensor(o).dtype) for o in graph.outputs}
     gradients = {n: _check(grads[n], g, graph.tensor(n).dtype) for n, g in ref_grads.items()
                  if n in grads}
-    text = compiled.as_text()
     return JaxRunResult(
         ok=all(e["ok"] for e in (*outputs.values(), *gradients.values())) and set(gradients) == set(ref_grads),
         devices=size,
@@ -385,6 +389,11 @@ def _pending_sums(exported: dict, graph) -> tuple[str, ...]:
         if spec["result"].get("unreduced"):
             out.append(f"{op.name} result ({op.output})")
     return tuple(out + [f"output {o}" for o in graph.outputs if exported["outputs"][o].get("unreduced")])
+
+
+def _reference_data(graph, values: dict) -> dict:
+    """The reference's copies of the rounded data: floats in float64, the rest as they are."""
+    return {n: v.astype(np.float64) if is_float(graph.tensor(n).dtype) else v for n, v in values.items()}
 
 
 def _constrained(constrain, value, sharding):

@@ -30,7 +30,7 @@ out as Python source by :func:`module_source`, one line per op:
 ``shardplan run`` executes this module (:func:`load_module`, with the catalogue's and the registry's functions
 bound in); ``shardplan export --to jax-module`` writes it with their sources embedded, so that it imports
 only ``jax``, ``jax.numpy`` and ``numpy``. The mesh is the plan's, each axis cut where some layout or step uses a
-sub-axis (:func:`planner.export.split_mesh`). Every layout of the program must divide its tensor evenly
+sub-axis (:func:`planner.partitioning.split_mesh.split_mesh`). Every layout of the program must divide its tensor evenly
 (``shard_map`` has no padding): :func:`lowering_problem` says which does not.
 """
 
@@ -49,7 +49,7 @@ from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
 from graphs.ops.registry import get_op
 from planner.collectives import STEP_KINDS, jax_attrs, jax_function
 from planner.errors import EngineError, InternalError
-from planner.export import split_mesh, split_names
+from planner.partitioning.split_mesh import split_mesh, split_names
 from planner.ir.axis import AxisRef
 from planner.ir.layout import devices_to_positions
 from planner.ir.sharding import TensorSharding

@@ -161,11 +161,11 @@ from planner.engines.jax_run import run_on_jax
 from planner.errors import ShardplanError
 out = []
 for config in sys.argv[1:]:
-    for search in ("bfs", "ilp", "propagate", "explicit"):
+    for search in ("bfs", "ilp"):
         for training in (False, True):
             try:
                 p = plan(config, search=search, training=training)
-            except ShardplanError as e:  # a search that refuses the model (explicit mode's typing errors)
+            except ShardplanError as e:
                 out.append((config, search, training, "refused", str(e)[:80]))
                 continue
             r = run_on_jax(p)
@@ -176,8 +176,10 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
-def test_xla_moves_exactly_the_predicted_bytes_on_every_config_search_and_mode():
-    """The whole grid in one process (JAX with 8 host devices; the 4-device meshes use the first four)."""
+def test_xla_moves_exactly_the_predicted_bytes_on_every_config_both_searches_and_modes():
+    """The grid of every config under bfs (the default) and ilp, forward and training, in one process (JAX with 8
+    host devices; the 4-device meshes use the first four). propagate and explicit are in
+    benchmarks/xla_check.py's table (the README's), which CI does not run: the whole grid takes 8 minutes here."""
     pytest.importorskip("jax")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", GRID, *[str(CONFIGS / c) for c in EVEN]], capture_output=True,
@@ -185,6 +187,6 @@ def test_xla_moves_exactly_the_predicted_bytes_on_every_config_search_and_mode()
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(r.stdout)
     ran = [row for row in rows if row[3] != "refused"]
-    assert len(ran) >= 2 * 3 * len(EVEN)  # bfs, ilp and propagate plan every config
+    assert len(ran) == 2 * 2 * len(EVEN)  # bfs and ilp plan every config
     wrong = [row for row in ran if not (row[3] == "shard_map" and row[4] and row[5] == row[6])]
     assert not wrong, wrong

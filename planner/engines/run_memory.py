@@ -1,0 +1,241 @@
+"""How much memory ``shardplan run`` needs, estimated from the plan before JAX starts.
+
+A run holds, in one process (on a CPU-only machine every device of the mesh is a host device, its
+buffers in the same memory):
+
+* **the runtime**: Python, numpy, JAX and XLA, and XLA's compilation of the step (which grows with the
+  number of ops, forward and backward): :data:`RUNTIME_BYTES` plus :data:`COMPILE_BYTES_PER_OP` per op and
+  pass;
+* **the host data**: every input, parameter and constant (and with training every output's cotangent)
+  drawn in float64 (8 B an element) and kept rounded to its declared dtype;
+* **XLA's buffers on every device**: the device's blocks of the arguments, its outputs and its temporary
+  buffers (``compiled.memory_analysis()``: ``argument + output + temp``). Before compiling these are
+  bounded by the plan's own memory per device (``plan.totals.memory_bytes_per_device``: every value the
+  plan's program holds on a device, none freed, parameters with their gradients and Adam state) times
+  :data:`XLA_PLAN_FACTOR`, plus :data:`XLA_FULL_TENSORS` times the largest tensor's full size (where XLA
+  cannot go from one sharding to another it replicates the tensor first). On the configs here XLA's bytes
+  per device are 0.06 to 1.4 times the plan's figure (``benchmarks/run_memory/README.md``);
+* **the single-device reference** (:func:`graphs.evaluate.run_reference`,
+  :func:`graphs.gradients.reference_gradients`): floats in float64. :func:`reference_peak_bytes` replays
+  the reference's own bookkeeping (a forward value is dropped after its last reader unless an output or a
+  VJP reads it, a cotangent once its producer's VJP used it) on byte counts, adding
+  :data:`TRANSIENT_FACTOR` times the largest operand or result of the op at hand for the temporaries of its
+  ``reference``/``vjp``.
+
+The estimate is their sum: the run never holds all of them at once (the reference runs once XLA's
+temporaries are gone), so it is an upper bound of the peak, not a prediction of it.
+:func:`check_run_memory` refuses a run whose estimate exceeds the machine's memory
+(:func:`planner.limits.check_run_bytes`) before anything is allocated, naming a ``--memory-budget`` per device
+under which the estimate would fit; once XLA has compiled the step,
+:func:`check_compiled_memory` checks again with XLA's own per-device figure, before running it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from dataclasses import dataclass
+
+from graphs.dtypes import dtype_itemsize, is_float
+from graphs.gradients import requires_grad
+from graphs.ops.registry import get_op
+from planner.errors import quote
+from planner import limits
+from planner.limits import check_run_bytes, format_bytes
+
+#: Python, numpy, JAX and XLA once imported, with the host devices started.
+RUNTIME_BYTES = 384 * 2**20
+#: XLA's compilation, per op of the graph and per pass (forward; backward with training).
+COMPILE_BYTES_PER_OP = 2**20
+#: XLA's bytes per device are at most this many times the plan's memory per device ...
+XLA_PLAN_FACTOR = 2
+#: ... plus this many copies of the largest tensor, whole (a replicate-then-slice XLA falls back on).
+XLA_FULL_TENSORS = 2
+#: An op's ``reference`` or ``vjp`` allocates temporaries of at most this many times its largest array.
+TRANSIENT_FACTOR = 3
+#: Bytes of an element of the float64 reference.
+REFERENCE_FLOAT_BYTES = 8
+
+#: Packages whose presence makes JAX run on an accelerator by default (its buffers then are not this machine's).
+ACCELERATOR_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm7_plugin", "jax_rocm60_plugin", "libtpu")
+
+HINT = ("run a smaller version of the model (fewer layers, a smaller batch, sequence or hidden size), or plan it to "
+        "need less memory per device (--search ilp --memory-budget BYTES)")
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """The parts of :func:`estimate_run_memory`'s bound, in bytes."""
+
+    runtime: int
+    host_data: int
+    xla: int            # all devices together
+    reference: int
+    devices: int
+    on_host: bool = True  # whether XLA's buffers are in this machine's memory (host devices)
+
+    @property
+    def total(self) -> int:
+        return self.runtime + self.host_data + self.xla + self.reference
+
+    def text(self) -> str:
+        xla = (f"{format_bytes(self.xla)} of XLA buffers on {self.devices} devices" if self.on_host
+               else f"XLA's buffers on the {self.devices} accelerators not counted")
+        return (f"{xla}, {format_bytes(self.reference)} "
+                f"for the float64 reference, {format_bytes(self.host_data)} of data, "
+                f"{format_bytes(self.runtime)} for JAX and the compilation")
+
+
+def xla_on_host() -> bool:
+    """Whether JAX will run on host (CPU) devices, said without importing it: the first of ``JAX_PLATFORMS``
+    where that is set, else whether no accelerator plugin (:data:`ACCELERATOR_PLUGINS`) is installed."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").strip()
+    if platforms:
+        return platforms.split(",")[0].strip() == "cpu"
+    return not any(importlib.util.find_spec(name) is not None for name in ACCELERATOR_PLUGINS)
+
+
+def _reference_bytes(t) -> int:
+    return t.numel * (REFERENCE_FLOAT_BYTES if is_float(t.dtype) else dtype_itemsize(t.dtype))
+
+
+def reference_peak_bytes(graph, training: bool) -> int:
+    """The most the float64 reference holds at once, replaying its bookkeeping on byte counts (see the module
+    docstring); a body tensor of a manual region counts once per manual coordinate."""
+    size: dict[str, int] = {name: _reference_bytes(t) for name, t in graph.tensors.items()}
+    for region in getattr(graph, "manual_regions", None) or ():
+        copies = math.prod(region.manual_sizes(graph.mesh))
+        for op_name in region.ops:
+            if region.role(op_name) == "body":
+                out = graph.op(op_name).output
+                size[out] *= copies
+    ops = graph.ops
+    outputs = set(graph.outputs)
+
+    def transient(op) -> int:
+        return TRANSIENT_FACTOR * max([size[op.output], *(size[t] for t in op.inputs)])
+
+    backward: dict[int, tuple[int, ...]] = {}
+    residual_until: dict[str, int] = {}
+    if training:
+        flags = requires_grad(graph)
+        live = {o for o in outputs if is_float(graph.tensor(o).dtype) and flags[o]}
+        for k in range(len(ops) - 1, -1, -1):
+            op = ops[k]
+            if op.output in live:
+                wrt = tuple(i for i, t in enumerate(op.inputs) if flags[t])
+                if wrt:
+                    backward[k] = wrt
+                    live.update(op.inputs[i] for i in wrt)
+        for k, wrt in backward.items():
+            opdef = get_op(ops[k].op)
+            read = [ops[k].inputs[i] for i in opdef.vjp_inputs(wrt, len(ops[k].inputs))]
+            if opdef.vjp_reads_result:
+                read.append(ops[k].output)
+            for t in read:
+                residual_until[t] = min(k, residual_until.get(t, k))
+    last_read: dict[str, int] = {}
+    for k, op in enumerate(ops):
+        for t in op.inputs:
+            last_read[t] = k
+    keep = set(residual_until) | outputs
+
+    values = {name for name, t in graph.tensors.items() if t.kind != "activation"}
+    held = sum(size[t] for t in values)
+    peak = held
+    for k, op in enumerate(ops):
+        values.add(op.output)
+        held += size[op.output]
+        peak = max(peak, held + transient(op))
+        for t in set(op.inputs) | {op.output}:
+            if last_read.get(t, -1) <= k and t not in keep and t in values:
+                values.discard(t)
+                held -= size[t]
+    if not training:
+        return peak
+    # backward: every float output's cotangent seeded at once, each popped by its producer's VJP, which adds
+    # its operands' cotangents (a sum where one is already there); residuals dropped after their last VJP
+    cots = {o for o in outputs if is_float(graph.tensor(o).dtype)}
+    held += sum(size[o] for o in cots)
+    peak = max(peak, held)
+    releases: dict[int, list[str]] = {}
+    for t, k in residual_until.items():
+        releases.setdefault(k, []).append(t)
+    for k in sorted(backward, reverse=True):
+        op = ops[k]
+        if op.output in cots:
+            peak = max(peak, held + transient(op) + sum(size[op.inputs[i]] for i in backward[k]))
+            cots.discard(op.output)
+            held -= size[op.output]
+            for i in backward[k]:
+                t = op.inputs[i]
+                if t not in cots:
+                    cots.add(t)
+                    held += size[t]
+        for t in releases.get(k, ()):
+            if t not in outputs and t in values:
+                values.discard(t)
+                held -= size[t]
+    # the gradients of parameters no cotangent reached are zeros the caller gets as well
+    held += sum(size[t.name] for t in graph.tensors_of_kind("param") if t.name not in cots)
+    return max(peak, held)
+
+
+def estimate_run_memory(plan) -> RunMemory:
+    """An upper bound of the peak memory of ``run_on_jax(plan)``, from the plan alone (see the module docstring)."""
+    graph = plan.graph
+    training = bool(plan.program.training)
+    devices = plan.mesh.size
+    passes = 2 if training else 1
+    runtime = RUNTIME_BYTES + COMPILE_BYTES_PER_OP * passes * len(graph.ops)
+    sources = [t for t in graph.tensors.values() if t.kind != "activation"]
+    if training:
+        sources += [graph.tensor(o) for o in dict.fromkeys(graph.outputs) if is_float(graph.tensor(o).dtype)]
+    host = sum(t.numel * (REFERENCE_FLOAT_BYTES + dtype_itemsize(t.dtype)) for t in sources)
+    largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
+    per_device = XLA_PLAN_FACTOR * int(plan.totals.memory_bytes_per_device) + XLA_FULL_TENSORS * largest
+    on_host = xla_on_host()
+    return RunMemory(runtime=runtime, host_data=host, xla=devices * per_device if on_host else 0,
+                     reference=reference_peak_bytes(graph, training), devices=devices, on_host=on_host)
+
+
+def check_run_memory(plan) -> RunMemory:
+    """:func:`estimate_run_memory`, or :class:`~planner.errors.LimitError` (exit 2) naming it when it exceeds
+    the machine's memory (:func:`planner.limits.check_run_bytes`)."""
+    estimate = estimate_run_memory(plan)
+    what = "training" if plan.program.training else "running"
+    check_run_bytes(estimate.total, f"{what} model {quote(plan.graph.name)} on JAX ({estimate.text()})",
+                    _hint(plan, estimate))
+    return estimate
+
+
+def _hint(plan, estimate: RunMemory) -> str:
+    """:data:`HINT`, with the per-device budget under which the estimate would fit this machine where there is one."""
+    graph = plan.graph
+    largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
+    room = limits.machine_memory_bytes() - estimate.runtime - estimate.host_data - estimate.reference
+    budget = (room // estimate.devices - XLA_FULL_TENSORS * largest) // XLA_PLAN_FACTOR
+    if budget < 2**20 or not estimate.on_host:
+        return HINT
+    budget = 2 ** (budget.bit_length() - 1)  # a round figure below it
+    return HINT.replace("BYTES", format_bytes(budget).replace(" ", ""))
+
+
+def check_compiled_memory(compiled, plan, host_bytes: int, on_host: bool = True) -> int:
+    """XLA's own bytes for the compiled step on all devices (``argument + output + temp`` per device, from
+    ``compiled.memory_analysis()``) plus ``host_bytes``; :class:`~planner.errors.LimitError` before the step runs
+    when that exceeds the machine's memory. 0 where XLA does not say, or its devices are not the host's
+    (``on_host`` false: an accelerator's buffers are in its own memory)."""
+    if not on_host:
+        return 0
+    try:
+        stats = compiled.memory_analysis()
+        per_device = stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+    except (AttributeError, NotImplementedError, TypeError, RuntimeError):
+        return 0
+    xla = plan.mesh.size * int(per_device)
+    check_run_bytes(xla + host_bytes,
+                    f"the compiled step of model {quote(plan.graph.name)} ({format_bytes(xla)} of XLA buffers on "
+                    f"{plan.mesh.size} devices, {format_bytes(host_bytes)} besides)", HINT)
+    return xla
