@@ -69,7 +69,7 @@ def test_the_cli_searches_are_the_planners():
     from planner.cli.args import EXPORT_FORMATS
     from planner.export import FORMATS
 
-    assert EXPORT_FORMATS == FORMATS
+    assert EXPORT_FORMATS == FORMATS + ("jax-module",)  # the JSON exports, and the module of the JAX engine
 
     assert CLI_SEARCHES == SEARCHES
 

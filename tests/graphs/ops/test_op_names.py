@@ -35,6 +35,9 @@ ELSEWHERE = {
                                "psum_scatter"},
     # a manual region's boundary and the pbroadcasts its variance types imply
     "planner/partitioning/program.py": {"manual_enter", "manual_exit", "pbroadcast"},
+    # the shard_map lowering writes seed 004's primitives the steps are: the pbroadcasts of the variance types, the
+    # fused all_gather (varying) and the one ppermute of a permute step over every axis
+    "planner/engines/jax_spmd.py": {"all_gather", "pbroadcast", "ppermute"},
     "planner/simulation/run.py": {"manual_enter", "manual_exit"},
     # a reshape's pieces: the mesh axes cut so that shardings can follow it, and explicit mode's reshape rule
     "planner/model/build.py": {"reshape"},
