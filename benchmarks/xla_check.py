@@ -12,6 +12,10 @@ from the two lists), which of XLA's all-reduces are dynamic-sliced by their read
 not form) and which pending sums the plan leaves that a PartitionSpec cannot say (left to XLA).
 
     python benchmarks/xla_check.py [--configs ffn megatron_mlp] [--modes forward training]
+        [--searches bfs ilp propagate explicit] [--lowering auto|shard_map|constraints] [--jax]
+
+``--jax`` adds the JAX functions of ``benchmarks/jax_models.py`` (an MLP, attention with head reshapes, an
+embedding gather), each traced by ``shardplan import-jax`` on a ``dp=2, tp=4`` mesh (rows ``jax:NAME``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +41,23 @@ def run(config: Path, training: bool, search: str, lowering: str) -> dict:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}",
                 "refused": r.returncode == 2}
     return json.loads(r.stdout)
+
+
+def traced(folder: Path) -> list[Path]:
+    """The JAX functions of benchmarks/jax_models.py as model files (``shardplan import-jax``) in ``folder``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from jax_models import FUNCTIONS
+
+    out = []
+    for name in FUNCTIONS:
+        path = folder / f"{name}.yaml"
+        argv = [sys.executable, "-m", "planner", "import-jax", f"benchmarks/jax_models.py:{name}", "--mesh",
+                "dp=2,tp=4", "--out", str(path)]
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        if r.returncode != 0:
+            raise SystemExit(f"import-jax {name}: {r.stderr.strip()}")
+        out.append(path)
+    return out
 
 
 def counts(by_kind: dict, side: str) -> str:
@@ -68,23 +90,27 @@ def main() -> int:
                     help="searches to plan with (default bfs, the default search)")
     ap.add_argument("--lowering", default="auto", choices=("auto", "shard_map", "constraints"),
                     help="shardplan run's --lowering (default auto)")
+    ap.add_argument("--jax", action="store_true", help="add the JAX functions of benchmarks/jax_models.py")
     args = ap.parse_args()
     configs = [ROOT / "configs" / f"{c.removesuffix('.yaml')}.yaml" for c in args.configs] if args.configs \
         else sorted((ROOT / "configs").glob("*.yaml"))
+    if args.jax:
+        configs += traced(Path(tempfile.mkdtemp(prefix="xla_check_")))
     rows, notes = [], []
     for config in configs:
         for search in args.searches:
             for mode in args.modes:
                 d = run(config, mode == "training", search, args.lowering)
-                where = f"{config.name} {search} {mode}"
+                name = f"jax:{config.stem}" if config.parent != ROOT / "configs" else config.name
+                where = f"{name} {search} {mode}"
                 if "error" in d:
-                    rows.append((config.name, search, mode, "refused" if d["refused"] else "error", "-", "-", "-",
+                    rows.append((name, search, mode, "refused" if d["refused"] else "error", "-", "-", "-",
                                  "-", "-", "-"))
                     notes.append(f"{where}: {d['error']}")
                     continue
                 pred, xla = d["predicted_comm_bytes_per_device"], d["xla_comm_bytes_per_device"]
                 ratio = "-" if d["ratio"] is None else f"{d['ratio']:.4f}"
-                rows.append((config.name, search, mode, "yes" if d["ok"] else "NO",
+                rows.append((name, search, mode, "yes" if d["ok"] else "NO",
                              d.get("lowering", "constraints"), f"{pred:,}", f"{xla:,}", ratio,
                              counts(d["by_kind"], "predicted"), counts(d["by_kind"], "xla")))
                 diff = differences(d)
