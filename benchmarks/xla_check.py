@@ -60,6 +60,20 @@ def traced(folder: Path) -> list[Path]:
     return out
 
 
+def summary(rows, searches, modes) -> str:
+    """The detail rows as one line per config: XLA/plan per (search, mode)."""
+    cells: dict[str, dict] = {}
+    for name, search, mode, ok, *rest in rows:
+        ratio = rest[2] if ok in ("yes", "NO") else ok
+        if ok in ("yes", "NO") and ratio == "-":
+            ratio = "none" if rest[1] == "0" else "-"
+        cells.setdefault(name, {})[(search, mode)] = ratio + ("" if ok != "NO" else " (mismatch)")
+    header = ["config"] + [f"{s} {'fwd' if m == 'forward' else 'train'}" for s in searches for m in modes]
+    table = [header] + [[name] + [c.get((s, m), "") for s in searches for m in modes] for name, c in cells.items()]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in table)
+
+
 def counts(by_kind: dict, side: str) -> str:
     parts = [f"{SHORT[k]} {v[side + '_count']}" for k, v in by_kind.items() if v[side + "_count"]]
     return ", ".join(parts) or "none"
@@ -124,6 +138,9 @@ def main() -> int:
     for r in [header] + rows:
         print("  ".join(str(v).rjust(w) if i in (5, 6, 7) else str(v).ljust(w)
                         for i, (v, w) in enumerate(zip(r, widths))).rstrip())
+    print("\nXLA/plan bytes per device by config, search and mode (refused: the search refuses the model; "
+          "none: the plan has no collective, nor does XLA):")
+    print(summary(rows, args.searches, args.modes))
     if notes:
         print("\nwhere they differ (AG AllGather, AR AllReduce, RS ReduceScatter, A2A AllToAll, CP CollectivePermute):")
         print("\n".join(notes))

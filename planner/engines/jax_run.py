@@ -1,26 +1,26 @@
-"""Running a plan on JAX/XLA: the model as one jitted function, every tensor where the plan puts it.
+"""Running a plan on JAX/XLA: compiled, run, checked against the reference, its collectives set beside the plan's.
 
-:func:`run_on_jax` builds the plan's graph as a ``jax.numpy`` function (:mod:`planner.engines.jax_ops`), on a
-``jax.sharding.Mesh`` made from the plan's JAX export (:func:`planner.export.export`: the same axis names,
-device order and split mesh where the plan uses sub-axes), and
+:func:`run_on_jax` gives XLA the plan in one of two ways (``lowering``):
 
-* places every input, parameter and constant with a ``NamedSharding`` of its planned layout;
-* constrains (``jax.lax.with_sharding_constraint``) every operand of every op to the layout the op's strategy
-  reads it in, every op's result to its strategy's result layout, and every graph output to the layout the
-  plan delivers it in. A pending sum (a result the plan leaves unreduced, e.g. a row-parallel matmul's) has
-  no ``PartitionSpec``: it is left to XLA, and its readers' constraints say where it must arrive
-  (:attr:`JaxRunResult.unconstrained` lists them);
-* with training, differentiates ``L = sum_o <cotangent_o, output_o>`` (the reference's objective,
-  :mod:`graphs.gradients`) with ``jax.grad`` and constrains each gradient to its parameter's layout;
-* ``jax.jit`` s it, runs it on the mesh's devices, and compares outputs (and gradients) with the numpy reference
-  (:func:`graphs.evaluate.run_reference`, :func:`graphs.gradients.reference_gradients`), both from the same
-  seeded data rounded to the declared dtypes; XLA computes in the declared dtypes (``f32``), the reference
-  in float64, so floats agree to the simulator's ``f32`` tolerance (:data:`FLOAT_RTOL`);
-* reads the compiled program's collectives (:mod:`planner.engines.xla_hlo`) and sets them beside the plan's own
-  (every step of every redistribution of ``plan.program`` and every manual region's body collective, bytes
-  per device by the same convention).
+* ``shard_map`` (the default wherever the program can be one): the plan's per-device program as one
+  ``jax.shard_map`` whose collectives are the plan's (:mod:`planner.engines.jax_spmd`, the module
+  ``export --to jax-module`` writes), with training ``jax.vjp`` of it against the seeded output cotangents;
+* ``constraints``: the graph as a ``jax.numpy`` function (:mod:`planner.engines.jax_ops`) on the mesh of the
+  plan's JAX export, every input placed with a ``NamedSharding`` of its layout, every operand, result and
+  output constrained (``with_sharding_constraint``) to the layout the plan gives it; a pending sum has no
+  ``PartitionSpec`` and is left to XLA (:attr:`JaxRunResult.unconstrained` lists them); with training
+  ``jax.grad`` of ``L = sum_o <cotangent_o, output_o>`` (the reference's objective, :mod:`graphs.gradients`).
 
-A manual region (``graph.manual_regions``) runs as one ``jax.shard_map`` in place of its flattened ops
+Either way it ``jax.jit`` s the step, runs it on the mesh's devices, and compares outputs (and gradients) with
+the numpy reference (:func:`graphs.evaluate.run_reference`, :func:`graphs.gradients.reference_gradients`), both
+from the same seeded data rounded to the declared dtypes; XLA computes in the declared dtypes (``f32``), the
+reference in float64, so floats agree to the simulator's ``f32`` tolerance (:data:`FLOAT_RTOL`). Then it reads
+the compiled program's collectives (:mod:`planner.engines.xla_hlo`) and sets them beside the plan's own (every
+step of every redistribution of ``plan.program`` and every manual region's body collective, bytes per device
+by the same convention). The run's memory is estimated before JAX starts and checked again once XLA has
+compiled (:mod:`planner.engines.run_memory`).
+
+With constraints, a manual region (``graph.manual_regions``) runs as one ``jax.shard_map`` in place of its flattened ops
 (:mod:`planner.engines.jax_regions`), as soon as its inputs are computed.
 
 JAX is imported here, on the first call, with the host devices the mesh needs (:mod:`planner.engines.jax_env`).
