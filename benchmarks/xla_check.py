@@ -87,7 +87,7 @@ def differences(d: dict) -> list[str]:
             out.append(f"{kind}: plan {k['predicted_count']} ({k['predicted_bytes_per_device']:,} B), "
                        f"XLA {k['xla_count']} ({k['xla_bytes_per_device']:,} B)")
     sliced = [c for c in d["xla_collectives"] if c["kind"] == "all-reduce" and c["sliced_after"]]
-    if sliced:
+    if sliced and d.get("lowering") == "constraints":
         out.append(f"{len(sliced)} XLA all-reduce(s) ({sum(c['bytes_per_device'] for c in sliced):,} B) dynamic-sliced "
                    "by their reader: reduce-scatters not formed (" +
                    "; ".join(sorted({c['op_name'].split('/', 1)[-1] for c in sliced})) + ")")

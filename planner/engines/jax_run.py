@@ -127,7 +127,7 @@ class JaxRunResult:
                 lines.append(f"{kind}: XLA {k['xla_count']} ({k['xla_bytes_per_device']:,} B), "
                              f"plan {k['predicted_count']} ({k['predicted_bytes_per_device']:,} B)")
         sliced = [c for c in self.xla if c.kind == "all-reduce" and c.sliced_after]
-        if sliced:
+        if sliced and self.lowering == "constraints":  # in a shard_map, a slice after a psum is the plan's
             lines.append(f"{len(sliced)} of XLA's all-reduces ({sum(c.bytes_per_device for c in sliced):,} B) are "
                          "dynamic-sliced by their reader: reduce-scatters XLA did not form (they move half)")
         ours = {c.kind for c in self.planned}
