@@ -215,7 +215,15 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         raise EngineError(f"unknown lowering {lowering!r}: use one of {', '.join(LOWERINGS)}")
     start = time.perf_counter()
     size = plan.mesh.size
-    estimate = check_run_memory(plan)  # before JAX starts: refuse what this machine cannot hold
+    uneven = uneven_layout(plan)
+    if uneven:
+        raise EngineError(f"{uneven}, and XLA shards only evenly (the plan pads): give the tensor a size the mesh "
+                          "axes divide, or plan on a mesh whose axes divide it (--mesh)")
+    why = lowering_problem(plan) if lowering != "constraints" else None
+    if lowering == "shard_map" and why:
+        raise EngineError(f"--lowering shard_map: {why}; run with --lowering constraints (or auto)")
+    used = "constraints" if lowering == "constraints" or why else "shard_map"
+    estimate = check_run_memory(plan, used)  # before JAX starts: refuse what this machine cannot hold
     jax = ensure_devices(size if devices is None else devices, size)
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -250,14 +258,6 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     cots = rounded(output_cotangents(graph, seed=seed)) if program.training else {}
 
     flags = requires_grad(graph)
-    uneven = uneven_layout(plan)
-    if uneven:
-        raise EngineError(f"{uneven}, and XLA shards only evenly (the plan pads): give the tensor a size the mesh "
-                          "axes divide, or plan on a mesh whose axes divide it (--mesh)")
-    why = lowering_problem(plan) if lowering != "constraints" else None
-    if lowering == "shard_map" and why:
-        raise EngineError(f"--lowering shard_map: {why}; run with --lowering constraints (or auto)")
-    used = "constraints" if lowering == "constraints" or why else "shard_map"
     if used == "shard_map":
         module = load_module(plan)
         mesh = module["make_mesh"](jax.devices()[:size])

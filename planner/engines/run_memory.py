@@ -12,8 +12,10 @@ buffers in the same memory):
   buffers (``compiled.memory_analysis()``: ``argument + output + temp``). Before compiling these are
   bounded by the plan's own memory per device (``plan.totals.memory_bytes_per_device``: every value the
   plan's program holds on a device, none freed, parameters with their gradients and Adam state) times
-  :data:`XLA_PLAN_FACTOR`, plus :data:`XLA_FULL_TENSORS` times the largest tensor's full size (where XLA
-  cannot go from one sharding to another it replicates the tensor first). On the configs here XLA's bytes
+  :data:`XLA_PLAN_FACTOR`, plus :data:`XLA_FULL_TENSORS` times the largest tensor's full size (with
+  constraints: where XLA cannot go from one sharding to another it replicates the tensor first); in one
+  ``shard_map`` of the plan's program XLA holds the program's values, so :data:`SHARD_MAP_PLAN_FACTOR` and
+  :data:`SHARD_MAP_FULL_TENSORS` bound it. On the configs here XLA's bytes
   per device are 0.06 to 1.4 times the plan's figure (``benchmarks/run_memory/README.md``);
 * **the single-device reference** (:func:`graphs.evaluate.run_reference`,
   :func:`graphs.gradients.reference_gradients`): floats in float64. :func:`reference_peak_bytes` replays
@@ -48,10 +50,14 @@ from planner.limits import check_run_bytes, format_bytes
 RUNTIME_BYTES = 384 * 2**20
 #: XLA's compilation, per op of the graph and per pass (forward; backward with training).
 COMPILE_BYTES_PER_OP = 2**20
-#: XLA's bytes per device are at most this many times the plan's memory per device ...
+#: With constraints, XLA's bytes per device are at most this many times the plan's memory per device ...
 XLA_PLAN_FACTOR = 2
 #: ... plus this many copies of the largest tensor, whole (a replicate-then-slice XLA falls back on).
 XLA_FULL_TENSORS = 2
+#: In one shard_map of the plan's program XLA holds the program's own values (the plan's memory counts each
+#: once, none freed), plus the largest tensor once for a collective's or fusion's scratch.
+SHARD_MAP_PLAN_FACTOR = 1
+SHARD_MAP_FULL_TENSORS = 1
 #: An op's ``reference`` or ``vjp`` allocates temporaries of at most this many times its largest array.
 TRANSIENT_FACTOR = 3
 #: Bytes of an element of the float64 reference.
@@ -182,8 +188,14 @@ def reference_peak_bytes(graph, training: bool) -> int:
     return max(peak, held)
 
 
-def estimate_run_memory(plan) -> RunMemory:
-    """An upper bound of the peak memory of ``run_on_jax(plan)``, from the plan alone (see the module docstring)."""
+def _factors(lowering: str) -> tuple[int, int]:
+    return ((SHARD_MAP_PLAN_FACTOR, SHARD_MAP_FULL_TENSORS) if lowering == "shard_map"
+            else (XLA_PLAN_FACTOR, XLA_FULL_TENSORS))
+
+
+def estimate_run_memory(plan, lowering: str = "constraints") -> RunMemory:
+    """An upper bound of the peak memory of ``run_on_jax(plan)`` under ``lowering`` (``shard_map`` or
+    ``constraints``), from the plan alone (see the module docstring)."""
     graph = plan.graph
     training = bool(plan.program.training)
     devices = plan.mesh.size
@@ -194,28 +206,30 @@ def estimate_run_memory(plan) -> RunMemory:
         sources += [graph.tensor(o) for o in dict.fromkeys(graph.outputs) if is_float(graph.tensor(o).dtype)]
     host = sum(t.numel * (REFERENCE_FLOAT_BYTES + dtype_itemsize(t.dtype)) for t in sources)
     largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
-    per_device = XLA_PLAN_FACTOR * int(plan.totals.memory_bytes_per_device) + XLA_FULL_TENSORS * largest
+    factor, copies = _factors(lowering)
+    per_device = factor * int(plan.totals.memory_bytes_per_device) + copies * largest
     on_host = xla_on_host()
     return RunMemory(runtime=runtime, host_data=host, xla=devices * per_device if on_host else 0,
                      reference=reference_peak_bytes(graph, training), devices=devices, on_host=on_host)
 
 
-def check_run_memory(plan) -> RunMemory:
+def check_run_memory(plan, lowering: str = "constraints") -> RunMemory:
     """:func:`estimate_run_memory`, or :class:`~planner.errors.LimitError` (exit 2) naming it when it exceeds
     the machine's memory (:func:`planner.limits.check_run_bytes`)."""
-    estimate = estimate_run_memory(plan)
+    estimate = estimate_run_memory(plan, lowering)
     what = "training" if plan.program.training else "running"
     check_run_bytes(estimate.total, f"{what} model {quote(plan.graph.name)} on JAX ({estimate.text()})",
-                    _hint(plan, estimate))
+                    _hint(plan, estimate, lowering))
     return estimate
 
 
-def _hint(plan, estimate: RunMemory) -> str:
+def _hint(plan, estimate: RunMemory, lowering: str) -> str:
     """:data:`HINT`, with the per-device budget under which the estimate would fit this machine where there is one."""
     graph = plan.graph
     largest = max((t.numel * dtype_itemsize(t.dtype) for t in graph.tensors.values()), default=0)
     room = limits.machine_memory_bytes() - estimate.runtime - estimate.host_data - estimate.reference
-    budget = (room // estimate.devices - XLA_FULL_TENSORS * largest) // XLA_PLAN_FACTOR
+    factor, copies = _factors(lowering)
+    budget = (room // estimate.devices - copies * largest) // factor
     if budget < 2**20 or not estimate.on_host:
         return HINT
     budget = 2 ** (budget.bit_length() - 1)  # a round figure below it

@@ -87,9 +87,9 @@ from planner.api import plan
 from planner.engines.jax_run import run_on_jax
 from planner.engines.run_memory import estimate_run_memory
 p = plan(sys.argv[1], training=sys.argv[2] == "training")
-estimate = estimate_run_memory(p).total
 r = run_on_jax(p, lowering=sys.argv[3])
 peak = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM"))
+estimate = estimate_run_memory(p, r.lowering).total  # the bound of the lowering the run used
 print(json.dumps({"ok": r.ok, "peak": peak, "estimate": estimate}))
 """
 
