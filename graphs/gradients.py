@@ -96,6 +96,39 @@ def _float_dtype(graph: ComputationGraph, values: Mapping[str, np.ndarray]) -> n
     return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
 
 
+def backward_schedule(graph: ComputationGraph, seeds) -> tuple[dict[int, tuple[int, ...]], dict[str, int], dict[str, int]]:
+    """How the reference's backward walks ``graph`` from cotangents seeded at ``seeds`` (tensor names):
+    ``(backward, residual_until, last_read)`` where ``backward`` maps the index of each op whose VJP runs to the
+    operands it differentiates, ``residual_until`` each forward value a VJP reads to the smallest index of such
+    an op (it is kept until then), and ``last_read`` each tensor to the index of its last forward reader.
+    :func:`reference_gradients` frees values by it, and ``planner.engines.run_memory`` replays it on byte counts."""
+    flags = requires_grad(graph)
+    ops = graph.ops
+    # which results a cotangent reaches, walking back from the seeds through differentiable operands
+    live = {name for name in seeds if flags[name]}
+    backward: dict[int, tuple[int, ...]] = {}
+    for k in range(len(ops) - 1, -1, -1):
+        op = ops[k]
+        if op.output in live:
+            wrt = tuple(i for i, t in enumerate(op.inputs) if flags[t])
+            if wrt:
+                backward[k] = wrt
+                live.update(op.inputs[i] for i in wrt)
+    residual_until: dict[str, int] = {}
+    for k, wrt in backward.items():
+        opdef = get_op(ops[k].op)
+        read = [ops[k].inputs[i] for i in opdef.vjp_inputs(wrt, len(ops[k].inputs))]
+        if opdef.vjp_reads_result:
+            read.append(ops[k].output)
+        for t in read:
+            residual_until[t] = min(k, residual_until.get(t, k))
+    last_read: dict[str, int] = {}
+    for k, op in enumerate(ops):
+        for t in op.inputs:
+            last_read[t] = k
+    return backward, residual_until, last_read
+
+
 def reference_gradients(
     graph: ComputationGraph,
     feeds: Mapping[str, np.ndarray],
@@ -127,29 +160,7 @@ def reference_gradients(
 
     flags = requires_grad(graph)
     ops = graph.ops
-    # which results a cotangent reaches, walking back from the seeds through differentiable operands
-    live = {name for name in seeds if flags[name]}
-    backward: dict[int, tuple[int, ...]] = {}  # op index -> wrt, for the ops whose VJP runs
-    for k in range(len(ops) - 1, -1, -1):
-        op = ops[k]
-        if op.output in live:
-            wrt = tuple(i for i, t in enumerate(op.inputs) if flags[t])
-            if wrt:
-                backward[k] = wrt
-                live.update(op.inputs[i] for i in wrt)
-    # residuals: tensor -> the smallest index of a running VJP that reads its value
-    residual_until: dict[str, int] = {}
-    for k in backward:
-        opdef = get_op(ops[k].op)
-        read = [ops[k].inputs[i] for i in opdef.vjp_inputs(backward[k], len(ops[k].inputs))]
-        if opdef.vjp_reads_result:
-            read.append(ops[k].output)
-        for t in read:
-            residual_until[t] = min(k, residual_until.get(t, k))
-    last_read: dict[str, int] = {}
-    for k, op in enumerate(ops):
-        for t in op.inputs:
-            last_read[t] = k
+    backward, residual_until, last_read = backward_schedule(graph, seeds)
     keep = set(residual_until) | set(graph.outputs)
 
     # -- forward ------------------------------------------------------------------------

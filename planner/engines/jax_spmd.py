@@ -458,34 +458,32 @@ def _write_custom(w: _Writer, ins: Redistribute, back: Redistribute, x: str, tar
     """A forward redistribution whose backward in the plan is cheaper than JAX's transpose of its steps (the
     engine re-plans the cotangent's way home: :func:`planner.redistribution.transpose.transpose_plan`): a
     ``custom_vjp`` (:func:`redistributed`) whose forward is the plan's steps and whose backward the plan's."""
-    names = w.names
-    outer = w.indent
     forth, backward = w.fresh(f"{target}_forward"), w.fresh(f"{target}_backward")
-    w.emit(f"def {forth}(v):", f"{ins.tensor} {where}: the plan's steps")
-    w.indent = outer + "    "
-    for step in ins.plan.steps:
-        comment = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
-                   f"{type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
-        _write_step(w, "v", step, ins.plan.shape, False, "v", comment)
     pending = _pending_of(w.plan.program, ins)
-    if pending:
-        axes = list(names.atoms(pending))
-        w.emit(f"v = {w.collective('pbroadcast')}(jax, v, {_attrs({'axes': axes})})",
-               f"pbroadcast over {', '.join(axes)} for its readers")
-    w.emit("return v")
-    w.indent = outer
-    w.emit("")
-    w.emit(f"def {backward}(c):", f"the plan's backward of {ins.tensor}: {back.bytes_per_device:,} B per device")
-    w.indent = outer + "    "
-    for step in back.plan.steps:
-        comment = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
-                   f"{type_text(back.plan.dtype, back.plan.shape, step.after)}")
-        _write_step(w, "c", step, back.plan.shape, False, "c", comment)
-    w.emit("return c")
-    w.indent = outer
-    w.emit("")
+    axes = list(w.names.atoms(pending))
+    cast = [(f"v = {w.collective('pbroadcast')}(jax, v, {_attrs({'axes': axes})})",
+             f"pbroadcast over {', '.join(axes)} for its readers")] if pending else []
+    _write_steps_function(w, forth, "v", ins.plan, f"{ins.tensor} {where}: the plan's steps", cast)
+    _write_steps_function(w, backward, "c", back.plan,
+                          f"the plan's backward of {ins.tensor}: {back.bytes_per_device:,} B per device", [])
     w.emit(f"{target} = {w.function('redistributed', redistributed)}(jax, {forth}, {backward})({x})",
            f"{ins.tensor} {where}, backward as the plan's")
+
+
+def _write_steps_function(w: _Writer, name: str, arg: str, plan, comment: str, tail: list) -> None:
+    """A nested ``def name(arg)`` applying the steps of redistribution plan ``plan`` (then the ``tail`` lines)."""
+    outer = w.indent
+    w.emit(f"def {name}({arg}):", comment)
+    w.indent = outer + "    "
+    for step in plan.steps:
+        note = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
+                f"{type_text(plan.dtype, plan.shape, step.after)}")
+        _write_step(w, arg, step, plan.shape, False, arg, note)
+    for line, note in tail:
+        w.emit(line, note)
+    w.emit(f"return {arg}")
+    w.indent = outer
+    w.emit("")
 
 
 def _pending_of(program: Program, ins: Redistribute) -> frozenset:
@@ -621,7 +619,7 @@ def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
             '"""', "", "import jax", "import jax.numpy as jnp", "import numpy as np", "from jax import lax",
             "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P", "",
             f"MESH_AXES = {_literal(names.axis_names)}"
-            + (f"  # split where the plan uses sub-axes: " + "; ".join(f"{a} = {' x '.join(v)}" for a, v in split.items())
+            + ("  # split where the plan uses sub-axes: " + "; ".join(f"{a} = {' x '.join(v)}" for a, v in split.items())
                if split else ""),
             f"MESH_SHAPE = {_literal(tuple(names.sizes[a] for a in names.axis_names))}",
             f"DEVICE_IDS = {_literal(tuple(int(d) for d in names.split.devices))}  # device at each mesh position",

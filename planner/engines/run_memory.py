@@ -40,8 +40,7 @@ import os
 from dataclasses import dataclass
 
 from graphs.dtypes import dtype_itemsize, is_float
-from graphs.gradients import requires_grad
-from graphs.ops.registry import get_op
+from graphs.gradients import backward_schedule
 from planner.errors import quote
 from planner import limits
 from planner.limits import check_run_bytes, format_bytes
@@ -122,29 +121,9 @@ def reference_peak_bytes(graph, training: bool) -> int:
     def transient(op) -> int:
         return TRANSIENT_FACTOR * max([size[op.output], *(size[t] for t in op.inputs)])
 
-    backward: dict[int, tuple[int, ...]] = {}
-    residual_until: dict[str, int] = {}
-    if training:
-        flags = requires_grad(graph)
-        live = {o for o in outputs if is_float(graph.tensor(o).dtype) and flags[o]}
-        for k in range(len(ops) - 1, -1, -1):
-            op = ops[k]
-            if op.output in live:
-                wrt = tuple(i for i, t in enumerate(op.inputs) if flags[t])
-                if wrt:
-                    backward[k] = wrt
-                    live.update(op.inputs[i] for i in wrt)
-        for k, wrt in backward.items():
-            opdef = get_op(ops[k].op)
-            read = [ops[k].inputs[i] for i in opdef.vjp_inputs(wrt, len(ops[k].inputs))]
-            if opdef.vjp_reads_result:
-                read.append(ops[k].output)
-            for t in read:
-                residual_until[t] = min(k, residual_until.get(t, k))
-    last_read: dict[str, int] = {}
-    for k, op in enumerate(ops):
-        for t in op.inputs:
-            last_read[t] = k
+    # the seeds: the float outputs (output_cotangents seeds every one of them)
+    seeds = [o for o in outputs if is_float(graph.tensor(o).dtype)] if training else []
+    backward, residual_until, last_read = backward_schedule(graph, seeds)
     keep = set(residual_until) | outputs
 
     values = {name for name, t in graph.tensors.items() if t.kind != "activation"}
