@@ -63,10 +63,11 @@ def traced(folder: Path) -> list[Path]:
 def summary(rows, searches, modes) -> str:
     """The detail rows as one line per config: XLA/plan per (search, mode)."""
     cells: dict[str, dict] = {}
-    for name, search, mode, ok, *rest in rows:
-        ratio = rest[2] if ok in ("yes", "NO") else ok
-        if ok in ("yes", "NO") and ratio == "-":
-            ratio = "none" if rest[1] == "0" else "-"
+    for name, search, mode, ok, _lowering, predicted, _xla, ratio, *_ in rows:
+        if ok not in ("yes", "NO"):
+            ratio = ok
+        elif ratio == "-":
+            ratio = "none" if predicted == "0" else "-"
         cells.setdefault(name, {})[(search, mode)] = ratio + ("" if ok != "NO" else " (mismatch)")
     header = ["config"] + [f"{s} {'fwd' if m == 'forward' else 'train'}" for s in searches for m in modes]
     table = [header] + [[name] + [c.get((s, m), "") for s in searches for m in modes] for name, c in cells.items()]
