@@ -221,6 +221,7 @@ class _Writer:
         self.values: dict[tuple[str, TensorSharding], str] = {}
         self.casts: dict[tuple, str] = {}
         self.indent = "    "
+        self.backward = [r for r in plan.program.redistributions() if r.phase != "forward"]
 
     def fresh(self, base: str) -> str:
         name = _identifier(base)
@@ -403,8 +404,19 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
             key = (t, s.operands[k], axes)
             if key not in w.casts:
                 w.casts[key] = w.fresh(f"{x}_v")
-                w.emit(f"{w.casts[key]} = {w.collective('pbroadcast')}(jax, {x}, {_attrs({'axes': list(axes)})})",
-                       f"pbroadcast {t} over {', '.join(axes)}")
+                back = _direct_backward(w, t, s.operands[k], op.name)
+                cast = (f"{w.collective('pbroadcast')}(jax, @, {_attrs({'axes': list(axes)})})",
+                        f"pbroadcast {t} over {', '.join(axes)}")
+                if back is not None and _communication(back.plan.steps, names) != [("AllReduce", tuple(sorted(axes)))]:
+                    forth, backward = w.fresh(f"{w.casts[key]}_forward"), w.fresh(f"{w.casts[key]}_backward")
+                    _write_steps_function(w, forth, "v", (), f"{t} for its readers", [(f"v = {cast[0].replace('@', 'v', 1)}",
+                                                                                      cast[1])])
+                    _write_steps_function(w, backward, "c", back.plan,
+                                          f"the plan's backward of {t}: {back.bytes_per_device:,} B per device", [])
+                    w.emit(f"{w.casts[key]} = {w.function('redistributed', redistributed)}(jax, {forth}, "
+                           f"{backward})({x})", f"{cast[1]}, its cotangents summed as the plan does")
+                else:
+                    w.emit(f"{w.casts[key]} = {cast[0].replace('@', x, 1)}", cast[1])
             x = w.casts[key]
         args.append(x)
     target = w.fresh(op.output)
@@ -471,11 +483,12 @@ def _write_custom(w: _Writer, ins: Redistribute, back: Redistribute, x: str, tar
 
 
 def _write_steps_function(w: _Writer, name: str, arg: str, plan, comment: str, tail: list) -> None:
-    """A nested ``def name(arg)`` applying the steps of redistribution plan ``plan`` (then the ``tail`` lines)."""
+    """A nested ``def name(arg)`` applying the steps of redistribution plan ``plan`` (none: ``()``), then the
+    ``tail`` lines."""
     outer = w.indent
     w.emit(f"def {name}({arg}):", comment)
     w.indent = outer + "    "
-    for step in plan.steps:
+    for step in getattr(plan, "steps", ()):
         note = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
                 f"{type_text(plan.dtype, plan.shape, step.after)}")
         _write_step(w, arg, step, plan.shape, False, arg, note)
@@ -484,6 +497,18 @@ def _write_steps_function(w: _Writer, name: str, arg: str, plan, comment: str, t
     w.emit(f"return {arg}")
     w.indent = outer
     w.emit("")
+
+
+def _direct_backward(w: _Writer, t: str, layout: TensorSharding, reader: str) -> Redistribute | None:
+    """The plan's backward (or gradient) redistribution of the cotangent ``reader`` sends to ``t``, read as it lies
+    (``layout``, no forward redistribution): the psum of its pbroadcast, which the engine may route more cheaply
+    (slicing over a free axis first, reducing the half, gathering it back)."""
+    home = cotangent_layout(layout)
+    for r in w.backward:
+        if r.tensor == t and reader in r.readers and r.plan.destination == home \
+                and r.plan.source.with_unreduced(()) == home:
+            return r
+    return None
 
 
 def _pending_of(program: Program, ins: Redistribute) -> frozenset:
@@ -542,7 +567,7 @@ def _program(plan, names: MeshNames) -> _Writer:
     for ins in program.instructions:
         if isinstance(ins, Load):
             w.values[(ins.tensor, ins.layout)] = w.fresh(ins.tensor)
-    backward = [r for r in program.redistributions() if r.phase != "forward"]
+    backward = w.backward
     for n, ins in enumerate(program.instructions):
         if isinstance(ins, Redistribute) and ins.phase == "forward":
             x = w.value(ins.tensor, ins.source)
