@@ -195,7 +195,8 @@ class MeshNames:
         return [None if not n else n[0] if len(n) == 1 else n for n in (self.of(d.axes) for d in layout.dims)]
 
     def atoms(self, atoms: frozenset) -> tuple[str, ...]:
-        """The split axes that make up the axis pieces ``atoms`` (of :func:`~planner.partitioning.typecheck.variance`)."""
+        """The split axes that make up the axis pieces ``atoms`` (of
+        :func:`~planner.partitioning.typecheck.variance`)."""
         return tuple(n for name, ps in self.pieces.items() for lo, hi, n in ps
                      if any(a.axis == name and lo <= a.lo and a.hi <= hi for a in atoms))
 
@@ -222,6 +223,7 @@ class _Writer:
         self.casts: dict[tuple, str] = {}
         self.indent = "    "
         self.backward = [r for r in plan.program.redistributions() if r.phase != "forward"]
+        self.redistributed: set[tuple[str, TensorSharding]] = set()  # values a forward redistribution made
 
     def fresh(self, base: str) -> str:
         name = _identifier(base)
@@ -321,7 +323,8 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
         before, after = step.before, step.after
         fresh = [a for a in after.unreduced if a not in before.unreduced]
         if fresh:
-            w.emit(f"{target} = {w.function('keep_share', keep_share)}(jax, {x}, {_attrs({'axes': list(names.of(fresh))})})",
+            attrs = {"axes": list(names.of(fresh))}
+            w.emit(f"{target} = {w.function('keep_share', keep_share)}(jax, {x}, {_attrs(attrs)})",
                    comment)
             x, comment = target, ""
         varying = set(names.atoms(variance(before)))
@@ -404,13 +407,14 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
             key = (t, s.operands[k], axes)
             if key not in w.casts:
                 w.casts[key] = w.fresh(f"{x}_v")
-                back = _direct_backward(w, t, s.operands[k], op.name)
+                read_as_it_lies = (t, s.operands[k]) not in w.redistributed
+                back = _direct_backward(w, t, s.operands[k], op.name) if read_as_it_lies else None
                 cast = (f"{w.collective('pbroadcast')}(jax, @, {_attrs({'axes': list(axes)})})",
                         f"pbroadcast {t} over {', '.join(axes)}")
                 if back is not None and _communication(back.plan.steps, names) != [("AllReduce", tuple(sorted(axes)))]:
                     forth, backward = w.fresh(f"{w.casts[key]}_forward"), w.fresh(f"{w.casts[key]}_backward")
-                    _write_steps_function(w, forth, "v", (), f"{t} for its readers", [(f"v = {cast[0].replace('@', 'v', 1)}",
-                                                                                      cast[1])])
+                    tail = [(f"v = {cast[0].replace('@', 'v', 1)}", cast[1])]
+                    _write_steps_function(w, forth, "v", (), f"{t} for its readers", tail)
                     _write_steps_function(w, backward, "c", back.plan,
                                           f"the plan's backward of {t}: {back.bytes_per_device:,} B per device", [])
                     w.emit(f"{w.casts[key]} = {w.function('redistributed', redistributed)}(jax, {forth}, "
@@ -581,6 +585,7 @@ def _program(plan, names: MeshNames) -> _Writer:
             else:
                 _write_redistribution(w, ins, x, target, where, fused, position, hoisted)
             w.values[(ins.tensor, ins.destination)] = target
+            w.redistributed.add((ins.tensor, ins.destination))
         elif isinstance(ins, Compute):
             _write_compute(w, ins)
     returned = []
@@ -644,8 +649,8 @@ def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
             '"""', "", "import jax", "import jax.numpy as jnp", "import numpy as np", "from jax import lax",
             "from jax.sharding import Mesh, NamedSharding, PartitionSpec as P", "",
             f"MESH_AXES = {_literal(names.axis_names)}"
-            + ("  # split where the plan uses sub-axes: " + "; ".join(f"{a} = {' x '.join(v)}" for a, v in split.items())
-               if split else ""),
+            + ("  # split where the plan uses sub-axes: "
+               + "; ".join(f"{a} = {' x '.join(v)}" for a, v in split.items()) if split else ""),
             f"MESH_SHAPE = {_literal(tuple(names.sizes[a] for a in names.axis_names))}",
             f"DEVICE_IDS = {_literal(tuple(int(d) for d in names.split.devices))}  # device at each mesh position",
             "", "# every argument of program(): its global shape, JAX dtype and PartitionSpec"]
@@ -656,8 +661,8 @@ def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
     out.append("}")
     out.append(f"ARGUMENTS = {_literal(tuple(i.tensor for i in loads))}  # program()'s parameters, in order")
     out.append(f"TRAINED = {_literal(trained)}  # the parameters step() differentiates")
-    out.append("# every output and where the program leaves it; PENDING: outputs left as a pending sum over those axes,")
-    out.append("# stacked along a new leading dimension (one partial per group: add them up to read the value)")
+    out.append("# every output and where the program leaves it; PENDING: outputs left as a pending sum over those")
+    out.append("# axes, stacked along a new leading dimension (one partial per group: add them up to read the value)")
     out.append("OUTPUTS = {")
     for o, lay in program.outputs.items():
         spec = names.spec_entries(lay)
