@@ -72,7 +72,7 @@ module keeps a list of op names:
   :meth:`OpDef.vjp_inputs` names).
 - ``jax_local_form(jnp, lax, arrays, attrs, ctx)``: the same local instance in ``jax.numpy``, run
   inside one ``shard_map`` (:mod:`planner.engines.jax_spmd`), for the ops with a ``local_reference``;
-  ``ctx`` (:class:`~planner.engines.jax_spmd.JaxLocalContext`) gives each block's global and local
+  ``ctx`` (:class:`~planner.engines.jax_spmd.Local`) gives each block's global and local
   shape (operands, then the result) and ``start(which, dim)``, traced from ``axis_index``. Its
   backward is ``jax.vjp``'s.
 

@@ -267,10 +267,10 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         others = {n: x for n, x in placed.items() if n not in params}
         step = module["raw_step"](mesh)
         args = (params, others)
-        if program.training:
-            delivered = {o: NamedSharding(mesh, spec) for o, spec in module["OUTPUTS"].items()}
-            args += ({n: jax.device_put(_stacked(jnp, c, program.outputs[n], delivered[n]), delivered[n])
-                      for n, c in cots.items()},)
+        pending = {o: int(np.prod([mesh.shape[a] for a in axes])) for o, axes in module["PENDING"].items()}
+        if program.training:  # a pending output's cotangent once per stacked partial
+            args += ({n: jax.device_put(np.broadcast_to(c, (pending[n], *c.shape)) if n in pending else c,
+                                        NamedSharding(mesh, module["OUTPUTS"][n])) for n, c in cots.items()},)
     else:
         step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank)
     compiled = (step if used == "shard_map" else jax.jit(step)).lower(*args).compile()
@@ -281,7 +281,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     # on the host, and every device buffer dropped before the reference runs
     outs, grads = ({n: np.asarray(x) for n, x in d.items()} for d in (outs, grads))
     if used == "shard_map":
-        outs = {o: _add_partials(v, program.outputs[o]) for o, v in outs.items()}
+        outs = {o: _add_partials(v) if o in pending else v for o, v in outs.items()}
     del compiled, step, args
     placed = params = others = None  # noqa: F841 (the shard_map lowering's device arrays)
     ref_feeds, ref_cots = _reference_data(graph, feeds), _reference_data(graph, cots)
@@ -312,23 +312,9 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     )
 
 
-def _add_partials(value, layout) -> np.ndarray:
-    """An output as the plan delivers it, on the host: a pending sum's stacked partials added up (in float64)."""
-    value = np.asarray(value)
-    if not layout.unreduced:
-        return value
+def _add_partials(value: np.ndarray) -> np.ndarray:
+    """A pending output as the plan delivers it, on the host: its stacked partials added up (floats in float64)."""
     return value.astype(np.float64).sum(axis=0) if value.dtype.kind == "f" else value.sum(axis=0)
-
-
-def _stacked(jnp, value, layout, sharding):
-    """An output's cotangent as :func:`~planner.engines.jax_spmd.output_spec` delivers the output: once per
-    stacked partial of a pending sum."""
-    if not layout.unreduced:
-        return value
-    n = sharding.mesh.shape
-    count = int(np.prod([n[a] for a in (sharding.spec[0] if isinstance(sharding.spec[0], tuple)
-                                        else (sharding.spec[0],))]))
-    return jnp.broadcast_to(value[None], (count, *value.shape))
 
 
 def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank):

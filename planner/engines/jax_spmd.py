@@ -306,11 +306,13 @@ def _casts(program: Program) -> dict[int, tuple[frozenset, int, frozenset]]:
                 pending = pending - gathered
             if not pending:
                 break
-            position = i - 1 if (i > 1 or size[0] <= size[1]) else 1
-            if i == 1 or size[i - 1] > size[i] or pending & variance(layouts[i - 1]):
-                if i > 1 and (size[i - 1] > size[i] or pending & variance(layouts[i - 1])):
-                    position = i
+            if i == 1:  # summed on the last hop home: at the source, or after a first step that shrinks the buffer
+                position = 0 if size[0] <= size[1] else 1
                 break
+            if size[i - 1] > size[i] or pending & variance(layouts[i - 1]):
+                position = i  # summed before a hop that grows the buffer (or uses the axes)
+                break
+            position = i - 1  # carried one hop further back
         out[n] = (frozenset(fused), position if pending else len(steps), pending)
     return out
 

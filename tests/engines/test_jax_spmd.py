@@ -1,4 +1,4 @@
-"""The plan's program as one ``jax.shard_map`` (issue 30): XLA runs exactly the plan's collectives.
+"""The plan's program as one ``jax.shard_map``: XLA runs exactly the plan's collectives.
 
 Generating the module needs no JAX; running it does, in subprocesses with 8 host devices (this process may
 already hold JAX with one device). Expected bytes are the plan's own (``Program.comm_bytes_per_device``), so a

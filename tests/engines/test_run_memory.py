@@ -1,4 +1,4 @@
-"""``shardplan run``'s memory (issue 30, point 3): estimated from the plan before JAX starts, a run this machine
+"""``shardplan run``'s memory: estimated from the plan before JAX starts, a run this machine
 cannot hold refused with exit 2 naming the estimate, and the estimate an upper bound of what a run holds."""
 
 import json

@@ -120,7 +120,7 @@ def test_the_exec_d_source_of_each_jax_form_computes_what_the_form_computes(jax_
 
 
 class _OneDeviceContext:
-    """A ``JaxLocalContext`` of one device: every block is the whole tensor and starts at 0."""
+    """A ``planner.engines.jax_spmd.Local`` of one device: every block is the whole tensor and starts at 0."""
 
     def __init__(self, jnp, shapes):
         self._jnp = jnp
