@@ -20,12 +20,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run the plan on JAX/XLA, compare with the numpy reference and XLA's collectives with the plan's",
-        description="Plan the model, build it in jax.numpy on a mesh of N devices with every tensor constrained to "
-        "its planned sharding, jit and run it, and compare the outputs (and with --training the jax.grad "
-        "gradients) with the numpy reference; then list the compiled program's collectives beside the plan's, "
-        "bytes per device by the plan's convention. On a CPU-only machine --devices N sets "
-        "XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. Needs the jax extra "
-        '(pip install -e ".[jax]").',
+        description="Plan the model, give it to XLA (by default as one jax.shard_map of the plan's per-device "
+        "program, whose collectives are the plan's: --lowering), jit and run it on a mesh of N devices, and compare "
+        "the outputs (and with --training the gradients) with the numpy reference; then list the compiled program's "
+        "collectives beside the plan's, bytes per device by the plan's convention. On a CPU-only machine --devices N "
+        "sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. A run the machine's memory cannot "
+        'hold is refused before JAX starts. Needs the jax extra (pip install -e ".[jax]").',
     )
     p.add_argument("model", help="model YAML file")
     p.add_argument("--engine", choices=ENGINES, default="jax", help="the engine to run on (default jax)")
