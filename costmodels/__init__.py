@@ -25,9 +25,10 @@ from costmodels.collectives import (
     collective_permute_cost,
     reduce_scatter_cost,
 )
-from costmodels.compute import compute_time_s
+from costmodels.compute import best_rate_flops, compute_time_s, op_time_s
 from costmodels.loader import ClusterSpec, load_cluster
 from costmodels.memory import OPTIMIZER_STATE_BYTES_PER_ELEMENT, activation_bytes, fits_in_memory, parameter_bytes
+from costmodels.roofline import Roofline
 from costmodels.presets import DEFAULT_PRESET, preset_names, preset_path
 from costmodels.units import format_bytes, format_quantity, format_seconds, parse_quantity
 
@@ -36,6 +37,7 @@ __all__ = [
     "NO_COST",
     "OPTIMIZER_STATE_BYTES_PER_ELEMENT",
     "RING",
+    "Roofline",
     "Cluster",
     "ClusterSpec",
     "CollectiveCost",
@@ -45,6 +47,7 @@ __all__ = [
     "all_gather_cost",
     "all_reduce_cost",
     "all_to_all_cost",
+    "best_rate_flops",
     "chunk_bytes",
     "collective_permute_cost",
     "compute_time_s",
@@ -54,6 +57,7 @@ __all__ = [
     "format_seconds",
     "group_spans_nodes",
     "load_cluster",
+    "op_time_s",
     "parameter_bytes",
     "parse_quantity",
     "preset_names",

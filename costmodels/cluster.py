@@ -1,11 +1,14 @@
-"""Clusters: device peak, device memory, and which link a collective over some mesh axes uses.
+"""Clusters: device peak and roofline, device memory, and which link a collective over some mesh axes uses.
 
 A :class:`Cluster` describes identical devices grouped into nodes of
 ``devices_per_node`` (device ``d`` is in node ``d // devices_per_node``), an
 ``intra_node`` link (NVLink) and an ``inter_node`` link (InfiniBand), each with an
 alpha–beta pair: latency ``latency_s`` and per-device bandwidth
 ``bandwidth_bytes_per_s`` in each direction. Optional ``axis_links`` override the
-link of a mesh axis by name.
+link of a mesh axis by name. ``roofline`` (:class:`~costmodels.roofline.Roofline`)
+holds what ops compute at beside ``device_peak_flops``: per-dtype peaks, the vector
+rate, memory bandwidth, kernel overhead and the matmul efficiency curve; its default
+prices FLOPs at 100% of ``device_peak_flops`` and nothing else.
 
 :meth:`Cluster.link_for` picks the link of a collective over a set of mesh axes:
 
@@ -39,6 +42,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from costmodels.roofline import Roofline
 from costmodels.units import format_quantity
 from planner.caches import memoize
 from planner.errors import ClusterError, CostModelError, ShardingError, quote
@@ -124,6 +128,7 @@ class Cluster:
     intra_node: Link
     inter_node: Link
     axis_links: tuple[tuple[str, Link], ...] = ()
+    roofline: Roofline = Roofline()
     _overrides: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self):
@@ -140,6 +145,8 @@ class Cluster:
         for name in ("intra_node", "inter_node"):
             if not isinstance(getattr(self, name), Link):
                 raise ClusterError(f"{owner}: {name} must be a Link, got {quote(getattr(self, name))}")
+        if not isinstance(self.roofline, Roofline):
+            raise ClusterError(f"{owner}: roofline must be a Roofline, got {quote(self.roofline)}")
         pairs = self.axis_links.items() if isinstance(self.axis_links, Mapping) else self.axis_links
         overrides: dict[str, Link] = {}
         for axis, link in pairs:
@@ -179,6 +186,8 @@ class Cluster:
         )
         for axis, link in self.axis_links:
             text += f'; axis "{axis}" {link}'
+        if not self.roofline.is_default:
+            text += f"; {self.roofline}"
         return text
 
 

@@ -11,6 +11,11 @@ The format (``docs/clusters.md`` has the full description)::
     inter_node: {bandwidth_bytes_per_s: 50GB/s, latency_s: 10us}
     axes:                            # optional: the link of a mesh axis, by axis name
       pp: {bandwidth_bytes_per_s: 25GB/s, latency_s: 20us}
+    peak_flops_by_dtype: {bf16: 989TFLOP/s, f32: 494TFLOP/s}   # optional compute keys
+    vector_flops: 67TFLOP/s                                    # (costmodels.roofline)
+    memory_bandwidth_bytes_per_s: 3.35TB/s                     # `inf`: unlimited
+    kernel_overhead_s: 3us
+    matmul_efficiency: [[1MFLOP, 0.05], [1GFLOP, 0.4], [1TFLOP, 0.8]]   # or one number
 
 Numbers are in the unit the key names; strings with units are accepted too
 (:mod:`costmodels.units`). With a ``preset``, every key is optional and a link may
@@ -41,6 +46,7 @@ import yaml
 
 from costmodels.cluster import Cluster, Link
 from costmodels.presets import DEFAULT_PRESET, preset_names, preset_path
+from costmodels.roofline import MATMUL_DTYPES, Roofline, curve_points
 from costmodels.units import parse_quantity
 from planner import safe_yaml
 from planner.errors import ClusterError, ShardplanError, quote
@@ -54,7 +60,9 @@ ClusterSpec = Union[None, str, "os.PathLike[str]", Mapping[str, Any], Cluster]
 _LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s", "overhead_s")
 _REQUIRED_LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s")
 _REQUIRED = ("device_peak_flops", "device_memory_bytes", "devices_per_node", "intra_node", "inter_node")
-_TOP_KEYS = ("name", "preset", *_REQUIRED, "axes")
+_ROOFLINE_KEYS = ("peak_flops_by_dtype", "vector_flops", "memory_bandwidth_bytes_per_s", "kernel_overhead_s",
+                  "matmul_efficiency")
+_TOP_KEYS = ("name", "preset", *_REQUIRED, "axes", *_ROOFLINE_KEYS)
 
 
 def load_cluster(
@@ -116,13 +124,20 @@ class _Source:
 
 
 def _line_of(text: str, keys: tuple[str, ...]) -> int | None:
-    """The 1-based line of the key path ``keys`` in YAML ``text`` (None if it is not there)."""
+    """The 1-based line of the key path ``keys`` in YAML ``text`` (None if it is not there);
+    an integer key is an index into a list."""
     try:
         node = safe_yaml.compose(text)
     except yaml.YAMLError:
         return None
     line = None
     for key in keys:
+        if isinstance(node, yaml.SequenceNode) and isinstance(key, int):
+            if not 0 <= key < len(node.value):
+                return line
+            node = node.value[key]
+            line = node.start_mark.line + 1
+            continue
         if not isinstance(node, yaml.MappingNode):
             return line
         for key_node, value_node in node.value:
@@ -180,6 +195,8 @@ def _merge(base: dict, over: dict) -> dict:
     for key, value in over.items():
         if key in ("intra_node", "inter_node"):
             out[key] = {**base.get(key, {}), **value}
+        elif key == "peak_flops_by_dtype":
+            out[key] = {**base.get(key, {}), **value}
         elif key == "axes":
             axes = dict(base.get("axes", {}))
             for axis, link in value.items():
@@ -215,6 +232,8 @@ def _parse(raw: Any, source: _Source) -> dict:
             values[key] = value
         elif key in ("intra_node", "inter_node"):
             values[key] = _parse_link(value, keys, source)
+        elif key in _ROOFLINE_KEYS:
+            values[key] = _parse_roofline_key(key, value, source)
         else:  # axes
             if not isinstance(value, Mapping):
                 raise source.error(keys, f"axes maps mesh axis names to links; got {_kind(value)}")
@@ -233,8 +252,45 @@ def _parse_link(raw: Any, keys: tuple[str, ...], source: _Source) -> dict:
     }
 
 
-def _quantity(value: Any, unit: str, keys: tuple[str, ...], source: _Source) -> float:
-    name = ".".join(map(str, keys))
+def _parse_roofline_key(key: str, value: Any, source: _Source) -> Any:
+    """One compute key (:mod:`costmodels.roofline`), checked where it is written."""
+    keys = (key,)
+    if key == "peak_flops_by_dtype":
+        if not isinstance(value, Mapping):
+            raise source.error(keys, f"peak_flops_by_dtype maps dtypes ({', '.join(MATMUL_DTYPES)}) to FLOP/s; "
+                                     f"got {_kind(value)}")
+        _check_keys(value, MATMUL_DTYPES, keys, source)
+        return {dtype: _quantity(rate, "FLOP/s", (key, dtype), source) for dtype, rate in value.items()}
+    if key == "vector_flops":
+        return _quantity(value, "FLOP/s", keys, source)
+    if key == "kernel_overhead_s":
+        return _quantity(value, "s", keys, source)
+    if key == "memory_bandwidth_bytes_per_s":
+        if value == "inf" or (isinstance(value, float) and value == math.inf):
+            return math.inf
+        return _quantity(value, "bytes/s", keys, source)
+    # matmul_efficiency: a number, or [flops, efficiency] points; each point checked on its own line
+    if isinstance(value, list):
+        points = []
+        for n, point in enumerate(value):
+            if not isinstance(point, list) or len(point) != 2:
+                raise source.error((key, n), f"matmul_efficiency: point {n + 1} is {quote(point)}; "
+                                             "a point is [flops, efficiency], e.g. [1GFLOP, 0.4]")
+            flops = _quantity(point[0], "FLOP", (key, n), source, f"matmul_efficiency: point {n + 1}'s flops")
+            points.append((flops, point[1]))
+            try:
+                curve_points(points)
+            except ClusterError as err:
+                raise source.error((key, n), err.message) from None
+        value = points
+    try:
+        return curve_points(value)
+    except ClusterError as err:
+        raise source.error(keys, err.message) from None
+
+
+def _quantity(value: Any, unit: str, keys: tuple[str, ...], source: _Source, name: str | None = None) -> float:
+    name = name or ".".join(map(str, keys))
     try:
         amount = parse_quantity(value, unit)
     except ValueError as err:
@@ -284,7 +340,16 @@ def _build(values: dict, source: _Source) -> Cluster:
         intra_node=make(values["intra_node"]),
         inter_node=make(values["inter_node"]),
         axis_links=tuple((axis, make(link)) for axis, link in values.get("axes", {}).items()),
+        roofline=_roofline(values, source),
     )
+
+
+def _roofline(values: dict, source: _Source) -> Roofline:
+    fields = {key: values[key] for key in _ROOFLINE_KEYS if key in values}
+    try:
+        return Roofline(**fields)
+    except ClusterError as err:  # the loader checked each key; what is left involves several
+        raise source.error((), err.message) from None
 
 
 def _kind(value: Any) -> str:

@@ -45,7 +45,7 @@ def preset_path(name: str) -> Path:
     >>> preset_path("nvlink")
     Traceback (most recent call last):
     ...
-    planner.errors.ClusterError: unknown cluster preset 'nvlink'; the presets are a100-node, default, ib-cluster, nvlink-node (or give the path of a cluster YAML file)
+    planner.errors.ClusterError: unknown cluster preset 'nvlink'; the presets are a100, a100-node, default, h100, h200, ib-cluster, nvlink-node, tpu-v4, tpu-v5p (or give the path of a cluster YAML file)
     """
     names = preset_names()
     if name not in names:

@@ -1,7 +1,7 @@
 """Human-readable quantities in cluster files: ``"450GB/s"``, ``"5us"``, ``"80GiB"``, ``"989TFLOP/s"``.
 
 Every quantity has one base unit, the one in the field's name: bytes/s, seconds,
-bytes, FLOP/s. A plain number (or a string holding only a number, which is how
+bytes, FLOP/s, FLOP. A plain number (or a string holding only a number, which is how
 PyYAML reads ``5e-6``) is taken in that base unit. Decimal prefixes ``k K M G T P``
 are powers of 1000; binary prefixes ``Ki Mi Gi Ti Pi`` (bytes and bytes/s only) are
 powers of 1024. ``B`` is a byte and ``b`` a bit, so ``"400Gb/s"`` is 50 GB/s.
@@ -16,6 +16,8 @@ powers of 1024. ``B`` is a byte and ``b`` a bit, so ``"400Gb/s"`` is 50 GB/s.
 85899345920.0
 >>> parse_quantity("989TFLOP/s", "FLOP/s")
 989000000000000.0
+>>> parse_quantity("1GFLOP", "FLOP")
+1000000000.0
 >>> format_quantity(450e9, "bytes/s"), format_quantity(3e-6, "s"), format_quantity(80 * 2**30, "bytes")
 ('450GB/s', '3us', '80GiB')
 """
@@ -52,6 +54,7 @@ _SUFFIXES = {
         "989TFLOP/s",
     ),
     "s": (tuple((name, factor, {"": 1}) for name, factor in _TIME.items()), "5us"),
+    "FLOP": (tuple((suffix, Fraction(1), _DECIMAL) for suffix in ("FLOP", "flop")), "1GFLOP"),
 }
 UNITS = tuple(_SUFFIXES)
 """The base units :func:`parse_quantity` understands."""

@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from graphs.axis_regions import AxisRegion, check_regions
+from graphs.dtypes import dtype_itemsize
 from graphs.manual_regions import ManualRegion, check_placement
 from graphs.meshes import check_same_devices
 from graphs.ops.common import shape_text
@@ -471,6 +472,25 @@ class ComputationGraph:
     def total_flops(self) -> int:
         """Forward FLOPs of the whole model (each family's convention, see :mod:`graphs.ops`)."""
         return sum(self.op_flops(op.name) for op in self.ops)
+
+    def op_bytes_accessed(self, name: str, in_shapes: Sequence[Sequence[int]] | None = None,
+                          out_shape: Sequence[int] | None = None) -> int:
+        """Bytes of device memory op ``name`` reads and writes (:attr:`OpDef.bytes_accessed`'s convention).
+
+        By default on the op's global shapes; ``in_shapes`` and ``out_shape`` give one
+        device's local instance instead (the dtypes stay the op's).
+        """
+        op = self.op(name)
+        if in_shapes is None:
+            in_shapes = [self.tensors[t].shape for t in op.inputs]
+        if out_shape is None:
+            out_shape = self.tensors[op.output].shape
+        itemsizes = [dtype_itemsize(self.tensors[t].dtype) for t in (*op.inputs, op.output)]
+        return get_op(op.op).bytes_accessed(in_shapes, out_shape, itemsizes, op.attrs_dict)
+
+    def total_bytes_accessed(self) -> int:
+        """Forward bytes accessed of the whole model, op by op (no reuse between ops)."""
+        return sum(self.op_bytes_accessed(op.name) for op in self.ops)
 
     def param_count(self) -> int:
         return sum(t.numel for t in self.tensors_of_kind("param"))

@@ -1,7 +1,7 @@
 """Annotation ops: identities that carry sharding intent (Shardy's ShardingConstraintOp and PropagationBarrierOp).
 
 Both take one operand of any shape and dtype and return it unchanged: no
-computation (**0 FLOPs**), the reference returns its operand (not a copy, like
+computation (**0 FLOPs**, and 0 bytes accessed: no kernel), the reference returns its operand (not a copy, like
 ``cast`` on float64 and ``reshape``), the VJP passes the cotangent through (fresh,
 or in the cotangent's own buffer through ``vjp_in_place``). Their sharding rule is
 the elementwise pass-through of :mod:`planner.rules.pointwise`. They are a module of
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.ops.opdef import OpDef, check_wrt
+from graphs.ops.opdef import OpDef, check_wrt, no_bytes_accessed
 from planner.errors import ModelError, did_you_mean, quote
 
 #: The values of ``propagation_barrier``'s ``allowed_direction``, the default first.
@@ -92,10 +92,12 @@ _TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=
 
 SHARDING_CONSTRAINT = OpDef("sharding_constraint", "annotation", 1, 1, (), _identity_infer, _zero_flops,
                             _identity_reference, vjp=_constraint_vjp, vjp_reads_inputs=False,
-                            vjp_in_place=_constraint_vjp_in_place, requires_out_sharding=True, **_TRAITS)
+                            vjp_in_place=_constraint_vjp_in_place, requires_out_sharding=True,
+                            bytes_accessed=no_bytes_accessed, **_TRAITS)
 PROPAGATION_BARRIER = OpDef("propagation_barrier", "annotation", 1, 1, (("allowed_direction", BARRIER_DIRECTIONS[0]),),
                             _barrier_infer, _zero_flops, _identity_reference, vjp=_barrier_vjp,
-                            vjp_reads_inputs=False, vjp_in_place=_barrier_vjp_in_place, **_TRAITS)
+                            vjp_reads_inputs=False, vjp_in_place=_barrier_vjp_in_place,
+                            bytes_accessed=no_bytes_accessed, **_TRAITS)
 
 
 def is_sharding_constraint(op: Any) -> bool:

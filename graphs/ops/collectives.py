@@ -31,8 +31,8 @@ the operand of device ``c``, ``y_c`` its result):
   destination gets zeros; VJP: ppermute with the pairs reversed.
 - ``axis_index`` (no operand): the int32 scalar ``c``; not differentiable.
 
-FLOP convention: 0 (their time is communication, costed by
-:mod:`costmodels.collectives`).
+FLOP convention: 0, and 0 bytes accessed (their time is communication, costed by
+:mod:`costmodels.collectives`; the boundary ops only re-type a value as blocks).
 
 ``manual_enter`` and ``manual_exit`` are the region's boundary, one per region
 input and output, made by the region builder (never written in a model):
@@ -60,7 +60,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from graphs.ops.common import check_int, normalize_axis, shape_text
-from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt, no_bytes_accessed
 from planner.collectives import REGION_COLLECTIVES, primitive, stacked_vjp
 from planner.errors import ModelError
 
@@ -231,11 +231,11 @@ def _collective(name: str) -> OpDef:
     if primitive(name).shape == "indexes":
         return OpDef(name, "collective", 0, 0, (("axes", REQUIRED), ("group_size", None)), _axis_index_infer,
                      _zero_flops, _axis_index_reference, canonical=_canonical, vjp=_axis_index_vjp,
-                     vjp_reads_inputs=False, rule="regions.collective")
+                     vjp_reads_inputs=False, rule="regions.collective", bytes_accessed=no_bytes_accessed)
     infer, extra = _BY_SHAPE[primitive(name).shape]
     attrs = (("axes", REQUIRED),) + extra + (("group_size", None),)
     return OpDef(name, "collective", 1, 1, attrs, infer(name), _zero_flops, _reference(name), canonical=_canonical,
-                 vjp=_vjp(name), vjp_reads_inputs=False, rule="regions.collective")
+                 vjp=_vjp(name), vjp_reads_inputs=False, rule="regions.collective", bytes_accessed=no_bytes_accessed)
 
 
 #: The collective ops by name, alphabetically: one per primitive of the registry a region's body may apply.
@@ -364,9 +364,11 @@ _BOUNDARY = (("region", REQUIRED), ("tensor", REQUIRED), ("side", "sharding"), (
              ("manual_sizes", REQUIRED), ("dims", REQUIRED))
 
 MANUAL_ENTER = OpDef("manual_enter", "region", 1, 1, _BOUNDARY, _enter_infer, _zero_flops, enter_reference,
-                     vjp=_enter_vjp, vjp_reads_inputs=False, rule="regions.manual_enter")
+                     vjp=_enter_vjp, vjp_reads_inputs=False, rule="regions.manual_enter",
+                     bytes_accessed=no_bytes_accessed)
 MANUAL_EXIT = OpDef("manual_exit", "region", 1, 1, _BOUNDARY, _exit_infer, _zero_flops, exit_reference,
-                    vjp=_exit_vjp, vjp_reads_inputs=False, rule="regions.manual_exit")
+                    vjp=_exit_vjp, vjp_reads_inputs=False, rule="regions.manual_exit",
+                    bytes_accessed=no_bytes_accessed)
 
 
 __all__ = ["BOUNDARY_OPS", "COLLECTIVES", "COLLECTIVE_OPS", "MANUAL_ENTER", "MANUAL_EXIT", "enter_reference",

@@ -7,6 +7,10 @@ graph both are stored as pairs.
 
 FLOP convention: a multiply-add is **2 FLOPs**: ``2·N·O·OH·OW·C·KH·KW``.
 
+Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
+read once, every result element written once (a tiled kernel's ideal on-chip reuse). These ops run
+on the matmul units (``matmul_units``).
+
 VJP: one GEMM per kernel position ``(i, j)`` for each operand: the weight gets
 ``cot · patch_ij`` contracted over batch and output positions, the (padded) input
 gets ``w_ij^T · cot`` added at the strided positions the patch came from; padding is
@@ -127,4 +131,4 @@ def _conv_jax(jnp, lax, a, attrs):
 # an output element sums the OIHW weight over its input channels and kernel window
 CONV2D = OpDef("conv2d", "conv", 2, 2, (("stride", 1), ("padding", 0)), _conv_infer, _conv_flops,
                _conv_reference, _conv_canonical, vjp=_conv_vjp, multilinear=True, rule="conv.conv2d",
-               fan_in_dims=((1, (1, 2, 3)),), jax_form=_conv_jax)
+               fan_in_dims=((1, (1, 2, 3)),), jax_form=_conv_jax, matmul_units=True)

@@ -6,6 +6,10 @@ Inputs ``[table (V, H...), indices (any shape, i32 or i64)]``; the result has sh
 
 FLOP convention: **0 FLOPs** (a lookup moves data).
 
+Bytes accessed: the indices, the rows they pick (one row of the table per index, not
+the whole table) and the result: ``indices + 2 x result`` when the result has the
+table's type.
+
 VJP: the table's gradient is the cotangent's rows scatter-added (``np.add.at``) at
 their indices, zero for rows never picked; the indices have no gradient. It reads
 the indices (and the table's shape).
@@ -15,6 +19,8 @@ the indices (and the table's shape).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -31,6 +37,11 @@ def _gather_infer(shapes, dtypes, attrs, names=None):
 
 def _gather_flops(in_shapes, out_shape, attrs):
     return 0
+
+
+def _gather_bytes(in_shapes, out_shape, itemsizes, attrs):
+    picked = math.prod(out_shape)  # one table row per index: the result's elements
+    return math.prod(in_shapes[1]) * itemsizes[1] + picked * itemsizes[0] + picked * itemsizes[2]
 
 
 def _gather_reference(arrays, attrs):
@@ -98,4 +109,4 @@ GATHER = OpDef("gather", "gather", 2, 2, (), _gather_infer, _gather_flops, _gath
                rule="gather.gather", indexes=((1, 0, 0),), fan_in_dims=((0, ()),),
                jax_form=_gather_jax,
                local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,),
-               jax_local_form=_gather_jax_local)
+               jax_local_form=_gather_jax_local, bytes_accessed=_gather_bytes)

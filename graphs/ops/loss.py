@@ -7,6 +7,9 @@ position of ``logsumexp(logits) - logits[label]``.
 FLOP convention: **4 per logits element** (max, subtract, exp, sum) plus **2 per
 label position** (log and subtract) plus the mean's 1 per label position.
 
+Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
+read once, every result element written once.
+
 VJP: ``d loss / d logits = (softmax(logits) - onehot(labels)) / positions`` times the
 (scalar) cotangent; the labels have no gradient.
 

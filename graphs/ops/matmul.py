@@ -6,6 +6,10 @@ more operands costs ``2·(operands-1)`` FLOPs per term, i.e. ``2·(operands-1)``
 times the product of the sizes of all its labels; with one operand it costs 1
 FLOP per term (an addition).
 
+Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
+read once, every result element written once (a tiled kernel's ideal on-chip reuse). These ops run
+on the matmul units (``matmul_units``).
+
 ``matmul`` takes operands of rank >= 2; their leading (batch) dimensions broadcast
 the numpy way, so ``[b, s, h] @ [h, f] -> [b, s, f]``. ``transpose_a`` swaps the
 last two dimensions of the first operand before multiplying, ``transpose_b`` those
@@ -141,7 +145,7 @@ def _matmul_jax(jnp, lax, a, attrs):
 MATMUL = OpDef(
     "matmul", "matmul", 2, 2, (("transpose_a", False), ("transpose_b", False)),
     _matmul_infer, _matmul_flops, _matmul_reference, vjp=_matmul_vjp, multilinear=True,
-    rule="matmul.matmul", jax_form=_matmul_jax,
+    rule="matmul.matmul", jax_form=_matmul_jax, matmul_units=True,
 )
 
 
@@ -290,4 +294,5 @@ def _einsum_jax(jnp, lax, a, attrs):
 
 
 EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference,
-               vjp=_einsum_vjp, multilinear=True, rule="matmul.einsum", jax_form=_einsum_jax)
+               vjp=_einsum_vjp, multilinear=True, rule="matmul.einsum", jax_form=_einsum_jax,
+               matmul_units=True)

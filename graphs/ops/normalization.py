@@ -12,6 +12,9 @@ square, variance sum, scale by the reciprocal root, and 2 amortised) plus 1 each
 for a weight and a bias; rmsnorm **4** (square, sum, scale, and 1 amortised) plus 1
 for a weight.
 
+Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
+read once, every result element written once (one fused pass over the normalised axis).
+
 VJPs: softmax reads only its result (``dx = y (dy - sum(dy y))``); layernorm and
 rmsnorm recompute the normalised input from ``x`` (``dx = r (g - mean(g) - x̂ mean(g x̂))``
 with ``g = dy·weight``, ``r`` the reciprocal root; rmsnorm without the ``mean(g)``

@@ -9,6 +9,16 @@ ints; ``()`` is a scalar) and the op's attributes as a mapping:
   shapes, e.g. ``matmul contracts 64 with 32: inputs x (64x64) and w (32x16)``.
 - ``flops(in_shapes, out_shape, attrs) -> int`` under the convention documented in
   the family's module (a multiply-add is 2 FLOPs, elementwise work 1 per element).
+- ``bytes_accessed(in_shapes, out_shape, itemsizes, attrs) -> int``: the bytes of
+  device memory one instance reads and writes, ``itemsizes`` the operands' element
+  sizes then the result's. The convention (:func:`every_element_once`, the default):
+  every operand element is read once and every result element written once, as a
+  fused kernel with perfect on-chip reuse would (a matmul reads each operand once).
+  A family overrides it where that is wrong and says so in its module: a gather
+  reads only the rows it picks, a slice only the elements it keeps, a reshape is a
+  new view of the same buffer (0 bytes), annotations, region boundaries and manual
+  collectives touch no memory as ops (a collective's time is its communication).
+  Like ``flops`` it reads only shapes, so it gives a device's share on local shapes.
 - ``reference(arrays, attrs) -> np.ndarray`` computes the op on one device in numpy.
 - ``canonical(shapes, attrs) -> dict`` (optional) rewrites attributes into the one
   form the rest of the planner reads (non-negative axes, pairs for ``stride``).
@@ -40,6 +50,9 @@ module keeps a list of op names:
   need replication. A name, not an import: the rules sit above the catalogue, and
   :mod:`planner.rules.registry` resolves the name. None only for an op listed in
   :data:`planner.rules.registry.NO_RULE`.
+- ``matmul_units``: the op runs on the matmul units (tensor cores, MXUs): matmul,
+  einsum and conv2d. The roofline prices its FLOPs at the dtype's matmul peak times the
+  matmul efficiency, every other op's at the vector rate (:mod:`costmodels.compute`).
 - ``elementwise``: each result element is computed from the operands' elements at
   its own (broadcast) position: the pointwise family and the annotation identities.
 - ``follows_operand``: a unary elementwise op whose best layout is its operand's,
@@ -85,6 +98,8 @@ either the raw or the canonical mapping.
 ((64, 16), 'f32')
 >>> mm.flops([(64, 64), (64, 16)], (64, 16), {})
 131072
+>>> mm.bytes_accessed([(64, 64), (64, 16)], (64, 16), (4, 4, 4), {}), mm.matmul_units   # (4096 + 1024 + 1024) x 4
+(24576, True)
 >>> import numpy as np
 >>> a, b = np.ones((2, 3)), np.ones((3, 4))
 >>> [g.shape for g in mm.vjp([a, b], {"transpose_a": False, "transpose_b": False}, None, np.ones((2, 4)), (0, 1))]
@@ -116,6 +131,32 @@ REQUIRED: Any = _Required()
 
 def _identity_attrs(shapes: Sequence[tuple[int, ...]], attrs: Mapping[str, Any]) -> dict:
     return dict(attrs)
+
+
+def every_element_once(in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int], itemsizes: Sequence[int],
+                       attrs: Mapping[str, Any]) -> int:
+    """Bytes of an op that reads every operand element once and writes every result element once.
+
+    >>> every_element_once([(8, 4), (4,)], (8, 4), (2, 2, 4), {})   # 32 x 2 + 4 x 2 + 32 x 4
+    200
+    """
+    shapes = (*in_shapes, out_shape)
+    if len(itemsizes) != len(shapes):
+        raise ModelError(f"bytes_accessed needs one itemsize per operand and one for the result: "
+                         f"{len(shapes)}, got {len(itemsizes)}")
+    return sum(_numel(shape) * size for shape, size in zip(shapes, itemsizes))
+
+
+def no_bytes_accessed(in_shapes, out_shape, itemsizes, attrs) -> int:
+    """An op that is a view or a marker, not a kernel: it touches no memory."""
+    return 0
+
+
+def _numel(shape: Sequence[int]) -> int:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count
 
 
 def shape_stand_in(shape: Sequence[int], dtype: Any) -> np.ndarray:
@@ -181,6 +222,8 @@ class OpDef:
     local_vjp: Callable[..., tuple] | None = None
     local_vjp_reads: tuple[int, ...] | None = None
     jax_local_form: Callable[..., Any] | None = None
+    bytes_accessed: Callable[..., int] = every_element_once
+    matmul_units: bool = False
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

@@ -3,6 +3,9 @@
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
 
+Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
+read once, every result element written once.
+
 Binary ops (add, sub, mul, div, maximum) broadcast the numpy way: shapes are
 right-aligned and a dimension of size 1 (or a missing one) stretches to the
 other's size. Both operands must have the same dtype (insert a ``cast``).

@@ -8,6 +8,9 @@ non-negative, listed in full.
 FLOP convention: **1 FLOP per input element** (one add or compare each); ``mean``
 adds 1 per output element for the division.
 
+Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
+read once, every result element written once.
+
 VJPs: ``sum`` broadcasts the cotangent back over the reduced axes, ``mean`` also
 divides it by the number of reduced elements (both read only the input's shape);
 ``max`` sends it to the positions equal to the maximum, split equally among tied

@@ -9,6 +9,11 @@
 
 FLOP convention: **0 FLOPs** (data movement only).
 
+Bytes accessed: ``transpose`` and ``concat`` copy, reading every operand element once
+and writing every result element once (the default); ``slice`` reads only the
+elements it keeps and writes them; ``reshape`` is a new view of the same row-major
+buffer (XLA's bitcast): 0 bytes, and no kernel.
+
 VJPs move the cotangent back (reshape to the input shape, transpose by the inverse
 permutation, split for concat, zero-padded for slice) into fresh arrays; none reads
 input values, only their shapes.
@@ -34,12 +39,17 @@ from graphs.ops.common import (
     same_dtype,
     shape_text,
 )
-from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt, no_bytes_accessed
 from planner.errors import ModelError, RuleError
 
 
 def _no_flops(in_shapes, out_shape, attrs) -> int:
     return 0
+
+
+def _slice_bytes(in_shapes, out_shape, itemsizes, attrs) -> int:
+    """The kept elements, read in the operand's type and written in the result's."""
+    return numel(out_shape) * (itemsizes[0] + itemsizes[-1])
 
 
 def _copy_into(shape: Sequence[int], dtype, value: np.ndarray) -> np.ndarray:
@@ -120,7 +130,7 @@ def _reshape_jax_local(jnp, lax, a, attrs, ctx):
 
 
 RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer, _no_flops,
-                _reshape_reference, _reshape_canonical, vjp_reads_inputs=False,
+                _reshape_reference, _reshape_canonical, vjp_reads_inputs=False, bytes_accessed=no_bytes_accessed,
                 vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)),
                 rule="shape_ops.reshape", passes_shardings=True,
                 jax_form=_reshape_jax,
@@ -289,4 +299,4 @@ def _slice_local_vjp(arrays, attrs, cotangent, ctx, wrt):
 SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)), _slice_infer, _no_flops,
               _slice_reference, _slice_canonical, vjp=_shape_vjp("slice", _slice_grad), vjp_reads_inputs=False,
               rule="shape_ops.slice_", jax_form=_slice_jax, local_reference=_slice_local_reference,
-              local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local)
+              local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local, bytes_accessed=_slice_bytes)

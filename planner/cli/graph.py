@@ -1,4 +1,4 @@
-"""``shardplan graph``: a model's ops with shapes, FLOPs and parameter bytes, and totals."""
+"""``shardplan graph``: a model's ops with shapes, FLOPs, bytes accessed and parameter bytes, and totals."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from planner.text_table import table
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "graph",
-        help="list a model's ops with shapes, FLOPs and parameter bytes",
+        help="list a model's ops with shapes, FLOPs, bytes accessed and parameter bytes",
         description="Load a YAML model and list its ops in execution order with result shape, dtype, "
-        "FLOPs (a multiply-add counts 2) and the bytes of the parameters each op reads; then totals.",
+        "FLOPs (a multiply-add counts 2), the bytes of device memory each op reads and writes (every operand "
+        "and result element once; a gather only the rows it picks, a reshape none) and the bytes of the "
+        "parameters each op reads; then totals.",
     )
     p.add_argument("model", help="model YAML file (- for standard input)")
     p.add_argument("--format", choices=("table", "json", "dot"), default="table")
@@ -36,12 +38,14 @@ def graph_data(graph) -> dict:
             "shape": list(out.shape),
             "dtype": out.dtype,
             "flops": graph.op_flops(op.name),
+            "bytes_accessed": graph.op_bytes_accessed(op.name),
             "param_bytes": sum(graph.tensor(t).nbytes for t in sorted(params)),
         })
     return {
         "model": graph.name,
         "ops": ops,
-        "totals": {"ops": len(ops), "flops": graph.total_flops(), "param_bytes": graph.param_bytes()},
+        "totals": {"ops": len(ops), "flops": graph.total_flops(), "bytes_accessed": graph.total_bytes_accessed(),
+                   "param_bytes": graph.param_bytes()},
     }
 
 
@@ -50,12 +54,14 @@ def render_table(data: dict) -> str:
 
     rows = [
         (o["name"], o["op"], ", ".join(o["inputs"]), "x".join(map(str, o["shape"])) or "scalar", o["dtype"],
-         f"{o['flops']:,}", format_bytes(o['param_bytes']))
+         f"{o['flops']:,}", format_bytes(o['bytes_accessed']), format_bytes(o['param_bytes']))
         for o in data["ops"]
     ]
     t = data["totals"]
-    rows.append(("total", f"{t['ops']} ops", "", "", "", f"{t['flops']:,}", format_bytes(t['param_bytes'])))
-    return f"model {data['model']}\n\n" + table(rows, header=("op", "kind", "inputs", "shape", "dtype", "flops", "param bytes")) + "\n"
+    rows.append(("total", f"{t['ops']} ops", "", "", "", f"{t['flops']:,}", format_bytes(t['bytes_accessed']),
+                 format_bytes(t['param_bytes'])))
+    header = ("op", "kind", "inputs", "shape", "dtype", "flops", "bytes accessed", "param bytes")
+    return f"model {data['model']}\n\n" + table(rows, header=header) + "\n"
 
 
 def render_dot(graph) -> str:

@@ -151,17 +151,34 @@ def restrict_factor_axes(factor_axes, allowed: Sequence[AxisRef], mesh: Mesh) ->
 def lower_bound_s(graph, mesh: Mesh, cluster: Cluster, training: bool, needs_grad, rules) -> float:
     """A lower bound on the objective of every plan of ``graph`` on ``mesh``.
 
-    Each op's compute divided among as many devices as any strategy could split it
-    (no more than the mesh, no more than the product of its shardable factors'
-    sizes: a factor admits at most its size), and no communication. Cheap and valid
-    whatever the search space; loose where communication dominates.
+    Per op, a bound on its roofline under any strategy, and no communication:
+
+    - FLOPs: divided among as many devices as any strategy could split them (no more
+      than the mesh, no more than the product of its shardable factors' sizes: a
+      factor admits at most its size), at the best rate any op reaches on the cluster
+      (:func:`~costmodels.compute.compute_time_s`: the highest peak at the matmul
+      curve's highest efficiency, or the vector rate), since the efficiency of the
+      real local instance is at most the curve's highest;
+    - bytes: the global bytes accessed divided by the mesh size, at the memory
+      bandwidth, since a device holds at least ``1 / mesh.size`` of each operand and
+      result (each mesh axis splits a tensor at most once, and padding only adds);
+    - the kernel overhead, paid by every op with FLOPs or bytes, as its local instance
+      has some too.
+
+    Cheap and valid whatever the search space; loose where communication dominates.
     """
+    roofline = cluster.roofline
     total = 0.0
     for op in graph.ops:
         rule = rules[op.name]
         sizes = [rule.factor_sizes[f] for f in range(rule.num_factors)
                  if rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION]
         divisor = min(mesh.size, math.prod(sizes)) if sizes else 1
+        flops, nbytes = graph.op_flops(op.name), graph.op_bytes_accessed(op.name)
+        if not flops and not nbytes:
+            continue
+        one = max(compute_time_s(flops / max(divisor, 1), cluster),
+                  nbytes / mesh.size / roofline.memory_bandwidth_bytes_per_s) + roofline.kernel_overhead_s
         grads = sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
-        total += compute_time_s(graph.op_flops(op.name) * (1 + grads) / max(divisor, 1), cluster)
+        total += one * (1 + grads)
     return total

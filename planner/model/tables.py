@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from costmodels import Cluster, compute_time_s, parameter_bytes
+from costmodels import Cluster, op_time_s, parameter_bytes
 from graphs.dtypes import dtype_itemsize, is_float
 from planner.caches import BoundedCache
 from planner.enumeration import Strategy
@@ -25,13 +25,33 @@ from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
 
-__all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "node_costs", "op_compute_time_s",
-           "op_flops", "same_groups", "stored_bytes"]
+__all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "local_op_time_s", "node_costs",
+           "op_compute_time_s", "op_flops", "same_groups", "stored_bytes"]
 
 
 def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training: bool, needs_grad) -> float:
-    """Forward compute, plus with training one forward's worth per operand whose gradient is needed."""
-    return compute_time_s(op_flops(graph, op, training, needs_grad) / strategy.work_divisor, cluster)
+    """The roofline (:func:`costmodels.op_time_s`) of ``op``'s local instance under ``strategy``: its FLOPs
+    divided among the devices that split its work, its bytes accessed on the local shapes of its operands
+    and result; with training, one forward's worth (FLOPs, bytes and kernel overhead) more per operand whose
+    gradient is needed."""
+    return local_op_time_s(graph, op, strategy, cluster) * (1 + _grads(op, training, needs_grad))
+
+
+def local_op_time_s(graph, op, strategy: Strategy, cluster: Cluster) -> float:
+    """Seconds of one forward of ``op``'s local instance under ``strategy`` on one device."""
+    ins = [graph.tensor(t) for t in op.inputs]
+    out = graph.tensor(op.output)
+    local_bytes = graph.op_bytes_accessed(
+        op.name, [sharding.local_shape(t.shape) for sharding, t in zip(strategy.operands, ins)],
+        strategy.result.local_shape(out.shape))
+    dtype = ins[0].dtype if ins else out.dtype  # a matmul's inputs set its rate (the result may be wider)
+    return op_time_s(graph.op_flops(op.name) / strategy.work_divisor, local_bytes, dtype,
+                     graph.op_def(op.name).matmul_units, cluster)
+
+
+def _grads(op, training: bool, needs_grad) -> int:
+    """How many of ``op``'s operand gradients a training step computes (0 without training)."""
+    return sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
 
 
 def collective_time_s(m: Model, op, s: Strategy) -> float:
@@ -47,8 +67,7 @@ def collective_time_s(m: Model, op, s: Strategy) -> float:
 
 def op_flops(graph, op, training: bool, needs_grad) -> float:
     """FLOPs of ``op`` on one device: its forward, plus one forward's worth per needed operand gradient."""
-    grads = sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
-    return graph.op_flops(op.name) * (1 + grads)
+    return graph.op_flops(op.name) * (1 + _grads(op, training, needs_grad))
 
 
 def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
@@ -79,9 +98,9 @@ def node_costs(m: Model, i: int) -> Node:
     own = own_params(graph, node, m.private_sources)
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
-    flops = op_flops(graph, op, m.options.training, m.needs_grad)  # once per op, not per strategy
+    grads = _grads(op, m.options.training, m.needs_grad)  # once per op, not per strategy
     for c, s in enumerate(node.strategies):
-        t = compute_time_s(flops / s.work_divisor, m.cluster)
+        t = local_op_time_s(graph, op, s, m.cluster) * (1 + grads)
         t += sum(move_time_s(m, mv) for mv in op_moves(graph, node, s, m, own))
         t += collective_time_s(m, op, s)
         cost[c] = t

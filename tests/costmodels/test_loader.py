@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 import costmodels.presets
 from costmodels.cluster import Cluster, Link
+from costmodels.roofline import Roofline
 from costmodels.loader import load_cluster
 from planner.errors import ClusterError
 
@@ -106,14 +108,14 @@ def test_unknown_preset_lists_the_presets():
     with pytest.raises(ClusterError) as info:
         load_cluster("dgx", where="model.yaml:3")
     assert str(info.value) == (
-        "model.yaml:3: unknown cluster preset 'dgx'; the presets are a100-node, default, ib-cluster, "
-        "nvlink-node (or give the path of a cluster YAML file)"
+        "model.yaml:3: unknown cluster preset 'dgx'; the presets are a100, a100-node, default, h100, h200, "
+        "ib-cluster, nvlink-node, tpu-v4, tpu-v5p (or give the path of a cluster YAML file)"
     )
 
 
 def test_unknown_base_preset_points_at_the_preset_line(tmp_path):
-    write(tmp_path, "c.yaml", "name: c\npreset: h100\n")
-    with pytest.raises(ClusterError, match=r"c.yaml:2: unknown cluster preset 'h100'; the presets are a100-node"):
+    write(tmp_path, "c.yaml", "name: c\npreset: h800\n")
+    with pytest.raises(ClusterError, match=r"c.yaml:2: unknown cluster preset 'h800'; the presets are a100, a100-node"):
         load_cluster("c.yaml", base_dir=tmp_path)
 
 
@@ -184,7 +186,7 @@ def test_missing_values_without_a_preset_suggest_one():
     assert str(info.value) == (
         "model.yaml:5: the cluster description lacks device_peak_flops, device_memory_bytes, intra_node, "
         "inter_node; give them, or name a base preset to start from "
-        "(preset: one of a100-node, default, ib-cluster, nvlink-node)"
+        "(preset: one of a100, a100-node, default, h100, h200, ib-cluster, nvlink-node, tpu-v4, tpu-v5p)"
     )
 
 
@@ -239,3 +241,83 @@ def test_overhead_is_read_and_defaults_to_zero():
              "intra_node": {"bandwidth_bytes_per_s": 1e9, "latency_s": 0},
              "inter_node": {"bandwidth_bytes_per_s": 1e9, "latency_s": 0}}
     assert load_cluster(plain).inter_node.overhead_s == 0.0
+
+
+# -- the compute keys (costmodels.roofline) -------------------------------------------------------
+
+COMPUTE = """\
+preset: default
+peak_flops_by_dtype:
+  bf16: 989TFLOP/s
+  f32: 494TFLOP/s
+vector_flops: 67TFLOP/s
+memory_bandwidth_bytes_per_s: 3.35TB/s
+kernel_overhead_s: 3us
+matmul_efficiency:
+  - [1MFLOP, 0.05]
+  - [1GFLOP, 0.40]
+  - [1e12, 0.80]
+"""
+
+
+def test_compute_keys_are_read_with_units(tmp_path):
+    roofline = load_cluster(write(tmp_path, "c.yaml", COMPUTE)).roofline
+    assert roofline == Roofline({"bf16": 989e12, "f32": 494e12}, 67e12, 3.35e12, 3e-6,
+                                [(1e6, 0.05), (1e9, 0.40), (1e12, 0.80)])
+
+
+def test_a_cluster_without_compute_keys_or_preset_has_the_first_models_roofline():
+    assert load_cluster(FULL).roofline == Roofline()
+
+
+def test_inf_bandwidth_and_a_constant_efficiency_are_accepted():
+    roofline = load_cluster({"preset": "default", "memory_bandwidth_bytes_per_s": "inf",
+                             "matmul_efficiency": 0.5}).roofline
+    assert roofline.memory_bandwidth_bytes_per_s == math.inf
+    assert roofline.matmul_efficiency == ((1.0, 0.5),)
+    assert load_cluster({"preset": "default", "memory_bandwidth_bytes_per_s": float("inf")}).roofline \
+        .memory_bandwidth_bytes_per_s == math.inf  # YAML's .inf
+
+
+def test_peak_flops_by_dtype_merges_over_the_base_preset_dtype_by_dtype():
+    roofline = load_cluster({"preset": "nvlink-node", "peak_flops_by_dtype": {"f32": "67TFLOP/s"}}).roofline
+    assert dict(roofline.peak_flops_by_dtype) == {"bf16": 989e12, "f16": 989e12, "f32": 67e12}
+    # the rest of the preset's compute keys stay
+    assert roofline.memory_bandwidth_bytes_per_s == load_cluster("nvlink-node").roofline.memory_bandwidth_bytes_per_s
+
+
+# Each refusal names the file, the line of the offending key (or point) and the key.
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("memory_bandwidth_bytes_per_s: 0\n", 2, "memory_bandwidth_bytes_per_s is 0; it must be a finite number > 0"),
+        ("memory_bandwidth_bytes_per_s: -2TB/s\n", 2, "memory_bandwidth_bytes_per_s is '-2TB/s'"),
+        ("vector_flops: 0TFLOP/s\n", 2, "vector_flops is '0TFLOP/s'; it must be a finite number > 0"),
+        ("peak_flops_by_dtype:\n  f16: 1TFLOP/s\n  bf16: -1\n", 4, "peak_flops_by_dtype.bf16 is -1"),
+        ("peak_flops_by_dtype:\n  fp16: 1TFLOP/s\n", 3,
+         "unknown key 'fp16' in peak_flops_by_dtype; did you mean 'f16'? the keys are f32, bf16, f16"),
+        ("kernel_overhead_s: -1us\n", 2, "kernel_overhead_s is '-1us'; it must be a finite number >= 0"),
+        ("matmul_efficiency: 0\n", 2, "matmul_efficiency has efficiency 0; an efficiency is a fraction of the peak, in (0, 1]"),
+        ("matmul_efficiency: 1.5\n", 2, "matmul_efficiency has efficiency 1.5"),
+        ("matmul_efficiency:\n  - [1MFLOP, 0.1]\n  - [2MFLOP, 1.2]\n", 4,
+         "matmul_efficiency: point 2 has efficiency 1.2; an efficiency is a fraction of the peak, in (0, 1]"),
+        ("matmul_efficiency:\n  - [1GFLOP, 0.1]\n  - [1GFLOP, 0.2]\n", 4,
+         "matmul_efficiency: point 2 has flops 1e+09, not more than the 1e+09 before it; flops must be strictly increasing"),
+        ("matmul_efficiency:\n  - [1MFLOP, 0.5]\n  - [1GFLOP, 0.6]\n  - [1TFLOP, 0.4]\n", 5,
+         "matmul_efficiency: point 3 has efficiency 0.4, less than the 0.6 before it; the curve is non-monotone"),
+        ("matmul_efficiency:\n  - [1MFLOP, 0.5]\n  - [1GFLOP]\n", 4,
+         "matmul_efficiency: point 2 is ['1GFLOP']; a point is [flops, efficiency]"),
+        ("matmul_efficiency:\n  - [1MFLOP/s, 0.5]\n", 3,
+         "matmul_efficiency: point 1's flops: '1MFLOP/s' is not a quantity in FLOP"),
+        ("matmul_efficiency:\n  - [0, 0.5]\n", 3, "matmul_efficiency: point 1's flops is 0; it must be a finite number > 0"),
+        ("matmul_efficiency:\n  - [1MFLOP, fast]\n", 3, "matmul_efficiency: point 1 is (1000000.0, 'fast')"),
+        ("matmul_efficiency: []\n", 2, "matmul_efficiency is []; give a number in (0, 1] or a list of [flops, efficiency]"),
+        ("matmul_efficiency: high\n", 2, "matmul_efficiency is 'high'; give a number in (0, 1]"),
+    ],
+)
+def test_bad_compute_keys_are_refused_with_file_line_and_key(tmp_path, text, line, message):
+    path = write(tmp_path, "c.yaml", "preset: default\n" + text)
+    with pytest.raises(ClusterError) as info:
+        load_cluster(path)
+    assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
+    assert message in str(info.value)

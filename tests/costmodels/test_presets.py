@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 
 import pytest
@@ -15,14 +17,55 @@ from planner.ir.mesh import Mesh
 
 
 def test_the_documented_presets_ship():
-    assert preset_names() == ("a100-node", "default", "ib-cluster", "nvlink-node")
+    assert preset_names() == ("a100", "a100-node", "default", "h100", "h200", "ib-cluster", "nvlink-node",
+                              "tpu-v4", "tpu-v5p")
 
 
 @pytest.mark.parametrize("name", preset_names())
 def test_every_preset_loads_under_its_own_name(name):
     cluster = load_cluster(name)
     assert cluster.name == name
-    assert cluster.devices_per_node == 8
+    # GPU presets are 8-GPU nodes; a TPU preset's "node" is its ICI domain (a pod slice)
+    assert cluster.devices_per_node == (8 if not name.startswith("tpu") else {"tpu-v4": 4096, "tpu-v5p": 6144}[name])
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_has_every_compute_key(name):
+    roofline = load_cluster(name).roofline
+    assert roofline.vector_flops is not None
+    assert math.isfinite(roofline.memory_bandwidth_bytes_per_s)
+    assert roofline.kernel_overhead_s > 0
+    assert len(roofline.matmul_efficiency) > 1
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_no_preset_curve_makes_a_larger_matmul_faster_than_a_smaller_one(name):
+    # time(f) = f / (peak * efficiency(f)) must not decrease: check on a fine grid of FLOPs
+    roofline = load_cluster(name).roofline
+    flops = [10 ** (k / 20) for k in range(100, 300)]
+    times = [f / roofline.efficiency(f) for f in flops]
+    assert all(b >= a for a, b in zip(times, times[1:]))
+
+
+def test_the_gpu_names_are_the_node_presets():
+    assert load_cluster("h100") == dataclasses.replace(load_cluster("nvlink-node"), name="h100")
+    assert load_cluster("a100") == dataclasses.replace(load_cluster("a100-node"), name="a100")
+
+
+def test_compute_figures_from_the_datasheets():
+    h100, h200, a100 = load_cluster("nvlink-node"), load_cluster("h200"), load_cluster("a100-node")
+    assert dict(h100.roofline.peak_flops_by_dtype) == {"bf16": 989e12, "f16": 989e12, "f32": 494e12}
+    assert h100.roofline.memory_bandwidth_bytes_per_s == 3.35e12
+    assert h200.roofline.peak_flops_by_dtype == h100.roofline.peak_flops_by_dtype  # the same compute
+    assert h200.roofline.memory_bandwidth_bytes_per_s == 4.8e12 and h200.device_memory_bytes == 141 * 10**9
+    assert a100.roofline.memory_bandwidth_bytes_per_s == 2039e9
+    assert dict(a100.roofline.peak_flops_by_dtype)["f32"] == 156e12  # TF32 dense
+    v4, v5p = load_cluster("tpu-v4"), load_cluster("tpu-v5p")
+    assert (v4.device_peak_flops, v4.roofline.memory_bandwidth_bytes_per_s, v4.device_memory_bytes) == \
+        (275e12, 1200e9, 32 * 2**30)
+    assert (v5p.device_peak_flops, v5p.roofline.memory_bandwidth_bytes_per_s, v5p.device_memory_bytes) == \
+        (459e12, 2765e9, 95 * 2**30)
+    assert v5p.intra_node.bandwidth_bytes_per_s == 600e9  # 1200 GB/s bidirectional ICI per chip
 
 
 @pytest.mark.parametrize("name", preset_names())

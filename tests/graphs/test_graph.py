@@ -184,3 +184,13 @@ def test_pickled_graph_keeps_shard_as_and_shard_like():
     g = b.build()
     for clone in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
         assert (clone.shard_as, clone.shard_like) == ((("a", "h"),), (("h", "t"),))
+
+
+def test_bytes_accessed_per_op_and_in_total_on_global_or_local_shapes():
+    g = _chain()  # f32: a 8x16 @ 16x4 matmul, a bias add of a 4-vector, a square of the 8x4 result
+    assert g.op_bytes_accessed("mm") == (8 * 16 + 16 * 4 + 8 * 4) * 4
+    assert g.op_bytes_accessed("addb") == (32 + 4 + 32) * 4
+    assert g.op_bytes_accessed("square") == 3 * 32 * 4
+    assert g.total_bytes_accessed() == sum(g.op_bytes_accessed(op.name) for op in g.ops)
+    # one device's instance with the matmul's rows split in two: 4x16 @ 16x4 -> 4x4
+    assert g.op_bytes_accessed("mm", [(4, 16), (16, 4)], (4, 4)) == (64 + 64 + 16) * 4

@@ -21,3 +21,13 @@ def test_gather_reference_picks_rows():
     with pytest.raises(IndexError):
         GATHER.reference([table, np.array([5])], {})
     assert GATHER.flops([(5, 4), (2, 2)], (2, 2, 4), {}) == 0
+
+
+def test_gather_bytes_are_the_indices_the_picked_rows_and_the_result():
+    # a 50257 x 768 f32 table, 8 x 128 i32 indices: 1024 rows of 768 floats read, 1024 x 768 written;
+    # the rest of the table is never read
+    indices, rows = 8 * 128, 8 * 128 * 768
+    assert GATHER.bytes_accessed([(50257, 768), (8, 128)], (8, 128, 768), (4, 4, 4), {}) == \
+        indices * 4 + rows * 4 + rows * 4
+    # a bf16 table and i64 indices: each part in its own itemsize
+    assert GATHER.bytes_accessed([(100, 16), (10,)], (10, 16), (2, 8, 2), {}) == 10 * 8 + 160 * 2 + 160 * 2

@@ -132,3 +132,28 @@ def test_a_mean_on_a_block_divides_by_the_global_count():
     block = np.ones((4, 3))
     got = OPS["mean"].local_reference([block], {"axes": (1,), "keepdims": False}, ctx, None)
     assert got.tolist() == [0.5] * 4
+
+
+def test_the_default_bytes_read_every_operand_and_write_the_result_once():
+    # a broadcasting bf16 add of an 8x4 matrix and a 4-vector into an f32 result: 32 x 2 + 4 x 2 + 32 x 4
+    add = OPS["add"]
+    assert add.bytes_accessed([(8, 4), (4,)], (8, 4), (2, 2, 4), {}) == 32 * 2 + 4 * 2 + 32 * 4
+    # a 16x32 @ 32x8 f32 matmul reads both operands once (ideal reuse) and writes its result once
+    assert OPS["matmul"].bytes_accessed([(16, 32), (32, 8)], (16, 8), (4, 4, 4), {}) == (512 + 256 + 128) * 4
+
+
+def test_bytes_need_one_itemsize_per_operand_and_one_for_the_result():
+    with pytest.raises(Exception, match="one itemsize per operand and one for the result: 3, got 2"):
+        OPS["add"].bytes_accessed([(8, 4), (4,)], (8, 4), (4, 4), {})
+
+
+def test_markers_and_region_ops_touch_no_memory():
+    for name in ("sharding_constraint", "propagation_barrier", *BOUNDARY_OPS):
+        assert OPS[name].bytes_accessed([(8, 4)], (8, 4), (4, 4), {}) == 0, name
+    for name in OPS:
+        if is_collective(name):
+            assert OPS[name].bytes_accessed([(8, 4)], (8, 4), (4, 4), {}) == 0, name
+
+
+def test_exactly_the_contractions_and_conv_run_on_the_matmul_units():
+    assert {name for name, op in OPS.items() if op.matmul_units} == {"conv2d", "einsum", "matmul"}

@@ -42,3 +42,18 @@ def test_shape_op_references_and_zero_flops():
     np.testing.assert_array_equal(CONCAT.reference([x, x], {"axis": 1}), np.concatenate([x, x], 1))
     np.testing.assert_array_equal(SLICE.reference([x], {"starts": [1, 2], "stops": [3, 5]}), x[1:3, 2:5])
     assert RESHAPE.flops([(4, 6)], (24,), {}) == 0
+
+
+def test_reshape_is_a_view_and_touches_no_memory():
+    assert RESHAPE.bytes_accessed([(8, 6)], (2, 8, 3), (4, 4), {"shape": [2, 8, 3]}) == 0
+
+
+def test_transpose_and_concat_copy_every_element_once():
+    assert TRANSPOSE.bytes_accessed([(8, 6)], (6, 8), (2, 2), {"perm": [1, 0]}) == 2 * 48 * 2
+    # two 4x6 and one 2x6 f32 operands read, a 10x6 result written
+    assert CONCAT.bytes_accessed([(4, 6), (4, 6), (2, 6)], (10, 6), (4, 4, 4, 4), {"axis": 0}) == (24 + 24 + 12 + 60) * 4
+
+
+def test_slice_reads_only_the_elements_it_keeps():
+    # of an 8x6 f32 operand, the 4x4 block kept is read once and written once
+    assert SLICE.bytes_accessed([(8, 6)], (4, 4), (4, 4), {"starts": [0, 2], "stops": [4, 6]}) == 2 * 16 * 4
