@@ -142,3 +142,13 @@ def test_compute_time_s_under_the_first_model_is_flops_over_the_peak():
 def test_compute_time_s_rejects_negative_or_non_finite_flops(flops):
     with pytest.raises(ValueError, match="flops_per_device must be a finite number >= 0"):
         compute_time_s(flops, load_cluster())
+
+
+def test_the_documented_first_model_on_top_of_a_preset_prices_flops_at_its_peak():
+    # docs/clusters.md: the keys that turn a preset's roofline back into FLOPs at 100% of device_peak_flops
+    first = load_cluster({"preset": "nvlink-node", "matmul_efficiency": 1, "memory_bandwidth_bytes_per_s": "inf",
+                          "kernel_overhead_s": 0, "vector_flops": "989TFLOP/s",
+                          "peak_flops_by_dtype": {"bf16": "989TFLOP/s", "f16": "989TFLOP/s", "f32": "989TFLOP/s"}})
+    for dtype in ("f32", "bf16", "f16"):
+        for matmul in (True, False):
+            assert op_time_s(2e9, 10**12, dtype, matmul, first) == 2e9 / 989e12
