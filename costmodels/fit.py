@@ -129,7 +129,7 @@ def fit_slope_rate(samples: Sequence[RateSample], overhead_s: float = 0.0) -> fl
     two lengths on one buffer). Falls back on :func:`fit_rate` with fewer than two distinct amounts of
     work or a slope that is not positive (noise).
 
-    >>> fit_slope_rate([RateSample("a", 100.0, 7.0), RateSample("b", 300.0, 9.0)])
+    >>> round(fit_slope_rate([RateSample("a", 100.0, 7.0), RateSample("b", 300.0, 9.0)]), 9)
     100.0
     """
     work = np.array([s.work for s in samples], dtype=float)

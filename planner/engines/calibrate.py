@@ -26,6 +26,7 @@ file. JAX is imported by :func:`start_jax` only, with the host devices asked for
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -71,8 +72,17 @@ ONLY = ("compute", "links")
 CHAIN = 32
 """Tiny ops in the program that measures the per-op overhead."""
 
+TARGET_DISPATCHES = 5
+"""An op is timed in a program that runs at least this many dispatches' time (:meth:`_Bench.op_s`)."""
+
+MAX_COPIES = 32
+"""At most this many independent instances of a short op in one program."""
+
 #: The step kinds measured: those that communicate (each lowers to an HLO collective), in the registry's order.
 MEASURED_KINDS = tuple(k.name for k in STEP_KINDS.values() if k.hlo)
+
+#: The residual family of the matmul grid (its table's title: the samples are labelled by dtype and shape).
+MATMUL = "matmul m x k x n"
 
 _ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2}
 _MiB = 2**20
@@ -98,11 +108,11 @@ def grid(platform: str, quick: bool) -> Grid:
     sizes = tuple(4096 * 4**i for i in range(7))  # 4 KiB .. 16 MiB
     if platform == "cpu":
         if quick:
-            return Grid((32, 128, 512), (), (8 * _MiB,), 2**16, (16, 48), sizes[:5:2], 3, 15, 0.05)
+            return Grid((32, 128, 512), (), (8 * _MiB,), 2**16, (16, 48), sizes[::5], 3, 15, 0.05)
         return Grid((16, 32, 64, 128, 256, 512), (32, 64, 128), (8 * _MiB, 32 * _MiB), 2**18, (16, 80),
                     sizes, 5, 40, 0.2)
     if quick:
-        return Grid((256, 1024, 4096), (), (256 * _MiB,), 2**24, (64, 256), sizes[:5:2], 3, 15, 0.05)
+        return Grid((256, 1024, 4096), (), (256 * _MiB,), 2**24, (64, 256), sizes[::5], 3, 15, 0.05)
     return Grid((128, 256, 512, 1024, 2048, 4096, 8192), (128, 256, 512, 1024), (256 * _MiB, 1024 * _MiB), 2**26,
                 (64, 512), sizes, 5, 40, 0.2)
 
@@ -168,7 +178,7 @@ class Calibration:
         rows: list[Residual] = []
         if self.measures_compute:
             bw, vf, o = self.memory_bandwidth_bytes_per_s, self.vector_flops, self.kernel_overhead_s
-            rows += [Residual("matmul", s.label, s.time_s, matmul_time_s(s, self.matmul_fit, bw, o))
+            rows += [Residual(MATMUL, s.label, s.time_s, matmul_time_s(s, self.matmul_fit, bw, o))
                      for s in self.matmul]
             # y = x * a + b: 2 FLOPs and 2 x 4 bytes an element
             rows += [Residual("memory", s.label, s.time_s, roofline_time_s(s.work / 4, s.work, vf, bw, o))
@@ -304,10 +314,17 @@ class _Bench:
         names = tuple(mesh.axis_names)
         return self.jax.sharding.PartitionSpec(names[0] if len(names) == 1 else names)
 
-    def program(self, mesh, body, n_args: int):
+    def program(self, mesh, body, n_args: int, copies: int = 1):
+        """``body`` (``n_args`` blocks in, one out) jitted as a ``shard_map`` over ``mesh``; with ``copies`` > 1,
+        that many independent instances of it on as many sets of arguments, all of their results returned
+        (none can be merged with another or left out)."""
         spec = self.spec(mesh)
-        return self.jax.jit(self.jax.shard_map(body, mesh=mesh, in_specs=(spec,) * n_args, out_specs=spec,
-                                               check_vma=False))
+
+        def instances(*blocks):
+            return tuple(body(*blocks[i * n_args:(i + 1) * n_args]) for i in range(copies))
+
+        return self.jax.jit(self.jax.shard_map(instances, mesh=mesh, in_specs=(spec,) * (n_args * copies),
+                                               out_specs=(spec,) * copies, check_vma=False))
 
     def array(self, mesh, local_shape: tuple[int, ...], dtype: str):
         """A global array whose block on each device has ``local_shape``, filled on the devices (small values)."""
@@ -321,10 +338,10 @@ class _Bench:
 
         return jax.jit(fill, out_shardings=sharding)()
 
-    def time_s(self, fn, *args, min_runs: int | None = None) -> float:
-        """Median seconds of ``fn(*args)`` after compiling and two warm-up runs, less the dispatch."""
+    def median_s(self, fn, args: Sequence, min_runs: int | None = None) -> float:
+        """Median seconds of ``fn(*args)``, compiled and run once to warm up, then timed."""
         jax, g = self.jax, self.grid
-        jax.block_until_ready(fn(*args))  # compiles, and runs once to warm up
+        jax.block_until_ready(fn(*args))
         least = g.min_runs if min_runs is None else min_runs
         times: list[float] = []
         start = time.perf_counter()
@@ -334,26 +351,38 @@ class _Bench:
             times.append(time.perf_counter() - t)
             if len(times) >= least and time.perf_counter() - start >= g.budget_s:
                 break
-        measured = statistics.median(times)
-        return max(measured - self.dispatch_s, 0.1 * measured)
+        return statistics.median(times)
+
+    def op_s(self, mesh, body, args: Sequence) -> float:
+        """Seconds one instance of ``body`` takes inside a program: the program's time less the dispatch. An op
+        shorter than :data:`TARGET_DISPATCHES` dispatches is timed again as that many independent instances in
+        one program (at most :data:`MAX_COPIES`), so that the dispatch's noise is shared among them."""
+        program = self.median_s(self.program(mesh, body, len(args)), args)
+        one = max(program - self.dispatch_s, 0.1 * program)
+        target = TARGET_DISPATCHES * max(self.dispatch_s, 1e-4)
+        copies = min(MAX_COPIES, math.ceil(target / one)) if program < target else 1
+        if copies < 2:
+            return one
+        program = self.median_s(self.program(mesh, body, len(args), copies), list(args) * copies)
+        return max(program - self.dispatch_s, 0.1 * program) / copies
 
 
 _JNP = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
 
 
 def _overheads(b: _Bench) -> tuple[float, float]:
-    """``(dispatch of a program, kernel overhead per op)`` from one tiny op and :data:`CHAIN` of them."""
-    jax = b.jax
+    """``(dispatch of a program, kernel overhead per op)`` from one tiny matmul and a chain of :data:`CHAIN`
+    (matmuls are kernels of their own: XLA fuses no two of them, where it fuses any chain of elementwise ops)."""
     mesh = b.mesh((b.n,))
-    x = b.array(mesh, (8,), "f32")
+    x = b.array(mesh, (8, 8), "f32")
 
-    def chain(v):
+    def chain(v, w):
         for _ in range(CHAIN):
-            v = jax.lax.optimization_barrier(v * 1.001 + 0.5)
+            v = v @ w
         return v
 
-    one = b.time_s(b.program(mesh, lambda v: v * 1.001 + 0.5, 1), x, min_runs=20)
-    many = b.time_s(b.program(mesh, chain, 1), x, min_runs=20)
+    one = b.median_s(b.program(mesh, lambda v, w: v @ w, 2), (x, x), min_runs=20)
+    many = b.median_s(b.program(mesh, chain, 2), (x, x), min_runs=20)
     overhead = per_op_overhead_s(one, many, CHAIN)
     return max(0.0, one - overhead), overhead
 
@@ -363,13 +392,12 @@ def _matmuls(b: _Bench, platform: str, progress: Progress) -> list[MatmulSample]
     shapes = [(s, s, s) for s in g.cubes] + [sh for s in g.rectangles for sh in ((s, 4 * s, s), (4 * s, s, 4 * s))]
     shapes.sort(key=lambda sh: (sh[0] * sh[1] * sh[2], sh))
     mesh = b.mesh((b.n,))
-    program = b.program(mesh, lambda a, w: a @ w, 2)
     samples = []
     todo = [(d, sh) for d in dtypes(platform) for sh in shapes]
-    progress.begin("matmul", len(todo))
+    progress.begin("matmul shapes", len(todo))
     for dtype, (m, k, n) in todo:
         a, w = b.array(mesh, (m, k), dtype), b.array(mesh, (k, n), dtype)
-        samples.append(MatmulSample(dtype, m, k, n, _ITEMSIZE[dtype], b.time_s(program, a, w)))
+        samples.append(MatmulSample(dtype, m, k, n, _ITEMSIZE[dtype], b.op_s(mesh, lambda x, y: x @ y, (a, w))))
         del a, w
         progress.advance()
     progress.end()
@@ -378,14 +406,14 @@ def _matmuls(b: _Bench, platform: str, progress: Progress) -> list[MatmulSample]
 
 def _bandwidth(b: _Bench) -> list[RateSample]:
     mesh = b.mesh((b.n,))
-    program = b.program(mesh, lambda v, a, c: v * a + c, 3)
     samples = []
     for nbytes in b.grid.bandwidth_bytes:
         elements = nbytes // 4
         x = b.array(mesh, (elements,), "f32")
         a, c = b.array(mesh, (1,), "f32"), b.array(mesh, (1,), "f32")
         # read x, write y
-        samples.append(RateSample(f"y = x * a + b, {_size(nbytes)} f32", 2 * nbytes, b.time_s(program, x, a, c)))
+        time_s = b.op_s(mesh, lambda v, s, t: v * s + t, (x, a, c))
+        samples.append(RateSample(f"y = x * a + b, {_size(nbytes)} f32", 2 * nbytes, time_s))
         del x
     return samples
 
@@ -403,8 +431,7 @@ def _vector(b: _Bench) -> list[tuple[RateSample, int]]:
             return v
 
         label = f"{length} multiply-adds on {elements} f32"
-        samples.append((RateSample(label, 2.0 * length * elements, b.time_s(b.program(mesh, chain, 3), x, a, c)),
-                        2 * 4 * elements))
+        samples.append((RateSample(label, 2.0 * length * elements, b.op_s(mesh, chain, (x, a, c))), 2 * 4 * elements))
     return samples
 
 
@@ -436,7 +463,7 @@ def _collectives(b: _Bench, progress: Progress) -> list[CollectiveSample]:
         attrs = {"axes": (axis,), "dim": 0, "split_dim": 0, "concat_dim": 0,
                  "perm": tuple((i, (i + 1) % p) for i in range(p))}
         x = b.array(mesh, (operand,), "f32")
-        t = b.time_s(b.program(mesh, lambda v, lower=lower, attrs=attrs: lower(v, attrs), 1), x)
+        t = b.op_s(mesh, lambda v, lower=lower, attrs=attrs: lower(v, attrs), (x,))
         samples.append(CollectiveSample(kind, p, operand, result, 4, t, f"{where}, {_size(4 * max(operand, result))}"))
         del x
         progress.advance()
