@@ -69,7 +69,7 @@ configs ``shardplan run`` runs."""
 ONLY = ("compute", "links")
 """What ``--only`` may restrict a calibration to."""
 
-CHAIN = 32
+CHAIN = 128
 """Tiny ops in the program that measures the per-op overhead."""
 
 TARGET_DISPATCHES = 5
@@ -104,16 +104,17 @@ class Grid:
 
 
 def grid(platform: str, quick: bool) -> Grid:
-    """The measurements for ``platform`` (``cpu``: small enough for a few cores shared by 8 host devices)."""
+    """The measurements for ``platform``: on the CPU small enough for a few cores shared by 8 host devices (about
+    a minute; messages up to 4 MiB), on accelerators up to 16 MiB messages and 8192-cubed matmuls."""
     sizes = tuple(4096 * 4**i for i in range(7))  # 4 KiB .. 16 MiB
     if platform == "cpu":
         if quick:
-            return Grid((32, 128, 512), (), (8 * _MiB,), 2**16, (16, 48), sizes[::5], 3, 15, 0.05)
-        return Grid((16, 32, 64, 128, 256, 512), (32, 64, 128), (8 * _MiB, 32 * _MiB), 2**18, (16, 80),
-                    sizes, 5, 40, 0.2)
+            return Grid((32, 128, 512), (), (8 * _MiB,), 2**16, (16, 48), sizes[:5:4], 3, 15, 0.05)
+        return Grid((16, 32, 64, 128, 256, 512), (32, 128), (4 * _MiB, 16 * _MiB), 2**18, (16, 80),
+                    sizes[:6], 5, 30, 0.1)
     if quick:
-        return Grid((256, 1024, 4096), (), (256 * _MiB,), 2**24, (64, 256), sizes[::5], 3, 15, 0.05)
-    return Grid((128, 256, 512, 1024, 2048, 4096, 8192), (128, 256, 512, 1024), (256 * _MiB, 1024 * _MiB), 2**26,
+        return Grid((256, 1024, 4096), (), (256 * _MiB,), 2**24, (64, 256), sizes[:5:4], 3, 15, 0.05)
+    return Grid((128, 256, 512, 1024, 2048, 4096, 8192), (256, 1024), (256 * _MiB, 1024 * _MiB), 2**26,
                 (64, 512), sizes, 5, 40, 0.2)
 
 
