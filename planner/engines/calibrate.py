@@ -289,7 +289,7 @@ def device_memory_bytes(devices: Sequence) -> tuple[int, str]:
     if stats and stats.get("bytes_limit"):
         return int(stats["bytes_limit"]), "JAX's memory_stats() bytes_limit of device 0"
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return total // len(devices), f"the host's memory / {len(devices)} devices"
+    return total // len(devices), f"the host's memory / {len(devices)} device{'s' if len(devices) != 1 else ''}"
 
 
 # -- measuring ------------------------------------------------------------------------------------------------------
