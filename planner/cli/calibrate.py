@@ -90,7 +90,8 @@ def render(c, out: str) -> str:
              ""]
     fitted = []
     if c.measures_compute:
-        fitted += [(f"peak_flops_by_dtype.{d}", format_number(p, "FLOP/s")) for d, p in c.matmul_fit.peak_flops_by_dtype]
+        fitted += [(f"peak_flops_by_dtype.{d}", format_number(p, "FLOP/s"))
+                   for d, p in c.matmul_fit.peak_flops_by_dtype]
         fitted += [("vector_flops", format_number(c.vector_flops, "FLOP/s")),
                    ("memory_bandwidth_bytes_per_s", format_number(c.memory_bandwidth_bytes_per_s, "B/s")),
                    ("kernel_overhead_s", format_number(c.kernel_overhead_s, "s"))]

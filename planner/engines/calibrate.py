@@ -205,9 +205,9 @@ class Calibration:
                  f"device_memory_bytes: {self.memory_source}."]
         if self.measures_compute:
             shapes = sorted(self.matmul, key=lambda s: s.flops)
+            smallest, largest = (f"{s.m}x{s.k}x{s.n}" for s in (shapes[0], shapes[-1]))
             lines.append(f"compute: matmul {', '.join(sorted({s.dtype for s in self.matmul}))} on "
-                         f"{len({(s.m, s.k, s.n) for s in self.matmul})} local shapes "
-                         f"({shapes[0].m}x{shapes[0].k}x{shapes[0].n} to {shapes[-1].m}x{shapes[-1].k}x{shapes[-1].n}); "
+                         f"{len({(s.m, s.k, s.n) for s in self.matmul})} local shapes ({smallest} to {largest}); "
                          "memory bandwidth from y = x * a + b; vector_flops from fused multiply-add chains; "
                          f"kernel_overhead_s from {CHAIN} tiny ops.")
         else:
@@ -454,7 +454,8 @@ def _collectives(b: _Bench, progress: Progress) -> list[CollectiveSample]:
         for axis, p in zip(mesh.axis_names, shape):
             if p > 1:
                 where = f"mesh {'x'.join(map(str, shape))} axis {axis}={p}"
-                todo += [(mesh, axis, p, where, kind, size) for kind in MEASURED_KINDS for size in b.grid.collective_bytes]
+                todo += [(mesh, axis, p, where, kind, size)
+                         for kind in MEASURED_KINDS for size in b.grid.collective_bytes]
     samples = []
     progress.begin("collectives", len(todo))
     for mesh, axis, p, where, kind, size in todo:
