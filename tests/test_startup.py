@@ -38,7 +38,8 @@ def test_import_planner_loads_no_solver_scipy_or_networkx():
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["plan", "--help"], ["check", "--help"], ["reshard", "--help"],
-                                  ["simulate", "--help"], ["run", "--help"], ["--version"]])
+                                  ["simulate", "--help"], ["run", "--help"], ["calibrate", "--help"],
+                                  ["--version"]])
 def test_help_loads_no_solver_scipy_networkx_or_pipeline(argv):
     modules, out = imported_after(f"from planner.cli.main import main\nassert main({argv!r}) == 0")
     assert not modules & set(HEAVY)
@@ -52,6 +53,8 @@ def test_import_planner_and_run_help_load_no_jax():
     assert "jax" not in modules
     modules, out = imported_after("from planner.cli.main import main\nassert main(['run', '--help']) == 0")
     assert "jax" not in modules and "planner.engines.jax_run" not in modules and "--devices" in out
+    modules, out = imported_after("from planner.cli.main import main\nassert main(['calibrate', '--help']) == 0")
+    assert "jax" not in modules and "planner.engines.calibrate" not in modules and "--only" in out
 
 
 def test_plan_help_still_lists_every_search():
@@ -72,6 +75,10 @@ def test_the_cli_searches_are_the_planners():
     assert EXPORT_FORMATS == FORMATS + ("jax-module",)  # the JSON exports, and the module of the JAX engine
 
     assert CLI_SEARCHES == SEARCHES
+    from planner.cli.calibrate import ONLY as CLI_ONLY
+    from planner.engines.calibrate import ONLY
+
+    assert CLI_ONLY == ONLY
 
 
 def test_loading_a_model_does_not_import_networkx_until_the_graph_view_is_used():

@@ -28,9 +28,9 @@ from planner.errors import OutputError, ShardplanError
 from planner.files import STDOUT
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
-from planner.cli import check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
+from planner.cli import calibrate, check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
 
-COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, check, compare, export)
+COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, calibrate, check, compare, export)
 
 #: Commands whose numpy work is on small arrays (no large matrix products): for them OpenBLAS's
 #: thread pool, which numpy starts on import (a noticeable part of a short command's CPU time,

@@ -46,6 +46,16 @@ def with_device_count(flags: str, n: int) -> str:
     return " ".join(kept + [f"{_FLAG}={n}"])
 
 
+def host_device_count(flags: str) -> int | None:
+    """The number of host devices ``flags`` (an ``XLA_FLAGS`` value) asks for, None when they do not say.
+
+    >>> host_device_count("--xla_dump_to=/tmp/x --xla_force_host_platform_device_count=4"), host_device_count("")
+    (4, None)
+    """
+    counts = [f.split("=", 1)[1] for f in flags.split() if f.startswith(_FLAG + "=")]
+    return int(counts[-1]) if counts and counts[-1].isdigit() else None
+
+
 def ensure_devices(n: int, mesh_size: int):
     """Import JAX with ``n`` devices for a mesh of ``mesh_size``; returns the ``jax`` module.
 
