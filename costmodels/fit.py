@@ -190,7 +190,35 @@ class MatmulFit:
                 continue
             curve.append(point)
         peaks = tuple((d, significant(p, digits)) for d, p in self.peak_flops_by_dtype)
-        return MatmulFit(peaks, tuple(curve))
+        return MatmulFit(peaks, no_faster_when_larger(curve, digits))
+
+
+def no_faster_when_larger(curve: Sequence[tuple[float, float]], digits: int | None = None) -> tuple:
+    """``curve`` with efficiencies raised where needed so that a larger matmul never takes less time.
+
+    Between two points the efficiency is linear in ``log(flops)`` with slope ``s``, and a matmul's time
+    ``flops / (peak * e)`` grows with its FLOPs exactly while ``s <= e``; ``e`` is smallest at the left
+    point, so point ``i`` needs ``e_i >= e_{i+1} / (1 + log(f_{i+1} / f_i))``. A measured curve that
+    rises faster (small kernels' fixed cost folded into their efficiency) is raised there, from the
+    largest point down: the large matmuls, which dominate a step, keep their measured efficiency, and a
+    small one is priced a little faster than measured. ``digits`` rounds a raised value up to that many
+    significant digits, so the file keeps the property.
+
+    >>> no_faster_when_larger([(1e6, 0.01), (1e9, 0.5)])  # 0.5 / (1 + log(1000))
+    ((1000000.0, 0.06322906847268528), (1000000000.0, 0.5))
+    """
+    out = list(curve)
+    for i in range(len(out) - 2, -1, -1):
+        (flops, eff), (next_flops, next_eff) = out[i], out[i + 1]
+        floor = next_eff / (1.0 + math.log(next_flops / flops))
+        if eff < floor:
+            out[i] = (flops, min(next_eff, _round_up(floor, digits) if digits else floor))
+    return tuple(out)
+
+
+def _round_up(value: float, digits: int) -> float:
+    scale = 10 ** (digits - 1 - math.floor(math.log10(value)))
+    return math.ceil(value * scale) / scale
 
 
 def isotonic_increasing(values: Iterable[float], weights: Iterable[float] | None = None) -> np.ndarray:
@@ -253,7 +281,7 @@ def fit_matmul(samples: Sequence[MatmulSample], overhead_s: float = 0.0) -> Matm
     points = [(float(f), min(1.0, float(e))) for f, e in zip(flops, fitted)]
     kept = [p for i, p in enumerate(points)
             if i in (0, len(points) - 1) or not (points[i - 1][1] == p[1] == points[i + 1][1])]
-    return MatmulFit(tuple(sorted(peaks.items())), tuple(kept))
+    return MatmulFit(tuple(sorted(peaks.items())), no_faster_when_larger(kept))
 
 
 def efficiency_at(curve: Sequence[tuple[float, float]], flops: float) -> float:

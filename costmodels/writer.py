@@ -76,12 +76,13 @@ def _memory(count: int, digits: int = 4) -> str:
 class ClusterFile:
     """A cluster file's contents in base units; ``None`` or empty leaves a key out.
 
-    ``link`` is written as both ``intra_node`` and ``inter_node`` (one node); ``preset`` names the base
+    ``link`` is written as both ``intra_node`` and ``inter_node`` (one node; ``devices_per_node`` None leaves
+    the node size to the preset, as when only the compute was measured); ``preset`` names the base
     preset the loader takes every missing key from; ``header`` lines become the comment on top.
     """
 
     name: str
-    devices_per_node: int
+    devices_per_node: int | None
     device_memory_bytes: int
     header: tuple[str, ...] = ()
     preset: str | None = None
@@ -118,7 +119,8 @@ class ClusterFile:
             lines += [f"  - [{format_number(flops, 'FLOP')}, {efficiency:.4g}]"
                       for flops, efficiency in self.matmul_efficiency]
         lines.append(f"device_memory_bytes: {_memory(self.device_memory_bytes)}")
-        lines.append(f"devices_per_node: {self.devices_per_node}")
+        if self.devices_per_node is not None:
+            lines.append(f"devices_per_node: {self.devices_per_node}")
         if self.link is not None:
             for key in ("intra_node", "inter_node"):
                 lines += [f"{key}:",

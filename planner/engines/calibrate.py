@@ -200,8 +200,8 @@ class Calibration:
         mode += f" --only {self.only}" if self.only else ""
         lines = [f"Measured by shardplan calibrate{mode} on {self.measured_at}.",
                  f"jax {self.jax_version}, platform {self.platform}, device kind {self.device_kind}, "
-                 f"{self.devices} device{'s' if self.devices != 1 else ''} measured at once, as one node "
-                 f"(inter_node = intra_node).",
+                 f"{self.devices} device{'s' if self.devices != 1 else ''} measured at once"
+                 + (", as one node (inter_node = intra_node)." if self.measures_links else "."),
                  f"device_memory_bytes: {self.memory_source}."]
         if self.measures_compute:
             shapes = sorted(self.matmul, key=lambda s: s.flops)
@@ -235,7 +235,8 @@ class Calibration:
                            peak_flops_by_dtype=fit.peak_flops_by_dtype, vector_flops=self.vector_flops,
                            memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s,
                            kernel_overhead_s=self.kernel_overhead_s, matmul_efficiency=fit.curve)
-        return ClusterFile(name=name, devices_per_node=self.devices, device_memory_bytes=self.device_memory_bytes,
+        return ClusterFile(name=name, devices_per_node=self.devices if self.measures_links else None,
+                           device_memory_bytes=self.device_memory_bytes,
                            header=self.header(), preset=preset if self.only else None,
                            link=self.link if self.measures_links else None, **compute)
 
