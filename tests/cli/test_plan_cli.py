@@ -17,7 +17,11 @@ def test_plan_json_has_the_contract_keys(capsys):
                                      "bytes_per_device", "time_s"}
     assert set(d["reshards"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
     assert set(d["totals"]) == {"comm_bytes_per_device", "comm_time_s", "compute_time_s", "memory_bytes_per_device",
-                                "objective"}
+                                "objective", "step_time_s", "overlap", "exposed_comm_time_s", "hidden_comm_time_s",
+                                "overlap_gap", "phases"}
+    assert set(d["totals"]["phases"]) == {"forward", "backward", "gradient"}
+    assert set(d["totals"]["phases"]["forward"]) == {"comm_time_s", "exposed_comm_time_s", "hidden_comm_time_s",
+                                                     "compute_time_s"}
     t = d["totals"]
     assert abs(t["objective"] - (t["compute_time_s"] + t["comm_time_s"])) <= 1e-12 * max(t["objective"], 1)
 
