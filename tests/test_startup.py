@@ -72,6 +72,10 @@ def test_the_cli_searches_are_the_planners():
     assert EXPORT_FORMATS == FORMATS + ("jax-module",)  # the JSON exports, and the module of the JAX engine
 
     assert CLI_SEARCHES == SEARCHES
+    from planner.cli.args import OVERLAPS
+    from planner.partitioning.schedule import MODES
+
+    assert OVERLAPS == MODES
 
 
 def test_loading_a_model_does_not_import_networkx_until_the_graph_view_is_used():
