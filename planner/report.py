@@ -147,11 +147,11 @@ class Totals:
     compute_time_s: float
     memory_bytes_per_device: int
     objective: float
-    step_time_s: float = 0.0
-    overlap: str = "none"
-    exposed_comm_time_s: float = 0.0
-    hidden_comm_time_s: float = 0.0
-    phases: tuple[tuple[str, PhaseTimes], ...] = ()
+    step_time_s: float
+    overlap: str
+    exposed_comm_time_s: float
+    hidden_comm_time_s: float
+    phases: tuple[tuple[str, PhaseTimes], ...]  # in planner.partitioning.schedule.PHASES order
 
     @property
     def overlap_gap(self) -> float:

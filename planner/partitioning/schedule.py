@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from costmodels.units import format_seconds
 from planner.errors import PlanningError, quote
 from planner.ir.axis import AxisRef
 from planner.partitioning.program import Backprop, Compute, Program, Redistribute
@@ -100,8 +101,6 @@ class Schedule:
         return sum(t.hidden_comm_time_s for _, t in self.phases)
 
     def __str__(self) -> str:
-        from costmodels.units import format_seconds
-
         return (f"step {format_seconds(self.step_time_s)} (overlap {self.overlap}), communication exposed "
                 f"{format_seconds(self.exposed_comm_time_s)}, hidden {format_seconds(self.hidden_comm_time_s)}")
 
