@@ -114,7 +114,8 @@ def test_ilp_json_on_stdout_is_json_whatever_the_solver_prints():
 
 
 def test_overlap_none_reports_the_serial_sum_as_the_step(capsys):
-    assert main(["plan", str(CONFIGS / "megatron_mlp.yaml"), "--training", "--overlap", "none", "--format", "json"]) == 0
+    model = str(CONFIGS / "megatron_mlp.yaml")
+    assert main(["plan", model, "--training", "--overlap", "none", "--format", "json"]) == 0
     t = json.loads(capsys.readouterr().out)["totals"]
     # serial: every collective adds its full time, so the step is the sum the objective is
     assert t["overlap"] == "none" and t["step_time_s"] == t["compute_time_s"] + t["comm_time_s"]

@@ -15,6 +15,7 @@ from planner.cli.main import main
 from planner.errors import PlanningError
 from planner.partitioning import Backprop, Compute, Redistribute
 from planner.partitioning.schedule import PHASES, schedule
+from planner.redistribution import step_link
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -60,6 +61,31 @@ ops:
   - {name: mm_a, op: matmul, inputs: [xa, wa], output: ha, strategy: [[1, 2], [2, 1]]}
   - {name: mm_b, op: matmul, inputs: [xb, wb], output: hb, strategy: [[1, 1], [1, 1]]}
   - {name: sum, op: add, inputs: [ha, hb], output: y, strategy: [[1, 1], [1, 1]], out_sharding: '[{}, {}]'}
+outputs: [y]
+"""
+
+
+# Two branches reduced over different links: a's contraction over gpu (inside a node), b's over node
+# (across nodes), both needed whole by the add.
+TWO_LINKS = """
+name: two_links
+mesh: {node: 2, gpu: 8}
+cluster:
+  name: two-nodes
+  device_peak_flops: 1e12
+  device_memory_bytes: 1e9
+  devices_per_node: 8
+  intra_node: {bandwidth_bytes_per_s: 1e9, latency_s: 1e-6}
+  inter_node: {bandwidth_bytes_per_s: 1e8, latency_s: 1e-5}
+tensors:
+  xa: {shape: [16, 64], kind: input, sharding: '[{}, {"gpu"}]'}
+  wa: {shape: [64, 64], kind: param, sharding: '[{"gpu"}, {}]'}
+  xb: {shape: [16, 64], kind: input, sharding: '[{}, {"node"}]'}
+  wb: {shape: [64, 64], kind: param, sharding: '[{"node"}, {}]'}
+ops:
+  - {name: mm_a, op: matmul, inputs: [xa, wa], output: ha}
+  - {name: mm_b, op: matmul, inputs: [xb, wb], output: hb}
+  - {name: sum, op: add, inputs: [ha, hb], output: y, out_sharding: '[{}, {}]'}
 outputs: [y]
 """
 
@@ -118,6 +144,28 @@ def test_a_pending_sum_is_reduced_while_an_independent_branch_computes():
     f = s.phase("forward")
     assert f.hidden_comm_time_s == pytest.approx(min(fb, r), rel=1e-12)
     assert f.exposed_comm_time_s == pytest.approx(r - min(fb, r), rel=1e-12)
+
+
+def test_each_link_has_its_own_stream():
+    p = plan(TWO_LINKS)
+    seq = [i for i in p.program.instructions
+           if isinstance(i, Compute) or (isinstance(i, Redistribute) and i.plan.communicates)]
+    names = [i.op.name if isinstance(i, Compute) else (i.tensor, [st.kind for st in i.steps]) for i in seq]
+    assert names == ["mm_a", "mm_b", ("ha", ["AllReduce"]), ("hb", ["AllReduce", "AllGather"]), "sum"]
+    fa, fb, fsum = seq[0].forward_time_s, seq[1].forward_time_s, seq[4].forward_time_s
+    (ra,) = seq[2].steps
+    rb, gb = seq[3].steps
+    intra, inter = p.cluster.intra_node, p.cluster.inter_node
+    assert step_link(ra, p.cluster) == intra and step_link(rb, p.cluster) == inter
+    assert step_link(gb, p.cluster) == intra
+    # ha's AllReduce (intra) starts when mm_a ends; hb's AllReduce (inter) when mm_b ends, beside it on the
+    # other link; hb's AllGather (intra) once that is done and ha's AllReduce has left the intra link; the
+    # add waits for both: step = fa + max(fb + rb, ra) + gb + fsum
+    s = schedule(p.program, p.cluster)
+    expected = fa + max(fb + rb.time_s, ra.time_s) + gb.time_s + fsum
+    assert s.step_time_s == pytest.approx(expected, rel=1e-12)
+    # one stream for both links would run the reductions one after the other
+    assert expected < fa + fb + ra.time_s + rb.time_s + gb.time_s + fsum
 
 
 def test_a_chain_with_a_manual_collective_has_nothing_to_overlap():
