@@ -42,11 +42,12 @@ from planner.model.options import OUTPUT_LAYOUTS, Options
 from planner.model.phases import parse_per_phase
 from planner.model.request import Request
 from planner.progress import Progress, as_progress
+from planner.partitioning.schedule import MODES as OVERLAPS
 from planner.report import Plan, make_plan
 from planner.searches import SEARCHES, search_named
 from planner.searches.propagate import PASSES
 
-__all__ = ["OUTPUT_LAYOUTS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
+__all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
 
 
 def load(model: Any) -> ComputationGraph:
@@ -110,6 +111,7 @@ def plan(
     insert_pbroadcast: bool = True,
     axes_per_phase: Any = "auto",
     propagation: str = "user-priority",
+    overlap: str = "async",
 ) -> Plan:
     """Plan ``model`` (a path, YAML text or graph); see the module docstring.
 
@@ -128,6 +130,11 @@ def plan(
     ``basic``, ``aggressive``, ``op-priority``, ``user-priority`` (default), each
     building on the previous (:mod:`planner.searches.propagate`).
 
+    ``overlap`` (``async``, default, or ``none``): how the plan's step time (``totals.step_time_s``) is
+    scheduled: collectives on their links' streams beside independent compute, or the serial sum
+    (:mod:`planner.partitioning.schedule`). Every search optimises the serial sum (``totals.objective``);
+    ``totals.overlap_gap`` says how much it overstates the scheduled step.
+
     ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
     ``outputs_layout``. ``progress``, if given, hears how far the work has got: a
     :class:`~planner.progress.Progress` gets the stages, the cost tables built and the
@@ -140,6 +147,8 @@ def plan(
     decide = search_named(search)
     if propagation not in PASSES:
         raise PlanningError(f"unknown propagation pass {quote(propagation)}; use one of {', '.join(PASSES)}")
+    if overlap not in OVERLAPS:
+        raise PlanningError(f"unknown overlap mode {quote(overlap)}; use one of {', '.join(OVERLAPS)}")
     per_phase = parse_per_phase(axes_per_phase)
     graph = load(model)
     progress.stage(f"loaded {graph.name}: {len(graph.ops)} ops")
@@ -147,7 +156,7 @@ def plan(
         check_differentiable(graph)  # the backward is the transposed forward: every op needs a VJP
     layout = outputs_layout if outputs_layout is not None else graph.outputs_layout
     options = Options(training=training, memory_budget=memory_budget, outputs_layout=layout,
-                      insert_pbroadcast=insert_pbroadcast)
+                      insert_pbroadcast=insert_pbroadcast, overlap=overlap)
     planning_mesh = with_model_types(graph, _planning_mesh(graph, mesh))  # axis types go with the axis names
     request = Request(graph, planning_mesh, _cluster(graph, cluster), options, time_limit, solver, progress,
                       per_phase, propagation)

@@ -6,7 +6,8 @@ communication bytes and time, collectives by kind (:meth:`Program.collective_cou
 <planner.partitioning.program.Program.collective_counts>`, what the CI gate counts),
 memory per device, the seconds it took to plan (each search from cold caches), and its gap to the ILP's optimum
 (``objective / optimum - 1``; unknown when the ILP was not proven optimal, e.g.
-stopped by a time limit).
+stopped by a time limit), and its step time scheduled under the ``overlap`` asked for
+(``totals.step_time_s``: every search optimises the serial objective, so it is reported beside it).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class Entry:
     plan_s: float
     gap: float | None  # objective over the ILP optimum, minus 1 (None: no proven optimum)
     warnings: tuple[str, ...] = ()
+    step_time_s: float = 0.0  # the plan's scheduled step (Totals.step_time_s)
 
     def to_dict(self) -> dict:
-        return {"search": self.search, "objective": self.objective, "comm_bytes_per_device": self.comm_bytes_per_device,
+        return {"search": self.search, "objective": self.objective, "step_time_s": self.step_time_s,
+                "comm_bytes_per_device": self.comm_bytes_per_device,
                 "comm_time_s": self.comm_time_s, "compute_time_s": self.compute_time_s,
                 "memory_bytes_per_device": self.memory_bytes_per_device, "collectives": dict(self.collectives),
                 "plan_s": self.plan_s, "gap_to_ilp": self.gap, "warnings": list(self.warnings)}
@@ -53,9 +56,11 @@ class Comparison:
     training: bool
     entries: tuple[Entry, ...]
     optimum: float | None  # the ILP's proven optimum (None: not proven)
+    overlap: str = "async"  # how each entry's step_time_s is scheduled
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "mesh": self.mesh, "training": self.training, "ilp_optimum": self.optimum,
+        return {"model": self.model, "mesh": self.mesh, "training": self.training, "overlap": self.overlap,
+                "ilp_optimum": self.optimum,
                 "searches": [e.to_dict() for e in self.entries]}
 
 
@@ -80,6 +85,7 @@ def compare(model: Any, *, searches=COMPARED, propagation: str = "user-priority"
         gap = None if optimum is None else (t.objective / optimum - 1.0 if optimum > 0 else 0.0)
         entries.append(Entry(search, t.objective, t.comm_bytes_per_device, t.comm_time_s, t.compute_time_s,
                              t.memory_bytes_per_device, p.program.collective_counts(), seconds[search], gap,
-                             notes[search]))
+                             notes[search], t.step_time_s))
     first = next(iter(plans.values()))
-    return Comparison(graph.name, str(first.mesh), bool(options.get("training", False)), tuple(entries), optimum)
+    return Comparison(graph.name, str(first.mesh), bool(options.get("training", False)), tuple(entries), optimum,
+                      first.totals.overlap)

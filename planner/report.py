@@ -37,6 +37,7 @@ from planner.model.provenance import decision_reasons, explain, propagation_reas
 from planner.notations.jax import to_jax_type
 from planner.partitioning.program import Program, lower
 from planner.partitioning.program import Redistribute as Redistribution
+from planner.partitioning.schedule import PhaseTimes, schedule
 from planner.text_table import table
 
 if TYPE_CHECKING:  # named in annotations only: reading a plan needs none of them loaded
@@ -132,13 +133,33 @@ def gradient_sync_dict(r: Redistribution) -> dict:
 
 @dataclass(frozen=True, slots=True)
 class Totals:
-    """Per device: bytes received and seconds communicating (all phases), compute, memory; the objective."""
+    """Per device: bytes received and seconds communicating (all phases), compute, memory; the objective
+    (compute plus communication: the serial sum the searches optimise); and the step's schedule under
+    ``overlap`` (:mod:`planner.partitioning.schedule`): its length ``step_time_s``, the communication it
+    exposes and hides behind compute, and the same per phase (forward, backward, gradient).
+
+    ``overlap_gap`` is ``(objective - step_time_s) / objective``: how much the serial bound the search
+    optimised overstates the scheduled step (0 with ``overlap="none"``).
+    """
 
     comm_bytes_per_device: int
     comm_time_s: float
     compute_time_s: float
     memory_bytes_per_device: int
     objective: float
+    step_time_s: float
+    overlap: str
+    exposed_comm_time_s: float
+    hidden_comm_time_s: float
+    phases: tuple[tuple[str, PhaseTimes], ...]  # in planner.partitioning.schedule.PHASES order
+
+    @property
+    def overlap_gap(self) -> float:
+        if self.objective <= 0:
+            return 0.0
+        # the schedule is at most the program's serial sum, which is the objective summed in another order:
+        # a negative gap is rounding
+        return max(0.0, (self.objective - self.step_time_s) / self.objective)
 
     def to_dict(self) -> dict:
         return {
@@ -147,7 +168,29 @@ class Totals:
             "compute_time_s": self.compute_time_s,
             "memory_bytes_per_device": self.memory_bytes_per_device,
             "objective": self.objective,
+            "step_time_s": self.step_time_s,
+            "overlap": self.overlap,
+            "exposed_comm_time_s": self.exposed_comm_time_s,
+            "hidden_comm_time_s": self.hidden_comm_time_s,
+            "overlap_gap": self.overlap_gap,
+            "phases": {ph: times.to_dict() for ph, times in self.phases},
         }
+
+    def schedule_lines(self, training: bool) -> list[str]:
+        """The step time and each phase's exposed and hidden communication, as the text report prints them."""
+        gap = (f"; the objective's serial sum overstates it by {100 * self.overlap_gap:.1f}%"
+               if self.overlap != "none" else "")
+        lines = [f"step time {format_seconds(self.step_time_s)} (overlap {self.overlap}{gap}): communication exposed "
+                 f"{format_seconds(self.exposed_comm_time_s)}, hidden {format_seconds(self.hidden_comm_time_s)}"]
+        parts = []
+        for ph, t in self.phases:
+            if ph != "forward" and not training:
+                continue
+            compute = f"compute {format_seconds(t.compute_time_s)}, " if ph != "gradient" else ""
+            parts.append(f"{ph} {compute}communication exposed {format_seconds(t.exposed_comm_time_s)}, "
+                         f"hidden {format_seconds(t.hidden_comm_time_s)}")
+        lines.append("per phase: " + "; ".join(parts))
+        return lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +431,7 @@ class Plan:
             f"memory {format_bytes(t.memory_bytes_per_device)} per device",
             f"objective {format_seconds(t.objective)}",
         ])]
+        out += t.schedule_lines(self.training)
         if self.search_space is not None and self.search_space.restricted:
             out.append(self.search_space.describe(self.totals.objective))
         if self.solver:
@@ -533,12 +577,18 @@ def make_plan(decision: Decision) -> Plan:
                               forward_comm.get(c.op.name, 0.0) + (c.collective.time_s if c.collective else 0.0),
                               c.collective))
     redistributions = tuple(r for r in program.redistributions() if r.steps)  # a transpose may move nothing
+    step = schedule(program, m.cluster, m.options.overlap)
     totals = Totals(
         comm_bytes_per_device=program.comm_bytes_per_device(),
         comm_time_s=program.comm_time_s(),
         compute_time_s=program.compute_time_s(),
         memory_bytes_per_device=int(m.problem.memory(choice)),
         objective=m.problem.objective(choice),
+        step_time_s=step.step_time_s,
+        overlap=step.overlap,
+        exposed_comm_time_s=step.exposed_comm_time_s,
+        hidden_comm_time_s=step.hidden_comm_time_s,
+        phases=step.phases,
     )
     meshes = (m.mesh,) + tuple(x for x in graph.meshes.values() if x != m.mesh)
     return Plan(model=graph.name, search=decision.search, mesh=m.mesh, meshes=meshes, tensors=MappingProxyType(tensors),

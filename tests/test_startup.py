@@ -80,6 +80,11 @@ def test_the_cli_searches_are_the_planners():
 
     assert CLI_ONLY == ONLY
 
+    from planner.cli.args import OVERLAPS
+    from planner.partitioning.schedule import MODES
+
+    assert OVERLAPS == MODES
+
 
 def test_loading_a_model_does_not_import_networkx_until_the_graph_view_is_used():
     modules, out = imported_after(

@@ -16,7 +16,9 @@ DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
 SEARCHES = ("bfs", "ilp", "explicit", "propagate")
 PASSES = ("basic", "aggressive", "op-priority", "user-priority")
 EXPORT_FORMATS = ("jax", "shardy", "dtensor", "mindspore", "jax-module")
-"""``planner.searches.SEARCHES``, ``planner.searches.propagate.PASSES`` and ``planner.export.FORMATS``, repeated so
+OVERLAPS = ("none", "async")
+"""``planner.searches.SEARCHES``, ``planner.searches.propagate.PASSES``, ``planner.export.FORMATS`` and
+``planner.partitioning.schedule.MODES``, repeated so
 that building the parser does not import the pipeline (tests/test_startup.py checks that they agree)."""
 
 

@@ -35,13 +35,16 @@ def render(c) -> str:
     for e in c.entries:
         collectives = ", ".join(f"{k} {n}" for k, n in e.collectives.items()) or "none"
         gap = "n/a" if e.gap is None else f"{100 * e.gap:+.1f}%"
-        rows.append((e.search, format_seconds(e.objective), format_bytes(e.comm_bytes_per_device),
+        rows.append((e.search, format_seconds(e.objective), format_seconds(e.step_time_s),
+                     format_bytes(e.comm_bytes_per_device),
                      format_seconds(e.comm_time_s), collectives,
                      format_bytes(e.memory_bytes_per_device), format_seconds(e.plan_s), gap))
     out = [f"model {c.model}, mesh {c.mesh}{', training' if c.training else ''}", "",
-           table(rows, header=("search", "objective", "comm/device", "comm time", "collectives",
+           table(rows, header=("search", "objective", "step time", "comm/device", "comm time", "collectives",
                                "memory/device", "plan time", "vs ilp"))]
     out.append("")
+    out.append(f"step time: the plan's step scheduled with overlap {c.overlap} (every search optimises the "
+               "objective, the serial sum)")
     out.append("vs ilp: objective over the ILP optimum" if c.optimum is not None else
                "vs ilp: n/a, the ILP did not prove an optimum (see its warnings)")
     return "\n".join(out) + "\n"

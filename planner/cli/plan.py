@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli.args import PASSES, SEARCHES, command_options, model_argument, positive_seconds
+from planner.cli.args import OVERLAPS, PASSES, SEARCHES, command_options, model_argument, positive_seconds
 from planner.cli.output import to_csv, to_json, write_text
 from planner.text_table import table
 from planner.errors import ParseError, quote
@@ -44,6 +44,10 @@ def planning_options(p: argparse.ArgumentParser) -> None:
                    help="mesh pieces each search phase decides: auto (default) plans meshes of up to two pieces "
                    "whole and larger ones one more piece at a time; all: the whole problem at once")
     p.add_argument("--solver", choices=("auto", "highs", "cbc"), default="auto", help="ILP solver (default auto)")
+    p.add_argument("--overlap", choices=OVERLAPS, default="async",
+                   help="how the step time is scheduled: async (default): collectives run on their link's stream "
+                   "beside independent compute, gradient reductions overlap the rest of the backward; none: every "
+                   "collective adds its full time (the objective every search optimises)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +100,7 @@ def plan_arguments(args) -> dict:
     return dict(mesh=args.mesh, cluster=args.cluster, training=args.training,
                 memory_budget=_budget(args.memory_budget), time_limit=args.time_limit, solver=args.solver,
                 progress=getattr(args, "progress", None), insert_pbroadcast=args.insert_pbroadcast,
-                axes_per_phase=args.axes_per_phase)
+                axes_per_phase=args.axes_per_phase, overlap=args.overlap)
 
 
 def make_plan(args):

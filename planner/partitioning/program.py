@@ -11,7 +11,8 @@ blocks, in execution order:
   (tensor, layout) and shared by every reader of that layout — or, after its
   producer, to the layout a graph output is delivered in;
 * ``Compute``: the op's local instance on local blocks (local shapes, strategy),
-  with its compute time (forward, plus backward with training);
+  with its compute time (forward, plus backward with training) and the backward's
+  part of it;
 * with training, the forward program transposed (seed 004): per op in reverse
   order, ``Redistribute`` s in phase ``backward`` that take its result's cotangent
   home through the transposes of its copies' redistributions
@@ -110,6 +111,13 @@ class Compute:
     varies over besides its layout (:func:`planner.model.manual.manual_types`),
     and a body collective carries its communication in ``collective`` (a
     :class:`~planner.model.manual.BodyCollective`; None for every other op).
+
+    ``compute_time_s`` is the op's whole compute time: its forward and, with
+    training, its :class:`Backprop`'s (one forward's worth per operand gradient).
+    ``backward_time_s`` is the Backprop's part of it (0 without training), so
+    that the step's schedule (:mod:`planner.partitioning.schedule`) runs each part
+    where the program runs it while the program's compute total stays the sum
+    the search optimised.
     """
 
     op: object
@@ -121,6 +129,12 @@ class Compute:
     compute_time_s: float
     collective: BodyCollective | None = None
     manual: tuple | None = None
+    backward_time_s: float = 0.0
+
+    @property
+    def forward_time_s(self) -> float:
+        """The forward's part of ``compute_time_s``."""
+        return self.compute_time_s - self.backward_time_s
 
 
 @dataclass(frozen=True)
@@ -132,7 +146,7 @@ class Backprop:
     ``cotangents[j]``: the operand's layout, pending over the axes the op varies
     on but the operand does not (the psum that transposes the pbroadcast the
     device-variance types insert there, :func:`~planner.training.gradients.operand_gradient`).
-    Its compute time is counted on the forward :class:`Compute` (``compute_time_s``).
+    Its compute time is counted on the forward :class:`Compute` (its ``backward_time_s``).
     """
 
     op: object
@@ -248,10 +262,11 @@ def lower(m: Model, choice) -> Program:
         s = node.strategies[choice[i]]
         instructions += before[op.name]
         out = graph.tensor(op.output)
+        total_s = op_compute_time_s(graph, op, s, m.cluster, m.options.training, m.needs_grad)
+        forward_s = op_compute_time_s(graph, op, s, m.cluster, False, m.needs_grad) if m.options.training else total_s
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
-                                    out.dtype, op_compute_time_s(graph, op, s, m.cluster, m.options.training,
-                                                                 m.needs_grad),
-                                    body_collective(graph, op, s, m.cluster), manual_types(graph, op, variance)))
+                                    out.dtype, total_s, body_collective(graph, op, s, m.cluster),
+                                    manual_types(graph, op, variance), max(0.0, total_s - forward_s)))
         instructions += after[op.name]
         if op.output in graph_outputs:
             outputs[op.output] = m.final_layout(op.name, s)

@@ -189,11 +189,23 @@ def _change_mesh(shape, itemsize, source, destination, cluster) -> tuple[TensorS
         return moved, None
     pairs = tuple(sorted((int(giver[r]), int(r)) for r in np.flatnonzero(moves_)))
     local = int(np.prod(moved.local_shape(shape), dtype=np.int64)) * itemsize
-    cost = RING.collective_permute(local, cluster.link_for(mesh, _axes_between(mesh, pairs)))
+    cost = RING.collective_permute(local, cluster.link_for(mesh, permute_axes(mesh, pairs)))
     return moved, Step("CollectivePermute", (), (), source, moved, cost.bytes_per_device, cost.time_s, pairs)
 
 
-def _axes_between(mesh, pairs) -> tuple[AxisRef, ...]:
+def step_link(step: Step, cluster: Cluster):
+    """The link ``step`` runs on, the one the engine priced it on: a permute's is that of the mesh axes its
+    pairs differ along, every other collective's that of its axes (:meth:`Cluster.link_for`); None for a
+    ``Slice``, which is local."""
+    if step.kind == "Slice":
+        return None
+    mesh = step.after.mesh
+    if step.kind == "CollectivePermute":
+        return cluster.link_for(mesh, permute_axes(mesh, step.pairs))
+    return cluster.link_for(mesh, step.axes)
+
+
+def permute_axes(mesh, pairs) -> tuple[AxisRef, ...]:
     """Mesh axes along which some pair of devices differs (the link a permute uses)."""
     pos = devices_to_positions(mesh)
     src = pos[[a for a, _ in pairs]]

@@ -478,7 +478,9 @@ def plan_page(p) -> str:
     totals = [f"communication <b>{esc(_fmt_bytes(t.comm_bytes_per_device))}</b> per device in "
               f"<b>{esc(_fmt_s(t.comm_time_s))}</b>", f"compute <b>{esc(_fmt_s(t.compute_time_s))}</b>",
               f"memory <b>{esc(format_bytes(t.memory_bytes_per_device))}</b> per device",
-              f"objective <b>{esc(_fmt_s(t.objective))}</b>"]
+              f"objective <b>{esc(_fmt_s(t.objective))}</b>",
+              f"step time <b>{esc(_fmt_s(t.step_time_s))}</b> (overlap {esc(t.overlap)}; communication exposed "
+              f"{esc(_fmt_s(t.exposed_comm_time_s))}, hidden {esc(_fmt_s(t.hidden_comm_time_s))})"]
     warn = "".join(f'<p class="note">warning: {esc(w)}</p>' for w in p.warnings)
     return "\n".join([
         "<!DOCTYPE html>",

@@ -13,8 +13,10 @@ def test_compare_json_reports_each_search_against_the_ilp_optimum(capsys):
     d = json.loads(capsys.readouterr().out)
     assert [e["search"] for e in d["searches"]] == ["propagate", "bfs", "ilp"]
     by = {e["search"]: e for e in d["searches"]}
-    assert set(by["bfs"]) == {"search", "objective", "comm_bytes_per_device", "comm_time_s", "compute_time_s",
-                              "memory_bytes_per_device", "collectives", "plan_s", "gap_to_ilp", "warnings"}
+    assert set(by["bfs"]) == {"search", "objective", "step_time_s", "comm_bytes_per_device", "comm_time_s",
+                              "compute_time_s", "memory_bytes_per_device", "collectives", "plan_s", "gap_to_ilp",
+                              "warnings"}
+    assert d["overlap"] == "async"
     # the ILP is optimal on this model, so its gap is 0 and nobody beats it
     assert d["ilp_optimum"] == by["ilp"]["objective"] and by["ilp"]["gap_to_ilp"] == 0.0
     for e in d["searches"]:
@@ -31,6 +33,7 @@ def test_compare_numbers_are_each_plans_own(capsys):
     totals = json.loads(capsys.readouterr().out)["totals"]
     assert row["comm_bytes_per_device"] == totals["comm_bytes_per_device"]
     assert row["objective"] == totals["objective"]
+    assert row["step_time_s"] == totals["step_time_s"]
 
 
 def test_compare_table_has_a_row_per_search(capsys):
@@ -39,3 +42,4 @@ def test_compare_table_has_a_row_per_search(capsys):
     lines = out.splitlines()
     assert lines[0].endswith("training")
     assert [ln.split()[0] for ln in lines[3:6]] == ["propagate", "bfs", "ilp"]
+    assert "step time" in lines[2]  # the scheduled step beside the objective the searches optimise

@@ -17,7 +17,11 @@ def test_plan_json_has_the_contract_keys(capsys):
                                      "bytes_per_device", "time_s"}
     assert set(d["reshards"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
     assert set(d["totals"]) == {"comm_bytes_per_device", "comm_time_s", "compute_time_s", "memory_bytes_per_device",
-                                "objective"}
+                                "objective", "step_time_s", "overlap", "exposed_comm_time_s", "hidden_comm_time_s",
+                                "overlap_gap", "phases"}
+    assert set(d["totals"]["phases"]) == {"forward", "backward", "gradient"}
+    assert set(d["totals"]["phases"]["forward"]) == {"comm_time_s", "exposed_comm_time_s", "hidden_comm_time_s",
+                                                     "compute_time_s"}
     t = d["totals"]
     assert abs(t["objective"] - (t["compute_time_s"] + t["comm_time_s"])) <= 1e-12 * max(t["objective"], 1)
 
@@ -107,3 +111,43 @@ def test_ilp_json_on_stdout_is_json_whatever_the_solver_prints():
     out = subprocess.run([sys.executable, "-m", "planner", "plan", str(CONFIGS / "ffn.yaml"), "--search", "ilp",
                           "--format", "json"], capture_output=True, text=True, check=True).stdout
     assert json.loads(out)["search"] == "ilp"
+
+
+def test_overlap_none_reports_the_serial_sum_as_the_step(capsys):
+    model = str(CONFIGS / "megatron_mlp.yaml")
+    assert main(["plan", model, "--training", "--overlap", "none", "--format", "json"]) == 0
+    t = json.loads(capsys.readouterr().out)["totals"]
+    # serial: every collective adds its full time, so the step is the sum the objective is
+    assert t["overlap"] == "none" and t["step_time_s"] == t["compute_time_s"] + t["comm_time_s"]
+    assert t["hidden_comm_time_s"] == 0.0 and t["overlap_gap"] == 0.0
+
+
+def test_overlap_async_is_the_default_and_the_table_shows_the_step(capsys):
+    model = str(CONFIGS / "transformer_block.yaml")
+    assert main(["plan", model, "--training", "--format", "json"]) == 0
+    t = json.loads(capsys.readouterr().out)["totals"]
+    assert t["overlap"] == "async" and t["step_time_s"] <= t["objective"]
+    # the gap is what the schedule saved of the serial sum, as a share of it
+    assert t["overlap_gap"] == (t["objective"] - t["step_time_s"]) / t["objective"]
+    assert main(["plan", model, "--training"]) == 0
+    out = capsys.readouterr().out
+    assert "step time" in out and "(overlap async" in out and "per phase: forward compute" in out
+
+
+def test_an_unknown_overlap_mode_exits_2_naming_the_choices(capsys):
+    try:
+        code = main(["plan", str(CONFIGS / "ffn.yaml"), "--overlap", "sync"])
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "argument --overlap: invalid choice: 'sync'" in err and "Traceback" not in err
+
+
+def test_every_planning_command_takes_overlap(capsys):
+    for command in ("plan", "explain", "simulate", "compare", "run", "export"):
+        try:
+            main([command, "--help"])
+        except SystemExit:
+            pass
+        assert "--overlap {none,async}" in capsys.readouterr().out, command

@@ -357,7 +357,7 @@ def test_a_permute_runs_on_the_mesh_axes_its_lifted_pairs_differ_along(within):
     """A permute's link comes from the axes its row pairs differ along (Move.spans): the same
     axes as its pairs of devices on the whole mesh, replicas included."""
     from planner.ir.axis import AxisRef
-    from planner.redistribution.engine import _axes_between
+    from planner.redistribution.engine import permute_axes
 
     mesh = Mesh.from_sizes("m", {"x": 2, "y": 4, "z": 2})
     seen = 0
@@ -367,7 +367,7 @@ def test_a_permute_runs_on_the_mesh_axes_its_lifted_pairs_differ_along(within):
         for target in moves.permute_targets(state, goal):
             m = moves.permute_move(pc, state, target, 4)
             if m is not None:
-                assert tuple(AxisRef(mesh.axes[i].name) for i in m.spans) == _axes_between(mesh, m.pairs)
+                assert tuple(AxisRef(mesh.axes[i].name) for i in m.spans) == permute_axes(mesh, m.pairs)
                 seen += 1
     assert seen
 
