@@ -91,6 +91,28 @@ def seed(text: str) -> int:
     return value
 
 
+#: ``shardplan run --repeat``: timed runs of the step at most (each a whole step; 5 are the default).
+MAX_REPEAT = 10_000
+
+
+def repeat_count(text: str) -> int:
+    """``--repeat``: how many times to run a step, an integer from 1 to :data:`MAX_REPEAT` (an ``argparse`` type).
+
+    >>> repeat_count("5")
+    5
+    """
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not a number of runs, e.g. 5") from None
+    if not 1 <= value <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"--repeat {value} is out of range: the step is timed from 1 to "
+                                         f"{MAX_REPEAT:,} times, e.g. 5")
+    return value
+
+
 def parse_dtype(text: str) -> str:
     if text not in DTYPES:
         raise ParseError(f"unknown dtype {quote(text)}; use one of {', '.join(DTYPES)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from planner.cli.args import command_options
+from planner.cli.args import command_options, repeat_count
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.cli.output import to_json, write_text
 from planner.text_table import table
@@ -14,6 +14,8 @@ from planner.cli.plan import plan_options, make_plan
 # JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast.
 
 ENGINES = ("jax",)
+#: ``planner.engines.jax_run.REPEAT``, repeated so that building the parser does not import the engine.
+REPEAT = 5
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,9 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Plan the model, give it to XLA (by default as one jax.shard_map of the plan's per-device "
         "program, whose collectives are the plan's: --lowering), jit and run it on a mesh of N devices, and compare "
         "the outputs (and with --training the gradients) with the numpy reference; then list the compiled program's "
-        "collectives beside the plan's, bytes per device by the plan's convention. On a CPU-only machine --devices N "
-        "sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. A run the machine's memory cannot "
-        'hold is refused before JAX starts. Needs the jax extra (pip install -e ".[jax]").',
+        "collectives beside the plan's, bytes per device by the plan's convention, and time the compiled step (the "
+        "checked run warms it up; the median of --repeat more runs) beside the step time the plan predicts. On a "
+        "CPU-only machine --devices N sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. A "
+        "run the machine's memory cannot hold is refused before JAX starts. Needs the jax extra "
+        '(pip install -e ".[jax]").',
     )
     p.add_argument("model", help="model YAML file")
     p.add_argument("--engine", choices=ENGINES, default="jax", help="the engine to run on (default jax)")
@@ -38,6 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "jax.shard_map, every collective as the plan lists it), constraints (every value constrained to "
                    "its layout, the collectives left to XLA; a pending sum cannot be said), or auto (default: "
                    "shard_map wherever the program can be one, i.e. its layouts divide evenly)")
+    p.add_argument("--repeat", type=repeat_count, default=REPEAT, metavar="R",
+                   help=f"timed runs of the compiled step (forward, or forward and backward with --training) after "
+                   f"the checked run, which warms it up; the measured step time is their median (default {REPEAT})")
     p.add_argument("--format", choices=("table", "json"), default="table")
     command_options(p, run)
 
@@ -49,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.engines.jax_run import run_on_jax
 
     p = make_plan(args)
-    r = run_on_jax(p, devices=args.devices, seed=args.seed, lowering=args.lowering)
+    r = run_on_jax(p, devices=args.devices, seed=args.seed, lowering=args.lowering, repeat=args.repeat)
     write_text(to_json(r.to_dict()) if args.format == "json" else render(p, r), None)
     if r.ok:
         return EXIT_OK
@@ -107,7 +114,17 @@ def render(plan, r) -> str:
     lines += [f"verdict: {v}" for v in r.verdict()]
     if r.unconstrained:
         lines.append("left to XLA (a pending sum has no PartitionSpec): " + ", ".join(r.unconstrained))
+    lines.append(step_time_line(r))
     what = "outputs and gradients" if r.training else "outputs"
     status = f"OK: {what} match the reference" if r.ok else f"FAILED: {what} differ from the reference"
     lines.append(f"{status} (planned, compiled and run in {format_seconds(r.time_s)})")
     return "\n".join(lines) + "\n"
+
+
+def step_time_line(r) -> str:
+    """``step time: predicted X, measured Y (median of R), ratio Y/X``."""
+    from costmodels.units import format_seconds
+
+    ratio = "-" if r.prediction_ratio is None else f"{r.prediction_ratio:.2f}"
+    return (f"step time: predicted {format_seconds(r.predicted_step_time_s)}, measured "
+            f"{format_seconds(r.measured_step_time_s)} (median of {len(r.step_times_s)}), ratio {ratio}")

@@ -20,6 +20,11 @@ step of every redistribution of ``plan.program`` and every manual region's body 
 by the same convention). The run's memory is estimated before JAX starts and checked again once XLA has
 compiled (:mod:`planner.engines.run_memory`).
 
+It also times the compiled step (:func:`time_step`): the first run's outputs are the ones checked, and it is
+also the first warm-up; then ``repeat`` timed runs of the whole step (forward, or forward and backward), each
+until ``block_until_ready``, whose median is the measured step time, set beside the plan's prediction
+(:func:`predicted_step_time_s`). The timed runs' results are dropped: timing changes nothing that is checked.
+
 With constraints, a manual region (``graph.manual_regions``) runs as one ``jax.shard_map`` in place of its flattened ops
 (:mod:`planner.engines.jax_regions`), as soon as its inputs are computed.
 
@@ -28,6 +33,7 @@ JAX is imported here, on the first call, with the host devices the mesh needs (:
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -52,6 +58,19 @@ from planner.notations.jax import from_partition_spec
 
 #: Tolerance of XLA's floats against the float64 reference, by declared dtype (XLA computes in it).
 TOLERANCE = {"f32": FLOAT_RTOL["f32"], "f16": 1e-2, "bf16": 1e-2}
+#: Timed runs of the compiled step by default (``shardplan run --repeat``); the measured step time is their median.
+REPEAT = 5
+#: Untimed runs before the timed ones (the checked run is the first): first-call costs stay out of the median.
+WARMUP = 1
+
+
+def predicted_step_time_s(plan) -> float:
+    """The step time the plan's report predicts, in seconds: its totals' ``step_time_s`` (the length of the
+    schedule, communication overlapping compute) where the totals have one, else their ``objective`` (compute,
+    communication and redistribution summed, what the searches minimise), the report's only step time before
+    the schedule's."""
+    scheduled = getattr(plan.totals, "step_time_s", None)
+    return plan.totals.objective if scheduled is None else scheduled
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +107,21 @@ class JaxRunResult:
     lowering_note: str = ""             # why auto fell back to constraints
     time_s: float = 0.0
     hlo_text: str = field(default="", repr=False)
+    step_times_s: tuple[float, ...] = ()  # each timed run of the compiled step, in order
+    predicted_step_time_s: float = 0.0  # the plan's (predicted_step_time_s)
+
+    @property
+    def measured_step_time_s(self) -> float | None:
+        """The median of the timed runs (None when none ran)."""
+        return statistics.median(self.step_times_s) if self.step_times_s else None
+
+    @property
+    def prediction_ratio(self) -> float | None:
+        """Measured over predicted step time (None when either is missing or the prediction is zero)."""
+        measured = self.measured_step_time_s
+        if measured is None or not self.predicted_step_time_s:
+            return None
+        return measured / self.predicted_step_time_s
 
     @property
     def xla_comm_bytes_per_device(self) -> int:
@@ -156,6 +190,10 @@ class JaxRunResult:
             "lowering_note": self.lowering_note,
             "verdict": self.verdict(),
             "time_s": self.time_s,
+            "predicted_step_time_s": self.predicted_step_time_s,
+            "measured_step_time_s": self.measured_step_time_s,
+            "step_times_s": list(self.step_times_s),
+            "prediction_ratio": self.prediction_ratio,
         }
         if self.training:
             out["gradients"] = self.gradients
@@ -205,14 +243,19 @@ def _body_collective(ins, phase: str) -> PlannedCollective:
 LOWERINGS = ("auto", "shard_map", "constraints")
 
 
-def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str = "auto") -> JaxRunResult:
+def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str = "auto",
+               repeat: int = REPEAT, warmup: int = WARMUP) -> JaxRunResult:
     """Run ``plan`` on XLA through JAX and compare with the numpy reference (see the module docstring).
 
     ``lowering``: ``shard_map`` (the program, every collective as the plan lists it:
     :mod:`planner.engines.jax_spmd`), ``constraints`` (every value constrained to its layout, the
-    collectives left to XLA) or ``auto`` (``shard_map`` where the program can be one, else constraints)."""
+    collectives left to XLA) or ``auto`` (``shard_map`` where the program can be one, else constraints).
+    ``warmup`` (>= 1, the checked run included) and ``repeat`` (>= 1): the untimed and timed runs of the step."""
     if lowering not in LOWERINGS:
         raise EngineError(f"unknown lowering {lowering!r}: use one of {', '.join(LOWERINGS)}")
+    if repeat < 1 or warmup < 1:
+        raise EngineError(f"the step runs at least once warm and once timed: got warmup {warmup}, repeat {repeat}; "
+                          "give both >= 1")
     start = time.perf_counter()
     size = plan.mesh.size
     uneven = uneven_layout(plan)
@@ -280,6 +323,8 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     outs, grads = compiled(*args)
     # on the host, and every device buffer dropped before the reference runs
     outs, grads = ({n: np.asarray(x) for n, x in d.items()} for d in (outs, grads))
+    # the checked values are on the host: the other runs only time the step (the checked run was the first warm-up)
+    step_times = time_step(jax, compiled, args, warmup=warmup - 1, repeat=repeat)
     if used == "shard_map":
         outs = {o: _add_partials(v) if o in pending else v for o, v in outs.items()}
     del compiled, step, args
@@ -309,7 +354,23 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         lowering_note=why or "",
         time_s=time.perf_counter() - start,
         hlo_text=text,
+        step_times_s=step_times,
+        predicted_step_time_s=predicted_step_time_s(plan),
     )
+
+
+def time_step(jax, compiled, args: tuple, *, warmup: int, repeat: int) -> tuple[float, ...]:
+    """Seconds of each of ``repeat`` runs of ``compiled(*args)``, after ``warmup`` untimed ones: each timed from
+    the call until every result is ready on every device (``jax.block_until_ready``); results dropped at once."""
+    for _ in range(warmup):
+        jax.block_until_ready(compiled(*args))
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        results = jax.block_until_ready(compiled(*args))
+        times.append(time.perf_counter() - start)
+        del results
+    return tuple(times)
 
 
 def _add_partials(value: np.ndarray) -> np.ndarray:

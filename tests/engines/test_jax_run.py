@@ -1,7 +1,7 @@
 """``shardplan run MODEL --engine jax``: plans run on XLA and checked against the numpy reference (issue 14).
 
 The end-to-end runs are subprocesses (JAX must start with 8 host devices; this process may already hold JAX
-with one): three in all, on the two smallest configs."""
+with one): five in all, on the two smallest configs."""
 
 import json
 import os
@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from types import SimpleNamespace
+
 from planner.api import plan
 from planner.cli.main import main
+from planner.engines.jax_run import predicted_step_time_s
+from planner.errors import EngineError
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -82,11 +86,113 @@ def test_ffn_forward_runs_on_xla_and_reports_both_sides_collectives():
 
 def test_ffn_table_sets_xla_beside_the_plan():
     pytest.importorskip("jax")
-    r = shardplan("run", "configs/ffn.yaml")
+    from costmodels.units import format_seconds
+
+    r = shardplan("run", "configs/ffn.yaml", "--repeat", "3")
     assert r.returncode == 0, r.stderr
     for text in ("the plan's collectives:", "XLA's collectives (compiled HLO):", "XLA / plan", "verdict: ",
                  "OK: outputs match the reference"):
         assert text in r.stdout
+    # the prediction is the plan's own figure, printed the way every report prints seconds
+    predicted = format_seconds(predicted_step_time_s(plan(CONFIGS / "ffn.yaml")))
+    line = next(x for x in r.stdout.splitlines() if x.startswith("step time: "))
+    assert line.startswith(f"step time: predicted {predicted}, measured ") and "(median of 3), ratio " in line
+
+
+def test_run_times_the_step_repeat_times_and_reports_the_median_against_the_prediction():
+    pytest.importorskip("jax")
+    r = shardplan("run", "configs/ffn.yaml", "--repeat", "2", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    times = d["step_times_s"]
+    assert len(times) == 2 and all(t > 0 for t in times)
+    # the median of two runs is their mean
+    assert d["measured_step_time_s"] == pytest.approx((times[0] + times[1]) / 2)
+    # ffn's totals have no scheduled step time yet: the prediction is the report's objective
+    p = plan(CONFIGS / "ffn.yaml")
+    assert d["predicted_step_time_s"] == pytest.approx(predicted_step_time_s(p)) and d["predicted_step_time_s"] > 0
+    assert d["prediction_ratio"] == pytest.approx(d["measured_step_time_s"] / d["predicted_step_time_s"])
+    # a step is milliseconds at most on host devices; the whole command (with compiling) took longer than two steps
+    assert sum(times) < d["time_s"]
+
+
+def test_a_repeat_below_one_is_a_usage_error(capsys):
+    assert main(["run", str(CONFIGS / "ffn.yaml"), "--repeat", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--repeat 0 is out of range" in err and "Traceback" not in err
+    assert main(["run", str(CONFIGS / "ffn.yaml"), "--repeat", "two"]) == 2
+    assert "'two' is not a number of runs" in capsys.readouterr().err
+
+
+def test_run_on_jax_refuses_no_timed_run_before_starting_jax():
+    from planner.engines.jax_run import run_on_jax
+
+    p = plan(CONFIGS / "ffn.yaml")
+    for kwargs in ({"repeat": 0}, {"warmup": 0}):
+        with pytest.raises(EngineError, match="give both >= 1"):
+            run_on_jax(p, **kwargs)
+
+
+def test_the_cli_default_repeat_is_the_engines():
+    from planner.cli.run import REPEAT as CLI_REPEAT
+    from planner.engines.jax_run import REPEAT
+
+    assert CLI_REPEAT == REPEAT
+
+
+class _Clock:
+    """A stand-in compiled step whose n-th call (from 0) takes n + 1 ticks of a fake clock."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls = []
+
+    def perf_counter(self):
+        return self.now
+
+    def step(self, *args):
+        self.calls.append(args)
+        self.now += len(self.calls)
+        return {"y": len(self.calls)}
+
+
+def test_time_step_times_repeat_runs_after_the_warmup_each_until_ready(monkeypatch):
+    from planner.engines import jax_run
+
+    clock = _Clock()
+    ready = []
+    monkeypatch.setattr(jax_run.time, "perf_counter", clock.perf_counter)
+    fake_jax = SimpleNamespace(block_until_ready=lambda x: ready.append(x["y"]) or x)
+    times = jax_run.time_step(fake_jax, clock.step, ("a", "b"), warmup=2, repeat=3)
+    # calls 1-2 are warm-ups; calls 3, 4, 5 take 3, 4, 5 ticks: only those are timed
+    assert times == (3.0, 4.0, 5.0)
+    assert clock.calls == [("a", "b")] * 5 and ready == [1, 2, 3, 4, 5]
+
+
+def _result(step_times, predicted):
+    from planner.engines.jax_run import JaxRunResult
+
+    return JaxRunResult(ok=True, devices=8, platform="cpu", training=False, outputs={}, gradients={}, planned=(),
+                        xla=(), predicted_comm_bytes_per_device=0, step_times_s=step_times,
+                        predicted_step_time_s=predicted)
+
+
+def test_the_measured_step_time_is_the_median_and_the_ratio_measured_over_predicted():
+    r = _result((0.5, 0.1, 0.3), 0.2)
+    assert r.measured_step_time_s == 0.3  # sorted: 0.1, 0.3, 0.5
+    assert r.prediction_ratio == pytest.approx(0.3 / 0.2)
+    d = r.to_dict()
+    assert d["step_times_s"] == [0.5, 0.1, 0.3] and d["measured_step_time_s"] == 0.3
+    assert d["predicted_step_time_s"] == 0.2 and d["prediction_ratio"] == pytest.approx(1.5)
+    assert _result((0.1,), 0.0).prediction_ratio is None  # nothing to divide by
+    assert _result((), 0.2).measured_step_time_s is None
+
+
+def test_the_prediction_is_the_scheduled_step_time_where_the_totals_have_one():
+    totals = SimpleNamespace(objective=2.0)
+    assert predicted_step_time_s(SimpleNamespace(totals=totals)) == 2.0
+    totals = SimpleNamespace(objective=2.0, step_time_s=1.5)
+    assert predicted_step_time_s(SimpleNamespace(totals=totals)) == 1.5
 
 
 def test_training_runs_jax_grad_against_the_reference_gradients():
