@@ -15,6 +15,7 @@ The format (``docs/clusters.md`` has the full description)::
     vector_flops: 67TFLOP/s                                    # (costmodels.roofline)
     memory_bandwidth_bytes_per_s: 3.35TB/s                     # `inf`: unlimited
     kernel_overhead_s: 3us
+    step_overhead_s: 50us
     matmul_efficiency: [[1MFLOP, 0.05], [1GFLOP, 0.4], [1TFLOP, 0.8]]   # or one number
 
 Numbers are in the unit the key names; strings with units are accepted too
@@ -61,7 +62,7 @@ _LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s", "overhead_s")
 _REQUIRED_LINK_KEYS = ("bandwidth_bytes_per_s", "latency_s")
 _REQUIRED = ("device_peak_flops", "device_memory_bytes", "devices_per_node", "intra_node", "inter_node")
 _ROOFLINE_KEYS = ("peak_flops_by_dtype", "vector_flops", "memory_bandwidth_bytes_per_s", "kernel_overhead_s",
-                  "matmul_efficiency")
+                  "step_overhead_s", "matmul_efficiency")
 _TOP_KEYS = ("name", "preset", *_REQUIRED, "axes", *_ROOFLINE_KEYS)
 
 
@@ -263,7 +264,7 @@ def _parse_roofline_key(key: str, value: Any, source: _Source) -> Any:
         return {dtype: _quantity(rate, "FLOP/s", (key, dtype), source) for dtype, rate in value.items()}
     if key == "vector_flops":
         return _quantity(value, "FLOP/s", keys, source)
-    if key == "kernel_overhead_s":
+    if key in ("kernel_overhead_s", "step_overhead_s"):
         return _quantity(value, "s", keys, source)
     if key == "memory_bandwidth_bytes_per_s":
         if value == "inf" or (isinstance(value, float) and value == math.inf):

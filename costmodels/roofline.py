@@ -8,6 +8,7 @@ The compute keys of a cluster file (``docs/clusters.md``), as one frozen value:
   softmax); None means the cluster's ``device_peak_flops``;
 - ``memory_bandwidth_bytes_per_s``: device memory bandwidth, ``inf`` for unlimited;
 - ``kernel_overhead_s``: a fixed time per op launched;
+- ``step_overhead_s``: a fixed time per step, launching the step's program (once, whatever its ops);
 - ``matmul_efficiency``: the fraction of its peak a matmul-family op reaches, by its
   FLOPs on one device: ``(flops, efficiency)`` points, flops strictly increasing and
   efficiency non-decreasing, each efficiency in ``(0, 1]``; interpolated linearly in
@@ -67,6 +68,7 @@ class Roofline:
     memory_bandwidth_bytes_per_s: float = math.inf
     kernel_overhead_s: float = 0.0
     matmul_efficiency: tuple[tuple[float, float], ...] = ((1.0, 1.0),)
+    step_overhead_s: float = 0.0
 
     def __post_init__(self):
         pairs = self.peak_flops_by_dtype
@@ -90,6 +92,9 @@ class Roofline:
         overhead = self.kernel_overhead_s
         if not _number(overhead) or not math.isfinite(overhead) or overhead < 0:
             raise ClusterError(f"kernel_overhead_s is {quote(overhead)}; it must be a finite number >= 0")
+        step = self.step_overhead_s
+        if not _number(step) or not math.isfinite(step) or step < 0:
+            raise ClusterError(f"step_overhead_s is {quote(step)}; it must be a finite number >= 0")
         object.__setattr__(self, "matmul_efficiency", curve_points(self.matmul_efficiency))
 
     @property
@@ -127,6 +132,8 @@ class Roofline:
             parts.append(f"memory {format_quantity(self.memory_bandwidth_bytes_per_s, 'bytes/s')}")
         if self.kernel_overhead_s:
             parts.append(f"{format_quantity(self.kernel_overhead_s, 's')} per kernel")
+        if self.step_overhead_s:
+            parts.append(f"{format_quantity(self.step_overhead_s, 's')} per step")
         points = self.matmul_efficiency
         if len(points) > 1:
             (f0, e0), (f1, e1) = points[0], points[-1]

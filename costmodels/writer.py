@@ -91,6 +91,7 @@ class ClusterFile:
     vector_flops: float | None = None
     memory_bandwidth_bytes_per_s: float | None = None
     kernel_overhead_s: float | None = None
+    step_overhead_s: float | None = None
     matmul_efficiency: tuple[tuple[float, float], ...] = ()
     link: Link | None = None
 
@@ -114,6 +115,8 @@ class ClusterFile:
             lines.append(f"memory_bandwidth_bytes_per_s: {format_number(self.memory_bandwidth_bytes_per_s, 'B/s')}")
         if self.kernel_overhead_s is not None:
             lines.append(f"kernel_overhead_s: {format_number(self.kernel_overhead_s, 's')}")
+        if self.step_overhead_s is not None:
+            lines.append(f"step_overhead_s: {format_number(self.step_overhead_s, 's')}")
         if self.matmul_efficiency:
             lines.append("matmul_efficiency:")
             lines += [f"  - [{format_number(flops, 'FLOP')}, {efficiency:.4g}]"

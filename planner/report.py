@@ -138,8 +138,10 @@ class Totals:
     ``overlap`` (:mod:`planner.partitioning.schedule`): its length ``step_time_s``, the communication it
     exposes and hides behind compute, and the same per phase (forward, backward, gradient).
 
-    ``overlap_gap`` is ``(objective - step_time_s) / objective``: how much the serial bound the search
-    optimised overstates the scheduled step (0 with ``overlap="none"``).
+    ``step_time_s`` includes the cluster's ``step_overhead_s`` (the launch of the step's program, the same
+    for every plan); ``overlap_gap`` is ``(serial - step_time_s) / serial`` with ``serial`` the objective
+    plus that launch: how much the serial bound the search optimised overstates the scheduled step (0 with
+    ``overlap="none"``).
     """
 
     comm_bytes_per_device: int
@@ -152,14 +154,16 @@ class Totals:
     exposed_comm_time_s: float
     hidden_comm_time_s: float
     phases: tuple[tuple[str, PhaseTimes], ...]  # in planner.partitioning.schedule.PHASES order
+    step_overhead_s: float = 0.0
 
     @property
     def overlap_gap(self) -> float:
-        if self.objective <= 0:
+        serial = self.objective + self.step_overhead_s
+        if serial <= 0:
             return 0.0
         # the schedule is at most the program's serial sum, which is the objective summed in another order:
         # a negative gap is rounding
-        return max(0.0, (self.objective - self.step_time_s) / self.objective)
+        return max(0.0, (serial - self.step_time_s) / serial)
 
     def to_dict(self) -> dict:
         return {
@@ -173,6 +177,7 @@ class Totals:
             "exposed_comm_time_s": self.exposed_comm_time_s,
             "hidden_comm_time_s": self.hidden_comm_time_s,
             "overlap_gap": self.overlap_gap,
+            "step_overhead_s": self.step_overhead_s,
             "phases": {ph: times.to_dict() for ph, times in self.phases},
         }
 
@@ -589,6 +594,7 @@ def make_plan(decision: Decision) -> Plan:
         exposed_comm_time_s=step.exposed_comm_time_s,
         hidden_comm_time_s=step.hidden_comm_time_s,
         phases=step.phases,
+        step_overhead_s=step.step_overhead_s,
     )
     meshes = (m.mesh,) + tuple(x for x in graph.meshes.values() if x != m.mesh)
     return Plan(model=graph.name, search=decision.search, mesh=m.mesh, meshes=meshes, tensors=MappingProxyType(tensors),

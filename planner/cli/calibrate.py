@@ -86,7 +86,7 @@ def render(c, out: str) -> str:
 
     lines = [f"calibrated {c.devices} {c.platform} device{'s' if c.devices != 1 else ''} ({c.device_kind}), "
              f"jax {c.jax_version}, in {format_seconds(c.elapsed_s)}; wrote {out}",
-             f"dispatch of one program (taken off every time below, not in the file): {format_seconds(c.dispatch_s)}",
+             f"dispatch of one program (taken off every time below; step_overhead_s): {format_seconds(c.dispatch_s)}",
              ""]
     fitted = []
     if c.measures_compute:

@@ -7,8 +7,9 @@ few times; its time is the median. What is measured:
 
 * **dispatch and per-op overhead**: a program of one tiny op and one of :data:`CHAIN` tiny ops kept apart
   by ``optimization_barrier`` (so XLA cannot fuse them): the difference per op is ``kernel_overhead_s``,
-  the rest of the one-op program is the dispatch of a program, taken off every other time (a plan's step
-  is one program: it pays the dispatch once, not once per op or collective);
+  the rest of the one-op program is the dispatch of a program, taken off every other time and written as
+  ``step_overhead_s`` (a plan's step is one program: it pays the dispatch once, not once per op or
+  collective);
 * **matmul**: a grid of local shapes ``m x k x n`` from small to large in each dtype (``f32``, ``bf16``;
   ``f16`` too on GPUs);
 * **memory bandwidth**: ``y = x * a + b`` on buffers much larger than the caches;
@@ -220,8 +221,6 @@ class Calibration:
                          "to costmodels/collectives.py.")
         else:
             lines.append("links: not measured (--only compute): from the preset.")
-        lines.append(f"Not in this file: the dispatch of one program, {format_seconds(self.dispatch_s)} "
-                     "(a step pays it once).")
         lines.append(f"Fit: median |relative error| {self.median_abs_relative_error():.1%} over "
                      f"{len(self.residuals())} measurements (shardplan calibrate prints them all).")
         return tuple(lines)
@@ -234,7 +233,8 @@ class Calibration:
             compute = dict(device_peak_flops=max(p for _, p in fit.peak_flops_by_dtype),
                            peak_flops_by_dtype=fit.peak_flops_by_dtype, vector_flops=self.vector_flops,
                            memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s,
-                           kernel_overhead_s=self.kernel_overhead_s, matmul_efficiency=fit.curve)
+                           kernel_overhead_s=self.kernel_overhead_s, step_overhead_s=self.dispatch_s,
+                           matmul_efficiency=fit.curve)
         return ClusterFile(name=name, devices_per_node=self.devices if self.measures_links else None,
                            device_memory_bytes=self.device_memory_bytes,
                            header=self.header(), preset=preset if self.only else None,

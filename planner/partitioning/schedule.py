@@ -21,9 +21,10 @@ manual region's collective). Each stream runs its work in program order:
 * a manual region's collective (``Compute.collective``, ``Backprop.collective``)
   runs on its link's stream once its operand is ready, and its op waits for it.
 
-The step ends when the last compute and the last collective finish. With
+The step ends when the last compute and the last collective finish; the step time adds the
+cluster's ``step_overhead_s`` (launching the step's program, once per step). With
 ``overlap="none"`` nothing overlaps: the step time is the program's compute plus
-communication time, the sum every search optimises (a linear upper bound of the
+communication time (plus that launch), the sum every search optimises (a linear upper bound of the
 ``async`` schedule: each instruction of the schedule finishes no later than the
 prefix sum of the program up to it).
 
@@ -85,6 +86,7 @@ class Schedule:
     overlap: str
     step_time_s: float
     phases: tuple[tuple[str, PhaseTimes], ...]  # in PHASES order
+    step_overhead_s: float = 0.0  # the cluster's fixed launch of the step's program, included in step_time_s
 
     def phase(self, name: str) -> PhaseTimes:
         for ph, times in self.phases:
@@ -109,9 +111,11 @@ def schedule(program: Program, cluster, overlap: str = "async") -> Schedule:
     """The schedule of ``program`` on ``cluster``'s links under ``overlap`` (see the module docstring)."""
     if overlap not in MODES:
         raise PlanningError(f"unknown overlap mode {quote(overlap)}; use one of {', '.join(MODES)}")
-    if overlap == "none":
-        return _serial(program)
-    return _async(program, cluster)
+    result = _serial(program) if overlap == "none" else _async(program, cluster)
+    launch = cluster.roofline.step_overhead_s
+    if not launch:
+        return result
+    return Schedule(result.overlap, launch + result.step_time_s, result.phases, launch)
 
 
 def _serial(program: Program) -> Schedule:

@@ -18,7 +18,7 @@ def test_plan_json_has_the_contract_keys(capsys):
     assert set(d["reshards"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
     assert set(d["totals"]) == {"comm_bytes_per_device", "comm_time_s", "compute_time_s", "memory_bytes_per_device",
                                 "objective", "step_time_s", "overlap", "exposed_comm_time_s", "hidden_comm_time_s",
-                                "overlap_gap", "phases"}
+                                "overlap_gap", "phases", "step_overhead_s"}
     assert set(d["totals"]["phases"]) == {"forward", "backward", "gradient"}
     assert set(d["totals"]["phases"]["forward"]) == {"comm_time_s", "exposed_comm_time_s", "hidden_comm_time_s",
                                                      "compute_time_s"}

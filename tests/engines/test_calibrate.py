@@ -98,8 +98,8 @@ def test_the_file_has_a_fixed_layout_and_numbers_with_units():
     assert text == _calibration().cluster_file("host").text()
     keys = [line.split(":")[0] for line in text.splitlines() if line and not line.startswith((" ", "#"))]
     assert keys == ["name", "device_peak_flops", "peak_flops_by_dtype", "vector_flops",
-                    "memory_bandwidth_bytes_per_s", "kernel_overhead_s", "matmul_efficiency", "device_memory_bytes",
-                    "devices_per_node", "intra_node", "inter_node"]
+                    "memory_bandwidth_bytes_per_s", "kernel_overhead_s", "step_overhead_s", "matmul_efficiency",
+                    "device_memory_bytes", "devices_per_node", "intra_node", "inter_node"]
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert "jax 0.10.2, platform cpu, device kind cpu, 8 devices" in header[1]
     raw = yaml.safe_load(text)
@@ -107,6 +107,7 @@ def test_the_file_has_a_fixed_layout_and_numbers_with_units():
     assert raw["device_memory_bytes"] == "2932MB"  # 2,931,534,567 to 4 significant digits, whole MB
     assert parse_quantity(raw["memory_bandwidth_bytes_per_s"], "bytes/s") == pytest.approx(1e9)
     assert parse_quantity(raw["intra_node"]["overhead_s"], "s") == pytest.approx(40e-6)
+    assert parse_quantity(raw["step_overhead_s"], "s") == pytest.approx(2e-4)  # the measured dispatch
 
 
 def test_a_links_only_file_loads_over_its_preset(tmp_path):
@@ -121,14 +122,29 @@ def test_a_links_only_file_loads_over_its_preset(tmp_path):
 
 
 def test_the_full_file_loads(tmp_path):
-    """Needs the loader's compute keys (peak_flops_by_dtype, vector_flops, memory_bandwidth_bytes_per_s,
-    kernel_overhead_s, matmul_efficiency: docs/clusters.md)."""
     c = _calibration()
     path = tmp_path / "host.yaml"
     path.write_text(c.cluster_file("host").text())
     cluster = load_cluster(path)
     assert cluster.name == "host" and cluster.intra_node == c.link
     assert cluster.device_peak_flops == pytest.approx(max(p for _, p in c.matmul_fit.peak_flops_by_dtype))
+    r = cluster.roofline  # every fitted number comes back, to the file's 4 significant digits
+    assert dict(r.peak_flops_by_dtype) == pytest.approx(dict(c.matmul_fit.peak_flops_by_dtype), rel=1e-3)
+    assert r.vector_flops == pytest.approx(c.vector_flops, rel=1e-3)
+    assert r.memory_bandwidth_bytes_per_s == pytest.approx(c.memory_bandwidth_bytes_per_s, rel=1e-3)
+    assert r.kernel_overhead_s == pytest.approx(c.kernel_overhead_s, rel=1e-3)
+    assert r.step_overhead_s == pytest.approx(c.dispatch_s, rel=1e-3)
+    assert [e for _, e in r.matmul_efficiency] == pytest.approx([e for _, e in c.matmul_fit.curve], rel=1e-3)
+
+
+def test_a_compute_only_file_takes_the_node_from_its_preset(tmp_path):
+    c = _calibration(only="compute")
+    path = tmp_path / "gpu.yaml"
+    text = c.cluster_file("gpu", "h100").text()
+    assert "devices_per_node" not in text and "as one node" not in text
+    path.write_text(text)
+    cluster, h100 = load_cluster(path), load_cluster("h100")
+    assert (cluster.devices_per_node, cluster.intra_node) == (h100.devices_per_node, h100.intra_node)
 
 
 def test_the_report_lists_each_family_and_the_median_error():

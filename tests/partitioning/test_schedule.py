@@ -261,3 +261,18 @@ def test_a_backprop_waits_for_its_cotangent_which_waits_behind_a_reduction_on_th
     s = schedule(p.program, p.cluster)
     assert s.step_time_s == pytest.approx(schedule(p.program, p.cluster, "none").step_time_s, rel=1e-12)
     assert s.hidden_comm_time_s == 0.0
+
+
+@pytest.mark.parametrize("overlap", ["none", "async"])
+def test_the_step_overhead_is_paid_once_per_step_and_is_not_overlap(overlap):
+    model = str(CONFIGS / "transformer_block.yaml")
+    base = plan(model, training=True, overlap=overlap)
+    launched = plan(model, training=True, overlap=overlap,
+                    cluster={"preset": "default", "step_overhead_s": "300us"})
+    # the launch changes no plan and no objective: the same step, plus 300 us once
+    assert launched.totals.objective == base.totals.objective
+    assert launched.totals.step_time_s == pytest.approx(base.totals.step_time_s + 300e-6, rel=1e-12)
+    assert launched.totals.step_overhead_s == 300e-6
+    # the gap compares the schedule with the serial sum plus the same launch: it is unchanged
+    serial = launched.totals.objective + 300e-6
+    assert launched.totals.overlap_gap == pytest.approx((serial - launched.totals.step_time_s) / serial, rel=1e-9)
