@@ -65,12 +65,9 @@ WARMUP = 1
 
 
 def predicted_step_time_s(plan) -> float:
-    """The step time the plan's report predicts, in seconds: its totals' ``step_time_s`` (the length of the
-    schedule, communication overlapping compute) where the totals have one, else their ``objective`` (compute,
-    communication and redistribution summed, what the searches minimise), the report's only step time before
-    the schedule's."""
-    scheduled = getattr(plan.totals, "step_time_s", None)
-    return plan.totals.objective if scheduled is None else scheduled
+    """The step time the plan's report predicts, in seconds: its totals' ``step_time_s``, the length of the
+    step's schedule under the plan's ``--overlap`` (:mod:`planner.partitioning.schedule`)."""
+    return plan.totals.step_time_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,11 +188,10 @@ def test_the_measured_step_time_is_the_median_and_the_ratio_measured_over_predic
     assert _result((), 0.2).measured_step_time_s is None
 
 
-def test_the_prediction_is_the_scheduled_step_time_where_the_totals_have_one():
-    totals = SimpleNamespace(objective=2.0)
-    assert predicted_step_time_s(SimpleNamespace(totals=totals)) == 2.0
-    totals = SimpleNamespace(objective=2.0, step_time_s=1.5)
-    assert predicted_step_time_s(SimpleNamespace(totals=totals)) == 1.5
+@pytest.mark.parametrize("overlap", ["none", "async"])
+def test_the_prediction_is_the_scheduled_step_time(overlap):
+    p = plan(CONFIGS / "transformer_block.yaml", training=True, overlap=overlap)
+    assert predicted_step_time_s(p) == p.totals.step_time_s
 
 
 def test_training_runs_jax_grad_against_the_reference_gradients():
