@@ -43,7 +43,10 @@ def planning_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--axes-per-phase", default="auto", metavar="auto|all|N",
                    help="mesh pieces each search phase decides: auto (default) plans meshes of up to two pieces "
                    "whole and larger ones one more piece at a time; all: the whole problem at once")
-    p.add_argument("--solver", choices=("auto", "highs", "cbc"), default="auto", help="ILP solver (default auto)")
+    p.add_argument("--solver", choices=("auto", "elimination", "highs", "cbc"), default="auto",
+                   help="how the ILP's model is solved: elimination (exact dynamic programming over its cost tables), "
+                   "highs or cbc (a MIP solver); auto (default): elimination, or HiGHS (else CBC) where its tables "
+                   "would be too large or a memory budget binds")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

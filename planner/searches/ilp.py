@@ -127,14 +127,16 @@ from planner.model.ignored import ignored_annotations
 from planner.model.nodes import Model
 from planner.model.request import Request
 from planner.progress import task
-from planner.searches import bfs, phased
+from planner.searches import bfs, elimination, phased
 from planner.searches.shrink import with_shrink_hints
 from planner.model.problem import Edge, Fanout, SearchProblem
 
 COST_SCALE = 1e6
 """Model cost units per second (the model works in microseconds)."""
 
-SOLVERS = ("auto", "highs", "cbc")
+SOLVERS = ("auto", "elimination", "highs", "cbc")
+ELIMINATION = "elimination"
+"""The report name of the exact solver of :mod:`planner.searches.elimination`."""
 SUPPORTED_PULP = (3, 4)
 """PuLP major versions supported: ``SUPPORTED_PULP[0] <= major < SUPPORTED_PULP[1]``."""
 
@@ -576,13 +578,21 @@ class _Outcome:
 
 @dataclass(frozen=True, slots=True)
 class _Backend:
+    """A MIP solver (``run``, None for elimination alone), tried after variable elimination when ``eliminate``."""
+
     name: str
-    run: Callable[[pulp.LpProblem, float | None], _Outcome]
+    run: Callable[[pulp.LpProblem, float | None], _Outcome] | None
+    eliminate: bool = False
 
 
 def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: float | None,
            deadline: float | None) -> IlpResult:
-    """Build the model of ``data`` and solve it, the solver running until ``deadline`` at most."""
+    """Solve ``data`` by variable elimination where it can, else build its model and run the MIP solver
+    until ``deadline`` at most."""
+    if backend.eliminate:
+        solved = _eliminate(problem, data, fallback=backend.run is not None)
+        if solved is not None:
+            return solved
     model = _build_model(data)
     left = None if deadline is None else deadline - time.monotonic()
     if left is not None and left <= 0:
@@ -603,6 +613,85 @@ def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: f
         raise SolverFailed(f"{backend.name} returned a choice that violates the constraints "
                            "(numerical tolerance); try the other solver", report=report)
     return IlpResult(choice, problem.objective(choice), report)
+
+
+def _eliminate(problem: SearchProblem, data: _Data, fallback: bool) -> IlpResult | None:
+    """The optimum of ``data`` by variable elimination (:mod:`planner.searches.elimination`); None, for the
+    MIP solver to take over (``fallback``), when its tables would be too large or the memory budget binds.
+
+    The memory row is left out of the factors: an optimum that fits the budget is the optimum with it.
+    """
+    start = time.perf_counter()
+    sizes, factors = _factors(data)
+    candidates = sum(len(cost) for cost in data.cost)
+
+    def report(status: str, optimal: bool) -> SolverReport:
+        return SolverReport(ELIMINATION, status, optimal, 0.0 if optimal else None, time.perf_counter() - start,
+                            candidates, len(factors), len(data.cost), data.tied)
+
+    try:
+        values, _ = elimination.minimise(sizes, factors)
+    except elimination.Infeasible:
+        raise _Infeasible(data.tied) from None
+    except elimination.TooLarge as e:
+        if fallback:
+            return None
+        raise SolverFailed(f"{ELIMINATION} cannot solve this model: {e}; use --solver highs",
+                           report=report("too large", False)) from None
+    picked = values[:len(data.cost)]
+    if data.memory is not None:
+        used = sum(float(row[k]) for row, k in zip(data.memory, picked))
+        if used > data.memory_rhs * (1 + 1e-9):
+            if fallback:
+                return None
+            raise SolverFailed(f"{ELIMINATION} cannot honour the memory budget (the unconstrained optimum "
+                               "exceeds it); use --solver highs", report=report("memory budget binds", False))
+    choice = tuple(int(data.pick[i][picked[o]]) for i, o in enumerate(data.owner))
+    if not problem.feasible(choice):
+        raise SolverFailed(f"{ELIMINATION} returned a choice that violates the constraints",
+                           report=report("infeasible choice", False))
+    return IlpResult(choice, problem.objective(choice), report("Optimal", True))
+
+
+def _factors(data: _Data) -> tuple[list[int], list[elimination.Factor]]:
+    """``data`` as cost tables over its solved nodes (model units; ``inf`` where a row is broken).
+
+    A fanout becomes one two-candidate variable ``y`` per layout (0: not copied, 1: copied): a factor
+    ``(u, y)`` charges the producer's row when ``y`` is 1 and a factor ``(r_j, y)`` forbids ``y`` 0 when the
+    reader's candidate needs the layout. As costs are ``>= 0`` the minimum copies exactly the layouts some
+    reader needs: the ILP's ``y``, exactly.
+    """
+    sizes = [len(cost) for cost in data.cost]
+    factors = [elimination.Factor((o,), cost) for o, cost in enumerate(data.cost)]
+    for edge in data.edges:
+        factors.append(elimination.Factor((edge.u, edge.v), edge.cost, (edge.u_class, edge.v_class)))
+    two = np.arange(2)
+    for fanout in data.fanouts:
+        for L in range(fanout.cost.shape[1]):
+            y = len(sizes)
+            sizes.append(2)
+            charge = fanout.cost[:, L]
+            factors.append(elimination.Factor((fanout.u, y), np.column_stack([np.zeros_like(charge), charge]),
+                                              (fanout.u_class, two)))
+            for o, need in fanout.readers:
+                forbid = np.array([[0.0, 0.0], [np.inf, 0.0]])  # rows: the layout not needed, needed
+                factors.append(elimination.Factor((o, y), forbid, (need[:, L].astype(np.intp), two)))
+    by_scope: dict[tuple[int, ...], list[_Row]] = {}
+    for row in data.rows:
+        by_scope.setdefault(tuple(sorted({o for o, _ in row.terms})), []).append(row)
+    for scope, rows in by_scope.items():
+        ok = np.ones([sizes[o] for o in scope], dtype=bool)
+        for row in rows:
+            value = np.zeros((1,) * len(scope))
+            for axis, o in enumerate(scope):
+                coef = np.zeros(sizes[o])
+                for (owner, k), c in row.terms.items():
+                    if owner == o:
+                        coef[k] += c
+                value = value + coef.reshape([-1 if a == axis else 1 for a in range(len(scope))])
+            ok &= np.abs(value - row.rhs) <= 1e-9
+        factors.append(elimination.Factor(scope, np.where(ok, 0.0, np.inf)))
+    return sizes, factors
 
 
 def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
@@ -700,9 +789,11 @@ def _quiet_stdout():
 
 
 def _backend(solver: str) -> _Backend:
-    """The solver to run: ``solver`` if available, for ``"auto"`` HiGHS then CBC."""
+    """The solver to run: ``solver`` if available; for ``"auto"`` variable elimination, then HiGHS, then CBC."""
     if solver not in SOLVERS:
         raise PlanningError(f"unknown ILP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if solver == "elimination":
+        return _Backend(ELIMINATION, None, eliminate=True)
     highs = _Backend("HiGHS", _run_highs) if _highs_available() else None
     cbc = _Backend("CBC", _run_cbc) if _cbc_path() else None
     if solver == "highs" and highs is None:
@@ -711,8 +802,10 @@ def _backend(solver: str) -> _Backend:
         raise PlanningError("no CBC binary found: put cbc on the PATH (PuLP 4: pip install pulp[cbc])")
     chosen = {"highs": highs, "cbc": cbc}.get(solver) or highs or cbc
     if chosen is None:
+        if solver == "auto":
+            return _Backend(ELIMINATION, None, eliminate=True)
         raise PlanningError("no ILP solver available: pip install highspy (or install cbc)")
-    return chosen
+    return replace(chosen, eliminate=solver == "auto")
 
 
 # -- messages ------------------------------------------------------------------------------
