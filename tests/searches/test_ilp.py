@@ -4,6 +4,7 @@ import itertools
 import re
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pulp
@@ -11,6 +12,7 @@ import pytest
 
 from costmodels.units import format_bytes
 
+from planner.api import plan
 from planner.errors import PlanningError
 from planner.searches import elimination, ilp
 from tests.searches.brute_force import brute_force
@@ -438,3 +440,26 @@ def test_the_time_limit_counts_building_the_model_and_the_solver_never_starts_pa
         solve_ilp(hard_problem(), solver="highs", time_limit=1e-9)
     assert failed.value.report.status == "not run" and not failed.value.report.optimal
     assert "before it started" in str(failed.value)
+
+
+# -- every config: elimination's optimum is HiGHS's ------------------------------------------
+
+_CONFIGS = sorted(p.name for p in (Path(__file__).parents[2] / "configs").glob("*.yaml"))
+_LARGE_CONFIGS = ("gpt2_small.yaml", "transformer_block.yaml")  # HiGHS takes seconds on these
+
+
+def _optimum_by(path: Path, training: bool, solver: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return plan(str(path), search="ilp", training=training, solver=solver)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["forward", "training"])
+@pytest.mark.parametrize("config", [pytest.param(c, marks=pytest.mark.slow) if c in _LARGE_CONFIGS else c
+                                    for c in _CONFIGS])
+def test_elimination_and_highs_give_the_same_optimum_on_every_config(config, training):
+    path = Path(__file__).parents[2] / "configs" / config
+    exact, highs = _optimum_by(path, training, "elimination"), _optimum_by(path, training, "highs")
+    assert highs.solver.name == "HiGHS" and highs.solver.optimal
+    assert exact.solver.name == "elimination" and exact.solver.optimal
+    assert exact.totals.objective == pytest.approx(highs.totals.objective, rel=1e-9, abs=0.0)
