@@ -43,7 +43,7 @@ from planner.model.phases import parse_per_phase
 from planner.model.request import Request
 from planner.progress import Progress, as_progress
 from planner.report import Plan, make_plan
-from planner.searches import SEARCHES, search_named
+from planner.searches import DEFAULT_SEARCH, SEARCHES, search_named
 from planner.searches.propagate import PASSES
 
 __all__ = ["OUTPUT_LAYOUTS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
@@ -98,7 +98,7 @@ def _cluster(graph: ComputationGraph, cluster: Any) -> Cluster:
 def plan(
     model: Any,
     *,
-    search: str = "bfs",
+    search: str = DEFAULT_SEARCH,
     mesh: Any = None,
     cluster: Any = None,
     training: bool = False,

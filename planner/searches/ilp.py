@@ -72,14 +72,21 @@ reads ``<= 1``. The returned ``objective`` is recomputed with
 :meth:`SearchProblem.objective`, never read from the solver, and the choice is
 checked with :meth:`SearchProblem.feasible`.
 
-Solvers: ``"highs"`` (HiGHS through ``highspy``, an optional dependency PuLP
-imports when present) or ``"cbc"`` (a ``cbc`` on the PATH, else the binary bundled
-with PuLP 3). Both run single-threaded with relative and absolute gap 0, so a
-solved model is optimal up to the solver's tolerances and the same problem gives
-the same choice. ``"auto"`` uses HiGHS and falls back to CBC: on transformer-shaped
-problems HiGHS solves the full models several times faster and the two tie on shrunk
-ones; on some small dense problems CBC wins, and ``solver="cbc"`` is there for them.
-``python benchmarks/ilp_solvers.py`` measures both.
+Solvers: ``"elimination"`` (no MIP: :mod:`planner.searches.elimination`'s dynamic
+program over the same data, :func:`_factors`, exact with no tolerance), ``"highs"``
+(HiGHS through ``highspy``, an optional dependency PuLP imports when present) or
+``"cbc"`` (a ``cbc`` on the PATH, else the binary bundled with PuLP 3). The MIP
+solvers run single-threaded with relative and absolute gap 0, so a solved model is
+optimal up to the solver's tolerances and the same problem gives the same choice.
+``"auto"`` uses elimination and hands a model to HiGHS (else CBC) where elimination
+would build a table over :data:`~planner.searches.elimination.MAX_CELLS` cells or
+its optimum breaks the memory budget (an optimum that fits is the optimum under the
+budget): on every config and on GPT at 12-48 layers elimination takes a fraction of
+HiGHS's time. Between the MIP solvers: on transformer-shaped problems HiGHS solves
+the full models several times faster and the two tie on shrunk ones; on some small
+dense problems CBC wins, and ``solver="cbc"`` is there for them.
+``python benchmarks/ilp_solvers.py`` measures both. PuLP is imported on first use,
+so a model elimination solves never loads it.
 
 Gap: HiGHS reports its relative MIP gap ``(primal - dual) / |primal|``. CBC
 (through PuLP's command-line interface) gives no gap directly; we read the lower
@@ -118,7 +125,6 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
-import pulp
 
 from costmodels.units import format_bytes
 from planner.errors import PlanningError
@@ -506,6 +512,7 @@ class _Model:
 
 def _build_model(data: _Data) -> _Model:
     """The PuLP model of ``data`` (see the module docstring for the formulation)."""
+    _pulp()
     model = pulp.LpProblem("shardplan_strategies", pulp.LpMinimize)
     x = {(o, k): _new_variable(model, f"x_{o}_{k}", 0, 1, pulp.LpBinary)
          for o, cost in enumerate(data.cost) for k in range(len(cost))}
@@ -578,11 +585,13 @@ class _Outcome:
 
 @dataclass(frozen=True, slots=True)
 class _Backend:
-    """A MIP solver (``run``, None for elimination alone), tried after variable elimination when ``eliminate``."""
+    """A MIP solver (``run``), or variable elimination (``eliminate``), which hands the models it cannot solve
+    to the MIP solver of ``auto`` when ``hand_over``."""
 
     name: str
     run: Callable[[pulp.LpProblem, float | None], _Outcome] | None
     eliminate: bool = False
+    hand_over: bool = False
 
 
 def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: float | None,
@@ -590,9 +599,10 @@ def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: f
     """Solve ``data`` by variable elimination where it can, else build its model and run the MIP solver
     until ``deadline`` at most."""
     if backend.eliminate:
-        solved = _eliminate(problem, data, fallback=backend.run is not None)
+        solved = _eliminate(problem, data, fallback=backend.hand_over)
         if solved is not None:
             return solved
+        backend = _mip_backend("auto")
     model = _build_model(data)
     left = None if deadline is None else deadline - time.monotonic()
     if left is not None and left <= 0:
@@ -704,6 +714,7 @@ def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
 
 
 def _run_highs(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
+    _pulp()
     solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1)
     start = time.perf_counter()
     with _quiet_stdout():
@@ -716,6 +727,7 @@ def _run_highs(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
 
 
 def _run_cbc(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
+    _pulp()
     with tempfile.TemporaryDirectory(prefix="shardplan-cbc-") as tmp:
         log_path = os.path.join(tmp, "cbc.log")
         solver = pulp.COIN_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1,
@@ -757,6 +769,7 @@ def _cbc_gap(model: pulp.LpProblem, log: str) -> float | None:
 
 def _cbc_path() -> str | None:
     """A ``cbc`` on the PATH, else the one bundled with PuLP 3 (None if neither exists)."""
+    _pulp()
     found = shutil.which("cbc")
     if found:
         return found
@@ -765,6 +778,7 @@ def _cbc_path() -> str | None:
 
 
 def _highs_available() -> bool:
+    _pulp()
     with _quiet_stdout():
         return bool(pulp.HiGHS(msg=False).available())
 
@@ -789,11 +803,17 @@ def _quiet_stdout():
 
 
 def _backend(solver: str) -> _Backend:
-    """The solver to run: ``solver`` if available; for ``"auto"`` variable elimination, then HiGHS, then CBC."""
+    """The solver to run: ``solver`` if available; for ``"auto"`` variable elimination, which hands the models
+    it cannot solve to :func:`_mip_backend` (HiGHS, else CBC)."""
     if solver not in SOLVERS:
         raise PlanningError(f"unknown ILP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
-    if solver == "elimination":
-        return _Backend(ELIMINATION, None, eliminate=True)
+    if solver in (ELIMINATION, "auto"):
+        return _Backend(ELIMINATION, None, eliminate=True, hand_over=solver == "auto")
+    return _mip_backend(solver)
+
+
+def _mip_backend(solver: str) -> _Backend:
+    """The MIP solver ``solver`` (``highs``, ``cbc``, or ``auto``: HiGHS, else CBC), if available."""
     highs = _Backend("HiGHS", _run_highs) if _highs_available() else None
     cbc = _Backend("CBC", _run_cbc) if _cbc_path() else None
     if solver == "highs" and highs is None:
@@ -802,10 +822,8 @@ def _backend(solver: str) -> _Backend:
         raise PlanningError("no CBC binary found: put cbc on the PATH (PuLP 4: pip install pulp[cbc])")
     chosen = {"highs": highs, "cbc": cbc}.get(solver) or highs or cbc
     if chosen is None:
-        if solver == "auto":
-            return _Backend(ELIMINATION, None, eliminate=True)
         raise PlanningError("no ILP solver available: pip install highspy (or install cbc)")
-    return replace(chosen, eliminate=solver == "auto")
+    return chosen
 
 
 # -- messages ------------------------------------------------------------------------------
@@ -839,14 +857,26 @@ def _infeasible_message(problem: SearchProblem) -> str:
     return f"no choice satisfies {' together with '.join(parts) or 'the constraints'}"
 
 
-def _check_pulp_version() -> None:
-    major = int(pulp.__version__.split(".")[0])
+def _check_pulp_version(module) -> None:
+    major = int(module.__version__.split(".")[0])
     if not SUPPORTED_PULP[0] <= major < SUPPORTED_PULP[1]:
         raise ImportError(f"planner.searches.ilp supports PuLP {SUPPORTED_PULP[0]}.x "
-                          f"(setup.cfg pins pulp>=3.0,<4); found {pulp.__version__}")
+                          f"(setup.cfg pins pulp>=3.0,<4); found {module.__version__}")
 
 
-_check_pulp_version()
+pulp = None
+"""The PuLP module once :func:`_pulp` imported it: a model that elimination solves never loads PuLP or its solvers."""
+
+
+def _pulp():
+    """PuLP, imported and its version checked on first use."""
+    global pulp
+    if pulp is None:
+        import pulp as module
+
+        _check_pulp_version(module)
+        pulp = module
+    return pulp
 
 
 # -- the search ``ilp``: the model's optimum, shrunk first, breadth-first propagation's plan in hand -------------
@@ -871,6 +901,10 @@ def decide(m: Model, deadline: float | None, notes: list[str], request: Request)
                 solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
             if solved.objective <= m.problem.objective(reference.choice) * (1 + 1e-9):
                 break
+        if not solved.report.optimal and solved.objective > m.problem.objective(reference.choice):
+            notes.append(f"the ILP solver stopped before its optimum ({solved.report.status}) at a plan worse than "
+                         "breadth-first propagation's, which this phase keeps")
+            return reference
         return Decision(m, solved.choice, None, solved.report, "ilp")
     except SolverFailed as e:
         notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
