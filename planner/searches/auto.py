@@ -34,7 +34,9 @@ def decide(m: Model, deadline: float | None, notes: list[str], request: Request)
 
 
 def search(request: Request) -> Decision:
-    """The search ``auto``: :func:`decide` phase by phase."""
+    """The search ``auto``: :func:`decide` phase by phase. The plan says ``auto`` and carries no solver report:
+    the solver's time in it would make the same model's plan differ from run to run (``--search ilp`` shows
+    it); a note says where a phase kept breadth-first propagation's plan."""
     notes = ignored_annotations(request.graph, "auto")
     decision = phased.run(phased.prepared(request), "auto", decide)
-    return replace(decision, notes=(*notes, *decision.notes))
+    return replace(decision, search="auto", report=None, notes=(*notes, *decision.notes))
