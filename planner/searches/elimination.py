@@ -1,9 +1,9 @@
 """The exact minimum of a sum of cost tables by variable elimination (min-sum dynamic programming).
 
 A problem is ``sizes`` (how many candidates each variable has) and *factors*: a
-:class:`Factor` is a ``scope`` (sorted, distinct variables) and a ``table`` of shape
-``[sizes[v] for v in scope]`` whose entries are costs or ``inf`` (a forbidden
-combination). :func:`minimise` returns the assignment, one candidate per variable,
+:class:`Factor` is a ``scope`` (sorted, distinct variables) and a ``table`` with one
+axis per variable, one row per candidate (or per class of candidates), whose entries
+are costs or ``inf`` (a forbidden combination). :func:`minimise` returns the assignment, one candidate per variable,
 whose factors' entries sum to the least value: the optimum, exactly, with no
 relaxation and no tolerance, by dynamic programming over the tree decomposition an
 elimination order induces.
