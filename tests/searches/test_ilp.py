@@ -286,6 +286,13 @@ def test_auto_solves_by_elimination_and_falls_back_to_highs_where_its_tables_are
     assert solve_ilp(problem).report.name == "HiGHS"
 
 
+def test_elimination_alone_refuses_a_model_whose_tables_are_too_large(monkeypatch):
+    monkeypatch.setattr(elimination, "MAX_CELLS", 1)
+    with pytest.raises(SolverFailed, match="elimination cannot solve this model: .* above its limit of 1; use "
+                                           "--solver highs"):
+        solve_ilp(random_problem(0, "chain"), solver="elimination")
+
+
 def test_auto_falls_back_to_highs_where_the_memory_budget_binds():
     # the cheapest choice (candidate 0 everywhere) needs 3 x 4 MiB, over the 7 MiB budget; any candidate 0
     # makes 4 + 2 + 2 = 8 MiB, so the optimum under the budget is candidate 1 everywhere (as brute force says)
