@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "plan",
         help="plan how to shard a model: a sharding per tensor, a strategy per op, the collectives and their cost",
         description="Plan a model: enumerate each op's strategies, cost every redistribution, and choose by "
-        "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
+        "the global optimum where it comes within a time budget, else breadth-first propagation (auto, the "
+        "default), breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
         "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
     p.add_argument("model", help="model YAML file (- for standard input)")
