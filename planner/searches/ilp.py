@@ -666,10 +666,11 @@ def _eliminate(problem: SearchProblem, data: _Data, fallback: bool) -> IlpResult
 def _factors(data: _Data) -> tuple[list[int], list[elimination.Factor]]:
     """``data`` as cost tables over its solved nodes (model units; ``inf`` where a row is broken).
 
-    A fanout becomes one two-candidate variable ``y`` per layout (0: not copied, 1: copied): a factor
-    ``(u, y)`` charges the producer's row when ``y`` is 1 and a factor ``(r_j, y)`` forbids ``y`` 0 when the
-    reader's candidate needs the layout. As costs are ``>= 0`` the minimum copies exactly the layouts some
-    reader needs: the ILP's ``y``, exactly.
+    A fanout is one table over its producer and readers (:func:`_fanout_factor`); where that table
+    would be too large, one two-candidate variable ``y`` per layout (0: not copied, 1: copied): a
+    factor ``(u, y)`` charges the producer's row when ``y`` is 1 and a factor ``(r_j, y)`` forbids ``y``
+    0 when the reader's candidate needs the layout. As costs are ``>= 0`` the minimum copies exactly the
+    layouts some reader needs: the ILP's ``y``, exactly.
     """
     sizes = [len(cost) for cost in data.cost]
     factors = [elimination.Factor((o,), cost) for o, cost in enumerate(data.cost)]
@@ -677,6 +678,10 @@ def _factors(data: _Data) -> tuple[list[int], list[elimination.Factor]]:
         factors.append(elimination.Factor((edge.u, edge.v), edge.cost, (edge.u_class, edge.v_class)))
     two = np.arange(2)
     for fanout in data.fanouts:
+        whole = _fanout_factor(fanout)
+        if whole is not None:
+            factors.append(whole)
+            continue
         for L in range(fanout.cost.shape[1]):
             y = len(sizes)
             sizes.append(2)
@@ -702,6 +707,35 @@ def _factors(data: _Data) -> tuple[list[int], list[elimination.Factor]]:
             ok &= np.abs(value - row.rhs) <= 1e-9
         factors.append(elimination.Factor(scope, np.where(ok, 0.0, np.inf)))
     return sizes, factors
+
+
+def _fanout_factor(fanout: _ClassFanout) -> elimination.Factor | None:
+    """A fanout as one table over its producer and reader owners, each indexed by the classes that tell
+    apart what it brings (the producer: its row and, if it reads too, its needed layouts; a reader: its
+    needed layouts): the cost of every layout some participant needs, from the producer's row. None when
+    the table (times the layouts) would pass :data:`~planner.searches.elimination.MAX_CELLS`."""
+    need = dict(fanout.readers)
+    owners = tuple(sorted({fanout.u} | set(need)))
+    layouts = fanout.cost.shape[1]
+    classes, rows, masks = [], [], []
+    for o in owners:
+        count = len(fanout.u_class) if o == fanout.u else need[o].shape[0]
+        row = fanout.u_class if o == fanout.u else np.zeros(count, dtype=int)
+        keys = np.column_stack([row, need.get(o, np.zeros((count, layouts), dtype=bool))]).astype(int)
+        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        classes.append(inverse.ravel())
+        rows.append(unique[:, 0])
+        masks.append(unique[:, 1:].astype(bool))
+    shape = tuple(len(m) for m in masks)
+    if math.prod(shape) * max(layouts, 1) > elimination.MAX_CELLS:
+        return None
+    axes = len(owners)
+    needed = np.zeros(shape + (layouts,), dtype=bool)
+    for a, mask in enumerate(masks):
+        needed |= mask.reshape([-1 if i == a else 1 for i in range(axes)] + [layouts])
+    u = owners.index(fanout.u)
+    charge = fanout.cost[rows[u]].reshape([-1 if i == u else 1 for i in range(axes)] + [layouts])
+    return elimination.Factor(owners, (needed * charge).sum(axis=-1), tuple(classes))
 
 
 def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
