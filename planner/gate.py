@@ -46,7 +46,6 @@ from planner.errors import BaselineError, GateError, quote  # the errors are def
 from planner.files import read_text, write_output
 from graphs import load_model
 from planner.api import SEARCHES, plan
-from planner.searches import DEFAULT_SEARCH
 
 FORMAT_VERSION = 1
 METRICS = ("comm_bytes_per_device", "comm_time_s", "collectives")
@@ -132,7 +131,7 @@ def _from_stored(baseline_path: str | os.PathLike, key: str) -> str:
 
 # -- measuring ----------------------------------------------------------------------------------------
 
-def measure(model: str | os.PathLike, search: str = DEFAULT_SEARCH, training: bool = False) -> dict:
+def measure(model: str | os.PathLike, search: str = "bfs", training: bool = False) -> dict:
     """Plan ``model`` (a YAML path) and return what the plan communicates.
 
     ``{"comm_bytes_per_device": int, "comm_time_s": float, "collectives": {kind: count}}``,
