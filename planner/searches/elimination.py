@@ -41,6 +41,8 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.errors import EliminationInfeasible as Infeasible, EliminationTooLarge as TooLarge
+
 __all__ = ["Factor", "Infeasible", "TooLarge", "minimise"]
 
 MAX_CELLS = 10_000_000
@@ -83,22 +85,6 @@ class Factor:
     def candidates(self, axis: int, size: int) -> np.ndarray:
         """The class of each of the ``size`` candidates of ``scope[axis]``."""
         return np.arange(size) if self.classes is None else self.classes[axis]
-
-
-class TooLarge(Exception):
-    """Raised by :func:`minimise` when the elimination order needs a table above its ``max_cells``;
-    ``cells`` is the largest table the order would build. A signal to the caller (who solves the problem
-    another way), not a user error."""
-
-    def __init__(self, cells: int, max_cells: int):
-        super().__init__(f"variable elimination would build a table of {cells:,} cells, above its limit of "
-                         f"{max_cells:,}")
-        self.cells = cells
-
-
-class Infeasible(Exception):
-    """Raised by :func:`minimise` when every assignment takes a forbidden (``inf``) entry; the caller says
-    which of its constraints could not be met."""
 
 
 def _refine(maps: list[list[int]], size: int) -> tuple[np.ndarray, np.ndarray]:
