@@ -14,11 +14,18 @@ Three tables:
   of --repeat;
 * ``--axes``: the same model (``--layers``, default 4) on meshes of 1 to 6 axes of
   size 2: seconds per axis count and the exponent of a power law fitted to them
-  (polynomial growth: seconds ~ axes ** k).
+  (polynomial growth: seconds ~ axes ** k);
+* ``--searches``: the candidates for the default search side by side on every file in
+  ``configs/`` and on the gpt builder at ``--layers`` (default 12, 48; hidden 1024, 2x4 mesh)
+  pinned as ``benchmarks/xla_compile.py`` pins it and unpinned (no ``shardings:``), forward and
+  training: per candidate (``bfs``, ``ilp --solver highs``, ``ilp --solver elimination``, ``auto``)
+  the CPU seconds (user + sys) of the whole ``shardplan plan`` command in a fresh process, median
+  of --repeat, and its objective over the ILP's optimum (``ilp --solver highs``).
 
     python benchmarks/plan.py [--layers 12 24 48] [--repeat 3]
     python benchmarks/plan.py --meshes [--layers 1 48 192] [--repeat 3]
     python benchmarks/plan.py --axes [--layers 4] [--repeat 3]
+    python benchmarks/plan.py --searches [--layers 12 48] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -131,26 +138,93 @@ def axes_table(layers, repeat) -> None:
         print(f"{search}: seconds ~ axes ** {k:.2f} (least squares on log-log, 1 to 6 axes)")
 
 
+CANDIDATES = (("bfs", ()), ("ilp", ("--solver", "highs")), ("ilp", ("--solver", "elimination")), ("auto", ()))
+"""The searches --searches compares: (search, extra flags); the second is the ILP's optimum."""
+
+
+def candidate_name(search: str, flags: tuple[str, ...]) -> str:
+    return f"{search} {flags[-1]}" if flags else search
+
+
+def searches_models(layers_list) -> list[tuple[str, str]]:
+    """(name, YAML text) of every config and of the gpt at each depth, pinned and unpinned."""
+    import glob
+    import os
+
+    from xla_compile import MODEL, SIZES
+
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    models = []
+    for path in sorted(glob.glob(os.path.join(root, "configs", "*.yaml"))):
+        with open(path) as f:
+            models.append((os.path.basename(path), f.read()))
+    for layers in layers_list:
+        pinned = MODEL.format(layers=layers, **SIZES)
+        models.append((f"gpt{layers} pinned", pinned))
+        models.append((f"gpt{layers} unpinned", pinned.split("shardings:")[0]))
+    return models
+
+
+def searches_table(layers_list, repeat) -> None:
+    import os
+    import tempfile
+
+    from xla_compile import cpu_run
+
+    names = [candidate_name(s, f) for s, f in CANDIDATES]
+    print(f"{'model':>24}  {'mode':>8}  " + "  ".join(f"{n + ' s':>17}  {'/opt':>6}" for n in names))
+    worst = {n: 1.0 for n in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in searches_models(layers_list):
+            path = os.path.join(tmp, name.replace(" ", "_") + ("" if name.endswith(".yaml") else ".yaml"))
+            with open(path, "w") as f:
+                f.write(text)
+            for training in (False, True):
+                cells = []
+                for search, flags in CANDIDATES:
+                    cmd = [sys.executable, "-m", "planner", "plan", path, "--search", search, *flags, "--format",
+                           "json"] + (["--training"] if training else [])
+                    runs = [cpu_run(cmd) for _ in range(repeat)]
+                    cells.append((statistics.median(cpu for cpu, _ in runs),
+                                  json.loads(runs[-1][1])["totals"]["objective"]))
+                optimum = cells[1][1]
+                line = f"{name:>24}  {'training' if training else 'forward':>8}  "
+                parts = []
+                for n, (cpu, objective) in zip(names, cells):
+                    ratio = objective / optimum if optimum > 0 else (1.0 if objective == 0 else float("inf"))
+                    worst[n] = max(worst[n], ratio)
+                    parts.append(f"{cpu:>17.2f}  {ratio:>6.3f}")
+                print(line + "  ".join(parts), flush=True)
+    print("\ns: CPU seconds (user + sys) of the whole command in a fresh process, median of", repeat,
+          "; /opt: objective over the ILP's optimum (ilp --solver highs)")
+    print("worst /opt: " + ", ".join(f"{n} {w:.4f}" for n, w in worst.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, nargs="+")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, help="runs per figure, the median reported (default 3; --searches 1)")
     parser.add_argument("--meshes", action="store_true", help="issue 11's 3-D and 4-D mesh table")
     parser.add_argument("--axes", action="store_true", help="growth with the number of mesh axes")
+    parser.add_argument("--searches", action="store_true",
+                        help="the default search's candidates on every config and the gpt, pinned and unpinned")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mesh", help=argparse.SUPPRESS)
     parser.add_argument("--child-layers", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--search", help=argparse.SUPPRESS)
     parser.add_argument("--training", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    repeat = args.repeat or 3
     if args.child:
         child(args)
     elif args.meshes:
-        mesh_table(args.layers or [1, 48, 192], args.repeat)
+        mesh_table(args.layers or [1, 48, 192], repeat)
     elif args.axes:
-        axes_table((args.layers or [4])[0], args.repeat)
+        axes_table((args.layers or [4])[0], repeat)
+    elif args.searches:
+        searches_table(args.layers or [12, 48], args.repeat or 1)
     else:
-        depth_table(args.layers or [12, 24, 48], args.repeat)
+        depth_table(args.layers or [12, 24, 48], repeat)
 
 
 def depth_table(layers_list, repeat) -> None:

@@ -6,7 +6,8 @@ The model is the ``gpt`` builder at hidden 1024, 16 heads, seq 1024, batch 8, vo
 For each depth it measures, in fresh processes, the CPU seconds (user + sys, from
 ``getrusage(RUSAGE_CHILDREN)`` deltas) of
 
-- ``shardplan plan MODEL.yaml`` and ``shardplan plan MODEL.yaml --training``;
+- ``shardplan plan MODEL.yaml --search S`` and ``shardplan plan MODEL.yaml --search S --training``
+  for each search ``S`` of ``--search`` (default: the default search, ``auto``);
 - a child that builds the same model in JAX (:func:`gpt_jax`) and compiles it with
   ``jax.jit(..., in_shardings=..., out_shardings=...).lower(*ShapeDtypeStructs).compile()`` on 8
   host devices (``XLA_FLAGS=--xla_force_host_platform_device_count=8``) -- the forward (the loss)
@@ -14,14 +15,15 @@ For each depth it measures, in fresh processes, the CPU seconds (user + sys, fro
   the whole child's CPU time and, separately, ``time.process_time()`` around lower + compile
   inside the child (all threads of the process).
 
-Medians of --repeat, then ``shardplan / XLA`` per depth and mode (whole process against whole
-process; the column before it is shardplan against the compile call alone). Before timing, a
+Medians of --repeat, then ``shardplan / XLA`` per depth, mode and search (whole process against whole
+process; the column before it is shardplan against the compile call alone), with the objective of
+each search's plan. Before timing, a
 child checks at a small size (2 layers, hidden 64, seq 16, vocab 97) that the JAX function, run
 sharded on the 8 devices in float64, gives the loss and every parameter gradient of shardplan's
 numpy reference (``run_reference`` / ``reference_gradients``) of the very YAML that is planned,
 and that the JAX in_shardings are the YAML's shardings. Without jax, only the shardplan columns.
 
-    python benchmarks/xla_compile.py [--layers 12 24 48] [--repeat 3] [--no-check]
+    python benchmarks/xla_compile.py [--layers 12 24 48] [--repeat 3] [--no-check] [--search auto bfs ilp]
 """
 
 from __future__ import annotations
@@ -238,6 +240,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, nargs="+", default=[12, 24, 48])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-check", action="store_true", help="skip the small-size JAX-vs-reference check")
+    parser.add_argument("--search", nargs="+", default=["auto"], metavar="S",
+                        help="the searches to time (default: auto, the default search)")
     parser.add_argument("--xla-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="forward", help=argparse.SUPPRESS)
@@ -262,7 +266,7 @@ def main() -> None:
     print(f"gpt hidden {SIZES['hidden']}, {SIZES['heads']} heads, seq {SIZES['seq']}, batch {SIZES['batch']}, "
           f"vocab {SIZES['vocab']}, mesh dp=2 x tp=4, Megatron annotations; CPU seconds (user+sys), "
           f"median of {args.repeat}")
-    head = f"{'layers':>6}  {'mode':>8}  {'shardplan':>9}"
+    head = f"{'layers':>6}  {'mode':>8}  {'search':>6}  {'shardplan':>9}  {'objective s':>11}"
     if jax_ok:
         head += f"  {'XLA process':>11}  {'XLA lower+compile':>17}  {'sp / compile':>12}  {'shardplan / XLA':>15}"
     print(head, flush=True)
@@ -273,8 +277,6 @@ def main() -> None:
                 f.write(MODEL.format(layers=layers, **SIZES))
             for mode in ("forward", "training"):
                 flag = ["--training"] if mode == "training" else []
-                sp = statistics.median(cpu_run(sp_cmd + ["plan", path] + flag)[0] for _ in range(args.repeat))
-                line = f"{layers:>6}  {mode:>8}  {sp:>9.2f}"
                 if jax_ok:
                     procs, compiles = [], []
                     for _ in range(args.repeat):
@@ -283,8 +285,15 @@ def main() -> None:
                         procs.append(cpu)
                         compiles.append(json.loads(out.strip().splitlines()[-1])["lower_compile_s"])
                     proc, comp = statistics.median(procs), statistics.median(compiles)
-                    line += f"  {proc:>11.2f}  {comp:>17.2f}  {sp / comp:>11.2f}x  {sp / proc:>14.2f}x"
-                print(line, flush=True)
+                for search in args.search:
+                    runs = [cpu_run(sp_cmd + ["plan", path, "--search", search, "--format", "json"] + flag)
+                            for _ in range(args.repeat)]
+                    sp = statistics.median(cpu for cpu, _ in runs)
+                    objective = json.loads(runs[-1][1])["totals"]["objective"]
+                    line = f"{layers:>6}  {mode:>8}  {search:>6}  {sp:>9.2f}  {objective:>11.4g}"
+                    if jax_ok:
+                        line += f"  {proc:>11.2f}  {comp:>17.2f}  {sp / comp:>11.2f}x  {sp / proc:>14.2f}x"
+                    print(line, flush=True)
 
 
 if __name__ == "__main__":

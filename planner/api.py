@@ -44,7 +44,7 @@ from planner.model.request import Request
 from planner.progress import Progress, as_progress
 from planner.partitioning.schedule import MODES as OVERLAPS
 from planner.report import Plan, make_plan
-from planner.searches import SEARCHES, search_named
+from planner.searches import DEFAULT_SEARCH, SEARCHES, search_named
 from planner.searches.propagate import PASSES
 
 __all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
@@ -99,7 +99,7 @@ def _cluster(graph: ComputationGraph, cluster: Any) -> Cluster:
 def plan(
     model: Any,
     *,
-    search: str = "bfs",
+    search: str = DEFAULT_SEARCH,
     mesh: Any = None,
     cluster: Any = None,
     training: bool = False,

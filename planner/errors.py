@@ -87,6 +87,22 @@ class SolverFailed(PlanningError):
         self.report = report
 
 
+class EliminationTooLarge(PlanningError):
+    """Variable elimination (:mod:`planner.searches.elimination`) would build a table of more cells than
+    its limit; ``cells`` is the largest it would build. The ILP hands such a model to a MIP solver; asked
+    for elimination alone it says so as :class:`SolverFailed`."""
+
+    def __init__(self, cells: int, max_cells: int):
+        super().__init__(f"variable elimination would build a table of {cells:,} cells, above its limit of "
+                         f"{max_cells:,}")
+        self.cells = cells
+
+
+class EliminationInfeasible(PlanningError):
+    """Every assignment of a variable-elimination problem takes a forbidden (``inf``) entry; the ILP says
+    which of its constraints could not be met."""
+
+
 class ReshardError(ShardplanError):
     """A redistribution that cannot be done (different device counts, shapes ...)."""
 

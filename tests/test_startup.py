@@ -59,7 +59,7 @@ def test_import_planner_and_run_help_load_no_jax():
 
 def test_plan_help_still_lists_every_search():
     _, out = imported_after("from planner.cli.main import main\nmain(['plan', '--help'])")
-    assert "{bfs,ilp,explicit,propagate}" in out
+    assert "{auto,bfs,ilp,explicit,propagate}" in out
 
 
 def test_the_cli_searches_are_the_planners():
@@ -96,9 +96,17 @@ def test_loading_a_model_does_not_import_networkx_until_the_graph_view_is_used()
 
 
 def test_a_bfs_plan_loads_no_ilp_solver():
-    modules, out = imported_after("from planner.cli.main import main\nassert main(['plan', 'configs/ffn.yaml']) == 0")
+    modules, out = imported_after("from planner.cli.main import main\n"
+                                  "assert main(['plan', 'configs/ffn.yaml', '--search', 'bfs']) == 0")
     assert "totals: communication" in out
     assert not modules & {"pulp", "highspy", "planner.searches.ilp", "networkx"}
+
+
+def test_a_default_plan_solved_by_elimination_loads_no_mip_solver():
+    modules, out = imported_after("from planner.cli.main import main\nassert main(['plan', 'configs/ffn.yaml']) == 0")
+    assert "totals: communication" in out
+    assert "planner.searches.elimination" in modules
+    assert not modules & {"pulp", "highspy", "networkx"}
 
 
 def test_shardplan_plan_runs_as_a_command():

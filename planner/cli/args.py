@@ -13,7 +13,7 @@ from planner.limits import check_tensor_elements, read_int
 from planner.ir.text import parse_mesh_spec
 
 DTYPES = ("f32", "bf16", "f16", "i32", "i64", "bool")
-SEARCHES = ("bfs", "ilp", "explicit", "propagate")
+SEARCHES = ("auto", "bfs", "ilp", "explicit", "propagate")
 PASSES = ("basic", "aggressive", "op-priority", "user-priority")
 EXPORT_FORMATS = ("jax", "shardy", "dtensor", "mindspore", "jax-module")
 OVERLAPS = ("none", "async")

@@ -34,8 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("models", nargs="*", metavar="MODEL.yaml",
                    help="model files to check (default: every model the baseline lists)")
     p.add_argument("--baseline", required=True, metavar="FILE", help="baseline JSON file, e.g. configs/baselines.json")
-    p.add_argument("--search", choices=SEARCHES, default="bfs",
-                   help="the search to plan with; must be the baseline's (default bfs)")
+    p.add_argument("--search", choices=SEARCHES,
+                   help="the search to plan with; must be the baseline's (default: the baseline's, or auto for a new "
+                   "baseline)")
     p.add_argument("--training", action="store_true",
                    help="measure training plans (backward communication and gradient reductions); must match the baseline")
     p.add_argument("--tolerance", type=float, default=0.0, metavar="FRACTION",
@@ -61,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     tolerance = check_tolerance(args.tolerance)
     baseline = _existing_baseline(args.baseline, args.update)
+    if args.search is None:
+        args.search = baseline.search if baseline is not None else SEARCHES[0]
     models, removed = _models(args, baseline)
     if baseline is not None and not args.update:
         check_compatible(baseline, args.search, args.training)

@@ -18,9 +18,12 @@ CSV_COLUMNS = ("name", "op", "strategy", "operand_shardings", "result_sharding",
 
 def plan_options(p: argparse.ArgumentParser) -> None:
     """``--search`` and the options of how to plan: what every command that plans a model takes."""
-    p.add_argument("--search", choices=SEARCHES, default="bfs",
-                   help="bfs: seed 002's propagation (default); ilp: the global optimum (PuLP); explicit: seed 001; "
-                   "propagate: Shardy's rule-based propagation (seed 003)")
+    p.add_argument("--search", choices=SEARCHES, default=SEARCHES[0],
+                   help="auto (default): ilp's optimum where it comes within a time budget per phase, else bfs's plan "
+                   "(the optimum comes in seconds on every shipped config and on GPT at 12-48 layers, and bfs's plans "
+                   "cost up to several times more); bfs: seed 002's breadth-first propagation; ilp: the global "
+                   "optimum, however long it takes; explicit: seed 001; propagate: Shardy's rule-based propagation "
+                   "(seed 003)")
     planning_options(p)
 
 
@@ -43,7 +46,10 @@ def planning_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--axes-per-phase", default="auto", metavar="auto|all|N",
                    help="mesh pieces each search phase decides: auto (default) plans meshes of up to two pieces "
                    "whole and larger ones one more piece at a time; all: the whole problem at once")
-    p.add_argument("--solver", choices=("auto", "highs", "cbc"), default="auto", help="ILP solver (default auto)")
+    p.add_argument("--solver", choices=("auto", "elimination", "highs", "cbc"), default="auto",
+                   help="how the ILP's model is solved: elimination (exact dynamic programming over its cost tables), "
+                   "highs or cbc (a MIP solver); auto (default): elimination, or HiGHS (else CBC) where its tables "
+                   "would be too large or a memory budget binds")
     p.add_argument("--overlap", choices=OVERLAPS, default="async",
                    help="how the step time is scheduled: async (default): collectives run on their link's stream "
                    "beside independent compute, gradient reductions overlap the rest of the backward; none: every "
@@ -55,7 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "plan",
         help="plan how to shard a model: a sharding per tensor, a strategy per op, the collectives and their cost",
         description="Plan a model: enumerate each op's strategies, cost every redistribution, and choose by "
-        "breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
+        "the global optimum where it comes within a time budget, else breadth-first propagation (auto, the "
+        "default), breadth-first propagation from the annotated ops (bfs), the global optimum (ilp), seed 001's "
         "consensus rule (explicit) or Shardy's rule-based propagation (propagate).",
     )
     p.add_argument("model", help="model YAML file (- for standard input)")

@@ -72,14 +72,21 @@ reads ``<= 1``. The returned ``objective`` is recomputed with
 :meth:`SearchProblem.objective`, never read from the solver, and the choice is
 checked with :meth:`SearchProblem.feasible`.
 
-Solvers: ``"highs"`` (HiGHS through ``highspy``, an optional dependency PuLP
-imports when present) or ``"cbc"`` (a ``cbc`` on the PATH, else the binary bundled
-with PuLP 3). Both run single-threaded with relative and absolute gap 0, so a
-solved model is optimal up to the solver's tolerances and the same problem gives
-the same choice. ``"auto"`` uses HiGHS and falls back to CBC: on transformer-shaped
-problems HiGHS solves the full models several times faster and the two tie on shrunk
-ones; on some small dense problems CBC wins, and ``solver="cbc"`` is there for them.
-``python benchmarks/ilp_solvers.py`` measures both.
+Solvers: ``"elimination"`` (no MIP: :mod:`planner.searches.elimination`'s dynamic
+program over the same data, :func:`_factors`, exact with no tolerance), ``"highs"``
+(HiGHS through ``highspy``, an optional dependency PuLP imports when present) or
+``"cbc"`` (a ``cbc`` on the PATH, else the binary bundled with PuLP 3). The MIP
+solvers run single-threaded with relative and absolute gap 0, so a solved model is
+optimal up to the solver's tolerances and the same problem gives the same choice.
+``"auto"`` uses elimination and hands a model to HiGHS (else CBC) where elimination
+would build a table over :data:`~planner.searches.elimination.MAX_CELLS` cells or
+its optimum breaks the memory budget (an optimum that fits is the optimum under the
+budget): on every config and on GPT at 12-48 layers elimination takes a fraction of
+HiGHS's time. Between the MIP solvers: on transformer-shaped problems HiGHS solves
+the full models several times faster and the two tie on shrunk ones; on some small
+dense problems CBC wins, and ``solver="cbc"`` is there for them.
+``python benchmarks/ilp_solvers.py`` measures both. PuLP is imported on first use,
+so a model elimination solves never loads it.
 
 Gap: HiGHS reports its relative MIP gap ``(primal - dual) / |primal|``. CBC
 (through PuLP's command-line interface) gives no gap directly; we read the lower
@@ -118,7 +125,6 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
-import pulp
 
 from costmodels.units import format_bytes
 from planner.errors import PlanningError
@@ -127,14 +133,16 @@ from planner.model.ignored import ignored_annotations
 from planner.model.nodes import Model
 from planner.model.request import Request
 from planner.progress import task
-from planner.searches import bfs, phased
+from planner.searches import bfs, elimination, phased
 from planner.searches.shrink import with_shrink_hints
 from planner.model.problem import Edge, Fanout, SearchProblem
 
 COST_SCALE = 1e6
 """Model cost units per second (the model works in microseconds)."""
 
-SOLVERS = ("auto", "highs", "cbc")
+SOLVERS = ("auto", "elimination", "highs", "cbc")
+ELIMINATION = "elimination"
+"""The report name of the exact solver of :mod:`planner.searches.elimination`."""
 SUPPORTED_PULP = (3, 4)
 """PuLP major versions supported: ``SUPPORTED_PULP[0] <= major < SUPPORTED_PULP[1]``."""
 
@@ -504,6 +512,7 @@ class _Model:
 
 def _build_model(data: _Data) -> _Model:
     """The PuLP model of ``data`` (see the module docstring for the formulation)."""
+    _pulp()
     model = pulp.LpProblem("shardplan_strategies", pulp.LpMinimize)
     x = {(o, k): _new_variable(model, f"x_{o}_{k}", 0, 1, pulp.LpBinary)
          for o, cost in enumerate(data.cost) for k in range(len(cost))}
@@ -576,13 +585,24 @@ class _Outcome:
 
 @dataclass(frozen=True, slots=True)
 class _Backend:
+    """A MIP solver (``run``), or variable elimination (``eliminate``), which hands the models it cannot solve
+    to the MIP solver of ``auto`` when ``hand_over``."""
+
     name: str
-    run: Callable[[pulp.LpProblem, float | None], _Outcome]
+    run: Callable[[pulp.LpProblem, float | None], _Outcome] | None
+    eliminate: bool = False
+    hand_over: bool = False
 
 
 def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: float | None,
            deadline: float | None) -> IlpResult:
-    """Build the model of ``data`` and solve it, the solver running until ``deadline`` at most."""
+    """Solve ``data`` by variable elimination where it can, else build its model and run the MIP solver
+    until ``deadline`` at most."""
+    if backend.eliminate:
+        solved = _eliminate(problem, data, fallback=backend.hand_over)
+        if solved is not None:
+            return solved
+        backend = _mip_backend("auto")
     model = _build_model(data)
     left = None if deadline is None else deadline - time.monotonic()
     if left is not None and left <= 0:
@@ -605,6 +625,119 @@ def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: f
     return IlpResult(choice, problem.objective(choice), report)
 
 
+def _eliminate(problem: SearchProblem, data: _Data, fallback: bool) -> IlpResult | None:
+    """The optimum of ``data`` by variable elimination (:mod:`planner.searches.elimination`); None, for the
+    MIP solver to take over (``fallback``), when its tables would be too large or the memory budget binds.
+
+    The memory row is left out of the factors: an optimum that fits the budget is the optimum with it.
+    """
+    start = time.perf_counter()
+    sizes, factors = _factors(data)
+    candidates = sum(len(cost) for cost in data.cost)
+
+    def report(status: str, optimal: bool) -> SolverReport:
+        return SolverReport(ELIMINATION, status, optimal, 0.0 if optimal else None, time.perf_counter() - start,
+                            candidates, len(factors), len(data.cost), data.tied)
+
+    try:
+        values, _ = elimination.minimise(sizes, factors)
+    except elimination.Infeasible:
+        raise _Infeasible(data.tied) from None
+    except elimination.TooLarge as e:
+        if fallback:
+            return None
+        raise SolverFailed(f"{ELIMINATION} cannot solve this model: {e}; use --solver highs",
+                           report=report("too large", False)) from None
+    picked = values[:len(data.cost)]
+    if data.memory is not None:
+        used = sum(float(row[k]) for row, k in zip(data.memory, picked))
+        if used > data.memory_rhs * (1 + 1e-9):
+            if fallback:
+                return None
+            raise SolverFailed(f"{ELIMINATION} cannot honour the memory budget (the unconstrained optimum "
+                               "exceeds it); use --solver highs", report=report("memory budget binds", False))
+    choice = tuple(int(data.pick[i][picked[o]]) for i, o in enumerate(data.owner))
+    if not problem.feasible(choice):
+        raise SolverFailed(f"{ELIMINATION} returned a choice that violates the constraints",
+                           report=report("infeasible choice", False))
+    return IlpResult(choice, problem.objective(choice), report("Optimal", True))
+
+
+def _factors(data: _Data) -> tuple[list[int], list[elimination.Factor]]:
+    """``data`` as cost tables over its solved nodes (model units; ``inf`` where a row is broken).
+
+    A fanout is one table over its producer and readers (:func:`_fanout_factor`); where that table
+    would be too large, one two-candidate variable ``y`` per layout (0: not copied, 1: copied): a
+    factor ``(u, y)`` charges the producer's row when ``y`` is 1 and a factor ``(r_j, y)`` forbids ``y``
+    0 when the reader's candidate needs the layout. As costs are ``>= 0`` the minimum copies exactly the
+    layouts some reader needs: the ILP's ``y``, exactly.
+    """
+    sizes = [len(cost) for cost in data.cost]
+    factors = [elimination.Factor((o,), cost) for o, cost in enumerate(data.cost)]
+    for edge in data.edges:
+        factors.append(elimination.Factor((edge.u, edge.v), edge.cost, (edge.u_class, edge.v_class)))
+    two = np.arange(2)
+    for fanout in data.fanouts:
+        whole = _fanout_factor(fanout)
+        if whole is not None:
+            factors.append(whole)
+            continue
+        for L in range(fanout.cost.shape[1]):
+            y = len(sizes)
+            sizes.append(2)
+            charge = fanout.cost[:, L]
+            factors.append(elimination.Factor((fanout.u, y), np.column_stack([np.zeros_like(charge), charge]),
+                                              (fanout.u_class, two)))
+            for o, need in fanout.readers:
+                forbid = np.array([[0.0, 0.0], [np.inf, 0.0]])  # rows: the layout not needed, needed
+                factors.append(elimination.Factor((o, y), forbid, (need[:, L].astype(np.intp), two)))
+    by_scope: dict[tuple[int, ...], list[_Row]] = {}
+    for row in data.rows:
+        by_scope.setdefault(tuple(sorted({o for o, _ in row.terms})), []).append(row)
+    for scope, rows in by_scope.items():
+        ok = np.ones([sizes[o] for o in scope], dtype=bool)
+        for row in rows:
+            value = np.zeros((1,) * len(scope))
+            for axis, o in enumerate(scope):
+                coef = np.zeros(sizes[o])
+                for (owner, k), c in row.terms.items():
+                    if owner == o:
+                        coef[k] += c
+                value = value + coef.reshape([-1 if a == axis else 1 for a in range(len(scope))])
+            ok &= np.abs(value - row.rhs) <= 1e-9
+        factors.append(elimination.Factor(scope, np.where(ok, 0.0, np.inf)))
+    return sizes, factors
+
+
+def _fanout_factor(fanout: _ClassFanout) -> elimination.Factor | None:
+    """A fanout as one table over its producer and reader owners, each indexed by the classes that tell
+    apart what it brings (the producer: its row and, if it reads too, its needed layouts; a reader: its
+    needed layouts): the cost of every layout some participant needs, from the producer's row. None when
+    the table (times the layouts) would pass :data:`~planner.searches.elimination.MAX_CELLS`."""
+    need = dict(fanout.readers)
+    owners = tuple(sorted({fanout.u} | set(need)))
+    layouts = fanout.cost.shape[1]
+    classes, rows, masks = [], [], []
+    for o in owners:
+        count = len(fanout.u_class) if o == fanout.u else need[o].shape[0]
+        row = fanout.u_class if o == fanout.u else np.zeros(count, dtype=int)
+        keys = np.column_stack([row, need.get(o, np.zeros((count, layouts), dtype=bool))]).astype(int)
+        unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+        classes.append(inverse.ravel())
+        rows.append(unique[:, 0])
+        masks.append(unique[:, 1:].astype(bool))
+    shape = tuple(len(m) for m in masks)
+    if math.prod(shape) * max(layouts, 1) > elimination.MAX_CELLS:
+        return None
+    axes = len(owners)
+    needed = np.zeros(shape + (layouts,), dtype=bool)
+    for a, mask in enumerate(masks):
+        needed |= mask.reshape([-1 if i == a else 1 for i in range(axes)] + [layouts])
+    u = owners.index(fanout.u)
+    charge = fanout.cost[rows[u]].reshape([-1 if i == u else 1 for i in range(axes)] + [layouts])
+    return elimination.Factor(owners, (needed * charge).sum(axis=-1), tuple(classes))
+
+
 def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
     """Each original node's candidate: its owner's largest ``x``, mapped through ``pick``."""
     picked = []
@@ -615,6 +748,7 @@ def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
 
 
 def _run_highs(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
+    _pulp()
     solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1)
     start = time.perf_counter()
     with _quiet_stdout():
@@ -627,6 +761,7 @@ def _run_highs(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
 
 
 def _run_cbc(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
+    _pulp()
     with tempfile.TemporaryDirectory(prefix="shardplan-cbc-") as tmp:
         log_path = os.path.join(tmp, "cbc.log")
         solver = pulp.COIN_CMD(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1,
@@ -668,6 +803,7 @@ def _cbc_gap(model: pulp.LpProblem, log: str) -> float | None:
 
 def _cbc_path() -> str | None:
     """A ``cbc`` on the PATH, else the one bundled with PuLP 3 (None if neither exists)."""
+    _pulp()
     found = shutil.which("cbc")
     if found:
         return found
@@ -676,6 +812,7 @@ def _cbc_path() -> str | None:
 
 
 def _highs_available() -> bool:
+    _pulp()
     with _quiet_stdout():
         return bool(pulp.HiGHS(msg=False).available())
 
@@ -700,9 +837,17 @@ def _quiet_stdout():
 
 
 def _backend(solver: str) -> _Backend:
-    """The solver to run: ``solver`` if available, for ``"auto"`` HiGHS then CBC."""
+    """The solver to run: ``solver`` if available; for ``"auto"`` variable elimination, which hands the models
+    it cannot solve to :func:`_mip_backend` (HiGHS, else CBC)."""
     if solver not in SOLVERS:
         raise PlanningError(f"unknown ILP solver {solver!r}; choose one of {', '.join(SOLVERS)}")
+    if solver in (ELIMINATION, "auto"):
+        return _Backend(ELIMINATION, None, eliminate=True, hand_over=solver == "auto")
+    return _mip_backend(solver)
+
+
+def _mip_backend(solver: str) -> _Backend:
+    """The MIP solver ``solver`` (``highs``, ``cbc``, or ``auto``: HiGHS, else CBC), if available."""
     highs = _Backend("HiGHS", _run_highs) if _highs_available() else None
     cbc = _Backend("CBC", _run_cbc) if _cbc_path() else None
     if solver == "highs" and highs is None:
@@ -746,14 +891,26 @@ def _infeasible_message(problem: SearchProblem) -> str:
     return f"no choice satisfies {' together with '.join(parts) or 'the constraints'}"
 
 
-def _check_pulp_version() -> None:
-    major = int(pulp.__version__.split(".")[0])
+def _check_pulp_version(module) -> None:
+    major = int(module.__version__.split(".")[0])
     if not SUPPORTED_PULP[0] <= major < SUPPORTED_PULP[1]:
         raise ImportError(f"planner.searches.ilp supports PuLP {SUPPORTED_PULP[0]}.x "
-                          f"(setup.cfg pins pulp>=3.0,<4); found {pulp.__version__}")
+                          f"(setup.cfg pins pulp>=3.0,<4); found {module.__version__}")
 
 
-_check_pulp_version()
+pulp = None
+"""The PuLP module once :func:`_pulp` imported it: a model that elimination solves never loads PuLP or its solvers."""
+
+
+def _pulp():
+    """PuLP, imported and its version checked on first use."""
+    global pulp
+    if pulp is None:
+        import pulp as module
+
+        _check_pulp_version(module)
+        pulp = module
+    return pulp
 
 
 # -- the search ``ilp``: the model's optimum, shrunk first, breadth-first propagation's plan in hand -------------
@@ -778,6 +935,10 @@ def decide(m: Model, deadline: float | None, notes: list[str], request: Request)
                 solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
             if solved.objective <= m.problem.objective(reference.choice) * (1 + 1e-9):
                 break
+        if not solved.report.optimal and solved.objective > m.problem.objective(reference.choice):
+            notes.append(f"the ILP solver stopped before its optimum ({solved.report.status}) at a plan worse than "
+                         "breadth-first propagation's, which this phase keeps")
+            return reference
         return Decision(m, solved.choice, None, solved.report, "ilp")
     except SolverFailed as e:
         notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")

@@ -35,7 +35,8 @@ def repo(tmp_path, monkeypatch, capsys):
     for name in ("ffn", "megatron_mlp"):
         shutil.copy(CONFIGS / f"{name}.yaml", tmp_path / "models" / f"{name}.yaml")
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "models/ffn.yaml", "models/megatron_mlp.yaml", "--baseline", "baselines.json", "--update"]) == 0
+    assert main(["check", "models/ffn.yaml", "models/megatron_mlp.yaml", "--baseline", "baselines.json", "--update",
+                 "--search", "bfs"]) == 0
     capsys.readouterr()
     return tmp_path
 
@@ -64,6 +65,14 @@ def test_update_creates_the_baseline_with_relative_paths(repo):
     assert (raw["search"], raw["training"]) == ("bfs", False)
     assert list(raw["models"]) == ["models/ffn.yaml", "models/megatron_mlp.yaml"]
     assert raw["models"]["models/ffn.yaml"]["collectives"] == {"ReduceScatter": 1}
+
+
+def test_check_plans_with_the_baselines_search_and_a_new_baseline_with_the_default(repo, capsys):
+    # the fixture's baseline was measured with bfs: a check without --search uses bfs, not the default
+    assert main(["check", "models/ffn.yaml", "--baseline", "baselines.json"]) == 0
+    assert "search bfs," in capsys.readouterr().out.splitlines()[0]
+    assert main(["check", "models/ffn.yaml", "--baseline", "new.json", "--update"]) == 0
+    assert json.loads((repo / "new.json").read_text())["search"] == "auto"
 
 
 def test_no_model_arguments_checks_every_model_in_the_baseline(repo, capsys):
@@ -249,7 +258,7 @@ def test_the_documented_failure_is_the_real_output(repo, capsys):
     documented = DOC.split("all-gathers instead of reduce-scattering):\n\n```\n", 1)[1].split("```", 1)[0]
     (repo / "ci").mkdir()
     assert main(["check", "models/ffn.yaml", "models/megatron_mlp.yaml", "--baseline", "ci/comm-baseline.json",
-                 "--update"]) == 0
+                 "--update", "--search", "bfs"]) == 0  # the page's example is a bfs baseline
     pin_output_replicated(repo / "models" / "ffn.yaml")
     capsys.readouterr()
     assert main(["check", "--baseline", "ci/comm-baseline.json"]) == 1

@@ -12,7 +12,7 @@ def test_export_writes_the_plan_in_the_asked_notation(tmp_path, capsys):
     out = tmp_path / "ffn.jax.json"
     assert main(["export", str(CONFIGS / "ffn.yaml"), "--to", "jax", "--out", str(out)]) == 0
     d = json.loads(out.read_text())
-    assert d["format"] == "jax" and d["search"] == "bfs"
+    assert d["format"] == "jax" and d["search"] == "auto"  # the default search
     assert set(d) >= {"mesh", "tensors", "ops"}
 
 

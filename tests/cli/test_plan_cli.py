@@ -59,7 +59,8 @@ def test_same_model_gives_byte_identical_plans(capsys):
 
 
 def test_explain_prints_the_chain_to_the_user_annotation(capsys):
-    assert main(["explain", str(CONFIGS / "megatron_mlp.yaml"), "a"]) == 0
+    # breadth-first propagation's chain: each op decided from the one before, back to the annotation
+    assert main(["explain", str(CONFIGS / "megatron_mlp.yaml"), "a", "--search", "bfs"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == 'a: sharding<@mesh, [{"dp"}, {"tp"}]>'
     assert "op 'fc1'" in "\n".join(lines)
@@ -72,7 +73,7 @@ def test_explain_unknown_tensor_exits_2(capsys):
 
 
 def test_simulate_json_keys(capsys):
-    assert main(["simulate", str(CONFIGS / "ffn.yaml"), "--format", "json"]) == 0
+    assert main(["simulate", str(CONFIGS / "ffn.yaml"), "--format", "json", "--search", "bfs"]) == 0
     d = json.loads(capsys.readouterr().out)
     for key in ("ok", "max_abs_error", "max_rel_error", "devices", "measured_comm_bytes_per_device",
                 "predicted_comm_bytes_per_device", "collectives", "time_s"):
@@ -81,7 +82,7 @@ def test_simulate_json_keys(capsys):
 
 
 def test_plan_program_format(capsys):
-    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "program"]) == 0
+    assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "program", "--search", "bfs"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("// SPMD program on @mesh") and "ReduceScatter(%h4)" in out
 

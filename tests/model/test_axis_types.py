@@ -95,7 +95,7 @@ def test_the_table_types_name_only_explicit_axes(tmp_path, capsys):
     model.write_text(MLP.format(x_type="Explicit", x='[{"X"}, {}]'))
     assert main(["plan", str(model)]) == 0
     out = capsys.readouterr().out
-    assert "types name the Explicit axes (X); the Auto axes are the bfs search's" in out
+    assert "types name the Explicit axes (X); the Auto axes are the auto search's" in out  # the default search
     lines = out.splitlines()
     start = lines.index(next(ln for ln in lines if ln.startswith("tensor  type")))
     rows = {ln.split()[0]: ln.split()[1] for ln in lines[start + 1:start + 4]}

@@ -65,12 +65,13 @@ def test_repr_is_one_line_under_200_characters(path):
     p = plan(path)
     text = repr(p)
     assert "\n" not in text and len(text) < 200
-    assert text.startswith(f"Plan(model={p.model!r}, search='bfs', ") and f"ops={len(p.ops)}" in text
+    assert text.startswith(f"Plan(model={p.model!r}, search='auto', ") and f"ops={len(p.ops)}" in text
 
 
-def test_repr_names_the_mesh_the_size_and_the_costs(ffn):
-    assert repr(ffn) == ("Plan(model='ffn', search='bfs', mesh=<[\"d\"=8]>, ops=5, comm=6,144 B/device, "
-                         f"objective={format_seconds(ffn.totals.objective)})")
+def test_repr_names_the_mesh_the_size_and_the_costs():
+    p = plan(FFN, search="bfs")
+    assert repr(p) == ("Plan(model='ffn', search='bfs', mesh=<[\"d\"=8]>, ops=5, comm=6,144 B/device, "
+                       f"objective={format_seconds(p.totals.objective)})")
 
 
 @pytest.mark.parametrize("config, flags, options", [
@@ -88,7 +89,7 @@ def test_print_plan_writes_what_shardplan_plan_prints(config, flags, options, ca
     assert main(["plan", str(CONFIGS / f"{config}.yaml"), *flags]) == 0
     cli = capsys.readouterr().out
     (p,) = made
-    assert (p.search, p.training) == (options.get("search", "bfs"), options.get("training", False))
+    assert (p.search, p.training) == (options.get("search", "auto"), options.get("training", False))
     assert p.summary() == cli == str(p) + "\n"
     print(p)
     assert capsys.readouterr().out == cli

@@ -4,6 +4,7 @@ import itertools
 import re
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pulp
@@ -11,8 +12,9 @@ import pytest
 
 from costmodels.units import format_bytes
 
+from planner.api import plan
 from planner.errors import PlanningError
-from planner.searches import ilp
+from planner.searches import elimination, ilp
 from tests.searches.brute_force import brute_force
 from planner.searches.ilp import IlpResult, SolverFailed, solve_ilp
 from planner.model.problem import Edge, Node, SearchProblem
@@ -259,7 +261,7 @@ def test_follow_cycle_raises():
 
 
 def test_unknown_solver_raises():
-    with pytest.raises(PlanningError, match="unknown ILP solver 'gurobi'; choose one of auto, highs, cbc"):
+    with pytest.raises(PlanningError, match="unknown ILP solver 'gurobi'; choose one of auto, elimination, highs, cbc"):
         solve_ilp(SearchProblem(()), solver="gurobi")
 
 
@@ -267,8 +269,8 @@ def test_highs_requested_without_highspy_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(ilp, "_highs_available", lambda: False)
     with pytest.raises(PlanningError, match="pip install highspy"):
         solve_ilp(random_problem(0, "chain"), solver="highs")
-    problem = random_problem(1, "chain")
-    assert solve_ilp(problem).report.name == "CBC"
+    monkeypatch.setattr(elimination, "MAX_CELLS", 1)  # auto's exact solver refuses: the MIP solver there is CBC
+    assert solve_ilp(random_problem(1, "chain")).report.name == "CBC"
 
 
 def test_cbc_requested_without_a_binary_raises(monkeypatch):
@@ -277,8 +279,53 @@ def test_cbc_requested_without_a_binary_raises(monkeypatch):
         solve_ilp(random_problem(0, "chain"), solver="cbc")
 
 
-def test_auto_uses_highs_when_available():
-    assert solve_ilp(random_problem(0, "chain")).report.name == "HiGHS"
+def test_auto_solves_by_elimination_and_falls_back_to_highs_where_its_tables_are_too_large(monkeypatch):
+    problem = random_problem(0, "chain")
+    assert solve_ilp(problem).report.name == "elimination"
+    monkeypatch.setattr(elimination, "MAX_CELLS", 1)
+    assert solve_ilp(problem).report.name == "HiGHS"
+
+
+def test_elimination_alone_refuses_a_model_whose_tables_are_too_large(monkeypatch):
+    monkeypatch.setattr(elimination, "MAX_CELLS", 1)
+    with pytest.raises(SolverFailed, match="elimination cannot solve this model: .* above its limit of 1; use "
+                                           "--solver highs"):
+        solve_ilp(random_problem(0, "chain"), solver="elimination")
+
+
+def test_auto_falls_back_to_highs_where_the_memory_budget_binds():
+    # the cheapest choice (candidate 0 everywhere) needs 3 x 4 MiB, over the 7 MiB budget; any candidate 0
+    # makes 4 + 2 + 2 = 8 MiB, so the optimum under the budget is candidate 1 everywhere (as brute force says)
+    problem = _memory_chain(7 * MiB)
+    result = solve_ilp(problem)
+    assert result.report.name == "HiGHS"
+    assert_optimal(result, problem, brute_force(problem)[1])
+    with pytest.raises(SolverFailed, match="memory budget"):
+        solve_ilp(problem, solver="elimination")
+    unbound = solve_ilp(replace(problem, memory_budget=64 * MiB))
+    assert unbound.report.name == "elimination"  # the optimum fits: elimination's answer stands
+
+
+@pytest.mark.parametrize("shrink", [False, True], ids=["full", "shrunk"])
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("seed", range(50))
+def test_elimination_finds_the_brute_force_optimum(seed, family, shrink):
+    # elimination alone takes no binding memory budget (auto hands those to HiGHS: tested above)
+    check_against_brute_force(replace(random_problem(seed, family), memory_budget=None), shrink, "elimination")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("seed", range(25))
+def test_auto_finds_the_brute_force_optimum_with_memory_budgets(seed, family):
+    check_against_brute_force(random_problem(seed, family), True, "auto")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_elimination_and_highs_agree_on_a_hard_problem(seed):
+    problem = hard_problem(seed=seed)
+    exact, highs = solve_ilp(problem, solver="elimination"), solve_ilp(problem, solver="highs")
+    assert highs.report.optimal and exact.report.optimal
+    assert exact.objective == pytest.approx(highs.objective, rel=1e-9)
 
 
 def test_solver_failed_is_a_planning_error_so_callers_can_fall_back():
@@ -304,8 +351,8 @@ def _layers(count, *, layer_hints=True, width=3, n=4):
 
 
 def test_layer_tying_solves_one_layer_for_all():
-    untied = solve_ilp(_layers(6, layer_hints=False))
-    tied_result = solve_ilp(_layers(6))
+    untied = solve_ilp(_layers(6, layer_hints=False), solver="highs")
+    tied_result = solve_ilp(_layers(6), solver="highs")
     assert (untied.report.nodes_solved, tied_result.report.nodes_solved) == (18, 3)
     assert tied_result.report.variables < untied.report.variables / 3
     assert tied_result.report.constraints < untied.report.constraints / 3
@@ -329,7 +376,7 @@ def test_folded_followers_get_no_variables():
              Node("d", np.array([0.0, 1.0])))
     edges = (Edge.from_matrix(2, 3, np.array([[0.0, 4.0], [4.0, 0.0], [1.0, 0.0]])),)
     problem = SearchProblem(nodes, edges)
-    full, shrunk = solve_ilp(problem, shrink=False), solve_ilp(problem, shrink=True)
+    full, shrunk = solve_ilp(problem, shrink=False, solver="highs"), solve_ilp(problem, shrink=True, solver="highs")
     assert (full.report.nodes_solved, shrunk.report.nodes_solved) == (4, 2)
     assert shrunk.report.variables < full.report.variables
     for result in (full, shrunk):
@@ -343,13 +390,13 @@ def test_edge_to_own_follower_and_separable_edges_need_no_edge_variables():
     edges = (Edge.from_matrix(0, 1, np.arange(9.0).reshape(3, 3)),  # folds into a's unary cost
              Edge(0, 2, np.array([0, 0, 0]), np.array([0, 1]), np.array([[1.0, 2.0]])))  # one class: unary
     problem = SearchProblem(nodes, edges)
-    result = solve_ilp(problem)
+    result = solve_ilp(problem, solver="highs")
     assert result.report.variables == 3 + 2
     assert_optimal(result, problem, brute_force(problem)[1])
 
 
 def test_parallel_edges_between_tied_layers_share_edge_variables():
-    one, six = solve_ilp(_layers(2)), solve_ilp(_layers(6))
+    one, six = solve_ilp(_layers(2), solver="highs"), solve_ilp(_layers(6), solver="highs")
     assert six.report.variables == one.report.variables
     assert six.report.constraints == one.report.constraints
 
@@ -400,3 +447,26 @@ def test_the_time_limit_counts_building_the_model_and_the_solver_never_starts_pa
         solve_ilp(hard_problem(), solver="highs", time_limit=1e-9)
     assert failed.value.report.status == "not run" and not failed.value.report.optimal
     assert "before it started" in str(failed.value)
+
+
+# -- every config: elimination's optimum is HiGHS's ------------------------------------------
+
+_CONFIGS = sorted(p.name for p in (Path(__file__).parents[2] / "configs").glob("*.yaml"))
+_LARGE_CONFIGS = ("gpt2_small.yaml", "transformer_block.yaml")  # HiGHS takes seconds on these
+
+
+def _optimum_by(path: Path, training: bool, solver: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return plan(str(path), search="ilp", training=training, solver=solver)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["forward", "training"])
+@pytest.mark.parametrize("config", [pytest.param(c, marks=pytest.mark.slow) if c in _LARGE_CONFIGS else c
+                                    for c in _CONFIGS])
+def test_elimination_and_highs_give_the_same_optimum_on_every_config(config, training):
+    path = Path(__file__).parents[2] / "configs" / config
+    exact, highs = _optimum_by(path, training, "elimination"), _optimum_by(path, training, "highs")
+    assert highs.solver.name == "HiGHS" and highs.solver.optimal
+    assert exact.solver.name == "elimination" and exact.solver.optimal
+    assert exact.totals.objective == pytest.approx(highs.totals.objective, rel=1e-9, abs=0.0)

@@ -28,7 +28,7 @@ def test_each_search_takes_a_request_and_gives_a_decision(name):
 
 
 def test_an_unknown_search_is_refused_with_the_names():
-    with pytest.raises(PlanningError, match="unknown search 'dfs'; use one of bfs, ilp, explicit, propagate"):
+    with pytest.raises(PlanningError, match="unknown search 'dfs'; use one of auto, bfs, ilp, explicit, propagate"):
         search_named("dfs")
 
 

@@ -18,7 +18,7 @@ FFN = Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"
 def test_ffn_program_listing_matches_seed_002_local_shapes():
     # seed 002's local shapes, with seed 004's device-variance types: x varies over the
     # batch half of "d", w1 over the column quarter, so each is pbroadcast over the other's
-    text = render(plan(FFN).program)
+    text = render(plan(FFN, search="bfs").program)
     assert ('%h1 = matmul(%x, %w1) {name: dense1.matmul, strategy: ((2, 1), (1, 4)), pbroadcast %x over '
             '{"d":(2)4}; %w1 over {"d":(1)2}} : (f32[32,64]{"d":(1)2}, f32[64,16]{"d":(2)4}) -> f32[32,16]{"d"}') in text
     assert ('%h4 = ReduceScatter(%h4) {axes: "d":(2)4, dims: [1]} : f32[32,64]{"d"} -> f32[32,16]{"d"}'
@@ -43,7 +43,7 @@ def test_simulation_catches_a_wrong_local_op(monkeypatch):
 
 def test_simulation_catches_a_missing_reduction():
     """Drop the ReduceScatter from the program: the pending sums never get added."""
-    p = plan(FFN)
+    p = plan(FFN, search="bfs")
     program = p.program
     from planner.partitioning import Redistribute
 

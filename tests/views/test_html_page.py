@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def ffn():
-    p = plan(str(ROOT / "configs/ffn.yaml"))
+    p = plan(str(ROOT / "configs/ffn.yaml"), search="bfs")  # the README's plan
     return p, plan_page(p)
 
 
