@@ -265,13 +265,13 @@ class Plan:
     >>> from planner.api import plan
     >>> p = plan("configs/ffn.yaml")
     >>> p
-    Plan(model='ffn', search='bfs', mesh=<["d"=8]>, ops=5, comm=6,144 B/device, objective=17.1 us)
+    Plan(model='ffn', search='auto', mesh=<["d"=8]>, ops=5, comm=1,536 B/device, objective=27.0 us)
     >>> print(p)  # doctest: +ELLIPSIS
-    model ffn, search bfs, mesh @mesh = <["d"=8]>
+    model ffn, search auto, mesh @mesh = <["d"=8]>
     ...
-    totals: communication 6,144 B per device in 17.1 us, ...
+    totals: communication 1,536 B per device in 17.0 us, ...
     >>> p.graph.name, p.mesh.size, p.decision.search
-    ('ffn', 8, 'bfs')
+    ('ffn', 8, 'auto')
     """
 
     model: str

@@ -20,6 +20,9 @@ from planner.engines.jax_spmd import lowering_problem, module_source
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 EVEN = sorted(p.name for p in CONFIGS.glob("*.yaml"))
+# The one config with a dimension no mesh axis divides (GPT-2's 50,257-word vocabulary): a plan may split it
+# unevenly, which a shard_map cannot hold, so run refuses that plan up front (lowering_problem).
+UNEVEN_DIMS = {"gpt2_small.yaml"}
 
 
 def shardplan(*argv, cwd=ROOT):
@@ -41,7 +44,10 @@ def test_every_config_is_a_self_contained_module_with_a_line_per_op(config, trai
     # breadth-first plans: the ILP's plan of embedding_head with --training writes its labels' AllToAll over
     # "dp" as a pscatter over "tp", which the count of collective lines below does not take for a step
     p = plan(CONFIGS / config, training=training, search="bfs")
-    assert lowering_problem(p) is None
+    problem = lowering_problem(p)
+    if problem is not None:  # refused up front, naming the tensor and the dimension
+        assert config in UNEVEN_DIMS and "does not divide into" in problem and "lm_head.w" in problem
+        return
     source = module_source(p)
     tree = ast.parse(source)
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -170,7 +176,11 @@ for config in sys.argv[1:]:
             except ShardplanError as e:
                 out.append((config, search, training, "refused", str(e)[:80]))
                 continue
-            r = run_on_jax(p)
+            try:
+                r = run_on_jax(p)
+            except ShardplanError as e:
+                out.append((config, search, training, "uneven", str(e)[:200]))
+                continue
             out.append((config, search, training, r.lowering, r.ok, r.predicted_comm_bytes_per_device,
                         r.xla_comm_bytes_per_device))
 print(json.dumps(out))
@@ -179,7 +189,7 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_xla_moves_exactly_the_predicted_bytes_on_every_config_both_searches_and_modes():
-    """The grid of every config under bfs (the default) and ilp, forward and training, in one process (JAX with 8
+    """The grid of every config under bfs and ilp, forward and training, in one process (JAX with 8
     host devices; the 4-device meshes use the first four). propagate and explicit are in
     benchmarks/xla_check.py's table (the README's), which CI does not run: the whole grid takes 8 minutes here."""
     pytest.importorskip("jax")
@@ -188,8 +198,11 @@ def test_xla_moves_exactly_the_predicted_bytes_on_every_config_both_searches_and
                        text=True, env=env, cwd=ROOT, timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = json.loads(r.stdout)
-    ran = [row for row in rows if row[3] != "refused"]
-    assert len(ran) == 2 * 2 * len(EVEN)  # bfs and ilp plan every config
+    assert not [row for row in rows if row[3] == "refused"]  # bfs and ilp plan every config
+    uneven = [row for row in rows if row[3] == "uneven"]
+    assert all(row[0].endswith(tuple(UNEVEN_DIMS)) and "does not divide into" in row[4] for row in uneven), uneven
+    ran = [row for row in rows if row[3] not in ("refused", "uneven")]
+    assert len(ran) + len(uneven) == 2 * 2 * len(EVEN)
     wrong = [row for row in ran if not (row[3] == "shard_map" and row[4] and row[5] == row[6])]
     assert not wrong, wrong
 
