@@ -88,7 +88,9 @@ def grid(quick: bool, configs: list[str] | None) -> list[tuple[str, object, str,
 
 
 def measure(model, search: str, mode: str, cluster: str, repeat: int) -> dict:
-    """Plan and run one combination: predicted and measured step time, or why it was skipped."""
+    """Plan and run one combination: predicted and measured step time, why it was skipped (a plan ``run``
+    refuses), or the error of a run that failed (a bug: reported, counted against the exit status, and the
+    grid goes on)."""
     from planner.api import plan
     from planner.engines.jax_run import run_on_jax
     from planner.errors import ShardplanError
@@ -99,6 +101,8 @@ def measure(model, search: str, mode: str, cluster: str, repeat: int) -> dict:
         r = run_on_jax(p, repeat=repeat)
     except ShardplanError as err:
         return {"skipped": str(err)}
+    except Exception as err:  # noqa: BLE001 (one plan's failure must not hide the other plans' numbers)
+        return {"failed": f"{type(err).__name__}: {err}"[:300], "ok": False}
     return {"ok": r.ok, "predicted": r.predicted_step_time_s, "measured": r.measured_step_time_s,
             "ratio": r.prediction_ratio, "spread": (max(r.step_times_s) - min(r.step_times_s)) / r.measured_step_time_s,
             "wall": time.perf_counter() - start}
@@ -125,8 +129,8 @@ def table(rows: list[tuple[str, str, str, dict]]) -> str:
 
     lines = [("config", "search", "mode", "predicted", "measured", "measured/predicted", "spread", "wall")]
     for name, search, mode, d in rows:
-        if "skipped" in d:
-            lines.append((name, search, mode, "skipped", "", "", "", ""))
+        if "skipped" in d or "failed" in d:
+            lines.append((name, search, mode, "skipped" if "skipped" in d else "FAILED", "", "", "", ""))
             continue
         ratio = "-" if d["ratio"] is None else f"{d['ratio']:.3g}"
         lines.append((name, search, mode, format_seconds(d["predicted"]), format_seconds(d["measured"]),
@@ -163,18 +167,19 @@ def main(argv: list[str] | None = None) -> int:
         skipped += [f"{c}: left out (minutes per plan here); name it in --configs to include it" for c in SLOW_CONFIGS]
     for name, model, search, mode in grid(args.quick, args.configs):
         d = measure(model, search, mode, args.cluster, args.repeat)
-        print(f"{name} {search} {mode}: " + (f"skipped ({d['skipped']})" if "skipped" in d else
-                                             f"predicted {d['predicted']:.4g} s, measured {d['measured']:.4g} s, "
-                                             f"{d['wall']:.1f} s"), file=sys.stderr, flush=True)
+        if "skipped" in d or "failed" in d:
+            line = f"skipped ({d['skipped']})" if "skipped" in d else f"FAILED ({d['failed']})"
+            skipped.append(f"{name} {search} {mode}: {line}")
+        else:
+            line = f"predicted {d['predicted']:.4g} s, measured {d['measured']:.4g} s, {d['wall']:.1f} s"
+        print(f"{name} {search} {mode}: {line}", file=sys.stderr, flush=True)
         rows.append((name, search, mode, d))
-        if "skipped" in d:
-            skipped.append(f"{name} {search} {mode}: {d['skipped']}")
     print(f"cluster: {args.cluster}; every step timed {args.repeat} times after a warm-up run\n")
     print(table(rows))
     print()
     print("\n".join(summary(rows)))
     if skipped:
-        print("\nskipped:\n" + "\n".join(skipped))
+        print("\nskipped or failed:\n" + "\n".join(skipped))
     return 0 if all(d.get("ok", True) for *_, d in rows) else 1
 
 
