@@ -113,6 +113,17 @@ def summary(rows: list[tuple[str, str, str, dict]]) -> list[str]:
     from scipy.stats import spearmanr
 
     ran = [d for *_, d in rows if d.get("ok")]
+    pairs = ordered = 0  # plans of one model and mode (the searches' choices), two by two: the choice that matters
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for name, _, mode, d in rows:
+        if d.get("ok"):
+            groups.setdefault((name, mode), []).append(d)
+    for plans in groups.values():
+        for i, a in enumerate(plans):
+            for b in plans[i + 1:]:
+                if a["predicted"] != b["predicted"] and a["measured"] != b["measured"]:
+                    pairs += 1
+                    ordered += (a["predicted"] < b["predicted"]) == (a["measured"] < b["measured"])
     if len(ran) < 2:
         return [f"{len(ran)} plan(s) ran: too few to correlate"]
     predicted, measured = [d["predicted"] for d in ran], [d["measured"] for d in ran]
@@ -121,6 +132,8 @@ def summary(rows: list[tuple[str, str, str, dict]]) -> list[str]:
     return [f"plans run: {len(ran)} of {len(rows)}",
             f"Spearman rank correlation (predicted vs measured): {rho:.3f}",
             f"median relative error |predicted - measured| / measured: {statistics.median(errors):.1%}",
+            f"pairs of differently predicted plans of one model and mode that the prediction orders as measured: "
+            f"{ordered} of {pairs}",
             f"median spread of the repeats (max - min) / median: {statistics.median(d['spread'] for d in ran):.1%}"]
 
 

@@ -45,6 +45,20 @@ def test_the_summary_is_spearmans_rho_and_the_median_relative_error():
     assert "median relative error |predicted - measured| / measured: 50.0%" in lines
 
 
+def test_the_summary_counts_the_pairs_of_one_models_plans_ordered_as_measured():
+    bench = _benchmark()
+    run = {"ok": True, "spread": 0.1}
+    rows = [("m", "bfs", "forward", {**run, "predicted": 1.0, "measured": 3.0}),
+            ("m", "ilp", "forward", {**run, "predicted": 2.0, "measured": 2.0}),
+            ("m", "propagate", "forward", {**run, "predicted": 3.0, "measured": 4.0}),
+            ("m", "bfs", "training", {**run, "predicted": 5.0, "measured": 6.0}),
+            ("n", "bfs", "forward", {**run, "predicted": 9.0, "measured": 1.0})]
+    # m forward: (bfs, ilp) predicted 1 < 2 but measured 3 > 2: wrong; (bfs, propagate) and (ilp, propagate)
+    # right. m training and n have one plan each: no pair. 2 of 3.
+    assert ("pairs of differently predicted plans of one model and mode that the prediction orders as measured: "
+            "2 of 3") in bench.summary(rows)
+
+
 @pytest.mark.slow
 def test_the_quick_run_times_five_plans_and_correlates_them():
     pytest.importorskip("jax")
