@@ -33,6 +33,7 @@ JAX is imported here, on the first call, with the host devices the mesh needs (:
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -325,7 +326,9 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     if used == "shard_map":
         outs = {o: _add_partials(v) if o in pending else v for o, v in outs.items()}
     del compiled, step, args
-    placed = params = others = None  # noqa: F841 (the shard_map lowering's device arrays)
+    placed = params = others = module = None  # noqa: F841 (the shard_map lowering's device arrays)
+    jax.clear_caches()  # the compiled step, held by jit's cache, is not needed by the reference
+    gc.collect()
     ref_feeds, ref_cots = _reference_data(graph, feeds), _reference_data(graph, cots)
     del feeds, cots
 
