@@ -13,7 +13,10 @@ out as Python source by :func:`module_source`, one line per op:
   ``Slice`` ``pscatter``, seed 004's types and transposes); an ``AllGather`` whose readers all pbroadcast its
   result over the gathered axes is ``all_gather`` (varying; seed 004's fusion, which transposes to
   ``psum_scatter``); a ``Slice`` of a value already varying over its axes is a local ``dynamic_slice``, and one
-  that starts a pending sum keeps the value on the group's first member (:func:`keep_share`);
+  that starts a pending sum keeps the value on the group's first member (:func:`keep_share`); a
+  ``CollectivePermute`` that moves parts of blocks (where it also adds axes, so blocks change shape) sends each
+  receiver the box it lacks (:func:`permute_boxes`); a step's fused slice minor to its collective's axes takes a
+  piece of each of the collective's chunks;
 * each op is the catalogue's ``jax.numpy`` form (:attr:`graphs.ops.opdef.OpDef.jax_form`) on local blocks, or
   its own local instance where that differs (:attr:`~graphs.ops.opdef.OpDef.jax_local_form`: a gather from
   this device's table rows, a mean or loss over the global count, a reshape or slice to local shapes); a
@@ -783,7 +786,7 @@ def _spec_text(entries) -> str:
 def module_source(plan, *, embed: bool = True, command: str = "") -> str:
     """The Python source of ``plan``'s program as a JAX module (see the module docstring). With ``embed`` the
     functions it calls (catalogue ops, registry collectives, :func:`keep_share`, :func:`local_slice`,
-    :class:`Local`) are written into it; without, :func:`load_module` binds them."""
+    :func:`permute_boxes`, :class:`Local`) are written into it; without, :func:`load_module` binds them."""
     return _generate(plan, embed, command)[0]
 
 
