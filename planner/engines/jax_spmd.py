@@ -13,7 +13,10 @@ out as Python source by :func:`module_source`, one line per op:
   ``Slice`` ``pscatter``, seed 004's types and transposes); an ``AllGather`` whose readers all pbroadcast its
   result over the gathered axes is ``all_gather`` (varying; seed 004's fusion, which transposes to
   ``psum_scatter``); a ``Slice`` of a value already varying over its axes is a local ``dynamic_slice``, and one
-  that starts a pending sum keeps the value on the group's first member (:func:`keep_share`);
+  that starts a pending sum keeps the value on the group's first member (:func:`keep_share`); a
+  ``CollectivePermute`` that moves parts of blocks (where it also adds axes, so blocks change shape) sends each
+  receiver the box it lacks (:func:`permute_boxes`); a step's fused slice minor to its collective's axes takes a
+  piece of each of the collective's chunks;
 * each op is the catalogue's ``jax.numpy`` form (:attr:`graphs.ops.opdef.OpDef.jax_form`) on local blocks, or
   its own local instance where that differs (:attr:`~graphs.ops.opdef.OpDef.jax_local_form`: a gather from
   this device's table rows, a mean or loss over the global count, a reshape or slice to local shapes); a
@@ -43,6 +46,8 @@ import re
 import textwrap
 from typing import Any
 
+import numpy as np
+
 from graphs.dtypes import jax_dtype_name
 from graphs.gradients import requires_grad
 from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
@@ -51,10 +56,11 @@ from planner.collectives import STEP_KINDS, jax_attrs, jax_function
 from planner.errors import EngineError, InternalError
 from planner.partitioning.split_mesh import split_mesh, split_names
 from planner.ir.axis import AxisRef
-from planner.ir.layout import devices_to_positions
+from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.ir.sharding import TensorSharding
 from planner.partitioning.program import Compute, Load, Program, Redistribute
 from planner.partitioning.typecheck import pbroadcasts, type_text, variance
+from planner.redistribution.state import missing_box
 from planner.redistribution.transpose import cotangent_layout
 
 #: Ops whose local instance is their operand: a manual region's boundaries (annotations have identity forms).
@@ -147,6 +153,55 @@ def local_slice(jax, x, attrs):
     dim, size = attrs["dim"], attrs["size"]
     offset = index(attrs["after"]) * size - index(attrs["before"]) * x.shape[dim]
     return jax.lax.dynamic_slice_in_dim(x, offset, size, axis=dim)
+
+
+def permute_boxes(jax, x, attrs):
+    """A ``CollectivePermute`` that moves parts of blocks: each sender sends the box of its block that its receiver
+    lacks (the pairs ``perm``, as mesh positions), and each device makes its new block (``shape``) of what it keeps
+    of its own block and the box it receives. Per mesh position: ``send``, where the box it sends starts in its
+    block; ``receive``, the ``[start, stop)`` of the box it receives in its new block (empty: it receives nothing);
+    ``keep``, where its new block starts in its own block padded by ``pad``. Boxes of several shapes (``boxes``;
+    ``send_box`` and ``receive_box`` index them) travel flat, padded to ``size`` elements, the largest box."""
+    jnp, lax = jax.numpy, jax.lax
+    axes = tuple(attrs["axes"])
+    me = lax.axis_index(axes)
+    boxes = [tuple(b) for b in attrs["boxes"]]
+    shape, flat = tuple(attrs["shape"]), len(boxes) > 1
+
+    def mine(key):
+        return jnp.asarray(attrs[key], dtype=jnp.int32)[me]
+
+    def switch(key, branches, *operands):
+        return lax.switch(mine(key), branches, *operands) if flat else branches[0](*operands)
+
+    def pack(box):
+        def send(start):
+            piece = lax.dynamic_slice(x, list(start), box)
+            return jnp.pad(piece.reshape(-1), (0, attrs["size"] - piece.size)) if flat else piece
+        return send
+
+    def unpack(box):
+        def place(piece, start):
+            if flat:
+                piece = piece[:jnp.zeros(box, bool).size].reshape(box)
+            return lax.dynamic_update_slice(jnp.zeros(shape, x.dtype), piece, list(start))
+        return place
+
+    # varying over every axis once, here: JAX's transpose then sums the cotangent once (a psum)
+    have = jax.typeof(x).manual_axis_type.varying
+    todo = tuple(a for a in axes if a not in have)
+    x = lax.pcast(x, todo, to="varying") if todo else x
+    got = lax.ppermute(switch("send_box", [pack(b) for b in boxes], mine("send")), axes,
+                       [tuple(p) for p in attrs["perm"]])
+    receive = mine("receive")
+    placed = switch("receive_box", [unpack(b) for b in boxes], got, receive[:, 0])
+    inside = jnp.ones(shape, bool)
+    for d in range(len(shape)):
+        at = lax.broadcasted_iota(jnp.int32, shape, d)
+        inside = inside & (at >= receive[d, 0]) & (at < receive[d, 1])
+    if any(lo or hi for lo, hi in attrs["pad"]):
+        x = jnp.pad(x, [tuple(p) for p in attrs["pad"]])
+    return jnp.where(inside, placed, lax.dynamic_slice(x, list(mine("keep")), shape))
 
 
 def redistributed(jax, forward, backward):
@@ -346,16 +401,20 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
             w.emit(f"{target} = {x}", comment)
         return
     if kind == "CollectivePermute":
-        mesh = step.before.mesh
-        pos = devices_to_positions(mesh)
-        sends = {int(s): int(d) for s, d in step.pairs}
-        receives = set(sends.values())
-        perm = [(int(pos[s]), int(pos[d])) for s, d in sends.items()]
-        perm += [(int(pos[d]), int(pos[d])) for d in range(mesh.size) if d not in sends and d not in receives]
-        attrs = {"axes": list(names.axis_names), "perm": sorted(perm)}
-        w.emit(f"{target} = {w.collective('ppermute')}(jax, {x}, {_attrs(attrs)})", comment)
+        boxes = _box_tables(step, shape, names)
+        if boxes is None:
+            mesh = step.before.mesh
+            pos = devices_to_positions(mesh)
+            sends = {int(s): int(d) for s, d in step.pairs}
+            receives = set(sends.values())
+            perm = [(int(pos[s]), int(pos[d])) for s, d in sends.items()]
+            perm += [(int(pos[d]), int(pos[d])) for d in range(mesh.size) if d not in sends and d not in receives]
+            attrs = {"axes": list(names.axis_names), "perm": sorted(perm)}
+            w.emit(f"{target} = {w.collective('ppermute')}(jax, {x}, {_attrs(attrs)})", comment)
+        else:
+            w.emit(f"{target} = {w.function('permute_boxes', permute_boxes)}(jax, {x}, {_attrs(boxes)})", comment)
         return
-    x, comment = _fused_pscatters(w, x, step, target, comment)
+    x, comment = _fused_pscatters(w, x, step, shape, target, comment)
     primitive = "all_gather" if fused else STEP_KINDS[kind].primitive
     attrs: dict = {"axes": axes}
     if kind in ("AllGather", "ReduceScatter"):
@@ -365,35 +424,128 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
     w.emit(f"{target} = {w.collective(primitive)}(jax, {x}, {_attrs(attrs)})", comment)
 
 
-def _fused_pscatters(w: _Writer, x: str, step, target: str, comment: str) -> tuple[str, str]:
+def _box_tables(step, shape, names: MeshNames) -> dict | None:
+    """The attributes of :func:`permute_boxes` for a ``CollectivePermute`` step; None where the step permutes
+    whole blocks (every receiver's new block is its sender's block, every other device keeps its block and sends
+    nothing), which one plain ``ppermute`` does.
+
+    A receiver lacks one box of its new block (:func:`~planner.redistribution.state.missing_box`), which its sender
+    holds; a permute that also adds axes to the layout (``[{"tp"}, {}]`` to ``[{"dp", "tp"}, {}]``) sends a part of
+    a block and keeps a part, so blocks change shape."""
+    before, after = step.before, step.after
+    mesh = before.mesh
+    pos = devices_to_positions(mesh)
+    old, new = device_index_ranges(before, shape), device_index_ranges(after, shape)
+    source = {int(d): int(s) for s, d in step.pairs}
+    senders = set(source.values())
+    def whole(d: int) -> bool:
+        if d in source:
+            return np.array_equal(new[d], old[source[d]])
+        return d not in senders and np.array_equal(new[d], old[d])
+
+    if before.unreduced or all(whole(d) for d in range(mesh.size)):
+        return None
+    ok, missing = missing_box(old, new)
+    rank, count = len(shape), mesh.size
+    extent = missing[..., 1] - missing[..., 0]
+    boxes = sorted({tuple(int(n) for n in extent[d]) for d in source})
+    send, send_box = [[0] * rank for _ in range(count)], [0] * count
+    receive, receive_box = [[[0, 0]] * rank for _ in range(count)], [0] * count
+    for d, s in sorted(source.items()):
+        if not ok[d] or np.any(missing[d, :, 0] < old[s, :, 0]) or np.any(missing[d, :, 1] > old[s, :, 1]):
+            raise InternalError(f"the CollectivePermute from {before.dims_text()} to {after.dims_text()} sends device "
+                                f"{d} a box device {s} does not hold")
+        k = boxes.index(tuple(int(n) for n in extent[d]))
+        send[pos[s]], send_box[pos[s]] = [int(v) for v in missing[d, :, 0] - old[s, :, 0]], k
+        receive[pos[d]] = [[int(a - n), int(b - n)] for (a, b), n in zip(missing[d], new[d, :, 0])]
+        receive_box[pos[d]] = k
+    # where each new block starts in the device's own block; padded where it reaches past it (kept parts only)
+    start = new[..., 0] - old[..., 0]
+    kept = np.all(np.minimum(old[..., 1], new[..., 1]) > np.maximum(old[..., 0], new[..., 0]), axis=-1)
+    held, local = np.asarray(before.local_shape(shape)), np.asarray(after.local_shape(shape))
+    lo = np.maximum(0, -start[kept].min(axis=0)) if kept.any() else np.zeros(rank, dtype=np.int64)
+    hi = np.maximum(0, (start[kept] + local).max(axis=0) - held) if kept.any() else np.zeros(rank, dtype=np.int64)
+    keep = [[0] * rank for _ in range(count)]
+    for d in np.flatnonzero(kept):
+        keep[pos[d]] = [int(v) for v in start[d] + lo]
+    attrs = {"axes": list(names.axis_names), "perm": sorted((int(pos[s]), int(pos[d])) for d, s in source.items()),
+             "shape": [int(n) for n in local], "boxes": [list(b) for b in boxes],
+             "size": max(math.prod(b) for b in boxes), "send": send, "receive": receive, "keep": keep,
+             "pad": [[int(a), int(b)] for a, b in zip(lo, hi)]}
+    if len(boxes) > 1:
+        attrs["send_box"], attrs["receive_box"] = send_box, receive_box
+    return attrs
+
+
+def _joined_dim(step) -> int | None:
+    """The dimension a step's collective adds its axes to (as the most minor): a ReduceScatter's, an AllToAll's
+    split dimension; None for the others."""
+    joins = {"ReduceScatter": 0, "AllToAll": 1}.get(step.kind)
+    return step.dims[joins] if joins is not None else None
+
+
+def _sliced_minor(step, names: MeshNames) -> list:
+    """The axes a step slices besides its collective (a fused pscatter) that its result has on the dimension the
+    collective joins, minor to the collective's axes (``[{"tp"}, {}]`` to ``[{}, {"tp", "dp"}]`` by an AllToAll over
+    ``"tp"`` slices ``"dp"`` there): the slice takes a piece of each of the collective's chunks."""
+    d = _joined_dim(step)
+    if d is None or not step.axes:
+        return []
+    moved = list(names.of(step.axes))
+    want = list(names.of(step.after.dims[d].axes))
+    if not all(n in want for n in moved):
+        return []
+    had = set(names.of(step.before.used_axes()))
+    last = max(want.index(n) for n in moved)
+    return [n for n in want[last + 1:] if n not in had]
+
+
+def _fused_pscatters(w: _Writer, x: str, step, shape, target: str, comment: str) -> tuple[str, str]:
     """A step may also slice axes its collective does not use (they were invariant: a fused pscatter, seed 004):
-    those slices come first, each axis appended to the dimension the step's result has it on; then the
-    collective takes the block to the step's result layout (checked here, by split axis names)."""
+    those slices come first, so that the collective moves the smaller block. Each sliced axis joins its dimension
+    where the step's result has it: before the axes the collective adds to that dimension (a contiguous piece),
+    or after them (every piece of the collective's chunks: the dimension split in two, the slice taken in the minor
+    half). The collective then takes the block to the step's result layout (checked here, by split axis names)."""
     names = w.names
     before, after = step.before, step.after
-    moved = set(names.of(step.axes))
+    k = step.kind
+    moved = list(names.of(step.axes))
     had = set(names.of(before.used_axes()))
     dims = [list(names.of(d.axes)) for d in before.dims]
+    joined = _joined_dim(step)
+    later = {joined: _sliced_minor(step, names)} if joined is not None else {}
     for d, dim in enumerate(after.dims):
-        new = [n for n in names.of(dim.axes) if n not in had and n not in moved]
+        new = [n for n in names.of(dim.axes) if n not in had and n not in moved and n not in later.get(d, ())]
         if new:
             w.emit(f"{target} = {w.collective('pscatter')}(jax, {x}, {_attrs({'axes': new, 'dim': d})})", comment)
             x, comment = target, ""
             dims[d] += new
-    # the collective's own effect on the dimensions, by split axis names
-    k = step.kind
-    if k == "AllGather":
-        dims[step.dims[0]] = [n for n in dims[step.dims[0]] if n not in moved]
-    elif k == "ReduceScatter":
-        dims[step.dims[0]] += list(names.of(step.axes))
-    elif k == "AllToAll":
-        dims[step.dims[0]] = [n for n in dims[step.dims[0]] if n not in moved]
-        dims[step.dims[1]] += list(names.of(step.axes))
+        if later.get(d):
+            local = [n // math.prod(names.sizes[a] for a in axes) for n, axes in zip(shape, dims)]
+            chunks, pieces = math.prod(names.sizes[a] for a in moved), math.prod(names.sizes[a] for a in later[d])
+            split = local[:d] + [chunks, local[d] // chunks] + local[d + 1:]
+            w.emit(f"{target} = jnp.reshape({x}, {_literal(tuple(split))})", comment)
+            w.emit(f"{target} = {w.collective('pscatter')}(jax, {target}, "
+                   f"{_attrs({'axes': later[d], 'dim': d + 1})})")
+            sliced = local[:d] + [local[d] // pieces] + local[d + 1:]
+            w.emit(f"{target} = jnp.reshape({target}, {_literal(tuple(sliced))})")
+            x, comment = target, ""
+    # the collective's own effect on the dimensions, by split axis names: it gathers (or sends away) the most minor
+    # splitters of a dimension and adds its axes as the most minor ones
+    what = (f"a {k} step from {before.dims_text()} to {after.dims_text()} over {', '.join(map(str, step.axes))} "
+            "has no shard_map lowering")
+    if k in ("AllGather", "AllToAll"):
+        d = step.dims[0]
+        kept = len(dims[d]) - len(moved)
+        if dims[d][kept:] != moved:
+            raise EngineError(f"{what} (its collective takes the most minor splitters of dimension {d}, "
+                              f"{dims[d][kept:]}, not {moved})")
+        dims[d] = dims[d][:kept]
+    if joined is not None:
+        dims[joined] += moved + later.get(joined, [])
     want = [list(names.of(d.axes)) for d in after.dims]
     if dims != want:
-        raise EngineError(f"a {k} step from {before.dims_text()} to {after.dims_text()} over "
-                          f"{', '.join(map(str, step.axes))} has no shard_map lowering (its collective gives "
-                          f"{dims}, not {want})")
+        raise EngineError(f"{what} (its collective gives {dims}, not {want})")
     return x, comment
 
 
@@ -542,8 +694,10 @@ def _communication(steps, names: MeshNames) -> list:
 def _natural_transpose(steps, fused, hoisted: frozenset, names: MeshNames) -> list:
     """The communicating steps of JAX's transpose of a redistribution lowered by :func:`_write_redistribution`:
     a fused gather's ``psum_scatter``, a scatter's ``all_gather``, an all-to-all's all-to-all, a permute's
-    permute, a ``pscatter``'s ``all_gather_invariant``, a fresh pending sum's and the hoisted pbroadcast's
-    ``psum``."""
+    inverse permute (and the ``psum`` over the axes its value did not vary over: ``ppermute`` makes it vary over
+    every axis), a ``pscatter``'s ``all_gather_invariant`` (one that gathers a piece of each chunk of a collective,
+    :func:`_sliced_minor`, is no step of the engine's: the plan's backward differs), a fresh pending sum's and the
+    hoisted pbroadcast's ``psum``."""
     out = []
     for j, step in enumerate(steps):
         axes = tuple(sorted(names.of(step.axes)))
@@ -551,12 +705,21 @@ def _natural_transpose(steps, fused, hoisted: frozenset, names: MeshNames) -> li
             out.append(("ReduceScatter", axes))
         elif step.kind == "ReduceScatter":
             out.append(("AllGather", axes))
-        elif step.kind in ("AllToAll", "CollectivePermute"):
+        elif step.kind == "AllToAll":
             out.append((step.kind, axes))
+        elif step.kind == "CollectivePermute":  # a ppermute over every axis: varying over all, its transpose a psum
+            out.append((step.kind, axes))
+            invariant = tuple(sorted(set(names.axis_names) - set(names.atoms(variance(step.before)))))
+            if invariant:
+                out.append(("AllReduce", invariant))
+            continue
         had = set(names.of(step.before.used_axes())) | (set(names.of(step.axes)) if step.kind != "Slice" else set())
-        new = sorted(n for d in step.after.dims for n in names.of(d.axes) if n not in had)
+        minor = set(_sliced_minor(step, names))
+        new = sorted(n for d in step.after.dims for n in names.of(d.axes) if n not in had and n not in minor)
         if new:
             out.append(("AllGather", tuple(new)))
+        if minor:  # gathered back across the collective's chunks: not a step the engine plans
+            out.append(("AllGather of a piece of each chunk", tuple(sorted(minor))))
         fresh = [a for a in step.after.unreduced if a not in step.before.unreduced]
         if fresh:
             out.append(("AllReduce", tuple(sorted(names.of(fresh)))))
@@ -623,7 +786,7 @@ def _spec_text(entries) -> str:
 def module_source(plan, *, embed: bool = True, command: str = "") -> str:
     """The Python source of ``plan``'s program as a JAX module (see the module docstring). With ``embed`` the
     functions it calls (catalogue ops, registry collectives, :func:`keep_share`, :func:`local_slice`,
-    :class:`Local`) are written into it; without, :func:`load_module` binds them."""
+    :func:`permute_boxes`, :class:`Local`) are written into it; without, :func:`load_module` binds them."""
     return _generate(plan, embed, command)[0]
 
 
