@@ -20,6 +20,7 @@ from planner.gate import (
     worse_models,
 )
 from planner.api import plan
+from planner.searches import SEARCHES
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -76,11 +77,11 @@ def test_measure_is_deterministic():
 
 # -- the checked-in baselines ------------------------------------------------------------------------------
 
-def test_checked_in_baseline_lists_every_config_measured_with_bfs():
+def test_checked_in_baseline_lists_every_config_measured_with_the_default_search():
     raw = json.loads(CHECKED_IN.read_text())
     assert sorted(raw["models"]) == sorted(p.name for p in CONFIGS.glob("*.yaml"))
     b = load_baseline(CHECKED_IN)
-    assert (b.search, b.training) == ("bfs", False)
+    assert (b.search, b.training) == (SEARCHES[0], False)
     assert all(Path(m).is_file() for m in b.models)
 
 

@@ -224,7 +224,7 @@ def test_a_quick_calibration_on_host_devices_writes_a_cluster_file(tmp_path):
     assert "median |relative error|" in run.stdout and "AllToAll" in run.stdout
     raw = yaml.safe_load(out.read_text())
     assert list(raw) == ["name", "device_peak_flops", "peak_flops_by_dtype", "vector_flops",
-                         "memory_bandwidth_bytes_per_s", "kernel_overhead_s", "matmul_efficiency",
+                         "memory_bandwidth_bytes_per_s", "kernel_overhead_s", "step_overhead_s", "matmul_efficiency",
                          "device_memory_bytes", "devices_per_node", "intra_node", "inter_node"]
     assert raw["name"] == "host" and raw["devices_per_node"] == 8
     assert sorted(raw["peak_flops_by_dtype"]) == ["bf16", "f32"]
