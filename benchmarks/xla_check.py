@@ -3,7 +3,7 @@
 For each ``configs/*.yaml``, forward and with ``--training``, runs ``shardplan run CONFIG --engine jax
 --format json`` in a fresh process (host devices: as many as the plan's mesh has, 8 for most configs and 4
 for the manual-region ones; ``run`` sets ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` itself):
-the plan (default search, bfs) is built in jax.numpy with every tensor constrained to its planned sharding,
+the plan (of each ``--searches``; default ``auto``, the default search) is built in jax.numpy with every tensor constrained to its planned sharding,
 jitted, run and checked against the numpy reference; the compiled program's collectives are read from its
 HLO. Printed: whether the run matched the reference, our predicted bytes per device, XLA's (same
 convention: bytes one device receives under ring algorithms, costmodels/collectives.py), their ratio, the
@@ -12,7 +12,7 @@ from the two lists), which of XLA's all-reduces are dynamic-sliced by their read
 not form) and which pending sums the plan leaves that a PartitionSpec cannot say (left to XLA).
 
     python benchmarks/xla_check.py [--configs ffn megatron_mlp] [--modes forward training]
-        [--searches bfs ilp propagate explicit] [--lowering auto|shard_map|constraints] [--jax]
+        [--searches auto bfs ilp propagate explicit] [--lowering auto|shard_map|constraints] [--jax]
 
 ``--jax`` adds the JAX functions of ``benchmarks/jax_models.py`` (an MLP, attention with head reshapes, an
 embedding gather), each traced by ``shardplan import-jax`` on a ``dp=2, tp=4`` mesh (rows ``jax:NAME``).
@@ -101,8 +101,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="*", help="config names (default: every configs/*.yaml)")
     ap.add_argument("--modes", nargs="*", choices=("forward", "training"), default=["forward", "training"])
-    ap.add_argument("--searches", nargs="*", default=["bfs"], choices=("bfs", "ilp", "propagate", "explicit"),
-                    help="searches to plan with (default bfs, the default search)")
+    ap.add_argument("--searches", nargs="*", default=["auto"], choices=("auto", "bfs", "ilp", "propagate", "explicit"),
+                    help="searches to plan with (default auto, the default search)")
     ap.add_argument("--lowering", default="auto", choices=("auto", "shard_map", "constraints"),
                     help="shardplan run's --lowering (default auto)")
     ap.add_argument("--jax", action="store_true", help="add the JAX functions of benchmarks/jax_models.py")
