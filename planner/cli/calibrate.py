@@ -8,6 +8,7 @@ import os
 from planner.cli.args import command_options
 from planner.cli.status import EXIT_OK
 from planner.errors import EngineError, OutputError
+from planner.limits import MAX_MESH_DEVICES
 from planner.text_table import table
 
 # JAX, the engine and the cost models are imported by run(), so that ``shardplan --help`` stays fast.
@@ -47,6 +48,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Every mistake an argument alone shows, before JAX starts (nothing is measured or written)."""
     if args.devices is not None and args.devices < 1:
         raise EngineError(f"--devices {args.devices}: give a number of devices >= 1")
+    if args.devices is not None and args.devices > MAX_MESH_DEVICES:  # bounded before JAX starts that many
+        raise EngineError(f"--devices {args.devices:,}: a mesh holds at most {MAX_MESH_DEVICES:,} devices; "
+                          "give fewer")
     if args.devices == 1 and args.only != "compute":
         raise EngineError("collectives need >= 2 devices; --devices 1 measures none: add --only compute "
                           "(the links then come from --preset), or give --devices 2 or more")

@@ -202,6 +202,14 @@ def test_without_jax_calibrate_says_how_to_install_it(tmp_path, monkeypatch, cap
     assert not (tmp_path / "c.yaml").exists()
 
 
+def test_more_devices_than_a_mesh_holds_is_refused_before_jax_starts(tmp_path, capsys):
+    from planner.limits import MAX_MESH_DEVICES
+
+    code, err = _calibrate(capsys, "--devices", str(MAX_MESH_DEVICES + 1), "--out", str(tmp_path / "c.yaml"))
+    assert code == 2 and f"a mesh holds at most {MAX_MESH_DEVICES:,} devices" in err
+    assert not (tmp_path / "c.yaml").exists()
+
+
 def test_more_devices_than_jax_holds_is_refused(tmp_path, capsys):
     jax = pytest.importorskip("jax")
     n = len(jax.devices())  # this process's JAX is already initialised: its host devices cannot change
