@@ -1,4 +1,4 @@
-"""Our predicted communication against XLA's, given our plan, for every config (issue 14, point 5).
+"""Our predicted communication against XLA's, given our plan, for every config.
 
 For each ``configs/*.yaml``, forward and with ``--training``, runs ``shardplan run CONFIG --engine jax
 --format json`` in a fresh process (host devices: as many as the plan's mesh has, 8 for most configs and 4
