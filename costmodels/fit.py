@@ -34,6 +34,7 @@ from scipy.optimize import nnls
 
 from costmodels.cluster import Link
 from costmodels.collectives import RING
+from costmodels.roofline import Roofline
 from planner.collectives import primitive, step_kind
 from planner.errors import CostModelError
 
@@ -292,9 +293,7 @@ def efficiency_at(curve: Sequence[tuple[float, float]], flops: float) -> float:
     >>> efficiency_at(curve, 10.0), efficiency_at(curve, 1e12), efficiency_at(curve, 1e6)
     (0.1, 0.4, 0.1)
     """
-    xs = np.log([f for f, _ in curve])
-    ys = [e for _, e in curve]
-    return float(np.interp(math.log(flops), xs, ys))
+    return Roofline(matmul_efficiency=curve).efficiency(flops)
 
 
 def roofline_time_s(flops: float, bytes_: float, rate: float, bandwidth: float, overhead_s: float) -> float:

@@ -26,7 +26,7 @@ from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
 
 __all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "local_op_time_s", "node_costs",
-           "op_compute_time_s", "op_flops", "same_groups", "stored_bytes"]
+           "op_compute_time_s", "op_flops", "operand_gradients", "same_groups", "stored_bytes"]
 
 
 def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training: bool, needs_grad) -> float:
@@ -34,7 +34,7 @@ def op_compute_time_s(graph, op, strategy: Strategy, cluster: Cluster, training:
     divided among the devices that split its work, its bytes accessed on the local shapes of its operands
     and result; with training, one forward's worth (FLOPs, bytes and kernel overhead) more per operand whose
     gradient is needed."""
-    return local_op_time_s(graph, op, strategy, cluster) * (1 + _grads(op, training, needs_grad))
+    return local_op_time_s(graph, op, strategy, cluster) * (1 + operand_gradients(op, training, needs_grad))
 
 
 def local_op_time_s(graph, op, strategy: Strategy, cluster: Cluster) -> float:
@@ -49,7 +49,7 @@ def local_op_time_s(graph, op, strategy: Strategy, cluster: Cluster) -> float:
                      graph.op_def(op.name).matmul_units, cluster)
 
 
-def _grads(op, training: bool, needs_grad) -> int:
+def operand_gradients(op, training: bool, needs_grad) -> int:
     """How many of ``op``'s operand gradients a training step computes (0 without training)."""
     return sum(1 for t in op.inputs if needs_grad.get(t, False)) if training else 0
 
@@ -67,7 +67,7 @@ def collective_time_s(m: Model, op, s: Strategy) -> float:
 
 def op_flops(graph, op, training: bool, needs_grad) -> float:
     """FLOPs of ``op`` on one device: its forward, plus one forward's worth per needed operand gradient."""
-    return graph.op_flops(op.name) * (1 + _grads(op, training, needs_grad))
+    return graph.op_flops(op.name) * (1 + operand_gradients(op, training, needs_grad))
 
 
 def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
@@ -98,7 +98,7 @@ def node_costs(m: Model, i: int) -> Node:
     own = own_params(graph, node, m.private_sources)
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
-    grads = _grads(op, m.options.training, m.needs_grad)  # once per op, not per strategy
+    grads = operand_gradients(op, m.options.training, m.needs_grad)  # once per op, not per strategy
     for c, s in enumerate(node.strategies):
         t = local_op_time_s(graph, op, s, m.cluster) * (1 + grads)
         t += sum(move_time_s(m, mv) for mv in op_moves(graph, node, s, m, own))

@@ -39,7 +39,7 @@ from graphs.ops.collectives import is_collective
 from planner.ir.sharding import TensorSharding
 from planner.model.moves import Transfer, link_moves, move_plan, node_moves
 from planner.model.nodes import Model, OpNode
-from planner.model.tables import op_compute_time_s
+from planner.model.tables import local_op_time_s, operand_gradients
 from planner.model.manual import BodyCollective, body_collective, manual_types, manual_variance
 from planner.redistribution import ReshardPlan
 from planner.partitioning.typecheck import (
@@ -262,8 +262,9 @@ def lower(m: Model, choice) -> Program:
         s = node.strategies[choice[i]]
         instructions += before[op.name]
         out = graph.tensor(op.output)
-        total_s = op_compute_time_s(graph, op, s, m.cluster, m.options.training, m.needs_grad)
-        forward_s = op_compute_time_s(graph, op, s, m.cluster, False, m.needs_grad) if m.options.training else total_s
+        # the roofline once: the forward, and one forward's worth per operand gradient (op_compute_time_s)
+        forward_s = local_op_time_s(graph, op, s, m.cluster)
+        total_s = forward_s * (1 + operand_gradients(op, m.options.training, m.needs_grad))
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
                                     out.dtype, total_s, body_collective(graph, op, s, m.cluster),
                                     manual_types(graph, op, variance), max(0.0, total_s - forward_s)))
