@@ -1,0 +1,203 @@
+"""Microbatch schedules of a pipeline: GPipe, 1F1B and interleaved 1F1B.
+
+A pipeline of ``p`` devices (device groups) runs ``S = p * v`` stages, ``v`` virtual
+stages per device: stage ``k`` lives on device ``k % p`` (Megatron's interleaved
+placement; with ``v = 1`` stage ``k`` is device ``k``). Each of ``m`` microbatches
+runs forward through stages ``0 .. S-1`` and backward from ``S-1`` down to ``0``.
+
+A schedule is, per device, the order in which it runs its :class:`Action`\\ s
+(:func:`device_orders`):
+
+* ``gpipe``: every forward, then every backward (GPipe: all ``m`` microbatches'
+  activations are held at once);
+* ``1f1b``: ``p - d - 1`` forwards to warm up device ``d``, then one forward and one
+  backward in turn, then the remaining backwards (PipeDream-Flush: at most ``p - d``
+  microbatches in flight on device ``d``);
+* ``interleaved``: 1F1B over the device's ``v`` virtual stages, taking microbatches
+  ``p`` at a time through one virtual stage after another (Megatron's interleaved
+  schedule; needs ``m`` a multiple of ``p``): ``(p - d - 1) * 2 + (v - 1) * p``
+  forwards of warm-up, which cuts the bubble by ``v``.
+
+:func:`timeline` runs the orders: each device does one action at a time, in its
+order; a forward of stage ``k > 0`` waits for the same microbatch's forward of stage
+``k - 1`` and the send of its boundary activation, a backward of stage ``k < S - 1``
+for the backward of stage ``k + 1`` and the send of the cotangent, and the last
+stage's backward for its own forward. Sends are point-to-point transfers that run
+beside compute (they delay the receiver, they do not occupy the sender). The
+timeline's length is the pipeline's step time; its bubble is the time devices stand
+idle. :func:`peak_in_flight` and :func:`peak_bytes` read the orders alone: which
+microbatches' activations a device holds at the worst moment.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+from planner.errors import PlanningError
+
+__all__ = ["SCHEDULES", "Action", "Timeline", "device_orders", "peak_bytes", "peak_in_flight", "timeline"]
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+"""The schedules, by the names the model's ``pipeline: schedule:`` and the JSON use."""
+
+
+@dataclass(frozen=True, order=True)
+class Action:
+    """One unit of work: the forward (``"F"``) or backward (``"B"``) of ``microbatch`` through ``stage``."""
+
+    kind: str
+    microbatch: int
+    stage: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.microbatch}@{self.stage}"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When each device runs each action of a schedule.
+
+    ``runs[d]`` is device ``d``'s ``(action, start_s, end_s)`` in its order;
+    ``step_time_s`` the time the last action ends; ``busy_s[d]`` device ``d``'s
+    compute time; ``bubble_fraction`` the share of ``devices x step_time_s`` that
+    devices stand idle.
+    """
+
+    runs: tuple[tuple[tuple[Action, float, float], ...], ...]
+    step_time_s: float
+    busy_s: tuple[float, ...]
+
+    @property
+    def bubble_fraction(self) -> float:
+        total = self.step_time_s * len(self.busy_s)
+        return 0.0 if total <= 0 else max(0.0, 1.0 - sum(self.busy_s) / total)
+
+
+def _check(schedule: str, p: int, m: int, v: int) -> None:
+    if schedule not in SCHEDULES:
+        raise PlanningError(f"unknown pipeline schedule {schedule!r}; use one of {', '.join(SCHEDULES)}")
+    if p < 1 or m < 1 or v < 1:
+        raise PlanningError(f"a pipeline needs at least one device, microbatch and virtual stage; got {p} devices, "
+                            f"{m} microbatches and {v} virtual stages")
+    if schedule != "interleaved" and v != 1:
+        raise PlanningError(f"{v} virtual stages per device need the interleaved schedule, not {schedule}")
+    if schedule == "interleaved" and m % p:
+        raise PlanningError(f"the interleaved schedule takes microbatches {p} at a time (one per pipeline device): "
+                            f"{m} microbatches is not a multiple of {p}; use a multiple of {p}, or the 1f1b schedule")
+
+
+def device_orders(schedule: str, p: int, m: int, v: int = 1) -> tuple[tuple[Action, ...], ...]:
+    """Per device ``0 .. p-1``, the actions it runs, in order (see the module docstring)."""
+    _check(schedule, p, m, v)
+    if schedule == "gpipe":
+        return tuple(tuple([Action("F", j, d) for j in range(m)] + [Action("B", j, d) for j in range(m)])
+                     for d in range(p))
+    if schedule == "1f1b":
+        return tuple(_one_f_one_b([Action("F", j, d) for j in range(m)], [Action("B", j, d) for j in range(m)],
+                                  min(p - d - 1, m)) for d in range(p))
+    orders = []
+    for d in range(p):
+        # the k-th forward of device d: microbatches p at a time through virtual stage 0, then 1, ...
+        forwards, backwards = [], []
+        for k in range(m * v):
+            group = k // (p * v)
+            local, j = divmod(k % (p * v), p)
+            mb = group * p + j
+            forwards.append(Action("F", mb, local * p + d))
+            backwards.append(Action("B", mb, (v - 1 - local) * p + d))
+        orders.append(_one_f_one_b(forwards, backwards, min((p - d - 1) * 2 + (v - 1) * p, m * v)))
+    return tuple(orders)
+
+
+def _one_f_one_b(forwards: list[Action], backwards: list[Action], warmup: int) -> tuple[Action, ...]:
+    """``warmup`` forwards, then one forward and one backward in turn, then the backwards left."""
+    out = list(forwards[:warmup])
+    f, b = warmup, 0
+    while f < len(forwards):
+        out.append(forwards[f])
+        out.append(backwards[b])
+        f, b = f + 1, b + 1
+    out.extend(backwards[b:])
+    return tuple(out)
+
+
+def timeline(orders: Sequence[Sequence[Action]], forward_s: Sequence[float], backward_s: Sequence[float],
+             send_s: Sequence[float] | float = 0.0) -> Timeline:
+    """Run ``orders`` (from :func:`device_orders`): ``forward_s[k]`` and ``backward_s[k]`` are stage ``k``'s time
+    for one microbatch, ``send_s[k]`` the time to move stage ``k``'s boundary activation to stage ``k + 1`` (and
+    its cotangent back); one number for every boundary. Linear in the number of actions."""
+    p = len(orders)
+    stages = len(forward_s)
+    if len(backward_s) != stages:
+        raise PlanningError(f"{stages} forward times but {len(backward_s)} backward times")
+    sends = [float(send_s)] * max(stages - 1, 0) if isinstance(send_s, (int, float)) else [float(s) for s in send_s]
+    if len(sends) != max(stages - 1, 0):
+        raise PlanningError(f"{stages} stages have {stages - 1} boundaries, but {len(sends)} send times were given")
+    done: dict[Action, float] = {}
+    free = [0.0] * p
+    runs: list[list[tuple[Action, float, float]]] = [[] for _ in range(p)]
+    position = [0] * p
+    total = sum(len(o) for o in orders)
+    ready = deque(range(p))  # devices whose next action may have become runnable
+    finished = 0
+    while ready:
+        d = ready.popleft()
+        order = orders[d]
+        while position[d] < len(order):
+            a = order[position[d]]
+            dep = _dependency(a, stages)
+            if dep is not None and dep not in done:
+                break
+            at = free[d]
+            if dep is not None:
+                arrive = done[dep] + (0.0 if dep.stage == a.stage else sends[min(dep.stage, a.stage)])
+                at = max(at, arrive)
+            end = at + (forward_s[a.stage] if a.kind == "F" else backward_s[a.stage])
+            done[a] = end
+            free[d] = end
+            runs[d].append((a, at, end))
+            position[d] += 1
+            finished += 1
+            # the one action that may wait for this one runs on the device of the next (forward) or
+            # previous (backward) stage
+            nxt = a.stage + 1 if a.kind == "F" and a.stage + 1 < stages else a.stage - 1 if a.kind == "B" else None
+            if nxt is not None and nxt >= 0 and nxt % p != d:
+                ready.append(nxt % p)
+    if finished != total:
+        stuck = next(orders[d][position[d]] for d in range(p) if position[d] < len(orders[d]))
+        raise PlanningError(f"the schedule deadlocks: {stuck} waits for an action no device runs first")
+    busy = tuple(sum(end - start for _, start, end in r) for r in runs)
+    return Timeline(tuple(tuple(r) for r in runs), max(free, default=0.0), busy)
+
+
+def _dependency(a: Action, stages: int) -> Action | None:
+    if a.kind == "F":
+        return None if a.stage == 0 else Action("F", a.microbatch, a.stage - 1)
+    if a.stage == stages - 1:
+        return Action("F", a.microbatch, a.stage)
+    return Action("B", a.microbatch, a.stage + 1)
+
+
+def peak_in_flight(order: Sequence[Action]) -> int:
+    """The most microbatches (counted per virtual stage) whose forward a device has run and backward not yet."""
+    held = peak = 0
+    for a in order:
+        held += 1 if a.kind == "F" else -1
+        peak = max(peak, held)
+    return peak
+
+
+def peak_bytes(order: Sequence[Action], stash: Sequence[int], forward_work: Sequence[int],
+               backward_work: Sequence[int]) -> int:
+    """The most bytes a device's activations take while it runs ``order``: before each action it holds the
+    ``stash[k]`` of every microbatch in flight through its stage ``k``; during a forward of stage ``k`` it needs
+    ``forward_work[k]`` more (the stash it is making and its temporaries), during a backward ``backward_work[k]``
+    more (what the backward makes beside the stash it reads); a backward then frees its stash."""
+    held = peak = 0
+    for a in order:
+        work = forward_work[a.stage] if a.kind == "F" else backward_work[a.stage]
+        peak = max(peak, held + work)
+        held += stash[a.stage] if a.kind == "F" else -stash[a.stage]
+    return peak
