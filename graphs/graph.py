@@ -68,14 +68,15 @@ class ComputationGraph:
     (hard: every search gives the members one sharding); ``shard_like`` groups
     sharded alike where nothing conflicts (soft: only rule-based propagation reads
     them); ``axis_regions`` the ``auto_axes`` / ``explicit_axes`` regions
-    (:mod:`graphs.axis_regions`); ``cluster`` kept as given; ``outputs_layout`` how outputs the user did not pin
+    (:mod:`graphs.axis_regions`); ``cluster`` kept as given; ``pipeline`` the model's
+    :class:`~graphs.pipeline_spec.PipelineSpec` (None: no ``pipeline:`` mapping); ``outputs_layout`` how outputs the user did not pin
     are delivered (``free``: any fully reduced layout; ``replicated``: whole on every
     device); ``source`` the file the model came from. ``lines``
     optionally gives the source line of ``"outputs"``, ``"shard_as"`` and ``"shard_like"``
     (one line, or a list with one per group).
     """
 
-    __slots__ = ("name", "meshes", "cluster", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "shard_like",
+    __slots__ = ("name", "meshes", "cluster", "pipeline", "outputs_layout", "tensors", "ops", "outputs", "shard_as", "shard_like",
                  "axis_regions", "manual_regions", "source", "_nx", "_region_of", "_ops", "_producer", "_consumers")
 
     def __init__(
@@ -91,6 +92,7 @@ class ComputationGraph:
         axis_regions: Iterable[AxisRegion] = (),
         manual_regions: Iterable[ManualRegion] = (),
         cluster: Any = None,
+        pipeline: Any = None,
         outputs_layout: str = "free",
         source: str | None = None,
         lines: Mapping[str, int | None] | None = None,
@@ -100,6 +102,7 @@ class ComputationGraph:
         set_("name", name)
         set_("source", source)
         set_("cluster", cluster)
+        set_("pipeline", pipeline)
         if outputs_layout not in OUTPUTS_LAYOUTS:
             raise self._error(f"outputs_layout must be one of {', '.join(OUTPUTS_LAYOUTS)}, got {quote(outputs_layout)}",
                               dict(lines or {}).get("outputs_layout"))
@@ -154,7 +157,7 @@ class ComputationGraph:
         declared = [t for t in self.tensors.values() if t.kind != "activation"]
         args = (self.name, dict(self.meshes), declared, list(self.ops), self.outputs, self.shard_as)
         return _rebuild, (args, {"shard_like": self.shard_like, "axis_regions": self.axis_regions,
-                                 "manual_regions": self.manual_regions, "cluster": self.cluster,
+                                 "manual_regions": self.manual_regions, "cluster": self.cluster, "pipeline": self.pipeline,
                                  "outputs_layout": self.outputs_layout, "source": self.source})
 
     def __repr__(self) -> str:

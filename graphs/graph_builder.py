@@ -34,8 +34,9 @@ class GraphBuilder:
     """Collects tensors and ops for one model; see the module docstring."""
 
     def __init__(self, name: str, meshes: Any = None, *, source: str | None = None, cluster: Any = None,
-                 outputs_layout: str = "free"):
+                 outputs_layout: str = "free", pipeline: Any = None):
         self.name = name
+        self.pipeline = pipeline
         self.meshes = as_meshes(meshes)
         self.source = source
         self.cluster = cluster
@@ -279,5 +280,6 @@ class GraphBuilder:
         ops, manual = self._flattened()
         return ComputationGraph(
             self.name, self.meshes, self._tensors, ops, self._outputs, self._shard_as,
-            shard_like=self._shard_like, axis_regions=self._regions, manual_regions=manual, cluster=self.cluster, outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
+            shard_like=self._shard_like, axis_regions=self._regions, manual_regions=manual, cluster=self.cluster, pipeline=self.pipeline,
+            outputs_layout=self.outputs_layout, source=self.source, lines=self._lines,
         )

@@ -122,6 +122,8 @@ def dump_model(graph: ComputationGraph, comments: Mapping[str, str] | None = Non
         lines += [f"  {_flow(m.name)}: {_flow(_mesh_value(m))}" for m in meshes]
     if graph.cluster is not None:
         lines.append(f"cluster: {_flow(graph.cluster)}")
+    if graph.pipeline is not None:
+        lines.append(f"pipeline: {_flow(graph.pipeline.to_dict())}")
     if graph.outputs_layout != "free":
         lines.append(f"outputs_layout: {graph.outputs_layout}")
     declared = [t for t in graph.tensors.values() if t.kind != "activation"]

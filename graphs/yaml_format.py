@@ -25,6 +25,7 @@ from typing import Any
 from graphs import builders
 from graphs.graph import ComputationGraph
 from graphs.graph_builder import GraphBuilder
+from graphs.pipeline_spec import read_pipeline
 from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
 from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
 from planner.errors import ModelError, did_you_mean, quote
@@ -33,7 +34,7 @@ from planner.files import read_text
 #: Every top-level key of a model file.
 TOP_LEVEL_KEYS = ("name", "mesh", "meshes", "cluster", "tensors", "ops", "outputs", "outputs_layout", "shard_as",
                   "auto_axes", "explicit_axes", "regions",
-                  "shard_like", "model", "shardings", "strategies")
+                  "shard_like", "model", "shardings", "strategies", "pipeline")
 #: Keys of one entry of ``regions`` (a manual computation region).
 REGION_KEYS = ("name", "manual_axes", "inputs", "in_shardings", "outputs", "out_shardings", "ops")
 #: Keys of one entry of ``tensors``.
@@ -93,7 +94,13 @@ class _Reader:
         if layout not in ("free", "replicated"):
             raise self.error(f"`outputs_layout` must be free (any fully reduced layout, the default) or replicated "
                              f"(every device holds each output whole), got {quote(layout)}", doc.line_of("outputs_layout"))
-        b = GraphBuilder(name, self._meshes(), source=self.source, cluster=plain(cluster), outputs_layout=layout)
+        pipeline = None
+        if "pipeline" in doc:
+            node = doc["pipeline"]
+            line_of = node.line_of if isinstance(node, LineDict) else (lambda key: None)
+            pipeline = read_pipeline(plain(node), lambda key: f"{self.source}:{(line_of(key) if key else None) or doc.line_of('pipeline')}")
+        b = GraphBuilder(name, self._meshes(), source=self.source, cluster=plain(cluster), outputs_layout=layout,
+                         pipeline=pipeline)
         if "model" in doc:
             for key in ("tensors", "ops", "outputs"):
                 if key in doc:
