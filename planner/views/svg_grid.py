@@ -37,6 +37,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Sequence
 
+from costmodels.units import format_bytes
+from graphs.dtypes import dtype_itemsize
 from planner.errors import NotExpressibleError
 from planner.ir.axis import axes_size
 from planner.ir.layout import device_index_ranges, shard_indices
@@ -210,7 +212,9 @@ def device_grid_svg(sharding: TensorSharding, shape: Sequence[int], dtype: str =
     copies = mesh.size // (total * pending)
     dims = "x".join(map(str, shape)) or "scalar"
     title = f"{sharding} : {dtype}[{dims}]"
-    caption = [f"{dims} {dtype}, local {'x'.join(map(str, sharding.local_shape(shape))) or 'scalar'}, "
+    local = sharding.local_shape(shape)
+    local_bytes = format_bytes(math.prod(local) * dtype_itemsize(dtype))
+    caption = [f"{dims} {dtype}, local {'x'.join(map(str, local)) or 'scalar'} ({local_bytes} per device), "
                f"{total} block{'s' if total != 1 else ''} on {mesh.size} devices"]
     legend = []
     if copies > 1:

@@ -177,3 +177,9 @@ def test_pending_sums_stay_marked_on_every_device_of_a_large_grid():
     _, root = grid('[{"x"}], unreduced={"y"}', "x=128,y=2", (256,))
     assert fits(root)
     assert len(by_class(root, "rect", "pending")) == len(cells_by_device(root)) == 256
+
+
+def test_the_caption_gives_each_devices_bytes_in_the_reports_style():
+    _, root = grid('[{"x"}, {}]', "x=2,y=4", (4096, 1024))
+    # a 2048x1024 f32 block: 2,097,152 elements of 4 bytes = 8,388,608 B, printed as the text report does
+    assert any("local 2048x1024 (8.39 MB per device)" in t for t in texts(root))
