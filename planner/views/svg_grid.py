@@ -202,10 +202,9 @@ def device_grid_svg(sharding: TensorSharding, shape: Sequence[int], dtype: str =
     rank = len(shape)
     mesh = sharding.mesh
     total = sharding.num_shards()
-    if total > MAX_BLOCKS or mesh.size > MAX_BLOCKS:
-        many = f"{total:,} blocks" if total > MAX_BLOCKS else f"blocks on {mesh.size:,} devices"
+    if total > MAX_BLOCKS:
         raise NotExpressibleError(
-            f"sharding {sharding} cuts the tensor into {many}, more than the {MAX_BLOCKS:,} the device "
+            f"sharding {sharding} cuts the tensor into {total:,} blocks, more than the {MAX_BLOCKS:,} the device "
             "grid draws; use --format json (or table) for every device's index range")
     found = blocks(sharding, shape)
     pending = axes_size(sharding.unreduced, mesh)
@@ -228,6 +227,11 @@ def device_grid_svg(sharding: TensorSharding, shape: Sequence[int], dtype: str =
     y0 = MARGIN + head_h
     cells, titles, grid_w, grid_h = _by_block(found, rank, y0)
     if grid_w + 2 * MARGIN > MAX_SIDE or y0 + grid_h + MARGIN > MAX_SIDE:
+        if mesh.size > MAX_BLOCKS:
+            raise NotExpressibleError(
+                f"sharding {sharding} draws {total:,} blocks over {MAX_SIDE:,.0f} px, and one cell per device would "
+                f"be {mesh.size:,} cells, more than the {MAX_BLOCKS:,} the device grid draws; use --format json "
+                "(or table) for every device's index range")
         cells, grid_w, grid_h, rows, cols = _by_device(sharding, found, y0)
         titles = []
         sizes = [a.size for a in mesh.axes]

@@ -183,3 +183,11 @@ def test_the_caption_gives_each_devices_bytes_in_the_reports_style():
     _, root = grid('[{"x"}, {}]', "x=2,y=4", (4096, 1024))
     # a 2048x1024 f32 block: 2,097,152 elements of 4 bytes = 8,388,608 B, printed as the text report does
     assert any("local 2048x1024 (8.39 MB per device)" in t for t in texts(root))
+
+
+def test_a_block_view_that_fits_is_drawn_whatever_the_number_of_devices():
+    _, root = grid("[{}]", "x=8192", (16,))
+    # one block held by all 8,192 devices: one cell, though a cell per device would be too many
+    assert [b.get("data-devices") for b in by_class(root, "rect", "block")] == [",".join(map(str, range(8192)))]
+    with pytest.raises(NotExpressibleError, match="one cell per device would be 8,192 cells.*--format json"):
+        grid('[{"x":(1)64}]', "x=8192", (64,))  # 64 blocks in a row: too wide by block, too many devices
