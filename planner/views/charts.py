@@ -37,6 +37,7 @@ NOTE_CHARS = 110  # a chart's note is wrapped to lines of at most this many char
 MIN_SEGMENT_W = 3.0  # px: the narrowest a segment that is not zero is drawn
 HIDDEN_COMMUNICATION = "#f3b0b1"  # communication behind compute: the communication colour, lighter
 LAUNCH = "#9c9c9c"  # the step's fixed launch overhead
+MEMORY_FILLS = (COMPUTE, "#f28e2b", "#59a14f", "#b07aa1")  # the memory chart's parts, in order
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,22 @@ def stacked_chart(title: str, labels: Sequence[str], series: Sequence[Series], w
     return "\n".join(out)
 
 
+def phase_share_chart(phases: Sequence[tuple[str, object]], step_time_s: float, step_overhead_s: float,
+                      cls: str, note: str = "") -> str:
+    """The step per phase (:class:`~planner.partitioning.schedule.PhaseTimes` by name): compute, exposed and
+    hidden communication as shares of the step time, and a row for the step's launch when it has one."""
+    labels = [ph for ph, _ in phases] + (["launch"] if step_overhead_s else [])
+    pad = (0.0,) if step_overhead_s else ()
+    series = [Series("compute", COMPUTE, tuple(x.compute_time_s for _, x in phases) + pad, format_seconds),
+              Series("exposed communication", COMMUNICATION,
+                     tuple(x.exposed_comm_time_s for _, x in phases) + pad, format_seconds),
+              Series("hidden communication", HIDDEN_COMMUNICATION,
+                     tuple(x.hidden_comm_time_s for _, x in phases) + pad, format_seconds)]
+    if step_overhead_s:
+        series.append(Series("launch", LAUNCH, (0.0,) * len(phases) + (step_overhead_s,), format_seconds))
+    return step_share_chart("share of the step time per phase", labels, series, step_time_s, cls, note)
+
+
 def time_share_series(compute: Sequence[float], comm: Sequence[float]) -> tuple[Series, Series]:
     """Compute and communication seconds as stacked segments (the per-layer and per-op charts)."""
     return (Series("compute", COMPUTE, tuple(compute), format_seconds),
@@ -181,15 +198,16 @@ def memory_bars(per_device: Mapping[int, Sequence[tuple[str, int]]]) -> list[Mem
     return [MemoryBar(tuple(devs), parts) for parts, devs in groups.items()]
 
 
-def memory_chart(bars: Sequence[MemoryBar], fills: Mapping[str, str], cls: str = "chart memory",
-                 note: str = "") -> str:
+def memory_chart(bars: Sequence[MemoryBar], cls: str = "chart memory", note: str = "") -> str:
     """Bytes per device as :func:`stacked_chart` bars, one per :class:`MemoryBar`; ticks in bytes.
 
-    When one bar stands for every device the title says so.
+    Parts are filled in first-seen order from :data:`MEMORY_FILLS`. When one bar
+    stands for every device the title says so.
     """
     names = list(dict.fromkeys(n for b in bars for n, _ in b.parts))
     values = [dict(b.parts) for b in bars]
-    series = [Series(n, fills[n], tuple(v.get(n, 0) for v in values), format_bytes) for n in names]
+    series = [Series(n, MEMORY_FILLS[k % len(MEMORY_FILLS)], tuple(v.get(n, 0) for v in values), format_bytes)
+              for k, n in enumerate(names)]
     whole = max((b.total for b in bars), default=0)
     devices = sum(len(b.devices) for b in bars)
     title = "memory per device"

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 from costmodels.units import format_bytes, format_seconds
 from graphs.dtypes import dtype_itemsize
-from planner.views.charts import (HIDDEN_COMMUNICATION, LAUNCH, Series, memory_bars, memory_chart, percent,
-                                   step_share_chart, time_share_series)
+from planner.views.charts import (memory_bars, memory_chart, percent, phase_share_chart, step_share_chart,
+                                   time_share_series)
 from planner.views.layered_layout import layered_layout, spread
-from planner.views.svg import COMMUNICATION, COMPUTE, color_map, esc, num, svg_open, text_width
+from planner.views.svg import COMMUNICATION, color_map, esc, num, svg_open, text_width
 
 COLLAPSE_OPS = 150  # above this many ops, runs of identical layers are collapsed in the graph
 OPEN_DETAILS_ROWS = 200  # tables and charts with more rows than this start closed
@@ -389,20 +389,12 @@ def _time_charts(p) -> list[str]:
     """The time charts, each in its ``<details>``: the step's share per phase, then per layer and per op."""
     t = p.totals
     phases = [(ph, times) for ph, times in t.phases if p.training or ph == "forward"]
-    labels = [ph for ph, _ in phases] + (["launch"] if t.step_overhead_s else [])
-    pad = [0.0] if t.step_overhead_s else []
-    series = [Series("compute", COMPUTE, tuple(x.compute_time_s for _, x in phases) + tuple(pad), _fmt_s),
-              Series("exposed communication", COMMUNICATION,
-                     tuple(x.exposed_comm_time_s for _, x in phases) + tuple(pad), _fmt_s),
-              Series("hidden communication", HIDDEN_COMMUNICATION,
-                     tuple(x.hidden_comm_time_s for _, x in phases) + tuple(pad), _fmt_s)]
-    if t.step_overhead_s:
-        series.append(Series("launch", LAUNCH, (0.0,) * len(phases) + (t.step_overhead_s,), _fmt_s))
+    rows = len(phases) + (1 if t.step_overhead_s else 0)
     note = (f"compute and exposed communication add up to the step time ({_fmt_s(t.step_time_s)}, overlap "
             f"{t.overlap}); hidden communication runs behind compute")
-    charts = [_details(f"per phase ({len(labels)} row{'s' if len(labels) != 1 else ''})",
-                       step_share_chart("share of the step time per phase", labels, series, t.step_time_s,
-                                        "chart per-phase", note), len(labels), "chart-box")]
+    charts = [_details(f"per phase ({rows} row{'s' if rows != 1 else ''})",
+                       phase_share_chart(phases, t.step_time_s, t.step_overhead_s, "chart per-phase", note), rows,
+                       "chart-box")]
 
     # compute vs communication per layer and per op, and what no op is charged with
     ops = p.ops
@@ -458,13 +450,12 @@ def _memory_chart(p) -> str:
     """Bytes per device (:func:`memory_parts`), one bar per distinct value, in its ``<details>``."""
     parts = memory_parts(p)
     bars = memory_bars({d: parts for d in p.mesh.devices})
-    fills = {parts[0][0]: COMPUTE, RESULTS: "#f28e2b"}
     capacity = p.cluster.device_memory_bytes
     total = p.totals.memory_bytes_per_device
     note = (f"the plan's memory model pads every block to its local shape, so every device holds the same; "
             f"{format_bytes(total)} is {percent(total / capacity)} of a device's {format_bytes(capacity)}")
     return _details(f"memory per device ({len(bars)} bar{'s' if len(bars) != 1 else ''})",
-                    memory_chart(bars, fills, "chart memory", note), len(bars), "chart-box")
+                    memory_chart(bars, "chart memory", note), len(bars), "chart-box")
 
 
 CSS = """

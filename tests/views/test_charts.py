@@ -63,13 +63,13 @@ def test_devices_holding_the_same_bytes_share_one_bar():
     parts = {d: [("params", 100), ("results", 20)] for d in range(4)}
     (bar,) = memory_bars(parts)
     assert (bar.label, bar.total) == ("devices 0-3", 120)
-    root = ET.fromstring(memory_chart([bar], {"params": "#000000", "results": "#111111"}))
+    root = ET.fromstring(memory_chart([bar]))
     assert root.find(SVG + "title").text == "memory per device: all 4 devices alike"
     # a device that holds more (as a pipeline stage would) gets a bar of its own
     parts[2] = [("params", 100), ("results", 40)]
     bars = memory_bars(parts)
     assert [(b.label, b.total) for b in bars] == [("devices 0-1,3", 120), ("device 2", 140)]
-    root = ET.fromstring(memory_chart(bars, {"params": "#000000", "results": "#111111"}))
+    root = ET.fromstring(memory_chart(bars))
     assert root.find(SVG + "title").text == "memory per device"
     assert {k: v for k, (_, v, _) in segments(root).items()} == {
         ("devices 0-1,3", "params"): 100, ("devices 0-1,3", "results"): 20,
