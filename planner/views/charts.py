@@ -70,8 +70,9 @@ def stacked_chart(title: str, labels: Sequence[str], series: Sequence[Series], w
     scale spans ``whole`` (or the longest row, when longer), with ``zoom`` the
     longest row only: many small rows (an op each) then fill the plot, their shares
     unchanged. Ticks mark quarters of the span, ``tick(value)`` printing each;
-    ``total(row sum)`` is the text beside a bar; ``note`` is wrapped under the title. Every segment is a ``<rect class="bar segment">`` with
-    ``data-series``, ``data-label``, ``data-value`` and ``data-share`` (its value over ``whole``).
+    ``total(row sum)`` is the text beside a bar; ``note`` is wrapped under the title.
+    Every segment is a ``<rect class="bar segment">`` with ``data-series``,
+    ``data-label``, ``data-value`` and ``data-share`` (its value over ``whole``).
     """
     sums = [sum(s.values[i] for s in series) for i in range(len(labels))]
     span = max(sums, default=0.0) if zoom else max([whole, *sums])

@@ -400,9 +400,9 @@ def _time_charts(p) -> list[str]:
     ops = p.ops
     unattributed = max(t.comm_time_s - sum(o.comm_time_s for o in ops), 0.0)
     rest = "(not per op)"
-    note = ("shares of the step time, the longest row spanning the plot; an op's communication: the forward redistributions of its result (the plan's "
-            f"comm_time_s); {rest}: inputs, parameters, backward, gradients; totals: compute "
-            f"{_fmt_s(t.compute_time_s)}, communication {_fmt_s(t.comm_time_s)}")
+    note = ("shares of the step time, the longest row spanning the plot; an op's communication: the forward "
+            f"redistributions of its result (the plan's comm_time_s); {rest}: inputs, parameters, backward, "
+            f"gradients; totals: compute {_fmt_s(t.compute_time_s)}, communication {_fmt_s(t.comm_time_s)}")
     rows = layer_rows([o.name for o in ops])
     if rows is not None:
         by_op = {o.name: o for o in ops}
