@@ -11,11 +11,14 @@ nothing. It shows, from top to bottom:
   bytes per device (``bwd`` / ``grad`` before the backward ones and gradient
   reductions); hover any box or label for the details. A click on a legend entry
   fades every tensor of another sharding;
-* **compute vs communication time**, per layer (when op names carry a layer
-  number, ``layer3.mlp.fc1``) and per op: the plan's ``compute_time_s`` and
-  ``comm_time_s`` of every op (the forward redistributions of its result), and
+* **compute vs communication time** as shares of the step time
+  (:func:`~planner.views.charts.step_share_chart`): per phase, the compute,
+  exposed and hidden communication of the plan's schedule; per layer (when the
+  model has layers, :func:`layer_rows`) and per op, the plan's ``compute_time_s``
+  and ``comm_time_s`` of every op (the forward redistributions of its result), and
   one more row for the communication not charged to an op (inputs, parameters,
   backward, gradient reductions), so the bars add up to the plan's totals;
+* **memory per device**, one bar per distinct value (:func:`memory_parts`);
 * **the plan table**: ops, redistributions, tensors.
 
 Large graphs: with more than :data:`COLLAPSE_OPS` ops, each run of consecutive
@@ -31,11 +34,14 @@ and the page is a function of the plan only: the same plan gives the same bytes.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from costmodels.units import format_bytes, format_seconds
-from planner.views.charts import bar_chart, time_series
+from graphs.dtypes import dtype_itemsize
+from planner.views.charts import (memory_bars, memory_chart, percent, phase_share_chart, step_share_chart,
+                                   time_share_series)
 from planner.views.layered_layout import layered_layout, spread
 from planner.views.svg import COMMUNICATION, color_map, esc, num, svg_open, text_width
 
@@ -53,7 +59,7 @@ def _fmt_s(v: float) -> str:
 
 def _fmt_bytes(v: int) -> str:
 
-    return format_bytes(v, exact=True)  # edge labels to the byte, as the plan's table of redistributions
+    return format_bytes(v)  # as every report prints bytes
 
 
 def layer_of(name: str) -> str | None:
@@ -353,6 +359,105 @@ def _details(summary: str, body: str, rows: int, cls: str) -> str:
     return f'<details class="{cls}"{open_}><summary>{esc(summary)}</summary><div class="scroll">{body}</div></details>'
 
 
+def layer_rows(names: list[str]) -> dict[str, list[str]] | None:
+    """The per-layer chart's rows (:func:`group_of` each name), or None when the model has no layers.
+
+    A model has layers when at least two numbered prefixes of one family
+    (``layer0.``, ``layer1.``) are each shared by several ops; and the chart is
+    drawn only when it has at most half as many rows as there are ops, since a
+    shorter one would repeat the per-op chart (ffn's ``dense1``, ``dense2``, two ops each).
+
+    >>> layer_rows(["layer0.a", "layer0.b", "layer1.a", "layer1.b", "head"])  # 3 rows for 5 ops: None
+    >>> sorted(layer_rows([f"layer{i}.{op}" for i in range(3) for op in "abc"] + ["head"]))
+    ['head', 'layer0', 'layer1', 'layer2']
+    >>> layer_rows(["fc1", "fc2", "fc3", "relu"])  # numbered, but one op each: no layers
+    """
+    rows: dict[str, list[str]] = {}
+    for n in names:
+        rows.setdefault(group_of(n), []).append(n)
+    families: dict[str, int] = {}
+    for row, members in rows.items():
+        if layer_of(row) == row and len(members) >= 2:
+            fam = _family(row)[0]
+            families[fam] = families.get(fam, 0) + 1
+    if max(families.values(), default=0) < 2 or 2 * len(rows) > len(names):
+        return None
+    return rows
+
+
+def _time_charts(p) -> list[str]:
+    """The time charts, each in its ``<details>``: the step's share per phase, then per layer and per op."""
+    t = p.totals
+    phases = [(ph, times) for ph, times in t.phases if p.training or ph == "forward"]
+    rows = len(phases) + (1 if t.step_overhead_s else 0)
+    note = (f"compute and exposed communication add up to the step time ({_fmt_s(t.step_time_s)}, overlap "
+            f"{t.overlap}); hidden communication runs behind compute")
+    charts = [_details(f"per phase ({rows} row{'s' if rows != 1 else ''})",
+                       phase_share_chart(phases, t.step_time_s, t.step_overhead_s, "chart per-phase", note), rows,
+                       "chart-box")]
+
+    # compute vs communication per layer and per op, and what no op is charged with
+    ops = p.ops
+    unattributed = max(t.comm_time_s - sum(o.comm_time_s for o in ops), 0.0)
+    rest = "(not per op)"
+    note = ("shares of the step time, the longest row spanning the plot; an op's communication: the forward "
+            f"redistributions of its result (the plan's comm_time_s); {rest}: inputs, parameters, backward, "
+            f"gradients; totals: compute {_fmt_s(t.compute_time_s)}, communication {_fmt_s(t.comm_time_s)}")
+    rows = layer_rows([o.name for o in ops])
+    if rows is not None:
+        by_op = {o.name: o for o in ops}
+        labels = [*rows, rest] if unattributed else list(rows)
+        comp = [sum(by_op[n].compute_time_s for n in names) for names in rows.values()]
+        comm = [sum(by_op[n].comm_time_s for n in names) for names in rows.values()]
+        comp += [0.0] if unattributed else []
+        comm += [unattributed] if unattributed else []
+        charts.append(_details(f"per layer ({len(rows)} rows)",
+                               step_share_chart("compute and communication per layer", labels,
+                                                time_share_series(comp, comm), t.step_time_s, "chart per-layer",
+                                                note, zoom=True), len(labels), "chart-box"))
+    labels = [o.name for o in ops] + ([rest] if unattributed else [])
+    comp = [o.compute_time_s for o in ops] + ([0.0] if unattributed else [])
+    comm = [o.comm_time_s for o in ops] + ([unattributed] if unattributed else [])
+    charts.append(_details(f"per op ({len(ops)} ops)",
+                           step_share_chart("compute and communication per op", labels,
+                                            time_share_series(comp, comm), t.step_time_s, "chart per-op", note,
+                                            zoom=True),
+                           len(labels), "chart-box"))
+    return charts
+
+
+RESULTS = "op results"
+
+
+def memory_parts(p) -> list[tuple[str, int]]:
+    """One device's bytes under the plan's memory model, by part: what its sources hold, then its op results.
+
+    Every device holds a block of every tensor padded to the same local shape, so the
+    parts are alike on every device. Op results are each op's local result; the
+    sources' part is the rest of the plan's ``memory_bytes_per_device`` (parameters
+    and inputs, with training their gradients and optimizer state).
+    """
+    results = 0
+    for c in p.program.computes():
+        spec = p.graph.tensor(c.op.output)
+        results += math.prod(c.strategy.result.local_shape(spec.shape)) * dtype_itemsize(spec.dtype)
+    results = min(results, p.totals.memory_bytes_per_device)  # the parts add up to the plan's figure
+    sources = "parameters, gradients, optimizer state, inputs" if p.training else "parameters and inputs"
+    return [(sources, p.totals.memory_bytes_per_device - results), (RESULTS, results)]
+
+
+def _memory_chart(p) -> str:
+    """Bytes per device (:func:`memory_parts`), one bar per distinct value, in its ``<details>``."""
+    parts = memory_parts(p)
+    bars = memory_bars({d: parts for d in p.mesh.devices})
+    capacity = p.cluster.device_memory_bytes
+    total = p.totals.memory_bytes_per_device
+    note = (f"the plan's memory model pads every block to its local shape, so every device holds the same; "
+            f"{format_bytes(total)} is {percent(total / capacity)} of a device's {format_bytes(capacity)}")
+    return _details(f"memory per device ({len(bars)} bar{'s' if len(bars) != 1 else ''})",
+                    memory_chart(bars, "chart memory", note), len(bars), "chart-box")
+
+
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;padding:0 20px 40px;color:#222;
 background:#fff}
@@ -413,34 +518,9 @@ def plan_page(p) -> str:
     graph, info = graph_svg(p, colours)
     t = p.totals
 
-    # compute vs communication: per layer, per op, and what no op is charged with
     ops = p.ops
-    unattributed = max(t.comm_time_s - sum(o.comm_time_s for o in ops), 0.0)
-    rest = "(not per op)"
-    groups: dict[str, list[float]] = {}
-    for o in ops:
-        g = groups.setdefault(group_of(o.name), [0.0, 0.0])
-        g[0] += o.compute_time_s
-        g[1] += o.comm_time_s
-    note = ("an op's communication: the forward redistributions of its result (the plan's comm_time_s); "
-            f"{rest}: inputs, parameters, backward, gradients; totals: compute {_fmt_s(t.compute_time_s)}, "
-            f"communication {_fmt_s(t.comm_time_s)}")
-    has_layers = sum(1 for g in groups if layer_of(g) is not None) >= 2 and len(groups) < len(ops)
-    charts = []
-    if has_layers:
-        labels = [*groups, rest] if unattributed else list(groups)
-        comp = [g[0] for g in groups.values()] + ([0.0] if unattributed else [])
-        comm = [g[1] for g in groups.values()] + ([unattributed] if unattributed else [])
-        charts.append(_details(f"per layer ({len(groups)} rows)",
-                               bar_chart("compute vs communication time per layer", labels,
-                                         time_series(comp, comm), "chart per-layer", note),
-                               len(labels), "chart-box"))
-    labels = [o.name for o in ops] + ([rest] if unattributed else [])
-    comp = [o.compute_time_s for o in ops] + ([0.0] if unattributed else [])
-    comm = [o.comm_time_s for o in ops] + ([unattributed] if unattributed else [])
-    charts.append(_details(f"per op ({len(ops)} ops)",
-                           bar_chart("compute vs communication time per op", labels, time_series(comp, comm),
-                                     "chart per-op", note), len(labels), "chart-box"))
+    charts = _time_charts(p)
+    memory = _memory_chart(p)
 
     def swatch(key: str) -> _Raw:
         return _Raw(f'<td><span class="swatch" style="background:{colours.get(key, "#ffffff")}"></span>'
@@ -500,6 +580,8 @@ def plan_page(p) -> str:
         f'<div class="scroll graph-box">{graph}</div></section>',
         '<section id="time"><h2>Compute vs communication time</h2>',
         *charts,
+        '<h2 id="memory">Memory per device</h2>',
+        memory,
         "</section>",
         '<section id="plan"><h2>Plan table</h2>',
         *tables,
