@@ -22,8 +22,8 @@ LAYERS = (
     ("planner.redistribution",),  # the cheapest collectives between two shardings (prices the tables)
     ("planner.model",),  # the planning model: problem, annotations, cost tables, decisions
     ("planner.searches",),  # bfs, ilp, explicit, propagate
-    ("planner.stages",),  # the pipeline level: stages, microbatch schedules, recomputation, ZeRO
     ("planner.partitioning",),  # the SPMD program, forward and backward
+    ("planner.stages",),  # the pipeline level over per-stage SPMD programs: stages, schedules, recomputation, ZeRO
     ("planner.simulation",),  # the numpy device simulator
     ("planner.engines", "planner.frontends"),  # JAX/XLA; programs traced from JAX
     ("planner.report", "planner.export", "planner.views"),  # the plan users read, exports, pictures

@@ -46,8 +46,12 @@ from planner.partitioning.schedule import MODES as OVERLAPS
 from planner.report import Plan, make_plan
 from planner.searches import DEFAULT_SEARCH, SEARCHES, search_named
 from planner.searches.propagate import PASSES
+from graphs.pipeline_spec import PipelineSpec, read_pipeline
+from planner.stages.plan import PipelinePlan, pipeline_plan
+from planner.stages.search import search_pipeline
 
-__all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "Plan", "PlanWarning", "load", "plan"]
+__all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "PipelinePlan", "Plan", "PlanWarning", "load", "plan",
+           "plan_pipeline"]
 
 
 def load(model: Any) -> ComputationGraph:
@@ -180,3 +184,62 @@ def _memory_notes(decision: Decision, cluster: Cluster) -> tuple[str, ...]:
     return (f"the plan needs {format_bytes(need)} per device (parameters, optimizer state and live activations) but a "
             f"device of cluster {cluster.name!r} has {format_bytes(have)}: it would not fit; shard more (e.g. "
             f"--search ilp --memory-budget {format_quantity(have, 'bytes')}), plan on more devices, or give a --cluster with more memory",)
+
+
+def plan_pipeline(
+    model: Any,
+    *,
+    devices: int | None = None,
+    pipeline: Any = None,
+    cluster: Any = None,
+    memory_budget: float | None = None,
+    search: str = DEFAULT_SEARCH,
+    progress: Progress | Callable[[str], None] | None = None,
+) -> PipelinePlan:
+    """Plan a pipelined training step of ``model`` (:mod:`planner.stages`): the pipeline degree, the
+    data-parallel degree and the stage mesh, the stages' layers, the microbatches, the schedule, the
+    recomputation and the ZeRO stage, each as the model's ``pipeline:`` mapping (or ``pipeline``, a
+    :class:`~graphs.pipeline_spec.PipelineSpec` or mapping, which replaces it) pins or leaves to the search.
+
+    ``devices``: plan for that many devices of the cluster, the planner building the mesh; without it, a model
+    whose mesh has the pipeline axis is planned on that mesh (``pp`` that axis, ``dp`` its ``dp`` axis, the stage
+    mesh the rest), any other on as many devices as its mesh has. ``search`` plans each stage mesh (the SPMD
+    searches); ``memory_budget`` (bytes per device) replaces the cluster's device memory.
+    """
+    progress = as_progress(progress)
+    graph = load(model)
+    check_differentiable(graph)
+    spec = _pipeline_spec(graph, pipeline)
+    chosen = _cluster(graph, cluster)
+    if devices is not None and (isinstance(devices, bool) or not isinstance(devices, int) or devices < 1):
+        raise PlanningError(f"--devices must be a whole number of devices, at least 1, got {quote(devices)}")
+    axis = spec.axis or "pp"
+    mesh = graph.mesh if graph.meshes else None
+    _check_pipeline_axis_unsharded(graph, axis)
+    fixed = mesh if devices is None and mesh is not None and axis in mesh.axis_names else None
+    if devices is None:
+        if mesh is None:
+            raise PlanningError(f"model {quote(graph.name)} has no mesh: plan it with --devices N")
+        devices = mesh.size
+    searched = search_pipeline(graph, devices, chosen, spec, memory_budget, mesh=fixed, search=search,
+                               progress=progress)
+    return pipeline_plan(searched, graph, chosen, devices)
+
+
+def _pipeline_spec(graph: ComputationGraph, pipeline: Any) -> PipelineSpec:
+    if pipeline is None or pipeline == "auto":
+        return graph.pipeline if graph.pipeline is not None and pipeline is None else PipelineSpec()
+    if isinstance(pipeline, PipelineSpec):
+        return pipeline
+    return read_pipeline(pipeline)
+
+
+def _check_pipeline_axis_unsharded(graph: ComputationGraph, axis: str) -> None:
+    """The pipeline axis carries stages, not shards: an annotation naming it is refused with the fix."""
+    for t in graph.tensors.values():
+        s = t.sharding
+        if s is not None and any(a.name == axis for a in s.used_axes()):
+            where = f" ({graph.source}:{t.line})" if graph.source and t.line else ""
+            raise PlanningError(f"tensor {quote(t.name)}{where} is sharded over {quote(axis)}, the pipeline axis: an "
+                                f"axis carries either pipeline stages or shards; drop {quote(axis)} from its sharding, "
+                                f"or name another pipeline axis in pipeline.axis")

@@ -75,6 +75,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --search propagate: every tensor's sharding after each user priority and each "
                    "op-priority level (table and json)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    p.add_argument("--devices", type=_device_count, metavar="N",
+                   help="plan a pipelined training step on N devices of the cluster: the planner builds the mesh "
+                   "(pipeline x data-parallel x tensor-parallel inside a node); implies --pipeline auto")
+    p.add_argument("--pipeline", choices=("auto",),
+                   help="auto: plan a pipelined training step (stages, microbatches, schedule, recomputation, ZeRO) "
+                   "for a model without a pipeline: mapping; a model with one is planned that way without the flag")
     command_options(p, run)
 
     e = sub.add_parser(
@@ -110,11 +116,12 @@ def plan_arguments(args) -> dict:
                 axes_per_phase=args.axes_per_phase, overlap=args.overlap)
 
 
-def make_plan(args):
-    """The plan the flags ask for; its warnings are printed by the command's reporter (``--quiet`` hides them)."""
+def make_plan(args, graph=None):
+    """The plan the flags ask for (of ``graph``, the model already loaded, if given); its warnings are printed by the
+    command's reporter (``--quiet`` hides them)."""
     from planner.api import plan
 
-    return plan(model_argument(args.model), search=args.search, propagation=args.propagation, **plan_arguments(args))
+    return plan(graph if graph is not None else model_argument(args.model), search=args.search, propagation=args.propagation, **plan_arguments(args))
 
 
 def render_phases(p) -> str:
@@ -128,12 +135,39 @@ def render_phases(p) -> str:
     return "\n".join(out) + "\n"
 
 
+def _device_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--devices takes a whole number of devices, got {text!r}") from None
+    if not 1 <= n <= 1 << 24:
+        raise argparse.ArgumentTypeError(f"--devices must be from 1 to {1 << 24}, got {n}")
+    return n
+
+
+def run_pipeline(args: argparse.Namespace, graph) -> int:
+    """``plan`` of a pipelined training step (:func:`planner.api.plan_pipeline`)."""
+    from planner.api import plan_pipeline
+
+    if args.format not in ("table", "json"):
+        raise ParseError(f"a pipelined plan prints as table or json, not {args.format}; drop --format {args.format}")
+    p = plan_pipeline(graph, devices=args.devices, cluster=args.cluster,
+                      memory_budget=_budget(args.memory_budget), search=args.search,
+                      progress=getattr(args, "progress", None))
+    text = to_json(p.to_dict()) if args.format == "json" else p.summary()
+    write_text(text, args.out, protect=[args.model])
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    graph = model_argument(args.model)
+    if args.devices is not None or args.pipeline or graph.pipeline is not None:
+        return run_pipeline(args, graph)
     if args.phases and args.search != "propagate":
         raise ParseError("--phases shows rule-based propagation's phases: use it with --search propagate")
     if args.phases and args.format not in ("table", "json"):
         raise ParseError("--phases is shown in the table and json formats; drop --format csv/program/html or --phases")
-    p = make_plan(args)
+    p = make_plan(args, graph)
     if args.format == "json":
         text = to_json(p.to_dict(phases=args.phases))
     elif args.format == "program":

@@ -1,0 +1,355 @@
+"""The pipeline search: devices, stages, microbatches, schedule, recomputation and ZeRO in one search.
+
+Outer choices are enumerated: the factorisation of the devices into ``pp x dp x tp`` (``tp``
+inside a node: a divisor of the cluster's devices per node), the microbatch size (so the
+microbatch count ``m = batch / (dp * size)``), the schedule with its virtual stages, the
+recomputation policy and the ZeRO stage; every key the model's ``pipeline:`` pins is held.
+Each layer is priced on the ``tp`` stage mesh once per microbatch size
+(:func:`~planner.stages.profile.profile_layers`, one SPMD plan per pair, shared by every
+configuration that uses it). For each outer choice the partition of the layers into
+contiguous stages is exact: a depth-first search over the stages' first layers, pruned by a
+lower bound of the step time that no schedule can beat (a device runs its ``2m`` actions one
+at a time, starts after the first microbatch reaches it and ends before that microbatch's
+backward has gone back through the earlier stages), whose leaves are priced by
+:func:`~planner.stages.cost.evaluate` and kept if they fit the memory. Outer choices are
+visited in order of a lower bound of their step time (the perfectly balanced pipeline with
+no bubble) and skipped once that bound reaches the best step found: the answer is the
+configuration of least step time (ties: the first in the enumeration's order), as exhaustive
+enumeration would find (``tests/stages/brute_force.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from costmodels import RING, Cluster
+from costmodels.units import format_bytes
+from graphs.graph import ComputationGraph
+from graphs.pipeline_spec import AUTO, PipelineSpec, RECOMPUTE, SCHEDULE_NAMES
+from planner.errors import PlanningError, quote
+from planner.ir.mesh import Mesh
+from planner.progress import SILENT, Progress
+from planner.stages.cost import Config, Evaluation, evaluate, links, stage_sums, sync_time_s
+from planner.stages.layers import batch_size, layers_of, microbatched
+from planner.stages.profile import LayerCost, profile_layers
+from planner.stages.schedules import compiled, device_orders, peak_in_flight
+
+__all__ = ["KNOBS", "Searched", "search_pipeline"]
+
+#: The most outer configurations one search enumerates (each is cheap: the partition search prunes).
+MAX_CONFIGURATIONS = 1_000_000
+
+KNOBS = ("pp", "tp", "microbatches", "schedule", "virtual_stages", "recompute", "zero")
+"""The choices the report explains, each with the best configuration that chose otherwise."""
+
+
+@dataclass(frozen=True)
+class Searched:
+    """The winner, its evaluation and layer costs, how many configurations were priced, and per knob the best
+    evaluated configuration that chose another value (``{knob: (config, evaluation)}``)."""
+
+    config: Config
+    evaluation: Evaluation
+    costs: tuple[LayerCost, ...]
+    layer_names: tuple[str, ...]
+    priced: int
+    outer: int
+    runners_up: dict = field(default_factory=dict)
+    smallest_need: int = 0
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _pin(spec: PipelineSpec, key: str):
+    v = getattr(spec, key)
+    return None if v == AUTO else v
+
+
+def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spec: PipelineSpec,
+                    memory_budget: float | None = None, *, mesh: Mesh | None = None, search: str = "auto",
+                    progress: Progress = SILENT, profiler: Callable | None = None) -> Searched:
+    """The best pipeline configuration of ``graph`` on ``devices`` devices of ``cluster`` (module docstring).
+
+    ``mesh`` (the model's mesh, when it has the pipeline axis and no device count was asked for) fixes the
+    factorisation: ``pp`` its pipeline axis, ``dp`` its ``dp`` axis (1 without one), the stage mesh the rest.
+    ``profiler(graph, stage_mesh, cluster)`` prices the layers (default: :func:`profile_layers` with ``search``).
+    """
+    budget = float(memory_budget) if memory_budget is not None else float(cluster.device_memory_bytes)
+    layers = layers_of(graph)
+    n_layers = len(layers)
+    batch = batch_size(graph)
+    profiler = profiler or (lambda g, m, c: profile_layers(g, m, c, search))
+    factorisations = _factorisations(devices, cluster, spec, mesh, n_layers)
+    profiles: dict[tuple, tuple[LayerCost, ...]] = {}
+    outer = []
+    for pp, dp, stage_axes in factorisations:
+        if batch % dp:
+            continue
+        per_replica = batch // dp
+        pinned_m = _pin(spec, "microbatches")
+        sizes = [per_replica // pinned_m] if pinned_m and per_replica % pinned_m == 0 else \
+            [] if pinned_m else _divisors(per_replica)
+        for size in sizes:
+            m = per_replica // size
+            for schedule, v in _schedules(spec, pp, m, n_layers):
+                for policy in ([_pin(spec, "recompute")] if _pin(spec, "recompute") else RECOMPUTE):
+                    for zero in ([_pin(spec, "zero")] if _pin(spec, "zero") is not None else
+                                 ((0, 1, 2, 3) if dp > 1 else (0,))):
+                        outer.append((pp, dp, stage_axes, size, m, schedule, v, policy, zero))
+    if not outer:
+        raise PlanningError(_nothing_to_try(graph, devices, batch, spec, n_layers))
+    if len(outer) > MAX_CONFIGURATIONS:
+        raise PlanningError(f"{len(outer)} pipeline configurations of model {quote(graph.name)} on {devices} devices "
+                            f"is more than the {MAX_CONFIGURATIONS} the search enumerates; pin some of pipeline: "
+                            f"(stages, microbatches, schedule)")
+    # price each (stage mesh, microbatch size) once, then order outer choices by their bound
+    bounded = []
+    for choice in outer:
+        pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
+        key = (stage_axes, size)
+        if key not in profiles:
+            progress.stage(f"pricing the layers on a stage mesh of {_axes_text(stage_axes)} for microbatches of {size}")
+            stage_mesh = Mesh.from_sizes("stage", dict(stage_axes))
+            profiles[key] = profiler(microbatched(graph, size), stage_mesh, cluster)
+        costs = profiles[key]
+        fw = sum(c.forward_s for c in costs)
+        bw = sum(c.backward_s + c.recompute(policy) for c in costs)
+        # the bound of _best_partition's search with every stage even: no partition does better
+        stages = pp * v
+        bounded.append((max(m * (fw + bw) / pp, fw + bw + (m - 1) * max(fw, bw) / stages), choice))
+    bounded.sort(key=lambda x: x[0])
+    progress.stage(f"searching {len(bounded)} pipeline configurations")
+    tally = {"priced": 0, "need": math.inf}
+
+    def best_of(candidates) -> tuple[Config, Evaluation] | None:
+        best: tuple[Config, Evaluation] | None = None
+        for lb, choice in candidates:
+            if best is not None and lb >= best[1].step_time_s:
+                break
+            pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
+            found, n, need = _best_partition(profiles[(stage_axes, size)], cluster, budget, pp, dp, stage_axes, size,
+                                             m, schedule, v, policy, zero,
+                                             None if best is None else best[1].step_time_s)
+            tally["priced"] += n
+            tally["need"] = min(tally["need"], need)
+            if found is not None and (best is None or found[1].step_time_s < best[1].step_time_s):
+                best = found
+        return best
+
+    best = best_of(bounded)
+    if best is None:
+        smallest = tally["need"]
+        if smallest == math.inf:  # no partition came near: the model's state spread over every device
+            static = sum(c.param_bytes * 2 + 8 * c.param_elements for c in next(iter(profiles.values())))
+            smallest = static / devices
+        raise PlanningError(_does_not_fit(graph, devices, budget, smallest, spec))
+    config = best[0]
+    key = (config.stage_axes, config.microbatch)
+    ev = evaluate(config, profiles[key], cluster, full=True)
+    runners_up = {}
+    for k in KNOBS:  # the best configuration that chose otherwise, each knob in turn
+        won = _knob(config, k)
+        other = best_of([(lb, c) for lb, c in bounded if _knob_of(c, k) != won])
+        if other is not None:
+            runners_up[k] = other
+    return Searched(config, ev, profiles[key], tuple(layer.name for layer in layers), tally["priced"], len(outer),
+                    runners_up, int(ev.peak_memory_bytes))
+
+
+def _knob(config: Config, knob: str):
+    if knob == "tp":
+        return config.stage_axes
+    if knob == "microbatches":
+        return config.microbatches
+    return getattr(config, knob)
+
+
+def _knob_of(choice: tuple, knob: str):
+    """A knob's value in an outer choice ``(pp, dp, stage axes, size, m, schedule, v, policy, zero)``."""
+    pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
+    return {"pp": pp, "tp": stage_axes, "microbatches": m, "schedule": schedule, "virtual_stages": v,
+            "recompute": policy, "zero": zero}[knob]
+
+
+def _axes_text(stage_axes) -> str:
+    return " x ".join(f"{n}={s}" for n, s in stage_axes) or "one device"
+
+
+def _factorisations(devices: int, cluster: Cluster, spec: PipelineSpec, mesh: Mesh | None, n_layers: int):
+    """``(pp, dp, stage axes)`` to try."""
+    pinned_pp = _pin(spec, "stages")
+    if mesh is not None:
+        axis = spec.axis or "pp"
+        sizes = {a.name: a.size for a in mesh.axes}
+        if axis not in sizes:
+            raise PlanningError(f"the pipeline axis {quote(axis)} is not an axis of mesh {mesh.short()}; name it in "
+                                f"pipeline.axis, add it to the mesh, or plan with --devices N to let the planner "
+                                f"build the mesh")
+        pp = sizes[axis]
+        if pinned_pp is not None and pinned_pp != pp:
+            raise PlanningError(f"pipeline.stages is {pinned_pp} but the pipeline axis {quote(axis)} has {pp} devices; "
+                                f"make them agree")
+        if pp > n_layers:
+            raise PlanningError(f"{pp} pipeline stages need at least {pp} layers, but the model has {n_layers}; use "
+                                f"at most {n_layers} stages")
+        dp = sizes.get("dp", 1) if axis != "dp" else 1
+        rest = tuple((n, s) for n, s in sizes.items() if n not in (axis, "dp"))
+        return [(pp, dp, rest or (("tp", 1),))]
+    if pinned_pp is not None:
+        if devices % pinned_pp:
+            raise PlanningError(f"pipeline.stages is {pinned_pp}, which does not divide the {devices} devices; pin a "
+                                f"divisor of {devices}")
+        if pinned_pp > n_layers:
+            raise PlanningError(f"{pinned_pp} pipeline stages need at least {pinned_pp} layers, but the model has "
+                                f"{n_layers}; use at most {n_layers} stages")
+    out = []
+    for pp in ([pinned_pp] if pinned_pp else _divisors(devices)):
+        if pp > n_layers:
+            continue
+        for tp in _divisors(cluster.devices_per_node):
+            if (devices // pp) % tp:
+                continue
+            out.append((pp, devices // pp // tp, (("tp", tp),)))
+    return out
+
+
+def _schedules(spec: PipelineSpec, pp: int, m: int, n_layers: int):
+    pinned = _pin(spec, "schedule")
+    pinned_v = _pin(spec, "virtual_stages")
+    for schedule in ([pinned] if pinned else SCHEDULE_NAMES):
+        if schedule == "interleaved":
+            if pp == 1 or m % pp:
+                continue
+            for v in ([pinned_v] if pinned_v else [v for v in (2, 3, 4) if pp * v <= n_layers]):
+                if pp * v <= n_layers:
+                    yield schedule, v
+        elif pinned_v in (None, 1):
+            yield schedule, 1
+
+
+def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedule, v, policy, zero, incumbent):
+    """The best contiguous partition for one outer choice: ``((config, evaluation) or None, leaves priced, the
+    least memory need seen)``."""
+    L = len(costs)
+    S = pp * v
+    sums = stage_sums(costs, policy)
+    fwd, bwd = sums[0], sums[1]
+    plan_of = compiled(device_orders(schedule, pp, m, v))
+    orders = plan_of.orders
+    base = Config(pp, dp, stage_axes, size, m, schedule, v, policy, zero, ())
+    both = links(base, cluster)
+    state = {"best": None, "bound": incumbent if incumbent is not None else math.inf, "priced": 0,
+             "need": math.inf}
+
+    def work(a: int, b: int) -> float:
+        return (fwd[b] - fwd[a]) + (bwd[b] - bwd[a])
+
+    def leaf(bounds: tuple[int, ...]) -> None:
+        config = Config(**{**base.__dict__, "bounds": bounds})
+        ev = evaluate(config, costs, cluster, sums, plan_of, both)
+        state["priced"] += 1
+        state["need"] = min(state["need"], ev.peak_memory_bytes)
+        if ev.peak_memory_bytes <= budget and ev.step_time_s < state["bound"]:
+            state["bound"] = ev.step_time_s
+            state["best"] = (config, ev)
+
+    total = work(0, L)
+    pbytes, pelems = sums[3], sums[4]
+    stash = sums[2]
+    flight = [peak_in_flight(o) for o in orders]
+
+    def floor_bytes(a: int, b: int, k: int) -> float:
+        """Memory stage k surely needs on its device: its parameters, gradients and Adam moments after ZeRO, and
+        (one stage per device) the stash of every microbatch in flight."""
+        p = pbytes[b] - pbytes[a]
+        e = pelems[b] - pelems[a]
+        need = p / (dp if zero == 3 else 1) + p / (dp if zero >= 2 else 1) + 8 * e / (dp if zero >= 1 else 1)
+        if v == 1:
+            need += flight[k] * (stash[b] - stash[a])
+        return need
+
+    pp_link = both[0]
+    sendt = [0.0] + [RING.collective_permute(costs[i - 1].send_bytes, pp_link).time_s for i in range(1, L + 1)]
+
+    gsync = sums[5]
+    dp_link = both[1]
+
+    def sync(a: int, b: int, extra=(0.0, 0.0, 0.0)) -> float:
+        return sync_time_s(pbytes[b] - pbytes[a] + extra[0], pelems[b] - pelems[a] + extra[1],
+                           gsync[b] - gsync[a] + extra[2], dp, zero, dp_link, cluster)
+
+    device_state = [[0.0, 0.0, 0.0] for _ in range(pp)]  # per device: its stages' gradient bytes, elements, sync
+
+    def dfs(bounds: list[int], prefix: float, device_work: list[float], lb: float, sends: float, top: float) -> None:
+        """``prefix``: work of the stages so far with their sends both ways; ``top``: the largest forward or backward
+        of one stage so far; ``lb``: the largest device bound so far."""
+        k = len(bounds) - 1  # stages assigned
+        a = bounds[-1]
+        if k == S:
+            if a == L:
+                leaf(tuple(bounds))
+            return
+        left = S - k
+        for b in _order(a, L - (left - 1), (L - a) / left):
+            if floor_bytes(a, b, k) > budget:
+                continue
+            f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
+            w = f + bw
+            d = k % pp
+            dw = device_work[d] + w
+            send = sendt[b] if k < S - 1 else 0.0
+            # the device running this stage: all its 2m actions, after the first microbatch reached it and before
+            # that microbatch's backward went back through the stages before (one stage per device)
+            st = device_state[d]
+            stage_lb = ((prefix + m * w) if v == 1 else m * dw) + sync(a, b, st)
+            # the last microbatch's forward and the first's backward pass every stage, one microbatch at a time
+            # behind the others on the slowest stage: a flow shop
+            t = max(top, f, bw)
+            if left > 1:
+                t = max(t, (fwd[L] - fwd[b]) / (left - 1), (bwd[L] - bwd[b]) / (left - 1))
+            flow = total + 2 * (sends + send) + (m - 1) * t
+            rest = 0.0 if left == 1 else ((prefix + w + 2 * send if v == 1 else 0.0) + m * (total - fwd[b] - bwd[b]) / (left - 1))
+            bound = max(lb, stage_lb, flow, rest)
+            if bound >= state["bound"]:
+                continue
+            device_work[d] = dw
+            saved = list(st)
+            st[0] += pbytes[b] - pbytes[a]
+            st[1] += pelems[b] - pelems[a]
+            st[2] += gsync[b] - gsync[a]
+            bounds.append(b)
+            dfs(bounds, prefix + w + 2 * send, device_work, max(lb, stage_lb), sends + send, max(top, f, bw))
+            bounds.pop()
+            st[:] = saved
+            device_work[d] -= w
+
+    dfs([0], 0.0, [0.0] * pp, 0.0, 0.0, 0.0)
+    return state["best"], state["priced"], state["need"]
+
+
+def _order(lo_exclusive: int, hi: int, ideal: float):
+    """Stage ends ``lo+1 .. hi``, the balanced one first, then outwards (finds a good incumbent early)."""
+    centre = lo_exclusive + ideal
+    ends = list(range(lo_exclusive + 1, hi + 1))
+    return sorted(ends, key=lambda b: (abs(b - centre), b))
+
+
+def _nothing_to_try(graph, devices, batch, spec, n_layers) -> str:
+    pins = ", ".join(f"{k}: {v}" for k, v in spec.pinned().items()) or "none"
+    return (f"no pipeline configuration of model {quote(graph.name)} on {devices} devices is possible with the pins "
+            f"({pins}): the batch of {batch} must split over the data-parallel degree and the microbatches, the "
+            f"stages may not exceed the {n_layers} layers, and the interleaved schedule needs microbatches a "
+            f"multiple of the stages; unpin a key or change the batch")
+
+
+def _does_not_fit(graph, devices, budget, need, spec) -> str:
+    auto = [k for k in ("stages", "microbatches", "recompute", "zero") if getattr(spec, k) == AUTO]
+    at_limit = "every free knob was tried up to its limit" if auto else "every knob is pinned"
+    return (f"no pipeline configuration of model {quote(graph.name)} fits {format_bytes(budget)} per device on "
+            f"{devices} devices: the smallest needs at least {format_bytes(need)} ({at_limit}: full recomputation, ZeRO 3 "
+            f"and the most stages); plan on more devices, give a --memory-budget or a cluster with more memory, or "
+            f"unpin pipeline keys")

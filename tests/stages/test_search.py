@@ -1,0 +1,108 @@
+"""The pipeline search: exact against brute force over every configuration and partition, pins held, the
+memory budget respected, and impossible requests refused with the rule and the fix."""
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from costmodels import load_cluster
+from graphs.pipeline_spec import PipelineSpec
+from graphs.yaml_format import load_model_text
+from planner.errors import PlanningError
+from planner.stages.layers import layers_of
+from planner.stages.profile import LayerCost
+from planner.stages.search import search_pipeline
+from tests.stages.brute_force import brute_force
+
+GPT = """name: tiny_gpt
+mesh: {{dp: 2, tp: 2}}
+model: {{builder: gpt, layers: {layers}, hidden: 32, heads: 4, seq: 8, batch: {batch}, vocab: 64}}
+"""
+
+
+def synthetic(graph, seed):
+    """A profiler of made-up but consistent layer costs: larger microbatches and smaller stage meshes cost more."""
+    names = [layer.name for layer in layers_of(graph)]
+
+    def profiler(g, mesh, cluster):
+        size = next(t.shape[0] for t in g.tensors.values() if t.kind == "input")
+        tp = mesh.size
+        rng = random.Random(seed * 1000 + len(names))
+        out = []
+        for name in names:
+            f = rng.uniform(1e-4, 5e-4) * size / tp + 2e-5
+            b = 2 * f * rng.uniform(0.8, 1.2)
+            stash = int(rng.uniform(1e6, 4e6) * size / tp)
+            elems = int(rng.uniform(1e5, 1e6) / tp)
+            out.append(LayerCost(name, f, b, rng.uniform(0, 1e-5), (("none", 0.0), ("selective", f / 4), ("full", f)),
+                                 (("none", stash), ("selective", stash // 2), ("full", stash // 8)),
+                                 elems, 4 * elems, int(rng.uniform(1e5, 1e6) * size / tp), stash // 4, 0))
+        return tuple(out)
+    return profiler
+
+
+def profiles_of(graph, profiler, devices, per_node):
+    from planner.stages.layers import microbatched
+    from planner.ir.mesh import Mesh
+
+    batch = graph.tensor("tokens").shape[0]
+    out = {}
+    for tp in [d for d in range(1, per_node + 1) if per_node % d == 0]:
+        for size in [d for d in range(1, batch + 1) if batch % d == 0]:
+            out[((("tp", tp),), size)] = profiler(microbatched(graph, size), Mesh.from_sizes("stage", {"tp": tp}), None)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("budget", [1e18, 4e7, 2e7])  # all fit; some do (seed 3); only pipelines with recomputation or none
+def test_the_search_finds_brute_forces_step_time(seed, budget):
+    graph = load_model_text(GPT.format(layers=2, batch=4))
+    cluster = replace(load_cluster("a100"), devices_per_node=2)
+    profiler = synthetic(graph, seed)
+    want = brute_force(profiles_of(graph, profiler, 4, 2), len(layers_of(graph)), 4, 4, 2, cluster, budget)
+    if want[1] is None:
+        with pytest.raises(PlanningError, match="no pipeline configuration"):
+            search_pipeline(graph, 4, cluster, PipelineSpec(), budget, profiler=profiler)
+        return
+    got = search_pipeline(graph, 4, cluster, PipelineSpec(), budget, profiler=profiler)
+    assert got.evaluation.step_time_s == pytest.approx(want[0], rel=1e-12)
+    assert got.evaluation.peak_memory_bytes <= budget
+
+
+def test_pins_are_held_and_each_runner_up_chose_otherwise():
+    graph = load_model_text(GPT.format(layers=4, batch=8))
+    cluster = load_cluster("a100")
+    spec = PipelineSpec(stages=2, schedule="1f1b", recompute="selective")
+    got = search_pipeline(graph, 8, cluster, spec, profiler=synthetic(graph, 1))
+    c = got.config
+    assert (c.pp, c.schedule, c.recompute) == (2, "1f1b", "selective")
+    for knob, (config, ev) in got.runners_up.items():
+        assert ev.step_time_s >= got.evaluation.step_time_s
+        assert knob not in ("pp", "schedule", "recompute")  # pinned: nothing chose otherwise
+
+
+def test_the_real_layer_prices_give_a_plan_that_fits():
+    graph = load_model_text(GPT.format(layers=2, batch=4))
+    got = search_pipeline(graph, 4, load_cluster("a100"), PipelineSpec(stages=2, microbatches=2))
+    assert got.config.pp == 2 and got.config.microbatches == 2
+    assert [len(got.config.stage_layers(k)) > 0 for k in range(got.config.stages)] == [True] * got.config.stages
+    assert got.evaluation.step_time_s > 0 and got.evaluation.peak_memory_bytes > 0
+
+
+@pytest.mark.parametrize("spec,devices,match", [
+    (PipelineSpec(stages=9), 9, "need at least 9 layers"),
+    (PipelineSpec(stages=3), 8, "does not divide the 8 devices"),
+    (PipelineSpec(microbatches=3), 4, "no pipeline configuration"),
+])
+def test_impossible_pins_name_the_rule_and_the_fix(spec, devices, match):
+    graph = load_model_text(GPT.format(layers=2, batch=4))
+    with pytest.raises(PlanningError, match=match):
+        search_pipeline(graph, devices, load_cluster("a100"), spec, profiler=synthetic(graph, 0))
+
+
+def test_a_budget_nothing_fits_says_the_smallest_need():
+    graph = load_model_text(GPT.format(layers=2, batch=4))
+    with pytest.raises(PlanningError, match="the smallest needs at least"):
+        search_pipeline(graph, 4, load_cluster("a100"), PipelineSpec(), memory_budget=1000,
+                        profiler=synthetic(graph, 0))
