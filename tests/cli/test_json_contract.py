@@ -258,9 +258,9 @@ def test_jax_commands_output_is_documented(command, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("config", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
-def test_plan_and_simulate_output_of_every_config_is_documented(config, capsys, at_root):
-    for argv in (["plan", f"configs/{config}"], ["plan", f"configs/{config}", "--training", "--search", "bfs"],
-                 ["simulate", f"configs/{config}", "--training", "--dtype", "f32"]):
+def test_plan_output_of_every_config_is_documented(config, capsys, at_root):
+    # simulate's keys do not depend on the model (ffn covers them above); simulating every config takes minutes
+    for argv in (["plan", f"configs/{config}"], ["plan", f"configs/{config}", "--training", "--search", "bfs"]):
         data = run_json([*argv, "--format", "json"], capsys)
         assert problems(data, argv[0]) == [], argv
 
