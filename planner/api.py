@@ -16,7 +16,7 @@ returns the typed, frozen :class:`~planner.report.Plan` read off the lowered pro
 ...   - {name: act, op: relu, inputs: [h], output: y}
 ... ''', search="bfs")
 >>> [(row["name"], row["strategy"]) for row in p.table()]
-[('mm', '((2, 1), (1, 1))'), ('act', '((2, 1),)')]
+[('mm', [[2, 1], [1, 1]]), ('act', [[2, 1]])]
 >>> str(p.tensors["y"].sharding), p.totals.comm_bytes_per_device
 ('sharding<@mesh, [{"x"}, {}]>', 0)
 """

@@ -5,7 +5,9 @@ from the plan's own shardings (each tensor's layout, each op's operand and resul
 its strategy) through the one view of each notation (:mod:`planner.views`):
 
 * ``jax``: the mesh (axis names, shape, device order) and a ``PartitionSpec`` per tensor and per
-  op operand and result. A ``PartitionSpec`` names whole mesh axes only, so when the plan uses
+  op operand and result, as JAX prints it (``partition_spec``: ``"P('x', None)"``) and as data a
+  program passes to ``P`` (``partition_spec_entries``: ``["x", null]``, a list where several axes
+  split one dimension). A ``PartitionSpec`` names whole mesh axes only, so when the plan uses
   sub-axes (``"d":(1)2``) the mesh is exported split: each cut axis becomes consecutive axes
   (``d_0`` = 2, ``d_1`` = 4), which keeps the device order, and ``split_axes`` says so. A pending
   sum (an op's result before its reduction) is given as ``unreduced`` axes beside its spec; ``outputs``
@@ -13,7 +15,8 @@ its strategy) through the one view of each notation (:mod:`planner.views`):
 * ``shardy``: the ``sdy.mesh`` declaration and the ``#sdy.sharding<...>`` attribute text, which
   is our own notation (seed 000), sub-axes and pending sums included;
 * ``dtensor``: the ``DeviceMesh`` shape and dimension names and the placements per tensor
-  (``Shard(d)``, ``Replicate()``, ``Partial()``), the mesh split as for JAX where sub-axes are
+  (``Shard(d)``, ``Replicate()``, ``Partial()``; ``placement_objects`` gives them as data,
+  ``{"type": "Shard", "dim": 0}``, ``{"type": "Replicate"}``, ``{"type": "Partial", "reduce_op": "sum"}``), the mesh split as for JAX where sub-axes are
   used; a dimension split by two mesh dims carries the caveat that DTensor shards it over mesh
   dims left to right;
 * ``mindspore``: the strategy per op (split counts per operand dimension) and the layout
@@ -32,8 +35,8 @@ from planner.errors import NotExpressibleError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
-from planner.notations.dtensor import to_placements
-from planner.notations.jax import to_partition_spec
+from planner.notations.dtensor import placement_objects, to_placements
+from planner.notations.jax import partition_spec_entries, to_partition_spec
 from planner.notations.mindspore import to_tensor_layout
 from planner.partitioning.split_mesh import split_mesh, split_names
 
@@ -98,7 +101,8 @@ def _jax(plan) -> dict:
 
     def spec(what: str, s: TensorSharding) -> dict:
         on = _on_split(s, split, pieces)
-        out = {"partition_spec": _named(what, to_partition_spec, on.with_unreduced(()))}
+        entries = _named(what, partition_spec_entries, on.with_unreduced(()))
+        out = {"partition_spec": to_partition_spec(on.with_unreduced(())), "partition_spec_entries": entries}
         if on.unreduced:
             out["unreduced"] = [a.name for a in on.unreduced]
         return out
@@ -140,7 +144,8 @@ def _dtensor(plan) -> dict:
 
     def entry(what: str, s: TensorSharding, shape) -> dict:
         on = _on_split(s, split, pieces)
-        out = {"placements": _named(what, to_placements, on, shape)}
+        objects = _named(what, placement_objects, on, shape)
+        out = {"placements": to_placements(on, shape), "placement_objects": objects}
         several = [d for d, dim in enumerate(on.dims) if len(dim.axes) > 1]
         if several:
             out["caveat"] = (f"dimension{'s' if len(several) > 1 else ''} {', '.join(map(str, several))} "

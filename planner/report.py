@@ -88,7 +88,7 @@ class OpDecision:
         return {
             "name": self.name,
             "op": self.kind,
-            "strategy": self.strategy.text(),
+            "strategy": [list(split) for split in self.strategy.splits],
             "operand_shardings": [str(x) for x in self.operand_shardings],
             "result_sharding": str(self.result_sharding),
             "source": self.source,
@@ -103,7 +103,7 @@ class OpDecision:
 
 
 def redistribution_dict(r: Redistribution) -> dict:
-    """The JSON form of one redistribution (``reshards`` rows)."""
+    """The JSON form of one redistribution (the ``redistributions`` rows, as the text report names them)."""
     return {
         "tensor": r.tensor,
         "producer": r.producer,
@@ -355,7 +355,8 @@ class Plan:
         return tuple(r for r in self.redistributions if r.phase == "gradient")
 
     def table(self) -> list[dict]:
-        """The strategy table: one row per op, as plain data."""
+        """The strategy table: one row per op, as plain data (``strategy`` as split counts per operand
+        dimension, ``[[2, 1], [1, 4]]``; :meth:`OpDecision.strategy`'s ``text()`` is MindSpore's text)."""
         return [o.to_dict() for o in self.ops]
 
     def to_dict(self, phases: bool = False) -> dict:
@@ -366,7 +367,7 @@ class Plan:
             "meshes": [str(m) for m in self.meshes],
             "tensors": {name: t.to_dict() for name, t in self.tensors.items()},
             "ops": self.table(),
-            "reshards": [redistribution_dict(r) for r in self.reshards],
+            "redistributions": [redistribution_dict(r) for r in self.reshards],
             "totals": self.totals.to_dict(),
         }
         if self.training:

@@ -14,6 +14,8 @@ import pytest
 from planner.api import plan
 from planner.errors import NotExpressibleError
 from planner.ir import Mesh, device_index_ranges, parse_sharding
+from planner.ir.axis import AxisRef
+from planner.ir.sharding import TensorSharding
 from planner.notations.dtensor import from_placements
 from planner.notations.jax import from_partition_spec
 from planner.notations.mindspore import from_tensor_layout
@@ -50,6 +52,44 @@ def test_jax_and_dtensor_exports_place_every_tensor_where_the_plan_does(config):
         for name, t in p.tensors.items():
             back = read(d["tensors"][name], mesh, len(t.shape))
             assert np.array_equal(_ranges(back, t.shape), _ranges(t.sharding, t.shape)), (fmt, name)
+
+
+def _from_entries(entries, mesh):
+    """A sharding from ``partition_spec_entries``: null, an axis name or a list of them per dimension."""
+    dims = [[] if e is None else [e] if isinstance(e, str) else list(e) for e in entries]
+    return TensorSharding.build(mesh, [[AxisRef(a) for a in d] for d in dims])
+
+
+def _from_objects(objects, mesh, rank):
+    """A sharding from ``placement_objects``: each mesh dim's Shard / Replicate / Partial, in mesh order."""
+    dims = [[] for _ in range(rank)]
+    unreduced = []
+    for axis, p in zip(mesh.axes, objects):
+        if p["type"] == "Shard":
+            dims[p["dim"]].append(AxisRef(axis.name))
+        elif p["type"] == "Partial":
+            assert p["reduce_op"] == "sum"
+            unreduced.append(AxisRef(axis.name))
+    return TensorSharding.build(mesh, dims, unreduced=unreduced)
+
+
+@pytest.mark.parametrize("config", ["ffn.yaml", "megatron_mlp.yaml"])
+def test_data_forms_of_the_exports_place_every_tensor_as_their_text_does(config):
+    p = plan(CONFIGS / config, training=True)
+    for fmt in ("jax", "dtensor"):
+        d = p.export(fmt)
+        names = d["mesh"]["axis_names"] if fmt == "jax" else d["mesh"]["dim_names"]
+        mesh = Mesh.from_sizes(p.mesh.name, list(zip(names, d["mesh"]["shape"])), d["mesh"]["device_ids"])
+        for name, t in p.tensors.items():
+            e = d["tensors"][name]
+            if fmt == "jax":
+                text, data = from_partition_spec(e["partition_spec"], mesh, len(t.shape)), \
+                    _from_entries(e["partition_spec_entries"], mesh)
+            else:
+                text, data = from_placements(e["placements"], mesh, len(t.shape)), \
+                    _from_objects(e["placement_objects"], mesh, len(t.shape))
+            assert data == text, (fmt, name)
+            assert np.array_equal(_ranges(data, t.shape), _ranges(t.sharding, t.shape)), (fmt, name)
 
 
 def test_shardy_export_is_the_plans_own_text(ffn):
@@ -97,7 +137,8 @@ devices = np.array(jax.devices())[m["device_ids"]].reshape(m["shape"])
 mesh = Mesh(devices, tuple(m["axis_names"]))
 out = {}
 for name, t in d["tensors"].items():
-    s = NamedSharding(mesh, eval(t["partition_spec"]))
+    spec = P(*(tuple(e) if isinstance(e, list) else e for e in t["partition_spec_entries"]))  # no eval
+    s = NamedSharding(mesh, spec)
     idx = s.devices_indices_map(tuple(t["shape"]))
     out[name] = {dev.id: [[sl.start or 0, sl.stop if sl.stop is not None else n] for sl, n in zip(ix, t["shape"])]
                  for dev, ix in idx.items()}

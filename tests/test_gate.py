@@ -61,7 +61,7 @@ def test_measure_ffn_is_one_reduce_scatter():
 
 def test_measure_counts_collectives_of_every_reshard_and_gradient_sync_but_not_slices():
     p = plan(str(CONFIGS / "ffn.yaml"), search="bfs", training=True).to_dict()
-    steps = [s["kind"] for r in p["reshards"] + p["gradient_syncs"] for s in r["steps"]]
+    steps = [s["kind"] for r in p["redistributions"] + p["gradient_syncs"] for s in r["steps"]]
     assert "Slice" in steps  # so the exclusion below is really tested
     m = measure(CONFIGS / "ffn.yaml", training=True)
     assert "Slice" not in m["collectives"]

@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and runs (a rougher fit, in seconds)")
     p.add_argument("--name", help="the cluster's name in the file (default: the file's name without .yaml)")
     p.add_argument("--out", required=True, metavar="FILE", help="the cluster file to write (YAML)")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="what is printed on stdout once the file is written: table (default) or json (the fitted "
+                   "numbers, every measurement beside the fit's prediction)")
     command_options(p, run)
 
 
@@ -75,8 +78,34 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or os.path.splitext(os.path.basename(args.out))[0] or "calibrated"
     text = c.cluster_file(name, args.preset).text()
     write_output(args.out, text)
-    write_stdout(render(c, args.out))
+    if args.format == "json":
+        from planner.cli.output import json_document
+
+        write_stdout(json_document("calibrate", calibration_data(c, args.out)))
+    else:
+        write_stdout(render(c, args.out))
     return EXIT_OK
+
+
+def calibration_data(c, out: str) -> dict:
+    """The JSON form of :func:`render`: what was measured, the fitted numbers, every measurement beside the fit."""
+    fitted: dict = {}
+    if c.measures_compute:
+        fitted["peak_flops_by_dtype"] = dict(c.matmul_fit.peak_flops_by_dtype)
+        fitted.update(vector_flops=c.vector_flops, memory_bandwidth_bytes_per_s=c.memory_bandwidth_bytes_per_s,
+                      kernel_overhead_s=c.kernel_overhead_s,
+                      matmul_efficiency=[{"flops": f, "efficiency": e} for f, e in c.matmul_fit.curve])
+    if c.measures_links:
+        fitted["link"] = {"bandwidth_bytes_per_s": c.link.bandwidth_bytes_per_s, "latency_s": c.link.latency_s,
+                          "overhead_s": c.link.overhead_s}
+    fitted.update(device_memory_bytes=c.device_memory_bytes, memory_source=c.memory_source)
+    residuals = c.residuals()
+    return {"out": out, "devices": c.devices, "platform": c.platform, "device_kind": c.device_kind,
+            "jax_version": c.jax_version, "quick": c.quick, "only": c.only, "elapsed_s": c.elapsed_s,
+            "dispatch_s": c.dispatch_s, "fitted": fitted,
+            "measurements": [{"family": r.family, "label": r.label, "measured_s": r.measured_s,
+                              "fitted_s": r.fitted_s, "relative_error": r.relative_error} for r in residuals],
+            "median_abs_relative_error": c.median_abs_relative_error()}
 
 
 def _pct(x: float) -> str:

@@ -12,7 +12,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from planner.cli.args import SEARCHES, command_options
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 
 # planner.gate imports the whole pipeline (planner.api): the functions that use it import it, so that
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     worse = worse_models(rows)
     better = better_models(rows)
     if args.format == "json":
-        text = to_json({
+        text = json_document("check", {
             "baseline": model_path(args.baseline),
             "search": args.search,
             "training": args.training,

@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from planner.cli.args import command_options, model_argument
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 from planner.cli.plan import plan_arguments, planning_options
 
@@ -64,5 +64,5 @@ def run(args: argparse.Namespace) -> int:
         write_text(compare_chart(c) if args.format == "svg" else compare_page(c, render(c)), args.out,
                    protect=[args.model])
         return 0
-    write_text(to_json(c.to_dict()) if args.format == "json" else render(c), args.out, protect=[args.model])
+    write_text(json_document("compare", c.to_dict()) if args.format == "json" else render(c), args.out, protect=[args.model])
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 from planner.ir.text import parse_sharding
 
@@ -68,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
         write_text(device_grid_svg(sharding, shape, dtype), args.out)
         return 0
     d = describe(sharding, shape, dtype)
-    write_text(to_json(d) if args.format == "json" else render_table(d), args.out)
+    write_text(json_document("describe", d) if args.format == "json" else render_table(d), args.out)
     return 0

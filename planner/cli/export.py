@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from planner.cli.args import EXPORT_FORMATS, command_options
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.cli.plan import plan_options, make_plan
 
 
@@ -26,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="model YAML file (- for standard input)")
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS, help="the notation to export to")
     plan_options(p)
+    p.add_argument("--format", choices=("json",),
+                   help="json: the export as JSON (the default for the notations); with --to jax-module, the "
+                   "module's source as the string \"module\" of a JSON object instead of the Python file")
     p.add_argument("--out", metavar="FILE", help="write the JSON (or the module) to FILE (atomically) instead of stdout")
     command_options(p, run)
 
@@ -38,7 +41,11 @@ def run(args: argparse.Namespace) -> int:
         command = " ".join(["shardplan export", args.model, "--to jax-module"]
                            + (["--search", plan.search] if plan.search else [])
                            + (["--training"] if getattr(args, "training", False) else []))
-        write_text(module_source(plan, command=command), args.out, protect=[args.model])
+        source = module_source(plan, command=command)
+        if args.format == "json":
+            source = json_document("export", {"format": args.to, "model": plan.model, "search": plan.search,
+                                              "module": source})
+        write_text(source, args.out, protect=[args.model])
         return 0
-    write_text(to_json(plan.export(args.to)), args.out, protect=[args.model])
+    write_text(json_document("export", plan.export(args.to)), args.out, protect=[args.model])
     return 0

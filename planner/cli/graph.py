@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from planner.cli.args import command_options, model_argument
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 
 
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "dot":
         write_text(render_dot(graph), None)
     elif args.format == "json":
-        write_text(to_json(graph_data(graph)), None)
+        write_text(json_document("graph", graph_data(graph)), None)
     else:
         write_text(render_table(graph_data(graph)), None)
     return 0

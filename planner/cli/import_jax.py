@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.cli.args import command_options
-from planner.cli.output import write_text
+from planner.cli.output import json_document, write_text
 from planner.errors import ParseError, ShardplanError, did_you_mean
 
 _ARG = re.compile(r"^\s*(f32|bf16|f16|i32|i64|bool)\[\s*(\d+(?:\s*,\s*\d+)*)?\s*\]\s*$")
@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shardings", action="append", metavar="NAME=SHARDING", default=[],
                    help="the sharding of an argument or result, e.g. 'x=[{\"x\"}, {}]' (repeatable)")
     p.add_argument("--name", help="the model's name (default: the function's)")
+    p.add_argument("--format", choices=("yaml", "json"), default="yaml",
+                   help="yaml (default): the model file; json: the same model as a JSON object (model_file, which "
+                   "shardplan reads as it reads YAML), its YAML text and each op's source line")
     p.add_argument("--out", metavar="FILE", help="write the model YAML to FILE (atomically) instead of stdout")
     command_options(p, run)
 
@@ -131,5 +134,11 @@ def run(args: argparse.Namespace) -> int:
             raise ParseError(f"cannot parse --shardings {entry!r}: write NAME=SHARDING, e.g. 'x=[{{\"x\"}}, {{}}]'")
         shardings[name.strip()] = text.strip()
     traced = trace_function(fn, *example, mesh=args.mesh, shardings=shardings, params=params, name=args.name)
-    write_text(dump_model(traced.graph, traced.sources), args.out)
+    text = dump_model(traced.graph, traced.sources)
+    if args.format == "json":
+        from planner.safe_yaml import load
+
+        text = json_document("import-jax", {"model": traced.graph.name, "model_file": load(text, "the traced model"),
+                                            "yaml": text, "sources": dict(traced.sources)})
+    write_text(text, args.out)
     return 0

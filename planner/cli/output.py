@@ -5,15 +5,45 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
 import warnings
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from planner.files import write_output, write_stdout
 
 
+#: The version of every command's ``--format json`` output (``docs/json.md`` documents each key): the major
+#: number changes when a documented key is removed, renamed or changes type, unit or meaning; the minor
+#: number when a key is added.
+SCHEMA_VERSION = "1.0"
+
+
 def to_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+
+def json_document(command: str, data: Mapping[str, Any]) -> str:
+    """``data`` as the JSON ``shardplan COMMAND --format json`` prints: ``schema_version`` and ``command``
+    first, then the command's own keys (``docs/json.md``).
+
+    >>> list(json.loads(json_document("graph", {"model": "ffn"})))
+    ['schema_version', 'command', 'model']
+    """
+    return to_json(_finite({"schema_version": SCHEMA_VERSION, "command": command, **data}))
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (an unbounded ratio, an error of a result that is not finite)
+    as None, so that the output is strict JSON (``json.dumps`` would write ``Infinity``, which no JSON
+    parser is obliged to read)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def to_csv(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from planner.cli.args import OVERLAPS, PASSES, SEARCHES, command_options, model_argument, positive_seconds
-from planner.cli.output import to_csv, to_json, write_text
+from planner.cli.output import json_document, to_csv, write_text
 from planner.text_table import table
 from planner.errors import ParseError, quote
 
@@ -91,6 +91,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("model", help="model YAML file (- for standard input)")
     e.add_argument("tensor", help="tensor name")
     plan_options(e)
+    e.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default): the chain as indented lines; json: the tensor's sharding, source and "
+                   "reason, and the same chain as a list of lines")
     command_options(e, run_explain)
 
 
@@ -169,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParseError("--phases is shown in the table and json formats; drop --format csv/program/html or --phases")
     p = make_plan(args, graph)
     if args.format == "json":
-        text = to_json(p.to_dict(phases=args.phases))
+        text = json_document("plan", p.to_dict(phases=args.phases))
     elif args.format == "program":
         from planner.partitioning import render as render_program
 
@@ -179,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
 
         text = plan_page(p)
     elif args.format == "csv":
-        rows = [o.to_dict() for o in p.ops]
+        rows = [{**o.to_dict(), "strategy": o.strategy.text()} for o in p.ops]  # MindSpore's text in one cell
         text = to_csv(([r[c] if not isinstance(r[c], list) else "; ".join(r[c]) for c in CSV_COLUMNS] for r in rows),
                       CSV_COLUMNS)
     else:
@@ -190,5 +193,11 @@ def run(args: argparse.Namespace) -> int:
 
 def run_explain(args: argparse.Namespace) -> int:
     p = make_plan(args)
-    write_text("\n".join(p.explain(args.tensor)) + "\n", None)
+    chain = p.explain(args.tensor)
+    if args.format == "json":
+        t = p.tensor(args.tensor)
+        write_text(json_document("explain", {"model": p.model, "search": p.search, "tensor": args.tensor,
+                                             **t.to_dict(), "explanation": chain}), None)
+    else:
+        write_text("\n".join(chain) + "\n", None)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from planner.cli.args import DTYPES, command_options, parse_dtype, parse_meshes, parse_shape
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.ir.text import parse_sharding
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         data["verified"] = checked.verified
         data["measured_bytes_per_device"] = checked.measured_bytes_per_device
     if args.format == "json":
-        write_text(to_json(data), None)
+        write_text(json_document("reshard", data), None)
     else:
         write_text(render(plan, checked), None)
     if checked is None or checked.verified:

@@ -7,7 +7,7 @@ import sys
 
 from planner.cli.args import command_options, repeat_count
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 from planner.cli.plan import plan_options, make_plan
 
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     p = make_plan(args)
     r = run_on_jax(p, devices=args.devices, seed=args.seed, lowering=args.lowering, repeat=args.repeat)
-    write_text(to_json(r.to_dict()) if args.format == "json" else render(p, r), None)
+    write_text(json_document("run", {"model": p.model, "search": p.search, "training": r.training, **r.to_dict()}) if args.format == "json"
+               else render(p, r), None)
     if r.ok:
         return EXIT_OK
     # the plan compiled by XLA computes something else than the single-device reference: the plan,

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from planner.cli.args import command_options, seed
-from planner.cli.output import to_json, write_text
+from planner.cli.output import json_document, write_text
 from planner.text_table import table
 from planner.cli.plan import plan_options, make_plan
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     p = make_plan(args)
     r = simulate(p, seed=args.seed, dtype=args.dtype, progress=args.progress)
     if args.format == "json":
-        write_text(to_json(r.to_dict()), None)
+        write_text(json_document("simulate", {"model": p.model, "search": p.search, "training": r.training,
+                                              **r.to_dict()}), None)
     else:
         write_text(render(p, r), None)
     if r.ok and _same_bytes(r):

@@ -24,10 +24,17 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 
 
-def to_placements(sharding: TensorSharding, shape: Sequence[int] | None = None) -> str:
-    """Placements text such as ``[Shard(0), Replicate()]``."""
+def placement_objects(sharding: TensorSharding, shape: Sequence[int] | None = None) -> list[dict]:
+    """The placements as data, one per mesh axis, with DTensor's field names: ``{"type": "Shard", "dim": d}``,
+    ``{"type": "Replicate"}`` or ``{"type": "Partial", "reduce_op": "sum"}``.
+
+    >>> from planner.ir.text import parse_mesh, parse_sharding
+    >>> mesh = parse_mesh('@m = <["x"=2, "y"=4]>')
+    >>> placement_objects(parse_sharding('[{"y"}, {}], unreduced={"x"}', mesh))
+    [{'type': 'Partial', 'reduce_op': 'sum'}, {'type': 'Shard', 'dim': 0}]
+    """
     mesh = sharding.mesh
-    placement = ["Replicate()"] * len(mesh.axes)
+    placement: list[dict] = [{"type": "Replicate"} for _ in mesh.axes]
     for i, dim in enumerate(sharding.dims):
         for ref in dim.axes:
             if not ref.is_full:
@@ -50,12 +57,21 @@ def to_placements(sharding: TensorSharding, shape: Sequence[int] | None = None) 
                     "axes; DTensor's nested torch.chunk pads it differently"
                 )
         for k in order:
-            placement[k] = f"Shard({i})"
+            placement[k] = {"type": "Shard", "dim": i}
     for ref in sharding.unreduced:
         if not ref.is_full:
             raise NotExpressibleError(f"{sharding} is unreduced over sub-axis {ref}; DTensor's Partial needs a whole mesh dim")
-        placement[mesh.axis_index(ref.name)] = "Partial()"
-    return "[" + ", ".join(placement) + "]"
+        placement[mesh.axis_index(ref.name)] = {"type": "Partial", "reduce_op": "sum"}  # a pending sum
+    return placement
+
+
+def _placement_text(p: dict) -> str:
+    return f"Shard({p['dim']})" if p["type"] == "Shard" else f"{p['type']}()"
+
+
+def to_placements(sharding: TensorSharding, shape: Sequence[int] | None = None) -> str:
+    """Placements text such as ``[Shard(0), Replicate()]`` (:func:`placement_objects` as DTensor prints them)."""
+    return "[" + ", ".join(_placement_text(p) for p in placement_objects(sharding, shape)) + "]"
 
 
 _PLACEMENT = re.compile(r"\s*(Shard\((\d+)\)|Replicate\(\)|Partial\((?:'sum'|\"sum\")?\)|S\((\d+)\)|R|P)\s*")

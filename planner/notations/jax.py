@@ -37,13 +37,24 @@ def _plain_axis(ref: AxisRef) -> str:
     return ref.name if ref.is_full else f"{ref.name}:({ref.pre_size}){ref.size}"
 
 
-def to_partition_spec(sharding: TensorSharding) -> str:
-    """``P(...)`` text; raises NotExpressibleError for sub-axes, open dims with axes, unreduced."""
+#: The entry of an open, empty dimension in :func:`partition_spec_entries` (JAX's ``P.UNCONSTRAINED``).
+UNCONSTRAINED = "P.UNCONSTRAINED"
+
+
+def partition_spec_entries(sharding: TensorSharding) -> list:
+    """The ``PartitionSpec`` as data, one entry per dimension: None (unsharded), an axis name, a list of
+    axis names (several axes, major to minor) or :data:`UNCONSTRAINED`; ``P(*entries)`` (lists as tuples)
+    is the spec. Raises NotExpressibleError for sub-axes, open dims with axes, unreduced.
+
+    >>> from planner.ir.text import parse_mesh, parse_sharding
+    >>> partition_spec_entries(parse_sharding('[{"x", "y"}, {}]', parse_mesh('@m = <["x"=2, "y"=2]>')))
+    [['x', 'y'], None]
+    """
     if sharding.unreduced:
         raise NotExpressibleError(
             f"{sharding} has pending reductions (unreduced axes); a PartitionSpec cannot express them"
         )
-    entries = []
+    entries: list = []
     for i, dim in enumerate(sharding.dims):
         subs = [a for a in dim.axes if not a.is_full]
         if subs:
@@ -57,14 +68,27 @@ def to_partition_spec(sharding: TensorSharding) -> str:
                 "either axes (closed) or P.UNCONSTRAINED (open and empty)"
             )
         if dim.is_open:
-            entries.append("P.UNCONSTRAINED")
+            entries.append(UNCONSTRAINED)
         elif not dim.axes:
-            entries.append("None")
+            entries.append(None)
         elif len(dim.axes) == 1:
-            entries.append(repr(dim.axes[0].name))
+            entries.append(dim.axes[0].name)
         else:
-            entries.append("(" + ", ".join(repr(a.name) for a in dim.axes) + ")")
-    return "P(" + ", ".join(entries) + ")"
+            entries.append([a.name for a in dim.axes])
+    return entries
+
+
+def _entry_text(entry) -> str:
+    if entry is None or entry == UNCONSTRAINED:
+        return str(entry)
+    if isinstance(entry, list):
+        return "(" + ", ".join(map(repr, entry)) + ")"
+    return repr(entry)
+
+
+def to_partition_spec(sharding: TensorSharding) -> str:
+    """``P(...)`` text of :func:`partition_spec_entries`."""
+    return "P(" + ", ".join(_entry_text(e) for e in partition_spec_entries(sharding)) + ")"
 
 
 def from_partition_spec(text: str, mesh: Mesh, rank: int | None = None) -> TensorSharding:

@@ -108,7 +108,7 @@ def test_json_output_of_a_failed_gate(repo, capsys):
     assert main(["check", "models/ffn.yaml", "--baseline", "baselines.json", "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "failed" and data["worse"] == ["models/ffn.yaml"]
-    assert set(data) == {"baseline", "search", "training", "tolerance", "status", "models", "rows", "collectives",
+    assert set(data) == {"schema_version", "command", "baseline", "search", "training", "tolerance", "status", "models", "rows", "collectives",
                          "worse", "better", "added", "removed"}
     assert data["rows"][0] == {"model": "models/ffn.yaml", "metric": "comm_bytes_per_device", "old": 6144,
                                "new": 14336, "change": pytest.approx(8192 / 6144), "worse": True}

@@ -9,13 +9,13 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 def test_plan_json_has_the_contract_keys(capsys):
     assert main(["plan", str(CONFIGS / "ffn.yaml"), "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert {"model", "search", "meshes", "tensors", "ops", "reshards", "totals"} <= set(d)
+    assert {"model", "search", "meshes", "tensors", "ops", "redistributions", "totals"} <= set(d)
     assert set(d["tensors"]["h3"]) == {"shape", "dtype", "sharding", "source", "reason"}
     assert set(d["ops"][0]) == {"name", "op", "strategy", "operand_shardings", "result_sharding", "source",
                                 "compute_time_s", "comm_time_s", "reason"}
-    assert set(d["reshards"][0]) == {"tensor", "producer", "consumer", "readers", "phase", "from", "to", "steps",
+    assert set(d["redistributions"][0]) == {"tensor", "producer", "consumer", "readers", "phase", "from", "to", "steps",
                                      "bytes_per_device", "time_s"}
-    assert set(d["reshards"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
+    assert set(d["redistributions"][0]["steps"][0]) == {"kind", "axes", "dims", "bytes_per_device", "time_s"}
     assert set(d["totals"]) == {"comm_bytes_per_device", "comm_time_s", "compute_time_s", "memory_bytes_per_device",
                                 "objective", "step_time_s", "overlap", "exposed_comm_time_s", "hidden_comm_time_s",
                                 "overlap_gap", "phases", "step_overhead_s"}
@@ -31,7 +31,7 @@ def test_training_plan_json_has_gradient_syncs_and_phases(capsys):
     assert main(["plan", str(model), "--training", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert "gradient_syncs" in d
-    assert all(r["phase"] in ("forward", "backward") for r in d["reshards"])
+    assert all(r["phase"] in ("forward", "backward") for r in d["redistributions"])
     assert all(set(g) == {"param", "reader", "from", "to", "steps", "bytes_per_device", "time_s"}
                for g in d["gradient_syncs"])
 

@@ -11,7 +11,7 @@ FFN = Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"
 
 def test_bfs_reproduces_the_seed_strategies():
     p = plan(FFN, search="bfs")
-    strategies = {row["name"]: row["strategy"] for row in p.table()}
+    strategies = {o.name: o.strategy.text() for o in p.ops}
     assert strategies == {
         "dense1.matmul": "((2, 1), (1, 4))",
         "dense1.add": "((2, 4), (4,))",

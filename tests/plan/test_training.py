@@ -17,7 +17,7 @@ model: {{builder: mlp, batch: {batch}, hidden: {hidden}, layers: 2}}
 
 
 def strategies(p):
-    return {row["name"]: row["strategy"] for row in p.table()}
+    return {o.name: o.strategy.text() for o in p.ops}
 
 
 def test_small_batch_large_hidden_gives_megatron_with_one_all_reduce():
@@ -87,7 +87,7 @@ def test_sharded_weight_storage_turns_the_gradient_reduction_into_a_reduce_scatt
     ZeRO / FSDP): gathered for the forward pass, their gradients reduce-scattered back."""
     text = mlp(1024, 128).replace("model: {builder: mlp", 'shardings: {"layer*.w": \'[{"d"}, {}]\'}\nmodel: {builder: mlp')
     p = plan(text, search="ilp", training=True)
-    assert {row["name"]: row["strategy"] for row in p.table()}["layer0.matmul"] == "((4, 1), (1, 1))"
+    assert p.op("layer0.matmul").strategy.text() == "((4, 1), (1, 1))"
     kinds = sorted((g.tensor, [s.kind for s in g.steps]) for g in p.gradient_syncs)
     assert kinds == [("layer0.w", ["ReduceScatter"]), ("layer1.w", ["ReduceScatter"])]
     gathers = [r for r in p.reshards if r.tensor in ("layer0.w", "layer1.w")]

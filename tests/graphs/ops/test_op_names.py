@@ -47,6 +47,8 @@ ELSEWHERE = {
     "planner/model/ignored.py": {"propagation_barrier"},
     # a memo key of the redistribution search's moves (an all-gather), not the op
     "planner/redistribution/moves.py": {"gather"},
+    # DTensor's Partial(reduce_op="sum"): the reduction a pending sum awaits, in DTensor's words, not the op
+    "planner/notations/dtensor.py": {"sum"},
 }
 
 
