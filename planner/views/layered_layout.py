@@ -12,7 +12,11 @@ The classic layered (Sugiyama-style) method, in four small steps:
    its current position (so the given node order decides the rest);
 4. **coordinates**: each level's x positions are the closest (least squares) to
    the mean x of the node's neighbours, subject to the nodes not overlapping,
-   computed exactly by isotonic regression (pool adjacent violators).
+   computed exactly by isotonic regression (pool adjacent violators);
+5. **lanes**: a long edge then goes down beside its endpoints, not where its dummies
+   were ordered (often the far side of the drawing): on each level it crosses, at
+   the free place nearest the straight line between its ends, clear of the level's
+   nodes and of the long edges routed before it (shorter edges first).
 
 Nothing depends on hashing or set order: the same nodes and edges in the same
 order give the same coordinates.
@@ -24,6 +28,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 DUMMY_WIDTH = 10.0
+LANE_CLEARANCE = 10.0  # px between a long edge and a node's side
+LANE_GAP = 8.0  # px between two long edges on one level
 
 
 @dataclass(frozen=True)
@@ -140,8 +146,10 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
         fixed = [1.0 if s else 1000.0 for s in source]
         for n, c in zip(row, spread(want, [width[n] for n in row], node_gap, fixed)):
             x[n] = c
-    left = min((x[n] - width[n] / 2 for n in x), default=0.0)
-    right = max((x[n] + width[n] / 2 for n in x), default=0.0)
+    _lanes(chains, rows, x, width, index)
+    lane_x = [x[d] for chain in chains.values() for d in chain[1:-1]]
+    left = min([x[n] - width[n] / 2 for n in nodes] + [v - DUMMY_WIDTH / 2 for v in lane_x], default=0.0)
+    right = max([x[n] + width[n] / 2 for n in nodes] + [v + DUMMY_WIDTH / 2 for v in lane_x], default=0.0)
     row_h = [max((heights.get(n, 0.0) for n in row), default=0.0) for row in rows]
     y_row, y = [], margin
     for h in row_h:
@@ -156,6 +164,37 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
         routes[(u, v)] = tuple(pts)
     return Layout(positions, routes, {n: level[n] for n in nodes}, round(right - left + 2 * margin, 1),
                   round(y - row_gap + margin, 1) if rows else 2 * margin)
+
+
+def _lanes(chains, rows, x, width, index) -> None:
+    """Move the dummies of every long edge to its lane (step 5 of the module docstring), in place in ``x``."""
+    level_of = {n: lv for lv, row in enumerate(rows) for n in row}
+    blocked: dict[int, list[tuple[float, float]]] = {}
+    for lv, row in enumerate(rows):
+        blocked[lv] = [(x[n] - width[n] / 2 - LANE_CLEARANCE, x[n] + width[n] / 2 + LANE_CLEARANCE)
+                       for n in row if n in index]
+    long = [(len(c), index[c[0]], index[c[-1]], c) for c in chains.values() if len(c) > 2]
+    for _, _, _, chain in sorted(long, key=lambda t: t[:3]):
+        u, v = chain[0], chain[-1]
+        steps = len(chain) - 1
+        for k, d in enumerate(chain[1:-1], start=1):
+            lv = level_of[d]
+            want = x[u] + (x[v] - x[u]) * k / steps
+            x[d] = _free_place(want, blocked[lv])
+            blocked[lv].append((x[d] - DUMMY_WIDTH / 2 - LANE_GAP, x[d] + DUMMY_WIDTH / 2 + LANE_GAP))
+
+
+def _free_place(want: float, blocked: list[tuple[float, float]]) -> float:
+    """The place nearest ``want`` at which a lane (:data:`DUMMY_WIDTH` wide) overlaps no blocked interval;
+    of two as near, the left one.
+
+    >>> _free_place(0.0, [(-10.0, 30.0)]), _free_place(0.0, [(-30.0, 10.0)]), _free_place(5.0, [(20.0, 30.0)])
+    (-15.0, 15.0, 5.0)
+    """
+    half = DUMMY_WIDTH / 2
+    candidates = [want] + [c for lo, hi in blocked for c in (lo - half, hi + half)]
+    free = [c for c in candidates if all(c + half <= lo or c - half >= hi for lo, hi in blocked)]
+    return min(free, key=lambda c: (abs(c - want), c))
 
 
 def _levels(nodes, preds, succs, index) -> dict[str, int]:
