@@ -435,7 +435,7 @@ JS = """
       if(t.getComputedTextLength()>w){over.push(t.textContent);}});
   });
   document.body.setAttribute('data-label-overflow',String(over.length));
-  document.body.setAttribute('data-label-overflow-names',over.join('\n'));
+  document.body.setAttribute('data-label-overflow-names',over.join('\\n'));
   document.body.setAttribute('data-svg-nodes',String(document.querySelectorAll('svg g.node').length));
   document.body.setAttribute('data-fetched',String(performance.getEntriesByType('resource').length));
 })();
