@@ -1,16 +1,22 @@
 """One self-contained HTML page of a plan (``shardplan plan MODEL --format html``).
 
-Everything is inline (CSS, a few lines of JavaScript, SVG): the page fetches
-nothing. It shows, from top to bottom:
+Everything is inline (CSS, a few lines of JavaScript, SVG, the panels' data as
+JSON): the page fetches nothing. It shows, from top to bottom:
 
 * the plan's header: model, search, mesh, totals (as the table format prints them);
-* **the graph**, laid out by layer (:mod:`planner.views.layered_layout`): ops are
-  white boxes, tensors rounded boxes filled with the colour of their sharding (the
-  legend above; replicated is grey; a graph output has a thick border, a pending
-  sum a dashed one). Every redistribution is drawn on its edge (red), labelled with its steps and its
-  bytes per device (``bwd`` / ``grad`` before the backward ones and gradient
-  reductions); hover any box or label for the details. A click on a legend entry
-  fades every tensor of another sharding;
+* **the graph**, laid out by layer (:mod:`planner.views.layered_layout`), centred on a
+  canvas at least :data:`GRAPH_MIN_WIDTH` wide: ops are white boxes, tensors rounded
+  boxes that show their type and local shape (``f32[64,64]→[32,16]``) in the look of
+  their layout (:mod:`planner.views.sharding_styles`: a fill by dimension 0, a
+  pattern by the other dimensions, hatching for a pending sum; the legend above; a
+  graph output has a thick border). Every redistribution is drawn on its edge (red),
+  labelled with its steps and its bytes per device (``bwd`` / ``grad`` before the
+  backward ones and gradient reductions); a move that sends no byte (a local slice)
+  is grey, and "hide free moves" hides those labels and table rows. A click on a
+  legend entry fades every tensor of another layout; a click on a tensor or an op
+  opens its panel beside the graph (:mod:`planner.views.panels`: the device grid,
+  shapes, bytes and ``explain`` chain of a tensor; an op's candidates and
+  redistributions);
 * **compute vs communication time**, per layer (when op names carry a layer
   number, ``layer3.mlp.fc1``) and per op: the plan's ``compute_time_s`` and
   ``comm_time_s`` of every op (the forward redistributions of its result), and
@@ -38,7 +44,8 @@ from costmodels.units import format_bytes, format_seconds
 from planner.views.charts import bar_chart, time_series
 from planner.views.layered_layout import layered_layout, spread
 from planner.views import panels
-from planner.views.sharding_styles import LayoutStyle, layout_styles, pattern_defs, style_rects, swatch
+from planner.views.sharding_styles import (LayoutStyle, layout_styles, pattern_defs, style_rects, swatch,
+                                          swatch_symbols, swatch_use)
 from planner.views.svg import COMMUNICATION, esc, num, svg_open, text_width
 
 COLLAPSE_OPS = 150  # above this many ops, runs of identical layers are collapsed in the graph
@@ -266,7 +273,7 @@ def graph_svg(p, styles: dict[str, LayoutStyle]) -> tuple[str, dict]:
                'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#888888"/></marker>'
                '<marker id="arrow-r" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
                f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="{COMMUNICATION}"/></marker>'
-               f'{pattern_defs(styles.values())}</defs>')
+               f'{pattern_defs(styles.values())}{swatch_symbols(styles.values())}</defs>')
     moved: dict[tuple[str, str], bool] = {}  # edge -> whether a redistribution on it moves bytes
     for e, rs in drawn.items():
         if e[0] != e[1]:
@@ -401,7 +408,7 @@ nav a{margin-right:14px;font-size:13px}
 code,td,.legend{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;font-size:12px}
 .legend{list-style:none;padding:0;margin:6px 0;display:flex;flex-wrap:wrap;gap:6px 16px}
 .legend-item{cursor:pointer;padding:2px 4px;border-radius:4px}.legend-item.active{outline:2px solid #333}
-.swatch{display:inline-block;width:14px;height:14px;border:1px solid #777;vertical-align:middle;margin-right:4px}
+svg.swatch{vertical-align:middle;margin-right:4px}
 .count{color:#777}
 .scroll{overflow:auto;max-height:80vh;border:1px solid #e4e4e4;background:#fff}
 .graph-box{max-height:85vh}
@@ -482,8 +489,10 @@ def plan_page(p) -> str:
                            bar_chart("compute vs communication time per op", labels, time_series(comp, comm),
                                      "chart per-op", note), len(labels), "chart-box"))
 
+    swatch_index = {key: i for i, key in enumerate(styles)}
+
     def swatched(key: str) -> _Raw:
-        return _Raw(f'<td>{swatch(styles[key])}'
+        return _Raw(f'<td>{swatch_use(swatch_index[key])}'
                     f"{esc(key)}</td>")
 
     op_rows = [(o.name, o.kind, o.strategy.text(), swatched(o.result_sharding.dims_text())
@@ -508,10 +517,12 @@ def plan_page(p) -> str:
                                                     "tensors"), len(t_rows), "table-box"),
     ]
     collapsed = info["collapsed"]
-    graph_note = ("Ops are white boxes; tensors are filled with their sharding's colour (click a legend entry to "
-                  "pick its tensors out); a thick border marks a graph output, a dashed one a pending sum; red edges "
-                  "carry a redistribution, "
-                  "labelled with its steps and bytes per device. Hover anything for details.")
+    graph_note = ("Ops are white boxes; tensors show their type and local shape (f32[64,64]→[32,16]) and are drawn "
+                  "in their layout's look: the fill says which axes split dimension 0 (grey: none), the pattern which "
+                  "split the others, red hatching and a dashed border a pending sum (click a legend entry to pick its "
+                  "tensors out); a thick border marks a graph output. Red edges carry a redistribution, labelled with "
+                  "its steps and bytes per device; grey dashed ones only a local slice, which sends nothing. Click a "
+                  "tensor or an op for its panel.")
     if collapsed:
         n = sum(len(v[0]) for v in collapsed.values())
         graph_note += (f" {n} layers identical to the one drawn before them are collapsed into "

@@ -12,8 +12,9 @@ in the page (``<script type="application/json" id="plan-data">``); the page's sc
 lays it out, with ``textContent`` for every name (names are user input). The JSON is
 escaped so that no text in it can end the script element (every ``<``, ``>`` and ``&``
 is written ``\\u003c`` ...). Shared pieces are stored once: the device grids by picture,
-and the explanation lines in one table that each tensor indexes (a long chain of layers
-repeats the same lines for every tensor it explains).
+the explanation lines in one table that each tensor indexes (a long chain of layers
+repeats the same lines for every tensor it explains), and the candidate tables, which
+identical layers share.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def panel_data(p, styles: dict[str, LayoutStyle]) -> dict:
     """What every panel of the page shows, as JSON-ready data (see the module docstring)."""
     lines: dict[str, int] = {}
     grids: dict[str, int] = {}
+    grid_of: dict[tuple, tuple[int, str]] = {}  # (sharding, shape, dtype) -> (grid, note): drawn once
     producer: dict[str, str] = {}
     readers: dict[str, list[str]] = {}
     for c in p.program.computes():
@@ -50,10 +52,13 @@ def panel_data(p, styles: dict[str, LayoutStyle]) -> dict:
         elements = 1
         for d in local:
             elements *= d
-        try:
-            grid, note = grids.setdefault(device_grid_svg(t.sharding, t.shape, t.dtype), len(grids)), ""
-        except NotExpressibleError as e:
-            grid, note = -1, str(e)
+        drawn = (t.sharding, tuple(t.shape), t.dtype)
+        if drawn not in grid_of:
+            try:
+                grid_of[drawn] = grids.setdefault(device_grid_svg(t.sharding, t.shape, t.dtype), len(grids)), ""
+            except NotExpressibleError as e:
+                grid_of[drawn] = -1, str(e)
+        grid, note = grid_of[drawn]
         key = t.sharding.dims_text()
         tensors[name] = {
             "dtype": t.dtype, "shape": list(t.shape), "local_shape": list(local), "kind": t.kind,
@@ -76,13 +81,20 @@ def panel_data(p, styles: dict[str, LayoutStyle]) -> dict:
             moves.setdefault(r.producer, []).append({"role": "result", **row})
 
     ops = {}
+    tables: dict[tuple, int] = {}  # a table of candidates -> its index: identical layers share theirs
+    texts: dict[tuple, str] = {}  # a strategy's split counts -> its text
     for o in p.ops:
         try:
             found = p.candidates(o.name)
-            candidates = [[c.text, format_seconds(c.cost_s), format_bytes(c.memory_bytes)] for c in found]
+            rows = []
+            for c in found:
+                if c.strategy.splits not in texts:
+                    texts[c.strategy.splits] = c.text
+                rows.append((texts[c.strategy.splits], format_seconds(c.cost_s), format_bytes(c.memory_bytes)))
+            candidates = tables.setdefault(tuple(rows), len(tables))
             chosen, note = next((c.index for c in found if c.chosen), -1), ""
         except PlanningError as e:  # an op the search did not choose among candidates (a manual region's)
-            candidates, chosen, note = [], -1, str(e)
+            candidates, chosen, note = -1, -1, str(e)
         ops[o.name] = {
             "kind": o.kind, "strategy": o.strategy.text(), "result": o.result_sharding.dims_text(),
             "operands": [s.dims_text() for s in o.operand_shardings], "source": o.source, "reason": o.reason,
@@ -94,7 +106,8 @@ def panel_data(p, styles: dict[str, LayoutStyle]) -> dict:
         if c.op.name in ops:
             ops[c.op.name]["inputs"] = list(c.op.inputs)
             ops[c.op.name]["output"] = c.op.output
-    return {"lines": list(lines), "grids": list(grids), "tensors": tensors, "ops": ops}
+    return {"lines": list(lines), "grids": list(grids), "candidates": [list(map(list, t)) for t in tables],
+            "tensors": tensors, "ops": ops}
 
 
 def panel_script(data: dict) -> str:
@@ -128,7 +141,6 @@ aside.panel tr.chosen td{font-weight:700;background:#eef6ee}
 .panel-hint{color:#666}
 .link{color:#1a55b0;cursor:pointer;text-decoration:underline}
 .filters{font-size:13px;margin:4px 0}
-svg.swatch{vertical-align:middle;margin-right:4px;border:none}
 body.hide-free .free{display:none}
 body.hide-free svg.graph path.edge.free{display:inline;stroke-dasharray:none;stroke:#888888;stroke-width:1}
 """
@@ -189,8 +201,8 @@ JS = """
     if(o.output){io.appendChild(document.createTextNode('; makes '));io.appendChild(link('tensor',o.output));}
     panel.appendChild(io);
     panel.appendChild(el('h4','','candidate strategies and their own cost'));
-    if(o.candidates.length){
-      panel.appendChild(table('panel-candidates',['strategy','cost','memory',''],o.candidates.map(function(c,i){
+    if(o.candidates>=0){
+      panel.appendChild(table('panel-candidates',['strategy','cost','memory',''],data.candidates[o.candidates].map(function(c,i){
         return [c[0],c[1],c[2],i===o.chosen?'chosen':''];}),function(i){return i===o.chosen?'chosen':'';}));
     }else{panel.appendChild(el('p','panel-hint',o.candidates_note));}
     panel.appendChild(el('h4','','redistributions of its operands and result'));

@@ -144,6 +144,20 @@ def style_rects(style: LayoutStyle, x: float, y: float, w: float, h: float, rx: 
     return "".join(out)
 
 
+def swatch_symbols(styles: Iterable[LayoutStyle], size: float = 14.0) -> str:
+    """One ``<symbol id="layout-swatch-I">`` per style, in order (for an SVG's ``<defs>``): what
+    :func:`swatch_use` draws."""
+    return "".join(f'<symbol id="layout-swatch-{i}" viewBox="0 0 {num(size)} {num(size)}">'
+                   + style_rects(s, 0.5, 0.5, size - 1, size - 1, 0, ' stroke="#777777"') + "</symbol>"
+                   for i, s in enumerate(styles))
+
+
+def swatch_use(index: int, size: float = 14.0) -> str:
+    """A small inline SVG showing the ``index``-th of :func:`swatch_symbols` (long tables: a few bytes a row)."""
+    return (f'<svg class="swatch" width="{num(size)}" height="{num(size)}"><use href="#layout-swatch-{index}" '
+            f'width="{num(size)}" height="{num(size)}"/></svg>')
+
+
 def swatch(style: LayoutStyle, size: float = 14.0) -> str:
     """A small inline SVG square in ``style`` (legend and tables; the patterns are the page's graph's)."""
     return (f'<svg class="swatch" width="{num(size)}" height="{num(size)}" viewBox="0 0 {num(size)} {num(size)}" '

@@ -155,7 +155,7 @@ def test_the_panels_data_is_the_plans_own(ffn):
         assert len(by_class(grid, "rect", "block")) == t.sharding.num_shards()
     matmul = data["ops"]["dense2.matmul"]
     candidates = p.candidates("dense2.matmul")
-    assert [c[0] for c in matmul["candidates"]] == [c.text for c in candidates]
+    assert [c[0] for c in data["candidates"][matmul["candidates"]]] == [c.text for c in candidates]
     assert matmul["chosen"] == next(c.index for c in candidates if c.chosen)
     assert matmul["strategy"] == p.op("dense2.matmul").strategy.text()
     # the README's one ReduceScatter of h4: dense2.matmul's result, made for dense2.add's operand
