@@ -297,7 +297,8 @@ def graph_svg(p, styles: dict[str, LayoutStyle]) -> tuple[str, dict]:
         elif moved[e]:
             cls, look = "edge redistributed", f'stroke="{COMMUNICATION}" stroke-width="2" marker-end="url(#arrow-r)"'
         else:  # only local slices: no byte moves, so no communication colour
-            cls, look = "edge free", f'stroke="{FREE}" stroke-width="1.5" stroke-dasharray="5,3" marker-end="url(#arrow)"'
+            cls = "edge free"
+            look = f'stroke="{FREE}" stroke-width="1.5" stroke-dasharray="5,3" marker-end="url(#arrow)"'
         out.append(f'<path class="{cls}" d="{d}" fill="none" {look} data-from="{esc(e[0])}" data-to="{esc(e[1])}"/>')
     out.append("</g>")
 

@@ -113,8 +113,8 @@ def panel_data(p, styles: dict[str, LayoutStyle]) -> dict:
 def panel_script(data: dict) -> str:
     """``data`` as the page's JSON script element, escaped so that nothing in it ends the element.
 
-    >>> panel_script({"name": "</script><b>&"})
-    '<script type="application/json" id="plan-data">{"name":"\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026"}</script>'
+    >>> panel_script({"name": "</script><b>&"})[47:-9]
+    '{"name":"\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e\\\\u0026"}'
     """
     text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -197,12 +197,14 @@ JS = """
       ['result',o.result,'panel-result'],['decided',o.source],['compute',o.compute],
       ['communication',o.communication]]));
     var io=el('p');io.appendChild(document.createTextNode('reads '));
-    o.inputs.forEach(function(t,i){if(i){io.appendChild(document.createTextNode(', '));}io.appendChild(link('tensor',t));});
+    o.inputs.forEach(function(t,i){if(i){io.appendChild(document.createTextNode(', '));}
+      io.appendChild(link('tensor',t));});
     if(o.output){io.appendChild(document.createTextNode('; makes '));io.appendChild(link('tensor',o.output));}
     panel.appendChild(io);
     panel.appendChild(el('h4','','candidate strategies and their own cost'));
     if(o.candidates>=0){
-      panel.appendChild(table('panel-candidates',['strategy','cost','memory',''],data.candidates[o.candidates].map(function(c,i){
+      var rows=data.candidates[o.candidates];
+      panel.appendChild(table('panel-candidates',['strategy','cost','memory',''],rows.map(function(c,i){
         return [c[0],c[1],c[2],i===o.chosen?'chosen':''];}),function(i){return i===o.chosen?'chosen':'';}));
     }else{panel.appendChild(el('p','panel-hint',o.candidates_note));}
     panel.appendChild(el('h4','','redistributions of its operands and result'));

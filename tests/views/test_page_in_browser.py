@@ -95,7 +95,8 @@ window.addEventListener('load',function(){
     return {kind:p.getAttribute('data-kind'),name:p.getAttribute('data-name'),
       blocks:p.querySelectorAll('.panel-grid svg.device-grid rect.block').length,
       global:q('td.panel-global'),local:q('td.panel-local'),bytes:q('td.panel-bytes'),explain:q('pre.panel-explain'),
-      strategy:q('td.panel-strategy'),candidates:p.querySelectorAll('table.panel-candidates tr:not(:first-child)').length,
+      strategy:q('td.panel-strategy'),
+      candidates:p.querySelectorAll('table.panel-candidates tr:not(:first-child)').length,
       chosen:q('table.panel-candidates tr.chosen td'),
       reshards:p.querySelectorAll('table.panel-reshards tr:not(:first-child)').length};
   }
