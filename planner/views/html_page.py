@@ -328,7 +328,7 @@ def graph_svg(p, styles: dict[str, LayoutStyle]) -> tuple[str, dict]:
             tip = (f"op {name} ({o.kind}), strategy {o.strategy.text()}, result {o.result_sharding.dims_text()}; "
                    f"compute {_fmt_s(o.compute_time_s)}, communication {_fmt_s(o.comm_time_s)}; {o.source}; "
                    "click for its candidates and redistributions")
-            out.append(f'<g class="node op" data-op="{esc(name)}"><title>{esc(tip)}</title>')
+            out.append(f'<g class="node op" data-op="{esc(name)}" tabindex="0"><title>{esc(tip)}</title>')
             out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" '
                        'fill="#ffffff" stroke="#333333"/>')
             out.append(f'<text x="{num(x)}" y="{num(y + 4)}" font-size="{num(FONT)}" text-anchor="middle">'
@@ -340,7 +340,8 @@ def graph_svg(p, styles: dict[str, LayoutStyle]) -> tuple[str, dict]:
         tip = (f"tensor {name} {t.dtype}[{'x'.join(map(str, t.shape))}] ({t.kind}): {key}; {t.source}; "
                "click for its device grid and why")
         out.append(f'<g class="node tensor" data-tensor="{esc(name)}" data-sharding="{esc(key)}" '
-                   f'data-color="{style.fill}" data-style="{style.encoding()}" data-type="{esc(type_line[n])}">'
+                   f'data-color="{style.fill}" data-style="{style.encoding()}" data-type="{esc(type_line[n])}" '
+                   'tabindex="0">'
                    f'<title>{esc(tip)}</title>')
         dash = ' stroke-dasharray="4,2"' if t.sharding.unreduced else ""
         border = f' stroke="#555555" stroke-width="{"3" if name in outputs else "1"}"{dash}'
@@ -552,7 +553,8 @@ def plan_page(p) -> str:
         '<section id="graph"><h2>Graph, by layer, coloured by sharding</h2>',
         f'<p class="note">{esc(graph_note)}</p>',
         _legend(styles, counts),
-        f'<p class="filters"><label><input type="checkbox" id="hide-free"/> hide free moves ({free} local '
+        f'<p class="filters"><label><input type="checkbox" id="hide-free"{"" if free else " disabled"}/> '
+        f'hide free moves ({free} local '
         f'slice{"s" if free != 1 else ""} that send no byte: grey, not red)</label></p>',
         f'<div class="graph-area"><div class="scroll graph-box">{graph}</div>',
         f'<aside id="panel" class="panel" data-kind=""><p class="panel-hint">{esc(panels.PANEL_HINT)}</p></aside>'

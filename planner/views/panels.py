@@ -215,10 +215,11 @@ JS = """
     }else{panel.appendChild(el('p','panel-hint','none: every operand arrives as this strategy reads it'));}
   }
   function show(kind,name){if(kind==='tensor'){showTensor(name);}else{showOp(name);}}
-  document.querySelectorAll('svg.graph g.node.tensor').forEach(function(g){
-    g.addEventListener('click',function(){showTensor(g.getAttribute('data-tensor'));});});
-  document.querySelectorAll('svg.graph g.node.op').forEach(function(g){
-    g.addEventListener('click',function(){showOp(g.getAttribute('data-op'));});});
+  document.querySelectorAll('svg.graph g.node').forEach(function(g){
+    var kind=g.classList.contains('tensor')?'tensor':'op';
+    function open(){show(kind,g.getAttribute('data-'+kind));}
+    g.addEventListener('click',open);
+    g.addEventListener('keydown',function(e){if(e.key==='Enter'){open();}});});
   var box=document.getElementById('hide-free');
   if(box){box.addEventListener('change',function(){document.body.classList.toggle('hide-free',box.checked);});}
 })();
