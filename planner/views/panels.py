@@ -134,7 +134,7 @@ aside.panel{flex:0 0 440px;max-height:85vh;overflow:auto;position:sticky;top:8px
 padding:6px 12px 12px;font-size:13px;background:#fcfcfc;box-sizing:border-box}
 aside.panel h3{font-size:14px;margin:6px 0;word-break:break-all}aside.panel h4{font-size:13px;margin:10px 0 4px}
 aside.panel table{margin:4px 0}aside.panel th{position:static;background:none;font-weight:600;padding-right:10px}
-aside.panel td{white-space:normal;word-break:break-all}
+aside.panel td{white-space:pre-wrap;overflow-wrap:anywhere}
 aside.panel tr.chosen td{font-weight:700;background:#eef6ee}
 .panel-grid svg{max-width:100%;height:auto}
 .panel-explain{white-space:pre-wrap;word-break:break-all;font-size:11px;background:#f4f4f4;padding:6px;margin:0}
@@ -209,9 +209,10 @@ JS = """
     }else{panel.appendChild(el('p','panel-hint',o.candidates_note));}
     panel.appendChild(el('h4','','redistributions of its operands and result'));
     if(o.redistributions.length){
-      panel.appendChild(table('panel-reshards',['tensor','role','phase','steps','bytes/device','time','from','to'],
-        o.redistributions.map(function(r){return [link('tensor',r.tensor),r.role,r.phase,r.steps,r.bytes,r.time,
-          r.from,r.to];}),function(i){return o.redistributions[i].free?'free':'';}));
+      panel.appendChild(table('panel-reshards',['tensor','move','bytes/device','time'],
+        o.redistributions.map(function(r){return [link('tensor',r.tensor),
+          r.role+', '+r.phase+': '+r.steps+'\\n'+r.from+' → '+r.to,r.bytes,r.time];}),
+        function(i){return o.redistributions[i].free?'free':'';}));
     }else{panel.appendChild(el('p','panel-hint','none: every operand arrives as this strategy reads it'));}
   }
   function show(kind,name){if(kind==='tensor'){showTensor(name);}else{showOp(name);}}
