@@ -2,7 +2,8 @@
 
 The pictures are imported by the commands that draw them (not here, so that
 ``import planner`` stays light): :mod:`planner.views.html_page` (the plan page)
-with :mod:`planner.views.layered_layout` (its graph drawing),
+with :mod:`planner.views.layered_layout` (its graph drawing), :mod:`planner.views.sharding_styles`
+(how layouts look) and :mod:`planner.views.panels` (its side panel),
 :mod:`planner.views.svg_grid` (a sharding's device grid) and
 :mod:`planner.views.charts` (bar charts), on :mod:`planner.views.svg` (SVG helpers).
 The other notations of a sharding (JAX, MindSpore, DTensor) are :mod:`planner.notations`.

@@ -1,16 +1,22 @@
 """One self-contained HTML page of a plan (``shardplan plan MODEL --format html``).
 
-Everything is inline (CSS, a few lines of JavaScript, SVG): the page fetches
-nothing. It shows, from top to bottom:
+Everything is inline (CSS, a few lines of JavaScript, SVG, the panels' data as
+JSON): the page fetches nothing. It shows, from top to bottom:
 
 * the plan's header: model, search, mesh, totals (as the table format prints them);
-* **the graph**, laid out by layer (:mod:`planner.views.layered_layout`): ops are
-  white boxes, tensors rounded boxes filled with the colour of their sharding (the
-  legend above; replicated is grey; a graph output has a thick border, a pending
-  sum a dashed one). Every redistribution is drawn on its edge (red), labelled with its steps and its
-  bytes per device (``bwd`` / ``grad`` before the backward ones and gradient
-  reductions); hover any box or label for the details. A click on a legend entry
-  fades every tensor of another sharding;
+* **the graph**, laid out by layer (:mod:`planner.views.layered_layout`), centred on a
+  canvas at least :data:`GRAPH_MIN_WIDTH` wide: ops are white boxes, tensors rounded
+  boxes that show their type and local shape (``f32[64,64]→[32,16]``) in the look of
+  their layout (:mod:`planner.views.sharding_styles`: a fill by dimension 0, a
+  pattern by the other dimensions, hatching for a pending sum; the legend above; a
+  graph output has a thick border). Every redistribution is drawn on its edge (red),
+  labelled with its steps and its bytes per device (``bwd`` / ``grad`` before the
+  backward ones and gradient reductions); a move that sends no byte (a local slice)
+  is grey, and "hide free moves" hides those labels and table rows. A click on a
+  legend entry fades every tensor of another layout; a click on a tensor or an op
+  opens its panel beside the graph (:mod:`planner.views.panels`: the device grid,
+  shapes, bytes and ``explain`` chain of a tensor; an op's candidates and
+  redistributions);
 * **compute vs communication time** as shares of the step time
   (:func:`~planner.views.charts.step_share_chart`): per phase, the compute,
   exposed and hidden communication of the plan's schedule; per layer (when the
@@ -43,13 +49,19 @@ from graphs.dtypes import dtype_itemsize
 from planner.views.charts import (memory_bars, memory_chart, percent, phase_share_chart, step_share_chart,
                                    time_share_series)
 from planner.views.layered_layout import layered_layout, spread
-from planner.views.svg import COMMUNICATION, color_map, esc, num, svg_open, text_width
+from planner.views import panels
+from planner.views.sharding_styles import (LayoutStyle, layout_styles, pattern_defs, style_rects, swatch,
+                                          swatch_symbols, swatch_use)
+from planner.views.svg import COMMUNICATION, esc, num, svg_open, text_width
 
 COLLAPSE_OPS = 150  # above this many ops, runs of identical layers are collapsed in the graph
 OPEN_DETAILS_ROWS = 200  # tables and charts with more rows than this start closed
 LAYER = re.compile(r"^(?P<family>[A-Za-z_][A-Za-z_.]*?)(?P<index>\d+)(?:\.|$)")
-FONT = 12.0
-OP_H, TENSOR_H = 26.0, 22.0
+FONT, TYPE_FONT = 12.0, 10.0
+OP_H, TENSOR_H = 26.0, 34.0
+NODE_GAP = 32.0  # px between two boxes of a row
+GRAPH_MIN_WIDTH = 1000.0  # px: a narrower graph is centred on a canvas this wide
+FREE = "#9a9a9a"  # a move that sends no byte (a local slice): grey, not the communication red
 
 
 def _fmt_s(v: float) -> str:
@@ -88,6 +100,7 @@ class _Reshard:
     tensor: str
     phase: str
     bytes_per_device: int
+    free: bool  # no byte moves (local slices only)
 
 
 def _steps(steps) -> str:
@@ -114,7 +127,8 @@ def _reshards(p) -> list[_Reshard]:
                f"{_fmt_bytes(r.bytes_per_device)} per device in {_fmt_s(r.time_s)}; "
                f"from {r.source.dims_text()} to {r.destination.dims_text()}")
         out.append(_Reshard(i, edge, f"{prefix.get(r.phase, r.phase + ' ')}{_steps(r.steps)} "
-                            f"{_fmt_bytes(r.bytes_per_device)}", tip, r.tensor, r.phase, r.bytes_per_device))
+                            f"{_fmt_bytes(r.bytes_per_device)}", tip, r.tensor, r.phase, r.bytes_per_device,
+                            r.bytes_per_device == 0))
     return out
 
 
@@ -173,7 +187,13 @@ def _node_of(p, collapsed: dict[str, str]):
     return op, tensor
 
 
-def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
+def _type_line(t) -> str:
+    """A pill's second line: dtype, global shape, arrow, local shape (``f32[64,64]→[32,16]``)."""
+    local = t.sharding.local_shape(t.shape)
+    return f"{t.dtype}[{','.join(map(str, t.shape))}]→[{','.join(map(str, local))}]"
+
+
+def graph_svg(p, styles: dict[str, LayoutStyle]) -> tuple[str, dict]:
     """The graph picture and what it drew: ``{"collapsed": {box: (layers, reshards, bytes)}}``."""
     reshards = _reshards(p)
     collapsed = _collapsed_layers(p, reshards)
@@ -183,6 +203,7 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
     edges: list[tuple[str, str]] = []
     outputs = set(p.program.outputs)
     computes = p.program.computes()
+    tensors = p.tensors
 
     def add(n: str, text_: str) -> None:
         if n not in label:
@@ -203,7 +224,8 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
     for box, layers in boxes.items():
         first = _family(layers[0])
         label[box] = f"{layers[0]} - {layers[-1]}: {len(layers)} layers as {first[0]}{first[1] - 1}"
-    widths = {n: text_width(label[n], FONT) + 16 for n in nodes}
+    type_line = {n: _type_line(tensors[_name(n)]) for n in nodes if n.startswith("t:")}
+    widths = {n: max(text_width(label[n], FONT), text_width(type_line.get(n, ""), TYPE_FONT)) + 16 for n in nodes}
     heights = {n: (44.0 if n.startswith("c:") else OP_H if n.startswith("op:") else TENSOR_H) for n in nodes}
 
     # where each redistribution is drawn: its edge when both ends are drawn apart, else in a collapsed box
@@ -223,7 +245,8 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
     gaps = {}
     for (u, v), rs in drawn.items():  # room for the labels between the rows
         gaps[(u, v)] = len(rs) * line_h
-    layout = layered_layout(nodes, edges, widths, heights, row_gap=44.0 + max(gaps.values(), default=0.0) / 2)
+    layout = layered_layout(nodes, edges, widths, heights, row_gap=44.0 + max(gaps.values(), default=0.0) / 2,
+                            node_gap=NODE_GAP)
 
     # the labels: a block of lines per edge, at the middle of its first segment; blocks at the same
     # height pushed apart (least squares, as the nodes); the canvas widened to hold them all
@@ -246,17 +269,25 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
     left = min([0.0] + [b[1] - b[2] / 2 - 8 for b in blocks])
     dx = -left
     width = max([layout.width + dx] + [b[1] + b[2] / 2 + 8 + dx for b in blocks])
+    if width < GRAPH_MIN_WIDTH:  # a narrow graph is drawn in the middle of a canvas the page's width
+        dx += (GRAPH_MIN_WIDTH - width) / 2
+        width = GRAPH_MIN_WIDTH
 
     out = []
     out.append(svg_open(width, layout.height + 20, "graph", f"the graph of {p.model}"))
     out.append('<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
                'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#888888"/></marker>'
                '<marker id="arrow-r" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
-               f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="{COMMUNICATION}"/></marker></defs>')
-    redistributed = {e for e in drawn if e[0] != e[1]}
-    for r in reshards:  # the other readers of a shared layout: their edges red too
+               f'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="{COMMUNICATION}"/></marker>'
+               f'{pattern_defs(styles.values())}{swatch_symbols(styles.values())}</defs>')
+    moved: dict[tuple[str, str], bool] = {}  # edge -> whether a redistribution on it moves bytes
+    for e, rs in drawn.items():
+        if e[0] != e[1]:
+            moved[e] = moved.get(e, False) or any(not r.free for r in rs)
+    for r in reshards:  # the other readers of a shared layout: their edges marked too
         for reader in p.redistributions[r.index].readers[1:]:
-            redistributed.add((tensor_node(r.tensor), op_node(reader)))
+            e = (tensor_node(r.tensor), op_node(reader))
+            moved[e] = moved.get(e, False) or not r.free
     out.append(f'<g transform="translate({num(dx)},0)">' if dx else "<g>")
     out.append('<g class="edges">')
     for e in dict.fromkeys(edges):
@@ -267,15 +298,17 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
         for (x1, y1), (x2, y2) in zip(pts, pts[1:]):
             my = (y1 + y2) / 2
             d += f" C{num(x1)},{num(my)} {num(x2)},{num(my)} {num(x2)},{num(y2)}"
-        red = e in redistributed
-        out.append(f'<path class="edge{" redistributed" if red else ""}" d="{d}" fill="none" '
-                   f'stroke="{COMMUNICATION if red else "#888888"}" stroke-width="{"2" if red else "1"}" '
-                   f'marker-end="url(#{"arrow-r" if red else "arrow"})" data-from="{esc(e[0])}" '
-                   f'data-to="{esc(e[1])}"/>')
+        if e not in moved:
+            cls, look = "edge", 'stroke="#888888" stroke-width="1" marker-end="url(#arrow)"'
+        elif moved[e]:
+            cls, look = "edge redistributed", f'stroke="{COMMUNICATION}" stroke-width="2" marker-end="url(#arrow-r)"'
+        else:  # only local slices: no byte moves, so no communication colour
+            cls = "edge free"
+            look = f'stroke="{FREE}" stroke-width="1.5" stroke-dasharray="5,3" marker-end="url(#arrow)"'
+        out.append(f'<path class="{cls}" d="{d}" fill="none" {look} data-from="{esc(e[0])}" data-to="{esc(e[1])}"/>')
     out.append("</g>")
 
     out.append('<g class="nodes">')
-    tensors = p.tensors
     for n in nodes:
         x, y = layout.positions[n]
         w, h = widths[n], heights[n]
@@ -299,22 +332,32 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
         if n.startswith("op:"):
             o = p.op(name)
             tip = (f"op {name} ({o.kind}), strategy {o.strategy.text()}, result {o.result_sharding.dims_text()}; "
-                   f"compute {_fmt_s(o.compute_time_s)}, communication {_fmt_s(o.comm_time_s)}; {o.source}")
-            out.append(f'<g class="node op" data-op="{esc(name)}"><title>{esc(tip)}</title>')
+                   f"compute {_fmt_s(o.compute_time_s)}, communication {_fmt_s(o.comm_time_s)}; {o.source}; "
+                   "click for its candidates and redistributions")
+            out.append(f'<g class="node op" data-op="{esc(name)}" tabindex="0"><title>{esc(tip)}</title>')
             out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" '
                        'fill="#ffffff" stroke="#333333"/>')
-        else:
-            t = tensors[name]
-            key = t.sharding.dims_text()
-            tip = (f"tensor {name} {t.dtype}[{'x'.join(map(str, t.shape))}] ({t.kind}): {key}; {t.source}")
-            double = name in outputs
-            out.append(f'<g class="node tensor" data-tensor="{esc(name)}" data-sharding="{esc(key)}" '
-                       f'data-color="{colours[key]}"><title>{esc(tip)}</title>')
-            dash = ' stroke-dasharray="4,2"' if t.sharding.unreduced else ""
-            out.append(f'<rect x="{num(x - w / 2)}" y="{num(y - h / 2)}" width="{num(w)}" height="{num(h)}" rx="9" '
-                       f'fill="{colours[key]}" stroke="#555555" stroke-width="{"3" if double else "1"}"{dash}/>')
-        out.append(f'<text x="{num(x)}" y="{num(y + 4)}" font-size="{num(FONT)}" text-anchor="middle">'
-                   f'{esc(label[n])}</text></g>')
+            out.append(f'<text x="{num(x)}" y="{num(y + 4)}" font-size="{num(FONT)}" text-anchor="middle">'
+                       f'{esc(label[n])}</text></g>')
+            continue
+        t = tensors[name]
+        key = t.sharding.dims_text()
+        style = styles[key]
+        tip = (f"tensor {name} {t.dtype}[{'x'.join(map(str, t.shape))}] ({t.kind}): {key}; {t.source}; "
+               "click for its device grid and why")
+        out.append(f'<g class="node tensor" data-tensor="{esc(name)}" data-sharding="{esc(key)}" '
+                   f'data-color="{style.fill}" data-style="{style.encoding()}" data-type="{esc(type_line[n])}" '
+                   'tabindex="0">'
+                   f'<title>{esc(tip)}</title>')
+        dash = ' stroke-dasharray="4,2"' if t.sharding.unreduced else ""
+        border = f' stroke="#555555" stroke-width="{"3" if name in outputs else "1"}"{dash}'
+        out.append(style_rects(style, x - w / 2, y - h / 2, w, h, 9, border))
+        halo = ' paint-order="stroke" stroke="#ffffff" stroke-width="3" stroke-opacity="0.8"' \
+            if style.pattern or style.pending else ""  # the text stays readable over a pattern
+        out.append(f'<text x="{num(x)}" y="{num(y - 2)}" font-size="{num(FONT)}" text-anchor="middle"{halo}>'
+                   f'{esc(label[n])}</text>')
+        out.append(f'<text class="type" x="{num(x)}" y="{num(y + 11)}" font-size="{num(TYPE_FONT)}" '
+                   f'text-anchor="middle" fill="#333333"{halo}>{esc(type_line[n])}</text></g>')
     out.append("</g>")
 
     out.append('<g class="labels">')
@@ -322,31 +365,35 @@ def graph_svg(p, colours: dict[str, str]) -> tuple[str, dict]:
         for k, r in enumerate(rs):
             w = text_width(r.line, 11) + 8
             ly = y + k * line_h
-            out.append(f'<g class="reshard" data-tensor="{esc(r.tensor)}" data-phase="{r.phase}" '
-                       f'data-bytes="{r.bytes_per_device}" data-index="{r.index}"><title>{esc(r.tip)}</title>')
+            fill, ink, stroke = ("#f2f2f2", "#666666", FREE) if r.free else ("#fff4f4", "#a01010", COMMUNICATION)
+            out.append(f'<g class="reshard{" free" if r.free else ""}" data-tensor="{esc(r.tensor)}" '
+                       f'data-phase="{r.phase}" data-bytes="{r.bytes_per_device}" data-index="{r.index}">'
+                       f'<title>{esc(r.tip)}</title>')
             out.append(f'<rect x="{num(x - w / 2)}" y="{num(ly)}" width="{num(w)}" height="{num(line_h)}" '
-                       f'fill="#fff4f4" stroke="{COMMUNICATION}" stroke-width="0.5" rx="2"/>')
+                       f'fill="{fill}" stroke="{stroke}" stroke-width="0.5" rx="2"/>')
             out.append(f'<text x="{num(x)}" y="{num(ly + 10)}" font-size="11" text-anchor="middle" '
-                       f'fill="#a01010">{esc(r.line)}</text></g>')
+                       f'fill="{ink}">{esc(r.line)}</text></g>')
     out.append("</g></g></svg>")
     info = {"collapsed": {box: (boxes[box], len(in_box.get(box, [])),
                                 sum(r.bytes_per_device for r in in_box.get(box, []))) for box in boxes}}
     return "\n".join(out), info
 
 
-def _legend(colours: dict[str, str], counts: dict[str, int]) -> str:
+def _legend(styles: dict[str, LayoutStyle], counts: dict[str, int]) -> str:
     items = []
-    for key, fill in colours.items():
-        items.append(f'<li class="legend-item" data-color="{fill}" data-sharding="{esc(key)}" tabindex="0">'
-                     f'<span class="swatch" style="background:{fill}"></span><code>{esc(key)}</code> '
+    for key, style in styles.items():
+        items.append(f'<li class="legend-item" data-color="{style.fill}" data-style="{style.encoding()}" '
+                     f'data-sharding="{esc(key)}" tabindex="0">{swatch(style)}<code>{esc(key)}</code> '
                      f'<span class="count">{counts[key]} tensor{"s" if counts[key] != 1 else ""}</span></li>')
     return '<ul class="legend">' + "".join(items) + "</ul>"
 
 
-def _table(header, rows, cls: str) -> str:
+def _table(header, rows, cls: str, row_classes=None) -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(c if isinstance(c, _Raw) else f"<td>{esc(c)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    row_classes = row_classes or [""] * len(rows)
+    body = "".join((f'<tr class="{c}">' if c else "<tr>") +
+                   "".join(c if isinstance(c, _Raw) else f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                   for r, c in zip(rows, row_classes))
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -468,7 +515,7 @@ nav a{margin-right:14px;font-size:13px}
 code,td,.legend{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;font-size:12px}
 .legend{list-style:none;padding:0;margin:6px 0;display:flex;flex-wrap:wrap;gap:6px 16px}
 .legend-item{cursor:pointer;padding:2px 4px;border-radius:4px}.legend-item.active{outline:2px solid #333}
-.swatch{display:inline-block;width:14px;height:14px;border:1px solid #777;vertical-align:middle;margin-right:4px}
+svg.swatch{vertical-align:middle;margin-right:4px}
 .count{color:#777}
 .scroll{overflow:auto;max-height:80vh;border:1px solid #e4e4e4;background:#fff}
 .graph-box{max-height:85vh}
@@ -483,23 +530,26 @@ details{margin:8px 0}summary{cursor:pointer;font-size:14px;font-weight:600}
 JS = """
 (function(){
   var items=document.querySelectorAll('.legend-item');
-  function focus(colour){
-    var on=document.body.getAttribute('data-focus')!==colour;
-    document.body.setAttribute('data-focus',on?colour:'');
-    items.forEach(function(it){it.classList.toggle('active',on&&it.getAttribute('data-color')===colour);});
+  function focus(key){
+    var on=document.body.getAttribute('data-focus')!==key;
+    document.body.setAttribute('data-focus',on?key:'');
+    items.forEach(function(it){it.classList.toggle('active',on&&it.getAttribute('data-sharding')===key);});
     document.querySelectorAll('svg.graph g.tensor').forEach(function(g){
-      g.classList.toggle('faded',on&&g.getAttribute('data-color')!==colour);});
+      g.classList.toggle('faded',on&&g.getAttribute('data-sharding')!==key);});
   }
   items.forEach(function(it){
-    it.addEventListener('click',function(){focus(it.getAttribute('data-color'));});
-    it.addEventListener('keydown',function(e){if(e.key==='Enter'){focus(it.getAttribute('data-color'));}});
+    it.addEventListener('click',function(){focus(it.getAttribute('data-sharding'));});
+    it.addEventListener('keydown',function(e){if(e.key==='Enter'){focus(it.getAttribute('data-sharding'));}});
   });
-  var overflow=0;
-  document.querySelectorAll('svg g.node').forEach(function(g){
-    var t=g.querySelector('text'),r=g.querySelector('rect');
-    if(t.getComputedTextLength()>r.width.baseVal.value){overflow+=1;}
+  // every label measured in the browser's own font against its box: the names of those that overflow
+  var over=[];
+  document.querySelectorAll('svg.graph g.node, svg.graph g.collapsed, svg.graph g.reshard').forEach(function(g){
+    var r=g.querySelector('rect'),w=r.width.baseVal.value;
+    g.querySelectorAll('text').forEach(function(t){
+      if(t.getComputedTextLength()>w){over.push(t.textContent);}});
   });
-  document.body.setAttribute('data-label-overflow',String(overflow));
+  document.body.setAttribute('data-label-overflow',String(over.length));
+  document.body.setAttribute('data-label-overflow-names',over.join('\\n'));
   document.body.setAttribute('data-svg-nodes',String(document.querySelectorAll('svg g.node').length));
   document.body.setAttribute('data-fetched',String(performance.getEntriesByType('resource').length));
 })();
@@ -510,45 +560,51 @@ def plan_page(p) -> str:
     """The page described in the module docstring, for a :class:`~planner.report.Plan`."""
 
     keys = [t.sharding.dims_text() for t in p.tensors.values()]
-    replicated = next((t.sharding.dims_text() for t in p.tensors.values() if t.sharding.is_fully_replicated), None)
-    colours = color_map(keys, grey=replicated)
+    styles = layout_styles(t.sharding for t in p.tensors.values())
     counts: dict[str, int] = {}
     for k in keys:
         counts[k] = counts.get(k, 0) + 1
-    graph, info = graph_svg(p, colours)
+    graph, info = graph_svg(p, styles)
     t = p.totals
 
     ops = p.ops
     charts = _time_charts(p)
     memory = _memory_chart(p)
 
-    def swatch(key: str) -> _Raw:
-        return _Raw(f'<td><span class="swatch" style="background:{colours.get(key, "#ffffff")}"></span>'
+    swatch_index = {key: i for i, key in enumerate(styles)}
+
+    def swatched(key: str) -> _Raw:
+        return _Raw(f'<td>{swatch_use(swatch_index[key])}'
                     f"{esc(key)}</td>")
 
-    op_rows = [(o.name, o.kind, o.strategy.text(), swatch(o.result_sharding.dims_text())
-                if o.result_sharding.dims_text() in colours else o.result_sharding.dims_text(), o.source,
+    op_rows = [(o.name, o.kind, o.strategy.text(), swatched(o.result_sharding.dims_text())
+                if o.result_sharding.dims_text() in styles else o.result_sharding.dims_text(), o.source,
                 _Raw(f'<td class="num">{esc(_fmt_s(o.compute_time_s))}</td>'),
                 _Raw(f'<td class="num">{esc(_fmt_s(o.comm_time_s))}</td>')) for o in ops]
     rs_rows = [(r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}", r.phase,
                 _steps_full(r.steps), _Raw(f'<td class="num">{esc(_fmt_bytes(r.bytes_per_device))}</td>'),
                 _Raw(f'<td class="num">{esc(_fmt_s(r.time_s))}</td>')) for r in p.redistributions]
-    t_rows = [(name, f"{d.dtype}[{'x'.join(map(str, d.shape))}]", d.kind, swatch(d.sharding.dims_text()), d.source)
+    free = sum(1 for r in p.redistributions if r.bytes_per_device == 0)
+    t_rows = [(name, f"{d.dtype}[{'x'.join(map(str, d.shape))}]", d.kind, swatched(d.sharding.dims_text()), d.source)
               for name, d in p.tensors.items()]
     tables = [
         _details(f"ops ({len(op_rows)})", _table(("op", "kind", "strategy", "result sharding", "source", "compute",
                                                   "communication"), op_rows, "ops"), len(op_rows), "table-box"),
         _details(f"redistributions ({len(rs_rows)})", _table(("tensor", "edge", "phase", "steps", "bytes/device",
-                                                              "time"), rs_rows, "reshards"), len(rs_rows),
+                                                              "time"), rs_rows, "reshards",
+                                                       ["free" if r.bytes_per_device == 0 else ""
+                                                        for r in p.redistributions]), len(rs_rows),
                  "table-box"),
         _details(f"tensors ({len(t_rows)})", _table(("tensor", "type", "kind", "sharding", "source"), t_rows,
                                                     "tensors"), len(t_rows), "table-box"),
     ]
     collapsed = info["collapsed"]
-    graph_note = ("Ops are white boxes; tensors are filled with their sharding's colour (click a legend entry to "
-                  "pick its tensors out); a thick border marks a graph output, a dashed one a pending sum; red edges "
-                  "carry a redistribution, "
-                  "labelled with its steps and bytes per device. Hover anything for details.")
+    graph_note = ("Ops are white boxes; tensors show their type and local shape (f32[64,64]→[32,16]) and are drawn "
+                  "in their layout's look: the fill says which axes split dimension 0 (grey: none), the pattern which "
+                  "split the others, red hatching and a dashed border a pending sum (click a legend entry to pick its "
+                  "tensors out); a thick border marks a graph output. Red edges carry a redistribution, labelled with "
+                  "its steps and bytes per device; grey dashed ones only a local slice, which sends nothing. Click a "
+                  "tensor or an op for its panel.")
     if collapsed:
         n = sum(len(v[0]) for v in collapsed.values())
         graph_note += (f" {n} layers identical to the one drawn before them are collapsed into "
@@ -567,7 +623,7 @@ def plan_page(p) -> str:
         '<html lang="en"><head><meta charset="utf-8"/>',
         '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
         f"<title>shardplan: {esc(p.model)}</title>",
-        f"<style>{CSS}</style></head>",
+        f"<style>{CSS}{panels.CSS}</style></head>",
         "<body>",
         f"<header><h1>{esc(p.model)}{' (training)' if p.training else ''}</h1>",
         f'<p class="facts">{" · ".join(facts)}</p>',
@@ -576,8 +632,13 @@ def plan_page(p) -> str:
         "</nav></header>",
         '<section id="graph"><h2>Graph, by layer, coloured by sharding</h2>',
         f'<p class="note">{esc(graph_note)}</p>',
-        _legend(colours, counts),
-        f'<div class="scroll graph-box">{graph}</div></section>',
+        _legend(styles, counts),
+        f'<p class="filters"><label><input type="checkbox" id="hide-free"{"" if free else " disabled"}/> '
+        f'hide free moves ({free} local '
+        f'slice{"s" if free != 1 else ""} that send no byte: grey, not red)</label></p>',
+        f'<div class="graph-area"><div class="scroll graph-box">{graph}</div>',
+        f'<aside id="panel" class="panel" data-kind=""><p class="panel-hint">{esc(panels.PANEL_HINT)}</p></aside>'
+        "</div></section>",
         '<section id="time"><h2>Compute vs communication time</h2>',
         *charts,
         '<h2 id="memory">Memory per device</h2>',
@@ -586,6 +647,8 @@ def plan_page(p) -> str:
         '<section id="plan"><h2>Plan table</h2>',
         *tables,
         "</section>",
+        panels.panel_script(panels.panel_data(p, styles)),
         f"<script>{JS}</script>",
+        f"<script>{panels.JS}</script>",
         "</body></html>",
     ]) + "\n"

@@ -12,7 +12,13 @@ The classic layered (Sugiyama-style) method, in four small steps:
    its current position (so the given node order decides the rest);
 4. **coordinates**: each level's x positions are the closest (least squares) to
    the mean x of the node's neighbours, subject to the nodes not overlapping,
-   computed exactly by isotonic regression (pool adjacent violators).
+   computed exactly by isotonic regression (pool adjacent violators);
+5. **lanes**: a long edge then goes down beside its endpoints, not where its dummies
+   were ordered (often the far side of the drawing): on each level it crosses, at
+   the free place nearest the straight line between its ends, clear of the level's
+   nodes and of the long edges routed before it (shorter edges first); where its
+   place on the level above is free too and at most :data:`LANE_SLACK` farther, it
+   keeps that place and runs straight.
 
 Nothing depends on hashing or set order: the same nodes and edges in the same
 order give the same coordinates.
@@ -24,6 +30,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 DUMMY_WIDTH = 10.0
+LANE_CLEARANCE = 10.0  # px between a long edge and a node's side
+LANE_GAP = 8.0  # px between two long edges on one level
+LANE_SLACK = 48.0  # px a lane may stay off its nearest free place to go on straight
 
 
 @dataclass(frozen=True)
@@ -119,10 +128,14 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
             for i, n in enumerate(row):
                 pos[n] = float(i)
 
-    # coordinates: packed, then pulled towards the neighbours' mean, without overlaps; a node below
-    # takes its place from its operands that are computed (not sources) when it has some, so that
-    # a chain of ops stays straight and the weights sit beside it
-    pull = {n: [m for m in up[n] if up[m] or m not in preds] or up[n] for n in up}
+    # coordinates of the nodes (the dummies, which only served the order, take their lanes after):
+    # packed, then pulled towards the neighbours' mean, without overlaps; a node below takes its
+    # place from its operands that are computed (not sources) when it has some, so that a chain of
+    # ops stays straight and the weights sit beside it
+    rows = [[n for n in row if n in index] for row in rows]
+    up = {n: [m for m in up[n] if m in index] for n in nodes}
+    down = {n: [m for m in down[n] if m in index] for n in nodes}
+    pull = {n: [m for m in up[n] if preds[m]] or up[n] for n in up}
     x: dict[str, float] = {}
     for row in rows:
         for n, c in zip(row, spread([0.0] * len(row), [width[n] for n in row], node_gap)):
@@ -135,13 +148,15 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
             for n, c in zip(row, spread(want, [width[n] for n in row], node_gap)):
                 x[n] = c
     for row in rows:  # last, the sources beside the op they feed, where the ops now are (which hardly move)
-        source = [n in preds and not preds[n] and bool(down[n]) for n in row]
+        source = [not preds[n] and bool(down[n]) for n in row]
         want = [sum(x[m] for m in down[n]) / len(down[n]) if s else x[n] for n, s in zip(row, source)]
         fixed = [1.0 if s else 1000.0 for s in source]
         for n, c in zip(row, spread(want, [width[n] for n in row], node_gap, fixed)):
             x[n] = c
-    left = min((x[n] - width[n] / 2 for n in x), default=0.0)
-    right = max((x[n] + width[n] / 2 for n in x), default=0.0)
+    _lanes(chains, rows, x, width, level)
+    lane_x = [x[d] for chain in chains.values() for d in chain[1:-1]]
+    left = min([x[n] - width[n] / 2 for n in nodes] + [v - DUMMY_WIDTH / 2 for v in lane_x], default=0.0)
+    right = max([x[n] + width[n] / 2 for n in nodes] + [v + DUMMY_WIDTH / 2 for v in lane_x], default=0.0)
     row_h = [max((heights.get(n, 0.0) for n in row), default=0.0) for row in rows]
     y_row, y = [], margin
     for h in row_h:
@@ -156,6 +171,42 @@ def layered_layout(nodes: Sequence[str], edges: Sequence[tuple[str, str]], width
         routes[(u, v)] = tuple(pts)
     return Layout(positions, routes, {n: level[n] for n in nodes}, round(right - left + 2 * margin, 1),
                   round(y - row_gap + margin, 1) if rows else 2 * margin)
+
+
+def _lanes(chains, rows, x, width, level) -> None:
+    """Place the dummies of every long edge in its lane (step 5 of the module docstring), in ``x``; ``rows`` hold
+    the nodes of each level, without dummies."""
+    blocked: dict[int, list[tuple[float, float]]] = {}
+    for lv, row in enumerate(rows):
+        blocked[lv] = [(x[n] - width[n] / 2 - LANE_CLEARANCE, x[n] + width[n] / 2 + LANE_CLEARANCE) for n in row]
+    order = {n: i for i, n in enumerate(n for row in rows for n in row)}
+    long = [(len(c), order[c[0]], order[c[-1]], c) for c in chains.values() if len(c) > 2]
+    for _, _, _, chain in sorted(long, key=lambda t: t[:3]):
+        u, v = chain[0], chain[-1]
+        steps = len(chain) - 1
+        prev = None
+        for k, d in enumerate(chain[1:-1], start=1):
+            lv = level[d]
+            want = x[u] + (x[v] - x[u]) * k / steps
+            x[d] = _free_place(want, blocked[lv])
+            if prev is not None and abs(prev - want) <= abs(x[d] - want) + LANE_SLACK and \
+                    _free_place(prev, blocked[lv]) == prev:
+                x[d] = prev
+            prev = x[d]
+            blocked[lv].append((x[d] - DUMMY_WIDTH / 2 - LANE_GAP, x[d] + DUMMY_WIDTH / 2 + LANE_GAP))
+
+
+def _free_place(want: float, blocked: list[tuple[float, float]]) -> float:
+    """The place nearest ``want`` at which a lane (:data:`DUMMY_WIDTH` wide) overlaps no blocked interval;
+    of two as near, the left one.
+
+    >>> _free_place(0.0, [(-10.0, 30.0)]), _free_place(0.0, [(-30.0, 10.0)]), _free_place(5.0, [(20.0, 30.0)])
+    (-15.0, 15.0, 5.0)
+    """
+    half = DUMMY_WIDTH / 2
+    candidates = [want] + [c for lo, hi in blocked for c in (lo - half, hi + half)]
+    free = [c for c in candidates if all(c + half <= lo or c - half >= hi for lo, hi in blocked)]
+    return min(free, key=lambda c: (abs(c - want), c))
 
 
 def _levels(nodes, preds, succs, index) -> dict[str, int]:

@@ -5,7 +5,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner.views.layered_layout import layered_layout, spread
+from planner.views.layered_layout import DUMMY_WIDTH, LANE_CLEARANCE, LANE_SLACK, layered_layout, spread
 
 
 @given(st.lists(st.tuples(st.floats(-500, 500), st.floats(1, 80)), min_size=1, max_size=8), st.floats(0, 30))
@@ -66,3 +66,33 @@ def test_spread_moves_the_light_node_out_of_the_heavy_ones_way():
     # both want 0; the error of the first counts 1000 times: the second moves (1000 / 1001 of the way)
     x = spread([0.0, 0.0], [10, 10], 2, weights=[1000, 1])
     assert x[1] - x[0] == 12.0 and abs(x[0]) < 0.012
+
+
+def residual_block():
+    """A residual edge a -> t around a wide row (three branches q, k, v) and a narrow one (s)."""
+    nodes = ["a", "q", "k", "v", "s", "t"]
+    edges = [("a", "q"), ("a", "k"), ("a", "v"), ("q", "s"), ("k", "s"), ("v", "s"), ("s", "t"), ("a", "t")]
+    widths = {"a": 40.0, "q": 80.0, "k": 80.0, "v": 80.0, "s": 40.0, "t": 40.0}
+    return nodes, edges, widths, {n: 20.0 for n in nodes}
+
+
+def test_a_long_edge_runs_beside_its_endpoints_at_the_nearest_free_place():
+    nodes, edges, widths, heights = residual_block()
+    lay = layered_layout(nodes, edges, widths, heights)
+    (xa, _), (xt, _) = lay.positions["a"], lay.positions["t"]
+    route = lay.routes[("a", "t")]
+    assert len(route) == 4  # from a's bottom, through levels 1 (q, k, v) and 2 (s), to t's top
+    for k, (x, y) in enumerate(route[1:-1], start=1):
+        row = [n for n in nodes if lay.positions[n][1] == y]
+        blocked = [(lay.positions[n][0] - widths[n] / 2 - LANE_CLEARANCE - DUMMY_WIDTH / 2,
+                    lay.positions[n][0] + widths[n] / 2 + LANE_CLEARANCE + DUMMY_WIDTH / 2) for n in row]
+        assert all(x <= lo + 1e-6 or x >= hi - 1e-6 for lo, hi in blocked)  # clear of every node of its level
+        # and no free place is nearer the straight line from a to t than the lane's slack (a scan every half pixel)
+        want = xa + (xt - xa) * k / 3
+        for step in range(1, int(2 * abs(x - want))):
+            for probe in (want - step / 2, want + step / 2):
+                if abs(probe - want) < abs(x - want) - LANE_SLACK - 0.5:
+                    assert any(lo < probe < hi for lo, hi in blocked), (k, probe)
+    # beside s, the narrow row: the lane touches s's clearance, not the far side of the drawing
+    (x2, _), (xs, _) = route[2], lay.positions["s"]
+    assert abs(abs(x2 - xs) - (widths["s"] / 2 + LANE_CLEARANCE + DUMMY_WIDTH / 2)) < 1e-6
