@@ -53,7 +53,7 @@ def test_a_bar_and_a_solver_spinner_are_drawn_on_a_terminal(stderr, capsys):
     total = cost_table_steps(FFN, search="ilp")
     assert "\r" in text
     assert "shardplan plan: cost tables [" in text and f"/{total:,}" in text
-    assert "ILP solve (auto solver) " in text  # the spinner's line while HiGHS runs
+    assert "ILP solve (elimination) " in text  # the spinner names the solver that runs
     assert text.endswith("\r") and text.rsplit("\r", 2)[-2].strip() == ""  # the bar is wiped at the end
     assert "totals:" in capsys.readouterr().out  # the result itself still goes to stdout
 

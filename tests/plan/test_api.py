@@ -104,7 +104,7 @@ def test_a_progress_object_hears_the_cost_tables_and_the_solver():
     begin = r.calls.index(("begin", "cost tables", steps))
     end = r.calls.index(("end",), begin)
     assert r.calls[begin + 1:end] == [("advance", 1)] * steps
-    assert ("begin", "ILP solve (auto solver)", None) in r.calls  # no step count: a spinner
+    assert ("begin", "ILP solve (elimination)", None) in r.calls  # the solver that runs; no step count: a spinner
     assert r.calls[0] == ("stage", "loaded ffn: 5 ops")
 
 
