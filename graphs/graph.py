@@ -41,7 +41,7 @@ from graphs.ops.common import shape_text
 from graphs.ops.opdef import OpDef
 from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
-from planner.errors import ModelError, ShardplanError, did_you_mean, quote
+from planner.errors import ModelError, ShardplanError, clip, did_you_mean, quote
 from planner.ir import Mesh
 
 if TYPE_CHECKING:
@@ -389,7 +389,7 @@ class ComputationGraph:
                     if long.axes[: len(short.axes)] == short.axes and (short.is_open or short.axes == long.axes):
                         continue
                     raise self._error(
-                        f"shard_as group [{', '.join(group)}] cannot hold: tensor {quote(first.name)} is annotated "
+                        f"shard_as group [{', '.join(map(clip, group))}] cannot hold: tensor {quote(first.name)} is annotated "
                         f"{a.dims_text()}{_line(first.line)} and tensor {quote(other.name)} {b.dims_text()}"
                         f"{_line(other.line)}, which disagree on dimension {d} ({da} against {db}); make the "
                         "members' annotations agree, or annotate one member only", line)
