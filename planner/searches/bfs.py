@@ -68,6 +68,7 @@ from planner.model.ignored import ignored_annotations
 from planner.model.nodes import Model, OpNode
 from planner.model.problem import SearchProblem
 from planner.model.request import Request
+from planner.progress import SILENT, task
 from planner.searches import phased
 
 
@@ -291,7 +292,8 @@ def decide(m: Model, deadline: float | None = None, notes: list | None = None, r
     """``m`` decided by breadth-first propagation (a phase of :func:`search`; the deadline is not needed: BFS
     is linear in the model)."""
     try:
-        result = propagate_bfs(m)
+        with task(request.progress if request is not None else SILENT, "breadth-first propagation"):
+            result = propagate_bfs(m)
     except PlanningError as e:
         raise _located(e, m) from None
     return Decision(m, result.choice, result.parent, None, "bfs")
