@@ -90,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse already printed usage or help
         return int(e.code or 0)
     if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
+        commands = ", ".join(parser._command_parsers())
+        print(f"shardplan: error: give a command, one of {commands}; see shardplan --help", file=sys.stderr)
+        return EXIT_USER_ERROR
     if args.command in SMALL_ARRAY_COMMANDS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:

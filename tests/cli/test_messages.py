@@ -67,6 +67,7 @@ def test_every_user_error_of_the_corpus_is_one_line(path, capsys):
     (["simulate", FFN, "--seed", "x"], "simulate"),          # a value of the wrong type
     (["calibrate"], "calibrate"),
     (["describe"], "describe"),
+    ([], None),                                              # no command at all
     (["nosuch"], None),                                      # no such command
     (["--bogus"], None),
 ])
