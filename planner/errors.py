@@ -283,11 +283,18 @@ def one_line(message: str) -> str:
 _QUOTED = re.compile(r"""(?:^|(?<=[\s(\[{=,:]))(['"])(.*?)\1(?=$|[\s)\]},;:.?!])""")
 
 
+#: A word of a message too long to be anything but a value: no path (no ``/``), no space.
+_LONG_WORD = re.compile(r"[^\s/]{%d,}(?=\s|$)" % (QUOTE_CHARS + 5))  # + quotes and punctuation
+
+
 def _cut_quoted(message: str) -> str:
     """``message`` with every quoted value longer than :data:`QUOTE_CHARS` cut to that length, the net
-    under :func:`quote` for a value some message quoted with ``repr``.
+    under :func:`quote` for a value some message quoted with ``repr``; a word longer than that without a
+    ``/`` (a name printed without quotes; paths are kept whole) is cut too.
 
     >>> _cut_quoted("unknown op '" + "x" * 200 + "'; did you mean it?") == "unknown op '" + "x" * 75 + "...'; did you mean it?"
+    True
+    >>> _cut_quoted("inputs " + "a" * 200 + " and b") == "inputs " + "a" * 77 + "... and b"
     True
     """
     if len(message) <= QUOTE_CHARS:
@@ -297,4 +304,5 @@ def _cut_quoted(message: str) -> str:
         q, value = m.group(1), m.group(2)
         return m.group(0) if len(value) + 2 <= QUOTE_CHARS else f"{q}{value[: QUOTE_CHARS - 5]}...{q}"
 
-    return _QUOTED.sub(cut, message)
+    message = _QUOTED.sub(cut, message)
+    return _LONG_WORD.sub(lambda m: m.group(0)[: QUOTE_CHARS - 3] + "...", message)

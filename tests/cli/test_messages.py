@@ -116,6 +116,16 @@ def test_a_long_name_quoted_by_any_message_is_cut(tmp_path, capsys):
     assert all(len(q) <= QUOTE_CHARS for q in quoted(err))
 
 
+def test_a_long_name_printed_without_quotes_is_cut(tmp_path, capsys):
+    name = "a" * 1000  # (YAML allows keys of up to 1,024 characters)
+    model = tmp_path / "m.yaml"
+    model.write_text(f"name: m\nmesh: {{x: 2}}\ntensors:\n  {name}: {{shape: [8], kind: input}}\n"
+                     f"  b: {{shape: [4], kind: input}}\nops: []\nshard_as: [[{name}, b]]\n")
+    err = one_line_error(["plan", model], capsys)
+    assert "shard_as groups tensors of different shapes: aaa" in err and "but b is f32[4]" in err
+    assert "a" * QUOTE_CHARS not in err and str(model) in err  # the path is kept whole
+
+
 def test_the_command_line_cuts_a_value_some_message_quotes_with_repr(capsys, monkeypatch):
     """The net under quote(): a message that quotes a long value with repr still prints it cut."""
     from planner.cli import describe
