@@ -935,7 +935,7 @@ def _infeasible_message(problem: SearchProblem) -> str:
     if problem.fixed:
         parts.insert(0, "the fixed candidates")
     if problem.same:
-        parts.insert(0, "the equal-layout (same) groups")
+        parts.insert(0, "the shard_as groups (tensors laid out alike)")
     return f"no choice satisfies {' together with '.join(parts) or 'the constraints'}"
 
 
