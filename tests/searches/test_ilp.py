@@ -239,7 +239,7 @@ def test_conflicting_fixed_and_same_groups_raise():
     nodes = (Node("a", np.zeros(2)), Node("b", np.zeros(2)))
     same = ((0, np.array([0, 1]), 1, np.array([0, 1])),)
     for shrink in (False, True):
-        with pytest.raises(PlanningError, match="same.*fixed"):
+        with pytest.raises(PlanningError, match="shard_as groups.*fixed"):
             solve_ilp(SearchProblem(nodes, same=same, fixed={0: 0, 1: 1}), shrink=shrink)
 
 
