@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.errors import ClusterError
+from planner.errors import ClusterError, quote
 
 __all__ = ["DEFAULT_PRESET", "PRESETS_DIR", "preset_names", "preset_path"]
 
@@ -59,7 +59,7 @@ def preset_path(name: str) -> Path:
     names = preset_names()
     if name not in names:
         raise ClusterError(
-            f"unknown cluster preset {name!r}; the presets are {', '.join(names)} "
+            f"unknown cluster preset {quote(name)}; the presets are {', '.join(names)} "
             "(or give the path of a cluster YAML file)"
         )
     return PRESETS_DIR / f"{name}.yaml"

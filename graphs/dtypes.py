@@ -17,7 +17,7 @@ import difflib
 
 import numpy as np
 
-from planner.errors import ModelError, quote
+from planner.errors import QUOTE_CHARS, ModelError, quote
 
 #: Every dtype name, in the order the documentation lists them.
 DTYPES: tuple[str, ...] = ("f32", "bf16", "f16", "i32", "i64", "bool")
@@ -39,8 +39,11 @@ def check_dtype(name: object) -> str:
     """Return ``name`` if it is a known dtype, else raise :class:`ModelError` listing them."""
     if isinstance(name, str) and name in _ITEMSIZE:
         return name
-    close = _ALIASES.get(str(name).lower()) or difflib.get_close_matches(str(name), DTYPES, n=1)
+    lower = str(name)[:QUOTE_CHARS].lower()  # names are lower case: F32 means f32
+    close = ([lower] if lower in _ITEMSIZE else _ALIASES.get(lower)) or difflib.get_close_matches(lower, DTYPES, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
+    if lower in _ITEMSIZE:
+        hint = f": dtype names are lower case{hint}"
     raise ModelError(f"unknown dtype {quote(name)}{hint} (dtypes are {', '.join(DTYPES)})")
 
 

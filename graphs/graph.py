@@ -41,7 +41,7 @@ from graphs.ops.common import shape_text
 from graphs.ops.opdef import OpDef
 from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
-from planner.errors import ModelError, ShardplanError, did_you_mean, quote
+from planner.errors import ModelError, ShardplanError, clip, did_you_mean, quote
 from planner.ir import Mesh
 
 if TYPE_CHECKING:
@@ -373,8 +373,29 @@ class ComputationGraph:
                         f"but {spec.name} is {spec.type_text()}; tensors sharded alike need equal shapes",
                         line,
                     )
+            if key == "shard_as":
+                self._check_agree(group, line)
             out.append(group)
         return tuple(out)
+
+    def _check_agree(self, group: tuple[str, ...], line: int | None) -> None:
+        """The annotations of a shard_as group's members can end alike: per dimension, one member's axes
+        start the other's, and a closed dimension has all the axes the other gives it."""
+        annotated = [self.tensors[t] for t in group if self.tensors[t].sharding is not None]
+        for i, first in enumerate(annotated):
+            for other in annotated[i + 1:]:
+                a, b = first.sharding, other.sharding
+                if a.mesh.name != b.mesh.name:
+                    continue  # compared once both are on the planning mesh
+                for d, (da, db) in enumerate(zip(a.dims, b.dims)):
+                    short, long = (da, db) if len(da.axes) <= len(db.axes) else (db, da)
+                    if long.axes[: len(short.axes)] == short.axes and (short.is_open or short.axes == long.axes):
+                        continue
+                    raise self._error(
+                        f"shard_as group [{', '.join(map(clip, group))}] cannot hold: tensor {quote(first.name)} is annotated "
+                        f"{a.dims_text()}{_line(first.line)} and tensor {quote(other.name)} {b.dims_text()}"
+                        f"{_line(other.line)}, which disagree on dimension {d} ({da} against {db}); make the "
+                        "members' annotations agree, or annotate one member only", line)
 
     def _networkx(self) -> nx.DiGraph:
         import networkx as nx
@@ -505,3 +526,7 @@ class ComputationGraph:
 
 def _rebuild(args: tuple, kwargs: dict) -> ComputationGraph:
     return ComputationGraph(*args, **kwargs)
+
+
+def _line(line: int | None) -> str:
+    return f" (line {line})" if line is not None else ""

@@ -28,7 +28,7 @@ from graphs.graph_builder import GraphBuilder
 from graphs.pipeline_spec import read_pipeline
 from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
 from graphs.yaml_lines import LineDict, LineList, parse_yaml, plain
-from planner.errors import ModelError, did_you_mean, quote
+from planner.errors import QUOTE_CHARS, ModelError, did_you_mean, quote
 from planner.files import read_text
 
 #: Every top-level key of a model file.
@@ -247,6 +247,11 @@ class _Reader:
             return
         if not isinstance(groups, LineList):
             raise self.error(f"`{key}` must be a list of groups like [[h1, h3]]", self.doc.line_of(key))
+        if groups and all(isinstance(g, str) for g in groups):  # one group written without its brackets
+            names = ", ".join(groups)
+            fix = f"[[{names}]]" if len(names) <= QUOTE_CHARS else "[[a, b], [c, d]]"
+            raise self.error(f"`{key}` is a list of groups, each a list of tensors sharded alike, not a list of "
+                             f"tensors: write {key}: {fix}", self.doc.line_of(key))
         for i, group in enumerate(groups):
             line = groups.line_of(i)
             add(*self._names(group, f"a {key} group", line), line=line)

@@ -89,7 +89,15 @@ _LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
 def parse_yaml(text: str, source: str = "<string>") -> Any:
     """Parse one YAML document safely, recording lines (see the module docstring)."""
-    loader = _LineLoader(text, source)
+    try:
+        loader = _LineLoader(text, source)  # PyYAML's reader refuses control characters here, before parsing
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - text.rfind("\n", 0, e.position)
+        code = e.character if isinstance(e.character, int) else ord(e.character)
+        raise ModelError(f"the file holds the control character U+{code:04X} at column {column}, which YAML does not "
+                         f"allow; remove it, or write it as an escape in a double-quoted string "
+                         f"(\"\\u{code:04x}\")", where=f"{source}:{line}") from None
     try:
         return loader.get_single_data()
     except yaml.MarkedYAMLError as e:

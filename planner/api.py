@@ -41,7 +41,7 @@ from planner.model.mesh_override import with_model_types
 from planner.model.options import OUTPUT_LAYOUTS, Options
 from planner.model.phases import parse_per_phase
 from planner.model.request import Request
-from planner.progress import Progress, as_progress
+from planner.progress import Progress, as_progress, task
 from planner.partitioning.schedule import MODES as OVERLAPS
 from planner.report import Plan, make_plan
 from planner.searches import DEFAULT_SEARCH, SEARCHES, search_named
@@ -172,7 +172,8 @@ def plan(
     for note in notes:
         warnings.warn(note, PlanWarning, stacklevel=2)
     progress.stage("lowering the plan")
-    return make_plan(replace(decision, notes=(*model_notes, *notes)))
+    with task(progress, "lowering and costing the plan"):
+        return make_plan(replace(decision, notes=(*model_notes, *notes)))
 
 
 def _memory_notes(decision: Decision, cluster: Cluster) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from planner.api import PlanWarning, load, plan
 from planner.caches import clear_caches
+from planner.progress import as_progress, prefixed
 
 COMPARED = ("propagate", "bfs", "ilp")
 
@@ -68,13 +69,16 @@ def compare(model: Any, *, searches=COMPARED, propagation: str = "user-priority"
     """Plan ``model`` with each of ``searches`` under the same ``options`` (those of :func:`planner.api.plan`)."""
     graph = load(model)
     plans, seconds, notes = {}, {}, {}
-    for search in searches:
+    progress = as_progress(options.pop("progress", None))
+    for k, search in enumerate(searches):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PlanWarning)
             clear_caches()  # each search starts cold: no search reuses the tables another built
             t0 = time.perf_counter()
             extra = {"propagation": propagation} if search == "propagate" else {}
-            plans[search] = plan(graph, search=search, **options, **extra)
+            # every line and bar says which search runs: "ilp (3 of 3): cost tables"
+            heard = prefixed(progress, f"{search} ({k + 1} of {len(searches)})")
+            plans[search] = plan(graph, search=search, progress=heard, **options, **extra)
             seconds[search] = time.perf_counter() - t0
         notes[search] = tuple(str(w.message) for w in caught)
     ilp = plans.get("ilp")

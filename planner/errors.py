@@ -18,6 +18,8 @@ issued with :func:`warnings.warn`); the CLI prints them on stderr unless ``--qui
 
 from __future__ import annotations
 
+import re
+
 
 class ShardplanError(Exception):
     """Base class of every error caused by user input (a file, a flag, a sharding).
@@ -230,9 +232,77 @@ def quote(value: object, limit: int = QUOTE_CHARS) -> str:
     r = reprlib.Repr()
     r.maxlevel, r.maxstring, r.maxother = 3, limit, limit
     r.maxlist = r.maxtuple = r.maxdict = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 6
-    text = r.repr(value)
+    text = escape_controls(r.repr(value))
     if isinstance(value, (list, tuple, dict, set)) and len(value) > 6:
         text += f" ({len(value)} items)"
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    r"""``text`` as the user wrote it in one of our notations (a sharding, a mesh), without the quotes
+    :func:`quote` adds: control characters escaped, cut to ``limit`` characters.
+
+    >>> clip('[{"x"}, {}]')
+    '[{"x"}, {}]'
+    >>> clip('[{"x\x1b[31m"}]')
+    '[{"x\\x1b[31m"}]'
+    >>> len(clip("a" * 1000))
+    80
+    """
+    text = escape_controls(str(text)[: 4 * limit])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with every control or format character (a terminal's escape sequences, a newline, a
+    right-to-left override) written as a Python escape, so that echoing a user's value cannot
+    change the terminal or split the message over lines.
+
+    >>> escape_controls("a\x1b[31mb\nc\u202ed")
+    'a\\x1b[31mb\\nc\\u202ed'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def one_line(message: str) -> str:
+    r"""A message as the command prints it: on one line (a line break and the indentation after it
+    become one space) and with control characters escaped (:func:`escape_controls`).
+
+    >>> one_line("cannot parse x:\n  [{\x1b}]")
+    'cannot parse x: [{\\x1b}]'
+    """
+    return _cut_quoted(escape_controls(" ".join(part.strip() for part in message.splitlines() if part.strip())))
+
+
+#: A value quoted in a message: a quote that opens after a space or bracket (not an apostrophe inside a
+#: word), up to the same quote before a space, a bracket or punctuation.
+_QUOTED = re.compile(r"""(?:^|(?<=[\s(\[{=,:]))(['"])(.*?)\1(?=$|[\s)\]},;:.?!])""")
+
+
+#: A word of a message too long to be anything but a value: no path (no ``/``), no space.
+_LONG_WORD = re.compile(r"[^\s/]{%d,}(?=\s|$)" % (QUOTE_CHARS + 5))  # + quotes and punctuation
+
+
+def _cut_quoted(message: str) -> str:
+    """``message`` with every quoted value longer than :data:`QUOTE_CHARS` cut to that length, the net
+    under :func:`quote` for a value some message quoted with ``repr``; a word longer than that without a
+    ``/`` (a name printed without quotes; paths are kept whole) is cut too.
+
+    >>> _cut_quoted("unknown op '" + "x" * 200 + "'; did you mean it?") == "unknown op '" + "x" * 75 + "...'; did you mean it?"
+    True
+    >>> _cut_quoted("inputs " + "a" * 200 + " and b") == "inputs " + "a" * 77 + "... and b"
+    True
+    """
+    if len(message) <= QUOTE_CHARS:
+        return message
+
+    def cut(m: re.Match) -> str:
+        q, value = m.group(1), m.group(2)
+        return m.group(0) if len(value) + 2 <= QUOTE_CHARS else f"{q}{value[: QUOTE_CHARS - 5]}...{q}"
+
+    message = _QUOTED.sub(cut, message)
+    return _LONG_WORD.sub(lambda m: m.group(0)[: QUOTE_CHARS - 3] + "...", message)

@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping
 
 from planner.errors import BaselineError, GateError, quote  # the errors are defined there; re-exported here
 from planner.files import read_text, write_output
-from graphs import load_model
+from graphs import ComputationGraph, load_model
 from planner.api import SEARCHES, plan
 
 FORMAT_VERSION = 1
@@ -131,15 +131,16 @@ def _from_stored(baseline_path: str | os.PathLike, key: str) -> str:
 
 # -- measuring ----------------------------------------------------------------------------------------
 
-def measure(model: str | os.PathLike, search: str = "bfs", training: bool = False) -> dict:
-    """Plan ``model`` (a YAML path) and return what the plan communicates.
+def measure(model: str | os.PathLike | ComputationGraph, search: str = "bfs", training: bool = False) -> dict:
+    """Plan ``model`` (a YAML path, or a model already loaded) and return what the plan communicates.
 
     ``{"comm_bytes_per_device": int, "comm_time_s": float, "collectives": {kind: count}}``,
     the counts over every redistribution and gradient reduction, ``Slice`` excluded,
     kinds in alphabetical order and absent when zero. Plans are deterministic, so the
     same model, search and flag always measure the same.
     """
-    program = plan(load_model(model), search=search, training=training).program
+    graph = model if isinstance(model, ComputationGraph) else load_model(model)
+    program = plan(graph, search=search, training=training).program
     return {
         "comm_bytes_per_device": int(program.comm_bytes_per_device()),
         "comm_time_s": float(program.comm_time_s()),

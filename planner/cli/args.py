@@ -113,6 +113,24 @@ def repeat_count(text: str) -> int:
     return value
 
 
+def device_count(text: str) -> int:
+    """``--devices``: a number of devices, an integer >= 1 (an ``argparse`` type).
+
+    >>> device_count("8")
+    8
+    """
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{quote(text)} is not a number of devices, e.g. 8") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} devices: a mesh has at least one device; give --devices N with "
+                                         "N >= 1, or leave it out to use the plan's mesh size")
+    return value
+
+
 def parse_dtype(text: str) -> str:
     if text not in DTYPES:
         raise ParseError(f"unknown dtype {quote(text)}; use one of {', '.join(DTYPES)}")

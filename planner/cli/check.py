@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from planner.gate import Baseline, Row
 
 GATE = "communication-cost gate"
+STDIN = "-"
+"""The MODEL argument that reads a model from standard input; the baseline names that model ``-``."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "2 on a user error. --update rewrites the baseline with the measured values instead.",
     )
     p.add_argument("models", nargs="*", metavar="MODEL.yaml",
-                   help="model files to check (default: every model the baseline lists)")
+                   help="model files to check, - for one on standard input (default: every model the baseline "
+                   "lists)")
     p.add_argument("--baseline", required=True, metavar="FILE", help="baseline JSON file, e.g. configs/baselines.json")
     p.add_argument("--search", choices=SEARCHES,
                    help="the search to plan with; must be the baseline's (default: the baseline's, or auto for a new "
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = _existing_baseline(args.baseline, args.update)
     if args.search is None:
         args.search = baseline.search if baseline is not None else SEARCHES[0]
-    models, removed = _models(args, baseline)
+    models, removed, given = _models(args, baseline)
     if baseline is not None and not args.update:
         check_compatible(baseline, args.search, args.training)
         unknown = [m for m in models if m not in baseline.models]
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 where=args.baseline,
             )
 
-    measured = _measure_all(models, args.search, args.training, args.progress)
+    measured = _measure_all(models, args.search, args.training, args.progress, given)
     known = {m: v for m, v in measured.items() if baseline is not None and m in baseline.models}
     added = [m for m in measured if m not in known]
     rows = compare(baseline, known, tolerance) if known else []
@@ -132,20 +135,27 @@ def _existing_baseline(path: str, update: bool) -> Baseline | None:
     return load_baseline(path)
 
 
-def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[str], list[str]]:
-    """``(models to measure, baseline entries to drop)``; every model file must exist."""
+def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[str], list[str], dict]:
+    """``(models to measure, baseline entries to drop, models already read)``; every model file must exist.
+
+    ``-`` is the model on standard input, read once; the baseline knows it as ``-``."""
+    from planner.cli.args import model_argument
     from planner.gate import GateError, model_path
 
     if args.models:
-        models = list(dict.fromkeys(model_path(m) for m in args.models))
+        models = list(dict.fromkeys(m if m == STDIN else model_path(m) for m in args.models))
         for m in models:
-            if not os.path.exists(m):
+            if m != STDIN and not os.path.exists(m):
                 raise GateError(f"model file {m} does not exist")
         from graphs import load_model
 
+        given = {}
         for m in models:  # a folder or a broken model file is reported as such, before it is looked up in the baseline
-            load_model(m)
-        return models, []
+            if m == STDIN:
+                given[m] = model_argument(m)
+            else:
+                load_model(m)
+        return models, [], given
     if baseline is None:
         raise GateError(f"no models to measure: give the model files, e.g. shardplan check configs/*.yaml "
                         f"--baseline {args.baseline} --update")
@@ -157,10 +167,11 @@ def _models(args: argparse.Namespace, baseline: Baseline | None) -> tuple[list[s
             "--update (and no model arguments) to drop " + ("it" if len(gone) == 1 else "them"),
             where=args.baseline,
         )
-    return [m for m in models if m not in gone], gone
+    return [m for m in models if m not in gone], gone, {}
 
 
-def _measure_all(models: list[str], search: str, training: bool, progress) -> dict[str, dict]:
+def _measure_all(models: list[str], search: str, training: bool, progress, given: dict) -> dict[str, dict]:
+    """What each model's plan communicates; ``given`` holds the models already read (standard input)."""
     from planner.errors import ShardplanWarning
     from planner.gate import measure
     from planner.progress import counted
@@ -170,7 +181,7 @@ def _measure_all(models: list[str], search: str, training: bool, progress) -> di
         progress.stage(f"planning {m}")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ShardplanWarning)
-            measured[m] = measure(m, search=search, training=training)
+            measured[m] = measure(given.get(m, m), search=search, training=training)
         for w in caught:  # said again with the model's name; the command's reporter prints them
             if issubclass(w.category, ShardplanWarning):
                 warnings.warn(f"{m}: {w.message}", w.category)

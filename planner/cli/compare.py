@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "plan's objective, communication, collectives by kind, memory, time to plan and gap to the ILP optimum.",
     )
     p.add_argument("model", help="model YAML file (- for standard input)")
-    planning_options(p)
+    planning_options(p, searched=False)
     p.add_argument("--format", choices=("table", "json", "svg", "html"), default="table",
                    help="table (default), json, svg (a chart: communication bytes, time and objective per search) "
                    "or html (a page with the chart and the table)")

@@ -24,7 +24,7 @@ from planner.cli.status import (  # noqa: F401  (re-exported: the statuses are m
     EXIT_OK,
     EXIT_USER_ERROR,
 )
-from planner.errors import OutputError, ShardplanError
+from planner.errors import OutputError, ShardplanError, one_line
 from planner.files import STDOUT
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
@@ -39,8 +39,32 @@ COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, calibrate
 SMALL_ARRAY_COMMANDS = ("import-jax", "describe", "graph", "plan", "reshard", "compare", "export")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line like every other bad input: the message and where to read
+    the usage (``shardplan plan: error: argument --search: invalid choice: ...; see shardplan plan --help``),
+    not the usage first. Each command's own parser (``add_parser`` makes them of this class too) names
+    arguments it does not know."""
+
+    def error(self, message: str):
+        print(f"{self.prog}: error: {one_line(message)}; see {self.prog} --help", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+
+    def parse_args(self, args=None, namespace=None):
+        known, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self._command_parsers().get(getattr(known, "command", None), self)
+            command.error(f"unrecognized arguments: {' '.join(extra)}")
+        return known
+
+    def _command_parsers(self) -> dict:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shardplan",
         description="Plan how to shard a model over a device mesh, explain the plan, and prove it\n"
         "on a numpy device simulator.",
@@ -66,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse already printed usage or help
         return int(e.code or 0)
     if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
+        commands = ", ".join(parser._command_parsers())
+        print(f"shardplan: error: give a command, one of {commands}; see shardplan --help", file=sys.stderr)
+        return EXIT_USER_ERROR
     if args.command in SMALL_ARRAY_COMMANDS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
@@ -75,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShardplanError as e:
         if isinstance(e, OutputError) and e.where == STDOUT:
             _drop_stdout()
-        print(f"shardplan {args.command}: error: {e}", file=sys.stderr)
+        print(f"shardplan {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:  # the reader went away (| head): not an error
         _drop_stdout()
@@ -114,7 +139,7 @@ def _debug() -> bool:
 
 def _one_line(e: BaseException) -> str:
     """``Type: message`` on one line (the type names the bug for a report)."""
-    message = " ".join(str(e).split())
+    message = one_line(str(e))
     return f"{type(e).__name__}: {message}" if message else type(e).__name__
 
 

@@ -73,7 +73,7 @@ def reported(run: Callable[[Any], int], args: Any, stream=None) -> int:
     a warning never changes the exit status.
     """
     from planner.cli.terminal import Terminal
-    from planner.errors import ShardplanWarning
+    from planner.errors import ShardplanWarning, one_line
 
     stream = sys.stderr if stream is None else stream
     quiet, verbose = bool(getattr(args, "quiet", False)), bool(getattr(args, "verbose", False))
@@ -88,7 +88,7 @@ def reported(run: Callable[[Any], int], args: Any, stream=None) -> int:
             default_show(message, category, filename, lineno, file, line)
         elif not quiet and str(message) not in shown:
             shown.add(str(message))
-            terminal.line(f"{prefix}: warning: {message}")
+            terminal.line(f"{prefix}: warning: {one_line(str(message))}")
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", ShardplanWarning)

@@ -27,11 +27,12 @@ def plan_options(p: argparse.ArgumentParser) -> None:
     planning_options(p)
 
 
-def planning_options(p: argparse.ArgumentParser) -> None:
-    """The options of how to plan, shared by plan, explain, simulate and compare."""
+def planning_options(p: argparse.ArgumentParser, *, searched: bool = True) -> None:
+    """The options of how to plan, shared by plan, explain, simulate and compare (``searched=False``: the
+    command has no --search, it runs every search)."""
     p.add_argument("--propagation", choices=PASSES, default="user-priority",
-                   help="with --search propagate: the pass, each building on the previous: basic, aggressive, "
-                   "op-priority, user-priority (default)")
+                   help=f"{'with --search propagate' if searched else 'for the propagate search'}: the pass, each "
+                   "building on the previous: basic, aggressive, op-priority, user-priority (default)")
     p.add_argument("--mesh", help="plan on this mesh instead of the model's (same number of devices)")
     p.add_argument("--cluster", metavar="PRESET|FILE", help="cluster preset or YAML file (default: the model's, else default)")
     p.add_argument("--training", action="store_true",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from planner.cli.args import command_options, repeat_count
+from planner.cli.args import command_options, device_count, repeat_count
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.cli.output import json_document, write_text
 from planner.text_table import table
@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file")
     p.add_argument("--engine", choices=ENGINES, default="jax", help="the engine to run on (default jax)")
-    p.add_argument("--devices", type=int, metavar="N",
+    p.add_argument("--devices", type=device_count, metavar="N",
                    help="devices to run on (default: the plan's mesh size; must equal it)")
     plan_options(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")

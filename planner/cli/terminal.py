@@ -42,6 +42,7 @@ class Terminal(Progress):
         self.stream, self.bar, self.verbose, self.prefix = stream, bar, verbose, prefix
         self.started = time.monotonic()
         self.label: str | None = None
+        self.detail_text = ""  # what the open task last said about itself
         self.stage_text = ""
         self.total: int | None = None
         self.done = 0
@@ -63,6 +64,7 @@ class Terminal(Progress):
         with self._lock:
             self._stop_spinner()
             self.label, self.total, self.done = label, total, 0
+            self.detail_text = ""
             self.task_started = time.monotonic()
             self._draw(force=True)
             if total is None and self.bar:
@@ -80,9 +82,15 @@ class Terminal(Progress):
             if self.label is not None and self.verbose:
                 took = format_seconds(time.monotonic() - self.task_started)
                 count = f"{self.done:,} of {self.total:,}, " if self.total is not None else ""
-                self.line(f"{self.prefix}: {self.label}: {count}done in {took}")
+                detail = f" ({self.detail_text})" if self.detail_text else ""
+                self.line(f"{self.prefix}: {self.label}: {count}done in {took}{detail}")
             self._clear()
             self.label = None
+
+    def detail(self, text: str) -> None:
+        with self._lock:
+            self.detail_text = text
+            self._draw()
 
     # -- lines and the bar -----------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -103,7 +111,8 @@ class Terminal(Progress):
         """The bar (or spinner) line for the open task at time ``now``, without the carriage return."""
         elapsed = format_seconds(now - self.task_started)
         if self.total is None:
-            return f"{self.prefix}: {self.label} {SPINNER[self.spins % len(SPINNER)]} {elapsed}"
+            detail = f"  {self.detail_text}" if self.detail_text else ""
+            return f"{self.prefix}: {self.label} {SPINNER[self.spins % len(SPINNER)]} {elapsed}{detail}"
         total = max(self.total, 1)
         filled = min(BAR_WIDTH, BAR_WIDTH * self.done // total)
         bar = "#" * filled + "." * (BAR_WIDTH - filled)

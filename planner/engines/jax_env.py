@@ -63,6 +63,9 @@ def ensure_devices(n: int, mesh_size: int):
     imported (and initialised) with fewer devices than needed.
     """
     require_jax()
+    if n < 1:
+        raise EngineError(f"--devices {n}: a mesh has at least one device; give --devices {mesh_size}, the plan's "
+                          "mesh size, or leave it out")
     if n != mesh_size:
         raise EngineError(f"--devices {n} does not match the plan's mesh of {mesh_size} devices: run with "
                           f"--devices {mesh_size} (or plan on a mesh of {n} devices with --mesh)")

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from planner.errors import MeshError, quote
+from planner.errors import MeshError, clip, quote
 from planner.limits import check_mesh_size
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -147,7 +147,7 @@ class Mesh:
             return self._index[name]
         except KeyError:
             raise MeshError(
-                f'axis "{name}" is not in mesh @{self.name} (its axes are {", ".join(self.axis_names)})'
+                f'axis "{clip(name)}" is not in mesh @{self.name} (its axes are {", ".join(self.axis_names)})'
             ) from None
 
     def axis_size(self, name: str) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Sequence
 
-from planner.errors import MeshError, ParseError, ShardingError, quote
+from planner.errors import QUOTE_CHARS, MeshError, ParseError, ShardingError, clip, quote
 from planner.limits import read_int
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh, MeshAxis
@@ -70,8 +70,11 @@ class _Tokens:
         self.i = 0
 
     def _error(self, col: int, message: str) -> ParseError:
-        pointer = " " * col + "^"
-        return ParseError(f"cannot parse {self.what} at column {col + 1}: {message}\n  {self.text}\n  {pointer}")
+        """The error at column ``col`` (0-based), on one line: the text around the column is quoted,
+        ``...`` where a long text is cut."""
+        start = max(0, col - QUOTE_CHARS // 2)
+        around = ("..." if start else "") + clip(self.text[start:], QUOTE_CHARS)
+        return ParseError(f"cannot parse {self.what} at column {col + 1}: {message} (in {around})")
 
     def peek(self, offset: int = 0) -> tuple[str, str, int] | None:
         j = self.i + offset
@@ -310,7 +313,7 @@ def parse_sharding(
     try:
         return TensorSharding(mesh, tuple(dims), replicated, unreduced)
     except ShardingError as e:
-        raise ShardingError(f"{what} {text.strip()}: {e.message}") from None
+        raise ShardingError(f"{what} {clip(text.strip())}: {e.message}") from None
 
 
 def parse_axis_ref(text: str) -> AxisRef:

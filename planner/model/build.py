@@ -24,7 +24,7 @@ from planner.model.options import OUTPUT_LAYOUTS, Options
 from planner.model.phases import restrict_annotation, restrict_factor_axes
 from planner.model.problem import SearchProblem
 from planner.model.tables import data_edge, fanout_edge, node_costs, same_groups
-from planner.progress import SILENT, Progress, task
+from planner.progress import SILENT, Progress, counted, task
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
 from graphs.gradients import requires_grad
@@ -100,7 +100,8 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     nodes: list[PlanNode] = []
     op_index: dict[str, int] = {}
     variance = manual_variance(graph) if graph.manual_regions else {}
-    for op in graph.ops:
+    progress = progress or SILENT
+    for op in counted(progress, "strategies", graph.ops):
         op_index[op.name] = len(nodes)
         node = _op_node(graph, op, mesh, pieces, annotations, user_strategies, options)
         if variance:
@@ -133,7 +134,6 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     stub = Model(graph, mesh, cluster, options, pieces, nodes_t, flows, SearchProblem(()), MappingProxyType(needs),
                  MappingProxyType(annotations), MappingProxyType(op_index), MappingProxyType(source_index),
                  MappingProxyType(private))
-    progress = progress or SILENT
     with task(progress, "cost tables", len(nodes_t) + len(flows)):
 
         def tick(item):

@@ -61,13 +61,14 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from planner.errors import PlanningError
+from planner.errors import PlanningError, quote
 from planner.model.annotations import default_annotations, has_user_annotations, satisfies
 from planner.model.decision import Decision
 from planner.model.ignored import ignored_annotations
 from planner.model.nodes import Model, OpNode
 from planner.model.problem import SearchProblem
 from planner.model.request import Request
+from planner.progress import SILENT, task
 from planner.searches import phased
 
 
@@ -153,11 +154,13 @@ def bfs(
             room = problem.memory_budget - used_memory - (remaining_min - min_memory[v])
             allowed &= node.memory <= room * (1 + 1e-9)
         if not allowed.any():
-            raise PlanningError(
+            error = PlanningError(
                 f"breadth-first propagation found no candidate for {node.name} that satisfies its "
                 "constraints (shard_as, pinned strategies, memory budget) given its decided neighbours; "
                 "try --search ilp"
             )
+            error.node = v  # decide() names it as the model does, with its file and line
+            raise error
         total = np.where(allowed, total, np.inf)
         best = total.min()
         ties = np.flatnonzero(np.isclose(total, best, rtol=1e-9, atol=0.0) & allowed)
@@ -288,8 +291,27 @@ def _prefer(m: Model):
 def decide(m: Model, deadline: float | None = None, notes: list | None = None, request: Request | None = None) -> Decision:
     """``m`` decided by breadth-first propagation (a phase of :func:`search`; the deadline is not needed: BFS
     is linear in the model)."""
-    result = propagate_bfs(m)
+    try:
+        with task(request.progress if request is not None else SILENT, "breadth-first propagation"):
+            result = propagate_bfs(m)
+    except PlanningError as e:
+        raise _located(e, m) from None
     return Decision(m, result.choice, result.parent, None, "bfs")
+
+
+def _located(error: PlanningError, m: Model) -> PlanningError:
+    """``error`` about node ``error.node`` of ``m``, naming it as the model does (op 'x', tensor 'b'), with
+    the file and line that define it."""
+    v = getattr(error, "node", None)
+    if v is None:
+        return error
+    node, graph = m.nodes[v], m.graph
+    if isinstance(node, OpNode):
+        what, line = f"op {quote(node.name)}", graph.op(node.name).line
+    else:
+        what, line = f"tensor {quote(node.tensor)}", graph.tensor(node.tensor).line
+    located = PlanningError(error.message.replace(f"for {m.problem.nodes[v].name} ", f"for {what} ", 1))
+    return located.located(f"{graph.source}:{line}") if graph.source and line is not None else located
 
 
 def decide_fixed(m: Model) -> Decision:

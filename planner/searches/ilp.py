@@ -126,13 +126,13 @@ from typing import Callable
 
 import numpy as np
 
-from costmodels.units import format_bytes
+from costmodels.units import format_bytes, format_seconds
 from planner.errors import PlanningError
 from planner.model.decision import Decision, SolverReport
 from planner.model.ignored import ignored_annotations
 from planner.model.nodes import Model
 from planner.model.request import Request
-from planner.progress import task
+from planner.progress import SILENT, Progress, task
 from planner.searches import bfs, elimination, phased
 from planner.searches.shrink import with_shrink_hints
 from planner.model.problem import Edge, Fanout, SearchProblem
@@ -162,7 +162,7 @@ class IlpResult:
 
 
 def solve_ilp(problem: SearchProblem, *, time_limit: float | None = None, solver: str = "auto",
-              shrink: bool = True) -> IlpResult:
+              shrink: bool = True, progress: Progress | None = None) -> IlpResult:
     """Solve ``problem`` to optimality (or until ``time_limit`` seconds) with an ILP.
 
     With ``shrink`` (the default) followers are folded (exact) and repeated layers
@@ -175,20 +175,28 @@ def solve_ilp(problem: SearchProblem, *, time_limit: float | None = None, solver
     Raises :class:`~planner.errors.PlanningError` when no choice is feasible,
     :class:`SolverFailed` when the solver stops without a solution, and
     ``PlanningError`` for an unknown or unavailable ``solver``.
+
+    ``progress`` hears a task per step: reading the cost tables, then the solver that runs, by name
+    (``elimination``, ``HiGHS``, ``CBC``), with HiGHS's best bound and gap as it reports them.
     """
+    progress = progress or SILENT
     backend = _backend(solver)
     deadline = None if time_limit is None else time.monotonic() + time_limit
     if not problem.nodes:
         return IlpResult((), 0.0, SolverReport(backend.name, "empty problem", True, 0.0, 0.0, 0, 0, 0))
-    problem = problem.dense()  # the ILP reads every cell of every cost table
+    with task(progress, "ILP: reading the cost tables"):
+        problem = problem.dense()  # the ILP reads every cell of every cost table
     _check_memory_lower_bound(problem)
+    label = "ILP solve" if shrink else "ILP solve, whole problem"
     try:
-        return _solve(problem, _reduce(problem, fold=shrink, tie=shrink), backend, time_limit, deadline)
+        return _solve(problem, _reduce(problem, fold=shrink, tie=shrink), backend, time_limit, deadline,
+                      progress, label)
     except _Infeasible as first:
         if not (shrink and first.tied):
             raise PlanningError(_infeasible_message(problem)) from None
     try:
-        return _solve(problem, _reduce(problem, fold=True, tie=False), backend, time_limit, deadline)
+        return _solve(problem, _reduce(problem, fold=True, tie=False), backend, time_limit, deadline,
+                      progress, f"{label}, layers untied")
     except _Infeasible:
         raise PlanningError(_infeasible_message(problem)) from None
 
@@ -581,6 +589,16 @@ class _Outcome:
     infeasible: bool
     gap: float | None
     time_s: float
+    bound: float | None = None  # the solver's best (dual) bound on the objective, in model units
+
+
+def _bound_text(bound: float | None, gap: float | None) -> str:
+    """``best bound 1.23 ms, gap 0.50%`` as the MIP solver reports them (its bound is in model units)."""
+    parts = []
+    if bound is not None and math.isfinite(bound):
+        parts.append(f"best bound {format_seconds(max(bound, 0.0) / COST_SCALE)}")
+    parts.append(f"gap {100 * gap:.2f}%" if gap is not None and math.isfinite(gap) else "no plan yet")
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -589,28 +607,33 @@ class _Backend:
     to the MIP solver of ``auto`` when ``hand_over``."""
 
     name: str
-    run: Callable[[pulp.LpProblem, float | None], _Outcome] | None
+    run: Callable[[pulp.LpProblem, float | None, Progress], _Outcome] | None
     eliminate: bool = False
     hand_over: bool = False
 
 
 def _solve(problem: SearchProblem, data: _Data, backend: _Backend, time_limit: float | None,
-           deadline: float | None) -> IlpResult:
+           deadline: float | None, progress: Progress = SILENT, label: str = "ILP solve") -> IlpResult:
     """Solve ``data`` by variable elimination where it can, else build its model and run the MIP solver
-    until ``deadline`` at most."""
+    until ``deadline`` at most; ``progress`` hears a task named for the solver that runs."""
     if backend.eliminate:
-        solved = _eliminate(problem, data, fallback=backend.hand_over)
+        with task(progress, f"{label} ({ELIMINATION})"):
+            solved = _eliminate(problem, data, fallback=backend.hand_over)
         if solved is not None:
             return solved
         backend = _mip_backend("auto")
-    model = _build_model(data)
-    left = None if deadline is None else deadline - time.monotonic()
-    if left is not None and left <= 0:
-        report = SolverReport(backend.name, "not run", False, None, 0.0, model.problem.numVariables(),
-                              model.problem.numConstraints(), len(data.cost), data.tied)
-        raise SolverFailed(f"{backend.name} stopped without a solution: the time limit ({time_limit:.3g} s) ran out "
-                           "while its cost tables and model were built, before it started", report=report)
-    outcome = backend.run(model.problem, left)
+    with task(progress, f"{label} ({backend.name})"):
+        progress.detail("building the model")
+        model = _build_model(data)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            report = SolverReport(backend.name, "not run", False, None, 0.0, model.problem.numVariables(),
+                                  model.problem.numConstraints(), len(data.cost), data.tied)
+            raise SolverFailed(f"{backend.name} stopped without a solution: the time limit ({time_limit:.3g} s) ran "
+                               "out while its cost tables and model were built, before it started", report=report)
+        progress.detail("solving")
+        outcome = backend.run(model.problem, left, progress)
+        progress.detail(_bound_text(outcome.bound, outcome.gap))
     report = SolverReport(backend.name, outcome.status, outcome.optimal, outcome.gap, outcome.time_s,
                           model.problem.numVariables(), model.problem.numConstraints(), len(data.cost), data.tied)
     if outcome.infeasible:
@@ -747,20 +770,45 @@ def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
     return tuple(int(data.pick[i][picked[o]]) for i, o in enumerate(data.owner))
 
 
-def _run_highs(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
+def _run_highs(model: pulp.LpProblem, time_limit: float | None, progress: Progress = SILENT) -> _Outcome:
     _pulp()
-    solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1)
+    import highspy
+
+    kinds = highspy.cb.HighsCallbackType
+    listen = {} if progress is SILENT else {  # nobody listens: HiGHS runs without calling back into Python
+        "callbackTuple": (_highs_listener(progress), None),
+        "callbacksToActivate": [kinds.kCallbackMipImprovingSolution, kinds.kCallbackMipInterrupt]}
+    solver = pulp.HiGHS(msg=False, timeLimit=time_limit, gapRel=0.0, gapAbs=0.0, threads=1, **listen)
     start = time.perf_counter()
     with _quiet_stdout():
         model.solve(solver)
     elapsed = time.perf_counter() - start
     highs = model.solverModel
     status = highs.modelStatusToString(highs.getModelStatus())
-    gap = highs.getInfo().mip_gap
-    return _outcome(model, status, gap if math.isfinite(gap) else None, elapsed)
+    info = highs.getInfo()
+    gap, bound = info.mip_gap, info.mip_dual_bound
+    outcome = _outcome(model, status, gap if math.isfinite(gap) else None, elapsed)
+    return replace(outcome, bound=bound if math.isfinite(bound) else None)
 
 
-def _run_cbc(model: pulp.LpProblem, time_limit: float | None) -> _Outcome:
+def _highs_listener(progress: Progress, every_s: float = 0.1):
+    """A HiGHS callback that tells ``progress`` the best bound and gap HiGHS reports while it branches: at
+    once for each better plan it finds, else at most every ``every_s`` seconds."""
+    import highspy
+
+    improving = int(highspy.cb.HighsCallbackType.kCallbackMipImprovingSolution)
+    last = [0.0]
+
+    def listen(kind, message, out, into, user_data) -> None:
+        now = time.monotonic()
+        if int(kind) == improving or now - last[0] >= every_s:
+            last[0] = now
+            progress.detail(_bound_text(out.mip_dual_bound, out.mip_gap))
+
+    return listen
+
+
+def _run_cbc(model: pulp.LpProblem, time_limit: float | None, progress: Progress = SILENT) -> _Outcome:
     _pulp()
     with tempfile.TemporaryDirectory(prefix="shardplan-cbc-") as tmp:
         log_path = os.path.join(tmp, "cbc.log")
@@ -887,7 +935,7 @@ def _infeasible_message(problem: SearchProblem) -> str:
     if problem.fixed:
         parts.insert(0, "the fixed candidates")
     if problem.same:
-        parts.insert(0, "the equal-layout (same) groups")
+        parts.insert(0, "the shard_as groups (tensors laid out alike)")
     return f"no choice satisfies {' together with '.join(parts) or 'the constraints'}"
 
 
@@ -919,7 +967,13 @@ def decide(m: Model, deadline: float | None, notes: list[str], request: Request)
     """``m`` decided by the ILP, run until ``deadline`` (``time.monotonic()``; None: no limit) at most,
     building its tables and model included; breadth-first propagation's plan, made first, is the plan
     in hand it returns when the ILP cannot finish in time or the solver fails."""
-    reference = bfs.decide(m)
+    progress = request.progress
+    try:
+        with task(progress, "breadth-first plan (the ILP's fallback)"):
+            reference = bfs.decide(m)
+        bound = m.problem.objective(reference.choice)
+    except PlanningError:  # BFS's greedy walk can miss a plan the constraints allow: the ILP decides
+        reference, bound = None, math.inf
     solver = request.solver
     try:
         # the shrunk problem first (folded followers, tied layers); if its optimum is worse than
@@ -927,20 +981,24 @@ def decide(m: Model, deadline: float | None, notes: list[str], request: Request)
         for shrink in (True, False):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                notes.append("the time limit passed before the ILP could finish; this phase keeps breadth-first "
-                             "propagation's plan")
-                return reference
+                if reference is None:  # nothing in hand: the ILP answers, past the limit
+                    left = None
+                else:
+                    notes.append("the time limit passed before the ILP could finish; this phase keeps "
+                                 "breadth-first propagation's plan")
+                    return reference
             problem = with_shrink_hints(m) if shrink else m.problem
-            with task(request.progress, f"ILP solve{'' if shrink else ', whole problem'} ({solver} solver)"):
-                solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink)
-            if solved.objective <= m.problem.objective(reference.choice) * (1 + 1e-9):
+            solved = solve_ilp(problem, time_limit=left, solver=solver, shrink=shrink, progress=progress)
+            if solved.objective <= bound * (1 + 1e-9):
                 break
-        if not solved.report.optimal and solved.objective > m.problem.objective(reference.choice):
+        if reference is not None and not solved.report.optimal and solved.objective > bound:
             notes.append(f"the ILP solver stopped before its optimum ({solved.report.status}) at a plan worse than "
                          "breadth-first propagation's, which this phase keeps")
             return reference
         return Decision(m, solved.choice, None, solved.report, "ilp")
     except SolverFailed as e:
+        if reference is None:
+            raise
         notes.append(f"the ILP solver did not finish ({e.message}); falling back to breadth-first propagation")
     return reference
 

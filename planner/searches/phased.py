@@ -20,10 +20,14 @@ the search decides only the Auto axes.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import Callable
 
+import numpy as np
+
+from costmodels.units import format_bytes
 from planner.model.annotations import axes_of, priorities, user_annotation
 from planner.model.axis_types import check_axis_types, explicit_prefixes, op_explicit_axes
 from planner.model.build import build_model, constraints
@@ -36,7 +40,7 @@ from planner.model.request import Request
 from planner.errors import PlanningError
 from planner.progress import Progress
 
-__all__ = ["Decide", "checked", "on_planning_mesh", "prefixes_of", "prepared", "run", "with_explicit_types"]
+__all__ = ["Decide", "check_memory_budget", "checked", "on_planning_mesh", "prefixes_of", "prepared", "run", "with_explicit_types"]
 
 Decide = Callable[[Model, "float | None", list, Request], Decision]
 """``decide(model, deadline, notes, request) -> Decision``: one phase's model decided by a search
@@ -95,6 +99,7 @@ def run(request: Request, how: str, decide: Decide) -> Decision:
             allowed = frozenset(axes_of(a for a in annotations if any(d.priority <= level and d.axes for d in a.dims)))
             phase = replace(options, priority_level=level, allowed_axes=allowed, prefixes=dict(prefixes))
             m = build_model(graph, mesh, cluster, phase, progress)
+            check_memory_budget(m)
             outcome = decide(m, deadline, notes, request)
             prefixes = prefixes_of(m, outcome.choice)
         options = replace(options, prefixes=prefixes)
@@ -121,6 +126,7 @@ def run(request: Request, how: str, decide: Decide) -> Decision:
                               prefixes=prefixes_of(outcome.model, outcome.choice) if outcome else options.prefixes)
         say("enumerating strategies and building cost tables")
         m = build_model(graph, mesh, cluster, options, progress)
+        check_memory_budget(m)
         say(f"searching ({how}) over {m.problem.variables} candidates")
         outcome = decide(m, deadline, notes, request)
         done += 1
@@ -128,6 +134,20 @@ def run(request: Request, how: str, decide: Decide) -> Decision:
     bound = lower_bound_s(graph, mesh, cluster, options.training, outcome.model.needs_grad, rules)
     tied = outcome.report is not None and outcome.report.tied_layers
     return replace(outcome, notes=tuple(notes), space=SearchSpace(phases, done, bound, tied))
+
+
+def check_memory_budget(m: Model) -> None:
+    """Refuse a memory budget below what every plan of ``m`` needs (each op's and tensor's least memory per
+    device, summed: a lower bound of any plan's), before a search reports that it found nothing."""
+    budget = m.problem.memory_budget
+    if budget is None:
+        return
+    least = sum(float(np.min(node.memory)) for node in m.problem.nodes if node.memory is not None and node.n)
+    if least > budget * (1 + 1e-9):
+        raise PlanningError(f"the memory budget of {format_bytes(budget)} per device is below what the smallest "
+                            f"plan needs: at least {format_bytes(least)} per device (each op's and tensor's least "
+                            f"memory, summed); give --memory-budget {math.ceil(least)} "
+                            "or more, or plan on more devices")
 
 
 def prefixes_of(m: Model, choice) -> dict:

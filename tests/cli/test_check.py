@@ -269,3 +269,26 @@ def test_the_python_example_runs(monkeypatch):
     monkeypatch.chdir(ROOT)
     for block in re.findall(r"```python\n(.*?)```", DOC, re.S):
         exec(block, {})
+
+
+def test_dash_checks_the_model_on_standard_input_under_the_name_dash(repo, capsys, monkeypatch):
+    """``check -`` reads the model from stdin; the baseline knows it as ``-``, with what the same model
+    measures when read from its file."""
+    import io
+    import sys
+
+    def stdin(path: Path):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+
+    stdin(repo / "models" / "ffn.yaml")
+    assert main(["check", "-", "--baseline", "baselines.json", "--update"]) == 0
+    capsys.readouterr()
+    stored = json.loads((repo / "baselines.json").read_text())["models"]
+    assert stored["-"] == stored["models/ffn.yaml"] == measure(repo / "models" / "ffn.yaml", search="bfs")
+    stdin(repo / "models" / "ffn.yaml")
+    assert main(["check", "-", "--baseline", "baselines.json"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "communication-cost gate: OK (1 model)"
+    pin_output_replicated(repo / "models" / "ffn.yaml")  # the same name, a model that communicates more
+    stdin(repo / "models" / "ffn.yaml")
+    assert main(["check", "-", "--baseline", "baselines.json"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].endswith("1 of 1 models got worse than the baseline: -")

@@ -43,3 +43,25 @@ def test_compare_table_has_a_row_per_search(capsys):
     assert lines[0].endswith("training")
     assert [ln.split()[0] for ln in lines[3:6]] == ["propagate", "bfs", "ilp"]
     assert "step time" in lines[2]  # the scheduled step beside the objective the searches optimise
+
+
+def test_compare_says_which_search_runs_in_every_stage_and_task():
+    from planner.compare import COMPARED, compare
+    from planner.progress import Progress
+
+    class Recorder(Progress):
+        def __init__(self):
+            self.labels = []
+
+        def stage(self, message):
+            self.labels.append(message)
+
+        def begin(self, label, total=None):
+            self.labels.append(label)
+
+    r = Recorder()
+    compare(str(Path(__file__).resolve().parents[2] / "configs" / "ffn.yaml"), progress=r)
+    prefixes = [f"{s} ({k + 1} of {len(COMPARED)}): " for k, s in enumerate(COMPARED)]
+    heard = [next(p for p in prefixes if label.startswith(p)) for label in r.labels]  # StopIteration if unprefixed
+    assert sorted(set(heard), key=heard.index) == prefixes  # each search in turn, in the order compare runs them
+    assert heard == sorted(heard, key=prefixes.index)

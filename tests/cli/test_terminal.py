@@ -53,7 +53,7 @@ def test_a_bar_and_a_solver_spinner_are_drawn_on_a_terminal(stderr, capsys):
     total = cost_table_steps(FFN, search="ilp")
     assert "\r" in text
     assert "shardplan plan: cost tables [" in text and f"/{total:,}" in text
-    assert "ILP solve (auto solver) " in text  # the spinner's line while HiGHS runs
+    assert "ILP solve (elimination) " in text  # the spinner names the solver that runs
     assert text.endswith("\r") and text.rsplit("\r", 2)[-2].strip() == ""  # the bar is wiped at the end
     assert "totals:" in capsys.readouterr().out  # the result itself still goes to stdout
 
@@ -156,3 +156,19 @@ def test_every_command_takes_verbose_and_quiet(capsys):
         assert main([name, "--help"]) == 0
         text = capsys.readouterr().out
         assert "-v, --verbose" in text and "-q, --quiet" in text, name
+
+
+def test_the_spinner_shows_what_its_task_says_about_itself(monkeypatch):
+    monkeypatch.setattr(terminal, "DELAY_S", 0.0)
+    out = FakeStream(tty=True)
+    t = Terminal(out, bar=True, verbose=True, prefix="shardplan plan")
+    t.begin("ILP solve (HiGHS)")
+    t.detail("best bound 1.20 ms, gap 3.00%")
+    assert t.render(time.monotonic()).endswith("  best bound 1.20 ms, gap 3.00%")
+    t.end()
+    last = out.getvalue().rstrip("\r ").splitlines()[-1].strip("\r ")
+    assert last.startswith("shardplan plan: ILP solve (HiGHS): done in ") and last.endswith(
+        " (best bound 1.20 ms, gap 3.00%)")
+    t.begin("cost tables", 3)  # a new task starts without the old one's detail
+    assert "best bound" not in t.render(time.monotonic())
+    t.end()

@@ -104,7 +104,11 @@ def test_a_progress_object_hears_the_cost_tables_and_the_solver():
     begin = r.calls.index(("begin", "cost tables", steps))
     end = r.calls.index(("end",), begin)
     assert r.calls[begin + 1:end] == [("advance", 1)] * steps
-    assert ("begin", "ILP solve (auto solver)", None) in r.calls  # no step count: a spinner
+    assert ("begin", "ILP solve (elimination)", None) in r.calls  # the solver that runs; no step count: a spinner
+    # no long step is silent: the strategies of every op (a bar), the ILP's fallback plan and the lowering
+    assert ("begin", "strategies", len(p.graph.ops)) in r.calls
+    assert ("begin", "breadth-first plan (the ILP's fallback)", None) in r.calls
+    assert ("begin", "lowering and costing the plan", None) in r.calls
     assert r.calls[0] == ("stage", "loaded ffn: 5 ops")
 
 

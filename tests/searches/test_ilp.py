@@ -14,6 +14,7 @@ from costmodels.units import format_bytes
 
 from planner.api import plan
 from planner.errors import PlanningError
+from planner.progress import Progress
 from planner.searches import elimination, ilp
 from tests.searches.brute_force import brute_force
 from planner.searches.ilp import IlpResult, SolverFailed, solve_ilp
@@ -238,7 +239,7 @@ def test_conflicting_fixed_and_same_groups_raise():
     nodes = (Node("a", np.zeros(2)), Node("b", np.zeros(2)))
     same = ((0, np.array([0, 1]), 1, np.array([0, 1])),)
     for shrink in (False, True):
-        with pytest.raises(PlanningError, match="same.*fixed"):
+        with pytest.raises(PlanningError, match="shard_as groups.*fixed"):
             solve_ilp(SearchProblem(nodes, same=same, fixed={0: 0, 1: 1}), shrink=shrink)
 
 
@@ -470,3 +471,31 @@ def test_elimination_and_highs_give_the_same_optimum_on_every_config(config, tra
     assert highs.solver.name == "HiGHS" and highs.solver.optimal
     assert exact.solver.name == "elimination" and exact.solver.optimal
     assert exact.totals.objective == pytest.approx(highs.totals.objective, rel=1e-9, abs=0.0)
+
+
+class _Heard(Progress):
+    def __init__(self):
+        self.calls = []
+
+    def begin(self, label, total=None):
+        self.calls.append(("begin", label))
+
+    def detail(self, text):
+        self.calls.append(("detail", text))
+
+
+def test_progress_hears_the_solver_that_runs_and_highs_bound_and_gap():
+    from costmodels.units import format_seconds
+
+    problem = _memory_chain(None)
+    heard = _Heard()
+    result = solve_ilp(problem, solver="highs", progress=heard)
+    assert [c for c in heard.calls if c[0] == "begin"] == [("begin", "ILP: reading the cost tables"),
+                                                            ("begin", "ILP solve (HiGHS)")]
+    details = [text for kind, text in heard.calls if kind == "detail"]
+    assert details[:2] == ["building the model", "solving"]
+    # proven optimal: HiGHS's best bound is the optimum (the objective, in seconds) and its gap 0
+    assert details[-1] == f"best bound {format_seconds(result.objective)}, gap 0.00%"
+    heard = _Heard()
+    solve_ilp(problem, solver="auto", progress=heard)  # auto: variable elimination solves it, no MIP
+    assert ("begin", "ILP solve (elimination)") in heard.calls and not any("HiGHS" in c[1] for c in heard.calls)

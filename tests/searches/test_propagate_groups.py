@@ -4,7 +4,7 @@ barriers (seed 003); golden input -> output with the reason each holds."""
 import pytest
 
 from graphs.graph_builder import GraphBuilder
-from planner.errors import PlanningError
+from planner.errors import ModelError
 from planner.searches.propagate import propagate
 from tests.searches.propagate_models import shardings
 
@@ -42,9 +42,10 @@ def test_shard_as_with_conflicting_closed_annotations_is_refused():
     g.tensor("p", [8], sharding='[{"a"}]')
     g.tensor("q", [8], sharding='[{"b"}]')
     g.shard_as("p", "q")
-    graph = g.build()
-    with pytest.raises(PlanningError, match=r"shard_as group \[p, q\] cannot hold"):
-        propagate(graph, graph.mesh, "aggressive")
+    # refused when the model is built, for every search, naming both annotations
+    with pytest.raises(ModelError, match=r"shard_as group \[p, q\] cannot hold: tensor 'p' is annotated \[\{\"a\"\}\] "
+                       r"and tensor 'q' \[\{\"b\"\}\], which disagree on dimension 0"):
+        g.build()
 
 
 def test_shard_like_keeps_a_members_own_conflicting_sharding():

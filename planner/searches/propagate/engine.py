@@ -509,9 +509,14 @@ class Propagator:
                         if t.user[d] > len(common):
                             raise PlanningError(
                                 f"shard_as group [{', '.join(members)}] cannot hold: tensor {t.name!r} is annotated "
-                                f"with {merge_adjacent(t.dims[d], self.mesh)} on dimension {d} and another member "
+                                f"with {_axes_text(merge_adjacent(t.dims[d], self.mesh))} on dimension {d} and another member "
                                 "disagrees; make the members' annotations agree")
                         del t.dims[d][len(common):], t.origins[d][len(common):]
+
+
+def _axes_text(axes) -> str:
+    """Axes as the text grammar writes a dimension: ``{"x", "y"}``."""
+    return "{" + ", ".join(map(str, axes)) + "}"
 
 
 def _numel(shape) -> int:
