@@ -158,7 +158,7 @@ def run_pipeline(args: argparse.Namespace, graph) -> int:
     p = plan_pipeline(graph, devices=args.devices, cluster=args.cluster,
                       memory_budget=_budget(args.memory_budget), search=args.search,
                       progress=getattr(args, "progress", None))
-    text = to_json(p.to_dict()) if args.format == "json" else p.summary()
+    text = json_document("plan", p.to_dict()) if args.format == "json" else p.summary()
     write_text(text, args.out, protect=[args.model])
     return 0
 

@@ -97,7 +97,8 @@ class PipelinePlan:
         c = self.config
         ev = self.evaluation
         lines = [f"model {self.model}, pipeline plan on {self.devices} devices of {self.cluster}, mesh {self.mesh}",
-                 f"  {c.pp} stages x {c.dp} data-parallel x stage mesh {_axes(c.stage_axes)}; schedule {c.schedule}"
+                 f"  {c.pp} pipeline group{'s' if c.pp > 1 else ''} x {c.dp} data-parallel x stage mesh "
+                 f"{_axes(c.stage_axes)}; schedule {c.schedule}"
                  + (f" with {c.virtual_stages} virtual stages" if c.virtual_stages > 1 else "")
                  + f", {c.microbatches} microbatches of {c.microbatch}, recompute {c.recompute}, ZeRO stage {c.zero}",
                  ""]

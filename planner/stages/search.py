@@ -1,8 +1,8 @@
 """The pipeline search: devices, stages, microbatches, schedule, recomputation and ZeRO in one search.
 
 Outer choices are enumerated: the factorisation of the devices into ``pp x dp x tp`` (``tp``
-inside a node: a divisor of the cluster's devices per node), the microbatch size (so the
-microbatch count ``m = batch / (dp * size)``), the schedule with its virtual stages, the
+inside a node: a divisor of the cluster's devices per node), the microbatch size (a divisor of a
+replica's batch up to :data:`MAX_MICROBATCH_SIZE`, so the microbatch count ``m = batch / (dp * size)``), the schedule with its virtual stages, the
 recomputation policy and the ZeRO stage; every key the model's ``pipeline:`` pins is held.
 Each layer is priced on the ``tp`` stage mesh once per microbatch size
 (:func:`~planner.stages.profile.profile_layers`, one SPMD plan per pair, shared by every
@@ -60,6 +60,15 @@ class Searched:
     smallest_need: int = 0
 
 
+#: Microbatch sizes the search tries: the divisors of a replica's batch up to this (larger microbatches only raise
+#: the activation memory a pipeline holds and its bubble); a pinned microbatch count may give a larger one.
+MAX_MICROBATCH_SIZE = 8
+
+
+def _microbatch_sizes(per_replica: int) -> list[int]:
+    return [d for d in _divisors(min(per_replica, MAX_MICROBATCH_SIZE)) if per_replica % d == 0] if per_replica else []
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -92,7 +101,7 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         per_replica = batch // dp
         pinned_m = _pin(spec, "microbatches")
         sizes = [per_replica // pinned_m] if pinned_m and per_replica % pinned_m == 0 else \
-            [] if pinned_m else _divisors(per_replica)
+            [] if pinned_m else _microbatch_sizes(per_replica)
         for size in sizes:
             m = per_replica // size
             for schedule, v in _schedules(spec, pp, m, n_layers):

@@ -33,7 +33,8 @@ EXAMPLES = ROOT / "tests" / "cli" / "json_examples"
 GPT_BLOCK = "examples/jax_gpt_block.py:gpt_block"
 
 TYPES = {"string", "integer", "number", "boolean", "null", "object", "array", "any"}
-UNITS = {"-", "bytes", "seconds", "seconds (wall clock)", "FLOPs", "FLOP/s", "bytes/s", "count", "elements", "ratio"}
+UNITS = {"-", "bytes", "seconds", "seconds (wall clock)", "FLOPs", "FLOP/s", "bytes/s", "tokens/s", "count", "elements",
+         "ratio"}
 WALL_CLOCK = "seconds (wall clock)"
 
 
@@ -146,6 +147,8 @@ def _missing(value, rows: dict[str, Row], path: str) -> list[str]:
 
 
 def section_of(data: dict) -> str:
+    if data.get("command") == "plan" and "pipeline" in data:
+        return "plan --pipeline"
     return f"export --to {data['format']}" if data.get("command") == "export" else data["command"]
 
 
@@ -189,6 +192,7 @@ CASES = [
     ("plan-megatron-explicit", ["plan", "configs/megatron_mlp.yaml", "--search", "explicit", "--format", "json"]),
     ("plan-manual-region-ilp", ["plan", "configs/manual_free_axis.yaml", "--search", "ilp", "--format", "json"]),
     ("plan-conv-net-phased", ["plan", "configs/conv_net.yaml", "--format", "json"]),  # search_space
+    ("plan-pipeline", ["plan", "tests/stages/tiny_gpt.yaml", "--devices", "4", "--format", "json"]),
     ("explain-ffn", ["explain", "configs/ffn.yaml", "h3", "--format", "json"]),
     ("explain-propagate", ["explain", "configs/megatron_mlp.yaml", "y", "--search", "propagate", "--format", "json"]),
     ("simulate-ffn", ["simulate", "configs/ffn.yaml", "--format", "json"]),
@@ -209,7 +213,7 @@ CASES = [
 
 # The example each table's checked-in file is made of: a small config, one command line.
 EXAMPLE_CASES = {
-    "plan": "plan-ffn-training-bfs", "explain": "explain-ffn", "simulate": "simulate-ffn-training",
+    "plan": "plan-ffn-training-bfs", "plan --pipeline": "plan-pipeline", "explain": "explain-ffn", "simulate": "simulate-ffn-training",
     "compare": "compare-ffn", "check": "check", "describe": "describe", "reshard": "reshard-verify",
     "graph": "graph-ffn", "import-jax": "import-jax", "run": "run", "calibrate": "calibrate",
     **{f"export --to {to}": f"export-{to}-ffn" for to in ("jax", "dtensor", "shardy", "mindspore")},
@@ -335,6 +339,8 @@ def test_units_agree_with_the_key_names():
                 continue
             if "bytes" in key and key.endswith("per_s"):
                 assert row.unit == "bytes/s", f"docs/json.md:{row.line}: {path} is bytes/s"
+            elif key.endswith("per_s"):
+                assert row.unit.endswith("/s"), f"docs/json.md:{row.line}: {path} is a rate"
             elif key.endswith("_s") and "number" in row.types:
                 assert row.unit.startswith("seconds"), f"docs/json.md:{row.line}: {path} is seconds"
             elif "bytes" in key and row.types & {"integer", "number"}:
@@ -368,7 +374,7 @@ def test_the_validator_finds_an_undocumented_key_a_wrong_type_and_a_missing_key(
 # -- the checked-in examples ------------------------------------------------------------------------
 
 def _slug(section: str) -> str:
-    return section.replace(" --to ", "-") + ".json"
+    return section.replace(" --to ", "-").replace(" --", "-") + ".json"
 
 
 def _example(section: str) -> dict:

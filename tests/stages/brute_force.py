@@ -5,6 +5,7 @@ import math
 
 from graphs.pipeline_spec import RECOMPUTE, SCHEDULE_NAMES
 from planner.stages.cost import Config, evaluate
+from planner.stages.search import MAX_MICROBATCH_SIZE
 
 
 def divisors(n):
@@ -22,7 +23,7 @@ def brute_force(profiles, n_layers, devices, batch, devices_per_node, cluster, b
             if batch % dp:
                 continue
             stage_axes = (("tp", tp),)
-            for size in divisors(batch // dp):
+            for size in [d for d in divisors(batch // dp) if d <= MAX_MICROBATCH_SIZE]:
                 m = batch // dp // size
                 costs = profiles[(stage_axes, size)]
                 for schedule in SCHEDULE_NAMES:

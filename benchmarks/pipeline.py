@@ -1,0 +1,89 @@
+"""Pipelined training plans of the GPT-3 family on A100-80GB clusters: what the search chooses and how long it takes.
+
+Each row is one ``shardplan plan MODEL.yaml --devices N`` in a fresh process (CPU seconds, user + sys, of the whole
+command), for the model shapes and device counts of Megatron-LM's scaling study (Narayanan et al., 2021, table 1):
+hidden size, heads and layers of each GPT, sequence 2048, vocabulary 51,200, its global batch on its GPUs, 8 per
+node, on the ``a100`` preset (80 GB). Printed per row: the chosen degrees (pipeline x data x tensor parallel),
+schedule, microbatches, recomputation, ZeRO stage, memory per device, predicted step time, MFU and the command's
+CPU seconds; every plan must fit (the command fails otherwise).
+
+    python benchmarks/pipeline.py [--only 1.7B 18B ...] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# name: (hidden, heads, layers, GPUs, global batch) -- Megatron-LM's weak-scaling table
+MODELS = {
+    "1.7B": (2304, 24, 24, 32, 512),
+    "3.6B": (3072, 32, 30, 64, 512),
+    "7.5B": (4096, 32, 36, 128, 512),
+    "18B": (6144, 48, 40, 256, 1024),
+    "39B": (8192, 64, 48, 512, 1536),
+    "76B": (10240, 80, 60, 1024, 1792),
+    "145B": (12288, 96, 80, 1536, 2304),
+    "310B": (16384, 128, 96, 1920, 2160),
+    "530B": (20480, 128, 105, 2520, 2520),
+    "1T": (25600, 160, 128, 3072, 3072),
+}
+SEQ, VOCAB = 2048, 51200
+
+MODEL = """name: gpt_{name}
+cluster: a100
+model: {{builder: gpt, layers: {layers}, hidden: {hidden}, heads: {heads}, seq: {seq}, batch: {batch}, vocab: {vocab}, dtype: bf16}}
+"""
+
+
+def run_one(name: str, folder: str) -> tuple[float, dict]:
+    hidden, heads, layers, gpus, batch = MODELS[name]
+    path = os.path.join(folder, f"gpt_{name}.yaml")
+    with open(path, "w") as f:
+        f.write(MODEL.format(name=name.replace(".", "_"), layers=layers, hidden=hidden, heads=heads, seq=SEQ,
+                             batch=batch, vocab=VOCAB))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run([sys.executable, "-m", "planner", "plan", path, "--devices", str(gpus), "--format", "json"],
+                         capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"{name}: shardplan plan failed (exit {out.returncode}): {out.stderr.strip()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, json.loads(out.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", choices=list(MODELS), help="these models only")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per model; the median CPU time is printed")
+    args = ap.parse_args()
+    names = args.only or list(MODELS)
+    header = ("model", "GPUs", "batch", "pp x dp x tp", "schedule", "m", "recompute", "ZeRO", "memory/GPU",
+              "step s", "MFU", "plan CPU s")
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in names:
+            times = []
+            for _ in range(args.repeat):
+                cpu, d = run_one(name, folder)
+                times.append(cpu)
+            p = d["pipeline"]
+            sched = p["schedule"] + (f" v{p['virtual_stages']}" if p["virtual_stages"] > 1 else "")
+            rows.append((name, d["devices"], MODELS[name][4], f"{p['degree']} x {p['data_parallel']} x "
+                         f"{'x'.join(str(v) for v in p['stage_mesh'].values())}", sched, p["microbatches"],
+                         p["recompute"], p["zero_stage"], f"{p['memory_bytes_per_device'] / 1e9:.1f} GB",
+                         f"{p['step_time_s']:.2f}", f"{p['mfu']:.1%}", f"{statistics.median(times):.1f}"))
+            print("  ".join(str(c) for c in rows[-1]), file=sys.stderr, flush=True)
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    for r in [header] + rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+
+
+if __name__ == "__main__":
+    main()
