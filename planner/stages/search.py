@@ -15,7 +15,9 @@ backward has gone back through the earlier stages), whose leaves are priced by
 visited in order of a lower bound of their step time (the perfectly balanced pipeline with
 no bubble) and skipped once that bound reaches the best step found: the answer is the
 configuration of least step time (ties: the first in the enumeration's order), as exhaustive
-enumeration would find (``tests/stages/brute_force.py`` checks it).
+enumeration would find (``tests/stages/brute_force.py`` checks it), unless a partition search
+reaches :data:`MAX_PARTITION_NODES` (many stages over many alike layers): it then keeps the best
+partition found, balanced first, and the plan says so.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ KNOBS = ("pp", "tp", "microbatches", "schedule", "virtual_stages", "recompute", 
 @dataclass(frozen=True)
 class Searched:
     """The winner, its evaluation and layer costs, how many configurations were priced, and per knob the best
-    evaluated configuration that chose another value (``{knob: (config, evaluation)}``)."""
+    configuration priced that chose another value (``{knob: (config, evaluation)}``; a configuration whose bound
+    showed it could not win is not priced)."""
 
     config: Config
     evaluation: Evaluation
@@ -58,7 +61,12 @@ class Searched:
     outer: int
     runners_up: dict = field(default_factory=dict)
     smallest_need: int = 0
+    exact: bool = True  # every partition search finished: no partition of any configuration tried is better
 
+
+#: The most nodes one partition search visits; past it the search keeps the best partition it has (the plan's
+#: ``partitions_exact`` is then false). Models small enough to enumerate never reach it.
+MAX_PARTITION_NODES = 4000
 
 #: Microbatch sizes the search tries: the divisors of a replica's batch up to this (larger microbatches only raise
 #: the activation memory a pipeline holds and its bubble); a pinned microbatch count may give a larger one.
@@ -129,10 +137,13 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         bw = sum(c.backward_s + c.recompute(policy) for c in costs)
         # the bound of _best_partition's search with every stage even: no partition does better
         stages = pp * v
-        bounded.append((max(m * (fw + bw) / pp, fw + bw + (m - 1) * max(fw, bw) / stages), choice))
+        bound = max(m * (fw + bw) / pp, fw + bw + (m - 1) * max(fw, bw) / stages)
+        if v == 1 and m >= pp:  # the heaviest stage's device, as _best_partition bounds it
+            bound = max(bound, fw + bw + (m - pp) * (fw + bw) / stages)
+        bounded.append((bound, choice))
     bounded.sort(key=lambda x: x[0])
     progress.stage(f"searching {len(bounded)} pipeline configurations")
-    tally = {"priced": 0, "need": math.inf}
+    tally = {"priced": 0, "need": math.inf, "exact": True, "found": []}
 
     def best_of(candidates) -> tuple[Config, Evaluation] | None:
         best: tuple[Config, Evaluation] | None = None
@@ -140,13 +151,16 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
             if best is not None and lb >= best[1].step_time_s:
                 break
             pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
-            found, n, need = _best_partition(profiles[(stage_axes, size)], cluster, budget, pp, dp, stage_axes, size,
+            found, n, need, exact = _best_partition(profiles[(stage_axes, size)], cluster, budget, pp, dp, stage_axes, size,
                                              m, schedule, v, policy, zero,
                                              None if best is None else best[1].step_time_s)
             tally["priced"] += n
             tally["need"] = min(tally["need"], need)
-            if found is not None and (best is None or found[1].step_time_s < best[1].step_time_s):
-                best = found
+            tally["exact"] &= exact
+            if found is not None:
+                tally["found"].append(found)
+                if best is None or found[1].step_time_s < best[1].step_time_s:
+                    best = found
         return best
 
     best = best_of(bounded)
@@ -159,14 +173,14 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
     config = best[0]
     key = (config.stage_axes, config.microbatch)
     ev = evaluate(config, profiles[key], cluster, full=True)
+    won = {k: _knob(config, k) for k in KNOBS}
     runners_up = {}
-    for k in KNOBS:  # the best configuration that chose otherwise, each knob in turn
-        won = _knob(config, k)
-        other = best_of([(lb, c) for lb, c in bounded if _knob_of(c, k) != won])
-        if other is not None:
-            runners_up[k] = other
+    for k in KNOBS:  # among the configurations priced, the best that chose otherwise, knob by knob
+        others = [(c, e) for c, e in tally["found"] if _knob(c, k) != won[k]]
+        if others:
+            runners_up[k] = min(others, key=lambda ce: ce[1].step_time_s)
     return Searched(config, ev, profiles[key], tuple(layer.name for layer in layers), tally["priced"], len(outer),
-                    runners_up, int(ev.peak_memory_bytes))
+                    runners_up, int(ev.peak_memory_bytes), tally["exact"])
 
 
 def _knob(config: Config, knob: str):
@@ -252,7 +266,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     base = Config(pp, dp, stage_axes, size, m, schedule, v, policy, zero, ())
     both = links(base, cluster)
     state = {"best": None, "bound": incumbent if incumbent is not None else math.inf, "priced": 0,
-             "need": math.inf}
+             "need": math.inf, "nodes": 0, "cut": False}
 
     def work(a: int, b: int) -> float:
         return (fwd[b] - fwd[a]) + (bwd[b] - bwd[a])
@@ -287,9 +301,20 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     gsync = sums[5]
     dp_link = both[1]
 
+    synced: dict[tuple, float] = {}
+
     def sync(a: int, b: int, extra=(0.0, 0.0, 0.0)) -> float:
-        return sync_time_s(pbytes[b] - pbytes[a] + extra[0], pelems[b] - pelems[a] + extra[1],
-                           gsync[b] - gsync[a] + extra[2], dp, zero, dp_link, cluster)
+        key = (a, b, *extra)
+        t = synced.get(key)
+        if t is None:
+            t = synced[key] = sync_time_s(pbytes[b] - pbytes[a] + extra[0], pelems[b] - pelems[a] + extra[1],
+                                          gsync[b] - gsync[a] + extra[2], dp, zero, dp_link, cluster)
+        return t
+
+    # forwards a device runs before its last one, one stage per device (GPipe: all of them; 1F1B: its warm-up,
+    # then one backward after each): the last microbatch's forward waits for them, then goes through the later
+    # stages and comes back
+    warm = [m - 1 if schedule == "gpipe" else min(pp - k - 1, m - 1) for k in range(pp)] if v == 1 else None
 
     device_state = [[0.0, 0.0, 0.0] for _ in range(pp)]  # per device: its stages' gradient bytes, elements, sync
 
@@ -298,6 +323,10 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         of one stage so far; ``lb``: the largest device bound so far."""
         k = len(bounds) - 1  # stages assigned
         a = bounds[-1]
+        state["nodes"] += 1
+        if state["nodes"] > MAX_PARTITION_NODES:
+            state["cut"] = True
+            return
         if k == S:
             if a == L:
                 leaf(tuple(bounds))
@@ -321,6 +350,8 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
             if left > 1:
                 t = max(t, (fwd[L] - fwd[b]) / (left - 1), (bwd[L] - bwd[b]) / (left - 1))
             flow = total + 2 * (sends + send) + (m - 1) * t
+            if warm is not None:
+                flow = max(flow, total + 2 * (sends + send) + (m - 1) * f + (m - 1 - warm[k]) * bw)
             rest = 0.0 if left == 1 else ((prefix + w + 2 * send if v == 1 else 0.0) + m * (total - fwd[b] - bwd[b]) / (left - 1))
             bound = max(lb, stage_lb, flow, rest)
             if bound >= state["bound"]:
@@ -337,7 +368,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
             device_work[d] -= w
 
     dfs([0], 0.0, [0.0] * pp, 0.0, 0.0, 0.0)
-    return state["best"], state["priced"], state["need"]
+    return state["best"], state["priced"], state["need"], not state["cut"]
 
 
 def _order(lo_exclusive: int, hi: int, ideal: float):
