@@ -255,9 +255,11 @@ def compare_values(got: np.ndarray, want: np.ndarray, dtype: str, rtol: float) -
     finite is an error of nan or inf, never a numpy warning."""
     got, want = np.asarray(got), np.asarray(want)
     with np.errstate(all="ignore"):
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        wide = want.astype(np.float64, copy=False)  # no copy of a float64 reference: outputs can be gigabytes
+        diff = np.abs(got.astype(np.float64, copy=False) - wide)
         err = float(np.max(diff)) if diff.size else 0.0
-        scale = float(np.max(np.abs(want.astype(np.float64)))) if want.size else 0.0
+        del diff
+        scale = float(np.max(np.abs(wide))) if want.size else 0.0
         rel = err / scale if scale else err
         if is_float(dtype):
             good = bool(np.allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1.0)))
