@@ -153,7 +153,14 @@ def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep
 
     With ``keep`` (a collection of tensor names) only those are returned, and every
     other value is dropped after its last reader (what a long model needs to fit).
+    Non-finite values (a ``-inf`` mask, a division by zero) are computed as IEEE says,
+    without numpy's warnings: :func:`non_finite` reports them where they matter.
     """
+    with np.errstate(all="ignore"):
+        return _run_reference(graph, feeds, keep)
+
+
+def _run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep) -> dict[str, np.ndarray]:
     values = checked_feeds(graph, feeds)
     last: dict[str, int] = {}
     if keep is not None:
@@ -170,3 +177,52 @@ def run_reference(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], keep
     if keep is not None:
         return {t: values[t] for t in keep}
     return values
+
+
+def non_finite(value: np.ndarray) -> str | None:
+    """Which non-finite values ``value`` holds (``"nan"``, ``"inf"``, ``"-inf"``, joined by "and"), None when every
+    element is finite (integers and bools always are)."""
+    value = np.asarray(value)
+    if value.dtype.kind not in "fc" or bool(np.isfinite(value).all()):
+        return None
+    kinds = [("nan", np.isnan), ("inf", np.isposinf), ("-inf", np.isneginf)]
+    return " and ".join(name for name, test in kinds if bool(test(value).any()))
+
+
+def non_finite_origin(graph: ComputationGraph, feeds: Mapping[str, np.ndarray], tensor: str) -> tuple[str, str | None]:
+    """Where the non-finite values of ``tensor`` first appear in the reference: among ``tensor`` and the values it
+    is computed from, the first (inputs, parameters and constants, then ops in topological order) that holds a nan
+    or an infinity. Returns ``(what, where)``: e.g. ``("const 'c', which holds nan", "m.yaml:5")`` or
+    ``("op 'd' (div), whose result 'y' holds inf", "m.yaml:7")``; ``where`` is None for a model without a file.
+    Recomputes only ``tensor``'s ancestors, freeing each value after its last reader among them."""
+    ancestors, todo = set(), [tensor]
+    while todo:
+        t = todo.pop()
+        if t in ancestors:
+            continue
+        ancestors.add(t)
+        producer = graph.producer(t)
+        if producer is not None:
+            todo += graph.op(producer).inputs
+
+    def located(line):
+        return None if line is None else f"{graph.source or '<string>'}:{line}"
+
+    for t in graph.tensors.values():
+        if t.kind != "activation" and t.name in ancestors:
+            bad = non_finite(feeds[t.name])
+            if bad:
+                return f"{t.kind} {quote(t.name)}, which holds {bad}", located(t.line)
+    ops = [op for op in graph.ops if op.output in ancestors]
+    last = {t: i for i, op in enumerate(ops) for t in op.inputs}
+    values = {t: np.asarray(feeds[t]) for t in ancestors if graph.producer(t) is None}
+    with np.errstate(all="ignore"):
+        for i, op in enumerate(ops):
+            values[op.output] = op_reference(graph, op, [values[t] for t in op.inputs])
+            bad = non_finite(values[op.output])
+            if bad:
+                return f"op {quote(op.name)} ({op.op}), whose result {quote(op.output)} holds {bad}", located(op.line)
+            for t in set(op.inputs):
+                if last[t] == i:
+                    del values[t]
+    return f"{quote(tensor)}", None

@@ -80,8 +80,19 @@ def _where(graph: ComputationGraph, line: int | None) -> str | None:
 
 
 def check_differentiable(graph: ComputationGraph) -> None:
-    """ModelError naming the first op whose result needs a gradient but whose kind has no VJP."""
+    """ModelError naming the first op whose result needs a gradient but whose kind has no VJP, or saying that
+    there is nothing to differentiate: parameters that need a gradient, but no float output to seed a cotangent
+    on (``outputs: []``, or integer and bool outputs only), so ``L`` would be the empty sum."""
     flags = requires_grad(graph)
+    trained = [t.name for t in graph.tensors_of_kind("param") if flags[t.name]]
+    if trained and not any(is_float(graph.tensors[o].dtype) for o in graph.outputs):
+        outputs = ", ".join(f"{quote(o)} ({graph.tensors[o].dtype})" for o in graph.outputs) or "none"
+        raise ModelError(
+            f"model {quote(graph.name)} has no float output to differentiate (outputs: {outputs}), so its parameters "
+            f"({_some(trained)}) get no gradient: training differentiates the sum of its float outputs weighted by "
+            f"their cotangents; add the loss to outputs, or plan without --training",
+            where=graph.source,
+        )
     for op in graph.ops:
         if flags[op.output] and get_op(op.op).vjp is None:
             raise ModelError(
@@ -89,6 +100,12 @@ def check_differentiable(graph: ComputationGraph) -> None:
                 f"parameters: it cannot be trained; remove it from the path to the loss or plan without --training",
                 where=_where(graph, op.line),
             )
+
+
+def _some(names: list[str], most: int = 3) -> str:
+    """Up to ``most`` quoted names, then how many more."""
+    shown = ", ".join(quote(n) for n in names[:most])
+    return shown + (f" and {len(names) - most:,} more" if len(names) > most else "")
 
 
 def _float_dtype(graph: ComputationGraph, values: Mapping[str, np.ndarray]) -> np.dtype:
@@ -142,9 +159,15 @@ def reference_gradients(
     ``cotangents`` (tensor -> cotangent of its value) defaults to :func:`output_cotangents`
     in ``float_dtype``, which defaults to the float feeds' common dtype. Gradients are in
     the cotangents' dtype. Raises ModelError (before any work) if an op on the path from
-    a parameter has no VJP (:func:`check_differentiable`).
+    a parameter has no VJP (:func:`check_differentiable`). Non-finite values are computed
+    as IEEE says, without numpy's warnings (as :func:`~graphs.evaluate.run_reference`).
     """
     check_differentiable(graph)
+    with np.errstate(all="ignore"):
+        return _reference_gradients(graph, feeds, cotangents, float_dtype)
+
+
+def _reference_gradients(graph, feeds, cotangents, float_dtype):
     values = checked_feeds(graph, feeds)
     if float_dtype is None:
         float_dtype = _float_dtype(graph, values)

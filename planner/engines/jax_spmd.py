@@ -88,8 +88,9 @@ def program_layouts(program: Program):
 def _uneven(layout: TensorSharding, shape, what: str) -> str | None:
     for d, (n, k) in enumerate(zip(shape, layout.shard_counts())):
         if n % k:
+            axes = ", ".join(str(a) for a in layout.dims[d].axes)
             return (f"{what} is laid out as {layout.dims_text()}: its dimension {d} of size {n} does not divide into "
-                    f"{k} shards (a shard_map needs even blocks)")
+                    f"the {k} shards of mesh axes {axes} (a shard_map needs even blocks)")
     return None
 
 
@@ -876,7 +877,8 @@ def spmd(mesh):
 
 def raw_step(mesh):
     """jitted ``(params, inputs[, cotangents]) -> (outputs as the program leaves them, gradients of TRAINED)``;
-    with cotangents (one per output, shaped as OUTPUTS leaves it), the gradients are the program's backward."""
+    with cotangents (one per float output, shaped as OUTPUTS leaves it; integer and bool outputs take none),
+    the gradients are the program's backward."""
     fn = spmd(mesh)
 
     def run(params, inputs):
@@ -888,8 +890,13 @@ def raw_step(mesh):
             return run(params, inputs), {}
         trained = {t: params[t] for t in TRAINED}
         rest = {t: v for t, v in params.items() if t not in trained}
-        outs, pullback = jax.vjp(lambda p: run({**rest, **p}, inputs), trained)
-        (grads,) = pullback({o: cotangents[o] for o in outs})
+
+        def seeded(p):  # the outputs that take a cotangent, and every output beside them
+            outs = run({**rest, **p}, inputs)
+            return {o: outs[o] for o in cotangents if o in outs}, outs
+
+        diffed, pullback, outs = jax.vjp(seeded, trained, has_aux=True)
+        (grads,) = pullback({o: cotangents[o] for o in diffed})
         return outs, grads
 
     return jax.jit(step)
@@ -906,13 +913,13 @@ def forward(params, inputs, mesh=None):
 
 
 def step(params, inputs, mesh=None):
-    """``(loss, gradients)``: loss is the sum of every output's elements (the model's loss where its one output
-    is a scalar), gradients those of TRAINED by the plan's backward."""
+    """``(loss, gradients)``: loss is the sum of every float output's elements (the model's loss where its one
+    output is a scalar), gradients those of TRAINED by the plan's backward."""
     mesh = make_mesh() if mesh is None else mesh
     ones = {o: jnp.ones(s.shape, s.dtype) for o, s in jax.eval_shape(
-        lambda p, i: raw_step(mesh)(p, i)[0], params, inputs).items()}
+        lambda p, i: raw_step(mesh)(p, i)[0], params, inputs).items() if jnp.issubdtype(s.dtype, jnp.floating)}
     outs, grads = raw_step(mesh)(params, inputs, ones)
-    return sum(jnp.sum(v) for v in _read(outs).values()), grads
+    return sum(jnp.sum(v) for o, v in _read(outs).items() if o in ones), grads
 '''
 
 

@@ -18,6 +18,20 @@ cotangent (:func:`graphs.gradients.output_cotangents`), every backward
 and compared with the single-device reference gradient
 (:func:`graphs.gradients.reference_gradients`). Bytes are measured per phase
 (forward, backward, gradient) and must equal the program's.
+
+Legal models the program does not spell out are read as the reference reads them:
+
+* a graph output that is an input, parameter or constant is its own value, as loaded;
+* a cotangent that nothing sends (the result of an op that reaches no output, or only
+  through ops without a gradient such as a cast to an integer) is zero: the program's
+  backward still runs on it, so its bytes are measured as predicted;
+* a parameter the program never differentiates (no op reads it, or only ops without a
+  gradient) has a zero gradient, as in the reference; a parameter listed as an output
+  also gets its seeded cotangent, since ``L`` holds ``<cotangent, parameter>``;
+* values that are not finite where they are compared (a nan constant, a division by
+  zero) are the model's, not a disagreement: :func:`check_finite` refuses them, naming
+  where they first appear, before the devices run. Intermediate infinities that vanish
+  (a ``-inf`` attention mask) are fine; numpy's warnings about them are silenced.
 """
 
 from __future__ import annotations
@@ -30,10 +44,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from graphs.dtypes import is_float
-from graphs.evaluate import example_inputs, run_reference
+from graphs.evaluate import example_inputs, non_finite, non_finite_origin, run_reference
 from graphs.gradients import check_differentiable, output_cotangents, reference_gradients
 from graphs.ops.registry import get_op
-from planner.errors import PlanningError, SimulationMismatch, quote
+from planner.errors import ModelError, PlanningError, SimulationMismatch, quote
 from planner.limits import check_simulation_bytes
 from planner.partitioning import Backprop, Compute, Load, Redistribute
 from planner.progress import SILENT, Progress, counted
@@ -119,23 +133,28 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
         reference, ref_grads = reference_gradients(graph, feeds, cotangents)
     else:
         reference, ref_grads = _outputs_only(graph, feeds), {}
+    check_finite(graph, feeds, reference, ref_grads, f"seed {seed}, {dtype}")
     progress.stage(f"running the program on {program.mesh.size} simulated devices")
-    sim = _Run(program, graph, feeds, cotangents)
-    sim.run(progress)
+    sim = _Run(program, graph, feeds, cotangents, float_dtype)
+    with np.errstate(all="ignore"):  # the model's own infinities (a -inf mask) are computed without warnings
+        sim.run(progress)
     rtol = FLOAT_RTOL[dtype]
     report, ok, max_abs, max_rel = {}, True, 0.0, 0.0
-    for name in program.outputs:
-        entry = compare_values(sim.values[name].to_global(), reference[name], graph.tensor(name).dtype, rtol)
+    for name in dict.fromkeys(graph.outputs):
+        # an input, parameter or constant listed as an output is delivered as loaded (as given when no op reads it)
+        got = sim.values[name].to_global() if name in sim.values else feeds[name]
+        entry = compare_values(got, reference[name], graph.tensor(name).dtype, rtol)
         report[name] = entry
         ok &= entry["ok"]
         max_abs, max_rel = max(max_abs, entry["max_abs_error"]), max(max_rel, entry["max_rel_error"])
     gradients = {}
     for name, want in ref_grads.items():
-        got = sim.gradients.get(name)
-        if got is None:
-            gradients[name] = {"ok": False, "max_abs_error": float("inf"), "max_rel_error": float("inf")}
-        else:
-            gradients[name] = compare_values(got.to_global(), want, graph.tensor(name).dtype, rtol)
+        arr = sim.gradients.get(name)
+        # no gradient instruction: the program never differentiates this parameter, so its gradient is zero
+        got = np.zeros(want.shape, want.dtype) if arr is None else arr.to_global()
+        if name in cotangents:  # a parameter listed as an output: L holds <its cotangent, its value>
+            got = got + cotangents[name]
+        gradients[name] = compare_values(got, want, graph.tensor(name).dtype, rtol)
         ok &= gradients[name]["ok"]
         max_abs = max(max_abs, gradients[name]["max_abs_error"])
         max_rel = max(max_rel, gradients[name]["max_rel_error"])
@@ -201,17 +220,51 @@ def _outputs_only(graph, feeds) -> dict:
     return run_reference(graph, feeds, keep=graph.outputs)
 
 
+#: What a model whose compared values are not finite is told to change.
+FINITE_ADVICE = ("shardplan checks a plan on finite values only: give constants finite values and keep every op's "
+                 "result finite for random inputs (no division by zero, a layernorm or rmsnorm eps above 0)")
+
+
+def check_finite(graph, feeds, reference: dict, gradients: dict, data: str) -> None:
+    """ModelError when a value the check compares (an output, or a gradient of the reference) holds a nan or an
+    infinity: the model's values are not finite, whatever the plan. It names the first output (else gradient)
+    that does and where its non-finite values first appear (:func:`graphs.evaluate.non_finite_origin`), at that
+    op's or tensor's line. ``data`` says which data the reference ran on (``"seed 0, f64"``)."""
+    for name in dict.fromkeys(graph.outputs):
+        bad = non_finite(reference[name])
+        if bad:
+            what, where = non_finite_origin(graph, feeds, name)
+            raise ModelError(f"the model's values are not finite: output {quote(name)} holds {bad} in the "
+                             f"single-device reference ({data}); they first appear in {what}; {FINITE_ADVICE}",
+                             where=where)
+    for name, grad in gradients.items():
+        bad = non_finite(grad)
+        if bad:
+            t = graph.tensor(name)
+            where = None if t.line is None else f"{graph.source or '<string>'}:{t.line}"
+            raise ModelError(f"the model's gradients are not finite: the gradient of param {quote(name)} holds {bad} "
+                             f"in the single-device reference ({data}), though every output is finite; "
+                             f"{FINITE_ADVICE}", where=where)
+
+
 def compare_values(got: np.ndarray, want: np.ndarray, dtype: str, rtol: float) -> dict:
     """``{"ok", "max_abs_error", "max_rel_error"}`` of ``got`` against the reference ``want`` of a tensor of
     declared ``dtype``: floats agree to ``rtol`` (absolute ``rtol`` times the reference's scale, at least 1),
-    integers and bools exactly. The one comparison the simulator and the engines (:mod:`planner.engines`) use."""
-    err = float(np.max(np.abs(got - want))) if got.size else 0.0
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
-    rel = err / scale if scale else err
-    if is_float(dtype):
-        good = bool(np.allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1.0)))
-    else:
-        good = bool(np.array_equal(got, want))
+    integers and bools exactly. The one comparison the simulator and the engines (:mod:`planner.engines`) use.
+    The errors are measured in float64 (bools as 0 and 1); a nan or an infinity in ``got`` where ``want`` is
+    finite is an error of nan or inf, never a numpy warning."""
+    got, want = np.asarray(got), np.asarray(want)
+    with np.errstate(all="ignore"):
+        wide = want.astype(np.float64, copy=False)  # no copy of a float64 reference: outputs can be gigabytes
+        diff = np.abs(got.astype(np.float64, copy=False) - wide)
+        err = float(np.max(diff)) if diff.size else 0.0
+        del diff
+        scale = float(np.max(np.abs(wide))) if want.size else 0.0
+        rel = err / scale if scale else err
+        if is_float(dtype):
+            good = bool(np.allclose(got, want, rtol=rtol, atol=rtol * max(scale, 1.0)))
+        else:
+            good = bool(np.array_equal(got, want))
     return {"ok": good, "max_abs_error": err, "max_rel_error": rel}
 
 
@@ -223,8 +276,9 @@ class _Run:
     once it ran; cotangents are freed as soon as they are passed on.
     """
 
-    def __init__(self, program, graph, feeds, cotangents):
+    def __init__(self, program, graph, feeds, cotangents, float_dtype=np.float64):
         self.program, self.graph, self.feeds, self.cotangents = program, graph, feeds, cotangents
+        self.float_dtype = float_dtype
         self.n = program.mesh.size
         self.nets = {phase: Network(self.n) for phase in PHASES}
         self.counts = {phase: Counter() for phase in PHASES}
@@ -236,19 +290,23 @@ class _Run:
         self.gradients: dict[str, DistributedArray] = {}
         self.seeds: set[int] = {id(a) for a in cotangents.values()}  # never written into
         self.peak = 0
+        # op -> the operands its Backprop sends cotangents to
+        self.differentiates = {ins.op.name: {ins.op.inputs[k] for k in ins.wrt}
+                               for ins in program.instructions if isinstance(ins, Backprop)}
 
     def run(self, progress: Progress = SILENT) -> None:
         program = self.program
         last_use = _last_uses(program)
         last_copy_use = _last_copy_uses(program)
         saved = _residual_keys(program)
+        keep = set(program.outputs) | set(self.graph.outputs)
         for step, ins in enumerate(counted(progress, "simulating", program.instructions)):
             self._run_one(ins, saved)  # a method: its locals (operand blocks...) die with each instruction
             if isinstance(ins, Compute):
                 for key in [k for k in self.copies if last_copy_use.get(k, -1) <= step]:
                     del self.copies[key]
             self.peak = max(self.peak, self._held())
-            for t in [t for t in self.values if last_use.get(t, -1) <= step and t not in program.outputs]:
+            for t in [t for t in self.values if last_use.get(t, -1) <= step and t not in keep]:
                 del self.values[t]  # free a tensor after its last reader, as a device would
 
     def _run_one(self, ins, saved) -> None:
@@ -307,8 +365,11 @@ class _Run:
         else:
             arr = self.cot_in.pop((t, ins.plan.source), None)
             if arr is None:
-                raise SimulationMismatch(f"the backward of {', '.join(ins.readers)} left no cotangent of {t!r} "
-                                         f"laid out as {ins.plan.source}: the program lacks a Backprop")
+                if any(t in self.differentiates.get(r, ()) for r in ins.readers):
+                    raise SimulationMismatch(f"the backward of {', '.join(ins.readers)} left no cotangent of {t!r} "
+                                             f"laid out as {ins.plan.source}: the program lacks a Backprop")
+                # its readers have no gradient (a cast to an integer): nothing flows back, a zero cotangent
+                arr = self._zeros(ins.plan.source, self.graph.tensor(t).shape)
         out = self._execute(ins, arr)
         home = self.gradients if self.graph.producer(t) is None else self.cot_out
         home[t] = _add(home.get(t), out)
@@ -318,8 +379,8 @@ class _Run:
         cot = self.cot_out.pop(op.output, None)
         operands = [self.residuals.pop((op.name, "operand", k), None) for k in range(len(op.inputs))]
         result = self.residuals.pop((op.name, "result", op.output), None)
-        if cot is None:
-            return  # nothing depends on this op's result: its operands get no cotangent from it
+        if cot is None:  # no output depends on this op's result through a gradient: a zero cotangent
+            cot = self._zeros(cotangent_layout(s.result), ins.out_shape)
         if cot.sharding != cotangent_layout(s.result):
             raise SimulationMismatch(f"op {op.name!r}'s result cotangent is laid out as {cot.sharding}, but its "
                                      f"backward reads {cotangent_layout(s.result)}")
@@ -377,6 +438,12 @@ class _Run:
                                    op.op != "manual_enter")
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             self.cot_in[key] = _add(self.cot_in.get(key), arr)
+
+    def _zeros(self, layout, shape) -> DistributedArray:
+        """A zero cotangent laid out as ``layout`` (never written into: it is one array all blocks view)."""
+        zeros = np.zeros(tuple(shape), dtype=self.float_dtype)
+        self.seeds.add(id(zeros))
+        return DistributedArray.from_global(zeros, layout)
 
     def _donatable(self, cot: DistributedArray, block, members) -> bool:
         """Whether ``block`` (of a cotangent nothing else will read) is this replica group's alone, so the

@@ -152,6 +152,36 @@ def test_model_file_over_the_size_limit(tmp_path, capsys):
     assert_user_error(["plan", model], capsys, str(model), "64 MiB", "right file")
 
 
+# -- legal models whose values cannot be checked, or that have nothing to train -----------------------------------
+
+#: (file in the corpus, line the error names, key words): values that are not finite where simulate compares them,
+#: named where they first appear (the const, or the op that computes them from finite operands).
+NOT_FINITE_CASES = [
+    ("not_finite_nan_const.yaml", 6, ("output 'y' holds nan", "const 'c', which holds nan")),
+    ("not_finite_divide_by_zero.yaml", 8, ("output 'y' holds inf", "op 'd' (div)")),
+    ("not_finite_layernorm_eps0.yaml", 7, ("output 'y' holds nan", "op 'ln' (layernorm)", "eps above 0")),
+]
+
+
+@pytest.mark.parametrize("training", [[], ["--training"]])
+@pytest.mark.parametrize("name, line, words", NOT_FINITE_CASES, ids=[c[0] for c in NOT_FINITE_CASES])
+def test_values_that_are_not_finite_are_a_user_error_naming_where_they_first_appear(name, line, words, training,
+                                                                                    capsys):
+    path = str(BAD / name)
+    assert_user_error(["simulate", path, *training], capsys, f"{path}:{line}:", "values are not finite", *words)
+    assert run(["plan", path, *training], capsys)[0] == 0  # planning reads no values
+
+
+@pytest.mark.parametrize("command", sorted({"plan", "simulate", "run"} & set(MODEL_COMMANDS)))
+def test_training_a_model_without_a_float_output_is_a_user_error(command, capsys):
+    """plan, simulate and run agree: refused before planning (run before JAX starts)."""
+    path = str(BAD / "no_float_output.yaml")
+    assert_user_error(MODEL_COMMANDS[command](path) + ["--training"], capsys, f"{path}:",
+                      "no float output to differentiate", "without --training")
+    if command != "run":  # its forward is a legal model (run's is in tests/engines/test_jax_run.py)
+        assert run(MODEL_COMMANDS[command](path), capsys)[0] == 0
+
+
 # -- check: its baseline file, and a broken model it does not know ----------------------------------------------
 
 @pytest.mark.parametrize("name, words", [("baseline_utf16.json", ("UTF-16",)), ("baseline_binary.json", ("not text",))])

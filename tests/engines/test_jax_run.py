@@ -204,3 +204,87 @@ def test_training_runs_jax_grad_against_the_reference_gradients():
     assert d["ok"] and set(d["gradients"]) == params and all(g["ok"] for g in d["gradients"].values())
     assert d["predicted_comm_bytes_per_device"] == p.totals.comm_bytes_per_device
     assert {c["phase"] for c in d["predicted_collectives"]} <= {"forward", "backward", "gradient"}
+
+
+# -- legal models run as the simulator runs them -----------------------------------------------------------------
+
+def _matmul_model(outputs: str, tensors: str = "", ops: str = "", dtype: str = "f32") -> str:
+    """y = x @ w on a mesh of 2, split by rows (w's gradient is reduced over the batch)."""
+    return (f"name: m\nmesh: {{x: 2}}\ntensors:\n  x: {{shape: [8, 4], kind: input, dtype: {dtype}}}\n"
+            f"  w: {{shape: [4, 4], kind: param, dtype: {dtype}}}\n{tensors}"
+            "ops:\n  - {name: mm, op: matmul, inputs: [x, w], output: y, strategy: [[2, 1], [1, 1]]}\n"
+            f"{ops}outputs: {outputs}\n")
+
+
+#: name -> (model text, extra flags, expected exit status, words of the one-line error or keys of the JSON report)
+LEGAL_MODELS = {
+    "unread_param": (_matmul_model("[y]", "  u: {shape: [4], kind: param}\n"), ["--training"], 0, ("u",)),
+    "param_output": (_matmul_model("[y, w]"), ["--training"], 0, ("w",)),
+    "param_output_constraints": (_matmul_model("[y, w]"), ["--training", "--lowering", "constraints"], 0, ("w",)),
+    "sources_as_outputs": (_matmul_model("[y, x, c]", "  c: {shape: [4], kind: const, value: 2.0}\n"),
+                           ["--lowering", "constraints"], 0, ("x", "c")),
+    "unused_input_constraints": (_matmul_model("[y]", "  z: {shape: [3], kind: input}\n"),
+                                 ["--training", "--lowering", "constraints"], 0, ()),
+    "integer_and_bool_outputs": (_matmul_model("[y, yi, yb]", ops="  - {name: ci, op: cast, inputs: [y], output: yi, "
+                                               "dtype: i32}\n  - {name: cb, op: cast, inputs: [y], output: yb, "
+                                               "dtype: bool}\n"), ["--training"], 0, ("yi", "yb")),
+    "no_float_output": (_matmul_model("[]"), ["--training"], 2, ("no float output to differentiate",)),
+    "nan_const": (_matmul_model("[o]", "  c: {shape: [8, 4], kind: const, value: .nan}\n",
+                                "  - {name: a, op: add, inputs: [y, c], output: o}\n"), [], 2,
+                  ("m.yaml:6:", "values are not finite", "const 'c', which holds nan")),
+    # |y| is about 1, q = 300 y, and q^2 exceeds f16's largest value, 65,504, wherever |y| > 0.86 (f64 holds it)
+    "f16_overflow": (_matmul_model("[z]", "  c: {shape: [8, 4], kind: const, value: 300.0, dtype: f16}\n",
+                                   "  - {name: s, op: mul, inputs: [y, c], output: q}\n"
+                                   "  - {name: sq, op: mul, inputs: [q, q], output: z}\n", dtype="f16"), [], 2,
+                     ("m.yaml:10:", "on XLA, the output 'z' (f16) holds inf where the float64 reference is finite")),
+    "uneven": ("name: m\nmesh: {x: 2, y: 2}\ntensors:\n  a: {shape: [7, 15], kind: input, sharding: '[{\"y\"},{\"x\"}]'}\n"
+               "  w: {shape: [15, 15], kind: param}\nops:\n  - {name: mm, op: matmul, inputs: [a, w], output: o}\n"
+               "outputs: [o]\n", [], 2,
+               ("tensor 'a'", 'dimension 0 of size 7 does not divide into the 2 shards of mesh axes "y"')),
+}
+
+_RUN_ALL = """
+import contextlib, io, json, sys
+from planner.cli.main import main
+results = {}
+for name, argv in json.loads(sys.argv[1]).items():
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    results[name] = [status, out.getvalue(), err.getvalue()]
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+def test_legal_models_run_or_are_refused_in_one_line(tmp_path):
+    """One JAX process (8 host devices) runs every case: an unread parameter's gradient is zero, a parameter listed
+    as an output gets its seeded cotangent, inputs and constants listed as outputs are their values, integer and
+    bool outputs take no cotangent; values that are not finite (in the reference, or only in XLA's f16) and uneven
+    layouts are user errors (exit 2), never a KeyError or a mismatch (exit 3)."""
+    pytest.importorskip("jax")
+    argvs = {}
+    for name, (text, flags, _, _) in LEGAL_MODELS.items():
+        (tmp_path / name).mkdir()
+        model = tmp_path / name / "m.yaml"
+        model.write_text(text)
+        argvs[name] = ["run", str(model), "--repeat", "1", "--format", "json", "--quiet", *flags]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", _RUN_ALL, json.dumps(argvs)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.splitlines()[-1])
+    for name, (_, flags, status, words) in LEGAL_MODELS.items():
+        got, out, err = results[name]
+        assert got == status, (name, err)
+        assert "Traceback" not in err, (name, err)
+        if status == 2:
+            assert out == "" and len(err.splitlines()) == 1, (name, err)
+            assert all(w in err for w in words), (name, err)
+            continue
+        d = json.loads(out)
+        assert d["ok"] and all(o["ok"] for o in d["outputs"].values()), (name, d)
+        assert set(words) <= set(d["outputs"]) | set(d.get("gradients", {})), (name, d)
+        if "--training" in flags:
+            assert all(g["ok"] for g in d["gradients"].values()), (name, d)
+    assert results["unread_param"][1] and json.loads(results["unread_param"][1])["gradients"]["u"]["max_abs_error"] == 0

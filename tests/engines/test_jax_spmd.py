@@ -72,7 +72,7 @@ def test_an_uneven_layout_cannot_be_one_shard_map(tmp_path):
                      'ops:\n  - {name: mm, op: matmul, inputs: [a, w], output: y}\noutputs: [y]\n')
     p = plan(model)
     why = lowering_problem(p)
-    assert "dimension 0 of size 6 does not divide into 4 shards" in why
+    assert "dimension 0 of size 6 does not divide into the 4 shards" in why
     r = shardplan("export", str(model), "--to", "jax-module")
     assert r.returncode == 2 and "does not divide" in r.stderr and "Traceback" not in r.stderr
     pytest.importorskip("jax")

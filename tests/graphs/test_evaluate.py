@@ -36,3 +36,25 @@ def test_missing_or_misshapen_feeds_are_errors():
         run_reference(g, {})
     with pytest.raises(ModelError, match="value for 'x' has shape \\(3,\\)"):
         run_reference(g, {"x": np.zeros(3)})
+
+
+def test_non_finite_names_what_a_value_holds():
+    from graphs.evaluate import non_finite
+
+    assert non_finite(np.array([1.0, 2.0])) is None and non_finite(np.array([3], np.int32)) is None
+    assert non_finite(np.array([np.nan, -np.inf, 1.0])) == "nan and -inf"
+    assert non_finite(np.array(np.inf)) == "inf"
+
+
+def test_non_finite_origin_is_the_first_ancestor_that_is_not_finite():
+    from graphs.evaluate import non_finite_origin
+
+    g = load_model_text("name: m\nmesh: {x: 2}\ntensors:\n  x: {shape: [4], kind: input}\n"
+                        "  m: {shape: [4], kind: const, value: -.inf}\n  z: {shape: [4], kind: const, value: 0.0}\n"
+                        "ops:\n  - {name: e, op: exp, inputs: [m], output: em}\n"
+                        "  - {name: d, op: div, inputs: [x, z], output: q}\n"
+                        "  - {name: a, op: add, inputs: [q, em], output: y}\noutputs: [y, em]\n", source="m.yaml")
+    feeds = example_inputs(g)
+    # y's ancestors hold the -inf constant m first (exp(-inf) = 0 later), then x / 0 in op d
+    assert non_finite_origin(g, feeds, "y") == ("const 'm', which holds -inf", "m.yaml:5")
+    assert non_finite_origin(g, feeds, "q") == ("op 'd' (div), whose result 'q' holds inf and -inf", "m.yaml:9")

@@ -234,3 +234,21 @@ def test_an_op_without_a_vjp_on_the_path_from_a_parameter_is_refused_before_any_
     b.outputs(b.op("gelu", [b.tensor("x", [2])], output="y"))
     check_differentiable(b.build())
     assert get_op("gelu").vjp is not None  # the real registry is untouched
+
+
+@pytest.mark.parametrize("outputs, named", [("[]", "outputs: none"), ("[yi]", "outputs: 'yi' (i32)")])
+def test_training_without_a_float_output_has_nothing_to_differentiate(outputs, named):
+    g = load_model_text("name: m\nmesh: {x: 2}\ntensors:\n  x: {shape: [4, 4], kind: input}\n"
+                        "  w: {shape: [4, 4], kind: param}\nops:\n"
+                        "  - {name: mm, op: matmul, inputs: [x, w], output: y}\n"
+                        f"  - {{name: c, op: cast, inputs: [y], output: yi, dtype: i32}}\noutputs: {outputs}\n")
+    assert output_cotangents(g) == {}  # L is the empty sum: no parameter's gradient could be anything but zero
+    with pytest.raises(ModelError, match="no float output to differentiate") as caught:
+        check_differentiable(g)
+    assert named in str(caught.value) and "'w'" in str(caught.value) and "without --training" in str(caught.value)
+
+
+def test_a_model_without_trained_parameters_needs_no_float_output():
+    g = load_model_text("name: m\nmesh: {x: 2}\ntensors:\n  x: {shape: [4], kind: input}\n"
+                        "ops:\n  - {name: r, op: relu, inputs: [x], output: y}\noutputs: []\n")
+    check_differentiable(g)  # nothing needs a gradient: a forward-only backward is fine
