@@ -101,6 +101,20 @@ def check_simulation_bytes(needed: int, what: str, hint: str) -> None:
                          f"limit of {format_bytes(MAX_SIMULATION_BYTES)}; {hint}")
 
 
+def check_simulation_memory(estimate, what: str, hint: str) -> None:
+    """:class:`LimitError` when ``estimate`` (an upper bound of a simulation's peak: its ``total`` bytes and a
+    ``text()`` of its parts) exceeds :data:`MAX_SIMULATION_BYTES` or this machine's memory
+    (:func:`machine_memory_bytes`); ``hint`` says what to do instead."""
+    needed = estimate.total
+    have = machine_memory_bytes()
+    if needed <= MAX_SIMULATION_BYTES and not (have and needed > have):
+        return
+    limit = (f"the simulator's limit of {format_bytes(MAX_SIMULATION_BYTES)}" if not have or have >= MAX_SIMULATION_BYTES
+             or needed > MAX_SIMULATION_BYTES else f"this machine's {format_bytes(have)}")
+    raise LimitError(f"{what} needs up to {format_bytes(needed)} of memory ({estimate.text()}), more than {limit}; "
+                     f"{hint}")
+
+
 def machine_memory_bytes() -> int:
     """The memory this process may use: the machine's physical memory, or the cgroup's limit (a container's)
     where that is lower; 0 where neither can be read (then nothing is refused)."""

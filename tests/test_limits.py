@@ -67,3 +67,27 @@ def test_readme_documents_each_limit_with_its_value():
     for label, value in rows.items():
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| {label}")), None)
         assert line is not None and value in line.split("|")[2], (label, value, line)
+
+
+class _Estimate:
+    """What check_simulation_memory reads of a simulation's bound."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def text(self) -> str:
+        return "its parts"
+
+
+def test_simulation_memory_is_checked_against_the_limit_and_the_machine(monkeypatch):
+    from planner import limits
+
+    monkeypatch.setattr(limits, "machine_memory_bytes", lambda: 4 * 2**30)
+    limits.check_simulation_memory(_Estimate(4 * 2**30), "simulating m", "do less")  # exactly the machine: fits
+    with pytest.raises(LimitError, match=r"^simulating m needs up to 5 GiB of memory \(its parts\), more than this "
+                                         r"machine's 4 GiB; do less$"):
+        limits.check_simulation_memory(_Estimate(5 * 2**30), "simulating m", "do less")
+    monkeypatch.setattr(limits, "machine_memory_bytes", lambda: 64 * 2**30)
+    limits.check_simulation_memory(_Estimate(limits.MAX_SIMULATION_BYTES), "simulating m", "do less")
+    with pytest.raises(LimitError, match="more than the simulator's limit of 16 GiB; do less$"):
+        limits.check_simulation_memory(_Estimate(limits.MAX_SIMULATION_BYTES + 1), "simulating m", "do less")
