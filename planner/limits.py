@@ -109,8 +109,10 @@ def check_simulation_memory(estimate, what: str, hint: str) -> None:
     have = machine_memory_bytes()
     if needed <= MAX_SIMULATION_BYTES and not (have and needed > have):
         return
-    limit = (f"the simulator's limit of {format_bytes(MAX_SIMULATION_BYTES)}" if not have or have >= MAX_SIMULATION_BYTES
-             or needed > MAX_SIMULATION_BYTES else f"this machine's {format_bytes(have)}")
+    if needed > MAX_SIMULATION_BYTES or not have or have >= MAX_SIMULATION_BYTES:
+        limit = f"the simulator's limit of {format_bytes(MAX_SIMULATION_BYTES)}"
+    else:
+        limit = f"this machine's {format_bytes(have)}"
     raise LimitError(f"{what} needs up to {format_bytes(needed)} of memory ({estimate.text()}), more than {limit}; "
                      f"{hint}")
 

@@ -197,7 +197,8 @@ class _DeviceWalk:
     def held(self) -> int:
         return sum(self.size[i] for i in self.live())
 
-    def account(self, before: set[int], made: int, arrays: int, per_device_scratch: int = 0, one_device: int = 0) -> None:
+    def account(self, before: set[int], made: int, arrays: int, per_device_scratch: int = 0,
+                one_device: int = 0) -> None:
         """One instruction's peak: what was held before it, the ``made`` bytes (``arrays`` arrays) it makes on every
         device, ``per_device_scratch`` more bytes on every device while it runs, ``one_device`` bytes of one
         device's temporaries."""
