@@ -103,18 +103,10 @@ def check_simulation_bytes(needed: int, what: str, hint: str) -> None:
 
 def check_simulation_memory(estimate, what: str, hint: str) -> None:
     """:class:`LimitError` when ``estimate`` (an upper bound of a simulation's peak: its ``total`` bytes and a
-    ``text()`` of its parts) exceeds :data:`MAX_SIMULATION_BYTES` or this machine's memory
-    (:func:`machine_memory_bytes`); ``hint`` says what to do instead."""
-    needed = estimate.total
-    have = machine_memory_bytes()
-    if needed <= MAX_SIMULATION_BYTES and not (have and needed > have):
-        return
-    if needed > MAX_SIMULATION_BYTES or not have or have >= MAX_SIMULATION_BYTES:
-        limit = f"the simulator's limit of {format_bytes(MAX_SIMULATION_BYTES)}"
-    else:
-        limit = f"this machine's {format_bytes(have)}"
-    raise LimitError(f"{what} needs up to {format_bytes(needed)} of memory ({estimate.text()}), more than {limit}; "
-                     f"{hint}")
+    ``text()`` of its parts) exceeds :data:`MAX_SIMULATION_BYTES`; ``hint`` says what to do instead."""
+    if estimate.total > MAX_SIMULATION_BYTES:
+        raise LimitError(f"{what} needs up to {format_bytes(estimate.total)} of memory ({estimate.text()}), more "
+                         f"than the simulator's limit of {format_bytes(MAX_SIMULATION_BYTES)}; {hint}")
 
 
 def machine_memory_bytes() -> int:
