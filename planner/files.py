@@ -183,7 +183,8 @@ def _create_temporary(folder: str) -> tuple[str, int]:
             return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         except FileExistsError:
             _WRITING.discard(path)
-        except BaseException:
+        except BaseException:  # a failed open creates nothing; an interrupt just after it leaves our file
+            _remove(path)
             _WRITING.discard(path)
             raise
     raise FileExistsError(f"no free temporary file name in {folder}")
