@@ -17,61 +17,59 @@ directories (``planner``, ``graphs``, ``costmodels``)::
 Errors the library raises are :class:`ShardplanError` (with the subclasses below); notes
 it issues are :class:`ShardplanWarning`. Caches make repeated planning fast and never
 change a result; :func:`clear_caches` starts cold.
+
+The names load on first use (PEP 562), so that ``import shardplan`` itself imports nothing: the
+``shardplan`` program's entry point, :func:`console_main`, lives here and catches a Ctrl-C while
+shardplan's own modules load, before their signal handling is installed.
 """
 
-from planner import LAYERS, __version__
-from planner.api import Plan, load, plan
-from planner.caches import clear_caches
-from planner.errors import (
-    ClusterError,
-    GateError,
-    LimitError,
-    MeshError,
-    ModelError,
-    ModelWarning,
-    NotExpressibleError,
-    ParseError,
-    PlanningError,
-    PlanWarning,
-    ReshardError,
-    RuleError,
-    ShardingError,
-    ShardplanError,
-    ShardplanWarning,
-    SolverFailed,
-    VarianceError,
-)
-from planner.ir import Mesh, TensorSharding, parse_mesh, parse_sharding
-from planner.redistribution import ReshardPlan, reshard
+import sys
 
-__all__ = [
-    "ClusterError",
-    "GateError",
-    "LAYERS",
-    "LimitError",
-    "Mesh",
-    "MeshError",
-    "ModelError",
-    "ModelWarning",
-    "NotExpressibleError",
-    "ParseError",
-    "Plan",
-    "PlanWarning",
-    "PlanningError",
-    "ReshardError",
-    "ReshardPlan",
-    "RuleError",
-    "ShardingError",
-    "ShardplanError",
-    "ShardplanWarning",
-    "SolverFailed",
-    "TensorSharding",
-    "VarianceError",
-    "__version__",
-    "clear_caches",
-    "load",
-    "parse_mesh",
-    "parse_sharding",
-    "plan",
-    "reshard",
-]
+#: Each public name and the module it comes from.
+_EXPORTS = {
+    "LAYERS": "planner",
+    "__version__": "planner",
+    "Plan": "planner.api",
+    "load": "planner.api",
+    "plan": "planner.api",
+    "clear_caches": "planner.caches",
+    **{name: "planner.errors" for name in (
+        "ClusterError", "GateError", "LimitError", "MeshError", "ModelError", "ModelWarning", "NotExpressibleError",
+        "ParseError", "PlanningError", "PlanWarning", "ReshardError", "RuleError", "ShardingError", "ShardplanError",
+        "ShardplanWarning", "SolverFailed", "VarianceError")},
+    "Mesh": "planner.ir",
+    "TensorSharding": "planner.ir",
+    "parse_mesh": "planner.ir",
+    "parse_sharding": "planner.ir",
+    "ReshardPlan": "planner.redistribution",
+    "reshard": "planner.redistribution",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shardplan' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def console_main() -> None:
+    """The ``shardplan`` program (setup.cfg's entry point): :func:`planner.cli.main.console_main`, which installs
+    the signal handling first, imported in a guard: a Ctrl-C while shardplan's packages load ends the same way,
+    with one line and status 130."""
+    try:
+        from planner.cli.main import console_main as run
+    except KeyboardInterrupt:
+        sys.stderr.write("shardplan: interrupted\n")
+        sys.exit(130)  # EXIT_INTERRUPTED (planner.cli.status may be the module that was loading)
+    run()

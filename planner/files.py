@@ -13,15 +13,22 @@ target written; a folder, a device node or other special file, a missing folder 
 a protected path (the model being read) are refused with
 :class:`~planner.errors.OutputError`. An existing file keeps its permission bits; a
 new one gets the default the user's umask gives (``0o666 & ~umask``).
+
+The temporary file is named ``.shardplan-HOST-PID-TOKEN.tmp`` (this machine's name, the writing
+process's id, a random token) and listed in this process while it exists, so that
+:func:`remove_temporary_files` can delete it when the process is told to stop (the command line does
+so on SIGTERM and SIGHUP). A process killed outright (SIGKILL, a crash, a power cut) leaves its
+temporary behind: the next :func:`write_output` into that folder removes every temporary of ours
+written on this machine by a process that no longer exists.
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import re
 import stat
 import sys
-import tempfile
 from typing import Iterable
 
 from planner.errors import OutputError, ShardplanError
@@ -29,6 +36,12 @@ from planner.limits import MAX_INPUT_FILE_BYTES, format_bytes
 
 #: How :func:`write_stdout`'s errors name standard output (their ``where``).
 STDOUT = "standard output"
+
+#: A temporary file :func:`write_output` makes: ``.shardplan-HOST-PID-TOKEN.tmp``.
+TEMPORARY_NAME = re.compile(r"\.shardplan-(?P<host>[A-Za-z0-9.-]+)-(?P<pid>[0-9]+)-(?P<token>[0-9a-f]+)\.tmp")
+
+#: The temporary files this process is writing now (paths), for :func:`remove_temporary_files`.
+_WRITING: set[str] = set()
 
 _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
          (codecs.BOM_UTF16_BE, "UTF-16"))
@@ -113,22 +126,102 @@ def write_output(path: str | os.PathLike, text: str, *, protect: Iterable[str | 
                               "choose another output file", where=where)
     mode = stat.S_IMODE(info.st_mode) if info is not None else 0o666 & ~_umask()
     data = text.encode("utf-8")
-    tmp = None
+    sweep_stale_temporaries(folder)
+    tmp, written = None, False
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".shardplan-", suffix=".tmp", dir=folder)
+        tmp, fd = _create_temporary(folder)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
             os.fchmod(f.fileno(), mode)
         os.replace(tmp, target)
-        tmp = None
+        written = True
         _sync_folder(folder)
     except OSError as e:
         raise OutputError(f"cannot write here: {e.strerror or e}; nothing was written", where=where) from None
     finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp is not None:
+            if not written:
+                _remove(tmp)
+            _WRITING.discard(tmp)
+
+
+def remove_temporary_files() -> None:
+    """Delete the temporary files this process is writing (a write cut short by a signal); the target files are
+    left as they were. Safe to call from a signal handler: it never raises."""
+    for path in list(_WRITING):
+        _remove(path)
+    _WRITING.clear()
+
+
+def sweep_stale_temporaries(folder: str) -> list[str]:
+    """Delete the temporary files of writers that are gone from ``folder``: ours by name
+    (:data:`TEMPORARY_NAME`), written on this machine, by a process id that no longer exists. Returns
+    the names removed. A temporary of a running process, of another machine, or any other file is left."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    host, removed = host_tag(), []
+    for name in sorted(names):
+        m = TEMPORARY_NAME.fullmatch(name)
+        if m is None or m["host"] != host or _process_exists(int(m["pid"])):
+            continue
+        if _remove(os.path.join(folder, name)):
+            removed.append(name)
+    return removed
+
+
+def _create_temporary(folder: str) -> tuple[str, int]:
+    """A new temporary file in ``folder`` (read and write for the owner only), its name listed in
+    :data:`_WRITING` before it is created, so that a signal arriving at any point finds it."""
+    for _ in range(100):
+        path = os.path.join(folder, f".shardplan-{host_tag()}-{os.getpid()}-{os.urandom(6).hex()}.tmp")
+        _WRITING.add(path)
+        try:
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except FileExistsError:
+            _WRITING.discard(path)
+        except BaseException:  # a failed open creates nothing; an interrupt just after it leaves our file
+            _remove(path)
+            _WRITING.discard(path)
+            raise
+    raise FileExistsError(f"no free temporary file name in {folder}")
+
+
+def host_tag() -> str:
+    """This machine's name as a temporary file's name holds it (letters, digits, dots and hyphens)."""
+    try:
+        name = os.uname().nodename
+    except AttributeError:  # not a POSIX system
+        name = os.environ.get("COMPUTERNAME", "")
+    return re.sub(r"[^A-Za-z0-9.-]", "-", name)[:64] or "host"
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user counts); where that cannot be asked
+    without harm (on Windows ``os.kill`` would end the process), every process is taken to exist."""
+    if pid == os.getpid() or os.name != "posix":
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # it exists but is not ours, or it cannot be told: keep its file
+    return True
+
+
+def _remove(path: str) -> bool:
+    """Delete ``path`` if it is there; whether it was."""
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 def write_stdout(text: str) -> None:

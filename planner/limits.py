@@ -101,6 +101,14 @@ def check_simulation_bytes(needed: int, what: str, hint: str) -> None:
                          f"limit of {format_bytes(MAX_SIMULATION_BYTES)}; {hint}")
 
 
+def check_simulation_memory(estimate, what: str, hint: str) -> None:
+    """:class:`LimitError` when ``estimate`` (an upper bound of a simulation's peak: its ``total`` bytes and a
+    ``text()`` of its parts) exceeds :data:`MAX_SIMULATION_BYTES`; ``hint`` says what to do instead."""
+    if estimate.total > MAX_SIMULATION_BYTES:
+        raise LimitError(f"{what} needs up to {format_bytes(estimate.total)} of memory ({estimate.text()}), more "
+                         f"than the simulator's limit of {format_bytes(MAX_SIMULATION_BYTES)}; {hint}")
+
+
 def machine_memory_bytes() -> int:
     """The memory this process may use: the machine's physical memory, or the cgroup's limit (a container's)
     where that is lower; 0 where neither can be read (then nothing is refused)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -97,6 +99,55 @@ def test_data_is_synced_before_the_rename(tmp_path, monkeypatch):
     monkeypatch.setattr(files.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
     write_output(tmp_path / "out.txt", "x\n")
     assert calls[:2] == ["fsync", "replace"]
+
+
+def test_temporary_is_named_for_this_machine_and_process(tmp_path, monkeypatch):
+    seen = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(files.os, "fsync", lambda fd: (seen.extend(leftovers(tmp_path)), real_fsync(fd))[1])
+    write_output(tmp_path / "out.txt", "x\n")
+    m = files.TEMPORARY_NAME.fullmatch(seen[0])
+    assert m is not None and int(m["pid"]) == os.getpid() and m["host"] == files.host_tag()
+    assert leftovers(tmp_path) == []
+
+
+def test_remove_temporary_files_deletes_the_one_being_written(tmp_path, monkeypatch):
+    """What the command line's SIGTERM handler does mid-write: the temporary goes, the target keeps its content."""
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+
+    def interrupted(fd):
+        assert len(leftovers(tmp_path)) == 1
+        files.remove_temporary_files()
+        assert leftovers(tmp_path) == []
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_output(out, "new\n")
+    assert out.read_text() == "old\n" and leftovers(tmp_path) == []
+
+
+def gone_pid() -> int:
+    """The id of a process that has ended (and been reaped)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def test_stale_temporaries_of_ours_are_swept_and_nothing_else(tmp_path):
+    host = files.host_tag()
+    stale = f".shardplan-{host}-{gone_pid()}-0123456789ab.tmp"
+    kept = [
+        f".shardplan-{host}-{os.getppid()}-0123456789ab.tmp",  # its writer runs
+        f".shardplan-{host}-{os.getpid()}-0123456789ab.tmp",  # this process's own
+        f".shardplan-elsewhere.example-{gone_pid()}-0123456789ab.tmp",  # another machine's: its pids are not ours
+        ".shardplan-k2j4h5g1.tmp",  # no writer in the name
+        "notes.tmp",
+    ]
+    for name in [stale, *kept]:
+        (tmp_path / name).write_text("partial")
+    write_output(tmp_path / "out.txt", "x\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*kept, "out.txt"])
 
 
 # -- reading ---------------------------------------------------------------------------------------------------

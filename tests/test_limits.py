@@ -67,3 +67,22 @@ def test_readme_documents_each_limit_with_its_value():
     for label, value in rows.items():
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| {label}")), None)
         assert line is not None and value in line.split("|")[2], (label, value, line)
+
+
+class _Estimate:
+    """What check_simulation_memory reads of a simulation's bound."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def text(self) -> str:
+        return "its parts"
+
+
+def test_simulation_memory_is_checked_against_the_limit():
+    from planner import limits
+
+    limits.check_simulation_memory(_Estimate(limits.MAX_SIMULATION_BYTES), "simulating m", "do less")  # fits
+    with pytest.raises(LimitError, match=r"^simulating m needs up to 16 GiB of memory \(its parts\), more than the "
+                                         r"simulator's limit of 16 GiB; do less$"):
+        limits.check_simulation_memory(_Estimate(limits.MAX_SIMULATION_BYTES + 1), "simulating m", "do less")

@@ -64,3 +64,38 @@ def test_import_shardplan_works_in_a_fresh_interpreter_outside_the_checkout(tmp_
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == "planner.api"
+
+
+def test_import_shardplan_loads_none_of_the_packages():
+    """The program's entry point lives in shardplan.py: nothing of shardplan may load before it guards Ctrl-C."""
+    code = "import sys, shardplan; print(sorted(m for m in sys.modules if m.split('.')[0] in {'planner', 'graphs', " \
+           "'costmodels'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[]\n"
+
+
+def test_program_entry_point_is_console_main():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert cfg["options.entry_points"]["console_scripts"].split() == ["shardplan", "=", "shardplan:console_main"]
+
+
+def test_ctrl_c_while_the_packages_load_is_one_line_and_130():
+    """A SIGINT that lands while planner.ir is being imported (raised there by an import hook, deterministically)."""
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'planner.ir':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "sys.argv = ['shardplan', 'plan', 'configs/ffn.yaml']\n"
+        "import shardplan\n"
+        "shardplan.console_main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 130
+    assert out.stderr == "shardplan: interrupted\n" and out.stdout == ""

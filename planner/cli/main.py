@@ -4,7 +4,11 @@ Exit codes (:mod:`planner.cli.status`, also in ``shardplan --help``): 0 success;
 ``check``: the gate found a regression; 2 a user error (:class:`~planner.errors.ShardplanError`,
 or bad arguments); 3 an internal error (:class:`~planner.errors.InternalError` or any other
 unexpected exception: a bug, reported in one line, with the traceback when
-``SHARDPLAN_DEBUG=1``; also a simulation, or a run on JAX, that does not match its reference); 130 interrupted (Ctrl-C).
+``SHARDPLAN_DEBUG=1``; also a simulation, or a run on JAX, that does not match its reference); 130 interrupted (Ctrl-C);
+129 and 143 ended by SIGHUP and SIGTERM (:mod:`planner.cli.signals`).
+
+:func:`console_main` (the ``shardplan`` program) installs the signal handling before it imports any command:
+besides what ``import planner`` loads, this module imports only argparse and small modules of its own.
 """
 
 from __future__ import annotations
@@ -26,11 +30,15 @@ from planner.cli.status import (  # noqa: F401  (re-exported: the statuses are m
 )
 from planner.errors import OutputError, ShardplanError, one_line
 from planner.files import STDOUT
+from planner.cli import signals
 
-# Each command module exposes add_parser(subparsers); keep this list in pipeline order.
-from planner.cli import calibrate, check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
 
-COMMANDS = (import_jax, describe, graph, plan, reshard, simulate, run, calibrate, check, compare, export)
+def commands() -> tuple:
+    """The command modules, in pipeline order; each exposes ``add_parser(subparsers)``. Imported here, not at
+    the top, so that :func:`console_main` handles signals before they load."""
+    from planner.cli import calibrate, check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
+
+    return (import_jax, describe, graph, plan, reshard, simulate, run, calibrate, check, compare, export)
 
 #: Commands whose numpy work is on small arrays (no large matrix products): for them OpenBLAS's
 #: thread pool, which numpy starts on import (a noticeable part of a short command's CPU time,
@@ -73,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"shardplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS:
+    for module in commands():
         module.add_parser(sub)
     return parser
 
@@ -95,8 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     if args.command in SMALL_ARRAY_COMMANDS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    signals.name_command(args.command)
     try:
-        return int(args.run(args) or 0)
+        status = int(args.run(args) or 0)
+        if signals.interrupted():  # a Ctrl-C that a callback swallowed (JAX's garbage-collection callback)
+            raise KeyboardInterrupt
+        return status
     except ShardplanError as e:
         if isinstance(e, OutputError) and e.where == STDOUT:
             _drop_stdout()
@@ -144,14 +156,25 @@ def _one_line(e: BaseException) -> str:
 
 
 def console_main() -> None:
+    """The ``shardplan`` program: signal handling first (:mod:`planner.cli.signals`), then :func:`main`."""
+    signals.install(sys.argv[1:])
     try:
         code = main()
-    except KeyboardInterrupt:  # outside a command's run (parsing the arguments): the same quiet 130
-        print("shardplan: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # outside a command's run (importing the commands, parsing the arguments)
+        print(f"{signals.program()}: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except Exception:  # only with SHARDPLAN_DEBUG set: show the traceback, keep the exit code
         import traceback
 
         traceback.print_exc()
         code = EXIT_INTERNAL_ERROR
+    signals.finish(code)
+    if code == EXIT_INTERRUPTED:
+        # an interrupted native computation (JAX's) can crash Python's clean-up at exit: leave without it
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
     sys.exit(code)

@@ -10,6 +10,9 @@ EXIT_USER_ERROR = 2
 #: A bug in shardplan (an exception it did not expect, a simulation that does not match its plan).
 EXIT_INTERNAL_ERROR = 3
 EXIT_INTERRUPTED = 130
+#: Ended by SIGHUP and by SIGTERM: 128 + the signal's number (planner.cli.signals).
+EXIT_HANGUP = 129
+EXIT_TERMINATED = 143
 DEBUG_ENV = "SHARDPLAN_DEBUG"
 
 EXIT_CODES = f"""exit status:
@@ -19,7 +22,9 @@ EXIT_CODES = f"""exit status:
   {EXIT_INTERNAL_ERROR}    internal error: a bug in shardplan, reported in one line (a crash: rerun with
        {DEBUG_ENV}=1 for the traceback; simulate or reshard --verify: the simulated plan does not
        match its prediction)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_HANGUP}, {EXIT_TERMINATED}
+       ended by SIGHUP or SIGTERM (a file being written with --out is left as it was)"""
 
 
 def internal_error(what: str) -> str:

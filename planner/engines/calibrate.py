@@ -57,7 +57,8 @@ from costmodels.fit import (
 from costmodels.units import format_seconds
 from costmodels.writer import ClusterFile
 from planner.collectives import STEP_KINDS, jax_lowering
-from planner.engines.jax_env import INSTALL_HINT, host_device_count, jax_installed, with_device_count
+from planner.engines.jax_env import (INSTALL_HINT, host_device_count, interrupts_held, jax_installed,
+                                     with_device_count)
 from planner.errors import EngineError
 from planner.progress import SILENT, Progress
 
@@ -262,9 +263,10 @@ def start_jax(devices: int | None = None):
     flags = os.environ.get("XLA_FLAGS", "")
     if fresh and (devices is not None or host_device_count(flags) is None):
         os.environ["XLA_FLAGS"] = with_device_count(flags, devices or DEFAULT_HOST_DEVICES)
-    import jax
+    with interrupts_held():
+        import jax
 
-    present = jax.devices()
+        present = jax.devices()
     platform = present[0].platform
     if devices is not None and devices > len(present):
         seen = f"JAX sees {len(present)} {platform} device{'s' if len(present) != 1 else ''}"

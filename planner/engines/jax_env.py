@@ -4,15 +4,20 @@ On a CPU-only machine XLA shows one host device unless ``--xla_force_host_platfo
 ``XLA_FLAGS`` *before* JAX initialises its backend. :func:`ensure_devices` sets that flag (keeping any other
 flags the user gave) when JAX has not been imported yet, imports JAX, enables 64-bit types (so ``i64``
 tensors stay 64-bit; float tensors are still computed in their declared dtype) and checks the device count.
+JAX is imported and started with Ctrl-C held back (:func:`interrupts_held`): a KeyboardInterrupt raised
+inside jaxlib's native start-up crashes the process or leaves JAX half-imported.
 Every failure is a :class:`~planner.errors.EngineError` (exit status 2) that says what to do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
+import signal
 import sys
+import threading
 
 from planner.errors import EngineError
 
@@ -56,6 +61,26 @@ def host_device_count(flags: str) -> int | None:
     return int(counts[-1]) if counts and counts[-1].isdigit() else None
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Hold SIGINT back for the block and deliver it after: JAX's import and the start of its backend run in
+    native code that a KeyboardInterrupt raised in the middle of crashes (a segmentation fault) or leaves
+    half-done (``ImportError: Encountered an error while initializing the extension``). Only where Python handles
+    SIGINT (the main thread, a Python handler); elsewhere a plain block."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    held = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(signal.SIGINT, None)  # the handler the block held back: KeyboardInterrupt by default
+
+
 def ensure_devices(n: int, mesh_size: int):
     """Import JAX with ``n`` devices for a mesh of ``mesh_size``; returns the ``jax`` module.
 
@@ -72,9 +97,10 @@ def ensure_devices(n: int, mesh_size: int):
     fresh = "jax" not in sys.modules
     if fresh:
         os.environ["XLA_FLAGS"] = with_device_count(os.environ.get("XLA_FLAGS", ""), n)
-    import jax
+    with interrupts_held():
+        import jax
 
-    devices = jax.devices()
+        devices = jax.devices()
     if len(devices) < n:
         seen = f"JAX sees {len(devices)} {devices[0].platform} device{'s' if len(devices) != 1 else ''}"
         if not fresh:

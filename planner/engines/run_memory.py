@@ -35,15 +35,14 @@ under which the estimate would fit; once XLA has compiled the step,
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 from dataclasses import dataclass
 
 from graphs.dtypes import dtype_itemsize, is_float
-from graphs.gradients import backward_schedule
 from planner.errors import quote
 from planner import limits
 from planner.limits import check_run_bytes, format_bytes
+from planner.simulation.memory import TRANSIENT_FACTOR, reference_peak_bytes  # noqa: F401  (named by the docstring)
 
 #: Python, numpy, JAX and XLA once imported, with the host devices started.
 RUNTIME_BYTES = 384 * 2**20
@@ -57,8 +56,6 @@ XLA_FULL_TENSORS = 2
 #: once, none freed), plus the largest tensor once for a collective's or fusion's scratch.
 SHARD_MAP_PLAN_FACTOR = 1
 SHARD_MAP_FULL_TENSORS = 1
-#: An op's ``reference`` or ``vjp`` allocates temporaries of at most this many times its largest array.
-TRANSIENT_FACTOR = 3
 #: Bytes of an element of the float64 reference.
 REFERENCE_FLOAT_BYTES = 8
 
@@ -99,72 +96,6 @@ def xla_on_host() -> bool:
     if platforms:
         return platforms.split(",")[0].strip() == "cpu"
     return not any(importlib.util.find_spec(name) is not None for name in ACCELERATOR_PLUGINS)
-
-
-def _reference_bytes(t) -> int:
-    return t.numel * (REFERENCE_FLOAT_BYTES if is_float(t.dtype) else dtype_itemsize(t.dtype))
-
-
-def reference_peak_bytes(graph, training: bool) -> int:
-    """The most the float64 reference holds at once, replaying its bookkeeping on byte counts (see the module
-    docstring); a body tensor of a manual region counts once per manual coordinate."""
-    size: dict[str, int] = {name: _reference_bytes(t) for name, t in graph.tensors.items()}
-    for region in getattr(graph, "manual_regions", None) or ():
-        copies = math.prod(region.manual_sizes(graph.mesh))
-        for op_name in region.ops:
-            if region.role(op_name) == "body":
-                out = graph.op(op_name).output
-                size[out] *= copies
-    ops = graph.ops
-    outputs = set(graph.outputs)
-
-    def transient(op) -> int:
-        return TRANSIENT_FACTOR * max([size[op.output], *(size[t] for t in op.inputs)])
-
-    # the seeds: the float outputs (output_cotangents seeds every one of them)
-    seeds = [o for o in outputs if is_float(graph.tensor(o).dtype)] if training else []
-    backward, residual_until, last_read = backward_schedule(graph, seeds)
-    keep = set(residual_until) | outputs
-
-    values = {name for name, t in graph.tensors.items() if t.kind != "activation"}
-    held = sum(size[t] for t in values)
-    peak = held
-    for k, op in enumerate(ops):
-        values.add(op.output)
-        held += size[op.output]
-        peak = max(peak, held + transient(op))
-        for t in set(op.inputs) | {op.output}:
-            if last_read.get(t, -1) <= k and t not in keep and t in values:
-                values.discard(t)
-                held -= size[t]
-    if not training:
-        return peak
-    # backward: every float output's cotangent seeded at once, each popped by its producer's VJP, which adds
-    # its operands' cotangents (a sum where one is already there); residuals dropped after their last VJP
-    cots = {o for o in outputs if is_float(graph.tensor(o).dtype)}
-    held += sum(size[o] for o in cots)
-    peak = max(peak, held)
-    releases: dict[int, list[str]] = {}
-    for t, k in residual_until.items():
-        releases.setdefault(k, []).append(t)
-    for k in sorted(backward, reverse=True):
-        op = ops[k]
-        if op.output in cots:
-            peak = max(peak, held + transient(op) + sum(size[op.inputs[i]] for i in backward[k]))
-            cots.discard(op.output)
-            held -= size[op.output]
-            for i in backward[k]:
-                t = op.inputs[i]
-                if t not in cots:
-                    cots.add(t)
-                    held += size[t]
-        for t in releases.get(k, ()):
-            if t not in outputs and t in values:
-                values.discard(t)
-                held -= size[t]
-    # the gradients of parameters no cotangent reached are zeros the caller gets as well
-    held += sum(size[t.name] for t in graph.tensors_of_kind("param") if t.name not in cots)
-    return max(peak, held)
 
 
 def _factors(lowering: str) -> tuple[int, int]:

@@ -46,17 +46,17 @@ import numpy as np
 from graphs.dtypes import is_float
 from graphs.evaluate import example_inputs, non_finite, non_finite_origin, run_reference
 from graphs.gradients import check_differentiable, output_cotangents, reference_gradients
-from graphs.ops.registry import get_op
 from planner.errors import ModelError, PlanningError, SimulationMismatch, quote
-from planner.limits import check_simulation_bytes
+from planner.limits import check_simulation_memory
 from planner.partitioning import Backprop, Compute, Load, Redistribute
 from planner.progress import SILENT, Progress, counted
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
 from planner.simulation.local_ops import LocalContext, local_compute
-from planner.simulation.local_vjp import local_vjp, local_vjp_inputs
+from planner.simulation.local_vjp import local_vjp
 from planner.simulation.manual import run_collective
+from planner.simulation.memory import last_copy_uses, last_uses, residual_keys, simulation_memory
 from graphs.ops.collectives import is_collective
 from planner.simulation.reshard import execute
 
@@ -119,11 +119,11 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
         raise PlanningError(f"--dtype must be one of {', '.join(FLOAT_RTOL)}, got {dtype!r}")
     float_dtype = np.float64 if dtype == "f64" else np.float32
     graph = plan.graph
-    check_simulation_bytes(memory_lower_bound_bytes(graph, np.dtype(float_dtype).itemsize),
-                           f"simulating model {quote(graph.name)} in {dtype}",
-                           "simulate a smaller version of the model (fewer layers, a smaller batch or sequence) on the "
-                           "same mesh" + (", or use --dtype f32 (half the memory)" if dtype == "f64" else ""))
     program = plan.program
+    check_simulation_memory(simulation_memory(program, graph, np.dtype(float_dtype).itemsize),
+                            f"simulating model {quote(graph.name)} on {program.mesh.size:,} devices in {dtype}",
+                            "simulate a smaller version of the model (fewer layers, a smaller batch or sequence) or "
+                            "on a smaller mesh" + (", or use --dtype f32 (half the memory)" if dtype == "f64" else ""))
     if program.training:
         check_differentiable(graph)
     feeds = example_inputs(graph, seed=seed, float_dtype=float_dtype)
@@ -207,15 +207,6 @@ def release_freed_memory() -> None:
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 
 
-def memory_lower_bound_bytes(graph, itemsize: int) -> int:
-    """Bytes a simulation of ``graph`` holds at least at once, counted without allocating anything:
-    every input, parameter and constant twice (the reference's copy and the devices' blocks,
-    which cover each tensor at least once) and the largest other tensor, ``itemsize`` bytes an element."""
-    sources = sum(t.numel for t in graph.tensors.values() if t.kind != "activation")
-    largest = max((t.numel for t in graph.tensors.values() if t.kind == "activation"), default=0)
-    return (2 * sources + largest) * itemsize
-
-
 def _outputs_only(graph, feeds) -> dict:
     return run_reference(graph, feeds, keep=graph.outputs)
 
@@ -296,9 +287,9 @@ class _Run:
 
     def run(self, progress: Progress = SILENT) -> None:
         program = self.program
-        last_use = _last_uses(program)
-        last_copy_use = _last_copy_uses(program)
-        saved = _residual_keys(program)
+        last_use = last_uses(program)
+        last_copy_use = last_copy_uses(program)
+        saved = residual_keys(program)
         keep = set(program.outputs) | set(self.graph.outputs)
         for step, ins in enumerate(counted(progress, "simulating", program.instructions)):
             self._run_one(ins, saved)  # a method: its locals (operand blocks...) die with each instruction
@@ -486,40 +477,6 @@ def _add(acc: DistributedArray | None, arr: DistributedArray) -> DistributedArra
         raise SimulationMismatch(f"cannot add cotangents laid out as {acc.sharding} and {arr.sharding}")
     return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)],
                             acc.varying or arr.varying)
-
-
-def _residual_keys(program) -> dict[str, tuple]:
-    """Per op with a Backprop: the forward values its VJP reads (operands as read, result)."""
-    out = {}
-    for ins in program.instructions:
-        if isinstance(ins, Backprop):
-            keys = [("operand", k) for k in local_vjp_inputs(ins.op.op, ins.wrt, len(ins.op.inputs))]
-            if get_op(ins.op.op).vjp_reads_result:
-                keys.append(("result", ins.op.output))
-            out[ins.op.name] = tuple(keys)
-    return out
-
-
-def _last_uses(program) -> dict[str, int]:
-    """Index of the last instruction that reads each tensor."""
-    last: dict[str, int] = {}
-    for i, ins in enumerate(program.instructions):
-        if isinstance(ins, Compute):
-            for t in ins.op.inputs:
-                last[t] = i
-        elif isinstance(ins, Redistribute) and ins.phase == "forward":
-            last[ins.tensor] = max(last.get(ins.tensor, -1), i)
-    return last
-
-
-def _last_copy_uses(program) -> dict[tuple, int]:
-    """Index of the last instruction that reads each redistributed copy ``(tensor, layout)``."""
-    last: dict[tuple, int] = {}
-    for i, ins in enumerate(program.instructions):
-        if isinstance(ins, Compute):
-            for k, t in enumerate(ins.op.inputs):
-                last[(t, ins.strategy.operands[k])] = i
-    return last
 
 
 def _operands(ins: Compute, values, copies) -> list[DistributedArray]:

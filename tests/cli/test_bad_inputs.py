@@ -4,8 +4,8 @@ message naming the file (and line) or flag, never a traceback, never a hang.
 The corpus holds small hostile files (alias bombs in each part of a model, a recursive alias,
 a dimension of 10^30, a 10^8-device mesh, Latin-1 / UTF-16 / binary files); the large ones
 (20,000 nested ``[``, a file over the size limit) are generated here. Runs are in-process
-(``main([...])`` with capsys), but for standard output on a full disk and Ctrl-C, which need
-a real process.
+(``main([...])`` with capsys), but for standard output on a full disk, which needs a real process
+(signals: tests/cli/test_signals.py).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -216,7 +214,7 @@ RESHARD = ["reshard", "--mesh", "x=2,y=4", "--from", '[{"x"}, {}]', "--to", '[{"
     (RESHARD + ["--shape", "1000000x1000000", "--verify"], ("1000000x1000000", "TiB", "16 GiB", "leave out --verify")),
     (["simulate", FFN, "--seed", "-1"], ("--seed", "out of range")),
     (["simulate", FFN, "--seed", "x"], ("--seed", "not an integer")),
-    (["simulate", str(BAD / "needs_7tib.yaml")], ("needs at least 14.6 TiB", "limit of 16 GiB", "--dtype f32")),
+    (["simulate", str(BAD / "needs_7tib.yaml")], ("needs up to", "TiB", "limit of 16 GiB", "--dtype f32")),
     (DESCRIBE + ["--shape", "9" * 5000], ("5,000 digits",)),  # int() itself refuses over 4,300 digits
     (["plan", FFN, "--mesh", "d=" + "9" * 5000], ("mesh axis 'd'", "5,000 digits")),
     (["plan", FFN, "--memory-budget", "1e400"], ("--memory-budget", "finite")),
@@ -235,18 +233,22 @@ def test_bad_flag_is_a_user_error_naming_it(argv, words, capsys):
 
 
 def test_simulation_limit_is_checked_before_allocating(monkeypatch, capsys):
-    """The 7 TiB model is refused from sizes alone: numpy never allocates. The bound in the message is
-    derived from the file: 2 copies of the sources x (10^12) and w (10^9) plus the largest activation
-    y (10^9), 8 bytes each in f64."""
+    """The 7 TiB model is refused from sizes alone: numpy never allocates. The bound in the message is at least
+    the reference's peak, derived from the file: x (10^12 elements), w (10^9) and y = x @ w (10^9) held while
+    the matmul runs, plus 3 times its largest array (x) for its temporaries, 8 bytes each in f64."""
+    import re
+
     import numpy as np
 
     def refuse(*args, **kwargs):
         raise AssertionError("the simulator allocated")
 
     monkeypatch.setattr(np.random, "default_rng", refuse)
-    needed = (2 * (10**12 + 10**9) + 10**9) * 8
-    assert needed > MAX_SIMULATION_BYTES
-    assert_user_error(["simulate", BAD / "needs_7tib.yaml"], capsys, f"{needed / 2**40:.3g} TiB")
+    reference = (10**12 + 10**9 + 10**9 + 3 * 10**12) * 8
+    assert reference > MAX_SIMULATION_BYTES
+    err = assert_user_error(["simulate", BAD / "needs_7tib.yaml"], capsys, "needs up to", "8 devices")
+    figure, unit = re.search(r"needs up to ([0-9.]+) (TiB|PiB)", err).groups()
+    assert float(figure) * 2 ** {"TiB": 40, "PiB": 50}[unit] >= reference * (1 - 1e-3)  # printed to 3 digits
 
 
 # -- outputs ---------------------------------------------------------------------------------------------------
@@ -332,16 +334,3 @@ def test_standard_output_on_a_full_disk_is_one_line_and_exit_2():
     assert done.returncode == 2, done.stderr
     assert done.stderr == ("shardplan graph: error: standard output: cannot write: No space left on device; "
                            "free space on its disk or write elsewhere\n")
-
-
-def test_ctrl_c_exits_130_without_a_traceback():
-    """SIGINT while planning (compare plans three times: several seconds) ends the process at once."""
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "compare", str(REPO / "configs" / "transformer_block.yaml"),
-                             "--training"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    time.sleep(2.0)  # past start-up (about 0.5 s), well inside the planning
-    assert proc.poll() is None, "compare finished before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert err == "shardplan compare: interrupted\n"
-    assert out == ""
