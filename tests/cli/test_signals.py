@@ -141,8 +141,11 @@ def test_ctrl_c_during_a_run_on_jax_exits_130_with_one_line(after_s):
     """JAX compiles and runs the step for seconds after it loads; its garbage-collection callback is where a
     KeyboardInterrupt used to be reported and dropped."""
     pytest.importorskip("jax")
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", FFN, "--training"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO)
+    # megatron_mlp's step timed 20 times: the run goes on for seconds after JAX loads (ffn's whole run can end
+    # within 0.9 s of it, and a SIGINT after the result is printed rightly exits 0)
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(REPO / "configs" / "megatron_mlp.yaml"),
+                             "--training", "--repeat", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     wait_for_handlers(proc)
     wait_for_jax(proc)
     time.sleep(after_s)
