@@ -55,16 +55,30 @@ def _shape_text(shape: Iterable[int]) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def check_int_digits(text: str, what: str) -> None:
+    """:class:`LimitError` when the integer written ``text`` has more than :data:`MAX_INT_DIGITS` digits.
+
+    Signs, underscores and YAML 1.1's sexagesimal colons are not digits; a base prefix (``0x``) counts.
+
+    >>> check_int_digits("1_000", "a size")
+    >>> check_int_digits("9" * 101, "a size")
+    Traceback (most recent call last):
+    ...
+    planner.errors.LimitError: a size has 101 digits, more than shardplan reads (100); check the number
+    """
+    digits = text.strip().lstrip("+-").replace("_", "").replace(":", "")
+    if len(digits) > MAX_INT_DIGITS:
+        raise LimitError(f"{what} has {len(digits):,} digits, more than shardplan reads ({MAX_INT_DIGITS}); "
+                         "check the number")
+
+
 def read_int(text: str, what: str) -> int:
-    """``int(text)`` for a string of digits, or :class:`LimitError` past :data:`MAX_INT_DIGITS`.
+    """``int(text)`` for a string of decimal digits, or :class:`LimitError` past :data:`MAX_INT_DIGITS`.
 
     >>> read_int("64", "a size")
     64
     """
-    digits = text.strip().lstrip("+-").replace("_", "")
-    if len(digits) > MAX_INT_DIGITS:
-        raise LimitError(f"{what} has {len(digits):,} digits, more than shardplan reads ({MAX_INT_DIGITS}); "
-                         "check the number")
+    check_int_digits(text, what)
     return int(text)
 
 

@@ -91,6 +91,8 @@ MODEL_CASES = [
     ("binary.yaml", None, ("not text", "NUL")),
     ("cluster_latin1_model.yaml", None, ("cluster_latin1.yaml:1", "cluster file is not UTF-8")),
     ("cluster_bomb_model.yaml", None, ("cluster_bomb.yaml:2", "alias")),
+    ("not_a_date.yaml", 4, ("'2020-13-45' as a date", "month must be in 1..12", "quote the value")),
+    ("cluster_bad_int_model.yaml", None, ("cluster_bad_int.yaml:3", "'eight' as an integer")),
 ]
 
 

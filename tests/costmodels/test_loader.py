@@ -321,3 +321,16 @@ def test_bad_compute_keys_are_refused_with_file_line_and_key(tmp_path, text, lin
         load_cluster(path)
     assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
     assert message in str(info.value)
+
+
+def test_yaml_1_1_integer_spellings_in_a_cluster_file(tmp_path):
+    # 0x8 = 8 devices per node; 0x400000000 = 4 * 16^8 = 2^34 bytes = 16 GiB; 1_000 = 1000 bytes/s
+    write(tmp_path, "hex.yaml", """\
+        preset: nvlink-node
+        devices_per_node: 0x8
+        device_memory_bytes: 0x400000000
+        intra_node: {bandwidth_bytes_per_s: 1_000}
+        """)
+    cluster = load_cluster(tmp_path / "hex.yaml")
+    assert cluster.devices_per_node == 8 and cluster.device_memory_bytes == 16 * 2**30
+    assert cluster.intra_node.bandwidth_bytes_per_s == 1000
