@@ -38,6 +38,13 @@ MAX_YAML_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
 #: Digits of one integer in a file or flag (Python refuses to read more than 4,300).
 MAX_INT_DIGITS = 100
+#: Devices of one node of a cluster: a node of more devices than the largest mesh is, for any mesh, one node.
+MAX_DEVICES_PER_NODE = MAX_MESH_DEVICES
+#: The largest rate (FLOP/s, bytes/s), size (bytes, FLOP) or time (s) a cluster may give: far above any device,
+#: and small enough that every price computed from it (a sum of FLOPs / rate and bytes / bandwidth) is a finite float.
+MAX_CLUSTER_NUMBER = 1e30
+#: The smallest rate (FLOP/s, bytes/s) a cluster may give, for the same reason.
+MIN_CLUSTER_RATE = 1.0
 #: Bytes the numpy device simulator may hold (``simulate``, ``reshard --verify``) before it starts.
 MAX_SIMULATION_BYTES = 16 * 2**30
 

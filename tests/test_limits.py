@@ -63,6 +63,8 @@ def test_readme_documents_each_limit_with_its_value():
         "YAML nesting depth": str(limits.MAX_YAML_DEPTH),
         "YAML nodes once aliases are expanded": f"{limits.MAX_YAML_NODES:,}",
         "memory the simulator may need": limits.format_bytes(limits.MAX_SIMULATION_BYTES),
+        "devices of one node of a cluster": f"{limits.MAX_DEVICES_PER_NODE:,}",
+        "a rate, size or time in a cluster": f"at most {limits.MAX_CLUSTER_NUMBER:.0e}".replace("+", ""),
     }
     for label, value in rows.items():
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| {label}")), None)

@@ -13,6 +13,7 @@ from costmodels.cluster import Cluster, Link
 from costmodels.roofline import Roofline
 from costmodels.loader import load_cluster
 from planner.errors import ClusterError
+from planner.limits import MAX_CLUSTER_NUMBER, MAX_DEVICES_PER_NODE, MIN_CLUSTER_RATE
 
 FULL = {
     "name": "lab",
@@ -334,3 +335,38 @@ def test_yaml_1_1_integer_spellings_in_a_cluster_file(tmp_path):
     cluster = load_cluster(tmp_path / "hex.yaml")
     assert cluster.devices_per_node == 8 and cluster.device_memory_bytes == 16 * 2**30
     assert cluster.intra_node.bandwidth_bytes_per_s == 1000
+
+
+@pytest.mark.parametrize("text, line, message", [
+    # node ids are computed in int64: 10^30 overflowed; the largest mesh's device count is the bound
+    (f"devices_per_node: {10**30}\n", 2, f"more than shardplan's limit of {MAX_DEVICES_PER_NODE:,}"),
+    (f"devices_per_node: {MAX_DEVICES_PER_NODE + 1}\n", 2, f"write {MAX_DEVICES_PER_NODE}"),
+    ("device_memory_bytes: 1e31\n", 2, "device_memory_bytes is '1e31', more than shardplan's limit of 1e+30 bytes"),
+    ("device_peak_flops: 1e308\n", 2, "limit of 1e+30 FLOP/s"),
+    ("intra_node:\n  latency_s: 1e300\n", 3, "intra_node.latency_s is '1e300', more than"),
+    ("kernel_overhead_s: 2e30s\n", 2, "kernel_overhead_s is '2e30s', more than"),
+    ("matmul_efficiency:\n  - [1e31, 0.5]\n", 3, "point 1's flops is '1e31', more than"),
+    # a rate under 1 per second makes a time that overflows a float: 1e-300 bytes/s moves 1 KB in 10^303 s
+    ("inter_node:\n  bandwidth_bytes_per_s: 1e-300\n", 3, "less than shardplan's limit of 1 bytes/s"),
+    ("memory_bandwidth_bytes_per_s: 0.5\n", 2, "less than shardplan's limit of 1 bytes/s"),
+    ("vector_flops: 1e-310\n", 2, "less than shardplan's limit of 1 FLOP/s"),
+])
+def test_cluster_numbers_are_bounded_with_file_line_and_key(tmp_path, text, line, message):
+    path = write(tmp_path, "c.yaml", "preset: default\n" + text)
+    with pytest.raises(ClusterError) as info:
+        load_cluster(path)
+    assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
+    assert message in str(info.value)
+
+
+def test_cluster_numbers_at_their_bounds_load(tmp_path):
+    path = write(tmp_path, "c.yaml", f"""\
+        preset: default
+        devices_per_node: {MAX_DEVICES_PER_NODE}
+        device_peak_flops: {MAX_CLUSTER_NUMBER:.0e}
+        intra_node: {{bandwidth_bytes_per_s: {MIN_CLUSTER_RATE}, latency_s: {MAX_CLUSTER_NUMBER:.0e}}}
+        """)
+    cluster = load_cluster(path)
+    assert cluster.devices_per_node == MAX_DEVICES_PER_NODE and cluster.device_peak_flops == MAX_CLUSTER_NUMBER
+    assert (cluster.intra_node.bandwidth_bytes_per_s, cluster.intra_node.latency_s) == (MIN_CLUSTER_RATE,
+                                                                                        MAX_CLUSTER_NUMBER)
