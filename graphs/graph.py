@@ -43,6 +43,7 @@ from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
 from planner.errors import ModelError, ShardplanError, did_you_mean, quote
 from planner.ir import Mesh
+from planner.limits import check_op_flops
 
 if TYPE_CHECKING:
     import networkx as nx  # imported when first used: it is slow to import
@@ -292,6 +293,7 @@ class ComputationGraph:
             attrs = opdef.with_defaults(op.attrs_dict)
             shape, dtype = opdef.infer(shapes, [t.dtype for t in ins], attrs, names=op.inputs)
             attrs = opdef.canonical(shapes, attrs)
+            check_op_flops(opdef.flops(shapes, shape, attrs), f"this {opdef.name}")  # priced as a float
             self._check_strategy(op, opdef, ins)
             self._check_out_sharding(op, opdef, shape, dtype)
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)

@@ -38,6 +38,9 @@ MAX_YAML_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
 #: Digits of one integer in a file or flag (Python refuses to read more than 4,300).
 MAX_INT_DIGITS = 100
+#: FLOPs of one op (10^30, a hundred thousand times the largest training run to date): at the slowest rate a cluster
+#: may give (:data:`MIN_CLUSTER_RATE`) its time is still a finite float.
+MAX_OP_FLOPS = 10**30
 #: Devices of one node of a cluster: a node of more devices than the largest mesh is, for any mesh, one node.
 MAX_DEVICES_PER_NODE = MAX_MESH_DEVICES
 #: The largest rate (FLOP/s, bytes/s), size (bytes, FLOP) or time (s) a cluster may give: far above any device,
@@ -99,6 +102,21 @@ def check_tensor_elements(shape: Iterable[int], what: str) -> int:
             f"2^{MAX_TENSOR_ELEMENTS.bit_length() - 1} = {MAX_TENSOR_ELEMENTS:,} elements per tensor; check the shape"
         )
     return n
+
+
+def check_op_flops(flops: int, what: str) -> None:
+    """:class:`LimitError` when one op computes more than :data:`MAX_OP_FLOPS` FLOPs.
+
+    >>> check_op_flops(2 * 64**3, "op 'mm'")
+    >>> check_op_flops(2**1200, "op 'e'")
+    Traceback (most recent call last):
+    ...
+    planner.errors.LimitError: op 'e' computes about 10^361.2 FLOPs, more than shardplan's limit of 10^30 FLOPs per op; check the shapes and the equation
+    """
+    if flops > MAX_OP_FLOPS:
+        count = _power(flops) if isinstance(flops, int) else f"{flops:.3g}"
+        raise LimitError(f"{what} computes {count} FLOPs, more than shardplan's limit of "
+                         f"{_power(MAX_OP_FLOPS)} FLOPs per op; check the shapes and the equation")
 
 
 def check_mesh_size(name: str, sizes: Iterable[int]) -> int:

@@ -63,6 +63,7 @@ def test_readme_documents_each_limit_with_its_value():
         "YAML nesting depth": str(limits.MAX_YAML_DEPTH),
         "YAML nodes once aliases are expanded": f"{limits.MAX_YAML_NODES:,}",
         "memory the simulator may need": limits.format_bytes(limits.MAX_SIMULATION_BYTES),
+        "FLOPs of one op": f"10^{len(str(limits.MAX_OP_FLOPS)) - 1}",
         "devices of one node of a cluster": f"{limits.MAX_DEVICES_PER_NODE:,}",
         "a rate, size or time in a cluster": f"at most {limits.MAX_CLUSTER_NUMBER:.0e}".replace("+", ""),
     }

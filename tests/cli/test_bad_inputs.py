@@ -93,6 +93,8 @@ MODEL_CASES = [
     ("cluster_bomb_model.yaml", None, ("cluster_bomb.yaml:2", "alias")),
     ("not_a_date.yaml", 4, ("'2020-13-45' as a date", "month must be in 1..12", "quote the value")),
     ("cluster_bad_int_model.yaml", None, ("cluster_bad_int.yaml:3", "'eight' as an integer")),
+    # 2 FLOPs per multiply-add, 21 products of 22 operands, 2^48 terms each: log10(42 * 2^1056) = 319.5
+    ("huge_einsum.yaml", 5, ("op 'e'", "einsum computes about 10^319.5 FLOPs", "limit of 10^30")),
     ("cluster_huge_node_model.yaml", None, ("cluster_huge_node.yaml:3", "devices_per_node", "limit of 16,384")),
 ]
 

@@ -194,3 +194,19 @@ def test_bytes_accessed_per_op_and_in_total_on_global_or_local_shapes():
     assert g.total_bytes_accessed() == sum(g.op_bytes_accessed(op.name) for op in g.ops)
     # one device's instance with the matmul's rows split in two: 4x16 @ 16x4 -> 4x4
     assert g.op_bytes_accessed("mm", [(4, 16), (16, 4)], (4, 4)) == (64 + 64 + 16) * 4
+
+
+def test_an_op_past_the_flop_limit_is_refused_at_its_line():
+    from graphs import load_model_text
+    from planner.limits import MAX_OP_FLOPS
+
+    def model(k: int) -> str:
+        # ab,cd,e->a multiplies every triple of elements: 2 FLOPs x 2 products x (2^24)^4 x k = 2^98 k
+        return ("name: t\nmesh: {x: 2}\ntensors: {p: {shape: [16777216, 16777216]}, "
+                f"q: {{shape: [16777216, 16777216]}}, r: {{shape: [{k}]}}}}\n"
+                "ops: [{name: e, op: einsum, inputs: [p, q, r], output: y, equation: 'ab,cd,e->a'}]\n")
+
+    under = MAX_OP_FLOPS // 2**98  # the largest k whose einsum is within the limit
+    assert load_model_text(model(under)).op("e").name == "e"
+    with pytest.raises(ModelError, match="m.yaml:4: op 'e': this einsum computes .* FLOPs, more than"):
+        load_model_text(model(under + 1), "m.yaml")
