@@ -95,6 +95,9 @@ MODEL_CASES = [
     ("cluster_bad_int_model.yaml", None, ("cluster_bad_int.yaml:3", "'eight' as an integer")),
     # 2 FLOPs per multiply-add, 21 products of 22 operands, 2^48 terms each: log10(42 * 2^1056) = 319.5
     ("huge_einsum.yaml", 5, ("op 'e'", "einsum computes about 10^319.5 FLOPs", "limit of 10^30")),
+    ("gather_index_out_of_range.yaml", 8, ("op 'look'", "constant 50", "dimension 0 of table", "size is 50")),
+    ("label_out_of_range.yaml", 8, ("op 'loss'", "constant -1", "dimension 1 of logits", "[0, 10)")),
+    ("const_overflows_dtype.yaml", 6, ("tensor 'c'", "1099511627776", "does not fit its dtype i32")),
     ("cluster_huge_node_model.yaml", None, ("cluster_huge_node.yaml:3", "devices_per_node", "limit of 16,384")),
 ]
 
