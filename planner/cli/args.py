@@ -91,6 +91,12 @@ def seed(text: str) -> int:
     return value
 
 
+def add_seed_option(parser) -> None:
+    """``--seed`` as every command that draws random inputs and parameters takes it (``simulate``, ``run``)."""
+    parser.add_argument("--seed", type=seed, default=0,
+                        help="seed of the random inputs and parameters, 0 to 2**32-1 (default 0)")
+
+
 #: ``shardplan run --repeat``: timed runs of the step at most (each a whole step; 5 are the default).
 MAX_REPEAT = 10_000
 

@@ -194,6 +194,11 @@ RESHARD = ["reshard", "--mesh", "x=2,y=4", "--from", '[{"x"}, {}]', "--to", '[{"
     (RESHARD + ["--shape", "1000000x1000000", "--verify"], ("1000000x1000000", "TiB", "16 GiB", "leave out --verify")),
     (["simulate", FFN, "--seed", "-1"], ("--seed", "out of range")),
     (["simulate", FFN, "--seed", "x"], ("--seed", "not an integer")),
+    (["simulate", FFN, "--seed", str(2**32)], ("--seed", "out of range", str(2**32 - 1))),
+    # run checks its flags before it imports JAX: these need no JAX
+    (["run", FFN, "--seed", "-1"], ("--seed", "out of range")),
+    (["run", FFN, "--seed", str(2**32)], ("--seed", "out of range")),
+    (["run", FFN, "--seed", "x"], ("--seed", "not an integer")),
     (["simulate", str(BAD / "needs_7tib.yaml")], ("needs at least 14.6 TiB", "limit of 16 GiB", "--dtype f32")),
     (DESCRIBE + ["--shape", "9" * 5000], ("5,000 digits",)),  # int() itself refuses over 4,300 digits
     (["plan", FFN, "--mesh", "d=" + "9" * 5000], ("mesh axis 'd'", "5,000 digits")),
