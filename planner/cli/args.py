@@ -52,6 +52,9 @@ def model_argument(text: str):
         from planner.files import decode_text
         from planner.limits import MAX_INPUT_FILE_BYTES
 
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise ModelError("standard input is closed, so there is no model to read; give the model file's path, "
+                             "or pipe the model in", where="<stdin>")
         data = sys.stdin.buffer.read(MAX_INPUT_FILE_BYTES + 1)
         if len(data) > MAX_INPUT_FILE_BYTES:
             raise ModelError("the model on standard input is larger than shardplan reads; is it the right input?",

@@ -26,6 +26,7 @@ from planner.cli.status import (  # noqa: F401  (re-exported: the statuses are m
 )
 from planner.errors import OutputError, ShardplanError
 from planner.files import STDOUT
+from planner.cli.streams import prepare_streams
 
 # Each command module exposes add_parser(subparsers); keep this list in pipeline order.
 from planner.cli import calibrate, check, compare, describe, export, graph, import_jax, plan, reshard, run, simulate
@@ -60,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     With ``SHARDPLAN_DEBUG=1`` an internal error is re-raised instead, so that its
     traceback shows.
     """
+    prepare_streams()  # a closed stdout, an ASCII-only encoding: before argparse prints help or usage
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

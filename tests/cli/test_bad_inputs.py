@@ -327,3 +327,86 @@ def test_ctrl_c_exits_130_without_a_traceback():
     assert proc.returncode == 130, err
     assert err == "shardplan compare: interrupted\n"
     assert out == ""
+
+
+# -- standard streams: closed, or an encoding that cannot spell every character ------------------------------------
+
+#: Every command that writes its result to standard output, as argv.
+STDOUT_COMMANDS = {
+    "graph": ["graph", FFN],
+    "plan": ["plan", FFN],
+    "explain": ["explain", FFN, "y"],
+    "describe": DESCRIBE + ["--shape", "8x8"],
+    "reshard": RESHARD + ["--shape", "8x8"],
+    "simulate": ["simulate", FFN],
+    "check": ["check", FFN, "--baseline", BASELINE],
+    "compare": ["compare", FFN],
+    "export": ["export", FFN, "--to", "jax"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(STDOUT_COMMANDS))
+def test_closed_standard_output_is_one_line_and_exit_2(command, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)  # what Python sets when the process starts with fd 1 closed
+    assert_user_error(STDOUT_COMMANDS[command], capsys, "standard output", "it is closed", "redirect it to a file")
+
+
+def test_closed_standard_output_with_out_writes_the_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)
+    assert run(["plan", FFN, "--out", tmp_path / "plan.txt"], capsys)[0] == 0
+    assert (tmp_path / "plan.txt").read_text().startswith("model ffn")
+
+
+def test_closed_standard_output_in_a_real_process():
+    """``shardplan plan m.yaml >&-``: fd 1 itself closed, not just the Python object."""
+    done = subprocess.run([sys.executable, "-m", "planner", "plan", FFN], stderr=subprocess.PIPE, text=True,
+                          cwd=REPO, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("shardplan plan: error: standard output: cannot write: it is closed")
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_closed_standard_input_for_dash_is_a_user_error(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", None)
+    assert_user_error(["graph", "-"], capsys, "<stdin>", "standard input is closed")
+
+
+#: A model whose names are not ASCII: Latin-1 letters, a CJK character, a name that is one letter.
+UNICODE_MODEL = """\
+name: modèle
+mesh: {d: 8}
+tensors:
+  x: {shape: [64, 64], kind: input}
+  poids: {shape: [64, 64], kind: param}
+  wé: {shape: [64, 64], kind: param}
+ops:
+  - {name: café, op: matmul, inputs: [x, poids], output: h1, strategy: [[2, 1], [1, 4]]}
+  - {name: 乘, op: matmul, inputs: [h1, wé], output: ÿ}
+outputs: [ÿ]
+"""
+
+
+@pytest.mark.parametrize("argv", [["graph"], ["plan"], ["plan", "--format", "program"], ["plan", "--format", "csv"],
+                                  ["plan", "--format", "html"], ["explain", "ÿ"], ["simulate"], ["compare"]],
+                         ids=lambda argv: "-".join(argv))
+def test_an_ascii_standard_output_escapes_what_it_cannot_spell(argv, tmp_path, monkeypatch, capsys):
+    model = tmp_path / "u.yaml"
+    model.write_text(UNICODE_MODEL, encoding="utf-8")
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")  # as PYTHONIOENCODING=ascii makes it
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    argv = argv[:1] + [str(model)] + argv[1:]
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 0, err
+    ascii_out.flush()
+    text = ascii_out.buffer.getvalue().decode("ascii")
+    assert "mod\\xe8le" in text or "caf\\xe9" in text or "\\xff" in text, text  # each command names some of them
+
+
+def test_an_ascii_standard_output_in_a_real_process(tmp_path):
+    model = tmp_path / "u.yaml"
+    model.write_text(UNICODE_MODEL, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "planner", "plan", str(model)], capture_output=True, cwd=REPO,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode("ascii").startswith("model mod\\xe8le, search auto")
