@@ -98,6 +98,7 @@ MODEL_CASES = [
     ("gather_index_out_of_range.yaml", 8, ("op 'look'", "constant 50", "dimension 0 of table", "size is 50")),
     ("label_out_of_range.yaml", 8, ("op 'loss'", "constant -1", "dimension 1 of logits", "[0, 10)")),
     ("const_overflows_dtype.yaml", 6, ("tensor 'c'", "1099511627776", "does not fit its dtype i32")),
+    ("collective_group_size.yaml", 5, ("op 'o'", "group_size is '1e3'", "leave it out")),
     ("cluster_huge_node_model.yaml", None, ("cluster_huge_node.yaml:3", "devices_per_node", "limit of 16,384")),
 ]
 
