@@ -308,11 +308,11 @@ class ComputationGraph:
             attrs = opdef.with_defaults(op.attrs_dict)
             shape, dtype = opdef.infer(shapes, [t.dtype for t in ins], attrs, names=op.inputs)
             attrs = opdef.canonical(shapes, attrs)
-            check_op_flops(opdef.flops(shapes, shape, attrs), f"this {opdef.name}")  # priced as a float
             self._check_strategy(op, opdef, ins)
             self._check_constant_indices(opdef, ins)
             self._check_out_sharding(op, opdef, shape, dtype)
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
+            check_op_flops(opdef.flops(shapes, shape, attrs), f"this {opdef.name}")  # priced as a float
         except ShardplanError as e:
             raise self._error(f"op {quote(op.name)}: {e.message}", op.line) from None
         return replace(op, attrs=attrs), out

@@ -111,12 +111,12 @@ def check_op_flops(flops: int, what: str) -> None:
     >>> check_op_flops(2**1200, "op 'e'")
     Traceback (most recent call last):
     ...
-    planner.errors.LimitError: op 'e' computes about 10^361.2 FLOPs, more than shardplan's limit of 10^30 FLOPs per op; check the shapes and the equation
+    planner.errors.LimitError: op 'e' computes about 10^361.2 FLOPs, more than shardplan's limit of 10^30 FLOPs per op; check its operands' shapes and its attributes
     """
     if flops > MAX_OP_FLOPS:
         count = _power(flops) if isinstance(flops, int) else f"{flops:.3g}"
         raise LimitError(f"{what} computes {count} FLOPs, more than shardplan's limit of "
-                         f"{_power(MAX_OP_FLOPS)} FLOPs per op; check the shapes and the equation")
+                         f"{_power(MAX_OP_FLOPS)} FLOPs per op; check its operands' shapes and its attributes")
 
 
 def check_mesh_size(name: str, sizes: Iterable[int]) -> int:
