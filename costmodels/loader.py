@@ -52,7 +52,7 @@ from costmodels.units import parse_quantity
 from planner import safe_yaml
 from planner.errors import ClusterError, ShardplanError, quote
 from planner.files import read_text
-from planner.limits import MAX_CLUSTER_NUMBER, MAX_DEVICES_PER_NODE, MIN_CLUSTER_RATE
+from planner.limits import MAX_CLUSTER_NUMBER, MAX_CLUSTER_SECONDS, MAX_DEVICES_PER_NODE, MIN_CLUSTER_RATE
 
 __all__ = ["ClusterSpec", "load_cluster"]
 
@@ -305,10 +305,11 @@ def _quantity(value: Any, unit: str, keys: tuple[str, ...], source: _Source, nam
     if not math.isfinite(amount) or not (amount >= 0 if zero_ok else amount > 0):
         wanted = "a finite number >= 0" if zero_ok else "a finite number > 0"
         raise source.error(keys, f"{name} is {quote(value)}; it must be {wanted}")
-    # bounded so that every time priced from the cluster is a finite float
-    if amount > MAX_CLUSTER_NUMBER:
-        raise source.error(keys, f"{name} is {quote(value)}, more than shardplan's limit of {MAX_CLUSTER_NUMBER:g} "
-                                 f"{unit}; check the number and its unit")
+    # bounded so that every cost priced from the cluster is a number the searches' solvers can compare
+    largest = MAX_CLUSTER_SECONDS if zero_ok else MAX_CLUSTER_NUMBER
+    if amount > largest:
+        raise source.error(keys, f"{name} is {quote(value)}, more than shardplan's limit of {largest:g} {unit}; "
+                                 "check the number and its unit")
     if unit.endswith("/s") and amount < MIN_CLUSTER_RATE:
         raise source.error(keys, f"{name} is {quote(value)}, less than shardplan's limit of {MIN_CLUSTER_RATE:g} "
                                  f"{unit}; check the number and its unit")

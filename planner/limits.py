@@ -43,11 +43,14 @@ MAX_INT_DIGITS = 100
 MAX_OP_FLOPS = 10**30
 #: Devices of one node of a cluster: a node of more devices than the largest mesh is, for any mesh, one node.
 MAX_DEVICES_PER_NODE = MAX_MESH_DEVICES
-#: The largest rate (FLOP/s, bytes/s), size (bytes, FLOP) or time (s) a cluster may give: far above any device,
-#: and small enough that every price computed from it (a sum of FLOPs / rate and bytes / bandwidth) is a finite float.
+#: The largest rate (FLOP/s, bytes/s) or size (bytes, FLOP) a cluster may give: far above any device.
 MAX_CLUSTER_NUMBER = 1e30
-#: The smallest rate (FLOP/s, bytes/s) a cluster may give, for the same reason.
-MIN_CLUSTER_RATE = 1.0
+#: The smallest rate (FLOP/s, bytes/s) and the largest time (latency, overhead: seconds) a cluster may give:
+#: a thousand per second and a million seconds, both far from any device, keep the costs the searches compare
+#: in the range their solvers handle (a latency of 1e12 s made HiGHS run for minutes, one of 1e30 s made CBC
+#: find no plan and an op's time overflow a float).
+MIN_CLUSTER_RATE = 1e3
+MAX_CLUSTER_SECONDS = 1e6
 #: Bytes the numpy device simulator may hold (``simulate``, ``reshard --verify``) before it starts.
 MAX_SIMULATION_BYTES = 16 * 2**30
 
