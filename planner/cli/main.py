@@ -65,11 +65,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return 2
     except SystemExit as e:  # argparse already printed usage or help
         return int(e.code or 0)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
+    except OutputError as e:  # help or --version on a closed standard output
+        print(f"shardplan: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
     if args.command in SMALL_ARRAY_COMMANDS and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:

@@ -352,6 +352,14 @@ def test_closed_standard_output_is_one_line_and_exit_2(command, monkeypatch, cap
     assert_user_error(STDOUT_COMMANDS[command], capsys, "standard output", "it is closed", "redirect it to a file")
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["plan", "--help"], []], ids=repr)
+def test_help_and_version_on_a_closed_standard_output_are_one_line_and_exit_2(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [err.strip()] and "standard output: cannot write: it is closed" in err, err
+
+
 def test_closed_standard_output_with_out_writes_the_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", None)
     assert run(["plan", FFN, "--out", tmp_path / "plan.txt"], capsys)[0] == 0
