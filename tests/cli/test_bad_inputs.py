@@ -161,6 +161,17 @@ def test_model_file_over_the_size_limit(tmp_path, capsys):
     assert_user_error(["plan", model], capsys, str(model), "64 MiB", "right file")
 
 
+@pytest.mark.parametrize("command", ["simulate", "run"])
+def test_indices_computed_out_of_range_are_a_user_error_at_the_op(command, capsys):
+    """The model loads (the indices are an op's result, not a constant), but its reference cannot run."""
+    if command not in MODEL_COMMANDS:
+        pytest.skip("run needs JAX")
+    path = str(BAD / "computed_index_out_of_range.yaml")
+    assert run(["plan", path], capsys)[0] == 0
+    assert_user_error(MODEL_COMMANDS[command](path), capsys, f"{path}:9:", "op 'look'", "hold 100 to 100",
+                      "[0, 50)")
+
+
 # -- check: its baseline file, and a broken model it does not know ----------------------------------------------
 
 @pytest.mark.parametrize("name, words", [("baseline_utf16.json", ("UTF-16",)), ("baseline_binary.json", ("not text",))])
