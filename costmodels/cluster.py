@@ -49,6 +49,7 @@ from planner.errors import ClusterError, CostModelError, ShardingError, quote
 from planner.ir.axis import AxisRef
 from planner.ir.layout import positions_to_devices
 from planner.ir.mesh import Mesh
+from planner.limits import MAX_DEVICES_PER_NODE
 
 __all__ = ["Cluster", "Link", "group_spans_nodes", "slowest_link"]
 
@@ -142,6 +143,9 @@ class Cluster:
         if isinstance(self.devices_per_node, bool) or not isinstance(self.devices_per_node, int):
             raise ClusterError(f"{owner}: devices_per_node is {quote(self.devices_per_node)}; it must be an integer >= 1")
         _check_positive(owner, "devices_per_node", self.devices_per_node)
+        if self.devices_per_node > MAX_DEVICES_PER_NODE:  # node ids are computed in int64
+            raise ClusterError(f"{owner}: devices_per_node is {quote(self.devices_per_node)}, more than shardplan's "
+                               f"limit of {MAX_DEVICES_PER_NODE:,} (the most devices of a mesh)")
         for name in ("intra_node", "inter_node"):
             if not isinstance(getattr(self, name), Link):
                 raise ClusterError(f"{owner}: {name} must be a Link, got {quote(getattr(self, name))}")

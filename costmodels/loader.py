@@ -52,6 +52,7 @@ from costmodels.units import parse_quantity
 from planner import safe_yaml
 from planner.errors import ClusterError, ShardplanError, quote
 from planner.files import read_text
+from planner.limits import MAX_CLUSTER_NUMBER, MAX_CLUSTER_SECONDS, MAX_DEVICES_PER_NODE, MIN_CLUSTER_RATE
 
 __all__ = ["ClusterSpec", "load_cluster"]
 
@@ -230,6 +231,10 @@ def _parse(raw: Any, source: _Source) -> dict:
         elif key == "devices_per_node":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise source.error(keys, f"devices_per_node is {quote(value)}; it must be an integer >= 1")
+            if value > MAX_DEVICES_PER_NODE:
+                raise source.error(keys, f"devices_per_node is {quote(value)}, more than shardplan's limit of "
+                                         f"{MAX_DEVICES_PER_NODE:,} (the most devices of a mesh); for one node "
+                                         f"holding every device write {MAX_DEVICES_PER_NODE}")
             values[key] = value
         elif key in ("intra_node", "inter_node"):
             values[key] = _parse_link(value, keys, source)
@@ -300,6 +305,14 @@ def _quantity(value: Any, unit: str, keys: tuple[str, ...], source: _Source, nam
     if not math.isfinite(amount) or not (amount >= 0 if zero_ok else amount > 0):
         wanted = "a finite number >= 0" if zero_ok else "a finite number > 0"
         raise source.error(keys, f"{name} is {quote(value)}; it must be {wanted}")
+    # bounded so that every cost priced from the cluster is a number the searches' solvers can compare
+    largest = MAX_CLUSTER_SECONDS if zero_ok else MAX_CLUSTER_NUMBER
+    if amount > largest:
+        raise source.error(keys, f"{name} is {quote(value)}, more than shardplan's limit of {largest:g} {unit}; "
+                                 "check the number and its unit")
+    if unit.endswith("/s") and amount < MIN_CLUSTER_RATE:
+        raise source.error(keys, f"{name} is {quote(value)}, less than shardplan's limit of {MIN_CLUSTER_RATE:g} "
+                                 f"{unit}; check the number and its unit")
     return amount
 
 

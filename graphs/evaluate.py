@@ -101,6 +101,16 @@ def _body(graph: ComputationGraph, op):
 
 
 def op_reference(graph: ComputationGraph, op, arrays) -> np.ndarray:
+    """Op ``op``'s value from its operands' values (:func:`_op_reference`); a :class:`ModelError` for values the
+    op does not accept (a computed gather index out of range) is located at the op's line."""
+    try:
+        return _op_reference(graph, op, arrays)
+    except ModelError as e:
+        line = f":{op.line}" if op.line else ""
+        raise ModelError(f"op {quote(op.name)}: {e.message}", where=f"{graph.source or '<string>'}{line}") from None
+
+
+def _op_reference(graph: ComputationGraph, op, arrays) -> np.ndarray:
     """Op ``op``'s value from its operands' values.
 
     Outside manual regions: the catalogue's ``reference``. A body tensor of a

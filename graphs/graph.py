@@ -34,7 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from graphs.axis_regions import AxisRegion, check_regions
-from graphs.dtypes import dtype_itemsize
+from graphs.dtypes import dtype_itemsize, is_float
 from graphs.manual_regions import ManualRegion, check_placement
 from graphs.meshes import check_same_devices
 from graphs.ops.common import shape_text
@@ -43,6 +43,7 @@ from graphs.ops.registry import get_op
 from graphs.specs import TENSOR_KINDS, OpSpec, TensorSpec
 from planner.errors import ModelError, ShardplanError, clip, did_you_mean, quote
 from planner.ir import Mesh
+from planner.limits import check_op_flops
 
 if TYPE_CHECKING:
     import networkx as nx  # imported when first used: it is slow to import
@@ -190,8 +191,23 @@ class ComputationGraph:
                     "and are not declared (use input, param or const)",
                     t.line,
                 )
+            self._check_const_value(t)
             out[t.name] = t
         return out
+
+    def _check_const_value(self, t: TensorSpec) -> None:
+        """An integer or bool constant's fill value is one its dtype holds (the simulator fills the tensor with it)."""
+        if t.value is None or is_float(t.dtype):
+            return
+        if t.dtype == "bool":
+            ok, wanted = t.value in (0, 1), "0 or 1"
+        else:
+            high = 2 ** (8 * dtype_itemsize(t.dtype) - 1)  # a signed integer of that many bytes
+            ok = float(t.value).is_integer() and -high <= t.value < high
+            wanted = f"an integer from {-high:,} to {high - 1:,}"
+        if not ok:
+            raise self._error(f"tensor {quote(t.name)}: the constant value {quote(t.value)} does not fit its dtype "
+                              f"{t.dtype}; give {wanted}", t.line)
 
     def _producers(self, ops: list[OpSpec], declared: dict[str, TensorSpec]) -> dict[str, OpSpec]:
         names: dict[str, OpSpec] = {}
@@ -296,8 +312,10 @@ class ComputationGraph:
             shape, dtype = opdef.infer(shapes, [t.dtype for t in ins], attrs, names=op.inputs)
             attrs = opdef.canonical(shapes, attrs)
             self._check_strategy(op, opdef, ins)
+            self._check_constant_indices(opdef, ins)
             self._check_out_sharding(op, opdef, shape, dtype)
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
+            check_op_flops(opdef.flops(shapes, shape, attrs), f"this {opdef.name}")  # priced as a float
         except ShardplanError as e:
             raise self._error(f"op {quote(op.name)}: {e.message}", op.line) from None
         return replace(op, attrs=attrs), out
@@ -313,6 +331,22 @@ class ComputationGraph:
             f"({dtype}[{shape_text(shape)}]) get; add one {{...}} per dimension, "
             f"e.g. out_sharding: '{example}'"
         )
+
+    @staticmethod
+    def _check_constant_indices(opdef: OpDef, ins: list[TensorSpec]) -> None:
+        """A constant that an op indexes with (gather's indices, cross_entropy's labels: ``OpDef.indexes``) lies in
+        ``[0, size)`` of the dimension it indexes: the reference would fail on it only when run."""
+        for i, j, d in opdef.indexes:
+            index, indexed = ins[i], ins[j]
+            if index.value is None:
+                continue
+            size = indexed.shape[d]
+            if not 0 <= index.value < size:
+                dim = d % indexed.rank
+                raise ModelError(
+                    f"{index.name} is a constant {quote(index.value)} used as an index into dimension {dim} of "
+                    f"{indexed.name} ({indexed.type_text()}), whose size is {size:,}; an index lies in [0, {size:,})"
+                )
 
     @staticmethod
     def _check_strategy(op: OpSpec, opdef: OpDef, ins: list[TensorSpec]) -> None:

@@ -38,6 +38,19 @@ MAX_YAML_DEPTH = 100
 MAX_YAML_NODES = 1_000_000
 #: Digits of one integer in a file or flag (Python refuses to read more than 4,300).
 MAX_INT_DIGITS = 100
+#: FLOPs of one op (10^30, a hundred thousand times the largest training run to date): at the slowest rate a cluster
+#: may give (:data:`MIN_CLUSTER_RATE`) its time is still a finite float.
+MAX_OP_FLOPS = 10**30
+#: Devices of one node of a cluster: a node of more devices than the largest mesh is, for any mesh, one node.
+MAX_DEVICES_PER_NODE = MAX_MESH_DEVICES
+#: The largest rate (FLOP/s, bytes/s) or size (bytes, FLOP) a cluster may give: far above any device.
+MAX_CLUSTER_NUMBER = 1e30
+#: The smallest rate (FLOP/s, bytes/s) and the largest time (latency, overhead: seconds) a cluster may give:
+#: a thousand per second and a million seconds, both far from any device, keep the costs the searches compare
+#: in the range their solvers handle (a latency of 1e12 s made HiGHS run for minutes, one of 1e30 s made CBC
+#: find no plan and an op's time overflow a float).
+MIN_CLUSTER_RATE = 1e3
+MAX_CLUSTER_SECONDS = 1e6
 #: Bytes the numpy device simulator may hold (``simulate``, ``reshard --verify``) before it starts.
 MAX_SIMULATION_BYTES = 16 * 2**30
 
@@ -55,16 +68,30 @@ def _shape_text(shape: Iterable[int]) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def check_int_digits(text: str, what: str) -> None:
+    """:class:`LimitError` when the integer written ``text`` has more than :data:`MAX_INT_DIGITS` digits.
+
+    Signs, underscores and YAML 1.1's sexagesimal colons are not digits; a base prefix (``0x``) counts.
+
+    >>> check_int_digits("1_000", "a size")
+    >>> check_int_digits("9" * 101, "a size")
+    Traceback (most recent call last):
+    ...
+    planner.errors.LimitError: a size has 101 digits, more than shardplan reads (100); check the number
+    """
+    digits = text.strip().lstrip("+-").replace("_", "").replace(":", "")
+    if len(digits) > MAX_INT_DIGITS:
+        raise LimitError(f"{what} has {len(digits):,} digits, more than shardplan reads ({MAX_INT_DIGITS}); "
+                         "check the number")
+
+
 def read_int(text: str, what: str) -> int:
-    """``int(text)`` for a string of digits, or :class:`LimitError` past :data:`MAX_INT_DIGITS`.
+    """``int(text)`` for a string of decimal digits, or :class:`LimitError` past :data:`MAX_INT_DIGITS`.
 
     >>> read_int("64", "a size")
     64
     """
-    digits = text.strip().lstrip("+-").replace("_", "")
-    if len(digits) > MAX_INT_DIGITS:
-        raise LimitError(f"{what} has {len(digits):,} digits, more than shardplan reads ({MAX_INT_DIGITS}); "
-                         "check the number")
+    check_int_digits(text, what)
     return int(text)
 
 
@@ -78,6 +105,21 @@ def check_tensor_elements(shape: Iterable[int], what: str) -> int:
             f"2^{MAX_TENSOR_ELEMENTS.bit_length() - 1} = {MAX_TENSOR_ELEMENTS:,} elements per tensor; check the shape"
         )
     return n
+
+
+def check_op_flops(flops: int, what: str) -> None:
+    """:class:`LimitError` when one op computes more than :data:`MAX_OP_FLOPS` FLOPs.
+
+    >>> check_op_flops(2 * 64**3, "op 'mm'")
+    >>> check_op_flops(2**1200, "op 'e'")
+    Traceback (most recent call last):
+    ...
+    planner.errors.LimitError: op 'e' computes about 10^361.2 FLOPs, more than shardplan's limit of 10^30 FLOPs per op; check its operands' shapes and its attributes
+    """
+    if flops > MAX_OP_FLOPS:
+        count = _power(flops) if isinstance(flops, int) else f"{flops:.3g}"
+        raise LimitError(f"{what} computes {count} FLOPs, more than shardplan's limit of "
+                         f"{_power(MAX_OP_FLOPS)} FLOPs per op; check its operands' shapes and its attributes")
 
 
 def check_mesh_size(name: str, sizes: Iterable[int]) -> int:

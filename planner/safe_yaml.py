@@ -25,8 +25,18 @@ from typing import Any
 
 import yaml
 
-from planner.errors import LimitError
-from planner.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, read_int
+from planner.errors import LimitError, ShardplanError, quote
+from planner.limits import MAX_YAML_DEPTH, MAX_YAML_NODES, check_int_digits
+
+#: What a scalar of each YAML 1.1 type is, for the error when its text is not one.
+_SCALAR_KINDS = {
+    "tag:yaml.org,2002:int": "an integer",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "a boolean",
+    "tag:yaml.org,2002:null": "null",
+    "tag:yaml.org,2002:timestamp": "a date",
+    "tag:yaml.org,2002:binary": "base64 data",
+}
 
 
 def _too_deep(source: str, line: int) -> LimitError:
@@ -66,8 +76,28 @@ class BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_yaml_int(self, node):
-        read_int(node.value, f"{self.source}:{node.start_mark.line + 1}: a number")  # refuse before int() does
+        # every YAML 1.1 spelling (0x1f, 0b101, 017, 1_000, 1:30) as PyYAML reads it, bounded before int() runs
+        check_int_digits(node.value, f"{self.source}:{node.start_mark.line + 1}: a number")
         return super().construct_yaml_int(node)
+
+    def construct_object(self, node, deep=False):
+        # A scalar whose type YAML 1.1 infers from its spelling, or that a tag (!!int) names, but whose text is
+        # not one (2020-13-45 read as a date, !!int abc): PyYAML's constructors raise a bare ValueError or KeyError.
+        try:
+            return super().construct_object(node, deep)
+        except ShardplanError:
+            raise
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError) as err:
+            if not isinstance(node, yaml.ScalarNode):
+                raise
+            kind = _SCALAR_KINDS.get(node.tag, f"a {node.tag} value")
+            detail = " ".join(str(err).split())
+            raise yaml.constructor.ConstructorError(
+                None, None,
+                f"YAML reads {quote(node.value)} as {kind} (by its spelling or its tag), but it is not one ({detail}); "
+                f"write {kind}, or quote the value to make it a string",
+                node.start_mark,
+            ) from None
 
     def compose_document(self):
         node = super().compose_document()

@@ -63,6 +63,11 @@ def test_readme_documents_each_limit_with_its_value():
         "YAML nesting depth": str(limits.MAX_YAML_DEPTH),
         "YAML nodes once aliases are expanded": f"{limits.MAX_YAML_NODES:,}",
         "memory the simulator may need": limits.format_bytes(limits.MAX_SIMULATION_BYTES),
+        "FLOPs of one op": f"10^{len(str(limits.MAX_OP_FLOPS)) - 1}",
+        "devices of one node of a cluster": f"{limits.MAX_DEVICES_PER_NODE:,}",
+        "a rate or size in a cluster": f"at most {limits.MAX_CLUSTER_NUMBER:.0e}; a rate at least "
+                                       f"{limits.MIN_CLUSTER_RATE:,.0f} per second".replace("+", ""),
+        "a time in a cluster": f"at most {limits.MAX_CLUSTER_SECONDS:.0e} s".replace("+0", ""),
     }
     for label, value in rows.items():
         line = next((ln for ln in text.splitlines() if ln.startswith(f"| {label}")), None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 
 from planner.errors import LimitError
 from planner.limits import MAX_YAML_DEPTH, MAX_YAML_NODES
@@ -53,3 +54,28 @@ def test_recursive_alias_is_refused():
 
 def test_merge_keys_still_work():
     assert load("base: &b {x: 1}\nd: {<<: *b, y: 2}\n")["d"] == {"x": 1, "y": 2}
+
+
+def test_yaml_1_1_integer_spellings_read_as_yaml_does():
+    # hex 0x2 = 2, binary 0b10 = 2, -0x8 = -8, a leading 0 is octal (017 = 8 + 7 = 15, as is !!int 0o17),
+    # sexagesimal 1:30 = 1 * 60 + 30 = 90, underscores are separators (1_000 = 1000)
+    assert load("[0x2, 0b10, -0x8, 017, !!int 0o17, 1:30, 1_000]") == [2, 2, -8, 15, 15, 90, 1000]
+
+
+@pytest.mark.parametrize("value, kind", [
+    ("2020-13-45", "a date"),      # a plain value spelled like a date that is none
+    ("!!int abc", "an integer"),   # a tag naming a type its text is not
+    ('!!int "-"', "an integer"),  # a tag on a quoted value still types it
+    ("!!float 0x10", "a number"),
+    ("!!bool maybe", "a boolean"),
+])
+def test_value_not_of_the_type_yaml_reads_it_as_is_a_located_yaml_error(value, kind):
+    with pytest.raises(yaml.constructor.ConstructorError) as info:
+        load(f"a: 1\nb: {value}\n", "m.yaml")
+    assert info.value.problem_mark.line + 1 == 2
+    assert kind in info.value.problem and "quote the value" in info.value.problem
+
+
+def test_a_hex_integer_of_too_many_digits_is_refused_before_it_is_read():
+    with pytest.raises(LimitError, match="m.yaml:1: a number has 102 digits"):
+        load("a: 0x" + "f" * 100, "m.yaml")  # the prefix counts: 2 + 100 characters

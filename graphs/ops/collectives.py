@@ -62,7 +62,7 @@ import numpy as np
 from graphs.ops.common import check_int, normalize_axis, shape_text
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt, no_bytes_accessed
 from planner.collectives import REGION_COLLECTIVES, primitive, stacked_vjp
-from planner.errors import ModelError
+from planner.errors import ModelError, quote
 
 #: The collective ops, alphabetically: the registry's primitives a region's body may apply.
 COLLECTIVE_OPS = REGION_COLLECTIVES
@@ -85,7 +85,10 @@ def group_size(name: str, attrs: Mapping[str, Any]) -> int:
     if g is None:
         raise ModelError(f"{name} is a collective: it is valid only inside a manual region's body "
                          f"(regions:), over that region's manual axes")
-    return int(g)
+    if isinstance(g, bool) or not isinstance(g, int) or g < 1:  # given by hand outside a region
+        raise ModelError(f"{name}: group_size is {quote(g)}; the manual region fills it from the sizes of its axes: "
+                         "leave it out")
+    return g
 
 
 def _axes(name: str, attrs: Mapping[str, Any]) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from graphs.ops.common import need_int, need_rank
 from graphs.ops.opdef import OpDef, check_wrt
-from planner.errors import RuleError
+from planner.errors import ModelError, RuleError
 
 
 def _gather_infer(shapes, dtypes, attrs, names=None):
@@ -47,7 +47,9 @@ def _gather_bytes(in_shapes, out_shape, itemsizes, attrs):
 def _gather_reference(arrays, attrs):
     table, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
     if idx.size and (idx.min() < 0 or idx.max() >= table.shape[0]):
-        raise IndexError(f"gather index out of range [0, {table.shape[0]})")
+        raise ModelError(f"gather's indices hold {idx.min()} to {idx.max()} with the data drawn for the model's "
+                         f"inputs, outside the table's rows [0, {table.shape[0]:,}); an index must pick a row: feed "
+                         "the indices from an input (drawn inside that range) or bound what computes them")
     return np.take(table, idx, axis=0)
 
 

@@ -52,7 +52,9 @@ def _ce_flops(in_shapes, out_shape, attrs):
 def _ce_reference(arrays, attrs):
     logits, labels = np.asarray(arrays[0]), np.asarray(arrays[1])
     if labels.size and (labels.min() < 0 or labels.max() >= logits.shape[-1]):
-        raise IndexError(f"cross_entropy label out of range [0, {logits.shape[-1]})")
+        raise ModelError(f"cross_entropy's labels hold {labels.min()} to {labels.max()} with the data drawn for the "
+                         f"model's inputs, outside the classes [0, {logits.shape[-1]:,}); a label must name a class: "
+                         "feed the labels from an input (drawn inside that range) or bound what computes them")
     m = np.max(logits, axis=-1, keepdims=True)
     lse = np.log(np.sum(np.exp(logits - m), axis=-1)) + m[..., 0]
     picked = np.take_along_axis(logits, labels[..., None].astype(np.int64), axis=-1)[..., 0]

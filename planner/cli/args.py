@@ -52,6 +52,9 @@ def model_argument(text: str):
         from planner.files import decode_text
         from planner.limits import MAX_INPUT_FILE_BYTES
 
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise ModelError("standard input is closed, so there is no model to read; give the model file's path, "
+                             "or pipe the model in", where="<stdin>")
         data = sys.stdin.buffer.read(MAX_INPUT_FILE_BYTES + 1)
         if len(data) > MAX_INPUT_FILE_BYTES:
             raise ModelError("the model on standard input is larger than shardplan reads; is it the right input?",
@@ -89,6 +92,12 @@ def seed(text: str) -> int:
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"seed {value} is out of range: give an integer from 0 to {2**32 - 1}")
     return value
+
+
+def add_seed_option(parser) -> None:
+    """``--seed`` as every command that draws random inputs and parameters takes it (``simulate``, ``run``)."""
+    parser.add_argument("--seed", type=seed, default=0,
+                        help="seed of the random inputs and parameters, 0 to 2**32-1 (default 0)")
 
 
 #: ``shardplan run --repeat``: timed runs of the step at most (each a whole step; 5 are the default).

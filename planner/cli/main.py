@@ -31,6 +31,7 @@ from planner.cli.status import (  # noqa: F401  (re-exported: the statuses are m
 from planner.errors import OutputError, ShardplanError, one_line
 from planner.files import STDOUT
 from planner.cli import signals
+from planner.cli.streams import prepare_streams
 
 
 def commands() -> tuple:
@@ -92,11 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     With ``SHARDPLAN_DEBUG=1`` an internal error is re-raised instead, so that its
     traceback shows.
     """
+    prepare_streams()  # a closed stdout, an ASCII-only encoding: before argparse prints help or usage
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse already printed usage or help
         return int(e.code or 0)
+    except OutputError as e:  # help or --version on a closed standard output
+        print(f"shardplan: error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
     if not getattr(args, "command", None):
         commands = ", ".join(parser._command_parsers())
         print(f"shardplan: error: give a command, one of {commands}; see shardplan --help", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from planner.cli.args import command_options, device_count, repeat_count
+from planner.cli.args import add_seed_option, command_options, device_count, repeat_count
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.cli.output import json_document, write_text
 from planner.text_table import table
@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", type=device_count, metavar="N",
                    help="devices to run on (default: the plan's mesh size; must equal it)")
     plan_options(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
+    add_seed_option(p)
     p.add_argument("--lowering", choices=("auto", "shard_map", "constraints"), default="auto",
                    help="how XLA is given the plan: shard_map (the per-device program of --format program as one "
                    "jax.shard_map, every collective as the plan lists it), constraints (every value constrained to "

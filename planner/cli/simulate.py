@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from planner.cli.args import command_options, seed
+from planner.cli.args import add_seed_option, command_options
 from planner.cli.output import json_document, write_text
 from planner.text_table import table
 from planner.cli.plan import plan_options, make_plan
@@ -24,8 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", help="model YAML file (- for standard input)")
     plan_options(p)
-    p.add_argument("--seed", type=seed, default=0,
-                   help="seed of the random inputs and parameters, 0 to 2**32-1 (default 0)")
+    add_seed_option(p)
     p.add_argument("--dtype", choices=("f64", "f32"), default="f64",
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "
                    "f32 (faster, about half the memory; compared to 1e-4)")

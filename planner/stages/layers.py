@@ -152,8 +152,8 @@ def microbatched(graph: ComputationGraph, size: int) -> ComputationGraph:
                for t in graph.tensors.values() if t.kind != "activation"]
     ops = []
     for op in graph.ops:
-        target = op.attr("shape")
-        if op.op == "reshape" and isinstance(target, tuple) and target and target[0] == batch \
+        target = op.attr("shape")  # a target shape (reshape, broadcast) that restates the batch
+        if isinstance(target, tuple) and target and target[0] == batch \
                 and graph.tensor(op.inputs[0]).shape[:1] == (batch,):
             attrs = dict(op.attrs)
             attrs["shape"] = (size,) + tuple(target[1:])

@@ -179,27 +179,34 @@ def _cost(graph: ComputationGraph, layer: Layer, t: _Tally, name: str, program) 
 
 
 def attention_core(graph: ComputationGraph, layer: Layer) -> tuple[str, ...]:
-    """The ops of ``layer`` selective recomputation recomputes: each softmax and the ops between it and the
-    contraction (an einsum or matmul of two activations) that made its scores, that contraction included."""
+    """The ops of ``layer`` selective recomputation recomputes (Megatron's core attention): each contraction of two
+    activations on the matmul units (the scores, ``q @ k``) and the ops its result flows through up to the next such
+    contraction (scaling, masking, softmax), that one excluded: products with weights are never recomputed."""
     ops = set(layer.ops)
+
+    def activation_product(name: str) -> bool:
+        op = graph.op(name)
+        return get_op(op.op).matmul_units and len(op.inputs) >= 2 and \
+            all(graph.tensor(t).kind == "activation" for t in op.inputs)
+
     core: list[str] = []
     for name in layer.ops:
-        if graph.op(name).op != "softmax":
+        if not activation_product(name):
             continue
-        chain = [name]
-        cur = graph.op(name)
-        while True:
-            acts = [t for t in cur.inputs if graph.tensor(t).kind == "activation"]
-            producer = graph.producer(acts[0]) if len(acts) == 1 else None
-            if producer is None or producer not in ops:
-                chain = []
-                break
-            prev = graph.op(producer)
-            chain.append(producer)
-            if prev.op in ("einsum", "matmul"):
-                break
-            cur = prev
-        core.extend(chain)
+        chain, frontier = [name], [name]
+        while frontier:
+            nxt = []
+            for op_name in frontier:
+                for reader, _ in graph.consumers(graph.op(op_name).output):
+                    if reader in ops and reader not in chain and not activation_product(reader) \
+                            and not get_op(graph.op(reader).op).matmul_units:
+                        chain.append(reader)
+                        nxt.append(reader)
+            frontier = nxt
+        # a chain that never reaches another product of activations is no attention core (a plain weight path)
+        ends = {reader for op_name in chain for reader, _ in graph.consumers(graph.op(op_name).output)}
+        if any(r in ops and activation_product(r) for r in ends):
+            core.extend(chain)
     return tuple(dict.fromkeys(sorted(core, key=layer.ops.index)))
 
 

@@ -89,6 +89,15 @@ MODEL_CASES = [
     ("binary.yaml", None, ("not text", "NUL")),
     ("cluster_latin1_model.yaml", None, ("cluster_latin1.yaml:1", "cluster file is not UTF-8")),
     ("cluster_bomb_model.yaml", None, ("cluster_bomb.yaml:2", "alias")),
+    ("not_a_date.yaml", 4, ("'2020-13-45' as a date", "month must be in 1..12", "quote the value")),
+    ("cluster_bad_int_model.yaml", None, ("cluster_bad_int.yaml:3", "'eight' as an integer")),
+    # 2 FLOPs per multiply-add, 21 products of 22 operands, 2^48 terms each: log10(42 * 2^1056) = 319.5
+    ("huge_einsum.yaml", 5, ("op 'e'", "einsum computes about 10^319.5 FLOPs", "limit of 10^30")),
+    ("gather_index_out_of_range.yaml", 8, ("op 'look'", "constant 50", "dimension 0 of table", "size is 50")),
+    ("label_out_of_range.yaml", 8, ("op 'loss'", "constant -1", "dimension 1 of logits", "[0, 10)")),
+    ("const_overflows_dtype.yaml", 6, ("tensor 'c'", "1099511627776", "does not fit its dtype i32")),
+    ("collective_group_size.yaml", 5, ("op 'o'", "group_size is '1e3'", "leave it out")),
+    ("cluster_huge_node_model.yaml", None, ("cluster_huge_node.yaml:3", "devices_per_node", "limit of 16,384")),
 ]
 
 
@@ -180,6 +189,17 @@ def test_training_a_model_without_a_float_output_is_a_user_error(command, capsys
         assert run(MODEL_COMMANDS[command](path), capsys)[0] == 0
 
 
+@pytest.mark.parametrize("command", ["simulate", "run"])
+def test_indices_computed_out_of_range_are_a_user_error_at_the_op(command, capsys):
+    """The model loads (the indices are an op's result, not a constant), but its reference cannot run."""
+    if command not in MODEL_COMMANDS:
+        pytest.skip("run needs JAX")
+    path = str(BAD / "computed_index_out_of_range.yaml")
+    assert run(["plan", path], capsys)[0] == 0
+    assert_user_error(MODEL_COMMANDS[command](path), capsys, f"{path}:9:", "op 'look'", "hold 100 to 100",
+                      "[0, 50)")
+
+
 # -- check: its baseline file, and a broken model it does not know ----------------------------------------------
 
 @pytest.mark.parametrize("name, words", [("baseline_utf16.json", ("UTF-16",)), ("baseline_binary.json", ("not text",))])
@@ -215,6 +235,11 @@ RESHARD = ["reshard", "--mesh", "x=2,y=4", "--from", '[{"x"}, {}]', "--to", '[{"
     (["simulate", FFN, "--seed", "-1"], ("--seed", "out of range")),
     (["simulate", FFN, "--seed", "x"], ("--seed", "not an integer")),
     (["simulate", str(BAD / "needs_7tib.yaml")], ("needs up to", "TiB", "limit of 16 GiB", "--dtype f32")),
+    (["simulate", FFN, "--seed", str(2**32)], ("--seed", "out of range", str(2**32 - 1))),
+    # run checks its flags before it imports JAX: these need no JAX
+    (["run", FFN, "--seed", "-1"], ("--seed", "out of range")),
+    (["run", FFN, "--seed", str(2**32)], ("--seed", "out of range")),
+    (["run", FFN, "--seed", "x"], ("--seed", "not an integer")),
     (DESCRIBE + ["--shape", "9" * 5000], ("5,000 digits",)),  # int() itself refuses over 4,300 digits
     (["plan", FFN, "--mesh", "d=" + "9" * 5000], ("mesh axis 'd'", "5,000 digits")),
     (["plan", FFN, "--memory-budget", "1e400"], ("--memory-budget", "finite")),
@@ -334,3 +359,94 @@ def test_standard_output_on_a_full_disk_is_one_line_and_exit_2():
     assert done.returncode == 2, done.stderr
     assert done.stderr == ("shardplan graph: error: standard output: cannot write: No space left on device; "
                            "free space on its disk or write elsewhere\n")
+
+
+# -- standard streams: closed, or an encoding that cannot spell every character ------------------------------------
+
+#: Every command that writes its result to standard output, as argv.
+STDOUT_COMMANDS = {
+    "graph": ["graph", FFN],
+    "plan": ["plan", FFN],
+    "explain": ["explain", FFN, "y"],
+    "describe": DESCRIBE + ["--shape", "8x8"],
+    "reshard": RESHARD + ["--shape", "8x8"],
+    "simulate": ["simulate", FFN],
+    "check": ["check", FFN, "--baseline", BASELINE],
+    "compare": ["compare", FFN],
+    "export": ["export", FFN, "--to", "jax"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(STDOUT_COMMANDS))
+def test_closed_standard_output_is_one_line_and_exit_2(command, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)  # what Python sets when the process starts with fd 1 closed
+    assert_user_error(STDOUT_COMMANDS[command], capsys, "standard output", "it is closed", "redirect it to a file")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["plan", "--help"]], ids=repr)  # bare shardplan: stderr only
+def test_help_and_version_on_a_closed_standard_output_are_one_line_and_exit_2(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [err.strip()] and "standard output: cannot write: it is closed" in err, err
+
+
+def test_closed_standard_output_with_out_writes_the_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)
+    assert run(["plan", FFN, "--out", tmp_path / "plan.txt"], capsys)[0] == 0
+    assert (tmp_path / "plan.txt").read_text().startswith("model ffn")
+
+
+def test_closed_standard_output_in_a_real_process():
+    """``shardplan plan m.yaml >&-``: fd 1 itself closed, not just the Python object."""
+    done = subprocess.run([sys.executable, "-m", "planner", "plan", FFN], stderr=subprocess.PIPE, text=True,
+                          cwd=REPO, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("shardplan plan: error: standard output: cannot write: it is closed")
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_closed_standard_input_for_dash_is_a_user_error(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", None)
+    assert_user_error(["graph", "-"], capsys, "<stdin>", "standard input is closed")
+
+
+#: A model whose names are not ASCII: Latin-1 letters, a CJK character, a name that is one letter.
+UNICODE_MODEL = """\
+name: modèle
+mesh: {d: 8}
+tensors:
+  x: {shape: [64, 64], kind: input}
+  poids: {shape: [64, 64], kind: param}
+  wé: {shape: [64, 64], kind: param}
+ops:
+  - {name: café, op: matmul, inputs: [x, poids], output: h1, strategy: [[2, 1], [1, 4]]}
+  - {name: 乘, op: matmul, inputs: [h1, wé], output: ÿ}
+outputs: [ÿ]
+"""
+
+
+@pytest.mark.parametrize("argv", [["graph"], ["plan"], ["plan", "--format", "program"], ["plan", "--format", "csv"],
+                                  ["plan", "--format", "html"], ["explain", "ÿ"], ["simulate"], ["compare"]],
+                         ids=lambda argv: "-".join(argv))
+def test_an_ascii_standard_output_escapes_what_it_cannot_spell(argv, tmp_path, monkeypatch, capsys):
+    model = tmp_path / "u.yaml"
+    model.write_text(UNICODE_MODEL, encoding="utf-8")
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")  # as PYTHONIOENCODING=ascii makes it
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    argv = argv[:1] + [str(model)] + argv[1:]
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 0, err
+    ascii_out.flush()
+    text = ascii_out.buffer.getvalue().decode("ascii")
+    assert "mod\\xe8le" in text or "caf\\xe9" in text or "\\xff" in text, text  # each command names some of them
+
+
+def test_an_ascii_standard_output_in_a_real_process(tmp_path):
+    model = tmp_path / "u.yaml"
+    model.write_text(UNICODE_MODEL, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "planner", "plan", str(model)], capture_output=True, cwd=REPO,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode("ascii").startswith("model mod\\xe8le, search auto")

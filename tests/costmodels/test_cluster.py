@@ -181,6 +181,7 @@ def test_vectorised_group_check_matches_brute_force(shape, devices_per_node, dat
         ("device_memory_bytes", -1, "device_memory_bytes is -1"),
         ("devices_per_node", 0, "devices_per_node is 0"),
         ("devices_per_node", True, "devices_per_node is True"),
+        ("devices_per_node", 10**30, "more than shardplan's limit of 16,384"),  # node ids are int64
         ("name", "", "non-empty name"),
     ],
 )

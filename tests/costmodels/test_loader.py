@@ -13,6 +13,7 @@ from costmodels.cluster import Cluster, Link
 from costmodels.roofline import Roofline
 from costmodels.loader import load_cluster
 from planner.errors import ClusterError
+from planner.limits import MAX_CLUSTER_NUMBER, MAX_CLUSTER_SECONDS, MAX_DEVICES_PER_NODE, MIN_CLUSTER_RATE
 
 FULL = {
     "name": "lab",
@@ -321,3 +322,52 @@ def test_bad_compute_keys_are_refused_with_file_line_and_key(tmp_path, text, lin
         load_cluster(path)
     assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
     assert message in str(info.value)
+
+
+def test_yaml_1_1_integer_spellings_in_a_cluster_file(tmp_path):
+    # 0x8 = 8 devices per node; 0x400000000 = 4 * 16^8 = 2^34 bytes = 16 GiB; 1_000 = 1000 bytes/s
+    write(tmp_path, "hex.yaml", """\
+        preset: nvlink-node
+        devices_per_node: 0x8
+        device_memory_bytes: 0x400000000
+        intra_node: {bandwidth_bytes_per_s: 1_000}
+        """)
+    cluster = load_cluster(tmp_path / "hex.yaml")
+    assert cluster.devices_per_node == 8 and cluster.device_memory_bytes == 16 * 2**30
+    assert cluster.intra_node.bandwidth_bytes_per_s == 1000
+
+
+@pytest.mark.parametrize("text, line, message", [
+    # node ids are computed in int64: 10^30 overflowed; the largest mesh's device count is the bound
+    (f"devices_per_node: {10**30}\n", 2, f"more than shardplan's limit of {MAX_DEVICES_PER_NODE:,}"),
+    (f"devices_per_node: {MAX_DEVICES_PER_NODE + 1}\n", 2, f"write {MAX_DEVICES_PER_NODE}"),
+    ("device_memory_bytes: 1e31\n", 2, "device_memory_bytes is '1e31', more than shardplan's limit of 1e+30 bytes"),
+    ("device_peak_flops: 1e308\n", 2, "limit of 1e+30 FLOP/s"),
+    ("matmul_efficiency:\n  - [1e31, 0.5]\n", 3, "point 1's flops is '1e31', more than"),
+    # a latency of 1e12 s made HiGHS run for minutes, 1e30 s made CBC find no plan: times end at 1e6 s
+    ("intra_node:\n  latency_s: 1e300\n", 3, "intra_node.latency_s is '1e300', more than shardplan's limit of 1e+06 s"),
+    ("kernel_overhead_s: 2e6s\n", 2, "kernel_overhead_s is '2e6s', more than"),
+    # and rates start at 1,000 per second (1e-300 bytes/s made every cost inf)
+    ("inter_node:\n  bandwidth_bytes_per_s: 1e-300\n", 3, "less than shardplan's limit of 1000 bytes/s"),
+    ("memory_bandwidth_bytes_per_s: 999\n", 2, "less than shardplan's limit of 1000 bytes/s"),
+    ("vector_flops: 1e-310\n", 2, "less than shardplan's limit of 1000 FLOP/s"),
+])
+def test_cluster_numbers_are_bounded_with_file_line_and_key(tmp_path, text, line, message):
+    path = write(tmp_path, "c.yaml", "preset: default\n" + text)
+    with pytest.raises(ClusterError) as info:
+        load_cluster(path)
+    assert str(info.value).startswith(f"{path}:{line}: "), str(info.value)
+    assert message in str(info.value)
+
+
+def test_cluster_numbers_at_their_bounds_load(tmp_path):
+    path = write(tmp_path, "c.yaml", f"""\
+        preset: default
+        devices_per_node: {MAX_DEVICES_PER_NODE}
+        device_peak_flops: {MAX_CLUSTER_NUMBER:.0e}
+        intra_node: {{bandwidth_bytes_per_s: {MIN_CLUSTER_RATE}, latency_s: {MAX_CLUSTER_SECONDS:.0e}}}
+        """)
+    cluster = load_cluster(path)
+    assert cluster.devices_per_node == MAX_DEVICES_PER_NODE and cluster.device_peak_flops == MAX_CLUSTER_NUMBER
+    assert (cluster.intra_node.bandwidth_bytes_per_s, cluster.intra_node.latency_s) == (MIN_CLUSTER_RATE,
+                                                                                        MAX_CLUSTER_SECONDS)

@@ -194,3 +194,49 @@ def test_bytes_accessed_per_op_and_in_total_on_global_or_local_shapes():
     assert g.total_bytes_accessed() == sum(g.op_bytes_accessed(op.name) for op in g.ops)
     # one device's instance with the matmul's rows split in two: 4x16 @ 16x4 -> 4x4
     assert g.op_bytes_accessed("mm", [(4, 16), (16, 4)], (4, 4)) == (64 + 64 + 16) * 4
+
+
+def test_an_op_past_the_flop_limit_is_refused_at_its_line():
+    from graphs import load_model_text
+    from planner.limits import MAX_OP_FLOPS
+
+    def model(k: int) -> str:
+        # ab,cd,e->a multiplies every triple of elements: 2 FLOPs x 2 products x (2^24)^4 x k = 2^98 k
+        return ("name: t\nmesh: {x: 2}\ntensors: {p: {shape: [16777216, 16777216]}, "
+                f"q: {{shape: [16777216, 16777216]}}, r: {{shape: [{k}]}}}}\n"
+                "ops: [{name: e, op: einsum, inputs: [p, q, r], output: y, equation: 'ab,cd,e->a'}]\n")
+
+    under = MAX_OP_FLOPS // 2**98  # the largest k whose einsum is within the limit
+    assert load_model_text(model(under)).op("e").name == "e"
+    with pytest.raises(ModelError, match="m.yaml:4: op 'e': this einsum computes .* FLOPs, more than"):
+        load_model_text(model(under + 1), "m.yaml")
+
+
+def _lookup(value, rows: int = 50, dtype: str = "i32") -> str:
+    return (f"name: t\nmesh: {{x: 2}}\ntensors:\n  table: {{shape: [{rows}, 8], kind: param}}\n"
+            f"  idx: {{shape: [4], dtype: {dtype}, kind: const, value: {value}}}\n"
+            "ops:\n  - {name: look, op: gather, inputs: [table, idx], output: y}\n")
+
+
+def test_constant_gather_index_is_checked_against_the_table_when_the_model_loads():
+    from graphs import load_model_text
+
+    assert load_model_text(_lookup(49)).op("look").inputs == ("table", "idx")  # the last of 50 rows
+    for value in (50, -1):  # one past the end; negative indices do not wrap
+        with pytest.raises(ModelError, match=rf"m.yaml:7: op 'look': idx is a constant {value} used as an index "
+                                             r"into dimension 0 of table \(f32\[50x8\]\), whose size is 50"):
+            load_model_text(_lookup(value), "m.yaml")
+
+
+@pytest.mark.parametrize("dtype, value, wanted", [
+    ("i32", 2**31, "from -2,147,483,648 to 2,147,483,647"),  # one past i32's largest
+    ("i32", -2**31 - 1, "from -2,147,483,648"),
+    ("i64", 2**63, "to 9,223,372,036,854,775,807"),
+    ("i32", 2.5, "an integer"),
+])
+def test_integer_constant_outside_its_dtype_is_refused_at_its_line(dtype, value, wanted):
+    from graphs import load_model_text
+
+    with pytest.raises(ModelError, match=rf"m.yaml:5: tensor 'idx': the constant value .* does not fit its dtype "
+                                         rf"{dtype}; give .*{wanted}"):
+        load_model_text(_lookup(value, dtype=dtype), "m.yaml")  # refused as declared, before any op reads it

@@ -214,3 +214,20 @@ def test_shard_like_must_be_a_list_of_groups():
     with pytest.raises(ModelError, match=r"m.yaml:4: a shard_like group must be a list of tensor names, got 3"):
         load_model_text("name: s\ntensors: {a: {shape: [2]}}\nops: [{name: n, op: neg, inputs: a, output: b}]\n"
                         "shard_like: [3]\n", source="m.yaml")
+
+
+def test_yaml_1_1_integer_spellings_read_as_their_values_in_every_integer_field():
+    # 0x2 = 2, 0b100 = 4, 010 = 8 (octal), 1:04 = 1 * 60 + 4 = 64 (sexagesimal), 1_0 = 10, -0x2 = -2
+    spelled = load_model_text(
+        "name: t\nmesh: {x: 0x2, y: 0b100}\n"
+        "tensors: {a: {shape: [1:04, 010]}, b: {shape: [1_0, 010]}}\n"
+        "ops: [{name: c, op: concat, inputs: [a, b], output: y, axis: -0x2}]\n"
+    )
+    plain = load_model_text(
+        "name: t\nmesh: {x: 2, y: 4}\n"
+        "tensors: {a: {shape: [64, 8]}, b: {shape: [10, 8]}}\n"
+        "ops: [{name: c, op: concat, inputs: [a, b], output: y, axis: -2}]\n"
+    )
+    assert spelled.mesh == plain.mesh
+    assert spelled.tensor("a").shape == (64, 8) and spelled.tensor("b").shape == (10, 8)
+    assert spelled.op("c").attrs == plain.op("c").attrs

@@ -1,0 +1,29 @@
+"""Each layer's costs on a stage mesh, read off one SPMD plan: recomputation policies and alike layers."""
+
+from costmodels import load_cluster
+from graphs.yaml_format import load_model_text
+from planner.ir.mesh import Mesh
+from planner.stages.layers import layers_of
+from planner.stages.profile import attention_core, profile_layers
+
+GPT = ("name: g\nmesh: {x: 2}\n"
+       "model: {builder: gpt, layers: 3, hidden: 32, heads: 4, seq: 8, batch: 4, vocab: 64}\n")
+
+
+def test_selective_recomputation_is_the_attention_scores_and_softmax_of_a_block():
+    g = load_model_text(GPT)
+    layers = layers_of(g)
+    assert attention_core(g, layers[1]) == ("layer0.attn.qk", "layer0.attn.scale", "layer0.attn.softmax")
+    assert attention_core(g, layers[0]) == () and attention_core(g, layers[-2]) == ()  # no product of activations
+
+
+def test_alike_layers_cost_the_same_and_recomputation_trades_time_for_memory():
+    g = load_model_text(GPT)
+    costs = profile_layers(g, Mesh.from_sizes("stage", {"tp": 2}), load_cluster("a100"))
+    assert [c.name for c in costs] == [layer.name for layer in layers_of(g)]
+    blocks = costs[1:4]
+    assert blocks[0] == blocks[1].__class__(**{**blocks[1].__dict__, "name": blocks[0].name})  # equal but the name
+    b = blocks[0]
+    assert b.stash("full") < b.stash("selective") < b.stash("none")
+    assert 0 < b.recompute("selective") < b.recompute("full") == b.forward_s
+    assert b.param_elements > 0 and b.send_bytes > 0 and b.forward_s > 0 and b.backward_s > 0
