@@ -79,23 +79,7 @@ def test_edge_costs_price_the_chosen_pair_as_the_plan_reports_it():
 
 
 def test_a_progress_object_hears_the_cost_tables_and_the_solver():
-    from planner.progress import Progress
-
-    class Recorder(Progress):
-        def __init__(self):
-            self.calls = []
-
-        def stage(self, message):
-            self.calls.append(("stage", message))
-
-        def begin(self, label, total=None):
-            self.calls.append(("begin", label, total))
-
-        def advance(self, steps=1):
-            self.calls.append(("advance", steps))
-
-        def end(self):
-            self.calls.append(("end",))
+    from tests.test_progress import Recorder
 
     r = Recorder()
     p = planner.plan(FFN, search="ilp", progress=r)
