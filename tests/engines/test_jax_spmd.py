@@ -170,9 +170,9 @@ from planner.api import plan
 from planner.engines.jax_run import run_on_jax
 from planner.errors import ShardplanError
 out = []
-for config in sys.argv[1:]:
-    for search in ("bfs", "ilp"):
-        for training in (False, True):
+for config in sys.argv[1:2]:
+    for search in sys.argv[2:3]:
+        for training in (sys.argv[3] == "training",):
             try:
                 p = plan(config, search=search, training=training)
             except ShardplanError as e:
@@ -196,18 +196,20 @@ GRID_CONFIGS = [c for c in EVEN if c not in UNEVEN_DIMS]
 
 @pytest.mark.slow
 def test_xla_moves_exactly_the_predicted_bytes_on_every_config_both_searches_and_modes():
-    """The grid of every config under bfs and ilp, forward and training, a process per config (JAX with 8
-    host devices; the 4-device meshes use the first four; one process for all would hold every config's compiled
+    """The grid of every config under bfs and ilp, forward and training, a process per run (JAX with 8
+    host devices; the 4-device meshes use the first four; one process for all would hold every run's compiled
     programs at once, over 5 GB). propagate and explicit are in benchmarks/xla_check.py's table (the README's),
     which CI does not run: the whole grid takes 8 minutes here."""
     pytest.importorskip("jax")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     rows = []
     for config in GRID_CONFIGS:
-        r = subprocess.run([sys.executable, "-c", GRID, str(CONFIGS / config)], capture_output=True, text=True,
-                           env=env, cwd=ROOT, timeout=1500)
-        assert r.returncode == 0, r.stderr[-3000:]
-        rows += json.loads(r.stdout)
+        for search in ("bfs", "ilp"):
+            for mode in ("forward", "training"):
+                r = subprocess.run([sys.executable, "-c", GRID, str(CONFIGS / config), search, mode],
+                                   capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
+                assert r.returncode == 0, r.stderr[-3000:]
+                rows += json.loads(r.stdout)
     assert not [row for row in rows if row[3] == "refused"]  # bfs and ilp plan every config
     uneven = [row for row in rows if row[3] == "uneven"]
     assert all(row[0].endswith(tuple(UNEVEN_DIMS)) and "does not divide into" in row[4] for row in uneven), uneven
