@@ -59,6 +59,7 @@ class PipelinePlan:
     priced: int
     configurations: int
     runners_up: tuple[tuple[str, str, float], ...]  # (knob, the value it took there, that step time)
+    exact: bool = True  # no partition search stopped at its budget
 
     @property
     def step_time_s(self) -> float:
@@ -89,6 +90,7 @@ class PipelinePlan:
                 "mfu": self.mfu,
                 "configurations": self.configurations,
                 "partitions_priced": self.priced,
+                "partitions_exact": self.exact,
                 "next_best": [{"knob": k, "value": v, "step_time_s": t} for k, v, t in self.runners_up],
             },
         }
@@ -109,7 +111,9 @@ class PipelinePlan:
         lines += ["", f"step {format_seconds(ev.step_time_s)}, bubble {bubble:.1%}, "
                       f"{self.tokens_per_s:,.0f} tokens/s, MFU {self.mfu:.1%}, "
                       f"memory {format_bytes(max(ev.memory_bytes_per_device))} per device (the most of any stage)",
-                  f"searched {self.configurations} configurations, priced {self.priced} stage partitions"]
+                  f"searched {self.configurations} configurations, priced {self.priced} stage partitions"
+                  + ("" if self.exact else " (some partition searches stopped at their budget: the best partition "
+                                           "they found is kept, not proven the best)")]
         if self.runners_up:
             lines.append("next best per choice:")
             lines += [f"  {k} = {v}: step {format_seconds(t)} ({t / ev.step_time_s - 1:+.1%})"
@@ -152,4 +156,4 @@ def pipeline_plan(searched: Searched, graph: ComputationGraph, cluster: Cluster,
     mesh = f"pp={c.pp} x dp={c.dp} x " + _axes(c.stage_axes)
     return PipelinePlan(graph.name, cluster.name, devices, mesh, c, ev, tuple(stages),
                         tokens / ev.step_time_s if ev.step_time_s > 0 else 0.0, mfu, searched.priced,
-                        searched.outer, runners)
+                        searched.outer, runners, searched.exact)
