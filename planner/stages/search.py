@@ -60,7 +60,6 @@ class Searched:
     priced: int
     outer: int
     runners_up: dict = field(default_factory=dict)
-    smallest_need: int = 0
     exact: bool = True  # every partition search finished: no partition of any configuration tried is better
 
 
@@ -180,7 +179,7 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         if others:
             runners_up[k] = min(others, key=lambda ce: ce[1].step_time_s)
     return Searched(config, ev, profiles[key], tuple(layer.name for layer in layers), tally["priced"], len(outer),
-                    runners_up, int(ev.peak_memory_bytes), tally["exact"])
+                    runners_up, tally["exact"])
 
 
 def _knob(config: Config, knob: str):
@@ -189,13 +188,6 @@ def _knob(config: Config, knob: str):
     if knob == "microbatches":
         return config.microbatches
     return getattr(config, knob)
-
-
-def _knob_of(choice: tuple, knob: str):
-    """A knob's value in an outer choice ``(pp, dp, stage axes, size, m, schedule, v, policy, zero)``."""
-    pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
-    return {"pp": pp, "tp": stage_axes, "microbatches": m, "schedule": schedule, "virtual_stages": v,
-            "recompute": policy, "zero": zero}[knob]
 
 
 def _axes_text(stage_axes) -> str:
