@@ -85,14 +85,19 @@ def _ce_jax(jnp, lax, a, attrs):
 
 
 def _ce_jax_local(jnp, lax, a, attrs, ctx):
-    """A device's sum of its positions' losses over the *global* number of positions (blocks divide evenly)."""
+    """A device's sum of its valid positions' losses over the *global* number of positions (``ctx.valid``: a block
+    of labels that pads its dimensions holds positions past their end)."""
     import math
 
     logits, labels = a
     m = jnp.max(logits, axis=-1, keepdims=True)
     lse = jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1)) + m[..., 0]
     picked = jnp.take_along_axis(logits, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    return jnp.sum(lse - picked) / math.prod(ctx.global_shapes[1])
+    losses = lse - picked
+    valid = ctx.valid(1)
+    if valid is not None:
+        losses = jnp.where(valid, losses, jnp.zeros((), losses.dtype))
+    return jnp.sum(losses) / math.prod(ctx.global_shapes[1])
 
 
 def _safe_labels(labels: np.ndarray, ctx) -> np.ndarray:

@@ -86,7 +86,8 @@ module keeps a list of op names:
 - ``jax_local_form(jnp, lax, arrays, attrs, ctx)``: the same local instance in ``jax.numpy``, run
   inside one ``shard_map`` (:mod:`planner.engines.jax_spmd`), for the ops with a ``local_reference``;
   ``ctx`` (:class:`~planner.engines.jax_spmd.Local`) gives each block's global and local
-  shape (operands, then the result) and ``start(which, dim)``, traced from ``axis_index``. Its
+  shape (operands, then the result), ``start(which, dim)``, traced from ``axis_index``, and
+  ``valid(which)``, False on a padded block's padding (None where it has none). Its
   backward is ``jax.vjp``'s.
 
 Missing attributes take the defaults listed in ``attrs``; the functions accept

@@ -263,10 +263,13 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     start = time.perf_counter()
     size = plan.mesh.size
     uneven = uneven_layout(plan)
-    if uneven:
-        raise EngineError(f"{uneven}, and XLA shards only evenly (the plan pads): give the tensor a size the mesh "
-                          "axes divide, or plan on a mesh whose axes divide it (--mesh)")
     why = lowering_problem(plan) if lowering != "constraints" else None
+    if uneven and (lowering == "constraints" or why):
+        because = "--lowering constraints places every value with a NamedSharding" if lowering == "constraints" \
+            else f"the shard_map lowering cannot hold it: {why}"
+        raise EngineError(f"{uneven}, and a NamedSharding splits only evenly ({because}): give the tensor a size the "
+                          "mesh axes divide, or plan on a mesh whose axes divide it (--mesh)"
+                          + (", or run with --lowering shard_map (it pads as the plan does)" if not why else ""))
     if lowering == "shard_map" and why:
         raise EngineError(f"--lowering shard_map: {why}; run with --lowering constraints (or auto)")
     used = "constraints" if lowering == "constraints" or why else "shard_map"
@@ -308,16 +311,15 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     if used == "shard_map":
         module = load_module(plan)
         mesh = module["make_mesh"](jax.devices()[:size])
-        placement = module["shardings"](mesh)
-        placed = {n: jax.device_put(x, placement[n]) for n, x in feeds.items() if n in placement}
+        placed = module["place"]({n: x for n, x in feeds.items() if n in module["SOURCES"]}, mesh)
         params = {n: x for n, x in placed.items() if graph.tensor(n).kind == "param"}
         others = {n: x for n, x in placed.items() if n not in params}
         step = module["raw_step"](mesh)
         args = (params, others)
         pending = {o: int(np.prod([mesh.shape[a] for a in axes])) for o, axes in module["PENDING"].items()}
         if program.training:  # a pending output's cotangent once per stacked partial
-            args += ({n: jax.device_put(np.broadcast_to(c, (pending[n], *c.shape)) if n in pending else c,
-                                        NamedSharding(mesh, module["OUTPUTS"][n]))
+            args += ({n: jax.device_put(module["pad"](n, np.broadcast_to(c, (pending[n], *c.shape)) if n in pending
+                                                      else c), NamedSharding(mesh, module["OUTPUTS"][n]))
                       for n, c in cots.items() if n in module["OUTPUTS"]},)
     else:
         step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank,
@@ -332,6 +334,8 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     # the checked values are on the host: the other runs only time the step (the checked run was the first warm-up)
     step_times = time_step(jax, compiled, args, warmup=warmup - 1, repeat=repeat)
     if used == "shard_map":
+        outs = {o: module["unpad"](o, v) for o, v in outs.items()}
+        grads = {n: module["unpad"](n, g) for n, g in grads.items()}
         outs = {o: _add_partials(v) if o in pending else v for o, v in outs.items()}
         # an input, parameter or constant listed as an output: the program returns only what it computes, and the
         # value is the one placed; a parameter's seeded cotangent is its own term of L, added to its gradient

@@ -33,8 +33,15 @@ out as Python source by :func:`module_source`, one line per op:
 ``shardplan run`` executes this module (:func:`load_module`, with the catalogue's and the registry's functions
 bound in); ``shardplan export --to jax-module`` writes it with their sources embedded, so that it imports
 only ``jax``, ``jax.numpy`` and ``numpy``. The mesh is the plan's, each axis cut where some layout or step uses a
-sub-axis (:func:`planner.partitioning.split_mesh.split_mesh`). Every layout of the program must divide its tensor evenly
-(``shard_map`` has no padding): :func:`lowering_problem` says which does not.
+sub-axis (:func:`planner.partitioning.split_mesh.split_mesh`).
+
+A layout that splits a dimension unevenly is held as the plan holds it: blocks of ``ceil(n / shards)``, the
+padding at the dimension's end (:func:`padded_shape`). Such arguments enter the ``shard_map`` padded with zeros
+and such outputs leave it padded (the module's ``PADDED``, ``pad``, ``unpad`` and ``place``); a step that splits a
+whole dimension unevenly pads it first, one that makes an unevenly split dimension whole cuts the padding after
+(:func:`step_padding`); an op reads its padded operands with their padding zeroed (:func:`zero_padding`), and a
+local instance that counts positions masks them (:meth:`Local.valid`). So the collectives move the plan's padded
+blocks, the bytes the plan prices. What cannot be held this way, :func:`lowering_problem` says.
 """
 
 from __future__ import annotations
@@ -85,18 +92,25 @@ def program_layouts(program: Program):
     return layouts, refs
 
 
+def padded_shape(layout: TensorSharding, shape) -> tuple[int, ...]:
+    """The global shape whose even blocks are ``layout``'s blocks of ``shape``: each dimension rounded up to a whole
+    number of its shards, the padding at its end (the planner's and the simulator's blocks,
+    :meth:`~planner.ir.sharding.TensorSharding.local_shape`)."""
+    return tuple(k * -(-n // k) for n, k in zip(shape, layout.shard_counts()))
+
+
 def _uneven(layout: TensorSharding, shape, what: str) -> str | None:
     for d, (n, k) in enumerate(zip(shape, layout.shard_counts())):
         if n % k:
             axes = ", ".join(str(a) for a in layout.dims[d].axes)
             return (f"{what} is laid out as {layout.dims_text()}: its dimension {d} of size {n} does not divide into "
-                    f"the {k} shards of mesh axes {axes} (a shard_map needs even blocks)")
+                    f"the {k} shards of mesh axes {axes}")
     return None
 
 
 def uneven_layout(plan) -> str | None:
-    """The first layout of ``plan``'s program that does not divide its tensor evenly (None when all do): neither a
-    ``shard_map`` nor a ``NamedSharding`` can hold it (XLA pads nothing the plan pads)."""
+    """The first layout of ``plan``'s program that does not divide its tensor evenly (None when all do): a
+    ``NamedSharding`` cannot place it (the shard_map lowering pads it: :func:`padding_problem`)."""
     program = plan.program
     for ins in program.instructions:
         why = None
@@ -120,13 +134,61 @@ def uneven_layout(plan) -> str | None:
     return None
 
 
+def step_padding(step, shape) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """How a redistribution step of a value of ``shape`` runs on padded blocks: ``(padded, even, cut)``. A value in
+    a layout is held as its :func:`padded_shape`; the step runs as on a tensor of shape ``even``, after padding the
+    dimensions ``padded`` (whole before the step, split by it unevenly: zeros at the end) and before cutting the
+    dimensions ``cut`` back to their size (split unevenly before, whole after). Where a dimension is split unevenly
+    on both sides and the padding differs (a size-50257 dimension from 4 to 8 shards: 4 x 12565 against 8 x 6283),
+    no collective on even blocks does the step: :class:`EngineError`."""
+    before, after = step.before.shard_counts(), step.after.shard_counts()
+    held, wanted = padded_shape(step.before, shape), padded_shape(step.after, shape)
+    even, padded, cut = list(held), [], []
+    for d, (n, kb, ka) in enumerate(zip(shape, before, after)):
+        if held[d] == wanted[d]:
+            continue
+        if kb == 1:
+            even[d] = wanted[d]
+            padded.append(d)
+        elif ka == 1:
+            cut.append(d)
+        else:
+            raise EngineError(
+                f"a {step.kind} step from {step.before.dims_text()} to {step.after.dims_text()} splits dimension {d} "
+                f"(size {n}) unevenly on both sides with different padding ({kb} blocks of {held[d] // kb} against "
+                f"{ka} of {wanted[d] // ka}), which no collective on even blocks does")
+    return tuple(padded), tuple(even), tuple(cut)
+
+
+def padding_problem(plan) -> str | None:
+    """Why the shard_map lowering cannot hold ``plan``'s padded blocks (None when it can): a redistribution step
+    between two uneven splits that pad differently (:func:`step_padding`), or an op that reads or makes a padded
+    block and whose local instance does not keep the padding at the end of each dimension (a reshape, a manual
+    region's collective)."""
+    program = plan.program
+    for r in program.redistributions():
+        for step in r.plan.steps:
+            try:
+                step_padding(step, r.plan.shape)
+            except EngineError as e:
+                return f"the {r.phase} redistribution of {r.tensor!r} has {e}"
+    for ins in program.instructions:
+        if isinstance(ins, Compute) and (ins.op.op == "reshape" or ins.op.op in COLLECTIVE_OPS):
+            layouts = [*ins.strategy.operands, ins.strategy.result]
+            for lay, shape in zip(layouts, [*ins.in_shapes, ins.out_shape]):
+                why = _uneven(lay, shape, f"op {ins.op.name!r} ({ins.op.op})")
+                if why:
+                    return f"{why}, and a {ins.op.op} cannot run on padded blocks"
+    return None
+
+
 def lowering_problem(plan) -> str | None:
-    """Why ``plan``'s program cannot be one ``shard_map`` (None when it can): an uneven layout
-    (:func:`uneven_layout`), or a redistribution between meshes of different device orders."""
+    """Why ``plan``'s program cannot be one ``shard_map`` (None when it can): padded blocks it cannot hold
+    (:func:`padding_problem`), or a redistribution between meshes of different device orders."""
     for r in plan.program.redistributions("forward"):
         if any(step.before.mesh != step.after.mesh for step in r.plan.steps):
             return f"the redistribution of {r.tensor!r} changes the mesh's device order"
-    return uneven_layout(plan)
+    return padding_problem(plan)
 
 
 # -- functions the module embeds (self-contained: they read only their arguments) -------------------
@@ -216,13 +278,15 @@ def redistributed(jax, forward, backward):
 class Local:
     """What an op's JAX local instance knows (:attr:`graphs.ops.opdef.OpDef.jax_local_form`): the global and local
     shapes of its operands and result (in that order), and where each block starts along each dimension
-    (``start(which, dim)``, traced from ``axis_index`` over the axes that split it, major to minor)."""
+    (``start(which, dim)``, traced from ``axis_index`` over the axes that split it, major to minor); with ``counts``
+    (the shards of each dimension), which of its positions are padding (``valid(which)``)."""
 
-    def __init__(self, jax, global_shapes, local_shapes, axes):
+    def __init__(self, jax, global_shapes, local_shapes, axes, counts=None):
         self.jax = jax
         self.global_shapes = tuple(tuple(s) for s in global_shapes)
         self.local_shapes = tuple(tuple(s) for s in local_shapes)
         self.axes = axes
+        self.counts = counts
 
     def start(self, which, dim):
         axes = tuple(self.axes[which][dim])
@@ -230,6 +294,24 @@ class Local:
             return 0
         index = self.jax.lax.axis_index(axes[0] if len(axes) == 1 else axes)
         return index * self.local_shapes[which][dim]
+
+    def valid(self, which):
+        """Boolean array of the block's shape, False on its padding (positions past the end of a dimension its
+        shards do not divide); None where the block has none."""
+        shape, keep = self.local_shapes[which], None
+        for d, n in enumerate(self.global_shapes[which]):
+            if self.counts is None or shape[d] * self.counts[which][d] == n:
+                continue
+            at = self.jax.lax.broadcasted_iota("int32", shape, d) + self.start(which, d)
+            keep = at < n if keep is None else keep & (at < n)
+        return keep
+
+
+def zero_padding(jax, x, ctx):
+    """``x``, one padded block (``ctx``: a :class:`Local` of it alone), with its padding set to zero: what an op
+    reads, so that padding adds nothing to a sum over the dimension (and holds no inf or nan)."""
+    keep = ctx.valid(0)
+    return x if keep is None else jax.numpy.where(keep, x, jax.numpy.zeros((), x.dtype))
 
 
 # -- the mesh --------------------------------------------------------------------------------------
@@ -425,6 +507,22 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
     w.emit(f"{target} = {w.collective(primitive)}(jax, {x}, {_attrs(attrs)})", comment)
 
 
+def _write_padded_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comment: str) -> None:
+    """A redistribution step (:func:`_write_step`) on padded blocks (:func:`step_padding`): the dimensions it splits
+    unevenly padded first, those it makes whole from uneven blocks cut after."""
+    padded, even, cut = step_padding(step, shape)
+    if padded:
+        widths = [(0, even[d] - n if d in padded else 0) for d, n in enumerate(shape)]
+        w.emit(f"{target} = jnp.pad({x}, {_literal(widths)})", f"pad to {list(even)}, as {step.after.dims_text()} "
+               "blocks it")
+        x = target
+    _write_step(w, x, step, even, fused, target, comment)
+    if cut:
+        limits = [n if d in cut else step.after.local_shape(shape)[d] for d, n in enumerate(shape)]
+        w.emit(f"{target} = lax.slice({target}, {_literal([0] * len(shape))}, {_literal(limits)})",
+               f"cut the padding: {list(shape)}")
+
+
 def _box_tables(step, shape, names: MeshNames) -> dict | None:
     """The attributes of :func:`permute_boxes` for a ``CollectivePermute`` step; None where the step permutes
     whole blocks (every receiver's new block is its sender's block, every other device keeps its block and sends
@@ -577,6 +675,8 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
                 else:
                     w.emit(f"{w.casts[key]} = {cast[0].replace('@', x, 1)}", cast[1])
             x = w.casts[key]
+        if padded_shape(s.operands[k], ins.in_shapes[k]) != tuple(ins.in_shapes[k]):
+            x = _zeroed(w, x, s.operands[k], ins.in_shapes[k])
         args.append(x)
     target = w.fresh(op.output)
     w.values[(op.output, s.result)] = target
@@ -600,11 +700,28 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
     if opdef.jax_local_form is not None:
         layouts = [*s.operands, s.result]
         shapes = [*ins.in_shapes, ins.out_shape]
-        local = [lay.local_shape(shape) for lay, shape in zip(layouts, shapes)]
-        axes = [[list(names.of(d.axes)) for d in lay.dims] for lay in layouts]
-        call += (f", {w.function('Local', Local)}(jax, {_literal([list(x) for x in shapes])}, "
-                 f"{_literal([list(x) for x in local])}, {_literal(axes)})")
+        call += f", {_local(w, layouts, shapes)}"
     w.emit(f"{target} = {call})", where)
+
+
+def _local(w: _Writer, layouts, shapes) -> str:
+    """The source of a :class:`Local` of blocks of ``shapes`` in ``layouts``."""
+    local = [list(lay.local_shape(shape)) for lay, shape in zip(layouts, shapes)]
+    axes = [[list(w.names.of(d.axes)) for d in lay.dims] for lay in layouts]
+    counts = [list(lay.shard_counts()) for lay in layouts]
+    return (f"{w.function('Local', Local)}(jax, {_literal([list(x) for x in shapes])}, {_literal(local)}, "
+            f"{_literal(axes)}, {_literal(counts)})")
+
+
+def _zeroed(w: _Writer, x: str, layout: TensorSharding, shape) -> str:
+    """``x``, a padded block, with its padding zeroed (:func:`zero_padding`): once per value, shared by its readers."""
+    key = ("zeroed", x)
+    if key not in w.casts:
+        w.casts[key] = w.fresh(f"{x}_z")
+        w.function("Local", Local)
+        w.emit(f"{w.casts[key]} = {w.function('zero_padding', zero_padding)}(jax, {x}, "
+               f"{_local(w, [layout], [shape])})", f"zero {x}'s padding: {layout.dims_text()} pads {list(shape)}")
+    return w.casts[key]
 
 
 def _write_redistribution(w: _Writer, ins: Redistribute, x: str, target: str, where: str, fused, position: int,
@@ -621,7 +738,7 @@ def _write_redistribution(w: _Writer, ins: Redistribute, x: str, target: str, wh
             x = target
         comment = (f"{step.kind} {', '.join(map(str, step.axes))} {where}: {step.bytes_per_device:,} B per device -> "
                    f"{type_text(ins.plan.dtype, ins.plan.shape, step.after)}")
-        _write_step(w, x, step, ins.plan.shape, j in fused, target, comment)
+        _write_padded_step(w, x, step, ins.plan.shape, j in fused, target, comment)
         x = target
 
 
@@ -650,7 +767,7 @@ def _write_steps_function(w: _Writer, name: str, arg: str, plan, comment: str, t
     for step in getattr(plan, "steps", ()):
         note = (f"{step.kind} {', '.join(map(str, step.axes))}: {step.bytes_per_device:,} B per device -> "
                 f"{type_text(plan.dtype, plan.shape, step.after)}")
-        _write_step(w, arg, step, plan.shape, False, arg, note)
+        _write_padded_step(w, arg, step, plan.shape, False, arg, note)
     for line, note in tail:
         w.emit(line, note)
     w.emit(f"return {arg}")
@@ -839,6 +956,18 @@ def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
     out.append("}")
     pending = {o: list(names.of(lay.unreduced)) for o, lay in program.outputs.items() if lay.unreduced}
     out.append(f"PENDING = {_literal(pending)}")
+    padding = {}
+    for i in loads:
+        padding[i.tensor] = (tuple(i.shape), padded_shape(i.layout, i.shape))
+    for o, lay in program.outputs.items():
+        shape = tuple(graph.tensor(o).shape)
+        stack = (math.prod(names.sizes[a] for a in names.of(lay.unreduced)),) if lay.unreduced else ()
+        padding[o] = (stack + shape, stack + padded_shape(lay, shape))
+    padding = {n: v for n, v in padding.items() if v[0] != v[1]}
+    out.append("# arguments and outputs whose layout splits a dimension unevenly: (shape, shape as program() holds it,")
+    out.append("# zeros past the end of each such dimension); pad() and unpad() go between the two")
+    out.append(f"PADDED = {_literal(padding)}")
+    out.append("")
     out.append("")
     if embed:
         for name, fn in w.functions.items():
@@ -865,8 +994,28 @@ _API = '''def make_mesh(devices=None):
 
 
 def shardings(mesh):
-    """The NamedSharding of every argument of program()."""
+    """The NamedSharding of every argument of program() (of its PADDED shape where it has one)."""
     return {name: NamedSharding(mesh, spec) for name, (_, _, spec) in SOURCES.items()}
+
+
+def pad(name, value):
+    """``value`` (an argument or output of the model's shape) as program() holds it: zeros appended where PADDED
+    says (numpy in, numpy out)."""
+    if name not in PADDED:
+        return value
+    shape, padded = PADDED[name]
+    return (np if isinstance(value, np.ndarray) else jnp).pad(value, [(0, p - n) for n, p in zip(shape, padded)])
+
+
+def unpad(name, value):
+    """``value`` as program() holds it, cut to the model's shape."""
+    return value[tuple(slice(0, n) for n in PADDED[name][0])] if name in PADDED else value
+
+
+def place(values, mesh):
+    """Arguments of the model's shapes (name -> array), padded and placed where program() takes them."""
+    sh = shardings(mesh)
+    return {name: jax.device_put(pad(name, value), sh[name]) for name, value in values.items()}
 
 
 def spmd(mesh):
@@ -876,9 +1025,9 @@ def spmd(mesh):
 
 
 def raw_step(mesh):
-    """jitted ``(params, inputs[, cotangents]) -> (outputs as the program leaves them, gradients of TRAINED)``;
-    with cotangents (one per float output, shaped as OUTPUTS leaves it; integer and bool outputs take none),
-    the gradients are the program's backward."""
+    """jitted ``(params, inputs[, cotangents]) -> (outputs as the program leaves them, gradients of TRAINED)``,
+    every array as program() holds it (PADDED: see place()); with cotangents (one per float output, shaped as
+    OUTPUTS leaves it; integer and bool outputs take none), the gradients are the program's backward."""
     fn = spmd(mesh)
 
     def run(params, inputs):
@@ -903,23 +1052,26 @@ def raw_step(mesh):
 
 
 def _read(outputs):
+    outputs = {o: unpad(o, v) for o, v in outputs.items()}
     return {o: jnp.sum(v, axis=0) if o in PENDING else v for o, v in outputs.items()}
 
 
 def forward(params, inputs, mesh=None):
-    """The model's outputs (PENDING ones added up: one reduction the plan leaves to its reader)."""
+    """The model's outputs (PENDING ones added up: one reduction the plan leaves to its reader); params and inputs
+    as place() puts them."""
     outs, _ = raw_step(make_mesh() if mesh is None else mesh)(params, inputs)
     return _read(outs)
 
 
 def step(params, inputs, mesh=None):
     """``(loss, gradients)``: loss is the sum of every float output's elements (the model's loss where its one
-    output is a scalar), gradients those of TRAINED by the plan's backward."""
+    output is a scalar), gradients those of TRAINED by the plan's backward; params and inputs as place() puts them."""
     mesh = make_mesh() if mesh is None else mesh
-    ones = {o: jnp.ones(s.shape, s.dtype) for o, s in jax.eval_shape(
-        lambda p, i: raw_step(mesh)(p, i)[0], params, inputs).items() if jnp.issubdtype(s.dtype, jnp.floating)}
+    shapes = jax.eval_shape(lambda p, i: raw_step(mesh)(p, i)[0], params, inputs)
+    ones = {o: pad(o, jnp.ones(PADDED[o][0] if o in PADDED else s.shape, s.dtype)) for o, s in shapes.items()
+            if jnp.issubdtype(s.dtype, jnp.floating)}
     outs, grads = raw_step(mesh)(params, inputs, ones)
-    return sum(jnp.sum(v) for o, v in _read(outs).items() if o in ones), grads
+    return sum(jnp.sum(v) for o, v in _read(outs).items() if o in ones), {n: unpad(n, g) for n, g in grads.items()}
 '''
 
 

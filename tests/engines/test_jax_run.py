@@ -217,6 +217,10 @@ def _matmul_model(outputs: str, tensors: str = "", ops: str = "", dtype: str = "
 
 
 #: name -> (model text, extra flags, expected exit status, words of the one-line error or keys of the JSON report)
+_UNEVEN = ("name: m\nmesh: {x: 2}\ntensors:\n  a: {shape: [7, 15], kind: input, sharding: '[{\"x\"}, {}]'}\n"
+           "  w: {shape: [15, 15], kind: param}\nops:\n  - {name: mm, op: matmul, inputs: [a, w], output: o}\n"
+           "outputs: [o]\n")
+
 LEGAL_MODELS = {
     "unread_param": (_matmul_model("[y]", "  u: {shape: [4], kind: param}\n"), ["--training"], 0, ("u",)),
     "param_output": (_matmul_model("[y, w]"), ["--training"], 0, ("w",)),
@@ -237,10 +241,11 @@ LEGAL_MODELS = {
                                    "  - {name: s, op: mul, inputs: [y, c], output: q}\n"
                                    "  - {name: sq, op: mul, inputs: [q, q], output: z}\n", dtype="f16"), [], 2,
                      ("m.yaml:10:", "on XLA, the output 'z' (f16) holds inf where the float64 reference is finite")),
-    "uneven": ("name: m\nmesh: {x: 2, y: 2}\ntensors:\n  a: {shape: [7, 15], kind: input, sharding: '[{\"y\"},{\"x\"}]'}\n"
-               "  w: {shape: [15, 15], kind: param}\nops:\n  - {name: mm, op: matmul, inputs: [a, w], output: o}\n"
-               "outputs: [o]\n", [], 2,
-               ("tensor 'a'", 'dimension 0 of size 7 does not divide into the 2 shards of mesh axes "y"')),
+    # padded blocks: the shard_map holds them; NamedShardings (--lowering constraints) cannot
+    "uneven": (_UNEVEN, ["--training"], 0, ("o", "w")),
+    "uneven_constraints": (_UNEVEN, ["--lowering", "constraints"], 2,
+                           ("tensor 'a'", 'dimension 0 of size 7 does not divide into the 2 shards of mesh axes "x"',
+                            "a NamedSharding splits only evenly")),
 }
 
 _RUN_ALL = """
