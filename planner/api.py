@@ -224,7 +224,8 @@ def plan_pipeline(
         devices = mesh.size
     searched = search_pipeline(graph, devices, chosen, spec, memory_budget, mesh=fixed, search=search,
                                progress=progress)
-    return pipeline_plan(searched, graph, chosen, devices)
+    pinned = frozenset(spec.pinned()) | ({"mesh"} if fixed is not None else frozenset())
+    return pipeline_plan(searched, graph, chosen, devices, pinned)
 
 
 def _pipeline_spec(graph: ComputationGraph, pipeline: Any) -> PipelineSpec:
