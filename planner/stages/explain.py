@@ -8,9 +8,10 @@ gives the configurations with another value that come nearest, each with why it 
 * ``slower``: a configuration priced that fits, with its step time and memory (the search's
   runner-up for the knob): the winner is faster by ``slower_by``;
 * ``does_not_fit``: a configuration whose partitions priced all need more memory than the budget
-  (the least of them is its memory; none at all when no partition came near): shown when it could
-  have been faster than the winner (its lower bound is below the winner's step), or when no
-  configuration with another value fits;
+  (the least of them is its memory), or none of whose partitions was priced because in each some
+  stage's parameters, gradients, optimizer state and stashed activations alone exceed the budget
+  (no memory then): shown when it could have been faster than the winner (its lower bound is below
+  the winner's step), or when no configuration with another value fits;
 * ``no_faster``: a configuration no partition of which that fits can beat the winner, shown when
   no other value was priced: its step time is at least ``step_time_bound_s`` (a lower bound the
   search proved: the bound it skipped the configuration by, or the best step it had found when
@@ -115,8 +116,9 @@ def knob_reasons(searched: Searched, pinned: frozenset[str] = frozenset()) -> tu
             over = None if memory is None else int(math.ceil(need - budget))
             why = (f"does not fit: needs {format_bytes(memory)} per device, {format_bytes(over)} over the budget of "
                    f"{format_bytes(budget)}" if memory is not None else
-                   f"does not fit: no partition's parameters, optimizer state and activations fit the budget of "
-                   f"{format_bytes(budget)} per device")
+                   f"does not fit: in every partition some stage surely needs more than the budget of "
+                   f"{format_bytes(budget)} per device (its parameters, gradients and optimizer state after ZeRO, "
+                   f"and the activations of its microbatches in flight)")
             alternatives.append(Alternative(knob_value(config, k), configuration_text(config), "does_not_fit", None,
                                             lb, memory, over, None, why))
         if slower is None:
