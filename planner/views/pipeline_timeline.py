@@ -167,7 +167,7 @@ def timeline_svg(plan) -> str:
             bx, bw = x(start), max((end - start) * scale, 1.0)
             what = "forward" if forward else "backward"
             redo = 0.0 if forward else s.recompute_time_s
-            tip = (f"stage {a.stage}{f' (chunk {chunk})' if v > 1 else ''} on group {d}: {what} of microbatch "
+            tip = (f"stage {a.stage} (chunk {chunk}) on group {d}: {what} of microbatch "
                    f"{a.microbatch}, {format_seconds(start)} to {format_seconds(end)}"
                    + (f", recomputation {format_seconds(redo)} of it ({s.recompute})" if redo > 0 else ""))
             out.append(f'<g class="box {what}" data-kind="{a.kind}" data-stage="{a.stage}" data-chunk="{chunk}" '

@@ -10,9 +10,8 @@ from planner.api import plan_pipeline
 from planner.stages.cost import Config, Evaluation
 from planner.stages.plan import PipelinePlan, StagePlan
 from planner.stages.schedules import device_orders, timeline
-from planner.views.pipeline_page import pipeline_page
 from planner.views.pipeline_timeline import timeline_svg
-from tests.views.pictures import SVG, Elements, by_class, inline_svgs, texts
+from tests.views.pictures import SVG, by_class, texts
 
 TINY = Path(__file__).resolve().parents[1] / "stages" / "tiny_gpt.yaml"
 
@@ -185,18 +184,3 @@ def test_the_same_plan_gives_the_same_bytes():
     assert timeline_svg(synthetic_plan("interleaved", 2, 4, 2, send=1e-4)) == \
         timeline_svg(synthetic_plan("interleaved", 2, 4, 2, send=1e-4))
 
-
-def test_the_page_has_the_summary_the_timeline_and_the_stage_table():
-    plan = plan_pipeline(str(TINY), devices=4, pipeline={"stages": 2, "microbatches": 2})
-    page = pipeline_page(plan)
-    assert page == pipeline_page(plan)
-    svgs = inline_svgs(page)
-    assert set(svgs) == {"timeline"}
-    cells = Elements(page).cells
-    # the stage table: one row per stage, its layers and its times as the table format prints them
-    table = page[page.index('<table class="stages">'):]
-    assert table.count("<tr>") == 1 + len(plan.stages)
-    for s in plan.stages:
-        assert ", ".join(s.layers) in cells
-    assert f"bubble <b>{plan.bubble_fraction:.1%}</b>" in page
-    assert "fetch" not in page and "<script" not in page  # self-contained
