@@ -227,7 +227,8 @@ def plan_pipeline(
         devices = mesh.size
     searched = search_pipeline(graph, devices, chosen, spec, memory_budget, mesh=fixed, search=search,
                                progress=progress)
-    return pipeline_plan(searched, graph, chosen, devices)
+    pinned = frozenset(spec.pinned()) | ({"mesh"} if fixed is not None else frozenset())
+    return pipeline_plan(searched, graph, chosen, devices, pinned)
 
 
 def export_pipeline(

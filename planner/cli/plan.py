@@ -88,7 +88,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("table", "json", "csv", "program", "html"), default="table",
                    help="table (default), json, csv (the strategy table), program (the per-device SPMD listing) "
                    "or html (one self-contained page: the graph coloured by sharding, the redistributions, "
-                   "compute vs communication charts and the tables; use with --out plan.html)")
+                   "compute vs communication charts and the tables; a pipelined plan's page: its summary, the "
+                   "schedule's timeline and the stage table; use with --out plan.html)")
     p.add_argument("--phases", action="store_true",
                    help="with --search propagate: every tensor's sharding after each user priority and each "
                    "op-priority level (table and json)")
@@ -98,16 +99,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     e = sub.add_parser(
         "explain",
-        help="say why a tensor is sharded the way it is, back to the user annotation that decided it",
-        description="Plan the model and print the chain of decisions from TENSOR back to a user annotation.",
+        help="say why a tensor is sharded the way it is, back to the user annotation that decided it; or why a "
+        "pipelined plan chose its stages, microbatches, recomputation and the other knobs",
+        description="Plan the model and print the chain of decisions from TENSOR back to a user annotation. For a "
+        "pipelined plan (--devices N, --pipeline auto, or a model with a pipeline: mapping; no TENSOR), print per "
+        "knob the value chosen and the best configurations priced with another value, and why they lost.",
     )
     e.add_argument("model", help="model YAML file (- for standard input)")
-    e.add_argument("tensor", help="tensor name")
+    e.add_argument("tensor", nargs="?", help="tensor name (not with a pipelined plan)")
     plan_options(e)
     e.add_argument("--format", choices=("table", "json"), default="table",
                    help="table (default): the chain as indented lines; json: the tensor's sharding, source and "
-                   "reason, and the same chain as a list of lines")
+                   "reason, and the same chain as a list of lines (a pipelined plan: its choices, docs/json.md)")
+    pipeline_options(e)
     command_options(e, run_explain)
+
 
 
 def _budget(text: str | None) -> float | None:
@@ -162,19 +168,29 @@ def _device_count(text: str) -> int:
 
 
 def pipeline_arguments(args) -> dict:
-    """The keyword arguments of ``planner.api.plan_pipeline`` the flags give (plan's and export's)."""
+    """The keyword arguments of ``planner.api.plan_pipeline`` the flags give (plan's, explain's and export's)."""
     return dict(devices=args.devices, cluster=args.cluster, memory_budget=_budget(args.memory_budget),
                 search=args.search, progress=getattr(args, "progress", None))
 
 
-def run_pipeline(args: argparse.Namespace, graph) -> int:
-    """``plan`` of a pipelined training step (:func:`planner.api.plan_pipeline`)."""
+def _plan_pipeline(args: argparse.Namespace, graph):
     from planner.api import plan_pipeline
 
-    if args.format not in ("table", "json"):
-        raise ParseError(f"a pipelined plan prints as table or json, not {args.format}; drop --format {args.format}")
-    p = plan_pipeline(graph, **pipeline_arguments(args))
-    text = json_document("plan", p.to_dict()) if args.format == "json" else p.summary()
+    return plan_pipeline(graph, **pipeline_arguments(args))
+
+
+def run_pipeline(args: argparse.Namespace, graph) -> int:
+    """``plan`` of a pipelined training step (:func:`planner.api.plan_pipeline`)."""
+    if args.format not in ("table", "json", "html"):
+        raise ParseError(f"a pipelined plan prints as table, json or html, not {args.format}; drop --format "
+                         f"{args.format}")
+    p = _plan_pipeline(args, graph)
+    if args.format == "html":
+        from planner.views.pipeline_page import pipeline_page
+
+        text = pipeline_page(p)
+    else:
+        text = json_document("plan", p.to_dict()) if args.format == "json" else p.summary()
     write_text(text, args.out, protect=[args.model])
     return 0
 
@@ -209,7 +225,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    p = make_plan(args)
+    graph = model_argument(args.model)
+    if pipelined(args, graph):
+        if args.tensor is not None:
+            raise ParseError(f"explain of a pipelined plan says why it chose its stages, microbatches, recomputation "
+                             f"and the other knobs, not a tensor's sharding: drop {quote(args.tensor)}, or drop "
+                             "--devices/--pipeline to explain a tensor of the SPMD plan")
+        p = _plan_pipeline(args, graph)
+        text = json_document("explain", p.explain_dict()) if args.format == "json" else p.explain()
+        write_text(text, None)
+        return 0
+    if args.tensor is None:
+        raise ParseError("explain needs a TENSOR to explain (shardplan explain MODEL TENSOR), or --devices N / "
+                         "--pipeline auto to explain a pipelined plan's choices")
+    p = make_plan(args, graph)
     chain = p.explain(args.tensor)
     if args.format == "json":
         t = p.tensor(args.tensor)

@@ -61,6 +61,14 @@ class Searched:
     outer: int
     runners_up: dict = field(default_factory=dict)
     exact: bool = True  # every partition search finished: no partition of any configuration tried is better
+    budget_bytes: float = math.inf  # the memory per device every configuration had to fit
+    # the configurations searched that gave no partition better than the best so far, each as (its config without
+    # bounds, its lower bound, the least memory of its partitions priced (inf: none priced), the best step so far
+    # (None: none yet)), in the order searched
+    lost: tuple = ()
+    # per knob, among the configurations never searched (their lower bound was no less than the winner's step), the
+    # one of least bound that chose another value: {knob: (config without bounds, lower bound)}
+    unsearched: dict = field(default_factory=dict)
 
 
 #: The most nodes one partition search visits; past it the search keeps the best partition it has (the plan's
@@ -142,13 +150,14 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         bounded.append((bound, choice))
     bounded.sort(key=lambda x: x[0])
     progress.stage(f"searching {len(bounded)} pipeline configurations")
-    tally = {"priced": 0, "need": math.inf, "exact": True, "found": []}
+    tally = {"priced": 0, "need": math.inf, "exact": True, "found": [], "lost": [], "searched": 0}
 
     def best_of(candidates) -> tuple[Config, Evaluation] | None:
         best: tuple[Config, Evaluation] | None = None
         for lb, choice in candidates:
             if best is not None and lb >= best[1].step_time_s:
                 break
+            tally["searched"] += 1
             pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
             found, n, need, exact = _best_partition(profiles[(stage_axes, size)], cluster, budget, pp, dp, stage_axes, size,
                                              m, schedule, v, policy, zero,
@@ -160,6 +169,8 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
                 tally["found"].append(found)
                 if best is None or found[1].step_time_s < best[1].step_time_s:
                     best = found
+            else:
+                tally["lost"].append((Config(*choice, ()), lb, need, None if best is None else best[1].step_time_s))
         return best
 
     best = best_of(bounded)
@@ -179,7 +190,21 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         if others:
             runners_up[k] = min(others, key=lambda ce: ce[1].step_time_s)
     return Searched(config, ev, profiles[key], tuple(layer.name for layer in layers), tally["priced"], len(outer),
-                    runners_up, tally["exact"])
+                    runners_up, tally["exact"], budget, tuple(tally["lost"]),
+                    _unsearched(bounded[tally["searched"]:], won))
+
+
+def _unsearched(rest, won: dict) -> dict:
+    """Per knob, the first of ``rest`` (``(bound, choice)`` by increasing bound) whose value differs from ``won``."""
+    out = {}
+    at = {"pp": 0, "tp": 2, "microbatches": 4, "schedule": 5, "virtual_stages": 6, "recompute": 7, "zero": 8}
+    for lb, choice in rest:
+        for k in KNOBS:
+            if k not in out and choice[at[k]] != won[k]:
+                out[k] = (Config(*choice, ()), lb)
+        if len(out) == len(KNOBS):
+            break
+    return out
 
 
 def _knob(config: Config, knob: str):

@@ -5,7 +5,9 @@ The pictures are imported by the commands that draw them (not here, so that
 with :mod:`planner.views.layered_layout` (its graph drawing), :mod:`planner.views.sharding_styles`
 (how layouts look) and :mod:`planner.views.panels` (its side panel),
 :mod:`planner.views.svg_grid` (a sharding's device grid) and
-:mod:`planner.views.charts` (bar charts), on :mod:`planner.views.svg` (SVG helpers).
+:mod:`planner.views.charts` (bar charts), on :mod:`planner.views.svg` (SVG helpers);
+:mod:`planner.views.pipeline_page` (a pipelined plan's page) with
+:mod:`planner.views.pipeline_timeline` (its schedule's timeline).
 The other notations of a sharding (JAX, MindSpore, DTensor) are :mod:`planner.notations`.
 """
 

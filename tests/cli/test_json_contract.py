@@ -149,6 +149,8 @@ def _missing(value, rows: dict[str, Row], path: str) -> list[str]:
 def section_of(data: dict) -> str:
     if data.get("command") in ("plan", "export") and "pipeline" in data:
         return "plan --pipeline" if data["command"] == "plan" else f"export --to {data['format']} --pipeline"
+    if data.get("command") == "explain" and "choices" in data:
+        return "explain --pipeline"
     return f"export --to {data['format']}" if data.get("command") == "export" else data["command"]
 
 
@@ -195,6 +197,7 @@ CASES = [
     ("plan-pipeline", ["plan", "tests/stages/tiny_gpt.yaml", "--devices", "4", "--format", "json"]),
     ("explain-ffn", ["explain", "configs/ffn.yaml", "h3", "--format", "json"]),
     ("explain-propagate", ["explain", "configs/megatron_mlp.yaml", "y", "--search", "propagate", "--format", "json"]),
+    ("explain-pipeline", ["explain", "tests/stages/tiny_gpt.yaml", "--devices", "4", "--format", "json"]),
     ("simulate-ffn", ["simulate", "configs/ffn.yaml", "--format", "json"]),
     ("simulate-ffn-training", ["simulate", "configs/ffn.yaml", "--training", "--format", "json"]),
     ("compare-ffn", ["compare", "configs/ffn.yaml", "--format", "json"]),
@@ -215,7 +218,8 @@ CASES = [
 
 # The example each table's checked-in file is made of: a small config, one command line.
 EXAMPLE_CASES = {
-    "plan": "plan-ffn-training-bfs", "plan --pipeline": "plan-pipeline", "explain": "explain-ffn", "simulate": "simulate-ffn-training",
+    "plan": "plan-ffn-training-bfs", "plan --pipeline": "plan-pipeline", "explain": "explain-ffn", "explain --pipeline": "explain-pipeline",
+    "simulate": "simulate-ffn-training",
     "compare": "compare-ffn", "check": "check", "describe": "describe", "reshard": "reshard-verify",
     "graph": "graph-ffn", "import-jax": "import-jax", "run": "run", "calibrate": "calibrate",
     **{f"export --to {to}": f"export-{to}-ffn" for to in ("jax", "dtensor", "shardy", "mindspore")},

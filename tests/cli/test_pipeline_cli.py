@@ -55,7 +55,7 @@ def test_the_same_request_gives_the_same_bytes(capsys):
     ("pipeline: {stages: 8}", ["--devices", "8"], "8 pipeline stages need at least 8 layers, but the model has 6"),
     ("pipeline: {microbatches: 3}", ["--devices", "4"], "no pipeline configuration"),
     ("pipeline: {stages: 3}", ["--devices", "4"], "pipeline.stages is 3, which does not divide the 4 devices"),
-    ("", ["--devices", "4", "--format", "html"], "prints as table or json"),
+    ("", ["--devices", "4", "--format", "program"], "prints as table, json or html"),
 ])
 def test_impossible_pipelines_exit_2_with_the_rule_and_the_fix(tmp_path, capsys, pipeline, flags, message):
     assert main(["plan", model(tmp_path, pipeline), *flags]) == 2
