@@ -53,7 +53,7 @@ from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
 from planner.engines.jax_spmd import load_module, lowering_problem, uneven_layout
-from planner.engines.run_memory import check_compiled_memory, check_run_memory
+from planner.engines.run_memory import check_compiled_memory, check_run_memory, release_free_memory
 from planner.errors import EngineError, ModelError, quote
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
@@ -328,9 +328,11 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     check_compiled_memory(compiled, plan, estimate.runtime + estimate.host_data + estimate.reference,
                           on_host=jax.devices()[0].platform == "cpu")
     text = compiled.as_text()
+    release_free_memory()  # what compiling freed, before the step's buffers are allocated
     outs, grads = compiled(*args)
     # on the host, and every device buffer dropped before the reference runs
     outs, grads = ({n: np.asarray(x) for n, x in d.items()} for d in (outs, grads))
+    release_free_memory()
     # the checked values are on the host: the other runs only time the step (the checked run was the first warm-up)
     step_times = time_step(jax, compiled, args, warmup=warmup - 1, repeat=repeat)
     if used == "shard_map":
@@ -399,15 +401,18 @@ def _check_overflow(graph, outs: dict, grads: dict, reference: dict, ref_grads: 
 
 def time_step(jax, compiled, args: tuple, *, warmup: int, repeat: int) -> tuple[float, ...]:
     """Seconds of each of ``repeat`` runs of ``compiled(*args)``, after ``warmup`` untimed ones: each timed from
-    the call until every result is ready on every device (``jax.block_until_ready``); results dropped at once."""
+    the call until every result is ready on every device (``jax.block_until_ready``); results dropped at once, and the
+    memory each run freed handed back to the system (:func:`~planner.engines.run_memory.release_free_memory`)."""
     for _ in range(warmup):
         jax.block_until_ready(compiled(*args))
+        release_free_memory()
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         results = jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - start)
         del results
+        release_free_memory()  # untimed: what the run freed, before the next run allocates
     return tuple(times)
 
 
