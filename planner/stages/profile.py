@@ -40,7 +40,7 @@ from planner.partitioning import Backprop, Compute, Redistribute, lower
 from planner.searches import search_named
 from planner.stages.layers import Layer, layers_of, representatives
 
-__all__ = ["LayerCost", "POLICIES", "attention_core", "profile_layers"]
+__all__ = ["LayerCost", "POLICIES", "attention_core", "profile_layers", "reduced_model"]
 
 POLICIES = ("none", "selective", "full")
 """Recomputation policies, cheapest in time first."""
@@ -243,3 +243,10 @@ def _restricted(sharding: TensorSharding | None, mesh: Mesh, names: set[str]) ->
         return None
     dims = [[a for a in d.axes if a.name in names] for d in sharding.dims]
     return TensorSharding.build(mesh, dims, unreduced=[a for a in sharding.unreduced if a.name in names])
+
+
+def reduced_model(graph: ComputationGraph, stage_mesh: Mesh) -> ComputationGraph:
+    """The model :func:`profile_layers` plans on ``stage_mesh``: one copy of each run of alike layers, annotations
+    restricted to the stage mesh's axes (what a simulator runs layer by layer to execute the priced plan)."""
+    layers = layers_of(graph)
+    return _reduced(graph, layers, representatives(layers), stage_mesh)
