@@ -36,7 +36,7 @@ from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.options import Options
 from planner.model.request import Request
-from planner.partitioning import Backprop, Compute, Redistribute, lower
+from planner.partitioning import Backprop, Compute, Load, Redistribute, lower
 from planner.searches import search_named
 from planner.stages.layers import Layer, layers_of, representatives
 
@@ -156,12 +156,16 @@ def _cost(graph: ComputationGraph, layer: Layer, t: _Tally, name: str, program) 
     core_forward = sum(t.ops[op].forward_time_s for op in core)
     elements = 0
     pbytes = 0
+    loaded = {i.tensor: i.layout for i in program.instructions if isinstance(i, Load) and i.tensor in params}
     for op_name in layer.ops:
         ins = t.ops[op_name]
         for k, tensor in enumerate(ins.op.inputs):
             if tensor in params:
                 params.discard(tensor)
-                shape = ins.strategy.operands[k].local_shape(ins.in_shapes[k])
+                # held as loaded: a parameter the plan gathers before each use is held (and its gradient,
+                # optimizer state and data-parallel sync are) in its smaller loaded layout
+                layout = loaded.get(tensor, ins.strategy.operands[k])
+                shape = layout.local_shape(ins.in_shapes[k])
                 n = 1
                 for d in shape:
                     n *= d
