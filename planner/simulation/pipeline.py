@@ -85,6 +85,10 @@ zero_gathers)."""
 
 _INTRA = ("forward", "backward", "recompute", "gradient")
 
+MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations")
+"""What a device holds, by part: its parameters (ZeRO 3: its shards and the stage's gathered parameters), gradient
+accumulators, optimizer state, and the microbatches' activations, residuals and cotangents."""
+
 
 @dataclass
 class PipelineSimulation:
@@ -201,6 +205,7 @@ class _Group:
         self.nets = {phase: Network(size) for phase in _INTRA}
         self.counts = {phase: Counter() for phase in _INTRA}
         self.peak = 0
+        self.peak_parts = dict.fromkeys(MEMORY_PARTS, 0)
 
 
 @dataclass
@@ -293,10 +298,13 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
     phases, bytes_ok = _phases(run, program, layers, costs, cluster, c)
     memory, memory_ok = [], True
     for d in range(c.pp):
-        measured = max(g.peak for g in run.groups if g.d == d)
+        busiest = max((g for g in run.groups if g.d == d), key=lambda g: g.peak)
+        measured = busiest.peak
         predicted = plan.evaluation.memory_bytes_per_device[d]
         memory.append({"device_group": d, "measured_peak_bytes_per_device": measured,
-                       "predicted_bytes_per_device": predicted, "equal": measured == predicted})
+                       "predicted_bytes_per_device": predicted, "equal": measured == predicted,
+                       "measured_parts": busiest.peak_parts,
+                       "predicted_parts": _predicted_parts(c, costs, d, predicted, opt)})
         memory_ok &= measured == predicted
     counts = Counter()
     for g in run.groups:
@@ -333,6 +341,26 @@ def _output_weights(graph, mb_graph, reference, feeds) -> dict:
                                 f"of its microbatches' values (nor has the batch as dimension 0): a pipeline cannot "
                                 f"compute it from microbatches")
     return out
+
+
+def _predicted_parts(c, costs, d: int, total: int, opt: Optimizer) -> dict:
+    """The cost model's memory of device group ``d`` (:func:`planner.stages.cost.evaluate`) by part
+    (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: the shard and the largest layer's gathered parameters), gradient
+    accumulators, Adam's two moments, and the activations: the rest of its total. With SGD the optimizer state is
+    0, and the total is taken as the cost model's less its Adam moments."""
+    layers = [i for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k)]
+    grad = sum(costs[i].param_bytes for i in layers)
+    elems = sum(costs[i].param_elements for i in layers)
+    dp = c.dp
+    owned = -(-elems // dp) if c.zero >= 1 else elems
+    params = -(-grad // dp) if c.zero == 3 else grad
+    gathered = max((sum(costs[i].param_bytes for i in c.stage_layers(k)) for k in range(c.stages) if k % c.pp == d),
+                   default=0) if c.zero == 3 and dp > 1 else 0
+    grads = -(-grad // dp) if c.zero >= 2 else grad
+    adam = ADAM_BYTES_PER_ELEMENT * owned
+    return {"parameters": params + gathered, "gradients": grads,
+            "optimizer_state": adam if opt.name == "adam" else 0,
+            "activations": total - params - gathered - grads - adam}
 
 
 def _phases(run, program, layers, costs, cluster, c) -> tuple[dict, bool]:
@@ -474,7 +502,8 @@ class _Run:
                     for i in c.stage_layers(k):
                         layer = self.s.layers[i]
                         for ins in layer.gradient:
-                            self._param_redistribute(g, layer, ins, "gradient")
+                            if not _local(ins):
+                                self._param_redistribute(g, layer, ins, "gradient")
             self._account(g)
         self._sync()
         self._account_all()
@@ -711,6 +740,9 @@ class _Run:
                         self._backward_redistribute(g, P, layer, ins, j)
                 else:
                     self._backprop(g, P, layer, ins)
+                    for grad in layer.gradient:  # slicing the parameters' cotangents home as they come
+                        if _local(grad):
+                            self._param_redistribute(g, layer, grad, "gradient")
                 self._account(g)
         if k > 0:
             prev = self.group((k - 1) % c.pp, g.r)
@@ -741,6 +773,9 @@ class _Run:
         P.cot_out[real] = _add(P.cot_out.get(real), out)
 
     def _param_redistribute(self, g, layer, ins, phase) -> None:
+        """A transpose bringing a parameter's cotangents home: backward ones every microbatch, gradient reductions
+        once a step on the accumulated cotangents, except those that only slice (no bytes), which run every
+        microbatch so that the gradient accumulates in the parameter's own layout."""
         real = layer.name(ins.tensor)
         arr = g.param_cot.pop((real, ins.plan.source), None)
         if arr is None:
@@ -860,38 +895,43 @@ class _Run:
             self._account(g)
 
     def _account(self, g: _Group) -> None:
-        """The bytes a device of ``g`` holds now, at the declared dtypes; the group's peak."""
+        """The bytes a device of ``g`` holds now, at the declared dtypes, by part (:data:`MEMORY_PARTS`); the group's
+        peak and its parts then."""
         seen: dict[int, tuple] = {}
 
-        def add(arr, tensor):
+        def add(arr, tensor, part):
             if arr is not None and id(arr) not in seen:
-                seen[id(arr)] = (arr, self.s.itemsize[tensor])
+                seen[id(arr)] = (arr, self.s.itemsize[tensor], part)
 
         for t, a in g.params.items():
-            add(a, t)
+            add(a, t, "parameters")
         for (t, _), a in g.param_cot.items():
-            add(a, t)
+            add(a, t, "gradients")
         for t, a in g.grads.items():
-            add(a, t)
+            add(a, t, "gradients")
         for P in g.passes.values():
             for t, a in P.values.items():
-                add(a, t)
+                add(a, t, "activations")
             for (t, _), a in P.copies.items():
-                add(a, t)
+                add(a, t, "activations")
             for t, a in P.residuals.values():
-                add(a, t)
+                add(a, t, "activations")
             for (t, _), a in P.cot_in.items():
-                add(a, t)
+                add(a, t, "activations")
             for t, a in P.cot_out.items():
-                add(a, t)
-        per_device = [0] * self.size
-        for arr, itemsize in seen.values():
+                add(a, t, "activations")
+        per_device = [dict.fromkeys(MEMORY_PARTS, 0) for _ in range(self.size)]
+        for arr, itemsize, part in seen.values():
             for s, b in enumerate(arr.blocks):
-                per_device[s] += b.size * itemsize
+                per_device[s][part] += b.size * itemsize
         for k, shards in g.shards.items():
             for s, b in enumerate(shards):
-                per_device[s] += b.size * self._itemsize_of_stage(k)
-        g.peak = max(g.peak, max(per_device, default=0) + g.state_bytes)
+                per_device[s]["parameters"] += b.size * self._itemsize_of_stage(k)
+        for parts in per_device:
+            parts["optimizer_state"] = g.state_bytes
+            total = sum(parts.values())
+            if total > g.peak:
+                g.peak, g.peak_parts = total, dict(parts)
 
 
 class _Net:
@@ -917,6 +957,11 @@ class _AllOps:
 
 
 _ALL = _AllOps()
+
+
+def _local(ins: Redistribute) -> bool:
+    """Whether a redistribution moves no bytes (its steps only slice)."""
+    return all(step.kind == "Slice" for step in ins.plan.steps)
 
 
 def _reruns(layer: _Layer, ins, only) -> bool:
