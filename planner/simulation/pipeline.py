@@ -74,9 +74,9 @@ from planner.simulation.run import FLOAT_RTOL, compare_values, release_freed_mem
 from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, links
 from planner.stages.layers import layers_of, microbatched, representatives
 from planner.stages.profile import attention_core, profile_layers, reduced_model
-from planner.stages.schedules import timeline
+from planner.stages.schedules import device_orders, peak_bytes, timeline
 
-__all__ = ["PIPELINE_PHASES", "PipelineSimulation", "simulate_pipeline"]
+__all__ = ["MEMORY_PARTS", "PIPELINE_PHASES", "PipelineSimulation", "simulate_pipeline"]
 
 PIPELINE_PHASES = ("forward", "backward", "recompute", "gradient", "sends", "gradient_sync", "zero_gathers")
 """Where the simulated pipeline's bytes are counted: inside a stage mesh (forward, backward, recompute, gradient),
@@ -85,9 +85,10 @@ zero_gathers)."""
 
 _INTRA = ("forward", "backward", "recompute", "gradient")
 
-MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations")
+MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "boundary_buffers")
 """What a device holds, by part: its parameters (ZeRO 3: its shards and the stage's gathered parameters), gradient
-accumulators, optimizer state, and the microbatches' activations, residuals and cotangents."""
+accumulators, optimizer state, the microbatches' activations, residuals and cotangents, and the boundary buffers:
+an activation received before its stage's forward began, a cotangent received before its backward began."""
 
 
 @dataclass
@@ -188,6 +189,8 @@ class _Pass:
         self.cot_out: dict[str, DistributedArray] = {}
         self.kept: set[str] = set()  # what full recomputation keeps: the values received and the inputs
         self.dropped: dict[tuple, tuple] = {}  # residuals selective recomputation dropped: key -> (tensor, layout)
+        self.started = False  # its forward began: what it held before came from the stage before
+        self.in_backward = False  # its backward began: the cotangents it held before came from the stage after
 
 
 class _Group:
@@ -206,6 +209,7 @@ class _Group:
         self.counts = {phase: Counter() for phase in _INTRA}
         self.peak = 0
         self.peak_parts = dict.fromkeys(MEMORY_PARTS, 0)
+        self.held_peak = 0  # the most activation bytes a device holds between two of its actions
 
 
 @dataclass
@@ -304,7 +308,9 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
         memory.append({"device_group": d, "measured_peak_bytes_per_device": measured,
                        "predicted_bytes_per_device": predicted, "equal": measured == predicted,
                        "measured_parts": busiest.peak_parts,
-                       "predicted_parts": _predicted_parts(c, costs, d, predicted, opt)})
+                       "predicted_parts": _predicted_parts(c, costs, d, predicted, opt),
+                       "measured_held_activations": max(g.held_peak for g in run.groups if g.d == d),
+                       "predicted_held_activations": _held_activations(c, costs, d)})
         memory_ok &= measured == predicted
     counts = Counter()
     for g in run.groups:
@@ -360,7 +366,15 @@ def _predicted_parts(c, costs, d: int, total: int, opt: Optimizer) -> dict:
     adam = ADAM_BYTES_PER_ELEMENT * owned
     return {"parameters": params + gathered, "gradients": grads,
             "optimizer_state": adam if opt.name == "adam" else 0,
-            "activations": total - params - gathered - grads - adam}
+            "activations": total - params - gathered - grads - adam, "boundary_buffers": 0}
+
+
+def _held_activations(c, costs, d: int) -> int:
+    """The cost model's activations of device group ``d`` between two of its actions: the stash of every
+    microbatch in flight (:func:`~planner.stages.schedules.peak_bytes` without the actions' own work)."""
+    stash = [sum(costs[i].stash(c.recompute) for i in c.stage_layers(k)) for k in range(c.stages)]
+    order = device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)[d]
+    return peak_bytes(order, stash, [0] * c.stages, [0] * c.stages)
 
 
 def _phases(run, program, layers, costs, cluster, c) -> tuple[dict, bool]:
@@ -445,7 +459,10 @@ class _Run:
                         self.params_of[k].append((layer, real, load))
         # what each stage reads from earlier stages: sent on by the stage before
         self.receives = {k: [] for k in range(c.stages)}
-        model_layers = layers_of(graph)
+        model_layers = self.model_layers = layers_of(graph)
+        # per layer, what full recomputation keeps: the activations it receives and the inputs it reads
+        self.inputs_of = [set(layer.receives) | {t for op in layer.ops for t in graph.op(op).inputs
+                                                 if graph.tensor(t).kind == "input"} for layer in model_layers]
         producer_stage = {graph.op(op).output: self.stage_of[i] for i, layer in enumerate(model_layers)
                           for op in layer.ops}
         for k in range(c.stages):
@@ -475,7 +492,6 @@ class _Run:
 
     def run(self) -> None:
         c = self.c
-        from planner.stages.schedules import device_orders
         orders = device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)
         tl = timeline(orders, [1.0] * c.stages, [1.0] * c.stages)
         actions = sorted(((start, d, n, a) for d, runs in enumerate(tl.runs) for n, (a, start, _) in enumerate(runs)),
@@ -495,7 +511,7 @@ class _Run:
             if c.zero == 3 and c.dp > 1:
                 for r in range(c.dp):
                     self._drop_gathered(self.group(d, r), a.stage)
-            self._account_all()
+            self._account_all(between=True)
         for g in self.groups:
             for k in range(c.stages):
                 if k % c.pp == g.d:
@@ -518,6 +534,9 @@ class _Run:
             for layer, real, load in self.params_of[k]:
                 g.params[real] = DistributedArray.from_global(self.s.feeds[0][real].astype(self.s.float_dtype),
                                                               load.layout)
+                if not any(layer.name(ins.tensor) == real and not _local(ins) for ins in layer.gradient):
+                    # the gradient accumulates in the parameter's layout from the first backward: held all step
+                    g.grads[real] = _zeros(load.layout, load.shape, self.s.float_dtype)
             if c.zero == 3 and c.dp > 1:
                 flats = self._flat(g, k, lambda name: g.params[name])
                 g.shards[k] = [self._shard(f, g.r) for f in flats]
@@ -590,45 +609,17 @@ class _Run:
     def _feeds(self, g: _Group, j: int) -> dict:
         return self.s.feeds[g.r * self.c.microbatches + j]
 
-    def _forward(self, g: _Group, k: int, j: int, phase: str = "forward", only=None) -> None:
-        """Stage ``k``'s forward of microbatch ``j`` on ``g`` (``only``: the ops recomputation reruns)."""
+    def _forward(self, g: _Group, k: int, j: int) -> None:
+        """Stage ``k``'s forward of microbatch ``j`` on ``g``; then the stage's sends, and what recomputation drops."""
         P = self._pass(g, k, j)
+        P.started = True
         c = self.c
-        policy = c.recompute
         sequence = [(layer, ins) for i in c.stage_layers(k) for layer in (self.s.layers[i],) for ins in layer.forward]
-        if only is not None:
-            sequence = [(layer, ins) for layer, ins in sequence if _reruns(layer, ins, only)]
-        last = _last_uses(sequence)
         sends = set(self.receives.get(k + 1, ())) if k + 1 < c.stages else set()
-        keep = sends | set(self.s.graph.outputs) | {t for t, _ in P.dropped.values()}
-        keep_copies = set(P.dropped.values())
-        if phase == "forward" and policy == "full":
-            P.kept = set(self.receives[k]) | {t for t in P.values}
-        for n, (layer, ins) in enumerate(sequence):
-            if isinstance(ins, Redistribute):
-                self._forward_redistribute(g, P, layer, ins, phase, j)
-            else:
-                self._compute(g, P, layer, ins, j, recomputing=only is not None)
-            self._account(g)
-            for t in [t for t in P.values if last.get(t, -1) <= n and t not in keep and t not in P.kept]:
-                del P.values[t]
-            for key in [key for key in P.copies if last.get(key, -1) <= n and key not in keep_copies]:
-                del P.copies[key]
-        if only is not None:  # recomputed: the residuals selective recomputation dropped are made again
-            for key, (t, layout) in P.dropped.items():
-                arr = P.copies.get((t, layout)) or (P.values.get(t) if t in P.values and
-                                                    P.values[t].sharding.layout_only() == layout else None)
-                if arr is None:
-                    raise SimulationMismatch(f"recomputation did not make {t!r} laid out as {layout} again")
-                P.residuals[key] = (t, arr)
-            P.dropped = {}
-            for t in [t for t in P.values if t in keep and t not in P.kept]:
-                del P.values[t]
-            for key in [key for key in P.copies if key in keep_copies]:
-                del P.copies[key]
-            self._account(g)
-            return
-        if k == c.stages - 1 or any(o in P.values for o in self.s.graph.outputs):
+        if c.recompute == "full":  # every layer's inputs are kept
+            P.kept = {t for i in c.stage_layers(k) for t in self.inputs_of[i]}
+        self._run_forward(g, P, sequence, "forward", j, sends | set(self.s.graph.outputs), set(), False)
+        if any(o in P.values for o in self.s.graph.outputs):
             out = self.outputs.setdefault((g.r, j), {})
             for o in self.s.graph.outputs:
                 if o in P.values:
@@ -638,15 +629,57 @@ class _Run:
             Q = self._pass(nxt, k + 1, j)
             for t in self.receives[k + 1]:
                 Q.values[t] = self._send(P.values.pop(t), g, nxt, self.s.itemsize[t])
-        if policy == "full":
+        if c.recompute == "full":
             P.residuals.clear()
             P.values = {t: v for t, v in P.values.items() if t in P.kept}
-        elif policy == "selective":
+        elif c.recompute == "selective":
             core_made = {self.s.graph.op(op).output for i in c.stage_layers(k) for op in self.s.layers[i].core}
             P.dropped = {key: (t, arr.sharding.layout_only()) for key, (t, arr) in P.residuals.items()
                          if t in core_made and arr is not None}
             P.residuals = {key: v for key, v in P.residuals.items() if key not in P.dropped}
         self._account(g)
+
+    def _recompute(self, g: _Group, k: int, j: int, i: int) -> None:
+        """Before layer ``i``'s backward: rerun its forward from its kept inputs (``full``) or its attention core from
+        the residuals kept (``selective``), making the residuals its backward reads again."""
+        P = self._pass(g, k, j)
+        layer = self.s.layers[i]
+        only = _ALL if self.c.recompute == "full" else layer.core
+        sequence = [(layer, ins) for ins in layer.forward if _reruns(layer, ins, only)]
+        ops = set(self.model_layers[i].ops)
+        dropped = {key: v for key, v in P.dropped.items() if key[0] in ops}
+        keep = {t for t, _ in dropped.values()}
+        keep_copies = set(dropped.values())
+        self._run_forward(g, P, sequence, "recompute", j, keep, keep_copies, True)
+        for key, (t, layout) in dropped.items():
+            arr = P.copies.get((t, layout)) or (P.values.get(t) if t in P.values and
+                                                P.values[t].sharding.layout_only() == layout else None)
+            if arr is None:
+                raise SimulationMismatch(f"recomputation did not make {t!r} laid out as {layout} again")
+            P.residuals[key] = (t, arr)
+            del P.dropped[key]
+        # what the rerun made beyond the residuals (the layer's outputs) is not needed again
+        made = {self.s.graph.op(op).output for op in ops}
+        for t in [t for t in P.values if t in made]:
+            del P.values[t]
+        for key in [key for key in P.copies if key in keep_copies]:
+            del P.copies[key]
+        self._account(g)
+
+    def _run_forward(self, g, P, sequence, phase, j, keep, keep_copies, recomputing) -> None:
+        """Run ``sequence`` (``(layer, forward instruction)`` pairs), freeing each value and copy after its last reader
+        unless it is to be kept."""
+        last = _last_uses(sequence)
+        for n, (layer, ins) in enumerate(sequence):
+            if isinstance(ins, Redistribute):
+                self._forward_redistribute(g, P, layer, ins, phase, j)
+            else:
+                self._compute(g, P, layer, ins, j, recomputing=recomputing)
+            self._account(g)
+            for t in [t for t in P.values if last.get(t, -1) <= n and t not in keep and t not in P.kept]:
+                del P.values[t]
+            for key in [key for key in P.copies if last.get(key, -1) <= n and key not in keep_copies]:
+                del P.copies[key]
 
     def _send(self, arr: DistributedArray, src: _Group, dst: _Group, itemsize: int) -> DistributedArray:
         """CollectivePermute of ``arr`` from ``src``'s stage-mesh devices to ``dst``'s (device ``s`` to device ``s``)."""
@@ -667,7 +700,6 @@ class _Run:
             raise SimulationMismatch(f"the pipeline has no value of {real!r} where it is read")
         arr = DistributedArray.from_global(self._feeds(g, j)[real], load.layout)
         P.values[real] = arr
-        P.kept.add(real) if self.c.recompute == "full" else None
         return arr
 
     def _load_of(self, real: str):
@@ -726,11 +758,11 @@ class _Run:
     def _backward(self, g: _Group, k: int, j: int) -> None:
         c = self.c
         P = self._pass(g, k, j)
-        if c.recompute != "none":
-            only = None if c.recompute == "full" else {op for i in c.stage_layers(k) for op in self.s.layers[i].core}
-            self._forward(g, k, j, "recompute", only=only if only is not None else _ALL)
+        P.in_backward = True
         for i in reversed(c.stage_layers(k)):
             layer = self.s.layers[i]
+            if c.recompute != "none":
+                self._recompute(g, k, j, i)
             for ins in layer.backward:
                 if isinstance(ins, Redistribute):
                     if self.s.graph.producer(layer.name(ins.tensor)) is None and \
@@ -744,6 +776,11 @@ class _Run:
                         if _local(grad):
                             self._param_redistribute(g, layer, grad, "gradient")
                 self._account(g)
+            if c.recompute == "full":
+                earlier = {t for e in range(c.bounds[k], i) for t in self.inputs_of[e]}
+                for t in [t for t in P.values if t in self.inputs_of[i] and t not in earlier]:
+                    del P.values[t]
+                    P.kept.discard(t)
         if k > 0:
             prev = self.group((k - 1) % c.pp, g.r)
             Q = self._pass(prev, k - 1, j)
@@ -890,11 +927,11 @@ class _Run:
 
     # -- memory --
 
-    def _account_all(self) -> None:
+    def _account_all(self, between: bool = False) -> None:
         for g in self.groups:
-            self._account(g)
+            self._account(g, between)
 
-    def _account(self, g: _Group) -> None:
+    def _account(self, g: _Group, between: bool = False) -> None:
         """The bytes a device of ``g`` holds now, at the declared dtypes, by part (:data:`MEMORY_PARTS`); the group's
         peak and its parts then."""
         seen: dict[int, tuple] = {}
@@ -911,7 +948,10 @@ class _Run:
             add(a, t, "gradients")
         for P in g.passes.values():
             for t, a in P.values.items():
-                add(a, t, "activations")
+                add(a, t, "activations" if P.started else "boundary_buffers")
+            if not P.in_backward:
+                for t, a in P.cot_out.items():
+                    add(a, t, "boundary_buffers")
             for (t, _), a in P.copies.items():
                 add(a, t, "activations")
             for t, a in P.residuals.values():
@@ -929,6 +969,8 @@ class _Run:
                 per_device[s]["parameters"] += b.size * self._itemsize_of_stage(k)
         for parts in per_device:
             parts["optimizer_state"] = g.state_bytes
+            if between:
+                g.held_peak = max(g.held_peak, parts["activations"])
             total = sum(parts.values())
             if total > g.peak:
                 g.peak, g.peak_parts = total, dict(parts)

@@ -139,8 +139,10 @@ def _cost(graph: ComputationGraph, layer: Layer, t: _Tally, name: str, program) 
     core = attention_core(graph, layer)
     made_in_core = {graph.op(op).output for op in core}
     params = {t_ for t_ in layer.params}
-    # parameters are held anyway: not part of the stash
-    kept = {k: v for k, v in residual.items() if k[0] not in params}
+    loaded = {i.tensor: i.layout for i in program.instructions if isinstance(i, Load) and i.tensor in params}
+    # parameters are held anyway: not part of the stash, unless the backward reads a copy in another layout (a
+    # weight gathered for its op), which each microbatch keeps until its backward
+    kept = {k: v for k, v in residual.items() if k[0] not in params or loaded.get(k[0], k[1]) != k[1]}
     none = sum(kept.values())
     selective = sum(v for k, v in kept.items() if k[0] not in made_in_core)
     received = {}
@@ -156,7 +158,6 @@ def _cost(graph: ComputationGraph, layer: Layer, t: _Tally, name: str, program) 
     core_forward = sum(t.ops[op].forward_time_s for op in core)
     elements = 0
     pbytes = 0
-    loaded = {i.tensor: i.layout for i in program.instructions if isinstance(i, Load) and i.tensor in params}
     for op_name in layer.ops:
         ins = t.ops[op_name]
         for k, tensor in enumerate(ins.op.inputs):

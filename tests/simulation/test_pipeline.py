@@ -15,7 +15,7 @@ from graphs import load_model_text
 from planner.api import cluster_of, plan_pipeline
 from planner.cli.main import main
 from planner.simulation.optimizer import optimizer_named
-from planner.simulation.pipeline import PIPELINE_PHASES, simulate_pipeline
+from planner.simulation.pipeline import MEMORY_PARTS, PIPELINE_PHASES, simulate_pipeline
 
 # Megatron's tensor parallelism over tp: the projections split by columns, then by rows
 TP = """shardings:
@@ -46,10 +46,12 @@ def assert_exact_and_bytes_equal(result) -> None:
         for row in rows:
             assert row["measured_comm_bytes_per_device"] == row["predicted_comm_bytes_per_device"], (phase, row)
     assert result.bytes_ok
-    # what every device holds for its parameters and optimizer state is what the cost model says
+    # what every device holds for its parameters and optimizer state is what the cost model says, and so is the
+    # stash of the microbatches in flight between two of its actions, after recomputation
     for row in result.memory:
         for part in ("parameters", "optimizer_state"):
             assert row["measured_parts"][part] == row["predicted_parts"][part], (part, row)
+        assert row["measured_held_activations"] == row["predicted_held_activations"], row
 
 
 # one configuration per line; across them every schedule, policy, ZeRO stage and optimizer appears
@@ -103,13 +105,13 @@ def test_recomputation_recomputes_and_holds_less():
     for policy in ("none", "selective", "full"):
         _, result = simulated(gpt("{pp: 2, dp: 2, tp: 2}", base % policy))
         assert_exact_and_bytes_equal(result)
-        held[policy] = result.memory[1]["measured_parts"]["activations"]
+        held[policy] = result.memory[1]["measured_held_activations"]
         recomputed = result.phases["recompute"][0]["measured_comm_bytes_per_device"]
         # full recomputation reruns every forward, its tensor-parallel collectives included: once per microbatch
         forward = result.phases["forward"][0]["measured_comm_bytes_per_device"]
         assert recomputed == (forward if policy == "full" else 0)
-    # GPipe holds every microbatch's stash at its peak: dropping the attention core, then all but the layers'
-    # inputs, holds less
+    # GPipe holds every microbatch's stash once its forwards are done: dropping the attention cores, then all but
+    # the layers' inputs, holds less
     assert held["full"] < held["selective"] < held["none"]
 
 
@@ -131,7 +133,7 @@ def test_simulate_command_runs_a_pipelined_model(tmp_path, capsys):
     assert doc["command"] == "simulate" and doc["ok"] and doc["bytes_equal"]
     assert doc["pipeline"]["schedule"] == "gpipe" and doc["optimizer"] == "adam"
     assert set(doc["phases"]) == set(PIPELINE_PHASES)
-    assert set(doc["memory"][0]["measured_parts"]) == {"parameters", "gradients", "optimizer_state", "activations"}
+    assert set(doc["memory"][0]["measured_parts"]) == set(MEMORY_PARTS) == set(doc["memory"][0]["predicted_parts"])
     assert main(["simulate", str(path)]) == 0
     assert "updated parameters" in capsys.readouterr().out
 
