@@ -168,7 +168,8 @@ def render_pipeline(plan, r) -> str:
             if m or p:
                 rows.append((phase, x["device_group"], format_bytes(m, exact=m != p), format_bytes(p, exact=m != p),
                              "equal" if m == p else "DIFFERENT"))
-    lines += ["", table(rows, header=("phase", "group", "measured/device", "predicted/device", ""))]
+    lines += ["", table(rows, header=("phase", "group", "measured/device", "predicted/device", "")) if rows else
+              "no communication: every phase moved 0 bytes, as predicted"]
     mem = []
     for x in r.memory:
         parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}"

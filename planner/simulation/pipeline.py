@@ -304,11 +304,12 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
     for d in range(c.pp):
         busiest = max((g for g in run.groups if g.d == d), key=lambda g: g.peak)
         measured = busiest.peak
-        predicted = plan.evaluation.memory_bytes_per_device[d]
+        parts = _predicted_parts(c, costs, d, plan.evaluation.memory_bytes_per_device[d], opt)
+        predicted = sum(parts.values())  # the cost model's memory, less Adam's moments with SGD
         memory.append({"device_group": d, "measured_peak_bytes_per_device": measured,
                        "predicted_bytes_per_device": predicted, "equal": measured == predicted,
                        "measured_parts": busiest.peak_parts,
-                       "predicted_parts": _predicted_parts(c, costs, d, predicted, opt),
+                       "predicted_parts": parts,
                        "measured_held_activations": max(g.held_peak for g in run.groups if g.d == d),
                        "predicted_held_activations": _held_activations(c, costs, d)})
         memory_ok &= measured == predicted
@@ -352,8 +353,8 @@ def _output_weights(graph, mb_graph, reference, feeds) -> dict:
 def _predicted_parts(c, costs, d: int, total: int, opt: Optimizer) -> dict:
     """The cost model's memory of device group ``d`` (:func:`planner.stages.cost.evaluate`) by part
     (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: the shard and the largest layer's gathered parameters), gradient
-    accumulators, Adam's two moments, and the activations: the rest of its total. With SGD the optimizer state is
-    0, and the total is taken as the cost model's less its Adam moments."""
+    accumulators, Adam's two moments (none with SGD), and the activations: the rest of its total ``total``, which
+    counts Adam's moments."""
     layers = [i for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k)]
     grad = sum(costs[i].param_bytes for i in layers)
     elems = sum(costs[i].param_elements for i in layers)
