@@ -458,6 +458,10 @@ class _Run:
                     if graph.tensor(real).kind == "param" and real not in seen and self._reads(layer, red):
                         seen.add(real)
                         self.params_of[k].append((layer, real, load))
+        self.load_of = {}  # a source tensor (its own name) -> how the program loads it
+        for layer in setup.layers:
+            for red, load in setup.loads.items():
+                self.load_of.setdefault(layer.name(red), load)
         # what each stage reads from earlier stages: sent on by the stage before
         self.receives = {k: [] for k in range(c.stages)}
         model_layers = self.model_layers = layers_of(graph)
@@ -704,11 +708,7 @@ class _Run:
         return arr
 
     def _load_of(self, real: str):
-        for layer in self.s.layers:
-            for red, load in self.s.loads.items():
-                if layer.name(red) == real:
-                    return load
-        return None
+        return self.load_of.get(real)
 
     def _forward_redistribute(self, g, P, layer, ins, phase, j) -> None:
         real = layer.name(ins.tensor)
