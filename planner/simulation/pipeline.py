@@ -13,14 +13,15 @@
   accumulated over the microbatches (a sum commutes with them);
 * **the schedule**: every device group ``(d, r)`` (pipeline position ``d``, data-parallel replica ``r``)
   runs the actions of :func:`~planner.stages.schedules.device_orders` in its order, all replicas in
-  lockstep; the actions are taken in an order that respects every dependency (the timeline's). A
+  lockstep; the actions are taken in the order of the plan's timeline (the schedule run with its stage
+  times), so a message waits for its receiver as the plan says it does. A
   forward of stage ``k`` sends the values later stages read to stage ``k + 1``'s devices, a backward the
   cotangents of what it received back to stage ``k - 1``'s, each a CollectivePermute from device ``s`` of
   one group's stage mesh to device ``s`` of the other's;
-* **recomputation**: ``full`` drops the microbatch's residuals after its forward, keeping what the stage
-  received and its inputs, and reruns the stage's forward before its backward; ``selective`` drops the
-  residuals made in each layer's attention core (:func:`~planner.stages.profile.attention_core`) and
-  recomputes those ops from the values kept (its bytes are phase ``recompute``);
+* **recomputation**: ``full`` drops a layer's residuals as soon as its forward ran, keeping each layer's
+  inputs, and reruns the layer's forward just before its backward; ``selective`` drops the residuals made
+  in each layer's attention core (:func:`~planner.stages.profile.attention_core`) and reruns those ops
+  just before the layer's backward from the values kept (the rerun's bytes are phase ``recompute``);
 * **the data-parallel step**, per stage and stage-mesh device, over the replicas, on the flat buffer of the
   stage's parameters (each device's blocks, in layer and parameter order, padded to a multiple of ``dp``):
   ZeRO 0 an AllReduce of the gradients and the whole update on every replica; ZeRO 1 and 2 a ReduceScatter,
@@ -221,6 +222,8 @@ class _Setup:
     config: object
     itemsize: dict  # tensor -> declared bytes per element
     float_dtype: object
+    timeline: object = None  # the plan's schedule run with its stage times
+    stage_times: tuple = ()  # every stage's forward and backward time
     feeds: list = field(default_factory=list)  # per (replica, microbatch): the microbatch's inputs
     cotangents: list = field(default_factory=list)
 
@@ -251,7 +254,8 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
         for i in c.stage_layers(k):
             stage_of[i] = k
     setup = _Setup(mb_graph, layers, loads, residual_keys(program), c,
-                   {t.name: dtype_itemsize(t.dtype) for t in graph.tensors.values()}, float_dtype)
+                   {t.name: dtype_itemsize(t.dtype) for t in graph.tensors.values()}, float_dtype,
+                   plan.evaluation.timeline, tuple(plan.evaluation.forward_s) + tuple(plan.evaluation.backward_s))
     # the data: the full batch, cut into dp replicas of m microbatches each
     feeds = example_inputs(graph, seed=seed, float_dtype=float_dtype)
     cotangents = output_cotangents(graph, seed=seed, float_dtype=float_dtype)
@@ -497,8 +501,12 @@ class _Run:
 
     def run(self) -> None:
         c = self.c
-        orders = device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)
-        tl = timeline(orders, [1.0] * c.stages, [1.0] * c.stages)
+        # the plan's own timeline says which device runs what when (so which messages wait for their receiver);
+        # a schedule of stages taking no time is ordered as if each took a second
+        tl = self.s.timeline
+        if tl is None or min(self.s.stage_times, default=0.0) <= 0.0:
+            tl = timeline(device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages), [1.0] * c.stages,
+                          [1.0] * c.stages)
         actions = sorted(((start, d, n, a) for d, runs in enumerate(tl.runs) for n, (a, start, _) in enumerate(runs)),
                          key=lambda x: (x[0], x[1], x[2]))
         for g in self.groups:
@@ -623,7 +631,8 @@ class _Run:
         sends = set(self.receives.get(k + 1, ())) if k + 1 < c.stages else set()
         if c.recompute == "full":  # every layer's inputs are kept
             P.kept = {t for i in c.stage_layers(k) for t in self.inputs_of[i]}
-        self._run_forward(g, P, sequence, "forward", j, sends | set(self.s.graph.outputs), set(), False)
+        self._run_forward(g, P, sequence, "forward", j, sends | set(self.s.graph.outputs), set(), False,
+                          lambda i: self._drop_recomputed(P, i))
         if any(o in P.values for o in self.s.graph.outputs):
             out = self.outputs.setdefault((g.r, j), {})
             for o in self.s.graph.outputs:
@@ -634,15 +643,23 @@ class _Run:
             Q = self._pass(nxt, k + 1, j)
             for t in self.receives[k + 1]:
                 Q.values[t] = self._send(P.values.pop(t), g, nxt, self.s.itemsize[t])
-        if c.recompute == "full":
-            P.residuals.clear()
-            P.values = {t: v for t, v in P.values.items() if t in P.kept}
-        elif c.recompute == "selective":
-            core_made = {self.s.graph.op(op).output for i in c.stage_layers(k) for op in self.s.layers[i].core}
-            P.dropped = {key: (t, arr.sharding.layout_only()) for key, (t, arr) in P.residuals.items()
-                         if t in core_made and arr is not None}
-            P.residuals = {key: v for key, v in P.residuals.items() if key not in P.dropped}
         self._account(g)
+
+    def _drop_recomputed(self, P: _Pass, i: int) -> None:
+        """Once layer ``i``'s forward ran: the residuals its recomputation makes again are not kept (``full``: all of
+        them, the layer's inputs being kept; ``selective``: those its attention core made)."""
+        if self.c.recompute == "none":
+            return
+        ops = set(self.model_layers[i].ops)
+        if self.c.recompute == "full":
+            made = {key: (t, None) for key, (t, arr) in P.residuals.items() if key[0] in ops}
+        else:
+            core_made = {self.s.graph.op(op).output for op in self.s.layers[i].core}
+            made = {key: (t, arr.sharding.layout_only()) for key, (t, arr) in P.residuals.items()
+                    if key[0] in ops and t in core_made and arr is not None}
+            P.dropped.update(made)
+        for key in made:
+            del P.residuals[key]
 
     def _recompute(self, g: _Group, k: int, j: int, i: int) -> None:
         """Before layer ``i``'s backward: rerun its forward from its kept inputs (``full``) or its attention core from
@@ -671,11 +688,13 @@ class _Run:
             del P.copies[key]
         self._account(g)
 
-    def _run_forward(self, g, P, sequence, phase, j, keep, keep_copies, recomputing) -> None:
+    def _run_forward(self, g, P, sequence, phase, j, keep, keep_copies, recomputing, layer_done=None) -> None:
         """Run ``sequence`` (``(layer, forward instruction)`` pairs), freeing each value and copy after its last reader
-        unless it is to be kept."""
+        unless it is to be kept; ``layer_done(i)`` once layer ``i``'s last instruction ran."""
         last = _last_uses(sequence)
         for n, (layer, ins) in enumerate(sequence):
+            if layer_done is not None and n and sequence[n - 1][0].index != layer.index:
+                layer_done(sequence[n - 1][0].index)
             if isinstance(ins, Redistribute):
                 self._forward_redistribute(g, P, layer, ins, phase, j)
             else:
@@ -685,6 +704,8 @@ class _Run:
                 del P.values[t]
             for key in [key for key in P.copies if last.get(key, -1) <= n and key not in keep_copies]:
                 del P.copies[key]
+        if layer_done is not None and sequence:
+            layer_done(sequence[-1][0].index)
 
     def _send(self, arr: DistributedArray, src: _Group, dst: _Group, itemsize: int) -> DistributedArray:
         """CollectivePermute of ``arr`` from ``src``'s stage-mesh devices to ``dst``'s (device ``s`` to device ``s``)."""
