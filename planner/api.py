@@ -47,11 +47,14 @@ from planner.report import Plan, make_plan
 from planner.searches import DEFAULT_SEARCH, SEARCHES, search_named
 from planner.searches.propagate import PASSES
 from graphs.pipeline_spec import PipelineSpec, read_pipeline
+from planner.export import export_pipeline as _export_pipeline
+from planner.stages.layers import microbatched
 from planner.stages.plan import PipelinePlan, pipeline_plan
+from planner.stages.profile import stage_program
 from planner.stages.search import search_pipeline
 
-__all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "PipelinePlan", "Plan", "PlanWarning", "load", "plan",
-           "plan_pipeline"]
+__all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "PipelinePlan", "Plan", "PlanWarning", "export_pipeline", "load",
+           "plan", "plan_pipeline"]
 
 
 def load(model: Any) -> ComputationGraph:
@@ -231,6 +234,31 @@ def plan_pipeline(
     searched = search_pipeline(graph, devices, chosen, spec, memory_budget, mesh=fixed, search=search,
                                progress=progress)
     return pipeline_plan(searched, graph, chosen, devices)
+
+
+def export_pipeline(
+    model: Any,
+    to: str = "jax",
+    *,
+    devices: int | None = None,
+    pipeline: Any = None,
+    cluster: Any = None,
+    memory_budget: float | None = None,
+    search: str = DEFAULT_SEARCH,
+    progress: Progress | Callable[[str], None] | None = None,
+) -> dict:
+    """:func:`plan_pipeline`'s plan of ``model`` in notation ``to`` (:func:`planner.export.export_pipeline`):
+    the mesh, the stages, the schedule, and per stage the layouts of the SPMD plan its costs were read from,
+    planned again by ``search`` on the chosen stage mesh for one microbatch."""
+    progress = as_progress(progress)
+    graph = load(model)
+    chosen = plan_pipeline(graph, devices=devices, pipeline=pipeline, cluster=cluster, memory_budget=memory_budget,
+                           search=search, progress=progress)
+    c = chosen.config
+    one = microbatched(graph, c.microbatch)
+    progress.stage("planning the stages' SPMD program for the export")
+    staged = stage_program(one, Mesh.from_sizes("stage", dict(c.stage_axes)), _cluster(graph, cluster), search)
+    return _export_pipeline(chosen, make_plan(staged.decision), staged, one, to)
 
 
 def _pipeline_spec(graph: ComputationGraph, pipeline: Any) -> PipelineSpec:

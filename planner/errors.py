@@ -117,7 +117,8 @@ class VarianceError(ShardplanError):
 
 class EngineError(ShardplanError):
     """A plan cannot be run on a real engine as asked: JAX is not installed, ``--devices`` differs from the
-    mesh's size, or JAX was already initialised with too few devices (:mod:`planner.engines.jax_env`)."""
+    mesh's size, JAX was already initialised with too few devices (:mod:`planner.engines.jax_env`), or the
+    plan is pipelined (``run`` and ``export --to jax-module`` write one SPMD program)."""
 
 
 class GateError(ShardplanError):

@@ -25,6 +25,15 @@ its strategy) through the one view of each notation (:mod:`planner.views`):
 
 A sharding a notation cannot express is refused with :class:`~planner.errors.NotExpressibleError`
 naming the tensor (or op) and why, rather than exported approximately.
+
+:func:`export_pipeline` exports a pipelined training plan (:mod:`planner.stages`) in JAX's notation: the
+whole mesh ``pp x dp x`` the stage axes (device ids row-major, so device group ``d`` is the devices at
+``pp`` position ``d``), the stages (layers, op names, device group, virtual-stage chunk, the boundary
+activations they receive and send), the schedule as each device group's ordered actions, the microbatches,
+recomputation and ZeRO, and per stage the layouts the stage's SPMD plan gives its tensors and ops, in the
+``jax`` format above on the stage mesh. That SPMD plan is the one the pipeline's costs were read from: one
+microbatch's model with one copy of each run of alike layers (:func:`planner.stages.profile.stage_program`);
+a layer that is a copy takes its original's layouts under its own names.
 """
 
 from __future__ import annotations
@@ -39,8 +48,13 @@ from planner.notations.dtensor import placement_objects, to_placements
 from planner.notations.jax import partition_spec_entries, to_partition_spec
 from planner.notations.mindspore import to_tensor_layout
 from planner.partitioning.split_mesh import split_mesh, split_names
+from planner.stages.plan import PipelinePlan
+from planner.stages.profile import StageProgram
+from planner.stages.schedules import device_orders
 
 FORMATS = ("jax", "shardy", "dtensor", "mindspore")
+PIPELINE_FORMATS = ("jax",)
+"""The notations a pipelined plan exports to: the stage assignment and schedule are JAX's shard_map over ``pp``."""
 
 
 def export(plan, to: str) -> dict:
@@ -114,6 +128,92 @@ def _jax(plan) -> dict:
             "ops": {name: {"operands": [spec(f"op {quote(name)} operand {k}", s) for k, s in enumerate(ins)],
                            "result": spec(f"op {quote(name)} result", out)} for name, ins, out in ops},
             "outputs": {name: spec(f"output {quote(name)}", s) for name, s in outputs}}
+
+
+# -- a pipelined plan in JAX's notation --------------------------------------------------------
+
+#: The names the exported mesh gives the pipeline and data-parallel axes (the stage axes keep theirs).
+PIPELINE_AXIS, DATA_AXIS = "pp", "dp"
+ACTION_KINDS = {"F": "forward", "B": "backward"}
+#: What ZeRO's stages 1, 2 and 3 shard over the data-parallel axis, each adding one.
+ZERO_SHARDED = ("optimizer_state", "gradients", "parameters")
+
+
+def export_pipeline(pipeline: PipelinePlan, stage, staged: StageProgram, graph, to: str = "jax") -> dict:
+    """``pipeline`` in notation ``to`` (one of :data:`PIPELINE_FORMATS`) as JSON-ready data (module docstring).
+
+    ``stage`` is the :class:`~planner.report.Plan` of ``staged.decision`` (the stages' SPMD plan on the stage
+    mesh) and ``graph`` the model cut to one microbatch, whose names the stages are exported under."""
+    if to not in PIPELINE_FORMATS:
+        raise NotExpressibleError(f"a pipelined plan exports to {', '.join(PIPELINE_FORMATS)} only, not {quote(to)}: "
+                                  f"its stage assignment and schedule are written for JAX; use --to jax")
+    c = pipeline.config
+    spmd = _jax(stage)
+    stage_mesh = spmd["mesh"]
+    clash = [n for n in stage_mesh["axis_names"] if n in (PIPELINE_AXIS, DATA_AXIS)]
+    if clash:
+        raise NotExpressibleError(f"the stage mesh has an axis named {quote(clash[0])}, the name the exported mesh "
+                                  f"gives the {'pipeline' if clash[0] == PIPELINE_AXIS else 'data-parallel'} axis; "
+                                  f"rename that axis of the model's mesh")
+    full = Mesh.from_sizes("pipeline", [(PIPELINE_AXIS, c.pp), (DATA_AXIS, c.dp),
+                                        *zip(stage_mesh["axis_names"], stage_mesh["shape"])])
+    ids = list(full.devices)
+    group = len(ids) // c.pp
+    mesh = {"axis_names": [a.name for a in full.axes], "shape": [a.size for a in full.axes], "device_ids": ids,
+            "pipeline_axis": PIPELINE_AXIS, "data_parallel_axis": DATA_AXIS, "stage_axes": stage_mesh["axis_names"]}
+    if "split_axes" in stage_mesh:
+        mesh["split_axes"], mesh["note"] = stage_mesh["split_axes"], stage_mesh["note"]
+    orders = device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)
+    groups = [{"index": d, "devices": ids[d * group:(d + 1) * group],
+               "stages": [k for k in range(c.stages) if k % c.pp == d],
+               "actions": [{"kind": ACTION_KINDS[a.kind], "microbatch": a.microbatch, "stage": a.stage,
+                            "chunk": a.stage // c.pp} for a in order]} for d, order in enumerate(orders)]
+    ops, tensors = _priced_names(staged, graph)
+    stages = [_pipeline_stage(k, c, pipeline.stages[k].layers, staged, graph, spmd, ops, tensors)
+              for k in range(c.stages)]
+    return {"format": to, "model": pipeline.model, "search": stage.search, "cluster": pipeline.cluster,
+            "devices": pipeline.devices, "mesh": mesh,
+            "pipeline": {"degree": c.pp, "data_parallel": c.dp, "schedule": c.schedule,
+                         "microbatches": c.microbatches, "microbatch_size": c.microbatch,
+                         "virtual_stages": c.virtual_stages, "recompute": c.recompute, "zero_stage": c.zero,
+                         "zero_sharded": list(ZERO_SHARDED[:c.zero]),
+                         "step_time_s": pipeline.step_time_s,
+                         "memory_bytes_per_device": pipeline.evaluation.peak_memory_bytes,
+                         "device_groups": groups, "stages": stages}}
+
+
+def _priced_names(staged: StageProgram, graph) -> tuple[dict, dict]:
+    """Each op's and tensor's name in the priced SPMD plan, by its name in the model: a layer that is a copy of an
+    earlier one maps position by position onto it."""
+    ops, tensors = {}, {}
+    for layer, r in zip(staged.layers, staged.representatives):
+        for mine, theirs in zip(layer.ops, staged.layers[r].ops):
+            ops[mine] = theirs
+            a, b = graph.op(mine), graph.op(theirs)
+            tensors[a.output] = b.output
+            for x, y in zip(a.inputs, b.inputs):
+                if graph.tensor(x).kind != "activation":  # parameters and the model's inputs
+                    tensors.setdefault(x, y)
+    return ops, tensors
+
+
+def _pipeline_stage(k: int, c, layer_names, staged: StageProgram, graph, spmd: dict, ops: dict, tensors: dict) -> dict:
+    """Stage ``k``: where it runs, what it receives and sends, and its SPMD layouts under the model's own names (a
+    received activation in the layout its producer sends it in)."""
+    layers = [staged.layers[i] for i in c.stage_layers(k)]
+    own = [o for layer in layers for o in layer.ops]
+    mine = set(own)
+    made = {graph.op(o).output for o in own}
+    receives = list(dict.fromkeys(t for layer in layers for t in layer.receives if t not in made))
+    sends = [t for layer in layers for t in layer.sends if any(reader not in mine for reader, _ in graph.consumers(t))]
+    held = list(dict.fromkeys([*receives, *(t for o in own for t in (*graph.op(o).inputs, graph.op(o).output))]))
+    return {"index": k, "device_group": k % c.pp, "chunk": k // c.pp, "layers": list(layer_names),
+            "ops": own, "receives": receives, "sends": sends, "recompute": c.recompute,
+            "spmd": {"mesh": spmd["mesh"],
+                     "tensors": {t: spmd["tensors"][tensors[t]] for t in held if tensors.get(t) in spmd["tensors"]},
+                     "ops": {o: spmd["ops"][ops[o]] for o in own},
+                     "outputs": {t: spmd["outputs"][tensors[t]] for t in graph.outputs
+                                 if t in made and tensors[t] in spmd["outputs"]}}}
 
 
 # -- Shardy ---------------------------------------------------------------------------------------

@@ -169,3 +169,14 @@ def test_jax_export_gives_each_output_as_the_plan_delivers_it():
         assert "unreduced" not in d["outputs"][name]
         back = from_partition_spec(d["outputs"][name]["partition_spec"], mesh, len(p.tensors[name].shape))
         assert np.array_equal(_ranges(back, p.tensors[name].shape), _ranges(delivered, p.tensors[name].shape))
+
+
+def test_a_pipelined_plan_exports_to_jax_only_and_names_its_stages_as_the_model_does():
+    from planner.api import export_pipeline
+
+    model = CONFIGS.parent / "tests" / "cli" / "pipeline_mlp.yaml"  # four MLP layers, pp 2 x dp 2 x tp 2
+    with pytest.raises(NotExpressibleError, match="exports to jax only"):
+        export_pipeline(model, "dtensor")
+    d = export_pipeline(model, "jax")
+    names = [n for s in d["pipeline"]["stages"] for n in s["spmd"]["ops"]]
+    assert names == [f"l{i}.{op}" for i in range(4) for op in ("up", "relu", "down")]  # the model's op order

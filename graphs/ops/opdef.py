@@ -60,6 +60,11 @@ module keeps a list of op names:
   its producer's.
 - ``passes_shardings``: Shardy's pass-through ops, which its op-priority
   propagation visits first: the elementwise ops, ``reshape`` and ``transpose``.
+- ``keeps_padding``: on blocks padded at the end of a dimension its shards do not divide
+  (the planner's ``ceil(n / shards)`` blocks), the op's local instance leaves its result's
+  padding at the end of each dimension too, so it runs on padded blocks as they are (the
+  shard_map lowering, :mod:`planner.engines.jax_spmd`); False for ``reshape``, which would
+  interleave a merged dimension's padding with its elements.
 - ``indexes``: ``(i, j, d)`` triples: operand ``i`` holds integer indices into
   dimension ``d`` of operand ``j`` (gather's indices into its table's rows); example
   inputs draw such an operand inside ``[0, size)``.
@@ -216,6 +221,7 @@ class OpDef:
     elementwise: bool = False
     follows_operand: bool = False
     passes_shardings: bool = False
+    keeps_padding: bool = True
     indexes: tuple[tuple[int, int, int], ...] = ()
     fan_in_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
     jax_form: Callable[..., Any] | None = None

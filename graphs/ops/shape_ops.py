@@ -132,7 +132,7 @@ def _reshape_jax_local(jnp, lax, a, attrs, ctx):
 RESHAPE = OpDef("reshape", "shape", 1, 1, (("shape", REQUIRED),), _reshape_infer, _no_flops,
                 _reshape_reference, _reshape_canonical, vjp_reads_inputs=False, bytes_accessed=no_bytes_accessed,
                 vjp=_shape_vjp("reshape", lambda i, xs, attrs, c: _copy_into(np.shape(xs[0]), c.dtype, c)),
-                rule="shape_ops.reshape", passes_shardings=True,
+                rule="shape_ops.reshape", passes_shardings=True, keeps_padding=False,
                 jax_form=_reshape_jax,
                 local_reference=_reshape_local_reference, local_vjp=_reshape_local_vjp,
                 jax_local_form=_reshape_jax_local)

@@ -57,6 +57,23 @@ def planning_options(p: argparse.ArgumentParser, *, searched: bool = True) -> No
                    "collective adds its full time (the objective every search optimises)")
 
 
+def pipeline_options(p: argparse.ArgumentParser, *, devices: bool = True) -> None:
+    """``--devices N`` (unless the command has its own) and ``--pipeline auto``: what asks for a pipelined plan."""
+    if devices:
+        p.add_argument("--devices", type=_device_count, metavar="N",
+                       help="plan a pipelined training step on N devices of the cluster: the planner builds the mesh "
+                       "(pipeline x data-parallel x tensor-parallel inside a node); implies --pipeline auto")
+    p.add_argument("--pipeline", choices=("auto",),
+                   help="auto: plan a pipelined training step (stages, microbatches, schedule, recomputation, ZeRO) "
+                   "for a model without a pipeline: mapping; a model with one is planned that way without the flag")
+
+
+def pipelined(args: argparse.Namespace, graph, *, devices: bool = True) -> bool:
+    """Whether the command asks for a pipelined plan: ``--devices N`` (where :func:`pipeline_options` gave it),
+    ``--pipeline auto``, or a model with a ``pipeline:`` mapping."""
+    return (devices and args.devices is not None) or bool(args.pipeline) or graph.pipeline is not None
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
@@ -76,12 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --search propagate: every tensor's sharding after each user priority and each "
                    "op-priority level (table and json)")
     p.add_argument("--out", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    p.add_argument("--devices", type=_device_count, metavar="N",
-                   help="plan a pipelined training step on N devices of the cluster: the planner builds the mesh "
-                   "(pipeline x data-parallel x tensor-parallel inside a node); implies --pipeline auto")
-    p.add_argument("--pipeline", choices=("auto",),
-                   help="auto: plan a pipelined training step (stages, microbatches, schedule, recomputation, ZeRO) "
-                   "for a model without a pipeline: mapping; a model with one is planned that way without the flag")
+    pipeline_options(p)
     command_options(p, run)
 
     e = sub.add_parser(
@@ -149,15 +161,19 @@ def _device_count(text: str) -> int:
     return n
 
 
+def pipeline_arguments(args) -> dict:
+    """The keyword arguments of ``planner.api.plan_pipeline`` the flags give (plan's and export's)."""
+    return dict(devices=args.devices, cluster=args.cluster, memory_budget=_budget(args.memory_budget),
+                search=args.search, progress=getattr(args, "progress", None))
+
+
 def run_pipeline(args: argparse.Namespace, graph) -> int:
     """``plan`` of a pipelined training step (:func:`planner.api.plan_pipeline`)."""
     from planner.api import plan_pipeline
 
     if args.format not in ("table", "json"):
         raise ParseError(f"a pipelined plan prints as table or json, not {args.format}; drop --format {args.format}")
-    p = plan_pipeline(graph, devices=args.devices, cluster=args.cluster,
-                      memory_budget=_budget(args.memory_budget), search=args.search,
-                      progress=getattr(args, "progress", None))
+    p = plan_pipeline(graph, **pipeline_arguments(args))
     text = json_document("plan", p.to_dict()) if args.format == "json" else p.summary()
     write_text(text, args.out, protect=[args.model])
     return 0
@@ -165,7 +181,7 @@ def run_pipeline(args: argparse.Namespace, graph) -> int:
 
 def run(args: argparse.Namespace) -> int:
     graph = model_argument(args.model)
-    if args.devices is not None or args.pipeline or graph.pipeline is not None:
+    if pipelined(args, graph):
         return run_pipeline(args, graph)
     if args.phases and args.search != "propagate":
         raise ParseError("--phases shows rule-based propagation's phases: use it with --search propagate")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from planner.cli.args import add_seed_option, command_options, device_count, repeat_count
+from planner.cli.args import add_seed_option, command_options, device_count, model_argument, repeat_count
+from planner.cli.export import PIPELINE_MODULE_REFUSAL
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 from planner.cli.output import json_document, write_text
 from planner.text_table import table
-from planner.cli.plan import plan_options, make_plan
+from planner.cli.plan import make_plan, pipeline_options, pipelined, plan_options
+from planner.errors import EngineError
 
 # JAX and the pipeline are imported by run(), so that ``shardplan --help`` stays fast.
 
@@ -28,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "collectives beside the plan's, bytes per device by the plan's convention, and time the compiled step (the "
         "checked run warms it up; the median of --repeat more runs) beside the step time the plan predicts. On a "
         "CPU-only machine --devices N sets XLA_FLAGS=--xla_force_host_platform_device_count=N before JAX starts. A "
-        "run the machine's memory cannot hold is refused before JAX starts. Needs the jax extra "
+        "run the machine's memory cannot hold is refused before JAX starts. A pipelined plan (--pipeline auto or a "
+        "model's pipeline: mapping) is refused with what to do instead (export --to jax). Needs the jax extra "
         '(pip install -e ".[jax]").',
     )
     p.add_argument("model", help="model YAML file")
@@ -36,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", type=device_count, metavar="N",
                    help="devices to run on (default: the plan's mesh size; must equal it)")
     plan_options(p)
+    pipeline_options(p, devices=False)
     add_seed_option(p)
     p.add_argument("--lowering", choices=("auto", "shard_map", "constraints"), default="auto",
                    help="how XLA is given the plan: shard_map (the per-device program of --format program as one "
@@ -52,10 +56,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from planner.engines.jax_env import require_jax
 
+    graph = model_argument(args.model)
+    if pipelined(args, graph, devices=False):  # here --devices is the devices to run on, not a pipeline request
+        raise EngineError(PIPELINE_MODULE_REFUSAL)
     require_jax()  # before planning: say how to install it at once
     from planner.engines.jax_run import run_on_jax
 
-    p = make_plan(args)
+    p = make_plan(args, graph)
     r = run_on_jax(p, devices=args.devices, seed=args.seed, lowering=args.lowering, repeat=args.repeat)
     write_text(json_document("run", {"model": p.model, "search": p.search, "training": r.training, **r.to_dict()}) if args.format == "json"
                else render(p, r), None)

@@ -163,8 +163,8 @@ def step_padding(step, shape) -> tuple[tuple[int, ...], tuple[int, ...], tuple[i
 def padding_problem(plan) -> str | None:
     """Why the shard_map lowering cannot hold ``plan``'s padded blocks (None when it can): a redistribution step
     between two uneven splits that pad differently (:func:`step_padding`), or an op that reads or makes a padded
-    block and whose local instance does not keep the padding at the end of each dimension (a reshape, a manual
-    region's collective)."""
+    block and whose local instance does not keep the padding at the end of each dimension (an op without the
+    ``keeps_padding`` trait, a manual region's collective)."""
     program = plan.program
     for r in program.redistributions():
         for step in r.plan.steps:
@@ -173,7 +173,7 @@ def padding_problem(plan) -> str | None:
             except EngineError as e:
                 return f"the {r.phase} redistribution of {r.tensor!r} has {e}"
     for ins in program.instructions:
-        if isinstance(ins, Compute) and (ins.op.op == "reshape" or ins.op.op in COLLECTIVE_OPS):
+        if isinstance(ins, Compute) and (ins.op.op in COLLECTIVE_OPS or not get_op(ins.op.op).keeps_padding):
             layouts = [*ins.strategy.operands, ins.strategy.result]
             for lay, shape in zip(layouts, [*ins.in_shapes, ins.out_shape]):
                 why = _uneven(lay, shape, f"op {ins.op.name!r} ({ins.op.op})")

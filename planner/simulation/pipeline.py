@@ -5,7 +5,7 @@
 
 * **the intra-stage program** is the one the profile priced (:func:`~planner.stages.profile.profile_layers`):
   the model for one microbatch, one copy of each run of alike layers
-  (:func:`~planner.stages.profile.reduced_model`), planned on the stage mesh by the same search and lowered
+  (:func:`~planner.stages.profile.stage_program`), planned on the stage mesh by the same search and lowered
   to its SPMD program. Each layer runs its representative's instructions with its own tensors (matched
   op by op): the ``Load``\\ s of what it reads, the forward ``Redistribute``\\ s its ops read through (owned
   by their first reader), its ``Compute``\\ s; backward, the transposed redistributions owned by its ops
@@ -58,12 +58,9 @@ from graphs.gradients import output_cotangents, reference_gradients
 from planner.collectives import STEP_KINDS
 from planner.errors import PlanningError, SimulationMismatch, quote
 from planner.ir.mesh import Mesh
-from planner.model.options import Options
-from planner.model.request import Request
 from planner.partitioning import Backprop, Compute, Load, Redistribute, lower
 from planner.progress import SILENT, Progress
 from planner.redistribution.transpose import cotangent_layout
-from planner.searches import search_named
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
 from planner.simulation.local_ops import LocalContext, local_compute
@@ -74,7 +71,7 @@ from planner.simulation.reshard import execute
 from planner.simulation.run import FLOAT_RTOL, compare_values, release_freed_memory
 from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, links
 from planner.stages.layers import layers_of, microbatched, representatives
-from planner.stages.profile import attention_core, profile_layers, reduced_model
+from planner.stages.profile import attention_core, profile_layers, stage_program
 from planner.stages.schedules import device_orders, peak_bytes, timeline
 
 __all__ = ["MEMORY_PARTS", "PIPELINE_PHASES", "PipelineSimulation", "simulate_pipeline"]
@@ -243,8 +240,8 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
     mb_graph = microbatched(graph, c.microbatch)
     stage_mesh = Mesh.from_sizes("stage", dict(c.stage_axes))
     progress.stage(f"planning the stage mesh {stage_mesh.short()} as the profile did")
-    reduced = reduced_model(mb_graph, stage_mesh)
-    decision = search_named(search)(Request(reduced, stage_mesh, cluster, Options(training=True), None))
+    staged = stage_program(mb_graph, stage_mesh, cluster, search)
+    reduced, decision = staged.reduced, staged.decision
     program = lower(decision.model, decision.choice)
     costs = profile_layers(mb_graph, stage_mesh, cluster, search)
     layers, loads = _instantiate(mb_graph, reduced, program)

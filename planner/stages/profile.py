@@ -34,13 +34,14 @@ from graphs.ops.registry import get_op
 from planner.errors import PlanningError
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
+from planner.model.decision import Decision
 from planner.model.options import Options
 from planner.model.request import Request
 from planner.partitioning import Backprop, Compute, Load, Redistribute, lower
 from planner.searches import search_named
 from planner.stages.layers import Layer, layers_of, representatives
 
-__all__ = ["LayerCost", "POLICIES", "attention_core", "profile_layers", "reduced_model"]
+__all__ = ["LayerCost", "POLICIES", "StageProgram", "attention_core", "profile_layers", "stage_program"]
 
 POLICIES = ("none", "selective", "full")
 """Recomputation policies, cheapest in time first."""
@@ -69,14 +70,33 @@ class LayerCost:
         return dict(self.stash_bytes)[policy]
 
 
-def profile_layers(graph: ComputationGraph, stage_mesh: Mesh, cluster, search: str = "auto",
-                   time_limit: float | None = None) -> tuple[LayerCost, ...]:
-    """Each layer's :class:`LayerCost` (one per layer of :func:`layers_of`, alike layers sharing their numbers)."""
+@dataclass(frozen=True)
+class StageProgram:
+    """The SPMD plan the layers are priced from: the model's ``layers``, each one's ``representatives`` index
+    (the layer its numbers are read from), the ``reduced`` model (one copy of each run of alike layers, on the
+    stage mesh) and the search's ``decision`` for it, a training step."""
+
+    layers: tuple[Layer, ...]
+    representatives: tuple[int, ...]
+    reduced: ComputationGraph
+    decision: Decision
+
+
+def stage_program(graph: ComputationGraph, stage_mesh: Mesh, cluster, search: str = "auto",
+                  time_limit: float | None = None) -> StageProgram:
+    """The :class:`StageProgram` of ``graph`` (one microbatch's model) on ``stage_mesh``, planned by ``search``."""
     layers = layers_of(graph)
     reps = representatives(layers)
     reduced = _reduced(graph, layers, reps, stage_mesh)
     request = Request(reduced, stage_mesh, cluster, Options(training=True), time_limit)
-    decision = search_named(search)(request)
+    return StageProgram(layers, reps, reduced, search_named(search)(request))
+
+
+def profile_layers(graph: ComputationGraph, stage_mesh: Mesh, cluster, search: str = "auto",
+                   time_limit: float | None = None) -> tuple[LayerCost, ...]:
+    """Each layer's :class:`LayerCost` (one per layer of :func:`layers_of`, alike layers sharing their numbers)."""
+    staged = stage_program(graph, stage_mesh, cluster, search, time_limit)
+    layers, reps, reduced, decision = staged.layers, staged.representatives, staged.reduced, staged.decision
     program = lower(decision.model, decision.choice)
     kept = {i: layers[i] for i in set(reps)}
     layer_of_op = {op: i for i, layer in kept.items() for op in layer.ops}
@@ -248,10 +268,3 @@ def _restricted(sharding: TensorSharding | None, mesh: Mesh, names: set[str]) ->
         return None
     dims = [[a for a in d.axes if a.name in names] for d in sharding.dims]
     return TensorSharding.build(mesh, dims, unreduced=[a for a in sharding.unreduced if a.name in names])
-
-
-def reduced_model(graph: ComputationGraph, stage_mesh: Mesh) -> ComputationGraph:
-    """The model :func:`profile_layers` plans on ``stage_mesh``: one copy of each run of alike layers, annotations
-    restricted to the stage mesh's axes (what a simulator runs layer by layer to execute the priced plan)."""
-    layers = layers_of(graph)
-    return _reduced(graph, layers, representatives(layers), stage_mesh)

@@ -147,8 +147,8 @@ def _missing(value, rows: dict[str, Row], path: str) -> list[str]:
 
 
 def section_of(data: dict) -> str:
-    if data.get("command") == "plan" and "pipeline" in data:
-        return "plan --pipeline"
+    if data.get("command") in ("plan", "export") and "pipeline" in data:
+        return "plan --pipeline" if data["command"] == "plan" else f"export --to {data['format']} --pipeline"
     return f"export --to {data['format']}" if data.get("command") == "export" else data["command"]
 
 
@@ -209,6 +209,8 @@ CASES = [
       for to in ("jax", "dtensor", "shardy", "mindspore")
       for name, flags in (("ffn", ["--format", "json"]), ("megatron_mlp", ["--training"]))],
     ("export-jax-module", ["export", "configs/ffn.yaml", "--to", "jax-module", "--format", "json"]),
+    ("export-jax-pipeline", ["export", "tests/cli/pipeline_mlp.yaml", "--to", "jax"]),
+    ("export-jax-pipeline-devices", ["export", "tests/stages/tiny_gpt.yaml", "--to", "jax", "--devices", "4"]),
 ]
 
 # The example each table's checked-in file is made of: a small config, one command line.
@@ -217,7 +219,7 @@ EXAMPLE_CASES = {
     "compare": "compare-ffn", "check": "check", "describe": "describe", "reshard": "reshard-verify",
     "graph": "graph-ffn", "import-jax": "import-jax", "run": "run", "calibrate": "calibrate",
     **{f"export --to {to}": f"export-{to}-ffn" for to in ("jax", "dtensor", "shardy", "mindspore")},
-    "export --to jax-module": "export-jax-module",
+    "export --to jax-module": "export-jax-module", "export --to jax --pipeline": "export-jax-pipeline",
 }
 SLOW = {"run": ["run", "configs/ffn.yaml", "--repeat", "1", "--format", "json"],
         "calibrate": ["calibrate", "--quick", "--devices", "2", "--out", "{tmp}/host.yaml", "--format", "json"]}

@@ -4,7 +4,7 @@ from costmodels import load_cluster
 from graphs.yaml_format import load_model_text
 from planner.ir.mesh import Mesh
 from planner.stages.layers import layers_of
-from planner.stages.profile import attention_core, profile_layers
+from planner.stages.profile import attention_core, profile_layers, stage_program
 
 GPT = ("name: g\nmesh: {x: 2}\n"
        "model: {builder: gpt, layers: 3, hidden: 32, heads: 4, seq: 8, batch: 4, vocab: 64}\n")
@@ -27,3 +27,13 @@ def test_alike_layers_cost_the_same_and_recomputation_trades_time_for_memory():
     assert b.stash("full") < b.stash("selective") < b.stash("none")
     assert 0 < b.recompute("selective") < b.recompute("full") == b.forward_s
     assert b.param_elements > 0 and b.send_bytes > 0 and b.forward_s > 0 and b.backward_s > 0
+
+
+def test_the_stage_program_plans_one_copy_of_each_run_of_alike_layers():
+    g = load_model_text(GPT)
+    staged = stage_program(g, Mesh.from_sizes("stage", {"tp": 2}), load_cluster("a100"))
+    # embed, three alike blocks, final, lm_head, loss: the blocks 1 and 2 are read off block 0
+    assert staged.representatives == (0, 1, 1, 1, 4, 5, 6)
+    kept = [op for i, layer in enumerate(staged.layers) if staged.representatives[i] == i for op in layer.ops]
+    assert [op.name for op in staged.reduced.ops] == kept
+    assert staged.decision.model.graph is staged.reduced and staged.decision.model.options.training
