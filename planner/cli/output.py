@@ -16,7 +16,7 @@ from planner.files import write_output, write_stdout
 #: The version of every command's ``--format json`` output (``docs/json.md`` documents each key): the major
 #: number changes when a documented key is removed, renamed or changes type, unit or meaning; the minor
 #: number when a key is added.
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 
 def to_json(data: Any) -> str:

@@ -127,8 +127,12 @@ def run_pipeline(args: argparse.Namespace, graph) -> int:
     r = simulate_pipeline(graph, p, cluster_of(graph, args.cluster), search=args.search, seed=args.seed,
                           dtype=args.dtype, optimizer=args.optimizer, progress=args.progress)
     if args.format == "json":
+        whole = p.to_dict()["pipeline"]
+        pipeline = {k: whole[k] for k in ("degree", "data_parallel", "stage_mesh", "mesh", "schedule", "microbatches",
+                                          "microbatch_size", "virtual_stages", "recompute", "zero_stage")}
+        pipeline["stages"] = [{k: s[k] for k in ("index", "device_group", "layers")} for s in whole["stages"]]
         write_text(json_document("simulate", {"model": p.model, "search": args.search, "training": True,
-                                              "pipeline": p.to_dict()["pipeline"], **r.to_dict()}), None)
+                                              "pipeline": pipeline, **r.to_dict()}), None)
     else:
         write_text(render_pipeline(p, r), None)
     if r.ok and r.bytes_ok:
