@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from costmodels import RING
 from graphs.dtypes import dtype_itemsize
 from graphs.evaluate import example_inputs, run_reference
 from graphs.gradients import output_cotangents, reference_gradients
@@ -67,26 +66,18 @@ from planner.simulation.local_ops import LocalContext, local_compute
 from planner.simulation.local_vjp import local_vjp
 from planner.simulation.memory import residual_keys
 from planner.simulation.optimizer import Optimizer, optimizer_named
+from planner.simulation.pipeline_prediction import (MEMORY_PARTS, PIPELINE_PHASES, predicted_bytes,
+                                                    predicted_held_activations, predicted_memory_parts)
 from planner.simulation.reshard import execute
 from planner.simulation.run import FLOAT_RTOL, compare_values, release_freed_memory
-from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, links
+from planner.stages.cost import ADAM_BYTES_PER_ELEMENT
 from planner.stages.layers import layers_of, microbatched, representatives
 from planner.stages.profile import attention_core, profile_layers, stage_program
-from planner.stages.schedules import device_orders, peak_bytes, timeline
+from planner.stages.schedules import device_orders, timeline
 
 __all__ = ["MEMORY_PARTS", "PIPELINE_PHASES", "PipelineSimulation", "simulate_pipeline"]
 
-PIPELINE_PHASES = ("forward", "backward", "recompute", "gradient", "sends", "gradient_sync", "zero_gathers")
-"""Where the simulated pipeline's bytes are counted: inside a stage mesh (forward, backward, recompute, gradient),
-between stages (sends: boundary activations and their cotangents), over the data-parallel replicas (gradient_sync,
-zero_gathers)."""
-
-_INTRA = ("forward", "backward", "recompute", "gradient")
-
-MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "boundary_buffers")
-"""What a device holds, by part: its parameters (ZeRO 3: its shards and the stage's gathered parameters), gradient
-accumulators, optimizer state, the microbatches' activations, residuals and cotangents, and the boundary buffers:
-an activation received before its stage's forward began, a cotangent received before its backward began."""
+_INTRA = ("forward", "backward", "recompute", "gradient")  # the phases counted inside a stage mesh
 
 
 @dataclass
@@ -300,19 +291,19 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
     for n, want in ref_grads.items():
         expect, _ = opt.step(feeds[n], want, opt.init(feeds[n]))
         parameters[n] = note(compare_values(run.updated[n], expect, graph.tensor(n).dtype, rtol))
-    phases, bytes_ok = _phases(run, program, layers, costs, cluster, c)
+    phases, bytes_ok = _phases(run, layers, costs, cluster, c)
     memory, memory_ok = [], True
     for d in range(c.pp):
         busiest = max((g for g in run.groups if g.d == d), key=lambda g: g.peak)
         measured = busiest.peak
-        parts = _predicted_parts(c, costs, d, plan.evaluation.memory_bytes_per_device[d], opt)
+        parts = predicted_memory_parts(c, costs, d, plan.evaluation.memory_bytes_per_device[d], opt.name == "adam")
         predicted = sum(parts.values())  # the cost model's memory, less Adam's moments with SGD
         memory.append({"device_group": d, "measured_peak_bytes_per_device": measured,
                        "predicted_bytes_per_device": predicted, "equal": measured == predicted,
                        "measured_parts": busiest.peak_parts,
                        "predicted_parts": parts,
                        "measured_held_activations": max(g.held_peak for g in run.groups if g.d == d),
-                       "predicted_held_activations": _held_activations(c, costs, d)})
+                       "predicted_held_activations": predicted_held_activations(c, costs, d)})
         memory_ok &= measured == predicted
     counts = Counter()
     for g in run.groups:
@@ -351,68 +342,10 @@ def _output_weights(graph, mb_graph, reference, feeds) -> dict:
     return out
 
 
-def _predicted_parts(c, costs, d: int, total: int, opt: Optimizer) -> dict:
-    """The cost model's memory of device group ``d`` (:func:`planner.stages.cost.evaluate`) by part
-    (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: the shard and the largest layer's gathered parameters), gradient
-    accumulators, Adam's two moments (none with SGD), and the activations: the rest of its total ``total``, which
-    counts Adam's moments."""
-    layers = [i for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k)]
-    grad = sum(costs[i].param_bytes for i in layers)
-    elems = sum(costs[i].param_elements for i in layers)
-    dp = c.dp
-    owned = -(-elems // dp) if c.zero >= 1 else elems
-    params = -(-grad // dp) if c.zero == 3 else grad
-    gathered = max((sum(costs[i].param_bytes for i in c.stage_layers(k)) for k in range(c.stages) if k % c.pp == d),
-                   default=0) if c.zero == 3 and dp > 1 else 0
-    grads = -(-grad // dp) if c.zero >= 2 else grad
-    adam = ADAM_BYTES_PER_ELEMENT * owned
-    return {"parameters": params + gathered, "gradients": grads,
-            "optimizer_state": adam if opt.name == "adam" else 0,
-            "activations": total - params - gathered - grads - adam, "boundary_buffers": 0}
-
-
-def _held_activations(c, costs, d: int) -> int:
-    """The cost model's activations of device group ``d`` between two of its actions: the stash of every
-    microbatch in flight (:func:`~planner.stages.schedules.peak_bytes` without the actions' own work)."""
-    stash = [sum(costs[i].stash(c.recompute) for i in c.stage_layers(k)) for k in range(c.stages)]
-    order = device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)[d]
-    return peak_bytes(order, stash, [0] * c.stages, [0] * c.stages)
-
-
-def _phases(run, program, layers, costs, cluster, c) -> tuple[dict, bool]:
+def _phases(run, layers, costs, cluster, c) -> tuple[dict, bool]:
     """Per phase and device group, the bytes a device received, measured and predicted (module docstring)."""
-    m, dp = c.microbatches, c.dp
-    pp_link, dp_link = links(c, cluster)
-    predicted = {phase: [0] * c.pp for phase in PIPELINE_PHASES}
-    for k in range(c.stages):
-        d = k % c.pp
-        for i in c.stage_layers(k):
-            layer = layers[i]
-            predicted["forward"][d] += m * sum(ins.plan.bytes_per_device for ins in layer.forward
-                                               if isinstance(ins, Redistribute))
-            predicted["backward"][d] += m * sum(ins.plan.bytes_per_device for ins in layer.backward
-                                                if isinstance(ins, Redistribute))
-            predicted["gradient"][d] += sum(ins.plan.bytes_per_device for ins in layer.gradient)
-            if c.recompute == "full":
-                predicted["recompute"][d] += m * sum(ins.plan.bytes_per_device for ins in layer.forward
-                                                     if isinstance(ins, Redistribute))
-        a, b = c.bounds[k], c.bounds[k + 1]
-        if k > 0:  # the activation from stage k - 1
-            predicted["sends"][d] += m * RING.collective_permute(costs[a - 1].send_bytes, pp_link).bytes_per_device
-        if k < c.stages - 1:  # the cotangent from stage k + 1
-            predicted["sends"][d] += m * RING.collective_permute(costs[b - 1].send_bytes, pp_link).bytes_per_device
-        if c.zero == 3 and dp > 1:
-            pbytes = sum(costs[i].param_bytes for i in range(a, b))
-            predicted["zero_gathers"][d] += 2 * m * RING.all_gather(dp, -(-pbytes // dp), dp_link).bytes_per_device
-    for d in range(c.pp):
-        grad = sum(costs[i].param_bytes for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k))
-        if dp > 1:
-            shard = -(-grad // dp)
-            if c.zero == 0:
-                predicted["gradient_sync"][d] = RING.all_reduce(dp, shard, dp_link).bytes_per_device
-            else:
-                predicted["gradient_sync"][d] = RING.reduce_scatter(dp, shard, dp_link).bytes_per_device + (
-                    RING.all_gather(dp, shard, dp_link).bytes_per_device if c.zero in (1, 2) else 0)
+    predicted = predicted_bytes(c, [(layer.forward, layer.backward, layer.gradient) for layer in layers], costs,
+                                cluster)
     out, ok = {}, True
     for phase in PIPELINE_PHASES:
         rows = []
@@ -420,7 +353,7 @@ def _phases(run, program, layers, costs, cluster, c) -> tuple[dict, bool]:
             if phase in _INTRA:
                 measured = max(g.nets[phase].bytes_per_device for g in run.groups if g.d == d)
             else:
-                measured = max(int(run.received[phase][run.device(d, r, s)]) for r in range(dp)
+                measured = max(int(run.received[phase][run.device(d, r, s)]) for r in range(c.dp)
                                for s in range(run.size))
             rows.append({"device_group": d, "measured_comm_bytes_per_device": measured,
                          "predicted_comm_bytes_per_device": predicted[phase][d]})
