@@ -135,7 +135,9 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         s = int(stash[b] - stash[a])
         stash_k.append(s)
         work_f.append(s + largest)
-        redo = max((costs[i].stash("none") for i in range(a, b)), default=0) if config.recompute != "none" else 0
+        # what recomputing one layer makes again beside what its policy kept
+        redo = max((costs[i].stash("none") - (costs[i].stash("selective") if config.recompute == "selective" else 0)
+                    for i in range(a, b)), default=0) if config.recompute != "none" else 0
         work_b.append(2 * largest + redo)
         if k < S - 1:
             send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
