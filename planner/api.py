@@ -103,6 +103,12 @@ def _cluster(graph: ComputationGraph, cluster: Any) -> Cluster:
     return load_cluster(graph.cluster, base_dir=base)
 
 
+def cluster_of(graph: ComputationGraph, cluster: Any = None) -> Cluster:
+    """The cluster a plan of ``graph`` is costed on: ``cluster`` (a preset, a path or a Cluster) if given, else the
+    model's ``cluster:`` (read relative to the model's folder)."""
+    return cluster if isinstance(cluster, Cluster) else _cluster(graph, cluster)
+
+
 def plan(
     model: Any,
     *,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from planner.cli.args import add_seed_option, command_options
+from planner.cli.args import add_seed_option, command_options, model_argument
 from planner.cli.output import json_document, write_text
 from planner.text_table import table
-from planner.cli.plan import plan_options, make_plan
+from planner.cli.plan import make_plan, plan_arguments, plan_options
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 
 # The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast.
@@ -29,6 +29,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "
                    "f32 (faster, about half the memory; compared to 1e-4)")
     p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--devices", type=_device_count, metavar="N",
+                   help="simulate a pipelined training step planned for N devices (as plan --devices N)")
+    p.add_argument("--pipeline", choices=("auto",),
+                   help="auto: simulate a pipelined training step of a model without a pipeline: mapping (a model "
+                   "with one is simulated pipelined without the flag)")
+    p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
+                   help="pipelined step: the optimizer step after the gradients: sgd (learning rate 0.1, default) "
+                   "or adam (learning rate 1e-3, betas 0.9 and 0.999, eps 1e-8, from zero moments)")
     command_options(p, run)
 
 
@@ -69,7 +77,10 @@ def render(plan, r) -> str:
 def run(args: argparse.Namespace) -> int:
     from planner.simulation.run import simulate
 
-    p = make_plan(args)
+    graph = model_argument(args.model)
+    if args.devices is not None or args.pipeline or graph.pipeline is not None:
+        return run_pipeline(args, graph)
+    p = make_plan(args, graph)
     r = simulate(p, seed=args.seed, dtype=args.dtype, progress=args.progress)
     if args.format == "json":
         write_text(json_document("simulate", {"model": p.model, "search": p.search, "training": r.training,
@@ -92,3 +103,87 @@ def _same_bytes(r) -> bool:
     """Measured bytes equal predicted bytes in every phase."""
     return all(ph["measured_comm_bytes_per_device"] == ph["predicted_comm_bytes_per_device"]
                for ph in r.phases.values())
+
+
+def _device_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--devices takes a whole number of devices, got {text!r}") from None
+    if not 1 <= n <= 1 << 24:
+        raise argparse.ArgumentTypeError(f"--devices must be from 1 to {1 << 24}, got {n}")
+    return n
+
+
+def run_pipeline(args: argparse.Namespace, graph) -> int:
+    """``simulate`` of a pipelined training step: plan it (:func:`planner.api.plan_pipeline`), run it
+    (:func:`planner.simulation.pipeline.simulate_pipeline`)."""
+    from planner.api import cluster_of, plan_pipeline
+    from planner.simulation.pipeline import simulate_pipeline
+
+    p = plan_pipeline(graph, devices=args.devices, cluster=args.cluster,
+                      memory_budget=plan_arguments(args)["memory_budget"], search=args.search,
+                      progress=getattr(args, "progress", None))
+    r = simulate_pipeline(graph, p, cluster_of(graph, args.cluster), search=args.search, seed=args.seed,
+                          dtype=args.dtype, optimizer=args.optimizer, progress=args.progress)
+    if args.format == "json":
+        whole = p.to_dict()["pipeline"]
+        pipeline = {k: whole[k] for k in ("degree", "data_parallel", "stage_mesh", "mesh", "schedule", "microbatches",
+                                          "microbatch_size", "virtual_stages", "recompute", "zero_stage")}
+        pipeline["stages"] = [{k: s[k] for k in ("index", "device_group", "layers")} for s in whole["stages"]]
+        write_text(json_document("simulate", {"model": p.model, "search": args.search, "training": True,
+                                              "pipeline": pipeline, **r.to_dict()}), None)
+    else:
+        write_text(render_pipeline(p, r), None)
+    if r.ok and r.bytes_ok:
+        return EXIT_OK
+    bad = [n for group in (r.outputs, r.gradients, r.parameters) for n, o in group.items() if not o["ok"]]
+    differ = [ph for ph, rows in r.phases.items()
+              if any(x["measured_comm_bytes_per_device"] != x["predicted_comm_bytes_per_device"] for x in rows)]
+    what = "; ".join(([f"the simulated {', '.join(bad[:5])} differ from the single-device result"] if bad else [])
+                     + ([f"the bytes measured in {', '.join(differ)} differ from the plan's"] if differ else []))
+    print(internal_error(what), file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
+
+
+def render_pipeline(plan, r) -> str:
+    """The pipelined simulation as tables: the checks, the bytes per phase and device group, the memory."""
+    from costmodels.units import format_bytes, format_seconds
+
+    c = plan.config
+
+    def checks(title, entries):
+        bad = [n for n, o in entries.items() if not o["ok"]]
+        worst = max((o["max_rel_error"] for o in entries.values()), default=0.0)
+        return (title, f"{len(entries) - len(bad)}/{len(entries)} ok" if not bad else f"MISMATCH: {', '.join(bad[:3])}",
+                f"{worst:.3g}")
+
+    lines = [f"model {plan.model}, pipelined training step on {r.devices} simulated devices (pp {c.pp} x dp {c.dp} x "
+             f"stage mesh {' x '.join(f'{n}={s}' for n, s in c.stage_axes)}), {c.schedule}"
+             + (f" with {c.virtual_stages} virtual stages" if c.virtual_stages > 1 else "")
+             + f", {c.microbatches} microbatches of {c.microbatch}, recompute {c.recompute}, ZeRO {c.zero}, "
+             f"{r.optimizer}, {r.dtype}", "",
+             table([checks("outputs", r.outputs), checks("gradients", r.gradients),
+                    checks("updated parameters", r.parameters)], header=("compared", "result", "max rel error"))]
+    rows = []
+    for phase, per_group in r.phases.items():
+        for x in per_group:
+            m, p = x["measured_comm_bytes_per_device"], x["predicted_comm_bytes_per_device"]
+            if m or p:
+                rows.append((phase, x["device_group"], format_bytes(m, exact=m != p), format_bytes(p, exact=m != p),
+                             "equal" if m == p else "DIFFERENT"))
+    lines += ["", table(rows, header=("phase", "group", "measured/device", "predicted/device", "")) if rows else
+              "no communication: every phase moved 0 bytes, as predicted"]
+    mem = []
+    for x in r.memory:
+        parts = ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}"
+                          + ("" if v == x["predicted_parts"][k] else f" (predicted {format_bytes(x['predicted_parts'][k])})")
+                          for k, v in x["measured_parts"].items())
+        mem.append((x["device_group"], format_bytes(x["measured_peak_bytes_per_device"]),
+                    format_bytes(x["predicted_bytes_per_device"]), "equal" if x["equal"] else "DIFFERENT", parts))
+    lines += ["", table(mem, header=("group", "peak memory/device", "predicted", "", "measured at the peak"))]
+    lines.append(f"{'OK' if r.ok and r.bytes_ok else 'FAILED'}: values exact, bytes "
+                 f"{'equal' if r.bytes_ok else 'DIFFERENT'}, peak memory "
+                 f"{'equal to' if r.memory_ok else 'different from'} the prediction; simulated in "
+                 f"{format_seconds(r.time_s)}")
+    return "\n".join(lines) + "\n"

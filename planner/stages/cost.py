@@ -20,7 +20,7 @@ reductions overlap the other devices' cool-down.
 
 Memory per device (:func:`evaluate`): its stages' parameters, gradient accumulators and
 Adam's two f32 moments (divided by ``dp`` from ZeRO stage 3, 2 and 1 respectively; ZeRO 3
-adds the largest layer's gathered parameters), plus the activations of the microbatches
+adds the largest of its stages' parameters, gathered whole as the step time prices it), plus the activations of the microbatches
 in flight at the schedule's worst moment (:func:`~planner.stages.schedules.peak_bytes`):
 each stage's stash per microbatch, and while an action runs, the stash it is building and
 its largest value (forward), or twice its largest value and, with recomputation, the
@@ -135,7 +135,9 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         s = int(stash[b] - stash[a])
         stash_k.append(s)
         work_f.append(s + largest)
-        redo = max((costs[i].stash("none") for i in range(a, b)), default=0) if config.recompute != "none" else 0
+        # what recomputing one layer makes again beside what its policy kept
+        redo = max((costs[i].stash("none") - (costs[i].stash("selective") if config.recompute == "selective" else 0)
+                    for i in range(a, b)), default=0) if config.recompute != "none" else 0
         work_b.append(2 * largest + redo)
         if k < S - 1:
             send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
@@ -155,8 +157,8 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         params = -(-grad // dp) if config.zero == 3 else grad
         grads = -(-grad // dp) if config.zero >= 2 else grad
         adam = ADAM_BYTES_PER_ELEMENT * owned
-        gathered = max((costs[i].param_bytes for k in mine for i in config.stage_layers(k)), default=0) \
-            if config.zero == 3 and dp > 1 else 0
+        gathered = max((int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine), default=0) \
+            if config.zero == 3 and dp > 1 else 0  # a stage's parameters, gathered whole before its forward/backward
         acts = peak_bytes(orders[d], _per_stage(stash_k, S), _per_stage(work_f, S), _per_stage(work_b, S))
         memory.append(params + grads + adam + gathered + acts)
     step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s

@@ -37,7 +37,7 @@ from planner.ir.sharding import TensorSharding
 from planner.model.decision import Decision
 from planner.model.options import Options
 from planner.model.request import Request
-from planner.partitioning import Backprop, Compute, Redistribute, lower
+from planner.partitioning import Backprop, Compute, Load, Redistribute, lower
 from planner.searches import search_named
 from planner.stages.layers import Layer, layers_of, representatives
 
@@ -159,8 +159,10 @@ def _cost(graph: ComputationGraph, layer: Layer, t: _Tally, name: str, program) 
     core = attention_core(graph, layer)
     made_in_core = {graph.op(op).output for op in core}
     params = {t_ for t_ in layer.params}
-    # parameters are held anyway: not part of the stash
-    kept = {k: v for k, v in residual.items() if k[0] not in params}
+    loaded = {i.tensor: i.layout for i in program.instructions if isinstance(i, Load) and i.tensor in params}
+    # parameters are held anyway: not part of the stash, unless the backward reads a copy in another layout (a
+    # weight gathered for its op), which each microbatch keeps until its backward
+    kept = {k: v for k, v in residual.items() if k[0] not in params or loaded.get(k[0], k[1]) != k[1]}
     none = sum(kept.values())
     selective = sum(v for k, v in kept.items() if k[0] not in made_in_core)
     received = {}
@@ -181,7 +183,10 @@ def _cost(graph: ComputationGraph, layer: Layer, t: _Tally, name: str, program) 
         for k, tensor in enumerate(ins.op.inputs):
             if tensor in params:
                 params.discard(tensor)
-                shape = ins.strategy.operands[k].local_shape(ins.in_shapes[k])
+                # held as loaded: a parameter the plan gathers before each use is held (and its gradient,
+                # optimizer state and data-parallel sync are) in its smaller loaded layout
+                layout = loaded.get(tensor, ins.strategy.operands[k])
+                shape = layout.local_shape(ins.in_shapes[k])
                 n = 1
                 for d in shape:
                     n *= d

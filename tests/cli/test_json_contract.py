@@ -147,8 +147,9 @@ def _missing(value, rows: dict[str, Row], path: str) -> list[str]:
 
 
 def section_of(data: dict) -> str:
-    if data.get("command") in ("plan", "export") and "pipeline" in data:
-        return "plan --pipeline" if data["command"] == "plan" else f"export --to {data['format']} --pipeline"
+    if data.get("command") in ("plan", "simulate", "export") and "pipeline" in data:
+        return f"export --to {data['format']} --pipeline" if data["command"] == "export" else \
+            f"{data['command']} --pipeline"
     if data.get("command") == "explain" and "choices" in data:
         return "explain --pipeline"
     return f"export --to {data['format']}" if data.get("command") == "export" else data["command"]
@@ -200,6 +201,7 @@ CASES = [
     ("explain-pipeline", ["explain", "tests/stages/tiny_gpt.yaml", "--devices", "4", "--format", "json"]),
     ("simulate-ffn", ["simulate", "configs/ffn.yaml", "--format", "json"]),
     ("simulate-ffn-training", ["simulate", "configs/ffn.yaml", "--training", "--format", "json"]),
+    ("simulate-pipeline", ["simulate", "tests/stages/tiny_gpt.yaml", "--devices", "4", "--format", "json"]),
     ("compare-ffn", ["compare", "configs/ffn.yaml", "--format", "json"]),
     ("describe", ["describe", '[{"x"}, {"y"}]', "--mesh", "x=2,y=2", "--shape", "4x6", "--format", "json"]),
     ("describe-sub-axis", ["describe", '[{"x":(1)2}, {}]', "--mesh", "x=4", "--shape", "4x6", "--format", "json"]),
@@ -219,7 +221,7 @@ CASES = [
 # The example each table's checked-in file is made of: a small config, one command line.
 EXAMPLE_CASES = {
     "plan": "plan-ffn-training-bfs", "plan --pipeline": "plan-pipeline", "explain": "explain-ffn", "explain --pipeline": "explain-pipeline",
-    "simulate": "simulate-ffn-training",
+    "simulate": "simulate-ffn-training", "simulate --pipeline": "simulate-pipeline",
     "compare": "compare-ffn", "check": "check", "describe": "describe", "reshard": "reshard-verify",
     "graph": "graph-ffn", "import-jax": "import-jax", "run": "run", "calibrate": "calibrate",
     **{f"export --to {to}": f"export-{to}-ffn" for to in ("jax", "dtensor", "shardy", "mindspore")},

@@ -1,0 +1,102 @@
+"""What a pipelined plan predicts its simulated step moves and holds, in the simulator's terms.
+
+The pipeline simulator (:mod:`planner.simulation.pipeline`) measures bytes per phase and device group and memory
+per device by part; these functions give the prediction of each from the plan's configuration
+(:class:`~planner.stages.cost.Config`), its layers' costs (:class:`~planner.stages.profile.LayerCost`) and the priced
+stage-mesh program's redistributions, as :mod:`planner.stages.cost` prices them:
+
+* :func:`predicted_bytes`: inside a stage mesh, each layer's redistributions (forward and backward every
+  microbatch, the gradient reductions once a step, full recomputation's forward again); between stages, the
+  CollectivePermute of each stage's boundary activation and of its cotangent; over the data-parallel replicas, the
+  gradient sync of the cost model's ZeRO stage and ZeRO 3's AllGather of a stage's parameters before each forward
+  and each backward;
+* :func:`predicted_memory_parts`: the cost model's memory per device by part;
+* :func:`predicted_held_activations`: the stash of the microbatches in flight between two actions.
+"""
+
+from __future__ import annotations
+
+from costmodels import RING
+from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, links
+from planner.partitioning import Redistribute
+from planner.stages.schedules import device_orders, peak_bytes
+
+__all__ = ["MEMORY_PARTS", "PIPELINE_PHASES", "predicted_bytes", "predicted_held_activations",
+           "predicted_memory_parts"]
+
+PIPELINE_PHASES = ("forward", "backward", "recompute", "gradient", "sends", "gradient_sync", "zero_gathers")
+"""Where the simulated pipeline's bytes are counted: inside a stage mesh (forward, backward, recompute, gradient),
+between stages (sends: boundary activations and their cotangents), over the data-parallel replicas (gradient_sync,
+zero_gathers)."""
+
+MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "boundary_buffers")
+"""What a device holds, by part: its parameters (ZeRO 3: its shards and the stage's gathered parameters), gradient
+accumulators, optimizer state, the microbatches' activations, residuals and cotangents, and the boundary buffers:
+an activation received before its stage's forward began, a cotangent received before its backward began."""
+
+
+def predicted_bytes(c, instructions, costs, cluster) -> dict[str, list[int]]:
+    """Per phase (:data:`PIPELINE_PHASES`), per device group, the bytes a device of it receives in one step of
+    configuration ``c``; ``instructions[i]`` is layer ``i``'s ``(forward, backward, gradient)`` instructions of the
+    priced stage-mesh program."""
+    m, dp = c.microbatches, c.dp
+    pp_link, dp_link = links(c, cluster)
+    out = {phase: [0] * c.pp for phase in PIPELINE_PHASES}
+
+    def moved(seq) -> int:
+        return sum(ins.plan.bytes_per_device for ins in seq if isinstance(ins, Redistribute))
+
+    for k in range(c.stages):
+        d = k % c.pp
+        for i in c.stage_layers(k):
+            forward, backward, gradient = instructions[i]
+            out["forward"][d] += m * moved(forward)
+            out["backward"][d] += m * moved(backward)
+            out["gradient"][d] += moved(gradient)
+            if c.recompute == "full":
+                out["recompute"][d] += m * moved(forward)
+        a, b = c.bounds[k], c.bounds[k + 1]
+        if k > 0:  # the activation from stage k - 1
+            out["sends"][d] += m * RING.collective_permute(costs[a - 1].send_bytes, pp_link).bytes_per_device
+        if k < c.stages - 1:  # the cotangent from stage k + 1
+            out["sends"][d] += m * RING.collective_permute(costs[b - 1].send_bytes, pp_link).bytes_per_device
+        if c.zero == 3 and dp > 1:
+            pbytes = sum(costs[i].param_bytes for i in range(a, b))
+            out["zero_gathers"][d] += 2 * m * RING.all_gather(dp, -(-pbytes // dp), dp_link).bytes_per_device
+    for d in range(c.pp):
+        grad = sum(costs[i].param_bytes for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k))
+        if dp > 1:
+            shard = -(-grad // dp)
+            if c.zero == 0:
+                out["gradient_sync"][d] = RING.all_reduce(dp, shard, dp_link).bytes_per_device
+            else:
+                out["gradient_sync"][d] = RING.reduce_scatter(dp, shard, dp_link).bytes_per_device + (
+                    RING.all_gather(dp, shard, dp_link).bytes_per_device if c.zero in (1, 2) else 0)
+    return out
+
+
+def predicted_memory_parts(c, costs, d: int, total: int, adam: bool) -> dict[str, int]:
+    """The cost model's memory of device group ``d`` (:func:`planner.stages.cost.evaluate`, ``total``, which counts
+    Adam's moments) by part (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: its shard and the largest of its stages'
+    parameters, gathered), gradient accumulators, Adam's two moments (none without ``adam``), and the activations,
+    the rest of ``total``; the cost model counts no boundary buffers."""
+    layers = [i for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k)]
+    grad = sum(costs[i].param_bytes for i in layers)
+    elems = sum(costs[i].param_elements for i in layers)
+    dp = c.dp
+    owned = -(-elems // dp) if c.zero >= 1 else elems
+    params = -(-grad // dp) if c.zero == 3 else grad
+    gathered = max((sum(costs[i].param_bytes for i in c.stage_layers(k)) for k in range(c.stages) if k % c.pp == d),
+                   default=0) if c.zero == 3 and dp > 1 else 0
+    grads = -(-grad // dp) if c.zero >= 2 else grad
+    moments = ADAM_BYTES_PER_ELEMENT * owned
+    return {"parameters": params + gathered, "gradients": grads, "optimizer_state": moments if adam else 0,
+            "activations": total - params - gathered - grads - moments, "boundary_buffers": 0}
+
+
+def predicted_held_activations(c, costs, d: int) -> int:
+    """The cost model's activations of device group ``d`` between two of its actions: the stash of every
+    microbatch in flight (:func:`~planner.stages.schedules.peak_bytes` without the actions' own work)."""
+    stash = [sum(costs[i].stash(c.recompute) for i in c.stage_layers(k)) for k in range(c.stages)]
+    order = device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)[d]
+    return peak_bytes(order, stash, [0] * c.stages, [0] * c.stages)

@@ -1,0 +1,165 @@
+"""A pipelined training step runs on the simulated devices: stages on their device groups, microbatches in the
+schedule's order, sends between stages, recomputation, the ZeRO data-parallel step and one optimizer step, checked
+against the single-device full-batch reference; the bytes each phase moves equal the plan's prediction.
+
+Every model pins its ``pipeline:`` so that the tests do not depend on the pipeline search; together the tests
+exercise every schedule, recomputation policy, ZeRO stage and optimizer on the three 8-device factorisations
+pp 2 x dp 2 x tp 2, pp 4 x tp 2 and pp 8."""
+
+import json
+
+import numpy as np
+import pytest
+
+from graphs import load_model_text
+from planner.api import cluster_of, plan_pipeline
+from planner.cli.main import main
+from planner.simulation.optimizer import optimizer_named
+from planner.simulation.pipeline import MEMORY_PARTS, PIPELINE_PHASES, simulate_pipeline
+
+# Megatron's tensor parallelism over tp: the projections split by columns, then by rows
+TP = """shardings:
+  "layer*.attn.w[qkv]": '[{}, {"tp"}]'
+  "layer*.attn.wo": '[{"tp"}, {}]'
+  "layer*.mlp.w1": '[{}, {"tp"}]'
+  "layer*.mlp.w2": '[{"tp"}, {}]'
+"""
+
+
+def gpt(mesh: str, pipeline: str, layers: int = 2, batch: int = 8) -> str:
+    """A small GPT (hidden 32, 4 heads, 8 tokens, vocabulary 64) on ``mesh`` with ``pipeline`` pinned."""
+    return (f"name: tiny_pipelined\nmesh: {mesh}\ncluster: a100\n"
+            f"model: {{builder: gpt, layers: {layers}, hidden: 32, heads: 4, seq: 8, batch: {batch}, vocab: 64}}\n"
+            + (TP if "tp" in mesh else "") + f"pipeline: {pipeline}\n")
+
+
+def simulated(text: str, optimizer: str = "sgd"):
+    graph = load_model_text(text)
+    plan = plan_pipeline(graph)
+    return plan, simulate_pipeline(graph, plan, cluster_of(graph), optimizer=optimizer)
+
+
+def assert_exact_and_bytes_equal(result) -> None:
+    assert result.ok, {n: o for part in (result.outputs, result.gradients, result.parameters)
+                       for n, o in part.items() if not o["ok"]}
+    for phase, rows in result.phases.items():
+        for row in rows:
+            assert row["measured_comm_bytes_per_device"] == row["predicted_comm_bytes_per_device"], (phase, row)
+    assert result.bytes_ok
+    # what every device holds for its parameters and optimizer state is what the cost model says, and so is the
+    # stash of the microbatches in flight between two of its actions, after recomputation
+    for row in result.memory:
+        for part in ("parameters", "optimizer_state"):
+            assert row["measured_parts"][part] == row["predicted_parts"][part], (part, row)
+        assert row["measured_held_activations"] == row["predicted_held_activations"], row
+
+
+# one configuration per line; across them every schedule, policy, ZeRO stage and optimizer appears
+CONFIGS = [
+    ("{pp: 2, dp: 2, tp: 2}", "{stages: 2, microbatches: 4, schedule: 1f1b, recompute: none, zero: 0}", 2, "sgd"),
+    ("{pp: 2, dp: 2, tp: 2}", "{stages: 2, microbatches: 4, schedule: gpipe, recompute: full, zero: 1}", 2, "adam"),
+    ("{pp: 2, dp: 2, tp: 2}", "{stages: 2, microbatches: 4, schedule: 1f1b, recompute: selective, zero: 2}", 2, "sgd"),
+    ("{pp: 2, dp: 2, tp: 2}", "{stages: 2, microbatches: 4, schedule: interleaved, virtual_stages: 2, "
+                              "recompute: selective, zero: 3}", 2, "adam"),
+    ("{pp: 4, tp: 2}", "{stages: 4, microbatches: 4, schedule: gpipe, recompute: selective}", 2, "adam"),
+    ("{pp: 8}", "{stages: 8, microbatches: 8, schedule: 1f1b, recompute: full}", 4, "sgd"),
+]
+
+
+@pytest.mark.parametrize("mesh, pipeline, layers, optimizer", CONFIGS)
+def test_pipelined_step_matches_the_full_batch_reference_and_its_bytes(mesh, pipeline, layers, optimizer):
+    plan, result = simulated(gpt(mesh, pipeline, layers), optimizer)
+    assert result.devices == 8
+    assert_exact_and_bytes_equal(result)
+
+
+def test_sends_and_gradient_sync_move_the_bytes_derived_by_hand():
+    _, result = simulated(gpt(*CONFIGS[0][:2]))
+    # the boundary activation is one microbatch of [1, 8, 32] f32, whole on each tp device: 1,024 B; group 0
+    # receives the 4 microbatches' cotangents, group 1 their activations
+    assert [row["measured_comm_bytes_per_device"] for row in result.phases["sends"]] == [4 * 1024, 4 * 1024]
+    # stage 0 (embedding and block 0) holds, per device: the table 64x32 and positions 8x32, four layernorm
+    # vectors of 32, wq wk wv wo split over tp (4 x 32x32 / 2) and the MLP's 32x128 twice split over tp:
+    # 2,304 + 128 + 2,048 + 4,096 = 8,576 f32 = 34,304 B; a ring AllReduce over dp 2 receives 2 x (2 - 1) halves
+    assert result.memory[0]["measured_parts"]["parameters"] == 34_304
+    assert result.phases["gradient_sync"][0]["measured_comm_bytes_per_device"] == 2 * 1 * 34_304 // 2
+
+
+def test_zero_3_gathers_each_stage_before_every_forward_and_backward():
+    plan, result = simulated(gpt(*CONFIGS[3][:2]), "adam")
+    # the search's partition (the layers: embed, layer0, layer1, final, lm_head, loss): group 0 runs stage 0 (the
+    # embedding) and stage 2 (block 1)
+    assert plan.config.bounds == (0, 1, 2, 3, 6)
+    embed, block = 2_304 * 4, 6_272 * 4  # bytes per device (see the test above)
+    # a ring AllGather over dp 2 receives the other half, before each of the 4 forwards and 4 backwards
+    assert result.phases["zero_gathers"][0]["measured_comm_bytes_per_device"] == 2 * 4 * (embed // 2 + block // 2)
+    parts = result.memory[0]["measured_parts"]
+    # Adam's two f32 moments of the half a replica owns; its half of the parameters and, at the peak, block 1's whole
+    assert parts["optimizer_state"] == 8 * (2_304 + 6_272) // 2
+    assert parts["parameters"] == (embed + block) // 2 + block
+
+
+def test_recomputation_recomputes_and_holds_less():
+    base = "{stages: 2, microbatches: 4, schedule: gpipe, recompute: %s, zero: 0}"
+    held = {}
+    for policy in ("none", "selective", "full"):
+        _, result = simulated(gpt("{pp: 2, dp: 2, tp: 2}", base % policy))
+        assert_exact_and_bytes_equal(result)
+        held[policy] = result.memory[1]["measured_held_activations"]
+        recomputed = result.phases["recompute"][0]["measured_comm_bytes_per_device"]
+        # full recomputation reruns every forward, its tensor-parallel collectives included: once per microbatch
+        forward = result.phases["forward"][0]["measured_comm_bytes_per_device"]
+        assert recomputed == (forward if policy == "full" else 0)
+    # GPipe holds every microbatch's stash once its forwards are done: dropping the attention cores, then all but
+    # the layers' inputs, holds less
+    assert held["full"] < held["selective"] < held["none"]
+
+
+def test_optimizers_update_as_documented():
+    g = np.array([0.5, -2.0, 0.0])
+    p = np.array([1.0, 1.0, 1.0])
+    assert np.allclose(optimizer_named("sgd").step(p, g, ())[0], p - 0.1 * g)
+    adam = optimizer_named("adam")
+    # the first Adam step from zero moments: m_hat = g, v_hat = g^2, so each element moves by lr * g / (|g| + eps)
+    updated, _ = adam.step(p, g, adam.init(p))
+    assert np.allclose(updated, p - 1e-3 * g / (np.abs(g) + 1e-8))
+
+
+def test_simulate_command_runs_a_pipelined_model(tmp_path, capsys):
+    path = tmp_path / "model.yaml"
+    path.write_text(gpt(*CONFIGS[1][:2]))
+    assert main(["simulate", str(path), "--optimizer", "adam", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["command"] == "simulate" and doc["ok"] and doc["bytes_equal"]
+    assert doc["pipeline"]["schedule"] == "gpipe" and doc["optimizer"] == "adam"
+    assert set(doc["phases"]) == set(PIPELINE_PHASES)
+    assert set(doc["memory"][0]["measured_parts"]) == set(MEMORY_PARTS) == set(doc["memory"][0]["predicted_parts"])
+    assert main(["simulate", str(path)]) == 0
+    assert "updated parameters" in capsys.readouterr().out
+
+
+def test_simulate_command_refuses_bad_pipeline_flags(tmp_path, capsys):
+    path = tmp_path / "model.yaml"
+    path.write_text(gpt(*CONFIGS[0][:2]))
+    assert main(["simulate", str(path), "--devices", "0"]) == 2
+    assert "--devices" in capsys.readouterr().err
+    assert main(["simulate", str(path), "--optimizer", "rmsprop"]) == 2
+    assert "--optimizer" in capsys.readouterr().err
+
+
+GRID = [(mesh, f"{{stages: {pp}, microbatches: {m}, schedule: {schedule}{v}, recompute: {policy}{zero}}}", layers,
+         optimizer)
+        for mesh, pp, m, layers, zeros in (("{pp: 2, dp: 2, tp: 2}", 2, 4, 2, (0, 1, 2, 3)),
+                                           ("{pp: 4, tp: 2}", 4, 8, 4, (None,)), ("{pp: 8}", 8, 8, 4, (None,)))
+        for schedule, v in (("gpipe", ""), ("1f1b", ""), ("interleaved", ", virtual_stages: 2"))
+        if not (schedule == "interleaved" and pp * 2 > layers + 4)  # a virtual stage needs a layer
+        for policy in ("none", "selective", "full")
+        for zero in (tuple(f", zero: {z}" for z in zeros) if zeros != (None,) else ("",))
+        for optimizer in ("adam",)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mesh, pipeline, layers, optimizer", GRID)
+def test_every_schedule_policy_and_zero_stage_is_exact(mesh, pipeline, layers, optimizer):
+    _, result = simulated(gpt(mesh, pipeline, layers), optimizer)
+    assert_exact_and_bytes_equal(result)
