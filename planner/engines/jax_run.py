@@ -53,7 +53,8 @@ from planner.engines.jax_env import ensure_devices
 from planner.engines.jax_ops import jax_op, jnp_dtype
 from planner.engines.jax_regions import run_region
 from planner.engines.jax_spmd import load_module, lowering_problem, uneven_layout
-from planner.engines.run_memory import check_compiled_memory, check_run_memory, release_free_memory
+from planner.engines.run_memory import check_compiled_memory, check_run_memory
+from planner.simulation.host_memory import release_free_memory
 from planner.errors import EngineError, ModelError, quote
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
 from planner.ir.axis import AxisRef
@@ -402,7 +403,7 @@ def _check_overflow(graph, outs: dict, grads: dict, reference: dict, ref_grads: 
 def time_step(jax, compiled, args: tuple, *, warmup: int, repeat: int) -> tuple[float, ...]:
     """Seconds of each of ``repeat`` runs of ``compiled(*args)``, after ``warmup`` untimed ones: each timed from
     the call until every result is ready on every device (``jax.block_until_ready``); results dropped at once, and the
-    memory each run freed handed back to the system (:func:`~planner.engines.run_memory.release_free_memory`)."""
+    memory each run freed handed back to the system (:func:`~planner.simulation.host_memory.release_free_memory`)."""
     for _ in range(warmup):
         jax.block_until_ready(compiled(*args))
         release_free_memory()

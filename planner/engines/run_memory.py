@@ -26,9 +26,8 @@ buffers in the same memory):
 
 XLA's host devices run on threads of their own, and glibc's allocator keeps what a thread frees in that
 thread's arena, where another thread does not reuse it: what the compilation and each run of the step free
-would stay resident beside the next run's buffers. :func:`release_free_memory` hands those free pages back
-to the system; ``run`` calls it after compiling and after every run of the step (on the issue's 12-layer
-GPT it lowers the peak from 2.95 to 2.70 GiB).
+would stay resident beside the next run's buffers. ``run`` hands those free pages back to the system after
+compiling and after every run of the step (:func:`planner.simulation.host_memory.release_free_memory`).
 
 The estimate is their sum: the run never holds all of them at once (the reference runs once XLA's
 temporaries are gone), so it is an upper bound of the peak, not a prediction of it.
@@ -40,8 +39,6 @@ under which the estimate would fit; once XLA has compiled the step,
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -171,24 +168,3 @@ def check_compiled_memory(compiled, plan, host_bytes: int, on_host: bool = True)
                     f"the compiled step of model {quote(plan.graph.name)} ({format_bytes(xla)} of XLA buffers on "
                     f"{plan.mesh.size} devices, {format_bytes(host_bytes)} besides)", HINT)
     return xla
-
-
-def release_free_memory() -> None:
-    """Return the allocator's free pages to the system (glibc's ``malloc_trim(0)``; nothing where the C library
-    has no such call): the memory XLA's device threads freed, which stays in their own arenas otherwise."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-def _malloc_trim():
-    global _TRIM
-    if _TRIM is None:
-        try:
-            _TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _TRIM = False
-    return _TRIM or None
-
-
-_TRIM = None

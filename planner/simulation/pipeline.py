@@ -69,7 +69,8 @@ from planner.simulation.optimizer import Optimizer, optimizer_named
 from planner.simulation.pipeline_prediction import (MEMORY_PARTS, PIPELINE_PHASES, predicted_bytes,
                                                     predicted_held_activations, predicted_memory_parts)
 from planner.simulation.reshard import execute
-from planner.simulation.run import FLOAT_RTOL, compare_values, release_freed_memory
+from planner.simulation.host_memory import keep_large_blocks_mapped
+from planner.simulation.run import FLOAT_RTOL, compare_values
 from planner.stages.cost import ADAM_BYTES_PER_ELEMENT
 from planner.stages.layers import layers_of, microbatched, representatives
 from planner.stages.profile import attention_core, profile_layers, stage_program
@@ -222,7 +223,7 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
     planned by ``search``) on the simulator and check it against the single-device reference (module docstring)."""
     progress = progress or SILENT
     start = time.perf_counter()
-    release_freed_memory()
+    keep_large_blocks_mapped()
     if dtype not in FLOAT_RTOL:
         raise PlanningError(f"--dtype must be one of {', '.join(FLOAT_RTOL)}, got {dtype!r}")
     opt = optimizer if isinstance(optimizer, Optimizer) else optimizer_named(optimizer)

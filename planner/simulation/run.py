@@ -36,7 +36,6 @@ Legal models the program does not spell out are read as the reference reads them
 
 from __future__ import annotations
 
-import ctypes
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from planner.progress import SILENT, Progress, counted
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
+from planner.simulation.host_memory import keep_large_blocks_mapped
 from planner.simulation.local_ops import LocalContext, local_compute
 from planner.simulation.local_vjp import local_vjp
 from planner.simulation.manual import run_collective
@@ -114,7 +114,7 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
     """
     progress = progress or SILENT
     start = time.perf_counter()
-    release_freed_memory()
+    keep_large_blocks_mapped()
     if dtype not in FLOAT_RTOL:
         raise PlanningError(f"--dtype must be one of {', '.join(FLOAT_RTOL)}, got {dtype!r}")
     float_dtype = np.float64 if dtype == "f64" else np.float32
@@ -187,24 +187,6 @@ def simulate(plan, seed: int = 0, *, dtype: str = "f64", progress: Progress | No
 
 
 PHASES = ("forward", "backward", "gradient")
-
-
-def release_freed_memory() -> None:
-    """Have glibc hand every large freed block back to the OS at once.
-
-    glibc raises its mmap threshold after big arrays are freed (up to 32 MiB), after
-    which activations of a few MiB come from the heap and their freed memory stays
-    in the process, raising a training step's peak. A fixed threshold keeps blocks of
-    128 KiB and more mmapped. Elsewhere (another libc, another OS) this does nothing.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
-    except (OSError, AttributeError):
-        pass
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 
 
 def _outputs_only(graph, feeds) -> dict:
