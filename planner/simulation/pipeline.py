@@ -264,7 +264,7 @@ def simulate_pipeline(graph, plan, cluster, *, search: str = "auto", seed: int =
             for n, v in cotangents.items():
                 cots[n] = v * weights[n] if weights.get(n) is not None else v[lo:lo + c.microbatch]
             setup.cotangents.append(cots)
-    run = _Run(setup, stage_mesh, stage_of, opt)
+    run = _PipelineRun(setup, stage_mesh, stage_of, opt)
     progress.stage(f"running {S} stages on {c.pp * c.dp * stage_mesh.size} simulated devices")
     with np.errstate(all="ignore"):
         run.run()
@@ -365,7 +365,7 @@ def _phases(run, layers, costs, cluster, c) -> tuple[dict, bool]:
 
 # -- the run ------------------------------------------------------------------------------------------------------
 
-class _Run:
+class _PipelineRun:
     """The step on every device group (module docstring)."""
 
     def __init__(self, setup: _Setup, stage_mesh: Mesh, stage_of: dict, opt: Optimizer):
