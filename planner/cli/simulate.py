@@ -8,7 +8,7 @@ import sys
 from planner.cli.args import add_seed_option, command_options, model_argument
 from planner.cli.output import json_document, write_text
 from planner.text_table import table
-from planner.cli.plan import make_plan, plan_arguments, plan_options
+from planner.cli.plan import make_plan, pipeline_arguments, pipeline_options, pipelined, plan_options
 from planner.cli.status import EXIT_INTERNAL_ERROR, EXIT_OK, internal_error
 
 # The pipeline is imported by the functions that run it, so that ``shardplan --help`` stays fast.
@@ -29,11 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="what the devices and the reference compute floats in: f64 (default; exact to 1e-9) or "
                    "f32 (faster, about half the memory; compared to 1e-4)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--devices", type=_device_count, metavar="N",
-                   help="simulate a pipelined training step planned for N devices (as plan --devices N)")
-    p.add_argument("--pipeline", choices=("auto",),
-                   help="auto: simulate a pipelined training step of a model without a pipeline: mapping (a model "
-                   "with one is simulated pipelined without the flag)")
+    pipeline_options(p)
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
                    help="pipelined step: the optimizer step after the gradients: sgd (learning rate 0.1, default) "
                    "or adam (learning rate 1e-3, betas 0.9 and 0.999, eps 1e-8, from zero moments)")
@@ -78,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.simulation.run import simulate
 
     graph = model_argument(args.model)
-    if args.devices is not None or args.pipeline or graph.pipeline is not None:
+    if pipelined(args, graph):
         return run_pipeline(args, graph)
     p = make_plan(args, graph)
     r = simulate(p, seed=args.seed, dtype=args.dtype, progress=args.progress)
@@ -105,25 +101,13 @@ def _same_bytes(r) -> bool:
                for ph in r.phases.values())
 
 
-def _device_count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--devices takes a whole number of devices, got {text!r}") from None
-    if not 1 <= n <= 1 << 24:
-        raise argparse.ArgumentTypeError(f"--devices must be from 1 to {1 << 24}, got {n}")
-    return n
-
-
 def run_pipeline(args: argparse.Namespace, graph) -> int:
     """``simulate`` of a pipelined training step: plan it (:func:`planner.api.plan_pipeline`), run it
     (:func:`planner.simulation.pipeline.simulate_pipeline`)."""
     from planner.api import cluster_of, plan_pipeline
     from planner.simulation.pipeline import simulate_pipeline
 
-    p = plan_pipeline(graph, devices=args.devices, cluster=args.cluster,
-                      memory_budget=plan_arguments(args)["memory_budget"], search=args.search,
-                      progress=getattr(args, "progress", None))
+    p = plan_pipeline(graph, **pipeline_arguments(args))
     r = simulate_pipeline(graph, p, cluster_of(graph, args.cluster), search=args.search, seed=args.seed,
                           dtype=args.dtype, optimizer=args.optimizer, progress=args.progress)
     if args.format == "json":

@@ -62,7 +62,7 @@ from planner.progress import SILENT, Progress
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
 from planner.simulation.distributed import DistributedArray, replica_groups
-from planner.simulation.local_ops import LocalContext, local_compute
+from planner.simulation.local_ops import LocalContext
 from planner.simulation.local_vjp import local_vjp
 from planner.simulation.memory import residual_keys
 from planner.simulation.optimizer import Optimizer, optimizer_named
@@ -70,7 +70,7 @@ from planner.simulation.pipeline_prediction import (MEMORY_PARTS, PIPELINE_PHASE
                                                     predicted_held_activations, predicted_memory_parts)
 from planner.simulation.reshard import execute
 from planner.simulation.host_memory import keep_large_blocks_mapped
-from planner.simulation.run import FLOAT_RTOL, compare_values
+from planner.simulation.run import FLOAT_RTOL, compare_values, frozen_block, run_compute
 from planner.stages.cost import ADAM_BYTES_PER_ELEMENT
 from planner.stages.layers import layers_of, microbatched, representatives
 from planner.stages.profile import attention_core, profile_layers, stage_program
@@ -516,7 +516,7 @@ class _PipelineRun:
             local = tuple(load.layout.local_shape(load.shape))
             n = math.prod(local)
             out[real] = DistributedArray(load.layout, tuple(load.shape),
-                                         [_frozen(f[at:at + n].reshape(local)) for f in flats])
+                                         [frozen_block(f[at:at + n].reshape(local)) for f in flats])
             at += n
         return out
 
@@ -695,7 +695,7 @@ class _PipelineRun:
                 raise SimulationMismatch(f"op {layer.name(op.name)!r} reads {real!r} laid out as {arr.sharding} but "
                                          f"its strategy needs {s.operands[k]}")
             operands.append(arr)
-        result = _run_compute(ins, operands)
+        result = run_compute(ins, operands)
         out = layer.name(op.output)
         P.values[out] = result
         real_op = layer.name(op.name)
@@ -795,7 +795,7 @@ class _PipelineRun:
         for members in replica_groups(layouts, shapes):
             d = members[0]
             ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
-            grads = [_frozen(x) for x in local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
+            grads = [frozen_block(x) for x in local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
                                                    None if result is None else result.blocks[d], cot.blocks[d], ctx,
                                                    ins.wrt, donate=False)]
             for e in members:
@@ -988,19 +988,6 @@ def _residual_with(P: _Pass, tensor: str, layout):
     return None
 
 
-def _run_compute(ins: Compute, operands) -> DistributedArray:
-    op, s = ins.op, ins.strategy
-    blocks: list = [None] * s.result.mesh.size
-    for members in replica_groups(tuple(a.sharding for a in operands) + (s.result,),
-                                  tuple(ins.in_shapes) + (tuple(ins.out_shape),)):
-        d = members[0]
-        ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
-        block = _frozen(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
-        for e in members:
-            blocks[e] = block
-    return DistributedArray(s.result, tuple(ins.out_shape), blocks)
-
-
 def _add(acc, arr):
     if acc is None:
         return arr
@@ -1012,9 +999,3 @@ def _add(acc, arr):
 
 def _zeros(layout, shape, float_dtype) -> DistributedArray:
     return DistributedArray.from_global(np.zeros(tuple(shape), dtype=float_dtype), layout)
-
-
-def _frozen(block) -> np.ndarray:
-    block = np.asarray(block)
-    block.flags.writeable = False
-    return block

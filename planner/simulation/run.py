@@ -296,7 +296,7 @@ class _Run:
         elif isinstance(ins, Compute):
             operands = _operands(ins, self.values, self.copies)
             region = self.graph.region_of_op(ins.op.name) if self.graph.manual_regions else None
-            self.values[ins.op.output] = _compute(ins, operands) if region is None else \
+            self.values[ins.op.output] = run_compute(ins, operands) if region is None else \
                 self._compute_in_region(ins, operands)
             for key in saved.get(ins.op.name, ()):
                 self.residuals[(ins.op.name,) + key] = (self.values[key[1]] if key[0] == "result"
@@ -321,7 +321,7 @@ class _Run:
                 ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
                 blocks.append(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
         varying = op.op != "manual_exit"
-        return DistributedArray(s.result, tuple(ins.out_shape), [_frozen(b) for b in blocks], varying)
+        return DistributedArray(s.result, tuple(ins.out_shape), [frozen_block(b) for b in blocks], varying)
 
     def _execute(self, ins: Redistribute, arr: DistributedArray) -> DistributedArray:
         out, _ = execute(ins.plan, arr, self.nets[ins.phase])
@@ -373,7 +373,7 @@ class _Run:
                 if block.base is not None:
                     block.base.flags.writeable = True
                 block.flags.writeable = True
-            grads = [_frozen(g) for g in local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
+            grads = [frozen_block(g) for g in local_vjp(op, ins.rule, [None if a is None else a.blocks[d] for a in operands],
                                                    None if result is None else result.blocks[d], block, ctx,
                                                    ins.wrt, donate=donate)]
             for e in members:
@@ -407,7 +407,7 @@ class _Run:
                                                  ins.wrt, donate=False)))
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = op.inputs[k]
-            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [_frozen(per_device[d][j]) for d in range(self.n)],
+            arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [frozen_block(per_device[d][j]) for d in range(self.n)],
                                    op.op != "manual_enter")
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             self.cot_in[key] = _add(self.cot_in.get(key), arr)
@@ -475,7 +475,9 @@ def _operands(ins: Compute, values, copies) -> list[DistributedArray]:
     return operands
 
 
-def _compute(ins: Compute, operands) -> DistributedArray:
+def run_compute(ins: Compute, operands) -> DistributedArray:
+    """Op ``ins`` on every device from its operands' blocks (one local instance per group of devices holding the
+    same blocks, shared by them, read-only)."""
     op, s = ins.op, ins.strategy
     n = s.result.mesh.size
     blocks: list = [None] * n
@@ -483,13 +485,13 @@ def _compute(ins: Compute, operands) -> DistributedArray:
                                   tuple(ins.in_shapes) + (tuple(ins.out_shape),)):
         d = members[0]
         ctx = LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d)
-        block = _frozen(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
+        block = frozen_block(local_compute(op, ins.rule, [a.blocks[d] for a in operands], ctx))
         for e in members:
             blocks[e] = block
     return DistributedArray(s.result, tuple(ins.out_shape), blocks)
 
 
-def _frozen(block: np.ndarray) -> np.ndarray:
+def frozen_block(block: np.ndarray) -> np.ndarray:
     """``block``, read-only: replicas share it, so nothing may write into it in place."""
     block = np.asarray(block)
     block.flags.writeable = False
