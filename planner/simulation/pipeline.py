@@ -178,8 +178,6 @@ class _Pass:
         self.cot_out: dict[str, DistributedArray] = {}
         self.kept: set[str] = set()  # what full recomputation keeps: the values received and the inputs
         self.dropped: dict[tuple, tuple] = {}  # residuals selective recomputation dropped: key -> (tensor, layout)
-        self.started = False  # its forward began: what it held before came from the stage before
-        self.in_backward = False  # its backward began: the cotangents it held before came from the stage after
 
 
 class _Group:
@@ -194,6 +192,9 @@ class _Group:
         self.shards: dict[int, list[np.ndarray]] = {}  # stage -> per stage-mesh device, its flat shard (ZeRO 3)
         self.state_bytes = 0  # optimizer state per device
         self.passes: dict[tuple[int, int], _Pass] = {}
+        # messages from the neighbouring stages, by the action that reads them ("F" or "B", stage, microbatch): in
+        # flight until that action begins and takes them (docs/training.md, "What a device holds")
+        self.inbox: dict[tuple[str, int, int], dict[str, DistributedArray]] = {}
         self.nets = {phase: Network(size) for phase in _INTRA}
         self.counts = {phase: Counter() for phase in _INTRA}
         self.peak = 0
@@ -555,7 +556,7 @@ class _Run:
     def _forward(self, g: _Group, k: int, j: int) -> None:
         """Stage ``k``'s forward of microbatch ``j`` on ``g``; then the stage's sends, and what recomputation drops."""
         P = self._pass(g, k, j)
-        P.started = True
+        P.values.update(g.inbox.pop(("F", k, j), {}))
         c = self.c
         sequence = [(layer, ins) for i in c.stage_layers(k) for layer in (self.s.layers[i],) for ins in layer.forward]
         sends = set(self.receives.get(k + 1, ())) if k + 1 < c.stages else set()
@@ -570,9 +571,9 @@ class _Run:
                     out[o] = P.values.pop(o).to_global()
         if k + 1 < c.stages:
             nxt = self.group((k + 1) % c.pp, g.r)
-            Q = self._pass(nxt, k + 1, j)
+            box = nxt.inbox.setdefault(("F", k + 1, j), {})
             for t in self.receives[k + 1]:
-                Q.values[t] = self._send(P.values.pop(t), g, nxt, self.s.itemsize[t])
+                box[t] = self._send(P.values.pop(t), g, nxt, self.s.itemsize[t])
         self._account(g)
 
     def _drop_recomputed(self, P: _Pass, i: int) -> None:
@@ -710,7 +711,7 @@ class _Run:
     def _backward(self, g: _Group, k: int, j: int) -> None:
         c = self.c
         P = self._pass(g, k, j)
-        P.in_backward = True
+        P.cot_out.update(g.inbox.pop(("B", k, j), {}))
         for i in reversed(c.stage_layers(k)):
             layer = self.s.layers[i]
             if c.recompute != "none":
@@ -735,12 +736,12 @@ class _Run:
                     P.kept.discard(t)
         if k > 0:
             prev = self.group((k - 1) % c.pp, g.r)
-            Q = self._pass(prev, k - 1, j)
+            box = prev.inbox.setdefault(("B", k - 1, j), {})
             for t in self.receives[k]:
                 cot = P.cot_out.pop(t, None)
                 if cot is None:
                     raise SimulationMismatch(f"stage {k}'s backward left no cotangent of {t!r} to send back")
-                Q.cot_out[t] = self._send(cot, g, prev, self.s.itemsize[t])
+                box[t] = self._send(cot, g, prev, self.s.itemsize[t])
         del g.passes[(k, j)]
         self._account(g)
 
@@ -900,10 +901,7 @@ class _Run:
             add(a, t, "gradients")
         for P in g.passes.values():
             for t, a in P.values.items():
-                add(a, t, "activations" if P.started else "boundary_buffers")
-            if not P.in_backward:
-                for t, a in P.cot_out.items():
-                    add(a, t, "boundary_buffers")
+                add(a, t, "activations")
             for (t, _), a in P.copies.items():
                 add(a, t, "activations")
             for t, a in P.residuals.values():

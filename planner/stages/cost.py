@@ -131,14 +131,12 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
             f, bw = f + gather, bw + gather
         F.append(f)
         B.append(bw)
-        largest = max((costs[i].largest_bytes for i in range(a, b)), default=0)
         s = int(stash[b] - stash[a])
         stash_k.append(s)
-        work_f.append(s + largest)
-        # what recomputing one layer makes again beside what its policy kept
-        redo = max((costs[i].stash("none") - (costs[i].stash("selective") if config.recompute == "selective" else 0)
-                    for i in range(a, b)), default=0) if config.recompute != "none" else 0
-        work_b.append(2 * largest + redo)
+        forward_peak, backward_peak = stage_peaks(costs, a, b, config.recompute)
+        gathered = int(pbytes[b] - pbytes[a]) if config.zero == 3 and dp > 1 else 0
+        work_f.append(forward_peak + gathered)
+        work_b.append(backward_peak - s + gathered)  # the schedule's walk holds the microbatch's own stash already
         if k < S - 1:
             send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
     schedule = schedule or compiled(device_orders(config.schedule, config.pp, config.microbatches,
@@ -155,14 +153,25 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         sync.append(sync_time_s(grad, elems, inside, dp, config.zero, dp_link, cluster))
         owned = -(-elems // dp) if config.zero >= 1 else elems
         params = -(-grad // dp) if config.zero == 3 else grad
-        grads = -(-grad // dp) if config.zero >= 2 else grad
+        grads = grad  # accumulated whole over the microbatches, reduce-scattered once a step (module docstring)
         adam = ADAM_BYTES_PER_ELEMENT * owned
-        gathered = max((int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine), default=0) \
-            if config.zero == 3 and dp > 1 else 0  # a stage's parameters, gathered whole before its forward/backward
         acts = peak_bytes(orders[d], _per_stage(stash_k, S), _per_stage(work_f, S), _per_stage(work_b, S))
-        memory.append(params + grads + adam + gathered + acts)
+        memory.append(params + grads + adam + acts)
     step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
     return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+
+
+def stage_peaks(costs: tuple[LayerCost, ...], a: int, b: int, policy: str) -> tuple[int, int]:
+    """The most activation bytes one microbatch holds on a device while the stage of layers ``a .. b-1`` runs its
+    forward, and its backward: over the stage's layers, the stash of the layers before each one plus what that
+    layer holds at its worst instruction (:meth:`~planner.stages.profile.LayerCost.forward_peak`)."""
+    before = forward = backward = 0
+    for i in range(a, b):
+        c = costs[i]
+        forward = max(forward, before + c.forward_peak(policy))
+        backward = max(backward, before + c.backward_peak(policy))
+        before += c.stash(policy)
+    return forward, backward
 
 
 def sync_time_s(grad_bytes: int, elements: int, inside_s: float, dp: int, zero: int, dp_link, cluster: Cluster) -> float:
