@@ -27,7 +27,8 @@
   ZeRO 0 an AllReduce of the gradients and the whole update on every replica; ZeRO 1 and 2 a ReduceScatter,
   each replica updating its shard (its optimizer state is that shard's), then an AllGather of the updated
   parameters; ZeRO 3 keeps only its shard of the parameters, gathers the stage's parameters (AllGather)
-  before each forward and each backward and drops them after, and reduce-scatters the gradients;
+  before each forward and each backward and drops them after, and reduce-scatters the gradients; under every
+  ZeRO stage the gradients accumulate whole over the microbatches until then;
 * **one optimizer step** (:mod:`planner.simulation.optimizer`, SGD or Adam).
 
 The result is checked against the single-device full-batch reference: the loss (the microbatches' losses
@@ -37,9 +38,10 @@ Bytes are measured per phase and device group and compared with the plan's predi
 backward, gradient and recompute phases with the priced program's redistributions, the sends with the
 CollectivePermutes of each stage's boundary activation the cost model prices, the gradient sync and ZeRO's
 gathers with its data-parallel collectives (:mod:`planner.stages.cost`). Memory is measured as the bytes
-each device holds at the declared dtypes (parameters or their shards, gradient accumulators, the optimizer
-state, gathered parameters, every live activation, residual and cotangent) at its worst moment, next to the
-plan's predicted memory per device.
+each device holds at the declared dtypes after every instruction and action (parameters or their shards,
+gradient accumulators, the optimizer state, gathered parameters, every live activation, copy, residual and
+cotangent; a message from a neighbouring stage from the start of the action that reads it: docs/training.md,
+"What a device holds") at its worst moment, next to the plan's predicted memory per device.
 """
 
 from __future__ import annotations

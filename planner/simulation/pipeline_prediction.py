@@ -10,7 +10,8 @@ stage-mesh program's redistributions, as :mod:`planner.stages.cost` prices them:
   CollectivePermute of each stage's boundary activation and of its cotangent; over the data-parallel replicas, the
   gradient sync of the cost model's ZeRO stage and ZeRO 3's AllGather of a stage's parameters before each forward
   and each backward;
-* :func:`predicted_memory_parts`: the cost model's memory per device by part;
+* :func:`predicted_memory_parts`: the cost model's memory per device by part (docs/training.md, "What a device
+  holds");
 * :func:`predicted_held_activations`: the stash of the microbatches in flight between two actions.
 """
 
@@ -77,9 +78,9 @@ def predicted_bytes(c, instructions, costs, cluster) -> dict[str, list[int]]:
 
 def predicted_memory_parts(c, costs, d: int, total: int, adam: bool) -> dict[str, int]:
     """The cost model's memory of device group ``d`` (:func:`planner.stages.cost.evaluate`, ``total``, which counts
-    Adam's moments) by part (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: its shard and the largest of its stages'
-    parameters, gathered), gradient accumulators, Adam's two moments (none without ``adam``), and the activations,
-    the rest of ``total``; the cost model counts no boundary buffers."""
+    Adam's moments) by part (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: its shard and the parameters of the
+    stage whose action is at the peak, gathered), whole gradient accumulators, Adam's two moments (none without
+    ``adam``), and the activations, the rest of ``total``."""
     layers = [i for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k)]
     grad = sum(costs[i].param_bytes for i in layers)
     elems = sum(costs[i].param_elements for i in layers)

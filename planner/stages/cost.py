@@ -18,13 +18,15 @@ each element's parameter, gradient and two moments read, three written, in f32).
 ends when the last device is done, plus the cluster's per-step launch overhead. A device's
 reductions overlap the other devices' cool-down.
 
-Memory per device (:func:`evaluate`): its stages' parameters, gradient accumulators and
-Adam's two f32 moments (divided by ``dp`` from ZeRO stage 3, 2 and 1 respectively; ZeRO 3
-adds the largest of its stages' parameters, gathered whole as the step time prices it), plus the activations of the microbatches
-in flight at the schedule's worst moment (:func:`~planner.stages.schedules.peak_bytes`):
-each stage's stash per microbatch, and while an action runs, the stash it is building and
-its largest value (forward), or twice its largest value and, with recomputation, the
-recomputed stash of one layer (backward).
+Memory per device (:func:`evaluate`), what the pipeline simulator holds (docs/training.md, "What a
+device holds"): its stages' parameters (divided by ``dp`` from ZeRO stage 3), their gradient
+accumulators (whole under every ZeRO stage: they accumulate over the microbatches and are
+reduce-scattered once a step, as the step time prices it) and Adam's two f32 moments (divided by
+``dp`` from ZeRO stage 1), plus the activations at the schedule's worst moment
+(:func:`~planner.stages.schedules.peak_bytes`): the stash of every microbatch in flight, and while
+an action runs what its microbatch holds at the action's worst instruction (:func:`stage_peaks`,
+from each layer's walk of its program, :meth:`~planner.stages.profile.LayerCost.forward_peak`),
+with ZeRO 3 the stage's parameters gathered whole for the action.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from planner.ir.mesh import Mesh
 from planner.stages.profile import LayerCost
 from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes, timeline
 
-__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_sums"]
+__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_peaks", "stage_sums"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8

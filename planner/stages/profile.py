@@ -18,7 +18,11 @@ against the layer of its op:
   the layer's inputs (``full``); ``recompute_s[policy]`` the forward time that recomputation
   adds to the backward;
 - ``param_elements`` / ``param_bytes``: the layer's parameters held per device;
-- ``send_bytes``: what one device sends on to the next layer (its boundary activations).
+- ``send_bytes``: what one device sends on to the next layer (its boundary activations);
+- ``forward_peak_bytes[policy]`` / ``backward_peak_bytes[policy]``: the most one microbatch holds on a
+  device while the layer's forward (its recomputation and backward) runs, walked instruction by
+  instruction as the pipeline simulator holds values, copies, residuals and cotangents (docs/training.md,
+  "What a device holds").
 
 Annotations of the model that name axes outside the stage mesh (the data-parallel axis on
 the batch) are dropped: the pipeline level owns those axes.
