@@ -98,14 +98,19 @@ def full_mesh(pp: int, dp: int, stage_axes) -> Mesh:
 
 def stage_sums(costs: tuple[LayerCost, ...], policy: str) -> tuple:
     """Prefix sums over layers, so a stage's totals are two lookups: forward, backward with recomputation,
-    stash, parameter bytes and elements, gradient sync."""
+    stash, parameter bytes and elements, gradient sync; then per layer ``i`` the stash of the layers before it
+    plus its forward peak, and plus its backward peak (:func:`stage_peaks` of layers ``a .. b-1`` is the most of
+    those over the stage, less the stash before layer ``a``)."""
     acc = [[0.0] * (len(costs) + 1) for _ in range(6)]
     for i, c in enumerate(costs):
         vals = (c.forward_s, c.backward_s + c.recompute(policy), c.stash(policy), c.param_bytes, c.param_elements,
                 c.gradient_sync_s)
         for j, v in enumerate(vals):
             acc[j][i + 1] = acc[j][i] + v
-    return tuple(tuple(a) for a in acc)
+    stash = acc[2]
+    forward_at = tuple(int(stash[i]) + c.forward_peak(policy) for i, c in enumerate(costs))
+    backward_at = tuple(int(stash[i]) + c.backward_peak(policy) for i, c in enumerate(costs))
+    return tuple(tuple(a) for a in acc) + (forward_at, backward_at)
 
 
 def links(config: Config, cluster: Cluster) -> tuple:
@@ -120,7 +125,7 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
     what the search computes once for many partitions; ``full`` also runs the schedule action by action
     (:attr:`Evaluation.timeline`)."""
     sums = sums or stage_sums(costs, config.recompute)
-    fwd, bwd, stash, pbytes, pelems, gsync = sums
+    fwd, bwd, stash, pbytes, pelems, gsync, forward_at, backward_at = sums
     pp_link, dp_link = pp_dp_links or links(config, cluster)
     dp = config.dp
     S = config.stages
@@ -135,7 +140,9 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         B.append(bw)
         s = int(stash[b] - stash[a])
         stash_k.append(s)
-        forward_peak, backward_peak = stage_peaks(costs, a, b, config.recompute)
+        # stage_peaks, from the prefix sums
+        forward_peak = max(forward_at[a:b]) - int(stash[a]) if b > a else 0
+        backward_peak = max(backward_at[a:b]) - int(stash[a]) if b > a else 0
         gathered = int(pbytes[b] - pbytes[a]) if config.zero == 3 and dp > 1 else 0
         work_f.append(forward_peak + gathered)
         work_b.append(backward_peak - s + gathered)  # the schedule's walk holds the microbatch's own stash already

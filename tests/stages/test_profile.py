@@ -63,3 +63,28 @@ def test_every_layer_holds_its_stash_at_its_worst_moment():
         for policy in ("none", "selective", "full"):
             assert c.forward_peak(policy) >= c.stash(policy) and c.backward_peak(policy) >= c.stash(policy)
             assert c.forward_peak(policy) >= c.largest_bytes
+
+
+def test_a_stage_holds_the_stash_before_each_layer_plus_that_layers_peak():
+    from dataclasses import replace
+
+    from planner.stages.cost import Config, evaluate, stage_peaks
+
+    g = load_model_text(GPT)
+    costs = profile_layers(g, Mesh.from_sizes("stage", {"tp": 2}), load_cluster("a100"))
+    # one stage of every layer, one microbatch, GPipe: the device's peak is that stage's forward or backward
+    config = Config(1, 1, (("tp", 2),), 4, 1, "gpipe", 1, "none", 0, (0, len(costs)))
+    forward, backward = stage_peaks(costs, 0, len(costs), "none")
+    before, want = 0, 0
+    for c in costs:  # the same maximum, written out
+        want = max(want, before + c.forward_peak("none"), before + c.backward_peak("none"))
+        before += c.stash("none")
+    assert max(forward, backward) == want
+    ev = evaluate(config, costs, load_cluster("a100"))
+    params = sum(c.param_bytes for c in costs)
+    assert ev.memory_bytes_per_device == (2 * params + 8 * sum(c.param_elements for c in costs) + want,)
+    # prefix sums give the same stage peaks for every cut
+    for cut in range(1, len(costs)):
+        two = evaluate(replace(config, pp=2, bounds=(0, cut, len(costs))), costs, load_cluster("a100"))
+        assert two.memory_bytes_per_device[1] - 2 * sum(c.param_bytes for c in costs[cut:]) - \
+            8 * sum(c.param_elements for c in costs[cut:]) == max(stage_peaks(costs, cut, len(costs), "none"))
