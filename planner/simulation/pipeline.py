@@ -480,8 +480,13 @@ class _Run:
             for layer, real, load in self.params_of[k]:
                 g.params[real] = DistributedArray.from_global(self.s.feeds[0][real].astype(self.s.float_dtype),
                                                               load.layout)
-                if not any(layer.name(ins.tensor) == real and not _local(ins) for ins in layer.gradient):
-                    # the gradient accumulates in the parameter's layout from the first backward: held all step
+                # the gradient accumulators, held all step: in the parameter's layout, or where its cotangents are
+                # added up until the step's reduction inside the stage mesh
+                pending = [ins for ins in layer.gradient if layer.name(ins.tensor) == real and not _local(ins)]
+                for ins in pending:
+                    g.param_cot.setdefault((real, ins.plan.source), _zeros(ins.plan.source, load.shape,
+                                                                           self.s.float_dtype))
+                if not pending:
                     g.grads[real] = _zeros(load.layout, load.shape, self.s.float_dtype)
             if c.zero == 3 and c.dp > 1:
                 flats = self._flat(g, k, lambda name: g.params[name])

@@ -110,6 +110,22 @@ def test_zero_2_accumulates_whole_gradients_and_reduce_scatters_them_once():
     assert result.phases["gradient_sync"][0]["measured_comm_bytes_per_device"] == 2 * 34_304 // 2
 
 
+def test_gradients_reduced_inside_the_stage_mesh_are_held_all_step():
+    # the batch and the blocks' activations split over tp, the weights whole: each weight's gradient comes pending
+    # over tp and is all-reduced inside the stage mesh once a step, its accumulator held from the start
+    split = "'[{\"tp\"}, {}, {}]'"
+    pinned = ("shardings:\n  tokens: '[{\"tp\"}, {}]'\n  labels: '[{\"tp\"}, {}]'\n" +
+              "".join(f'  "{n}": {split}\n' for n in ("embed.out", "layer*.attn.res", "layer*.out", "layer*.attn.ln_out",
+                                                      "layer*.mlp.ln_out", "layer*.mlp.h", "final.ln_out", "logits")))
+    text = gpt("{pp: 2, tp: 2}", "{stages: 2, microbatches: 2, schedule: gpipe, recompute: none}").replace(TP, pinned)
+    _, result = simulated(text, "adam")
+    assert_exact_and_bytes_equal(result)
+    assert result.phases["gradient"][0]["measured_comm_bytes_per_device"] > 0
+    # stage 0's parameters whole: the table and positions (2,304), the layer norms (128), attention (4 x 32x32) and
+    # the MLP (2 x 32x128): 14,720 f32, and as many gradient bytes at the peak, before the first backward
+    assert result.memory[0]["measured_parts"]["gradients"] == 14_720 * 4
+
+
 def test_recomputation_recomputes_and_holds_less():
     base = "{stages: 2, microbatches: 4, schedule: gpipe, recompute: %s, zero: 0}"
     held = {}
