@@ -335,12 +335,12 @@ class _Holding:
         self.saved = {i.op.name: _vjp_reads(i) for i in program.instructions if isinstance(i, Backprop)}
         self.params = {n for n, t in graph.tensors.items() if t.kind == "param"}
         reads = [t for op in layer_ops for t in graph.op(op).inputs]
-        made = {graph.op(op).output for op in layer_ops}
+        made = tuple(graph.op(op).output for op in layer_ops)
         self.receives = tuple(dict.fromkeys(t for t in reads if t not in made and graph.tensor(t).kind == "activation"))
         inputs = {t for t in reads if graph.tensor(t).kind == "input"}
-        outside = [(t, r) for t in made for r, _ in graph.consumers(t) if r not in self.ops]
-        self.sends = tuple(dict.fromkeys(t for t, _ in outside))
-        self.keep = set(self.sends) | (made & set(graph.outputs))
+        # what later layers read, held until the layer ends (then theirs), and the model's outputs
+        self.sends = tuple(t for t in made if any(r not in self.ops for r, _ in graph.consumers(t)))
+        self.keep = set(self.sends) | (set(made) & set(graph.outputs))
         self.kept = set(self.receives) | inputs if policy == "full" else set()
         self.sizes: dict[int, int] = {}
         self.values: dict[str, int] = {}
@@ -464,9 +464,8 @@ class _Holding:
         """After :meth:`forward`: the most bytes held after any instruction of the layer's recomputation and
         backward, starting from its stash and the cotangents of what it sent."""
         for t in self.sends:
-            if any(r not in self.ops for r, _ in self.graph.consumers(t)):
-                producer = self.made_by[t]
-                self.cot_out[t] = self._new(producer.out_shape, producer.strategy.result.with_unreduced(()), t)
+            producer = self.made_by[t]
+            self.cot_out[t] = self._new(producer.out_shape, producer.strategy.result.with_unreduced(()), t)
         peak = self.held()
         if self.policy != "none":
             only = self.core if self.policy == "selective" else self.ops
