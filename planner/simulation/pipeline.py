@@ -27,7 +27,8 @@
   ZeRO 0 an AllReduce of the gradients and the whole update on every replica; ZeRO 1 and 2 a ReduceScatter,
   each replica updating its shard (its optimizer state is that shard's), then an AllGather of the updated
   parameters; ZeRO 3 keeps only its shard of the parameters, gathers the stage's parameters (AllGather)
-  before each forward and each backward and drops them after, and reduce-scatters the gradients;
+  before each forward and each backward and drops them after, and reduce-scatters the gradients; under every
+  ZeRO stage the gradients accumulate whole over the microbatches until then;
 * **one optimizer step** (:mod:`planner.simulation.optimizer`, SGD or Adam).
 
 The result is checked against the single-device full-batch reference: the loss (the microbatches' losses
@@ -37,9 +38,10 @@ Bytes are measured per phase and device group and compared with the plan's predi
 backward, gradient and recompute phases with the priced program's redistributions, the sends with the
 CollectivePermutes of each stage's boundary activation the cost model prices, the gradient sync and ZeRO's
 gathers with its data-parallel collectives (:mod:`planner.stages.cost`). Memory is measured as the bytes
-each device holds at the declared dtypes (parameters or their shards, gradient accumulators, the optimizer
-state, gathered parameters, every live activation, residual and cotangent) at its worst moment, next to the
-plan's predicted memory per device.
+each device holds at the declared dtypes after every instruction and action (parameters or their shards,
+gradient accumulators, the optimizer state, gathered parameters, every live activation, copy, residual and
+cotangent; a message from a neighbouring stage from the start of the action that reads it: docs/training.md,
+"What a device holds") at its worst moment, next to the plan's predicted memory per device.
 """
 
 from __future__ import annotations
@@ -179,8 +181,6 @@ class _Pass:
         self.cot_out: dict[str, DistributedArray] = {}
         self.kept: set[str] = set()  # what full recomputation keeps: the values received and the inputs
         self.dropped: dict[tuple, tuple] = {}  # residuals selective recomputation dropped: key -> (tensor, layout)
-        self.started = False  # its forward began: what it held before came from the stage before
-        self.in_backward = False  # its backward began: the cotangents it held before came from the stage after
 
 
 class _Group:
@@ -195,6 +195,9 @@ class _Group:
         self.shards: dict[int, list[np.ndarray]] = {}  # stage -> per stage-mesh device, its flat shard (ZeRO 3)
         self.state_bytes = 0  # optimizer state per device
         self.passes: dict[tuple[int, int], _Pass] = {}
+        # messages from the neighbouring stages, by the action that reads them ("F" or "B", stage, microbatch): in
+        # flight until that action begins and takes them (docs/training.md, "What a device holds")
+        self.inbox: dict[tuple[str, int, int], dict[str, DistributedArray]] = {}
         self.nets = {phase: Network(size) for phase in _INTRA}
         self.counts = {phase: Counter() for phase in _INTRA}
         self.peak = 0
@@ -478,8 +481,13 @@ class _PipelineRun:
             for layer, real, load in self.params_of[k]:
                 g.params[real] = DistributedArray.from_global(self.s.feeds[0][real].astype(self.s.float_dtype),
                                                               load.layout)
-                if not any(layer.name(ins.tensor) == real and not _local(ins) for ins in layer.gradient):
-                    # the gradient accumulates in the parameter's layout from the first backward: held all step
+                # the gradient accumulators, held all step: in the parameter's layout, or where its cotangents are
+                # added up until the step's reduction inside the stage mesh
+                pending = [ins for ins in layer.gradient if layer.name(ins.tensor) == real and not _local(ins)]
+                for ins in pending:
+                    g.param_cot.setdefault((real, ins.plan.source), _zeros(ins.plan.source, load.shape,
+                                                                           self.s.float_dtype))
+                if not pending:
                     g.grads[real] = _zeros(load.layout, load.shape, self.s.float_dtype)
             if c.zero == 3 and c.dp > 1:
                 flats = self._flat(g, k, lambda name: g.params[name])
@@ -556,7 +564,7 @@ class _PipelineRun:
     def _forward(self, g: _Group, k: int, j: int) -> None:
         """Stage ``k``'s forward of microbatch ``j`` on ``g``; then the stage's sends, and what recomputation drops."""
         P = self._pass(g, k, j)
-        P.started = True
+        P.values.update(g.inbox.pop(("F", k, j), {}))
         c = self.c
         sequence = [(layer, ins) for i in c.stage_layers(k) for layer in (self.s.layers[i],) for ins in layer.forward]
         sends = set(self.receives.get(k + 1, ())) if k + 1 < c.stages else set()
@@ -571,9 +579,9 @@ class _PipelineRun:
                     out[o] = P.values.pop(o).to_global()
         if k + 1 < c.stages:
             nxt = self.group((k + 1) % c.pp, g.r)
-            Q = self._pass(nxt, k + 1, j)
+            box = nxt.inbox.setdefault(("F", k + 1, j), {})
             for t in self.receives[k + 1]:
-                Q.values[t] = self._send(P.values.pop(t), g, nxt, self.s.itemsize[t])
+                box[t] = self._send(P.values.pop(t), g, nxt, self.s.itemsize[t])
         self._account(g)
 
     def _drop_recomputed(self, P: _Pass, i: int) -> None:
@@ -711,7 +719,7 @@ class _PipelineRun:
     def _backward(self, g: _Group, k: int, j: int) -> None:
         c = self.c
         P = self._pass(g, k, j)
-        P.in_backward = True
+        P.cot_out.update(g.inbox.pop(("B", k, j), {}))
         for i in reversed(c.stage_layers(k)):
             layer = self.s.layers[i]
             if c.recompute != "none":
@@ -736,12 +744,12 @@ class _PipelineRun:
                     P.kept.discard(t)
         if k > 0:
             prev = self.group((k - 1) % c.pp, g.r)
-            Q = self._pass(prev, k - 1, j)
+            box = prev.inbox.setdefault(("B", k - 1, j), {})
             for t in self.receives[k]:
                 cot = P.cot_out.pop(t, None)
                 if cot is None:
                     raise SimulationMismatch(f"stage {k}'s backward left no cotangent of {t!r} to send back")
-                Q.cot_out[t] = self._send(cot, g, prev, self.s.itemsize[t])
+                box[t] = self._send(cot, g, prev, self.s.itemsize[t])
         del g.passes[(k, j)]
         self._account(g)
 
@@ -901,10 +909,7 @@ class _PipelineRun:
             add(a, t, "gradients")
         for P in g.passes.values():
             for t, a in P.values.items():
-                add(a, t, "activations" if P.started else "boundary_buffers")
-            if not P.in_backward:
-                for t, a in P.cot_out.items():
-                    add(a, t, "boundary_buffers")
+                add(a, t, "activations")
             for (t, _), a in P.copies.items():
                 add(a, t, "activations")
             for t, a in P.residuals.values():

@@ -10,14 +10,15 @@ stage-mesh program's redistributions, as :mod:`planner.stages.cost` prices them:
   CollectivePermute of each stage's boundary activation and of its cotangent; over the data-parallel replicas, the
   gradient sync of the cost model's ZeRO stage and ZeRO 3's AllGather of a stage's parameters before each forward
   and each backward;
-* :func:`predicted_memory_parts`: the cost model's memory per device by part;
+* :func:`predicted_memory_parts`: the cost model's memory per device by part (docs/training.md, "What a device
+  holds");
 * :func:`predicted_held_activations`: the stash of the microbatches in flight between two actions.
 """
 
 from __future__ import annotations
 
 from costmodels import RING
-from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, links
+from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, links, stage_peaks
 from planner.partitioning import Redistribute
 from planner.stages.schedules import device_orders, peak_bytes
 
@@ -29,10 +30,10 @@ PIPELINE_PHASES = ("forward", "backward", "recompute", "gradient", "sends", "gra
 between stages (sends: boundary activations and their cotangents), over the data-parallel replicas (gradient_sync,
 zero_gathers)."""
 
-MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations", "boundary_buffers")
+MEMORY_PARTS = ("parameters", "gradients", "optimizer_state", "activations")
 """What a device holds, by part: its parameters (ZeRO 3: its shards and the stage's gathered parameters), gradient
-accumulators, optimizer state, the microbatches' activations, residuals and cotangents, and the boundary buffers:
-an activation received before its stage's forward began, a cotangent received before its backward began."""
+accumulators, optimizer state, and the microbatches' activations, residuals and cotangents (those received from the
+neighbouring stages included, from the start of the action that reads them)."""
 
 
 def predicted_bytes(c, instructions, costs, cluster) -> dict[str, list[int]]:
@@ -77,21 +78,43 @@ def predicted_bytes(c, instructions, costs, cluster) -> dict[str, list[int]]:
 
 def predicted_memory_parts(c, costs, d: int, total: int, adam: bool) -> dict[str, int]:
     """The cost model's memory of device group ``d`` (:func:`planner.stages.cost.evaluate`, ``total``, which counts
-    Adam's moments) by part (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: its shard and the largest of its stages'
-    parameters, gathered), gradient accumulators, Adam's two moments (none without ``adam``), and the activations,
-    the rest of ``total``; the cost model counts no boundary buffers."""
+    Adam's moments) by part (:data:`MEMORY_PARTS`): its parameters (ZeRO 3: its shard and the parameters of the
+    stage whose action is at the peak, gathered), whole gradient accumulators, Adam's two moments (none without
+    ``adam``), and the activations, the rest of ``total``."""
     layers = [i for k in range(c.stages) if k % c.pp == d for i in c.stage_layers(k)]
     grad = sum(costs[i].param_bytes for i in layers)
     elems = sum(costs[i].param_elements for i in layers)
     dp = c.dp
     owned = -(-elems // dp) if c.zero >= 1 else elems
     params = -(-grad // dp) if c.zero == 3 else grad
-    gathered = max((sum(costs[i].param_bytes for i in c.stage_layers(k)) for k in range(c.stages) if k % c.pp == d),
-                   default=0) if c.zero == 3 and dp > 1 else 0
-    grads = -(-grad // dp) if c.zero >= 2 else grad
+    gathered = _gathered_at_peak(c, costs, d) if c.zero == 3 and dp > 1 else 0
+    grads = grad
     moments = ADAM_BYTES_PER_ELEMENT * owned
     return {"parameters": params + gathered, "gradients": grads, "optimizer_state": moments if adam else 0,
-            "activations": total - params - gathered - grads - moments, "boundary_buffers": 0}
+            "activations": total - params - gathered - grads - moments}
+
+
+def _gathered_at_peak(c, costs, d: int) -> int:
+    """ZeRO 3: the parameters of the stage whose action holds device group ``d``'s most bytes, gathered whole then
+    (the schedule's walk of :func:`planner.stages.cost.evaluate`, the first action at the peak)."""
+    stash, work_f, work_b, gathered = [], [], [], []
+    for k in range(c.stages):
+        a, b = c.bounds[k], c.bounds[k + 1]
+        s = sum(costs[i].stash(c.recompute) for i in range(a, b))
+        g = sum(costs[i].param_bytes for i in range(a, b))
+        forward, backward = stage_peaks(costs, a, b, c.recompute)
+        stash.append(s)
+        work_f.append(forward + g)
+        work_b.append(backward - s + g)
+        gathered.append(g)
+    held, peak, at = 0, None, 0
+    for action in device_orders(c.schedule, c.pp, c.microbatches, c.virtual_stages)[d]:
+        k = action.stage
+        total = held + (work_f[k] if action.kind == "F" else work_b[k])
+        if peak is None or total > peak:
+            peak, at = total, gathered[k]
+        held += stash[k] if action.kind == "F" else -stash[k]
+    return at
 
 
 def predicted_held_activations(c, costs, d: int) -> int:

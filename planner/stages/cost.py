@@ -18,13 +18,15 @@ each element's parameter, gradient and two moments read, three written, in f32).
 ends when the last device is done, plus the cluster's per-step launch overhead. A device's
 reductions overlap the other devices' cool-down.
 
-Memory per device (:func:`evaluate`): its stages' parameters, gradient accumulators and
-Adam's two f32 moments (divided by ``dp`` from ZeRO stage 3, 2 and 1 respectively; ZeRO 3
-adds the largest of its stages' parameters, gathered whole as the step time prices it), plus the activations of the microbatches
-in flight at the schedule's worst moment (:func:`~planner.stages.schedules.peak_bytes`):
-each stage's stash per microbatch, and while an action runs, the stash it is building and
-its largest value (forward), or twice its largest value and, with recomputation, the
-recomputed stash of one layer (backward).
+Memory per device (:func:`evaluate`), what the pipeline simulator holds (docs/training.md, "What a
+device holds"): its stages' parameters (divided by ``dp`` from ZeRO stage 3), their gradient
+accumulators (whole under every ZeRO stage: they accumulate over the microbatches and are
+reduce-scattered once a step, as the step time prices it) and Adam's two f32 moments (divided by
+``dp`` from ZeRO stage 1), plus the activations at the schedule's worst moment
+(:func:`~planner.stages.schedules.peak_bytes`): the stash of every microbatch in flight, and while
+an action runs what its microbatch holds at the action's worst instruction (:func:`stage_peaks`,
+from each layer's walk of its program, :meth:`~planner.stages.profile.LayerCost.forward_peak`),
+with ZeRO 3 the stage's parameters gathered whole for the action.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from planner.ir.mesh import Mesh
 from planner.stages.profile import LayerCost
 from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes, timeline
 
-__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_sums"]
+__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_peaks", "stage_sums"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8
@@ -96,14 +98,19 @@ def full_mesh(pp: int, dp: int, stage_axes) -> Mesh:
 
 def stage_sums(costs: tuple[LayerCost, ...], policy: str) -> tuple:
     """Prefix sums over layers, so a stage's totals are two lookups: forward, backward with recomputation,
-    stash, parameter bytes and elements, gradient sync."""
+    stash, parameter bytes and elements, gradient sync; then per layer ``i`` the stash of the layers before it
+    plus its forward peak, and plus its backward peak (:func:`stage_peaks` of layers ``a .. b-1`` is the most of
+    those over the stage, less the stash before layer ``a``)."""
     acc = [[0.0] * (len(costs) + 1) for _ in range(6)]
     for i, c in enumerate(costs):
         vals = (c.forward_s, c.backward_s + c.recompute(policy), c.stash(policy), c.param_bytes, c.param_elements,
                 c.gradient_sync_s)
         for j, v in enumerate(vals):
             acc[j][i + 1] = acc[j][i] + v
-    return tuple(tuple(a) for a in acc)
+    stash = acc[2]
+    forward_at = tuple(int(stash[i]) + c.forward_peak(policy) for i, c in enumerate(costs))
+    backward_at = tuple(int(stash[i]) + c.backward_peak(policy) for i, c in enumerate(costs))
+    return tuple(tuple(a) for a in acc) + (forward_at, backward_at)
 
 
 def links(config: Config, cluster: Cluster) -> tuple:
@@ -118,7 +125,7 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
     what the search computes once for many partitions; ``full`` also runs the schedule action by action
     (:attr:`Evaluation.timeline`)."""
     sums = sums or stage_sums(costs, config.recompute)
-    fwd, bwd, stash, pbytes, pelems, gsync = sums
+    fwd, bwd, stash, pbytes, pelems, gsync, forward_at, backward_at = sums
     pp_link, dp_link = pp_dp_links or links(config, cluster)
     dp = config.dp
     S = config.stages
@@ -131,14 +138,14 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
             f, bw = f + gather, bw + gather
         F.append(f)
         B.append(bw)
-        largest = max((costs[i].largest_bytes for i in range(a, b)), default=0)
         s = int(stash[b] - stash[a])
         stash_k.append(s)
-        work_f.append(s + largest)
-        # what recomputing one layer makes again beside what its policy kept
-        redo = max((costs[i].stash("none") - (costs[i].stash("selective") if config.recompute == "selective" else 0)
-                    for i in range(a, b)), default=0) if config.recompute != "none" else 0
-        work_b.append(2 * largest + redo)
+        # stage_peaks, from the prefix sums
+        forward_peak = max(forward_at[a:b]) - int(stash[a]) if b > a else 0
+        backward_peak = max(backward_at[a:b]) - int(stash[a]) if b > a else 0
+        gathered = int(pbytes[b] - pbytes[a]) if config.zero == 3 and dp > 1 else 0
+        work_f.append(forward_peak + gathered)
+        work_b.append(backward_peak - s + gathered)  # the schedule's walk holds the microbatch's own stash already
         if k < S - 1:
             send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
     schedule = schedule or compiled(device_orders(config.schedule, config.pp, config.microbatches,
@@ -155,14 +162,25 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         sync.append(sync_time_s(grad, elems, inside, dp, config.zero, dp_link, cluster))
         owned = -(-elems // dp) if config.zero >= 1 else elems
         params = -(-grad // dp) if config.zero == 3 else grad
-        grads = -(-grad // dp) if config.zero >= 2 else grad
+        grads = grad  # accumulated whole over the microbatches, reduce-scattered once a step (module docstring)
         adam = ADAM_BYTES_PER_ELEMENT * owned
-        gathered = max((int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine), default=0) \
-            if config.zero == 3 and dp > 1 else 0  # a stage's parameters, gathered whole before its forward/backward
         acts = peak_bytes(orders[d], _per_stage(stash_k, S), _per_stage(work_f, S), _per_stage(work_b, S))
-        memory.append(params + grads + adam + gathered + acts)
+        memory.append(params + grads + adam + acts)
     step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
     return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+
+
+def stage_peaks(costs: tuple[LayerCost, ...], a: int, b: int, policy: str) -> tuple[int, int]:
+    """The most activation bytes one microbatch holds on a device while the stage of layers ``a .. b-1`` runs its
+    forward, and its backward: over the stage's layers, the stash of the layers before each one plus what that
+    layer holds at its worst instruction (:meth:`~planner.stages.profile.LayerCost.forward_peak`)."""
+    before = forward = backward = 0
+    for i in range(a, b):
+        c = costs[i]
+        forward = max(forward, before + c.forward_peak(policy))
+        backward = max(backward, before + c.backward_peak(policy))
+        before += c.stash(policy)
+    return forward, backward
 
 
 def sync_time_s(grad_bytes: int, elements: int, inside_s: float, dp: int, zero: int, dp_link, cluster: Cluster) -> float:

@@ -1,6 +1,7 @@
 """A pipelined training step runs on the simulated devices: stages on their device groups, microbatches in the
 schedule's order, sends between stages, recomputation, the ZeRO data-parallel step and one optimizer step, checked
-against the single-device full-batch reference; the bytes each phase moves equal the plan's prediction.
+against the single-device full-batch reference; the bytes each phase moves and the peak bytes each device holds
+equal the plan's prediction.
 
 Every model pins its ``pipeline:`` so that the tests do not depend on the pipeline search; together the tests
 exercise every schedule, recomputation policy, ZeRO stage and optimizer on the three 8-device factorisations
@@ -46,12 +47,14 @@ def assert_exact_and_bytes_equal(result) -> None:
         for row in rows:
             assert row["measured_comm_bytes_per_device"] == row["predicted_comm_bytes_per_device"], (phase, row)
     assert result.bytes_ok
-    # what every device holds for its parameters and optimizer state is what the cost model says, and so is the
-    # stash of the microbatches in flight between two of its actions, after recomputation
+    # what every device holds at its worst moment is what the cost model says, and so are its parameters, gradient
+    # accumulators and optimizer state then, and the stash of the microbatches in flight between two of its actions
     for row in result.memory:
-        for part in ("parameters", "optimizer_state"):
+        assert row["measured_peak_bytes_per_device"] == row["predicted_bytes_per_device"], row
+        for part in ("parameters", "gradients", "optimizer_state"):
             assert row["measured_parts"][part] == row["predicted_parts"][part], (part, row)
         assert row["measured_held_activations"] == row["predicted_held_activations"], row
+    assert result.memory_ok
 
 
 # one configuration per line; across them every schedule, policy, ZeRO stage and optimizer appears
@@ -97,6 +100,30 @@ def test_zero_3_gathers_each_stage_before_every_forward_and_backward():
     # Adam's two f32 moments of the half a replica owns; its half of the parameters and, at the peak, block 1's whole
     assert parts["optimizer_state"] == 8 * (2_304 + 6_272) // 2
     assert parts["parameters"] == (embed + block) // 2 + block
+
+
+def test_zero_2_accumulates_whole_gradients_and_reduce_scatters_them_once():
+    _, result = simulated(gpt(*CONFIGS[2][:2]))
+    # the gradients of stage 0's 8,576 parameters per device (see above) accumulate whole over the 4 microbatches; one
+    # ReduceScatter then one AllGather over dp 2 each receive half of them
+    assert result.memory[0]["measured_parts"]["gradients"] == 34_304
+    assert result.phases["gradient_sync"][0]["measured_comm_bytes_per_device"] == 2 * 34_304 // 2
+
+
+def test_gradients_reduced_inside_the_stage_mesh_are_held_all_step():
+    # the batch and the blocks' activations split over tp, the weights whole: each weight's gradient comes pending
+    # over tp and is all-reduced inside the stage mesh once a step, its accumulator held from the start
+    split = "'[{\"tp\"}, {}, {}]'"
+    pinned = ("shardings:\n  tokens: '[{\"tp\"}, {}]'\n  labels: '[{\"tp\"}, {}]'\n" +
+              "".join(f'  "{n}": {split}\n' for n in ("embed.out", "layer*.attn.res", "layer*.out", "layer*.attn.ln_out",
+                                                      "layer*.mlp.ln_out", "layer*.mlp.h", "final.ln_out", "logits")))
+    text = gpt("{pp: 2, tp: 2}", "{stages: 2, microbatches: 2, schedule: gpipe, recompute: none}").replace(TP, pinned)
+    _, result = simulated(text, "adam")
+    assert_exact_and_bytes_equal(result)
+    assert result.phases["gradient"][0]["measured_comm_bytes_per_device"] > 0
+    # stage 0's parameters whole: the table and positions (2,304), the layer norms (128), attention (4 x 32x32) and
+    # the MLP (2 x 32x128): 14,720 f32, and as many gradient bytes at the peak, before the first backward
+    assert result.memory[0]["measured_parts"]["gradients"] == 14_720 * 4
 
 
 def test_recomputation_recomputes_and_holds_less():

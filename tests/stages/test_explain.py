@@ -30,7 +30,7 @@ def partitions(config, costs):
 CLUSTER = replace(load_cluster("a100"), devices_per_node=2)
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("budget", [1e18, 4e7, 2e7])  # all fit; some do; only pipelines with recomputation or none
 def test_every_alternative_lost_as_it_says(seed, budget):
     graph = load_model_text(GPT.format(layers=3, batch=4))
@@ -104,7 +104,7 @@ def test_the_cases_above_meet_every_outcome():
     # so that each branch of the checks above runs: at the tightest budget the seeds give configurations that are
     # slower, that do not fit (with and without a partition priced) and that no partition of could beat the winner
     seen = set()
-    for seed in (0, 2, 3):
+    for seed in (0, 2, 3, 5):
         graph = load_model_text(GPT.format(layers=3, batch=4))
         got = search_pipeline(graph, 4, CLUSTER, PipelineSpec(), 2e7, profiler=synthetic(graph, seed))
         seen |= {(a.outcome, a.memory_bytes_per_device is None) for r in knob_reasons(got) for a in r.alternatives}
