@@ -38,7 +38,7 @@ from planner.ir.mesh import Mesh
 from planner.stages.profile import LayerCost
 from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes, timeline
 
-__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_sums"]
+__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_sums", "step_time_s"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8
@@ -122,35 +122,26 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
     pp_link, dp_link = pp_dp_links or links(config, cluster)
     dp = config.dp
     S = config.stages
-    F, B, send, work_f, work_b, stash_k = [], [], [], [], [], []
+    F, B, send = _stage_times(config, costs, sums, pp_link, dp_link)
+    work_f, work_b, stash_k = [], [], []
     for k in range(S):
         a, b = config.bounds[k], config.bounds[k + 1]
-        f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
-        if config.zero == 3 and dp > 1:  # parameters gathered before the forward and again for the backward
-            gather = RING.all_gather(dp, -(-int(pbytes[b] - pbytes[a]) // dp), dp_link).time_s
-            f, bw = f + gather, bw + gather
-        F.append(f)
-        B.append(bw)
         largest = max((costs[i].largest_bytes for i in range(a, b)), default=0)
         s = int(stash[b] - stash[a])
         stash_k.append(s)
         work_f.append(s + largest)
         redo = max((costs[i].stash("none") for i in range(a, b)), default=0) if config.recompute != "none" else 0
         work_b.append(2 * largest + redo)
-        if k < S - 1:
-            send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
-    schedule = schedule or compiled(device_orders(config.schedule, config.pp, config.microbatches,
-                                                  config.virtual_stages))
+    schedule = schedule or _compiled(config)
     orders = schedule.orders
     tl = timeline(orders, F, B, send) if full else None
     finish = ends(schedule, F, B, send)
-    sync, memory = [], []
+    sync = _syncs(config, sums, dp_link, cluster)
+    memory = []
     for d in range(config.pp):
         mine = [k for k in range(S) if k % config.pp == d]
         grad = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
         elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
-        inside = sum(gsync[config.bounds[k + 1]] - gsync[config.bounds[k]] for k in mine)
-        sync.append(sync_time_s(grad, elems, inside, dp, config.zero, dp_link, cluster))
         owned = -(-elems // dp) if config.zero >= 1 else elems
         params = -(-grad // dp) if config.zero == 3 else grad
         grads = -(-grad // dp) if config.zero >= 2 else grad
@@ -161,6 +152,53 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         memory.append(params + grads + adam + gathered + acts)
     step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
     return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+
+
+def step_time_s(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sums=None,
+                schedule: Compiled | None = None, pp_dp_links=None) -> float:
+    """:func:`evaluate`'s step time alone, the same number without the memory (what a search compares first)."""
+    sums = sums or stage_sums(costs, config.recompute)
+    pp_link, dp_link = pp_dp_links or links(config, cluster)
+    F, B, send = _stage_times(config, costs, sums, pp_link, dp_link)
+    finish = ends(schedule or _compiled(config), F, B, send)
+    sync = _syncs(config, sums, dp_link, cluster)
+    return max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
+
+
+def _compiled(config: Config) -> Compiled:
+    return compiled(device_orders(config.schedule, config.pp, config.microbatches, config.virtual_stages))
+
+
+def _stage_times(config: Config, costs, sums, pp_link, dp_link) -> tuple[list[float], list[float], list[float]]:
+    """Per stage, one microbatch's forward and backward time (with ZeRO-3's gathers), and per boundary the send."""
+    fwd, bwd, pbytes = sums[0], sums[1], sums[3]
+    dp = config.dp
+    F, B, send = [], [], []
+    S = config.stages
+    for k in range(S):
+        a, b = config.bounds[k], config.bounds[k + 1]
+        f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
+        if config.zero == 3 and dp > 1:  # parameters gathered before the forward and again for the backward
+            gather = RING.all_gather(dp, -(-int(pbytes[b] - pbytes[a]) // dp), dp_link).time_s
+            f, bw = f + gather, bw + gather
+        F.append(f)
+        B.append(bw)
+        if k < S - 1:
+            send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
+    return F, B, send
+
+
+def _syncs(config: Config, sums, dp_link, cluster: Cluster) -> list[float]:
+    """Per device group, its work once a step after its last backward (:func:`sync_time_s`)."""
+    pbytes, pelems, gsync = sums[3], sums[4], sums[5]
+    out = []
+    for d in range(config.pp):
+        mine = [k for k in range(config.stages) if k % config.pp == d]
+        grad = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
+        elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
+        inside = sum(gsync[config.bounds[k + 1]] - gsync[config.bounds[k]] for k in mine)
+        out.append(sync_time_s(grad, elems, inside, config.dp, config.zero, dp_link, cluster))
+    return out
 
 
 def sync_time_s(grad_bytes: int, elements: int, inside_s: float, dp: int, zero: int, dp_link, cluster: Cluster) -> float:

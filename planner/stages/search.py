@@ -33,10 +33,10 @@ from graphs.pipeline_spec import AUTO, PipelineSpec, RECOMPUTE, SCHEDULE_NAMES
 from planner.errors import PlanningError, quote
 from planner.ir.mesh import Mesh
 from planner.progress import SILENT, Progress
-from planner.stages.cost import Config, Evaluation, evaluate, links, stage_sums, sync_time_s
+from planner.stages.cost import Config, Evaluation, evaluate, links, stage_sums, step_time_s, sync_time_s
 from planner.stages.layers import batch_size, layers_of, microbatched
 from planner.stages.profile import LayerCost, profile_layers
-from planner.stages.schedules import compiled, device_orders, peak_in_flight
+from planner.stages.schedules import compiled, device_orders
 
 __all__ = ["KNOBS", "Searched", "search_pipeline"]
 
@@ -139,20 +139,34 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         bound = max(m * (fw + bw) / pp, fw + bw + (m - 1) * max(fw, bw) / stages)
         if v == 1 and m >= pp:  # the heaviest stage's device, as _best_partition bounds it
             bound = max(bound, fw + bw + (m - pp) * (fw + bw) / stages)
-        bounded.append((bound, choice))
+        bounded.append((bound, choice, m * (fw + bw) / pp))
     bounded.sort(key=lambda x: x[0])
     progress.stage(f"searching {len(bounded)} pipeline configurations")
     tally = {"priced": 0, "need": math.inf, "exact": True, "found": []}
+    schedules: dict[tuple, object] = {}  # (schedule, pp, m, v) -> compiled, shared by every configuration using it
+    reductions: dict[tuple, float] = {}  # (stage mesh, size, pp, dp, zero) -> the gradient reduction bound
 
     def best_of(candidates) -> tuple[Config, Evaluation] | None:
         best: tuple[Config, Evaluation] | None = None
-        for lb, choice in candidates:
+        for lb, choice, busy in candidates:
             if best is not None and lb >= best[1].step_time_s:
                 break
             pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
-            found, n, need, exact = _best_partition(profiles[(stage_axes, size)], cluster, budget, pp, dp, stage_axes, size,
-                                             m, schedule, v, policy, zero,
-                                             None if best is None else best[1].step_time_s)
+            costs = profiles[(stage_axes, size)]
+            if best is not None:
+                key = (stage_axes, size, pp, dp, zero)
+                if key not in reductions:
+                    reductions[key] = _reduction_bound(costs, cluster, pp, dp, stage_axes, size, zero)
+                gathers, reduce = reductions[key]
+                if (busy + m * gathers + reduce) * (1.0 - 1e-12) >= best[1].step_time_s:
+                    continue  # a device's busy time with ZeRO-3's gathers and its gradient reduction: it cannot win
+            plan_key = (schedule, pp, m, v)
+            if plan_key not in schedules:
+                schedules[plan_key] = compiled(device_orders(schedule, pp, m, v))
+            found, n, need, exact = _best_partition(costs, cluster, budget, pp, dp, stage_axes, size,
+                                                    m, schedule, v, policy, zero,
+                                                    None if best is None else best[1].step_time_s,
+                                                    schedules[plan_key])
             tally["priced"] += n
             tally["need"] = min(tally["need"], need)
             tally["exact"] &= exact
@@ -180,6 +194,21 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
             runners_up[k] = min(others, key=lambda ce: ce[1].step_time_s)
     return Searched(config, ev, profiles[key], tuple(layer.name for layer in layers), tally["priced"], len(outer),
                     runners_up, tally["exact"])
+
+
+def _reduction_bound(costs, cluster, pp, dp, stage_axes, size, zero) -> tuple[float, float]:
+    """What a device's busy time ``m * work / pp`` of the outer bound leaves out, whatever the partition: per
+    microbatch, ZeRO-3's two gathers of the parameters over the devices (``gathers``), and once, the gradient
+    reduction and the step's launch (``reduce``). The devices' sums are at least those of all the parameters (a
+    collective and Adam's update are superadditive: a latency per call, then linear in the bytes, rounded up), so
+    their average is at least a ``pp``-th of them."""
+    link = links(Config(pp, dp, stage_axes, size, 1, "gpipe", 1, "none", zero, ()), cluster)[1]
+    grads = sum(c.param_bytes for c in costs)
+    elements = sum(c.param_elements for c in costs)
+    inside = sum(c.gradient_sync_s for c in costs)
+    gathers = 2 * RING.all_gather(dp, -(-grads // dp), link).time_s / pp if zero == 3 and dp > 1 else 0.0
+    return gathers, sync_time_s(grads, elements, inside, dp, zero, link, cluster) / pp \
+        + cluster.roofline.step_overhead_s
 
 
 def _knob(config: Config, knob: str):
@@ -246,36 +275,45 @@ def _schedules(spec: PipelineSpec, pp: int, m: int, n_layers: int):
             yield schedule, 1
 
 
-def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedule, v, policy, zero, incumbent):
+def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedule, v, policy, zero, incumbent,
+                    plan_of=None):
     """The best contiguous partition for one outer choice: ``((config, evaluation) or None, leaves priced, the
-    least memory need seen)``."""
+    least memory need seen, whether the search finished)``. ``plan_of``: the schedule compiled (computed here
+    when not given).
+
+    Every bound below is a step time no completion of the partial partition beats, from the schedule's
+    dependencies alone: a device's first action is the first microbatch's forward of its first stage, which waits
+    for that forward through the earlier stages (``Fpre``); its last is the last microbatch's backward of its first
+    stage, after which that backward still goes through the earlier stages (``Bpre``) before device 0 reduces its
+    gradients; a device runs its ``2m`` actions one at a time and then reduces its own gradients. Gradient
+    reductions only grow as a device's stages grow, so a partial device's is a bound too.
+    """
     L = len(costs)
     S = pp * v
     sums = stage_sums(costs, policy)
     fwd, bwd = sums[0], sums[1]
-    plan_of = compiled(device_orders(schedule, pp, m, v))
-    orders = plan_of.orders
+    plan_of = plan_of or compiled(device_orders(schedule, pp, m, v))
     base = Config(pp, dp, stage_axes, size, m, schedule, v, policy, zero, ())
     both = links(base, cluster)
+    overhead = cluster.roofline.step_overhead_s
     state = {"best": None, "bound": incumbent if incumbent is not None else math.inf, "priced": 0,
              "need": math.inf, "nodes": 0, "cut": False}
 
-    def work(a: int, b: int) -> float:
-        return (fwd[b] - fwd[a]) + (bwd[b] - bwd[a])
-
     def leaf(bounds: tuple[int, ...]) -> None:
         config = Config(**{**base.__dict__, "bounds": bounds})
-        ev = evaluate(config, costs, cluster, sums, plan_of, both)
         state["priced"] += 1
+        if state["bound"] < math.inf and step_time_s(config, costs, cluster, sums, plan_of, both) >= state["bound"]:
+            return  # no better than the best: its memory is not needed (only a search where nothing fits reads it)
+        ev = evaluate(config, costs, cluster, sums, plan_of, both)
         state["need"] = min(state["need"], ev.peak_memory_bytes)
         if ev.peak_memory_bytes <= budget and ev.step_time_s < state["bound"]:
             state["bound"] = ev.step_time_s
             state["best"] = (config, ev)
 
-    total = work(0, L)
+    total = (fwd[L] - fwd[0]) + (bwd[L] - bwd[0])
     pbytes, pelems = sums[3], sums[4]
     stash = sums[2]
-    flight = [peak_in_flight(o) for o in orders]
+    flight = plan_of.in_flight
 
     def floor_bytes(a: int, b: int, k: int) -> float:
         """Memory stage k surely needs on its device: its parameters, gradients and Adam moments after ZeRO, and
@@ -295,24 +333,36 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
 
     synced: dict[tuple, float] = {}
 
-    def sync(a: int, b: int, extra=(0.0, 0.0, 0.0)) -> float:
-        key = (a, b, *extra)
+    def sync(p: float, e: float, g: float) -> float:
+        key = (p, e, g)
         t = synced.get(key)
         if t is None:
-            t = synced[key] = sync_time_s(pbytes[b] - pbytes[a] + extra[0], pelems[b] - pelems[a] + extra[1],
-                                          gsync[b] - gsync[a] + extra[2], dp, zero, dp_link, cluster)
+            t = synced[key] = sync_time_s(p, e, g, dp, zero, dp_link, cluster)
         return t
 
+    # a bound is pruned when it reaches the best step time; the slack keeps rounding from pruning a tie's better twin
+    keep = 1.0 - 1e-12
     # forwards a device runs before its last one, one stage per device (GPipe: all of them; 1F1B: its warm-up,
     # then one backward after each): the last microbatch's forward waits for them, then goes through the later
     # stages and comes back
     warm = [m - 1 if schedule == "gpipe" else min(pp - k - 1, m - 1) for k in range(pp)] if v == 1 else None
 
-    device_state = [[0.0, 0.0, 0.0] for _ in range(pp)]  # per device: its stages' gradient bytes, elements, sync
+    # per device: its stages' work, gradient bytes, elements and in-mesh reductions so far, and the Fpre and Bpre of
+    # its first stage
+    dev_work = [0.0] * pp
+    dev_p = [0.0] * pp
+    dev_e = [0.0] * pp
+    dev_g = [0.0] * pp
+    dev_fpre = [0.0] * pp
+    dev_bpre = [0.0] * pp
 
-    def dfs(bounds: list[int], prefix: float, device_work: list[float], lb: float, sends: float, top: float) -> None:
-        """``prefix``: work of the stages so far with their sends both ways; ``top``: the largest forward or backward
-        of one stage so far; ``lb``: the largest device bound so far."""
+    visits: dict[tuple, list[int]] = {}  # (first layer, stages left) -> candidate ends in visiting order
+
+    def dfs(bounds: list[int], fpre: float, bpre: float, lb: float, sends: float, top: float, tail: float) -> None:
+        """``fpre``/``bpre``: forward/backward work of the stages so far with their sends; ``top``: the largest
+        forward or backward of one stage so far; ``lb``: the largest device bound so far; ``tail`` (one stage per
+        device): the most that follows the previous stage's last backward, its backward through the earlier stages
+        and a device's gradient reduction."""
         k = len(bounds) - 1  # stages assigned
         a = bounds[-1]
         state["nodes"] += 1
@@ -324,42 +374,91 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
                 leaf(tuple(bounds))
             return
         left = S - k
-        for b in _order(a, L - (left - 1), (L - a) / left):
+        d = k % pp
+        first = k < pp  # the device's first stage
+        f_d, b_d = (fpre, bpre) if first else (dev_fpre[d], dev_bpre[d])
+        sync0_here = 0.0 if k == 0 or (v > 1 and d == 0) else sync(dev_p[0], dev_e[0], dev_g[0])
+        receivers = 0 if left == 1 else left - 1 if v == 1 or left - 1 < pp else pp
+        spread = 0.0  # the receiving devices' bounds without this stage (v > 1)
+        if v > 1:
+            for j in range(k + 1, k + 1 + receivers):
+                e = j % pp
+                spread += f_d + m * dev_work[d] + b_d if e == d else fpre + bpre if j < pp else \
+                    dev_fpre[e] + m * dev_work[e] + dev_bpre[e]
+        # a candidate end's bounds grow with it (its stage's work, memory and reduction) or shrink with it (the
+        # work left for the later stages): once one end fails on either side, every end beyond it does
+        hi_cut, lo_cut = L + 1, a
+        key = (a, left)
+        ends = visits.get(key)
+        if ends is None:
+            ends = visits[key] = _order(a, L - (left - 1), (L - a) / left)
+        for b in ends:
+            if b >= hi_cut or b <= lo_cut:
+                continue
             if floor_bytes(a, b, k) > budget:
+                hi_cut = b
                 continue
             f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
             w = f + bw
-            d = k % pp
-            dw = device_work[d] + w
+            dw = dev_work[d] + w
+            mine = sync(dev_p[d] + pbytes[b] - pbytes[a], dev_e[d] + pelems[b] - pelems[a],
+                        dev_g[d] + gsync[b] - gsync[a])
+            sync0 = mine if k == 0 or (v > 1 and d == 0) else sync0_here
+            if v == 1:
+                # this device's last backward, then either its reduction or the backward on to device 0 and that
+                # device's reduction
+                tail_k = mine if k == 0 else max(mine, tail)
+                stage_lb = fpre + m * w + tail_k
+            else:
+                stage_lb = f_d + m * dw + max(mine, b_d + sync0)
+            if (stage_lb + overhead) * keep >= state["bound"]:
+                hi_cut = b
+                continue
+            remaining = (fwd[L] - fwd[b]) + (bwd[L] - bwd[b])
+            if receivers:
+                # the later stages' work lands on their devices: at least the average of those devices' bounds (one
+                # stage per device: the heaviest later stage runs all its microbatches between the prefix's forward
+                # and backward)
+                low = ((fpre + bpre) * receivers if v == 1 else spread) + m * remaining
+                if (low / receivers + sync0_here + overhead) * keep >= state["bound"]:
+                    lo_cut = b
+                    continue
             send = sendt[b] if k < S - 1 else 0.0
-            # the device running this stage: all its 2m actions, after the first microbatch reached it and before
-            # that microbatch's backward went back through the stages before (one stage per device)
-            st = device_state[d]
-            stage_lb = ((prefix + m * w) if v == 1 else m * dw) + sync(a, b, st)
             # the last microbatch's forward and the first's backward pass every stage, one microbatch at a time
-            # behind the others on the slowest stage: a flow shop
+            # behind the others on the slowest stage: a flow shop, ending on device 0
             t = max(top, f, bw)
             if left > 1:
                 t = max(t, (fwd[L] - fwd[b]) / (left - 1), (bwd[L] - bwd[b]) / (left - 1))
             flow = total + 2 * (sends + send) + (m - 1) * t
             if warm is not None:
                 flow = max(flow, total + 2 * (sends + send) + (m - 1) * f + (m - 1 - warm[k]) * bw)
-            rest = 0.0 if left == 1 else ((prefix + w + 2 * send if v == 1 else 0.0) + m * (total - fwd[b] - bwd[b]) / (left - 1))
-            bound = max(lb, stage_lb, flow, rest)
+            flow += sync0
+            f_next, b_next = fpre + f + send, bpre + bw + send
+            rest = 0.0
+            if receivers:  # as ``low``, with this stage's work and send
+                if v == 1:
+                    rest = f_next + b_next + m * remaining / receivers + sync0
+                else:
+                    unstarted = max(0, pp - 1 - k) if receivers == pp else 0  # devices whose first stage is later
+                    grown = spread + (m * w if receivers == pp else 0.0) + unstarted * (w + 2 * send)
+                    rest = (grown + m * remaining) / receivers + sync0
+            bound = (max(lb, stage_lb, flow, rest) + overhead) * keep
             if bound >= state["bound"]:
                 continue
-            device_work[d] = dw
-            saved = list(st)
-            st[0] += pbytes[b] - pbytes[a]
-            st[1] += pelems[b] - pelems[a]
-            st[2] += gsync[b] - gsync[a]
+            saved = (dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d])
+            dev_work[d] = dw
+            dev_p[d] += pbytes[b] - pbytes[a]
+            dev_e[d] += pelems[b] - pelems[a]
+            dev_g[d] += gsync[b] - gsync[a]
+            if first:
+                dev_fpre[d], dev_bpre[d] = fpre, bpre
             bounds.append(b)
-            dfs(bounds, prefix + w + 2 * send, device_work, max(lb, stage_lb), sends + send, max(top, f, bw))
+            dfs(bounds, f_next, b_next, max(lb, stage_lb), sends + send, max(top, f, bw),
+                (tail_k if v == 1 else 0.0) + bw + send)
             bounds.pop()
-            st[:] = saved
-            device_work[d] -= w
+            dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d] = saved
 
-    dfs([0], 0.0, [0.0] * pp, 0.0, 0.0, 0.0)
+    dfs([0], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     return state["best"], state["priced"], state["need"], not state["cut"]
 
 
