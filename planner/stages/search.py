@@ -293,6 +293,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     sums = stage_sums(costs, policy)
     fwd, bwd = sums[0], sums[1]
     plan_of = plan_of or compiled(device_orders(schedule, pp, m, v))
+    warmups = _warm_ups(plan_of.orders)
     base = Config(pp, dp, stage_axes, size, m, schedule, v, policy, zero, ())
     both = links(base, cluster)
     overhead = cluster.roofline.step_overhead_s
@@ -300,6 +301,9 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
              "need": math.inf, "nodes": 0, "cut": False}
 
     def leaf(bounds: tuple[int, ...]) -> None:
+        if state["bound"] < math.inf and (_first_backward_bound(bounds, fwd, bwd, sendt, pbytes, pelems, gsync, sync,
+                                                                pp, m, warmups) + overhead) * keep >= state["bound"]:
+            return
         config = Config(**{**base.__dict__, "bounds": bounds})
         state["priced"] += 1
         if state["bound"] < math.inf and step_time_s(config, costs, cluster, sums, plan_of, both) >= state["bound"]:
@@ -460,6 +464,48 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
 
     dfs([0], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     return state["best"], state["priced"], state["need"], not state["cut"]
+
+
+def _warm_ups(orders) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Per device: the stage of its first backward, and the stages of the forwards it runs before it."""
+    out = []
+    for order in orders:
+        first = next(i for i, a in enumerate(order) if a.kind == "B")
+        out.append((order[first].stage, tuple(a.stage for a in order[:first])))
+    return tuple(out)
+
+
+def _first_backward_bound(bounds, fwd, bwd, sendt, pbytes, pelems, gsync, sync, pp, m, warmups) -> float:
+    """A step time no schedule of this partition beats (the step's launch left out): device ``d``'s first backward,
+    of the first microbatch through stage ``s``, waits both for the forwards the device runs before it and for that
+    microbatch's forward through every stage and its backward back to ``s``; the device's other work follows it,
+    and then its gradient reduction, or its last backward's way down to device 0 and that device's reduction."""
+    S = len(bounds) - 1
+    F = [fwd[bounds[k + 1]] - fwd[bounds[k]] for k in range(S)]
+    B = [bwd[bounds[k + 1]] - bwd[bounds[k]] for k in range(S)]
+    send = [sendt[bounds[k + 1]] for k in range(S - 1)] + [0.0]
+    down = [0.0] * (S + 1)  # down[j]: the backward from the last stage's end to stage j's start, with the sends
+    for j in range(S - 1, 0, -1):
+        down[j - 1] = down[j] + B[j] + send[j - 1]
+    through = sum(F) + sum(send)  # the first microbatch's forward through every stage
+    work = [0.0] * pp
+    reduce = []
+    for d in range(pp):
+        work[d] = sum(F[k] + B[k] for k in range(d, S, pp))
+        reduce.append(sync(sum(pbytes[bounds[k + 1]] - pbytes[bounds[k]] for k in range(d, S, pp)),
+                           sum(pelems[bounds[k + 1]] - pelems[bounds[k]] for k in range(d, S, pp)),
+                           sum(gsync[bounds[k + 1]] - gsync[bounds[k]] for k in range(d, S, pp))))
+    best = 0.0
+    fpre = bpre = 0.0
+    for d in range(pp):
+        stage, warm = warmups[d]
+        before = sum(F[k] for k in warm)
+        start = max(fpre + before, through + down[stage])
+        end = start + m * work[d] - before
+        best = max(best, end + max(reduce[d], bpre + reduce[0] if d else reduce[d]))
+        fpre += F[d] + send[d]
+        bpre += B[d] + send[d]
+    return best
 
 
 def _order(lo_exclusive: int, hi: int, ideal: float):
