@@ -21,7 +21,8 @@ reductions overlap the other devices' cool-down.
 Memory per device (:func:`evaluate`): its stages' parameters, gradient accumulators and
 Adam's two f32 moments (divided by ``dp`` from ZeRO stage 3, 2 and 1 respectively; ZeRO 3
 adds the largest layer's gathered parameters), plus the activations of the microbatches
-in flight at the schedule's worst moment (:func:`~planner.stages.schedules.peak_bytes`):
+in flight at the schedule's worst moment (:func:`~planner.stages.schedules.peak_bytes`, read at the order's
+:func:`~planner.stages.schedules.held_moments`):
 each stage's stash per microbatch, and while an action runs, the stash it is building and
 its largest value (forward), or twice its largest value and, with recomputation, the
 recomputed stash of one layer (backward).
@@ -36,9 +37,9 @@ from costmodels.compute import op_time_s
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.stages.profile import LayerCost
-from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes, timeline
+from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes_at, timeline
 
-__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_sums", "step_time_s"]
+__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "memory_bytes", "stage_sums", "step_time_s"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8
@@ -118,11 +119,24 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
     what the search computes once for many partitions; ``full`` also runs the schedule action by action
     (:attr:`Evaluation.timeline`)."""
     sums = sums or stage_sums(costs, config.recompute)
-    fwd, bwd, stash, pbytes, pelems, gsync = sums
     pp_link, dp_link = pp_dp_links or links(config, cluster)
+    F, B, send = _stage_times(config, costs, sums, pp_link, dp_link)
+    schedule = schedule or _compiled(config)
+    tl = timeline(schedule.orders, F, B, send) if full else None
+    finish = ends(schedule, F, B, send)
+    sync = _syncs(config, sums, dp_link, cluster)
+    memory = memory_bytes(config, costs, sums, schedule)
+    step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
+    return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+
+
+def memory_bytes(config: Config, costs: tuple[LayerCost, ...], sums=None, schedule: Compiled | None = None) -> list[int]:
+    """:func:`evaluate`'s memory per device group alone (what a search checks before the step time)."""
+    sums = sums or stage_sums(costs, config.recompute)
+    stash, pbytes, pelems = sums[2], sums[3], sums[4]
+    schedule = schedule or _compiled(config)
     dp = config.dp
     S = config.stages
-    F, B, send = _stage_times(config, costs, sums, pp_link, dp_link)
     work_f, work_b, stash_k = [], [], []
     for k in range(S):
         a, b = config.bounds[k], config.bounds[k + 1]
@@ -132,14 +146,9 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         work_f.append(s + largest)
         redo = max((costs[i].stash("none") for i in range(a, b)), default=0) if config.recompute != "none" else 0
         work_b.append(2 * largest + redo)
-    schedule = schedule or _compiled(config)
-    orders = schedule.orders
-    tl = timeline(orders, F, B, send) if full else None
-    finish = ends(schedule, F, B, send)
-    sync = _syncs(config, sums, dp_link, cluster)
     memory = []
     for d in range(config.pp):
-        mine = [k for k in range(S) if k % config.pp == d]
+        mine = range(d, S, config.pp)
         grad = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
         elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
         owned = -(-elems // dp) if config.zero >= 1 else elems
@@ -148,10 +157,9 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         adam = ADAM_BYTES_PER_ELEMENT * owned
         gathered = max((costs[i].param_bytes for k in mine for i in config.stage_layers(k)), default=0) \
             if config.zero == 3 and dp > 1 else 0
-        acts = peak_bytes(orders[d], _per_stage(stash_k, S), _per_stage(work_f, S), _per_stage(work_b, S))
+        acts = peak_bytes_at(schedule.moments[d], stash_k, work_f, work_b)
         memory.append(params + grads + adam + gathered + acts)
-    step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
-    return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+    return memory
 
 
 def step_time_s(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sums=None,
@@ -217,7 +225,3 @@ def sync_time_s(grad_bytes: int, elements: int, inside_s: float, dp: int, zero: 
     owned = -(-int(elements) // dp) if zero >= 1 else int(elements)
     return t + op_time_s(ADAM_UPDATE_FLOPS_PER_ELEMENT * owned, ADAM_UPDATE_BYTES_PER_ELEMENT * owned, "f32", False,
                          cluster)
-
-
-def _per_stage(values, stages: int) -> list:
-    return list(values) + [0] * (stages - len(values))

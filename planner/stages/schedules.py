@@ -220,6 +220,7 @@ class Compiled:
     slot: tuple[int, ...] = ()  # per action: its time's index in the forward times followed by the backward times
     last: tuple[int, ...] = ()  # per device: the position of its last action in ``order`` (-1: none)
     in_flight: tuple[int, ...] = ()  # per device: :func:`peak_in_flight` of its order
+    moments: tuple = ()  # per device: :func:`held_moments` of its order
 
 
 def compiled(orders: Sequence[Sequence[Action]]) -> Compiled:
@@ -278,7 +279,36 @@ def compiled(orders: Sequence[Sequence[Action]]) -> Compiled:
     return Compiled(p, stages, tuple(kind), tuple(stage), tuple(device), tuple(previous), tuple(dependency),
                     tuple(boundary), tuple(tuple(o) for o in orders),
                     tuple(k * stages + st for k, st in zip(kind, stage)), tuple(last),
-                    tuple(peak_in_flight(o) for o in orders))
+                    tuple(peak_in_flight(o) for o in orders), tuple(held_moments(o) for o in orders))
+
+
+def held_moments(order: Sequence[Action]) -> tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]:
+    """The moments of ``order`` at which :func:`peak_bytes` may peak, whatever the bytes: per action, its kind (0
+    forward, 1 backward), its stage and the microbatches in flight per stage before it (``((stage, count), ...)``),
+    keeping of the actions alike in kind and stage only those that no other holds at least as many of, stage by stage
+    (with bytes never negative, those reach every peak)."""
+    held: dict[int, int] = {}
+    seen: dict[tuple[int, int], list[dict[int, int]]] = {}
+    for a in order:
+        kind = 0 if a.kind == "F" else 1
+        now = dict(held)
+        alike = seen.setdefault((kind, a.stage), [])
+        if not any(all(other.get(st, 0) >= c for st, c in now.items()) for other in alike):
+            alike[:] = [other for other in alike if not all(now.get(st, 0) >= c for st, c in other.items())]
+            alike.append(now)
+        held[a.stage] = held.get(a.stage, 0) + (1 if kind == 0 else -1)
+    return tuple((kind, stage, tuple(sorted((st, c) for st, c in h.items() if c)))
+                 for (kind, stage), hs in seen.items() for h in hs)
+
+
+def peak_bytes_at(moments, stash: Sequence[int], forward_work: Sequence[int], backward_work: Sequence[int]) -> int:
+    """:func:`peak_bytes` of the order whose :func:`held_moments` are ``moments``."""
+    peak = 0
+    for kind, stage, held in moments:
+        at = sum(c * stash[st] for st, c in held) + (forward_work[stage] if kind == 0 else backward_work[stage])
+        if at > peak:
+            peak = at
+    return peak
 
 
 def ends(c: Compiled, forward_s: Sequence[float], backward_s: Sequence[float], send_s: Sequence[float]) -> list[float]:

@@ -33,7 +33,8 @@ from graphs.pipeline_spec import AUTO, PipelineSpec, RECOMPUTE, SCHEDULE_NAMES
 from planner.errors import PlanningError, quote
 from planner.ir.mesh import Mesh
 from planner.progress import SILENT, Progress
-from planner.stages.cost import Config, Evaluation, evaluate, links, stage_sums, step_time_s, sync_time_s
+from planner.stages.cost import (Config, Evaluation, evaluate, links, memory_bytes, stage_sums, step_time_s,
+                                 sync_time_s)
 from planner.stages.layers import batch_size, layers_of, microbatched
 from planner.stages.profile import LayerCost, profile_layers
 from planner.stages.schedules import compiled, device_orders
@@ -308,26 +309,28 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         state["priced"] += 1
         if state["bound"] < math.inf and step_time_s(config, costs, cluster, sums, plan_of, both) >= state["bound"]:
             return  # no better than the best: its memory is not needed (only a search where nothing fits reads it)
+        need = max(memory_bytes(config, costs, sums, plan_of))
+        state["need"] = min(state["need"], need)
+        if need > budget:
+            return
         ev = evaluate(config, costs, cluster, sums, plan_of, both)
-        state["need"] = min(state["need"], ev.peak_memory_bytes)
-        if ev.peak_memory_bytes <= budget and ev.step_time_s < state["bound"]:
+        if ev.step_time_s < state["bound"]:
             state["bound"] = ev.step_time_s
             state["best"] = (config, ev)
 
+    # a bound is pruned when it reaches the best step time; the slack keeps rounding from pruning a tie's better twin
+    keep = 1.0 - 1e-12
     total = (fwd[L] - fwd[0]) + (bwd[L] - bwd[0])
     pbytes, pelems = sums[3], sums[4]
     stash = sums[2]
     flight = plan_of.in_flight
 
-    def floor_bytes(a: int, b: int, k: int) -> float:
-        """Memory stage k surely needs on its device: its parameters, gradients and Adam moments after ZeRO, and
-        (one stage per device) the stash of every microbatch in flight."""
-        p = pbytes[b] - pbytes[a]
-        e = pelems[b] - pelems[a]
-        need = p / (dp if zero == 3 else 1) + p / (dp if zero >= 2 else 1) + 8 * e / (dp if zero >= 1 else 1)
-        if v == 1:
-            need += flight[k] * (stash[b] - stash[a])
-        return need
+    # memory a stage surely needs on its device, as prefix sums over layers: its parameters, gradients and Adam
+    # moments after ZeRO, and (one stage per device) the stash of every microbatch in flight (the slack keeps
+    # rounding from refusing a stage that fits exactly)
+    held = [(pbytes[i] / (dp if zero == 3 else 1) + pbytes[i] / (dp if zero >= 2 else 1)
+             + 8 * pelems[i] / (dp if zero >= 1 else 1)) * keep for i in range(L + 1)]
+    stashed = [x * keep for x in stash] if v == 1 else [0.0] * (L + 1)
 
     pp_link = both[0]
     sendt = [0.0] + [RING.collective_permute(costs[i - 1].send_bytes, pp_link).time_s for i in range(1, L + 1)]
@@ -344,8 +347,6 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
             t = synced[key] = sync_time_s(p, e, g, dp, zero, dp_link, cluster)
         return t
 
-    # a bound is pruned when it reaches the best step time; the slack keeps rounding from pruning a tie's better twin
-    keep = 1.0 - 1e-12
     # forwards a device runs before its last one, one stage per device (GPipe: all of them; 1F1B: its warm-up,
     # then one backward after each): the last microbatch's forward waits for them, then goes through the later
     # stages and comes back
@@ -359,6 +360,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     dev_g = [0.0] * pp
     dev_fpre = [0.0] * pp
     dev_bpre = [0.0] * pp
+    dev_held = [0.0] * pp  # the memory its stages surely hold (as ``held``)
 
     visits: dict[tuple, list[int]] = {}  # (first layer, stages left) -> candidate ends in visiting order
 
@@ -392,6 +394,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         # a candidate end's bounds grow with it (its stage's work, memory and reduction) or shrink with it (the
         # work left for the later stages): once one end fails on either side, every end beyond it does
         hi_cut, lo_cut = L + 1, a
+        in_flight = flight[k] if v == 1 else 0
         key = (a, left)
         ends = visits.get(key)
         if ends is None:
@@ -399,7 +402,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         for b in ends:
             if b >= hi_cut or b <= lo_cut:
                 continue
-            if floor_bytes(a, b, k) > budget:
+            if dev_held[d] + held[b] - held[a] + in_flight * (stashed[b] - stashed[a]) > budget:
                 hi_cut = b
                 continue
             f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
@@ -449,8 +452,9 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
             bound = (max(lb, stage_lb, flow, rest) + overhead) * keep
             if bound >= state["bound"]:
                 continue
-            saved = (dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d])
+            saved = (dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d], dev_held[d])
             dev_work[d] = dw
+            dev_held[d] += held[b] - held[a]
             dev_p[d] += pbytes[b] - pbytes[a]
             dev_e[d] += pelems[b] - pelems[a]
             dev_g[d] += gsync[b] - gsync[a]
@@ -460,7 +464,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
             dfs(bounds, f_next, b_next, max(lb, stage_lb), sends + send, max(top, f, bw),
                 (tail_k if v == 1 else 0.0) + bw + send)
             bounds.pop()
-            dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d] = saved
+            dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d], dev_held[d] = saved
 
     dfs([0], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     return state["best"], state["priced"], state["need"], not state["cut"]
