@@ -39,7 +39,7 @@ from planner.ir.mesh import Mesh
 from planner.stages.profile import LayerCost
 from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes_at, timeline
 
-__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "memory_bytes", "stage_sums", "step_time_s"]
+__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "memory_bytes", "stage_sums"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8
@@ -160,17 +160,6 @@ def memory_bytes(config: Config, costs: tuple[LayerCost, ...], sums=None, schedu
         acts = peak_bytes_at(schedule.moments[d], stash_k, work_f, work_b)
         memory.append(params + grads + adam + gathered + acts)
     return memory
-
-
-def step_time_s(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sums=None,
-                schedule: Compiled | None = None, pp_dp_links=None) -> float:
-    """:func:`evaluate`'s step time alone, the same number without the memory (what a search compares first)."""
-    sums = sums or stage_sums(costs, config.recompute)
-    pp_link, dp_link = pp_dp_links or links(config, cluster)
-    F, B, send = _stage_times(config, costs, sums, pp_link, dp_link)
-    finish = ends(schedule or _compiled(config), F, B, send)
-    sync = _syncs(config, sums, dp_link, cluster)
-    return max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
 
 
 def _compiled(config: Config) -> Compiled:

@@ -9,11 +9,14 @@ Each layer is priced on the ``tp`` stage mesh once per microbatch size
 configuration that uses it). For each outer choice the partition of the layers into
 contiguous stages is exact: a depth-first search over the stages' first layers, pruned by a
 lower bound of the step time that no schedule can beat (a device runs its ``2m`` actions one
-at a time, starts after the first microbatch reaches it and ends before that microbatch's
-backward has gone back through the earlier stages), whose leaves are priced by
-:func:`~planner.stages.cost.evaluate` and kept if they fit the memory. Outer choices are
+at a time, starts after the first microbatch reaches it, ends before the last one's backward
+has gone back through the earlier stages and then reduces its gradients), whose leaves are
+bounded once more (a device's first backward waits for the first microbatch's forward through
+every stage), then timed, and only a leaf that would win is priced in full by
+:func:`~planner.stages.cost.evaluate` and kept if it fits the memory. Outer choices are
 visited in order of a lower bound of their step time (the perfectly balanced pipeline with
-no bubble) and skipped once that bound reaches the best step found: the answer is the
+no bubble), skipped when a device's busy time and gradient reduction already reach the best
+step found, and the visit ends once that bound reaches it: the answer is the
 configuration of least step time (ties: the first in the enumeration's order), as exhaustive
 enumeration would find (``tests/stages/brute_force.py`` checks it), unless a partition search
 reaches :data:`MAX_PARTITION_NODES` (many stages over many alike layers): it then keeps the best
@@ -33,11 +36,10 @@ from graphs.pipeline_spec import AUTO, PipelineSpec, RECOMPUTE, SCHEDULE_NAMES
 from planner.errors import PlanningError, quote
 from planner.ir.mesh import Mesh
 from planner.progress import SILENT, Progress
-from planner.stages.cost import (Config, Evaluation, evaluate, links, memory_bytes, stage_sums, step_time_s,
-                                 sync_time_s)
+from planner.stages.cost import Config, Evaluation, evaluate, links, memory_bytes, stage_sums, sync_time_s
 from planner.stages.layers import batch_size, layers_of, microbatched
 from planner.stages.profile import LayerCost, profile_layers
-from planner.stages.schedules import compiled, device_orders
+from planner.stages.schedules import compiled, device_orders, ends
 
 __all__ = ["KNOBS", "Searched", "search_pipeline"]
 
@@ -201,8 +203,8 @@ def _reduction_bound(costs, cluster, pp, dp, stage_axes, size, zero) -> tuple[fl
     """What a device's busy time ``m * work / pp`` of the outer bound leaves out, whatever the partition: per
     microbatch, ZeRO-3's two gathers of the parameters over the devices (``gathers``), and once, the gradient
     reduction and the step's launch (``reduce``). The devices' sums are at least those of all the parameters (a
-    collective and Adam's update are superadditive: a latency per call, then linear in the bytes, rounded up), so
-    their average is at least a ``pp``-th of them."""
+    collective's and Adam's time is a latency per call, then linear in the bytes, rounded up: the parts' times add up
+    to at least the whole's), so their average is at least a ``pp``-th of them."""
     link = links(Config(pp, dp, stage_axes, size, 1, "gpipe", 1, "none", zero, ()), cluster)[1]
     grads = sum(c.param_bytes for c in costs)
     elements = sum(c.param_elements for c in costs)
@@ -301,14 +303,37 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     state = {"best": None, "bound": incumbent if incumbent is not None else math.inf, "priced": 0,
              "need": math.inf, "nodes": 0, "cut": False}
 
+    gathered: dict[tuple[int, int], float] = {}
+
+    def gather(a: int, b: int) -> float:
+        """ZeRO-3's gather of a stage's parameters before its forward (and again before its backward)."""
+        t = gathered.get((a, b))
+        if t is None:
+            t = gathered[(a, b)] = RING.all_gather(dp, -(-int(pbytes[b] - pbytes[a]) // dp), dp_link).time_s
+        return t
+
     def leaf(bounds: tuple[int, ...]) -> None:
-        if state["bound"] < math.inf and (_first_backward_bound(bounds, fwd, bwd, sendt, pbytes, pelems, gsync, sync,
-                                                                pp, m, warmups) + overhead) * keep >= state["bound"]:
-            return
+        # evaluate's stage times, sends and reductions, from what this search computed once
+        F = [fwd[bounds[k + 1]] - fwd[bounds[k]] for k in range(S)]
+        B = [bwd[bounds[k + 1]] - bwd[bounds[k]] for k in range(S)]
+        if zero == 3 and dp > 1:
+            for k in range(S):
+                g = gather(bounds[k], bounds[k + 1])
+                F[k], B[k] = F[k] + g, B[k] + g
+        send = [sendt[bounds[k + 1]] for k in range(S - 1)]
+        reduce = [sync(sum(pbytes[bounds[k + 1]] - pbytes[bounds[k]] for k in range(d, S, pp)),
+                       sum(pelems[bounds[k + 1]] - pelems[bounds[k]] for k in range(d, S, pp)),
+                       sum(gsync[bounds[k + 1]] - gsync[bounds[k]] for k in range(d, S, pp))) for d in range(pp)]
+        if state["bound"] < math.inf:
+            if (_first_backward_bound(F, B, send, reduce, m, warmups) + overhead) * keep >= state["bound"]:
+                return
+            state["priced"] += 1
+            step = max(e + r for e, r in zip(ends(plan_of, F, B, send), reduce)) + overhead
+            if step >= state["bound"]:
+                return  # no better than the best: its memory is not needed (only a search where nothing fits reads it)
+        else:
+            state["priced"] += 1
         config = Config(**{**base.__dict__, "bounds": bounds})
-        state["priced"] += 1
-        if state["bound"] < math.inf and step_time_s(config, costs, cluster, sums, plan_of, both) >= state["bound"]:
-            return  # no better than the best: its memory is not needed (only a search where nothing fits reads it)
         need = max(memory_bytes(config, costs, sums, plan_of))
         state["need"] = min(state["need"], need)
         if need > budget:
@@ -396,10 +421,10 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         hi_cut, lo_cut = L + 1, a
         in_flight = flight[k] if v == 1 else 0
         key = (a, left)
-        ends = visits.get(key)
-        if ends is None:
-            ends = visits[key] = _order(a, L - (left - 1), (L - a) / left)
-        for b in ends:
+        candidates = visits.get(key)
+        if candidates is None:
+            candidates = visits[key] = _order(a, L - (left - 1), (L - a) / left)
+        for b in candidates:
             if b >= hi_cut or b <= lo_cut:
                 continue
             if dev_held[d] + held[b] - held[a] + in_flight * (stashed[b] - stashed[a]) > budget:
@@ -479,33 +504,27 @@ def _warm_ups(orders) -> tuple[tuple[int, tuple[int, ...]], ...]:
     return tuple(out)
 
 
-def _first_backward_bound(bounds, fwd, bwd, sendt, pbytes, pelems, gsync, sync, pp, m, warmups) -> float:
-    """A step time no schedule of this partition beats (the step's launch left out): device ``d``'s first backward,
-    of the first microbatch through stage ``s``, waits both for the forwards the device runs before it and for that
-    microbatch's forward through every stage and its backward back to ``s``; the device's other work follows it,
-    and then its gradient reduction, or its last backward's way down to device 0 and that device's reduction."""
-    S = len(bounds) - 1
-    F = [fwd[bounds[k + 1]] - fwd[bounds[k]] for k in range(S)]
-    B = [bwd[bounds[k + 1]] - bwd[bounds[k]] for k in range(S)]
-    send = [sendt[bounds[k + 1]] for k in range(S - 1)] + [0.0]
+def _first_backward_bound(F, B, send, reduce, m, warmups) -> float:
+    """A step time no schedule of a partition beats (the step's launch left out), from its stages' times ``F`` and
+    ``B``, its sends and its devices' gradient reductions: device ``d``'s first backward, of the first microbatch
+    through stage ``s``, waits both for the forwards the device runs before it and for that microbatch's forward
+    through every stage and its backward back to ``s``; the device's other work follows it, and then its gradient
+    reduction, or its last backward's way down to device 0 and that device's reduction."""
+    S = len(F)
+    pp = len(reduce)
+    send = list(send) + [0.0]
     down = [0.0] * (S + 1)  # down[j]: the backward from the last stage's end to stage j's start, with the sends
     for j in range(S - 1, 0, -1):
         down[j - 1] = down[j] + B[j] + send[j - 1]
     through = sum(F) + sum(send)  # the first microbatch's forward through every stage
-    work = [0.0] * pp
-    reduce = []
-    for d in range(pp):
-        work[d] = sum(F[k] + B[k] for k in range(d, S, pp))
-        reduce.append(sync(sum(pbytes[bounds[k + 1]] - pbytes[bounds[k]] for k in range(d, S, pp)),
-                           sum(pelems[bounds[k + 1]] - pelems[bounds[k]] for k in range(d, S, pp)),
-                           sum(gsync[bounds[k + 1]] - gsync[bounds[k]] for k in range(d, S, pp))))
     best = 0.0
     fpre = bpre = 0.0
     for d in range(pp):
         stage, warm = warmups[d]
         before = sum(F[k] for k in warm)
+        work = sum(F[k] + B[k] for k in range(d, S, pp))
         start = max(fpre + before, through + down[stage])
-        end = start + m * work[d] - before
+        end = start + m * work - before
         best = max(best, end + max(reduce[d], bpre + reduce[0] if d else reduce[d]))
         fpre += F[d] + send[d]
         bpre += B[d] + send[d]
