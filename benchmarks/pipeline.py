@@ -4,10 +4,11 @@ Each row is one ``shardplan plan MODEL.yaml --devices N`` in a fresh process (CP
 command), for the model shapes and device counts of Megatron-LM's scaling study (Narayanan et al., 2021, table 1):
 hidden size, heads and layers of each GPT, sequence 2048, vocabulary 51,200, its global batch on its GPUs, 8 per
 node, on the ``a100`` preset (80 GB). Printed per row: the chosen degrees (pipeline x data x tensor parallel),
-schedule, microbatches, recomputation, ZeRO stage, memory per device, predicted step time, MFU and the command's
-CPU seconds; every plan must fit (the command fails otherwise).
+schedule, microbatches, recomputation, ZeRO stage, memory per device, predicted step time, MFU, whether every
+partition search finished (``exact``), the command's CPU seconds and its goal (10 s up to 175B parameters on 1,024
+GPUs, 60 s beyond); every plan must fit (the command fails otherwise).
 
-    python benchmarks/pipeline.py [--only 1.7B 18B ...] [--repeat 1]
+    python benchmarks/pipeline.py [--rows 1.7B 18B ...] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ MODELS = {
     "1T": (25600, 160, 128, 3072, 3072),
 }
 SEQ, VOCAB = 2048, 51200
+#: the issue's goal per row: a whole command under 10 s up to 175B parameters on 1,024 GPUs, under 60 s beyond
+GOAL_S = {name: 10 if gpus <= 1024 else 60 for name, (_, _, _, gpus, _) in MODELS.items()}
 
 MODEL = """name: gpt_{name}
 cluster: a100
@@ -60,12 +63,12 @@ def run_one(name: str, folder: str) -> tuple[float, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="+", choices=list(MODELS), help="these models only")
+    ap.add_argument("--rows", nargs="+", choices=list(MODELS), help="these rows (models) only")
     ap.add_argument("--repeat", type=int, default=1, help="runs per model; the median CPU time is printed")
     args = ap.parse_args()
-    names = args.only or list(MODELS)
+    names = args.rows or list(MODELS)
     header = ("model", "GPUs", "batch", "pp x dp x tp", "schedule", "m", "recompute", "ZeRO", "memory/GPU",
-              "step s", "MFU", "plan CPU s")
+              "step s", "MFU", "exact", "plan CPU s", "goal s")
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name in names:
@@ -78,7 +81,8 @@ def main() -> None:
             rows.append((name, d["devices"], MODELS[name][4], f"{p['degree']} x {p['data_parallel']} x "
                          f"{'x'.join(str(v) for v in p['stage_mesh'].values())}", sched, p["microbatches"],
                          p["recompute"], p["zero_stage"], f"{p['memory_bytes_per_device'] / 1e9:.1f} GB",
-                         f"{p['step_time_s']:.2f}", f"{p['mfu']:.1%}", f"{statistics.median(times):.1f}"))
+                         f"{p['step_time_s']:.2f}", f"{p['mfu']:.1%}", "yes" if p["partitions_exact"] else "no",
+                         f"{statistics.median(times):.1f}", GOAL_S[name]))
             print("  ".join(str(c) for c in rows[-1]), file=sys.stderr, flush=True)
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     for r in [header] + rows:

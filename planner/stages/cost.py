@@ -23,7 +23,8 @@ device holds"): its stages' parameters (divided by ``dp`` from ZeRO stage 3), th
 accumulators (whole under every ZeRO stage: they accumulate over the microbatches and are
 reduce-scattered once a step, as the step time prices it) and Adam's two f32 moments (divided by
 ``dp`` from ZeRO stage 1), plus the activations at the schedule's worst moment
-(:func:`~planner.stages.schedules.peak_bytes`): the stash of every microbatch in flight, and while
+(:func:`~planner.stages.schedules.peak_bytes`, read at the order's
+:func:`~planner.stages.schedules.held_moments`): the stash of every microbatch in flight, and while
 an action runs what its microbatch holds at the action's worst instruction (:func:`stage_peaks`,
 from each layer's walk of its program, :meth:`~planner.stages.profile.LayerCost.forward_peak`),
 with ZeRO 3 the stage's parameters gathered whole for the action.
@@ -38,9 +39,10 @@ from costmodels.compute import op_time_s
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh
 from planner.stages.profile import LayerCost
-from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes, timeline
+from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes_at, timeline
 
-__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "stage_peaks", "stage_sums"]
+__all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "evaluate", "memory_bytes", "stage_peaks",
+           "stage_sums"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8
@@ -125,19 +127,27 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
     what the search computes once for many partitions; ``full`` also runs the schedule action by action
     (:attr:`Evaluation.timeline`)."""
     sums = sums or stage_sums(costs, config.recompute)
-    fwd, bwd, stash, pbytes, pelems, gsync, forward_at, backward_at = sums
     pp_link, dp_link = pp_dp_links or links(config, cluster)
+    F, B, send = _stage_times(config, costs, sums, pp_link, dp_link)
+    schedule = schedule or _compiled(config)
+    tl = timeline(schedule.orders, F, B, send) if full else None
+    finish = ends(schedule, F, B, send)
+    sync = _syncs(config, sums, dp_link, cluster)
+    memory = memory_bytes(config, costs, sums, schedule)
+    step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
+    return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+
+
+def memory_bytes(config: Config, costs: tuple[LayerCost, ...], sums=None, schedule: Compiled | None = None) -> list[int]:
+    """:func:`evaluate`'s memory per device group alone (what a search checks before the step time)."""
+    sums = sums or stage_sums(costs, config.recompute)
+    stash, pbytes, pelems, forward_at, backward_at = sums[2], sums[3], sums[4], sums[6], sums[7]
+    schedule = schedule or _compiled(config)
     dp = config.dp
     S = config.stages
-    F, B, send, work_f, work_b, stash_k = [], [], [], [], [], []
+    work_f, work_b, stash_k = [], [], []
     for k in range(S):
         a, b = config.bounds[k], config.bounds[k + 1]
-        f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
-        if config.zero == 3 and dp > 1:  # parameters gathered before the forward and again for the backward
-            gather = RING.all_gather(dp, -(-int(pbytes[b] - pbytes[a]) // dp), dp_link).time_s
-            f, bw = f + gather, bw + gather
-        F.append(f)
-        B.append(bw)
         s = int(stash[b] - stash[a])
         stash_k.append(s)
         # stage_peaks, from the prefix sums
@@ -146,28 +156,54 @@ def evaluate(config: Config, costs: tuple[LayerCost, ...], cluster: Cluster, sum
         gathered = int(pbytes[b] - pbytes[a]) if config.zero == 3 and dp > 1 else 0
         work_f.append(forward_peak + gathered)
         work_b.append(backward_peak - s + gathered)  # the schedule's walk holds the microbatch's own stash already
-        if k < S - 1:
-            send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
-    schedule = schedule or compiled(device_orders(config.schedule, config.pp, config.microbatches,
-                                                  config.virtual_stages))
-    orders = schedule.orders
-    tl = timeline(orders, F, B, send) if full else None
-    finish = ends(schedule, F, B, send)
-    sync, memory = [], []
+    memory = []
     for d in range(config.pp):
-        mine = [k for k in range(S) if k % config.pp == d]
+        mine = range(d, S, config.pp)
         grad = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
         elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
-        inside = sum(gsync[config.bounds[k + 1]] - gsync[config.bounds[k]] for k in mine)
-        sync.append(sync_time_s(grad, elems, inside, dp, config.zero, dp_link, cluster))
         owned = -(-elems // dp) if config.zero >= 1 else elems
         params = -(-grad // dp) if config.zero == 3 else grad
         grads = grad  # accumulated whole over the microbatches, reduce-scattered once a step (module docstring)
         adam = ADAM_BYTES_PER_ELEMENT * owned
-        acts = peak_bytes(orders[d], _per_stage(stash_k, S), _per_stage(work_f, S), _per_stage(work_b, S))
+        acts = peak_bytes_at(schedule.moments[d], stash_k, work_f, work_b)
         memory.append(params + grads + adam + acts)
-    step = max(e + s for e, s in zip(finish, sync)) + cluster.roofline.step_overhead_s
-    return Evaluation(step, tuple(memory), tuple(F), tuple(B), tuple(send), tuple(sync), tl)
+    return memory
+
+
+def _compiled(config: Config) -> Compiled:
+    return compiled(device_orders(config.schedule, config.pp, config.microbatches, config.virtual_stages))
+
+
+def _stage_times(config: Config, costs, sums, pp_link, dp_link) -> tuple[list[float], list[float], list[float]]:
+    """Per stage, one microbatch's forward and backward time (with ZeRO-3's gathers), and per boundary the send."""
+    fwd, bwd, pbytes = sums[0], sums[1], sums[3]
+    dp = config.dp
+    F, B, send = [], [], []
+    S = config.stages
+    for k in range(S):
+        a, b = config.bounds[k], config.bounds[k + 1]
+        f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
+        if config.zero == 3 and dp > 1:  # parameters gathered before the forward and again for the backward
+            gather = RING.all_gather(dp, -(-int(pbytes[b] - pbytes[a]) // dp), dp_link).time_s
+            f, bw = f + gather, bw + gather
+        F.append(f)
+        B.append(bw)
+        if k < S - 1:
+            send.append(RING.collective_permute(costs[b - 1].send_bytes, pp_link).time_s if b > a else 0.0)
+    return F, B, send
+
+
+def _syncs(config: Config, sums, dp_link, cluster: Cluster) -> list[float]:
+    """Per device group, its work once a step after its last backward (:func:`sync_time_s`)."""
+    pbytes, pelems, gsync = sums[3], sums[4], sums[5]
+    out = []
+    for d in range(config.pp):
+        mine = [k for k in range(config.stages) if k % config.pp == d]
+        grad = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
+        elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
+        inside = sum(gsync[config.bounds[k + 1]] - gsync[config.bounds[k]] for k in mine)
+        out.append(sync_time_s(grad, elems, inside, config.dp, config.zero, dp_link, cluster))
+    return out
 
 
 def stage_peaks(costs: tuple[LayerCost, ...], a: int, b: int, policy: str) -> tuple[int, int]:
@@ -199,7 +235,3 @@ def sync_time_s(grad_bytes: int, elements: int, inside_s: float, dp: int, zero: 
     owned = -(-int(elements) // dp) if zero >= 1 else int(elements)
     return t + op_time_s(ADAM_UPDATE_FLOPS_PER_ELEMENT * owned, ADAM_UPDATE_BYTES_PER_ELEMENT * owned, "f32", False,
                          cluster)
-
-
-def _per_stage(values, stages: int) -> list:
-    return list(values) + [0] * (stages - len(values))

@@ -217,44 +217,108 @@ class Compiled:
     dependency: tuple[int, ...]  # the action it waits for (-1: none), as a position in ``order``
     boundary: tuple[int, ...]  # the send it waits for: the boundary after stage ``boundary`` (-1: none)
     orders: tuple[tuple[Action, ...], ...]
+    slot: tuple[int, ...] = ()  # per action: its time's index in the forward times followed by the backward times
+    last: tuple[int, ...] = ()  # per device: the position of its last action in ``order`` (-1: none)
+    in_flight: tuple[int, ...] = ()  # per device: :func:`peak_in_flight` of its order
+    moments: tuple = ()  # per device: :func:`held_moments` of its order
 
 
 def compiled(orders: Sequence[Sequence[Action]]) -> Compiled:
-    """``orders`` (from :func:`device_orders`) compiled for :func:`ends` (PlanningError if they deadlock)."""
+    """``orders`` (from :func:`device_orders`) compiled for :func:`ends` (PlanningError if they deadlock): the
+    actions in the order a run of the schedule starts them (each after the one before it on its device and the one
+    it waits for), which is all :func:`ends` needs."""
     stages = 1 + max((a.stage for o in orders for a in o), default=0)
-    tl = timeline(orders, [1.0] * stages, [1.0] * stages)  # any positive times: its start order is a valid one
-    runs = sorted(((start, d, i, a) for d, run in enumerate(tl.runs) for i, (a, start, _) in enumerate(run)),
-                  key=lambda r: (r[0], r[1], r[2]))
-    position = {(d, i): n for n, (_, d, i, _) in enumerate(runs)}
-    where = {a: n for n, (_, _, _, a) in enumerate(runs)}
+    p = len(orders)
+    ident = {a: (d, i) for d, order in enumerate(orders) for i, a in enumerate(order)}
+    waits: list[list[tuple[int, int] | None]] = []  # per device and position: where the action it waits for is
+    for order in orders:
+        waits.append([])
+        for a in order:
+            dep = _dependency(a, stages)
+            if dep is not None and dep not in ident:
+                raise PlanningError(f"the schedule deadlocks: {a} waits for {dep}, which no device runs")
+            waits[-1].append(None if dep is None else ident[dep])
+    placed: list[list[int]] = [[-1] * len(o) for o in orders]  # position in the compiled order, once placed
+    position = [0] * p
+    ready = deque(range(p))
     kind, stage, device, previous, dependency, boundary = [], [], [], [], [], []
-    for n, (_, d, i, a) in enumerate(runs):
-        kind.append(0 if a.kind == "F" else 1)
-        stage.append(a.stage)
-        device.append(d)
-        previous.append(position[(d, i - 1)] if i else -1)
-        dep = _dependency(a, stages)
-        dependency.append(-1 if dep is None else where[dep])
-        boundary.append(-1 if dep is None or dep.stage == a.stage else min(dep.stage, a.stage))
-    return Compiled(len(orders), stages, tuple(kind), tuple(stage), tuple(device), tuple(previous), tuple(dependency),
-                    tuple(boundary), tuple(tuple(o) for o in orders))
+    while ready:
+        d = ready.popleft()
+        order = orders[d]
+        while position[d] < len(order):
+            i = position[d]
+            w = waits[d][i]
+            if w is not None and placed[w[0]][w[1]] < 0:
+                break
+            a = order[i]
+            n = len(kind)
+            placed[d][i] = n
+            kind.append(0 if a.kind == "F" else 1)
+            stage.append(a.stage)
+            device.append(d)
+            previous.append(placed[d][i - 1] if i else -1)
+            if w is None:
+                dependency.append(-1)
+                boundary.append(-1)
+            else:
+                dep_stage = orders[w[0]][w[1]].stage
+                dependency.append(placed[w[0]][w[1]])
+                boundary.append(-1 if dep_stage == a.stage else min(dep_stage, a.stage))
+            position[d] += 1
+            # the one action that may wait for this one runs on the device of the next (forward) or previous
+            # (backward) stage
+            nxt = a.stage + 1 if a.kind == "F" and a.stage + 1 < stages else a.stage - 1 if a.kind == "B" else None
+            if nxt is not None and nxt >= 0 and nxt % p != d:
+                ready.append(nxt % p)
+    if len(kind) != sum(len(o) for o in orders):
+        stuck = next(orders[d][position[d]] for d in range(p) if position[d] < len(orders[d]))
+        raise PlanningError(f"the schedule deadlocks: {stuck} waits for an action no device runs first")
+    last = [-1] * p
+    for n, d in enumerate(device):
+        last[d] = n
+    return Compiled(p, stages, tuple(kind), tuple(stage), tuple(device), tuple(previous), tuple(dependency),
+                    tuple(boundary), tuple(tuple(o) for o in orders),
+                    tuple(k * stages + st for k, st in zip(kind, stage)), tuple(last),
+                    tuple(peak_in_flight(o) for o in orders), tuple(held_moments(o) for o in orders))
+
+
+def held_moments(order: Sequence[Action]) -> tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...]:
+    """The moments of ``order`` at which :func:`peak_bytes` may peak, whatever the bytes: per action, its kind (0
+    forward, 1 backward), its stage and the microbatches in flight per stage before it (``((stage, count), ...)``),
+    keeping of the actions alike in kind and stage only those that no other holds at least as many of, stage by stage
+    (with bytes never negative, those reach every peak)."""
+    held: dict[int, int] = {}
+    seen: dict[tuple[int, int], list[dict[int, int]]] = {}
+    for a in order:
+        kind = 0 if a.kind == "F" else 1
+        now = dict(held)
+        alike = seen.setdefault((kind, a.stage), [])
+        if not any(all(other.get(st, 0) >= c for st, c in now.items()) for other in alike):
+            alike[:] = [other for other in alike if not all(now.get(st, 0) >= c for st, c in other.items())]
+            alike.append(now)
+        held[a.stage] = held.get(a.stage, 0) + (1 if kind == 0 else -1)
+    return tuple((kind, stage, tuple(sorted((st, c) for st, c in h.items() if c)))
+                 for (kind, stage), hs in seen.items() for h in hs)
+
+
+def peak_bytes_at(moments, stash: Sequence[int], forward_work: Sequence[int], backward_work: Sequence[int]) -> int:
+    """:func:`peak_bytes` of the order whose :func:`held_moments` are ``moments``."""
+    peak = 0
+    for kind, stage, held in moments:
+        at = sum(c * stash[st] for st, c in held) + (forward_work[stage] if kind == 0 else backward_work[stage])
+        if at > peak:
+            peak = at
+    return peak
 
 
 def ends(c: Compiled, forward_s: Sequence[float], backward_s: Sequence[float], send_s: Sequence[float]) -> list[float]:
     """Per device, when its last action ends: :func:`timeline`'s answer, in one pass over the compiled order."""
     n = len(c.kind)
-    end = [0.0] * n
-    times = (forward_s, backward_s)
-    last = [0.0] * c.devices
-    for i in range(n):
-        p = c.previous[i]
-        at = end[p] if p >= 0 else 0.0
-        q = c.dependency[i]
-        if q >= 0:
-            b = c.boundary[i]
-            arrive = end[q] + (send_s[b] if b >= 0 else 0.0)
-            if arrive > at:
-                at = arrive
-        end[i] = at + times[c.kind[i]][c.stage[i]]
-        last[c.device[i]] = end[i]
-    return last
+    end = [0.0] * (n + 1)  # end[-1]: the start of time, what an action without a predecessor follows
+    times = list(forward_s) + list(backward_s)
+    sends = list(send_s) + [0.0]  # sends[-1]: no send
+    for i, p, q, b, t in zip(range(n), c.previous, c.dependency, c.boundary, c.slot):
+        at = end[p]
+        arrive = end[q] + sends[b]
+        end[i] = (arrive if arrive > at else at) + times[t]
+    return [end[j] if j >= 0 else 0.0 for j in c.last]

@@ -9,11 +9,14 @@ Each layer is priced on the ``tp`` stage mesh once per microbatch size
 configuration that uses it). For each outer choice the partition of the layers into
 contiguous stages is exact: a depth-first search over the stages' first layers, pruned by a
 lower bound of the step time that no schedule can beat (a device runs its ``2m`` actions one
-at a time, starts after the first microbatch reaches it and ends before that microbatch's
-backward has gone back through the earlier stages), whose leaves are priced by
-:func:`~planner.stages.cost.evaluate` and kept if they fit the memory. Outer choices are
+at a time, starts after the first microbatch reaches it, ends before the last one's backward
+has gone back through the earlier stages and then reduces its gradients), whose leaves are
+bounded once more (a device's first backward waits for the first microbatch's forward through
+every stage), then timed, and only a leaf that would win is priced in full by
+:func:`~planner.stages.cost.evaluate` and kept if it fits the memory. Outer choices are
 visited in order of a lower bound of their step time (the perfectly balanced pipeline with
-no bubble) and skipped once that bound reaches the best step found: the answer is the
+no bubble), skipped when a device's busy time and gradient reduction already reach the best
+step found, and the visit ends once that bound reaches it: the answer is the
 configuration of least step time (ties: the first in the enumeration's order), as exhaustive
 enumeration would find (``tests/stages/brute_force.py`` checks it), unless a partition search
 reaches :data:`MAX_PARTITION_NODES` (many stages over many alike layers): it then keeps the best
@@ -33,10 +36,10 @@ from graphs.pipeline_spec import AUTO, PipelineSpec, RECOMPUTE, SCHEDULE_NAMES
 from planner.errors import PlanningError, quote
 from planner.ir.mesh import Mesh
 from planner.progress import SILENT, Progress
-from planner.stages.cost import Config, Evaluation, evaluate, links, stage_sums, sync_time_s
+from planner.stages.cost import Config, Evaluation, evaluate, links, memory_bytes, stage_sums, sync_time_s
 from planner.stages.layers import batch_size, layers_of, microbatched
 from planner.stages.profile import LayerCost, profile_layers
-from planner.stages.schedules import compiled, device_orders, peak_in_flight
+from planner.stages.schedules import compiled, device_orders, ends
 
 __all__ = ["KNOBS", "Searched", "search_pipeline"]
 
@@ -147,21 +150,39 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
         bound = max(m * (fw + bw) / pp, fw + bw + (m - 1) * max(fw, bw) / stages)
         if v == 1 and m >= pp:  # the heaviest stage's device, as _best_partition bounds it
             bound = max(bound, fw + bw + (m - pp) * (fw + bw) / stages)
-        bounded.append((bound, choice))
+        bounded.append((bound, choice, m * (fw + bw) / pp))
     bounded.sort(key=lambda x: x[0])
     progress.stage(f"searching {len(bounded)} pipeline configurations")
     tally = {"priced": 0, "need": math.inf, "exact": True, "found": [], "lost": [], "searched": 0}
+    schedules: dict[tuple, object] = {}  # (schedule, pp, m, v) -> compiled, shared by every configuration using it
+    reductions: dict[tuple, float] = {}  # (stage mesh, size, pp, dp, zero) -> the gradient reduction bound
 
     def best_of(candidates) -> tuple[Config, Evaluation] | None:
         best: tuple[Config, Evaluation] | None = None
-        for lb, choice in candidates:
+        for lb, choice, busy in candidates:
             if best is not None and lb >= best[1].step_time_s:
                 break
             tally["searched"] += 1
             pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
-            found, n, need, exact = _best_partition(profiles[(stage_axes, size)], cluster, budget, pp, dp, stage_axes, size,
-                                             m, schedule, v, policy, zero,
-                                             None if best is None else best[1].step_time_s)
+            costs = profiles[(stage_axes, size)]
+            if best is not None:
+                key = (stage_axes, size, pp, dp, zero)
+                if key not in reductions:
+                    reductions[key] = _reduction_bound(costs, cluster, pp, dp, stage_axes, size, zero)
+                gathers, reduce = reductions[key]
+                floor = busy + m * gathers + reduce
+                if floor * (1.0 - 1e-12) >= best[1].step_time_s:
+                    # a device's busy time with ZeRO-3's gathers and its gradient reduction: it cannot win (lost on
+                    # time, not memory: no partition of it was priced, so no memory need is known)
+                    tally["lost"].append((Config(*choice, ()), max(lb, floor), 0, best[1].step_time_s))
+                    continue
+            plan_key = (schedule, pp, m, v)
+            if plan_key not in schedules:
+                schedules[plan_key] = compiled(device_orders(schedule, pp, m, v))
+            found, n, need, exact = _best_partition(costs, cluster, budget, pp, dp, stage_axes, size,
+                                                    m, schedule, v, policy, zero,
+                                                    None if best is None else best[1].step_time_s,
+                                                    schedules[plan_key])
             tally["priced"] += n
             tally["need"] = min(tally["need"], need)
             tally["exact"] &= exact
@@ -195,16 +216,32 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
 
 
 def _unsearched(rest, won: dict) -> dict:
-    """Per knob, the first of ``rest`` (``(bound, choice)`` by increasing bound) whose value differs from ``won``."""
+    """Per knob, the first of ``rest`` (``(bound, choice, busy)`` by increasing bound) whose value differs from
+    ``won``."""
     out = {}
     at = {"pp": 0, "tp": 2, "microbatches": 4, "schedule": 5, "virtual_stages": 6, "recompute": 7, "zero": 8}
-    for lb, choice in rest:
+    for lb, choice, *_ in rest:
         for k in KNOBS:
             if k not in out and choice[at[k]] != won[k]:
                 out[k] = (Config(*choice, ()), lb)
         if len(out) == len(KNOBS):
             break
     return out
+
+
+def _reduction_bound(costs, cluster, pp, dp, stage_axes, size, zero) -> tuple[float, float]:
+    """What a device's busy time ``m * work / pp`` of the outer bound leaves out, whatever the partition: per
+    microbatch, ZeRO-3's two gathers of the parameters over the devices (``gathers``), and once, the gradient
+    reduction and the step's launch (``reduce``). The devices' sums are at least those of all the parameters (a
+    collective's and Adam's time is a latency per call, then linear in the bytes, rounded up: the parts' times add up
+    to at least the whole's), so their average is at least a ``pp``-th of them."""
+    link = links(Config(pp, dp, stage_axes, size, 1, "gpipe", 1, "none", zero, ()), cluster)[1]
+    grads = sum(c.param_bytes for c in costs)
+    elements = sum(c.param_elements for c in costs)
+    inside = sum(c.gradient_sync_s for c in costs)
+    gathers = 2 * RING.all_gather(dp, -(-grads // dp), link).time_s / pp if zero == 3 and dp > 1 else 0.0
+    return gathers, sync_time_s(grads, elements, inside, dp, zero, link, cluster) / pp \
+        + cluster.roofline.step_overhead_s
 
 
 def _knob(config: Config, knob: str):
@@ -271,46 +308,84 @@ def _schedules(spec: PipelineSpec, pp: int, m: int, n_layers: int):
             yield schedule, 1
 
 
-def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedule, v, policy, zero, incumbent):
+def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedule, v, policy, zero, incumbent,
+                    plan_of=None):
     """The best contiguous partition for one outer choice: ``((config, evaluation) or None, leaves priced, the
-    least memory need seen)``."""
+    least memory need seen, whether the search finished)``. ``plan_of``: the schedule compiled (computed here
+    when not given).
+
+    Every bound below is a step time no completion of the partial partition beats, from the schedule's
+    dependencies alone: a device's first action is the first microbatch's forward of its first stage, which waits
+    for that forward through the earlier stages (``Fpre``); its last is the last microbatch's backward of its first
+    stage, after which that backward still goes through the earlier stages (``Bpre``) before device 0 reduces its
+    gradients; a device runs its ``2m`` actions one at a time and then reduces its own gradients. Gradient
+    reductions only grow as a device's stages grow, so a partial device's is a bound too.
+    """
     L = len(costs)
     S = pp * v
     sums = stage_sums(costs, policy)
     fwd, bwd = sums[0], sums[1]
-    plan_of = compiled(device_orders(schedule, pp, m, v))
-    orders = plan_of.orders
+    plan_of = plan_of or compiled(device_orders(schedule, pp, m, v))
+    warmups = _warm_ups(plan_of.orders)
     base = Config(pp, dp, stage_axes, size, m, schedule, v, policy, zero, ())
     both = links(base, cluster)
+    overhead = cluster.roofline.step_overhead_s
     state = {"best": None, "bound": incumbent if incumbent is not None else math.inf, "priced": 0,
              "need": math.inf, "nodes": 0, "cut": False}
 
-    def work(a: int, b: int) -> float:
-        return (fwd[b] - fwd[a]) + (bwd[b] - bwd[a])
+    gathered: dict[tuple[int, int], float] = {}
+
+    def gather(a: int, b: int) -> float:
+        """ZeRO-3's gather of a stage's parameters before its forward (and again before its backward)."""
+        t = gathered.get((a, b))
+        if t is None:
+            t = gathered[(a, b)] = RING.all_gather(dp, -(-int(pbytes[b] - pbytes[a]) // dp), dp_link).time_s
+        return t
 
     def leaf(bounds: tuple[int, ...]) -> None:
+        # evaluate's stage times, sends and reductions, from what this search computed once
+        F = [fwd[bounds[k + 1]] - fwd[bounds[k]] for k in range(S)]
+        B = [bwd[bounds[k + 1]] - bwd[bounds[k]] for k in range(S)]
+        if zero == 3 and dp > 1:
+            for k in range(S):
+                g = gather(bounds[k], bounds[k + 1])
+                F[k], B[k] = F[k] + g, B[k] + g
+        send = [sendt[bounds[k + 1]] for k in range(S - 1)]
+        reduce = [sync(sum(pbytes[bounds[k + 1]] - pbytes[bounds[k]] for k in range(d, S, pp)),
+                       sum(pelems[bounds[k + 1]] - pelems[bounds[k]] for k in range(d, S, pp)),
+                       sum(gsync[bounds[k + 1]] - gsync[bounds[k]] for k in range(d, S, pp))) for d in range(pp)]
+        if state["bound"] < math.inf:
+            if (_first_backward_bound(F, B, send, reduce, m, warmups) + overhead) * keep >= state["bound"]:
+                return
+            state["priced"] += 1
+            step = max(e + r for e, r in zip(ends(plan_of, F, B, send), reduce)) + overhead
+            if step >= state["bound"]:
+                return  # no better than the best: its memory is not needed (only a search where nothing fits reads it)
+        else:
+            state["priced"] += 1
         config = Config(**{**base.__dict__, "bounds": bounds})
+        need = max(memory_bytes(config, costs, sums, plan_of))
+        state["need"] = min(state["need"], need)
+        if need > budget:
+            return
         ev = evaluate(config, costs, cluster, sums, plan_of, both)
-        state["priced"] += 1
-        state["need"] = min(state["need"], ev.peak_memory_bytes)
-        if ev.peak_memory_bytes <= budget and ev.step_time_s < state["bound"]:
+        if ev.step_time_s < state["bound"]:
             state["bound"] = ev.step_time_s
             state["best"] = (config, ev)
 
-    total = work(0, L)
+    # a bound is pruned when it reaches the best step time; the slack keeps rounding from pruning a tie's better twin
+    keep = 1.0 - 1e-12
+    total = (fwd[L] - fwd[0]) + (bwd[L] - bwd[0])
     pbytes, pelems = sums[3], sums[4]
     stash = sums[2]
-    flight = [peak_in_flight(o) for o in orders]
+    flight = plan_of.in_flight
 
-    def floor_bytes(a: int, b: int, k: int) -> float:
-        """Memory stage k surely needs on its device: its parameters, gradients and Adam moments after ZeRO, and
-        (one stage per device) the stash of every microbatch in flight."""
-        p = pbytes[b] - pbytes[a]
-        e = pelems[b] - pelems[a]
-        need = p / (dp if zero == 3 else 1) + p / (dp if zero >= 2 else 1) + 8 * e / (dp if zero >= 1 else 1)
-        if v == 1:
-            need += flight[k] * (stash[b] - stash[a])
-        return need
+    # memory a stage surely needs on its device, as prefix sums over layers: its parameters, gradients and Adam
+    # moments after ZeRO, and (one stage per device) the stash of every microbatch in flight (the slack keeps
+    # rounding from refusing a stage that fits exactly)
+    held = [(pbytes[i] / (dp if zero == 3 else 1) + pbytes[i] / (dp if zero >= 2 else 1)
+             + 8 * pelems[i] / (dp if zero >= 1 else 1)) * keep for i in range(L + 1)]
+    stashed = [x * keep for x in stash] if v == 1 else [0.0] * (L + 1)
 
     pp_link = both[0]
     sendt = [0.0] + [RING.collective_permute(costs[i - 1].send_bytes, pp_link).time_s for i in range(1, L + 1)]
@@ -320,12 +395,11 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
 
     synced: dict[tuple, float] = {}
 
-    def sync(a: int, b: int, extra=(0.0, 0.0, 0.0)) -> float:
-        key = (a, b, *extra)
+    def sync(p: float, e: float, g: float) -> float:
+        key = (p, e, g)
         t = synced.get(key)
         if t is None:
-            t = synced[key] = sync_time_s(pbytes[b] - pbytes[a] + extra[0], pelems[b] - pelems[a] + extra[1],
-                                          gsync[b] - gsync[a] + extra[2], dp, zero, dp_link, cluster)
+            t = synced[key] = sync_time_s(p, e, g, dp, zero, dp_link, cluster)
         return t
 
     # forwards a device runs before its last one, one stage per device (GPipe: all of them; 1F1B: its warm-up,
@@ -333,11 +407,23 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     # stages and comes back
     warm = [m - 1 if schedule == "gpipe" else min(pp - k - 1, m - 1) for k in range(pp)] if v == 1 else None
 
-    device_state = [[0.0, 0.0, 0.0] for _ in range(pp)]  # per device: its stages' gradient bytes, elements, sync
+    # per device: its stages' work, gradient bytes, elements and in-mesh reductions so far, and the Fpre and Bpre of
+    # its first stage
+    dev_work = [0.0] * pp
+    dev_p = [0.0] * pp
+    dev_e = [0.0] * pp
+    dev_g = [0.0] * pp
+    dev_fpre = [0.0] * pp
+    dev_bpre = [0.0] * pp
+    dev_held = [0.0] * pp  # the memory its stages surely hold (as ``held``)
 
-    def dfs(bounds: list[int], prefix: float, device_work: list[float], lb: float, sends: float, top: float) -> None:
-        """``prefix``: work of the stages so far with their sends both ways; ``top``: the largest forward or backward
-        of one stage so far; ``lb``: the largest device bound so far."""
+    visits: dict[tuple, list[int]] = {}  # (first layer, stages left) -> candidate ends in visiting order
+
+    def dfs(bounds: list[int], fpre: float, bpre: float, lb: float, sends: float, top: float, tail: float) -> None:
+        """``fpre``/``bpre``: forward/backward work of the stages so far with their sends; ``top``: the largest
+        forward or backward of one stage so far; ``lb``: the largest device bound so far; ``tail`` (one stage per
+        device): the most that follows the previous stage's last backward, its backward through the earlier stages
+        and a device's gradient reduction."""
         k = len(bounds) - 1  # stages assigned
         a = bounds[-1]
         state["nodes"] += 1
@@ -349,43 +435,130 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
                 leaf(tuple(bounds))
             return
         left = S - k
-        for b in _order(a, L - (left - 1), (L - a) / left):
-            if floor_bytes(a, b, k) > budget:
+        d = k % pp
+        first = k < pp  # the device's first stage
+        f_d, b_d = (fpre, bpre) if first else (dev_fpre[d], dev_bpre[d])
+        sync0_here = 0.0 if k == 0 or (v > 1 and d == 0) else sync(dev_p[0], dev_e[0], dev_g[0])
+        receivers = 0 if left == 1 else left - 1 if v == 1 or left - 1 < pp else pp
+        spread = 0.0  # the receiving devices' bounds without this stage (v > 1)
+        if v > 1:
+            for j in range(k + 1, k + 1 + receivers):
+                e = j % pp
+                spread += f_d + m * dev_work[d] + b_d if e == d else fpre + bpre if j < pp else \
+                    dev_fpre[e] + m * dev_work[e] + dev_bpre[e]
+        # a candidate end's bounds grow with it (its stage's work, memory and reduction) or shrink with it (the
+        # work left for the later stages): once one end fails on either side, every end beyond it does
+        hi_cut, lo_cut = L + 1, a
+        in_flight = flight[k] if v == 1 else 0
+        key = (a, left)
+        candidates = visits.get(key)
+        if candidates is None:
+            candidates = visits[key] = _order(a, L - (left - 1), (L - a) / left)
+        for b in candidates:
+            if b >= hi_cut or b <= lo_cut:
+                continue
+            if dev_held[d] + held[b] - held[a] + in_flight * (stashed[b] - stashed[a]) > budget:
+                hi_cut = b
                 continue
             f, bw = fwd[b] - fwd[a], bwd[b] - bwd[a]
             w = f + bw
-            d = k % pp
-            dw = device_work[d] + w
+            dw = dev_work[d] + w
+            mine = sync(dev_p[d] + pbytes[b] - pbytes[a], dev_e[d] + pelems[b] - pelems[a],
+                        dev_g[d] + gsync[b] - gsync[a])
+            sync0 = mine if k == 0 or (v > 1 and d == 0) else sync0_here
+            if v == 1:
+                # this device's last backward, then either its reduction or the backward on to device 0 and that
+                # device's reduction
+                tail_k = mine if k == 0 else max(mine, tail)
+                stage_lb = fpre + m * w + tail_k
+            else:
+                stage_lb = f_d + m * dw + max(mine, b_d + sync0)
+            if (stage_lb + overhead) * keep >= state["bound"]:
+                hi_cut = b
+                continue
+            remaining = (fwd[L] - fwd[b]) + (bwd[L] - bwd[b])
+            if receivers:
+                # the later stages' work lands on their devices: at least the average of those devices' bounds (one
+                # stage per device: the heaviest later stage runs all its microbatches between the prefix's forward
+                # and backward)
+                low = ((fpre + bpre) * receivers if v == 1 else spread) + m * remaining
+                if (low / receivers + sync0_here + overhead) * keep >= state["bound"]:
+                    lo_cut = b
+                    continue
             send = sendt[b] if k < S - 1 else 0.0
-            # the device running this stage: all its 2m actions, after the first microbatch reached it and before
-            # that microbatch's backward went back through the stages before (one stage per device)
-            st = device_state[d]
-            stage_lb = ((prefix + m * w) if v == 1 else m * dw) + sync(a, b, st)
             # the last microbatch's forward and the first's backward pass every stage, one microbatch at a time
-            # behind the others on the slowest stage: a flow shop
+            # behind the others on the slowest stage: a flow shop, ending on device 0
             t = max(top, f, bw)
             if left > 1:
                 t = max(t, (fwd[L] - fwd[b]) / (left - 1), (bwd[L] - bwd[b]) / (left - 1))
             flow = total + 2 * (sends + send) + (m - 1) * t
             if warm is not None:
                 flow = max(flow, total + 2 * (sends + send) + (m - 1) * f + (m - 1 - warm[k]) * bw)
-            rest = 0.0 if left == 1 else ((prefix + w + 2 * send if v == 1 else 0.0) + m * (total - fwd[b] - bwd[b]) / (left - 1))
-            bound = max(lb, stage_lb, flow, rest)
+            flow += sync0
+            f_next, b_next = fpre + f + send, bpre + bw + send
+            rest = 0.0
+            if receivers:  # as ``low``, with this stage's work and send
+                if v == 1:
+                    rest = f_next + b_next + m * remaining / receivers + sync0
+                else:
+                    unstarted = max(0, pp - 1 - k) if receivers == pp else 0  # devices whose first stage is later
+                    grown = spread + (m * w if receivers == pp else 0.0) + unstarted * (w + 2 * send)
+                    rest = (grown + m * remaining) / receivers + sync0
+            bound = (max(lb, stage_lb, flow, rest) + overhead) * keep
             if bound >= state["bound"]:
                 continue
-            device_work[d] = dw
-            saved = list(st)
-            st[0] += pbytes[b] - pbytes[a]
-            st[1] += pelems[b] - pelems[a]
-            st[2] += gsync[b] - gsync[a]
+            saved = (dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d], dev_held[d])
+            dev_work[d] = dw
+            dev_held[d] += held[b] - held[a]
+            dev_p[d] += pbytes[b] - pbytes[a]
+            dev_e[d] += pelems[b] - pelems[a]
+            dev_g[d] += gsync[b] - gsync[a]
+            if first:
+                dev_fpre[d], dev_bpre[d] = fpre, bpre
             bounds.append(b)
-            dfs(bounds, prefix + w + 2 * send, device_work, max(lb, stage_lb), sends + send, max(top, f, bw))
+            dfs(bounds, f_next, b_next, max(lb, stage_lb), sends + send, max(top, f, bw),
+                (tail_k if v == 1 else 0.0) + bw + send)
             bounds.pop()
-            st[:] = saved
-            device_work[d] -= w
+            dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d], dev_held[d] = saved
 
-    dfs([0], 0.0, [0.0] * pp, 0.0, 0.0, 0.0)
+    dfs([0], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     return state["best"], state["priced"], state["need"], not state["cut"]
+
+
+def _warm_ups(orders) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Per device: the stage of its first backward, and the stages of the forwards it runs before it."""
+    out = []
+    for order in orders:
+        first = next(i for i, a in enumerate(order) if a.kind == "B")
+        out.append((order[first].stage, tuple(a.stage for a in order[:first])))
+    return tuple(out)
+
+
+def _first_backward_bound(F, B, send, reduce, m, warmups) -> float:
+    """A step time no schedule of a partition beats (the step's launch left out), from its stages' times ``F`` and
+    ``B``, its sends and its devices' gradient reductions: device ``d``'s first backward, of the first microbatch
+    through stage ``s``, waits both for the forwards the device runs before it and for that microbatch's forward
+    through every stage and its backward back to ``s``; the device's other work follows it, and then its gradient
+    reduction, or its last backward's way down to device 0 and that device's reduction."""
+    S = len(F)
+    pp = len(reduce)
+    send = list(send) + [0.0]
+    down = [0.0] * (S + 1)  # down[j]: the backward from the last stage's end to stage j's start, with the sends
+    for j in range(S - 1, 0, -1):
+        down[j - 1] = down[j] + B[j] + send[j - 1]
+    through = sum(F) + sum(send)  # the first microbatch's forward through every stage
+    best = 0.0
+    fpre = bpre = 0.0
+    for d in range(pp):
+        stage, warm = warmups[d]
+        before = sum(F[k] for k in warm)
+        work = sum(F[k] + B[k] for k in range(d, S, pp))
+        start = max(fpre + before, through + down[stage])
+        end = start + m * work - before
+        best = max(best, end + max(reduce[d], bpre + reduce[0] if d else reduce[d]))
+        fpre += F[d] + send[d]
+        bpre += B[d] + send[d]
+    return best
 
 
 def _order(lo_exclusive: int, hi: int, ideal: float):

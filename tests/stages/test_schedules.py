@@ -7,7 +7,8 @@ import random
 import pytest
 
 from planner.errors import PlanningError
-from planner.stages.schedules import Action, device_orders, peak_bytes, peak_in_flight, timeline
+from planner.stages.schedules import (Action, compiled, device_orders, ends, held_moments, peak_bytes, peak_bytes_at,
+                                     peak_in_flight, timeline)
 
 CASES = [("gpipe", p, m, 1) for p in (1, 2, 4) for m in (1, 3, 8)] + \
         [("1f1b", p, m, 1) for p in (1, 2, 4) for m in (1, 3, 8)] + \
@@ -97,6 +98,42 @@ def test_the_timeline_equals_a_naive_sweep_on_uneven_stages_and_sends(schedule, 
         for (_, _, e1), (_, s2, _) in itertools.pairwise(run):
             assert s2 >= e1 - 1e-12
     assert sum(t.busy_s) == pytest.approx(m * (sum(forward) + sum(backward)))
+
+
+@pytest.mark.parametrize("schedule,p,m,v", CASES)
+def test_the_compiled_schedule_ends_each_device_when_the_timeline_does(schedule, p, m, v):
+    # ends() walks the compiled order once; the timeline runs the devices' orders: the same sums, so the same floats
+    rng = random.Random(hash((schedule, p, m, v, "ends")) % 1000)
+    stages = p * v
+    forward = [rng.uniform(0.5, 3.0) for _ in range(stages)]
+    backward = [rng.uniform(0.5, 6.0) for _ in range(stages)]
+    send = [rng.uniform(0.0, 1.0) for _ in range(stages - 1)]
+    orders = device_orders(schedule, p, m, v)
+    c = compiled(orders)
+    assert ends(c, forward, backward, send) == [run[-1][2] for run in timeline(orders, forward, backward, send).runs]
+    assert c.in_flight == tuple(peak_in_flight(o) for o in orders)
+
+
+@pytest.mark.parametrize("schedule,p,m,v", CASES)
+def test_the_peak_read_at_the_held_moments_is_the_peak_of_every_action(schedule, p, m, v):
+    # the moments keep, per kind and stage, the actions no other holds more stashes than: with bytes never
+    # negative the peak is among them, so the two reads agree on any bytes
+    rng = random.Random(hash((schedule, p, m, v, "moments")) % 1000)
+    stages = p * v
+    for order in device_orders(schedule, p, m, v):
+        moments = held_moments(order)
+        assert len(moments) <= len(order)
+        for _ in range(5):
+            stash = [rng.randint(0, 100) for _ in range(stages)]
+            work_f = [rng.randint(0, 300) for _ in range(stages)]
+            work_b = [rng.randint(0, 300) for _ in range(stages)]
+            assert peak_bytes_at(moments, stash, work_f, work_b) == peak_bytes(order, stash, work_f, work_b)
+
+
+def test_1f1b_and_gpipe_peak_at_two_moments_per_device():
+    # one stage per device: the most in flight before a forward and before a backward
+    assert {len(held_moments(o)) for o in device_orders("gpipe", 4, 64)} == {2}
+    assert {len(held_moments(o)) for o in device_orders("1f1b", 4, 64)} == {2}
 
 
 def test_peak_bytes_counts_the_stash_in_flight_plus_the_running_action():

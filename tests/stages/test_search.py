@@ -106,3 +106,37 @@ def test_a_budget_nothing_fits_says_the_smallest_need():
     with pytest.raises(PlanningError, match="the smallest needs at least"):
         search_pipeline(graph, 4, load_cluster("a100"), PipelineSpec(), memory_budget=1000,
                         profiler=synthetic(graph, 0))
+
+
+def uneven(graph, seed):
+    """A profiler of layers far apart: some with almost no backward or parameters, others whose gradient reductions
+    take as long as a stage's work (what an embedding beside transformer blocks looks like, exaggerated)."""
+    names = [layer.name for layer in layers_of(graph)]
+
+    def profiler(g, mesh, cluster):
+        size = next(t.shape[0] for t in g.tensors.values() if t.kind == "input")
+        rng = random.Random(seed * 1000 + mesh.size * 10 + size)
+        out = []
+        for name in names:
+            f = rng.choice([rng.uniform(1e-4, 1e-3), rng.uniform(1e-6, 1e-5)]) * size / mesh.size
+            b = rng.choice([2 * f, f / 100])
+            elems = rng.choice([10, int(rng.uniform(1e6, 3e8) / mesh.size)])
+            stash = int(rng.uniform(1e6, 1e8) * size / mesh.size)
+            out.append(LayerCost(name, f, b, rng.choice([0.0, rng.uniform(0, 1e-2)]),
+                                 (("none", 0.0), ("selective", f / 4), ("full", f)),
+                                 (("none", stash), ("selective", stash // 2), ("full", stash // 8)),
+                                 elems, 2 * elems, int(rng.uniform(1e5, 1e8) * size / mesh.size), stash // 4, 0))
+        return tuple(out)
+    return profiler
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_search_finds_brute_forces_step_time_when_gradient_reductions_dominate(seed):
+    # a device reduces its gradients after its last backward while the earlier stages still run theirs: a bound
+    # that adds both overestimates, and brute force (every configuration, every partition) shows what it cut
+    graph = load_model_text(GPT.format(layers=3, batch=4))
+    cluster = replace(load_cluster("a100"), devices_per_node=2)
+    profiler = uneven(graph, seed)
+    want = brute_force(profiles_of(graph, profiler, 4, 2), len(layers_of(graph)), 4, 4, 2, cluster, 1e18)
+    got = search_pipeline(graph, 4, cluster, PipelineSpec(), profiler=profiler)
+    assert got.evaluation.step_time_s == pytest.approx(want[0], rel=1e-12)
