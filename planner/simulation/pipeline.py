@@ -72,7 +72,7 @@ from planner.simulation.pipeline_prediction import (MEMORY_PARTS, PIPELINE_PHASE
                                                     predicted_held_activations, predicted_memory_parts)
 from planner.simulation.reshard import execute
 from planner.simulation.host_memory import keep_large_blocks_mapped
-from planner.simulation.run import FLOAT_RTOL, compare_values, frozen_block, run_compute
+from planner.simulation.run import FLOAT_RTOL, add_cotangents, compare_values, frozen_block, run_compute
 from planner.stages.cost import ADAM_BYTES_PER_ELEMENT
 from planner.stages.layers import layers_of, microbatched, representatives
 from planner.stages.profile import attention_core, profile_layers, stage_program
@@ -768,7 +768,7 @@ class _PipelineRun:
         g.counts["backward"].update(s.kind for s in ins.plan.steps if s.kind != "Slice")
         if self.s.graph.producer(real) is None:
             return  # an input's cotangent: nothing to send it to
-        P.cot_out[real] = _add(P.cot_out.get(real), out)
+        P.cot_out[real] = add_cotangents(P.cot_out.get(real), out)
 
     def _param_redistribute(self, g, layer, ins, phase) -> None:
         """A transpose bringing a parameter's cotangents home: backward ones every microbatch, gradient reductions
@@ -780,7 +780,7 @@ class _PipelineRun:
             return
         out, _ = execute(ins.plan, arr, g.nets[phase])
         g.counts[phase].update(s.kind for s in ins.plan.steps if s.kind != "Slice")
-        g.grads[real] = _add(g.grads.get(real), out)
+        g.grads[real] = add_cotangents(g.grads.get(real), out)
 
     def _backprop(self, g, P, layer, ins: Backprop) -> None:
         op, s = ins.op, ins.strategy
@@ -813,7 +813,7 @@ class _PipelineRun:
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][jj] for d in range(n)])
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             store = g.param_cot if self.s.graph.tensor(t).kind == "param" else P.cot_in
-            store[key] = _add(store.get(key), arr)
+            store[key] = add_cotangents(store.get(key), arr)
 
     # -- the data-parallel step --
 
@@ -991,15 +991,6 @@ def _residual_with(P: _Pass, tensor: str, layout):
         if t == tensor and arr is not None and arr.sharding.layout_only() == layout:
             return arr
     return None
-
-
-def _add(acc, arr):
-    if acc is None:
-        return arr
-    if acc.sharding != arr.sharding:
-        raise SimulationMismatch(f"cannot add cotangents laid out as {acc.sharding} and {arr.sharding}")
-    return DistributedArray(acc.sharding, acc.shape, [a + b for a, b in zip(acc.blocks, arr.blocks)],
-                            acc.varying or arr.varying)
 
 
 def _zeros(layout, shape, float_dtype) -> DistributedArray:

@@ -345,7 +345,7 @@ class _Run:
                 arr = self._zeros(ins.plan.source, self.graph.tensor(t).shape)
         out = self._execute(ins, arr)
         home = self.gradients if self.graph.producer(t) is None else self.cot_out
-        home[t] = _add(home.get(t), out)
+        home[t] = add_cotangents(home.get(t), out)
 
     def _backprop(self, ins: Backprop) -> None:
         op, s = ins.op, ins.strategy
@@ -382,7 +382,7 @@ class _Run:
             t = op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
-            self.cot_in[key] = _add(self.cot_in.get(key), arr)
+            self.cot_in[key] = add_cotangents(self.cot_in.get(key), arr)
 
     def _backprop_in_region(self, ins: Backprop, cot: DistributedArray, operands, result) -> None:
         """The backward of an op of a manual region, per device (blocks differ over manual coordinates):
@@ -410,7 +410,7 @@ class _Run:
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [frozen_block(per_device[d][j]) for d in range(self.n)],
                                    op.op != "manual_enter")
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
-            self.cot_in[key] = _add(self.cot_in.get(key), arr)
+            self.cot_in[key] = add_cotangents(self.cot_in.get(key), arr)
 
     def _zeros(self, layout, shape) -> DistributedArray:
         """A zero cotangent laid out as ``layout`` (never written into: it is one array all blocks view)."""
@@ -451,7 +451,7 @@ class _Run:
         return int(per_device.max(initial=0))
 
 
-def _add(acc: DistributedArray | None, arr: DistributedArray) -> DistributedArray:
+def add_cotangents(acc: DistributedArray | None, arr: DistributedArray) -> DistributedArray:
     """``acc + arr`` blockwise (same layout: pending sums add too); ``arr`` when there is no ``acc``."""
     if acc is None:
         return arr
