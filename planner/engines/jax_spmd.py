@@ -718,7 +718,6 @@ def _zeroed(w: _Writer, x: str, layout: TensorSharding, shape) -> str:
     key = ("zeroed", x)
     if key not in w.casts:
         w.casts[key] = w.fresh(f"{x}_z")
-        w.function("Local", Local)
         w.emit(f"{w.casts[key]} = {w.function('zero_padding', zero_padding)}(jax, {x}, "
                f"{_local(w, [layout], [shape])})", f"zero {x}'s padding: {layout.dims_text()} pads {list(shape)}")
     return w.casts[key]

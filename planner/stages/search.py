@@ -155,7 +155,7 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
     progress.stage(f"searching {len(bounded)} pipeline configurations")
     tally = {"priced": 0, "need": math.inf, "exact": True, "found": [], "lost": [], "searched": 0}
     schedules: dict[tuple, object] = {}  # (schedule, pp, m, v) -> compiled, shared by every configuration using it
-    reductions: dict[tuple, float] = {}  # (stage mesh, size, pp, dp, zero) -> the gradient reduction bound
+    reductions: dict[tuple, tuple[float, float]] = {}  # (stage mesh, size, pp, dp, zero) -> (gathers, reduction)
 
     def best_of(candidates) -> tuple[Config, Evaluation] | None:
         best: tuple[Config, Evaluation] | None = None
