@@ -143,14 +143,18 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
             stage_mesh = Mesh.from_sizes("stage", dict(stage_axes))
             profiles[key] = profiler(microbatched(graph, size), stage_mesh, cluster)
         costs = profiles[key]
-        fw = sum(c.forward_s for c in costs)
-        bw = sum(c.backward_s + c.recompute(policy) for c in costs)
-        # the bound of _best_partition's search with every stage even: no partition does better
+        fs = [c.forward_s for c in costs]
+        bs = [c.backward_s + c.recompute(policy) for c in costs]
+        fw, bw = sum(fs), sum(bs)
+        # the bound of _best_partition's search with every stage as even as whole layers allow: no partition does
+        # better (the busiest device's work, the slowest stage's forward and backward are sums of whole layers)
         stages = pp * v
-        bound = max(m * (fw + bw) / pp, fw + bw + (m - 1) * max(fw, bw) / stages)
+        work = [f + b for f, b in zip(fs, bs)]
+        busy = m * least_share(work, pp)
+        bound = max(busy, fw + bw + (m - 1) * max(least_share(fs, stages), least_share(bs, stages)))
         if v == 1 and m >= pp:  # the heaviest stage's device, as _best_partition bounds it
-            bound = max(bound, fw + bw + (m - pp) * (fw + bw) / stages)
-        bounded.append((bound, choice, m * (fw + bw) / pp))
+            bound = max(bound, fw + bw + (m - pp) * least_share(work, stages))
+        bounded.append((bound, choice, busy))
     bounded.sort(key=lambda x: x[0])
     progress.stage(f"searching {len(bounded)} pipeline configurations")
     tally = {"priced": 0, "need": math.inf, "exact": True, "found": [], "lost": [], "searched": 0}
@@ -559,6 +563,34 @@ def _first_backward_bound(F, B, send, reduce, m, warmups) -> float:
         fpre += F[d] + send[d]
         bpre += B[d] + send[d]
     return best
+
+
+#: The most distinct sums of whole layers :func:`least_share` enumerates; past it the bound is the plain average.
+MAX_SHARE_SUMS = 4096
+
+
+def least_share(values, parts: int) -> float:
+    """The least sum of whole items of ``values`` that is at least their average over ``parts``: a lower bound
+    of the largest part in any split of them into ``parts`` parts (the largest part is such a sum, and no part
+    is below the average when every other is above it). Items of equal value are counted, not enumerated one by
+    one, so a model of many alike layers has few sums; past :data:`MAX_SHARE_SUMS` sums, the average itself."""
+    total = math.fsum(values)
+    average = total / parts
+    if parts <= 1 or not values:
+        return total
+    counts: dict[float, int] = {}
+    for x in values:
+        counts[x] = counts.get(x, 0) + 1
+    sums = {0.0}
+    for x, n in sorted(counts.items()):
+        grown = {s + k * x for s in sums for k in range(n + 1)}
+        if len(grown) > MAX_SHARE_SUMS:
+            return average
+        sums = grown
+    # sums are rounded as the stage totals are (prefix differences): keep a relative slack so rounding never
+    # lifts the bound above a partition's own total
+    at_least = [s for s in sums if s >= average * (1.0 - 1e-9)]
+    return min(at_least) * (1.0 - 1e-9) if at_least else average
 
 
 def _order(lo_exclusive: int, hi: int, ideal: float):

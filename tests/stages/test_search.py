@@ -1,6 +1,7 @@
 """The pipeline search: exact against brute force over every configuration and partition, pins held, the
 memory budget respected, and impossible requests refused with the rule and the fix."""
 
+import itertools
 import random
 from dataclasses import replace
 
@@ -12,7 +13,7 @@ from graphs.yaml_format import load_model_text
 from planner.errors import PlanningError
 from planner.stages.layers import layers_of
 from planner.stages.profile import LayerCost
-from planner.stages.search import search_pipeline
+from planner.stages.search import least_share, search_pipeline
 from tests.stages.brute_force import brute_force
 
 GPT = """name: tiny_gpt
@@ -140,3 +141,26 @@ def test_the_search_finds_brute_forces_step_time_when_gradient_reductions_domina
     want = brute_force(profiles_of(graph, profiler, 4, 2), len(layers_of(graph)), 4, 4, 2, cluster, 1e18)
     got = search_pipeline(graph, 4, cluster, PipelineSpec(), profiler=profiler)
     assert got.evaluation.step_time_s == pytest.approx(want[0], rel=1e-12)
+
+
+def test_least_share_is_the_smallest_whole_layer_sum_at_least_the_average():
+    # ten alike layers of 1 and two of 0.5 over 3 parts: the average is 11/3; the sums of whole layers at or above
+    # it are 4 (four alike), 4.0 (three and both halves) ...: the least is 4
+    assert least_share([0.5] + [1.0] * 10 + [0.5], 3) == pytest.approx(4.0, rel=1e-8)
+    # 7 alike layers over 7 parts: each part is one layer
+    assert least_share([2.0] * 7, 7) == pytest.approx(2.0, rel=1e-8)
+    # never above the largest part of a real split (here every split of [3, 1, 1, 1] into 2 has a part of 3 or more)
+    assert least_share([3.0, 1.0, 1.0, 1.0], 2) <= 3.0
+
+
+def test_least_share_bounds_every_contiguous_split_by_brute_force():
+    rng = random.Random(7)
+    for _ in range(40):
+        values = [rng.choice([0.5, 1.0, 1.5, 2.25]) for _ in range(rng.randint(2, 9))]
+        parts = rng.randint(2, len(values))
+        # the least largest part over every split into ``parts`` contiguous non-empty parts, by enumeration
+        best = min(max(sum(values[a:b]) for a, b in zip((0,) + cut, cut + (len(values),)))
+                   for cut in itertools.combinations(range(1, len(values)), parts - 1))
+        share = least_share(values, parts)
+        assert share <= best * (1 + 1e-12)
+        assert share >= sum(values) / parts * (1 - 1e-8)
