@@ -310,6 +310,8 @@ def _gelus(p: Trace) -> None:
 
 def _smaller(p: Trace, name: str) -> str | None:
     """What an elementwise reader could read instead of ``name`` (numpy broadcasting), if anything."""
+    if name in p.shardings:  # the program shards the broadcast value itself: it stays (lowered to an add of zeros)
+        return None
     n = p.producer(name)
     if n is not None and n.op == "broadcast":
         return n.inputs[0]

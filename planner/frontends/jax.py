@@ -45,7 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 from graphs import ComputationGraph
 from planner.errors import ModelError, ShardplanError, did_you_mean
 from planner.frontends.fusion import fuse
-from planner.frontends.jaxpr import Walker, dtype_of, partition_spec_text
+from planner.frontends.jaxpr import Walker, dtype_of, mesh_axes, partition_spec_text
 from planner.frontends.trace import Trace
 from planner.ir import TensorSharding
 from planner.ir.mesh import Mesh
@@ -108,11 +108,15 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     program = Trace()
     walker = Walker(program, _axes(meshes))
     args = []
-    for leaf, var in zip(in_names, closed.jaxpr.invars):
+    leaves = [v for a in example_args for v in jax.tree_util.tree_leaves(a)]
+    for leaf, var, value in zip(in_names, closed.jaxpr.invars, leaves):
         kind = "param" if any(_under(leaf, k) for k in kinds) else "input"
         rank = len(var.aval.shape)
-        sharding = _argument_sharding(walker, leaf, rank, _sharding_text(given.get(leaf), rank, leaf),
-                                      getattr(var.aval, "sharding", None))
+        placed = getattr(value, "sharding", None)  # a jax.Array's or ShapeDtypeStruct's, as jax.jit would take it
+        typed = getattr(var.aval, "sharding", None)
+        sharding = _sharding_text(given.get(leaf), rank, leaf)
+        for source, s in (("jax.typeof", typed), ("its sharding", placed)):
+            sharding = _argument_sharding(walker, leaf, rank, sharding, s, source)
         args.append(program.declare(leaf, tuple(var.aval.shape), dtype_of(var.aval, f"argument {leaf!r}"), kind,
                                     sharding=sharding))
     results = walker.closed(closed, args)
@@ -145,16 +149,19 @@ def _axes(meshes: Any):
     return tuple((a.name, a.size, "Auto") for a in mesh.axes)
 
 
-def _argument_sharding(walker: Walker, leaf: str, rank: int, given: Any, typed: Any) -> Any:
-    """An argument's sharding: the one given, or its type on an Explicit mesh (``jax.typeof(x).sharding``);
-    both must agree."""
-    spec = getattr(typed, "spec", None)
-    if spec is None or all(e is None for e in spec):
-        return given
-    text = walker.sharding_text(typed, rank, f"argument {leaf!r}")
-    if given is not None and "".join(str(given).split()) != "".join(text.split()):
-        raise ModelError(f"argument {leaf!r} has type sharding {text} (jax.typeof), but its given sharding is "
-                         f"{given}; drop the given one or reshard the argument")
+def _argument_sharding(walker: Walker, leaf: str, rank: int, given: Any, program: Any, source: str) -> Any:
+    """An argument's sharding: the one given, or the one the program gives it (``source``: its type on an
+    Explicit mesh, ``jax.typeof(x).sharding``, or the ``NamedSharding`` an example array is placed with, which
+    ``jax.jit`` takes as its in-sharding); where both are there they must agree."""
+    if type(program).__name__ != "NamedSharding":
+        return given  # none, or one device's
+    if source == "jax.typeof" and "Explicit" not in [t for _, _, t in mesh_axes(program.mesh)]:
+        return given  # an abstract value's sharding says something on Explicit axes only
+    text = walker.sharding_text(program, rank, f"argument {leaf!r}")
+    mine = given.dims_text() if isinstance(given, TensorSharding) else given
+    if mine is not None and "".join(str(mine).split()) != "".join(text.split()):
+        raise ModelError(f"argument {leaf!r} is sharded {text} by {source}, but the sharding given for it is "
+                         f"{given}; drop one of them or make them equal")
     return text
 
 

@@ -92,7 +92,8 @@ def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool
 def mesh_axes(jax_mesh) -> tuple[tuple[str, int, str], ...]:
     """``(name, size, type)`` per axis of a JAX ``Mesh`` or ``AbstractMesh``."""
     names = tuple(jax_mesh.axis_names)
-    sizes = tuple(getattr(jax_mesh, "axis_sizes", None) or jax_mesh.devices.shape)
+    sizes = getattr(jax_mesh, "axis_sizes", None)
+    sizes = tuple(jax_mesh.devices.shape if sizes is None else sizes)
     types = tuple(t.name for t in (getattr(jax_mesh, "axis_types", None) or ())) or ("Auto",) * len(names)
     return tuple(zip(names, map(int, sizes), types))
 

@@ -103,6 +103,10 @@ for name, fn, mesh, args in [
     ("alike", alike, auto, (A, A)), ("manual", manual, auto, (A, A)), ("partly_manual", partly_manual, auto, (A,)),
 ]:
     out[name] = {"jax": jax.jit(fn).lower(*args).as_text(), "ours": ours(trace_function(fn, *args))}
+placed = (jax.device_put(jnp.ones((8, 8)), NamedSharding(auto, P("x", None))),
+          jax.device_put(jnp.ones((8, 8)), NamedSharding(auto, P(None, ("x", "y")))))
+out["placed"] = {"jax": jax.jit(lambda a, b: a @ b).lower(*placed).as_text(),
+                 "ours": ours(trace_function(lambda a, b: a @ b, *placed))}
 with jax.set_mesh(explicit):
     args = (jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=P("x", None)),
             jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=P(None, "y")))
@@ -205,6 +209,13 @@ def test_explicit_mesh_reads_argument_types_out_shardings_and_reshard(cases):
     assert cases["typed_mesh"] == {"x": "Explicit", "y": "Explicit"}
 
 
+def test_arrays_placed_on_a_mesh_give_the_argument_shardings_jit_takes(cases):
+    c = cases["placed"]
+    args = sdy_arguments(c["jax"])
+    assert len(args) == 2
+    assert {c["ours"]["inputs"][i]: s for i, s in args.items()} == c["ours"]["arguments"]
+
+
 # -- in this process: no devices needed ------------------------------------------------------
 
 def test_grad_adds_are_read_and_compute_what_jax_computes():
@@ -258,3 +269,65 @@ def test_cli_refuses_a_grad_comparison_with_exit_2_naming_it(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "JAX primitive 'gt'" in r.stderr and "gradmod.py:5" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+# -- abstract meshes: tracing needs no devices --------------------------------------------------
+
+def _explicit():
+    from jax.sharding import AbstractMesh, AxisType
+
+    return AbstractMesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+
+
+def _typed(mesh, shape, *spec):
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, P(*spec)))
+
+
+def test_a_sharded_broadcast_stays_with_its_out_sharding():
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _explicit()
+
+    def f(a, b):
+        return a + jax.lax.broadcast_in_dim(b, (8, 8), (1,), out_sharding=P("x", None))
+
+    with jax.sharding.use_abstract_mesh(mesh):
+        g = trace(f, _typed(mesh, (8, 8), "x", None), _typed(mesh, (8,), None))
+    sharded = [op for op in g.ops if op.out_sharding is not None]
+    # the broadcast is materialised (an add of zeros of its shape), not absorbed into the add that reads it
+    assert [(op.op, g.tensor(op.output).shape, str(op.out_sharding.dims_text())) for op in sharded] == \
+        [("add", (8, 8), '[{"x"}, {}]')]
+
+
+def test_a_sharding_inside_a_fused_pattern_is_refused_with_its_line():
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _explicit()
+
+    def f(a):
+        return jnp.reshape(jnp.sum(a, axis=1), (8, 1), out_sharding=P("x", None)) / 8.0  # a mean, keepdims
+
+    with jax.sharding.use_abstract_mesh(mesh):
+        with pytest.raises(ModelError, match="'reshape' has a sharding.*folded into a larger op") as e:
+            trace(f, _typed(mesh, (8, 8), "x", None))
+    assert "test_jax_shardings.py" in e.value.where
+
+
+def test_a_sharding_on_another_mesh_is_refused_naming_both():
+    from jax.sharding import AbstractMesh, NamedSharding, PartitionSpec as P
+
+    m = AbstractMesh((2, 4), ("x", "y"))
+    f = lambda a: jax.lax.with_sharding_constraint(a * 2.0, NamedSharding(m, P("x")))  # noqa: E731
+    with pytest.raises(ModelError, match="on mesh x=2,y=4 but the traced program's mesh is x=4,y=2"):
+        trace(f, np.ones((8, 8), np.float32), mesh={"x": 4, "y": 2})
+    g = trace(f, np.ones((8, 8), np.float32))  # no mesh given: the program's
+    assert [(a.name, a.size) for a in g.mesh.axes] == [("x", 2), ("y", 4)]
+
+
+def test_a_given_sharding_that_disagrees_with_the_arguments_type_is_refused():
+    mesh = _explicit()
+    with jax.sharding.use_abstract_mesh(mesh):
+        with pytest.raises(ModelError, match=r"argument 'a' is sharded \[\{\"x\"\}, \{\}\] by jax.typeof"):
+            trace(lambda a: a * 2.0, _typed(mesh, (8, 8), "x", None), shardings=['[{}, {"y"}]'])
