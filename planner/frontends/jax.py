@@ -32,7 +32,14 @@ mirroring a pytree argument. ``out_shardings`` does the same for the results (th
 ``out_sharding`` of the ops that make them).
 
 **Mesh.** ``{axis: size}``, mesh text (``x=2,y=4``), or a ``jax.sharding.Mesh`` (its axis names,
-shape, device order and axis types).
+shape, device order and axis types; the function is traced under it, so bare ``PartitionSpec``\ s
+resolve). Without one, the mesh the program's shardings name (axis types included).
+
+**What the program says.** Sharding constraints, ``reshard``, ``out_sharding=``, ``shard_alike``,
+``shard_map`` and a nested jit's shardings are read (:mod:`planner.frontends.jaxpr`); so are an
+argument's type on an Explicit mesh (``jax.typeof(x).sharding``) and the ``NamedSharding`` an example
+array is placed with (what ``jax.jit`` takes as its in-sharding). A sharding given in ``shardings``
+must agree with them.
 """
 
 from __future__ import annotations

@@ -27,7 +27,20 @@ Mappings (operands are values, literals become ``const`` tensors):
   :mod:`planner.frontends.fusion`; so do ``lt`` and the ``select_n(i < 0, i, i + n)`` with which
   ``t[i]`` wraps negative indices (kept only where a ``gather`` reads it: its indices are in range);
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
-  (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive).
+  (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive);
+- ``add_any`` (``jax.grad``'s sum of cotangents) -> ``add``; other comparisons and ``select_n`` on
+  data (``jnp.where``, ``jax.grad``'s relu) are refused, advising to trace the forward function.
+
+Shardings the program states are read, never dropped (:meth:`Walker.sharded`):
+``sharding_constraint``, ``reshard`` and a nested jit's ``in_shardings`` / ``out_shardings`` ->
+``sharding_constraint`` ops; any primitive's ``out_sharding`` / ``sharding`` parameter -> the
+``out_sharding`` of the op making its result; ``shard_alike`` -> a ``shard_as`` group;
+``shard_map`` -> a manual region whose body holds ``psum`` (``psum_invariant``), ``pbroadcast``
+(``pvary``), ``all_gather``, ``psum_scatter`` (``reduce_scatter``), ``all_to_all``, ``ppermute``
+and ``axis_index``. Every sharding must be on one mesh (the trace's).
+
+A handler that cannot express its primitive raises; the walker turns that into a ``refused``
+node, an error only if an output needs its value.
 """
 
 from __future__ import annotations
