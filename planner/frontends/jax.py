@@ -32,7 +32,7 @@ mirroring a pytree argument. ``out_shardings`` does the same for the results (th
 ``out_sharding`` of the ops that make them).
 
 **Mesh.** ``{axis: size}``, mesh text (``x=2,y=4``), or a ``jax.sharding.Mesh`` (its axis names,
-shape, device order and axis types; the function is traced under it, so bare ``PartitionSpec``\ s
+shape, device order and axis types; the function is traced under it, so bare ``PartitionSpec`` entries
 resolve). Without one, the mesh the program's shardings name (axis types included).
 
 **What the program says.** Sharding constraints, ``reshard``, ``out_sharding=``, ``shard_alike``,
