@@ -169,6 +169,7 @@ LOWERED = {"psum": "all_reduce", "all_gather": "all_gather", "psum_scatter": "re
            "all_to_all": "all_to_all", "ppermute": "collective_permute"}
 
 
+@pytest.mark.slow
 def test_sharding_constraints_are_the_programs(cases):
     for name in ("constraint", "nested_jit"):
         c = cases[name]
@@ -176,6 +177,7 @@ def test_sharding_constraints_are_the_programs(cases):
         assert c["ours"]["constraints"]  # the case has some: an empty list would agree by accident
 
 
+@pytest.mark.slow
 def test_shard_alike_is_a_shard_as_group_of_the_same_values(cases):
     c = cases["alike"]
     [jax_group] = sdy_groups(c["jax"])
@@ -186,6 +188,7 @@ def test_shard_alike_is_a_shard_as_group_of_the_same_values(cases):
     assert group == expected
 
 
+@pytest.mark.slow
 def test_shard_map_is_a_manual_region_with_its_specs_and_collectives(cases):
     for name in ("manual", "partly_manual"):
         c = cases[name]
@@ -197,6 +200,7 @@ def test_shard_map_is_a_manual_region_with_its_specs_and_collectives(cases):
     assert cases["manual"]["ours"]["regions"][0]["body"].count("pbroadcast") == 1  # w (invariant over x) pvary'd
 
 
+@pytest.mark.slow
 def test_explicit_mesh_reads_argument_types_out_shardings_and_reshard(cases):
     c = cases["typed"]
     args = sdy_arguments(c["jax"])
@@ -209,6 +213,7 @@ def test_explicit_mesh_reads_argument_types_out_shardings_and_reshard(cases):
     assert cases["typed_mesh"] == {"x": "Explicit", "y": "Explicit"}
 
 
+@pytest.mark.slow
 def test_arrays_placed_on_a_mesh_give_the_argument_shardings_jit_takes(cases):
     c = cases["placed"]
     args = sdy_arguments(c["jax"])
