@@ -147,13 +147,13 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
 
 
 def _axes(meshes: Any):
-    """``(name, size, type)`` per axis of the trace's mesh value (types are not compared: Auto), or None."""
+    """``(name, size, type)`` per axis of the trace's mesh value, or None."""
     if meshes is None:
         return None
     from graphs.meshes import as_meshes
 
     mesh = next(iter(as_meshes(meshes).values()))
-    return tuple((a.name, a.size, "Auto") for a in mesh.axes)
+    return tuple((a.name, a.size, a.type.value) for a in mesh.axes)
 
 
 def _argument_sharding(walker: Walker, leaf: str, rank: int, given: Any, program: Any, source: str) -> Any:

@@ -32,7 +32,7 @@ Mappings (operands are values, literals become ``const`` tensors):
   data (``jnp.where``, ``jax.grad``'s relu) are refused, advising to trace the forward function.
 
 Shardings the program states are read, never dropped (:meth:`Walker.sharded`):
-``sharding_constraint``, ``reshard`` and a nested jit's ``in_shardings`` / ``out_shardings`` ->
+``sharding_constraint``, ``reshard``, ``device_put`` and a nested jit's ``in_shardings`` / ``out_shardings`` ->
 ``sharding_constraint`` ops; any primitive's ``out_sharding`` / ``sharding`` parameter -> the
 ``out_sharding`` of the op making its result; ``shard_alike`` -> a ``shard_as`` group;
 ``shard_map`` -> a manual region whose body holds ``psum`` (``psum_invariant``), ``pbroadcast``
@@ -115,6 +115,10 @@ def _mesh_text(axes) -> str:
     return ",".join(f"{n}={s}" for n, s, _ in axes)
 
 
+def _types_text(axes) -> str:
+    return "(" + ", ".join(f"{n}: {t}" for n, _, t in axes) + ")"
+
+
 #: Comparisons and choices jax.grad writes for relu, max, abs and jnp.where: what to do instead.
 _GRAD_ADVICE = ("comparisons and select_n (jnp.where, and the backward jax.grad writes for relu, max or abs) have "
                 "no op in shardplan's catalogue; trace the forward function instead and plan it with --training, "
@@ -144,6 +148,12 @@ class Walker:
         elif [(n, s) for n, s, _ in axes] != [(n, s) for n, s, _ in known]:
             raise ModelError(f"{what} is on mesh {_mesh_text(axes)} but the traced program's mesh is "
                              f"{_mesh_text(known)}; use one mesh (pass it as mesh=)")
+        elif [t for _, _, t in axes] != [t for _, _, t in known]:
+            raise ModelError(f"{what} is on mesh {_mesh_text(axes)} with axis types {_types_text(axes)}, but the "
+                             f"traced program's are {_types_text(known)}: jax.sharding.auto_axes and explicit_axes "
+                             "(and a sharding inside a shard_map) change axis types, which the frontend does not "
+                             "read; trace the function on one mesh, or write the region as auto_axes / "
+                             "explicit_axes in the model file")
 
     def sharding_text(self, sharding, rank: int, what: str, open_dims=()) -> str:
         """Shardy text for a ``NamedSharding`` (or a bare ``PartitionSpec`` on the trace's mesh) in the program."""
@@ -496,6 +506,23 @@ def _reshard(w: Walker, eqn, ins) -> str:
     return w.constrain(eqn, ins[0], text)
 
 
+def _device_put(w: Walker, eqn, ins) -> list[str]:
+    """``jax.device_put(x, sharding)`` inside a traced function: on an Explicit mesh a reshard of each operand (its
+    type changes); on an Auto mesh nothing, as JAX lowers it inside jit."""
+    outs = []
+    for i, (v, target) in enumerate(zip(ins, eqn.params["devices"])):
+        if target is None or (hasattr(target, "mesh") and "Explicit" not in [t for _, _, t in mesh_axes(target.mesh)]):
+            outs.append(v)
+            continue
+        if not hasattr(target, "spec"):
+            raise ModelError(f"jax.device_put to {target!r}: the frontend reads device_put to a NamedSharding "
+                             "(or a PartitionSpec) only; place whole arrays outside the traced function",
+                             where=w.where(eqn))
+        text = w.sharding_text(target, len(w.shape(v)), f"jax.device_put's sharding {i}")
+        outs.append(w.constrain(eqn, v, text))
+    return outs
+
+
 def _shard_alike(w: Walker, eqn, ins) -> list[str]:
     """``shard_alike(x, y)``: both operands, which the graph's ``shard_as`` groups."""
     if len(set(ins)) > 1:
@@ -629,6 +656,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "convert_element_type": _convert,
     "copy": lambda w, eqn, ins: ins[0],
     "copy_p": lambda w, eqn, ins: ins[0],
+    "device_put": _device_put,
     "div": _simple("div"),
     "dot_general": _dot_general,
     "exp": _simple("exp"),
