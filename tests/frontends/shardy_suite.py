@@ -190,6 +190,49 @@ def sliced_features(x, w):
 
 _MESH: dict = {}  # filled by run(): making a mesh needs the 8 devices, importing this module does not
 
+def concat_sharded_axis(x, y):
+    return jnp.tanh(jnp.concatenate([x, y], axis=1))
+
+
+def slice_sharded_axis(x):
+    return jnp.tanh(x[:, :16])
+
+
+def layernorm_sharded_hidden(x, s, b):
+    return _ln(x, s, b)
+
+
+def max_sharded_axis(x):
+    return jnp.max(jnp.tanh(x), axis=-1)
+
+
+def vocab_parallel_gather(table, ids):
+    return jnp.tanh(jnp.take(table, ids, axis=0))
+
+
+def contracting_conflict(x, w):
+    return jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P(None, "tp")))
+
+
+def mesh3d_wide(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def attention_3d(x, wq, wk):
+    b, s, h = x.shape
+    q = (x @ wq).reshape(b, s, 4, h // 4).transpose(0, 2, 1, 3)
+    k = (x @ wk).reshape(b, s, 4, h // 4).transpose(0, 2, 1, 3)
+    return jax.nn.softmax(jnp.einsum("bnqd,bnkd->bnqk", q, k), axis=-1)
+
+
+def reshape_split_sharded(x):
+    return jnp.tanh(x.reshape(4, 4, 32))
+
+
+def batch_conflict(x, w):
+    return x @ w
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -234,6 +277,19 @@ def suite() -> dict:
                             ((64, 32), P("tp"))]),
         "reshard_then_matmul": (reshard_then_matmul, "1d", [((16, 32), P("d")), ((32, 16), P())]),
         "sliced_features": (sliced_features, "2d", [((16, 32), P("dp")), ((16, 64), P(None, "tp"))]),
+        "concat_sharded_axis": (concat_sharded_axis, "1d", [((16, 16), P(None, "d")), ((16, 16), P(None, "d"))]),
+        "slice_sharded_axis": (slice_sharded_axis, "1d", [((16, 32), P(None, "d"))]),
+        "layernorm_sharded_hidden": (layernorm_sharded_hidden, "2d", [((16, 32), P("dp", "tp")), ((32,), P()),
+                                                                      ((32,), P())]),
+        "max_sharded_axis": (max_sharded_axis, "1d", [((16, 32), P(None, "d"))]),
+        "vocab_parallel_gather": (vocab_parallel_gather, "2d", [((64, 32), P("tp")), (((8, 4), "i32"), P("dp"))]),
+        "contracting_conflict": (contracting_conflict, "2d", [((16, 32), P(None, "tp")), ((32, 64), P("tp"))]),
+        "mesh3d_wide": (mesh3d_wide, "3d", [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))),
+                                            ((64, 32), P(("b", "c")))]),
+        "attention_3d": (attention_3d, "3d", [((2, 8, 32), P("a")), ((32, 32), P(None, "c")),
+                                              ((32, 32), P(None, "c"))]),
+        "reshape_split_sharded": (reshape_split_sharded, "1d", [((16, 32), P("d"))]),
+        "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
