@@ -214,31 +214,32 @@ class Walker:
             ins = [self.read(env, a, eqn) for a in eqn.invars]
             name = eqn.primitive.name
             start = len(self.p.nodes)
+            handler = PRIMITIVES.get(name)
             if name in _CALLS:
                 outs = self.call(eqn, ins)
-            elif name in FOLDABLE and all(self.p.const_value(v) is not None for v in ins):
-                outs = self.sharded(eqn, [self.fold(eqn, ins)], start)
+            elif handler is None and not (name in FOLDABLE and self.constants(ins)):
+                advice = _GRAD_ADVICE if name in _COMPARISONS else (
+                    f"rewrite that line with supported operations or leave it outside the traced function "
+                    f"(supported: {', '.join(sorted([*PRIMITIVES, *_CALLS]))})")
+                outs = self.refused(eqn, ins, f"JAX primitive {name!r} has no op in shardplan's catalogue; {advice}")
             else:
-                handler = PRIMITIVES.get(name)
-                if handler is None:
-                    advice = _GRAD_ADVICE if name in _COMPARISONS else (
-                        f"rewrite that line with supported operations or leave it outside the traced function "
-                        f"(supported: {', '.join(sorted([*PRIMITIVES, *_CALLS]))})")
-                    outs = self.refused(eqn, ins, f"JAX primitive {name!r} has no op in shardplan's catalogue; {advice}")
-                else:
-                    try:
-                        made = handler(self, eqn, ins)
-                        outs = self.sharded(eqn, [made] if isinstance(made, str) else list(made), start)
-                    except ModelError as e:  # refused: an error only if an output needs the result
-                        outs = self.refused(eqn, ins, e.message)
+                try:
+                    made = self.fold(eqn, ins) if name in FOLDABLE and self.constants(ins) else handler(self, eqn, ins)
+                    outs = self.sharded(eqn, [made] if isinstance(made, str) else list(made), start)
+                except ModelError as e:  # refused: an error only if an output needs the result
+                    outs = self.refused(eqn, ins, e.message)
             for var, value in zip(eqn.outvars, outs):
                 env[var] = value
         return [self.read(env, v) for v in jaxpr.outvars]
 
+    def constants(self, values: list[str]) -> bool:
+        return all(self.p.const_value(v) is not None for v in values)
+
     def sharded(self, eqn, outs: list[str], start: int) -> list[str]:
         """``outs`` with the result sharding ``eqn`` gives (``out_sharding=`` of jnp.matmul, einsum, reshape,
-        reductions, ...): the op that makes the result (a node after ``start``) gets it as its ``out_sharding``; a result the op did not
-        make (a reshape to the same shape, a folded constant) is constrained by a ``sharding_constraint``."""
+        reductions, ...): the op that makes the result (a node after ``start``) gets it as its ``out_sharding``;
+        a result the op did not make (a reshape to the same shape, a folded constant) is constrained by a
+        ``sharding_constraint``."""
         if eqn.primitive.name in _OWN_SHARDINGS:
             return outs
         given = eqn.params.get("out_sharding", eqn.params.get("sharding"))

@@ -2,9 +2,9 @@
 
 Run as a script (``python tests/frontends/shardy_suite.py ROOT DUMP_DIR [NAME ...]``, with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8 --xla_dump_to=DUMP_DIR --xla_dump_hlo_pass_re=shardy-xla``):
-for every function of :func:`suite` (or those named) it compiles ``jax.jit(fn, in_shardings=...)`` (XLA dumps Shardy's module after propagation,
-``shardy/<module>/02.after_propagation.mlir``), traces the same function with the frontend, plans it with
-``search="propagate"``, and prints one JSON line: per function, the anchors both sides have (each matmul,
+for every function of :func:`suite` (or those named) it compiles ``jax.jit(fn, in_shardings=...)`` (XLA dumps
+Shardy's module after propagation, ``shardy/<module>/02.after_propagation.mlir``), traces the same function
+with the frontend, plans it with ``search="propagate"``, and prints one JSON line: per function, the anchors both sides have (each matmul,
 einsum, transpose, reshape, gather, concat, slice, reduction and elementwise op of :data:`ANCHORS`, matched
 by kind and result shape in program order where both sides have as many of that kind and shape, and the
 function's results) with the two shardings. Ops one side spells as several (softmax, the norms, gelu) are
@@ -377,8 +377,8 @@ def run(root: str, dump: str, names) -> dict:
     for name in names or sorted(cases):
         fn, mesh_key, specs = cases[name]
         mesh = _MESH[mesh_key]
-        args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple) else jax.ShapeDtypeStruct(s, jnp.float32)
-                for s, _ in specs]
+        args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
+                else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
         shardings = [NamedSharding(mesh, spec) for _, spec in specs]
         jax.jit(fn, in_shardings=shardings).lower(*args).compile()
         [path] = glob.glob(os.path.join(dump, "shardy", f"module_*.jit_{name}", "02.after_propagation.mlir"))
@@ -392,7 +392,8 @@ def run(root: str, dump: str, names) -> dict:
             continue
         ours, our_outs = our_anchors(p, traced.graph)
         rows = compare(ours, theirs)
-        rows += [{"anchor": f"result#{i}", "ours": a, "shardy": b} for i, (a, b) in enumerate(zip(our_outs, their_outs))]
+        rows += [{"anchor": f"result#{i}", "ours": a, "shardy": b}
+                 for i, (a, b) in enumerate(zip(our_outs, their_outs))]
         out[name] = rows
     return out
 

@@ -143,7 +143,8 @@ with jax.set_mesh(explicit):
     args = (jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=P("x", None)),
             jax.ShapeDtypeStruct((8, 8), jnp.float32, sharding=P(None, "y")))
     out["typed"] = {"jax": jax.jit(typed).lower(*args).as_text(), "ours": ours(trace_function(typed, *args))}
-    out["typed_put"] = {"jax": jax.jit(typed_put).lower(*args).as_text(), "ours": ours(trace_function(typed_put, *args))}
+    out["typed_put"] = {"jax": jax.jit(typed_put).lower(*args).as_text(),
+                        "ours": ours(trace_function(typed_put, *args))}
     out["typed_mesh"] = {a.name: a.type.value for a in trace_function(typed, *args).graph.mesh.axes}
 print(json.dumps(out))
 '''
