@@ -5,10 +5,11 @@ Run as a script (``python tests/frontends/shardy_suite.py ROOT DUMP_DIR [NAME ..
 for every function of :func:`suite` (or those named) it compiles ``jax.jit(fn, in_shardings=...)`` (XLA dumps
 Shardy's module after propagation, ``shardy/<module>/02.after_propagation.mlir``), traces the same function
 with the frontend, plans it with ``search="propagate"``, and prints one JSON line: per function, the anchors
-both sides have (each matmul, einsum, transpose, reshape, gather, concat, slice, reduction and elementwise op of :data:`ANCHORS`, matched
-by kind and result shape in program order where both sides have as many of that kind and shape, and the
-function's results) with the two shardings. Ops one side spells as several (softmax, the norms, gelu) are
-compared where they meet the anchors around them. :mod:`tests.frontends.test_shardy_suite` reads it.
+both sides have (each matmul, einsum, transpose, reshape, gather, concat, slice, reduction and elementwise op
+of :data:`ANCHORS`, matched by kind and result shape in program order where both sides have as many of that
+kind and shape, and the function's results) with the two shardings. Ops one side spells as several (softmax,
+the norms, gelu) are compared where they meet the anchors around them.
+:mod:`tests.frontends.test_shardy_suite` reads it.
 """
 
 import glob
