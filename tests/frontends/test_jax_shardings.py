@@ -386,3 +386,43 @@ def test_a_given_sharding_that_disagrees_with_the_arguments_type_is_refused():
     with jax.sharding.use_abstract_mesh(mesh):
         with pytest.raises(ModelError, match=r"argument 'a' is sharded \[\{\"x\"\}, \{\}\] by jax.typeof"):
             trace(lambda a: a * 2.0, _typed(mesh, (8, 8), "x", None), shardings=['[{}, {"y"}]'])
+
+
+MANUAL_MODULE = '''
+import jax, jax.numpy as jnp
+import jax.experimental.shard_alike as sa
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec as P
+
+mesh = AbstractMesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+
+def block(a, w):
+    h = jax.shard_map(lambda u, v: jax.lax.psum(u @ v, "y"), mesh=mesh, in_specs=(P("x", "y"), P("y")),
+                      out_specs=P("x"))(a, w)
+    h2, a2 = sa.shard_alike(jnp.tanh(h), a)
+    return jax.lax.with_sharding_constraint(h2 + a2, NamedSharding(mesh, P(None, "y")))
+'''
+
+
+def test_cli_writes_the_programs_region_group_and_constraint_as_a_model_that_loads_back(tmp_path):
+    from graphs import load_model
+    from graphs.yaml_dump import dump_model
+
+    (tmp_path / "manualmod.py").write_text(MANUAL_MODULE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-m", "planner", "import-jax", "manualmod.py:block", "--args", "f32[8,8]",
+                        "f32[8,8]", "--out", "block.yaml"], text=True, capture_output=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    g = load_model(str(tmp_path / "block.yaml"))
+    # no --mesh: the mesh is the one the program's shardings name
+    assert [(a.name, a.size) for a in g.mesh.axes] == [("x", 2), ("y", 4)]
+    [region] = g.manual_regions
+    assert region.manual_axes == ("x", "y") and region.inputs == ("a", "w")
+    assert [op.op for op in g.ops if g.region_of_op(op.name) is region and op.op not in
+            ("manual_enter", "manual_exit")] == ["pbroadcast", "matmul", "psum"]
+    assert g.shard_as == (("tanh_0.out", "a"),)
+    assert [str(op.out_sharding.dims_text()) for op in g.ops if op.op == "sharding_constraint"] == ['[{}, {"y"}]']
+    # the file is the model: dumped again (without the source comments) it is the same text
+    written = re.sub(r"  # .*$", "", (tmp_path / "block.yaml").read_text(), flags=re.M)
+    assert dump_model(g) == written
