@@ -82,10 +82,12 @@ def dtype_of(aval, what: str) -> str:
     return _DTYPES[name]
 
 
-def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool = False) -> str:
+def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool = False,
+                        replicated=()) -> str:
     """Shardy text for a ``PartitionSpec`` of a rank-``rank`` array (padded with replicated dimensions);
     ``open_dims`` and ``PartitionSpec.UNCONSTRAINED`` entries are open (``{?}``), and with ``open_all`` every
-    dimension is (``{"x", ?}``: a shard_map's specs where some mesh axes stay free)."""
+    dimension is (``{"x", ?}``: a shard_map's specs where some mesh axes stay free); ``replicated`` axes are
+    listed as ``replicated={...}``."""
     if getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
         raise ModelError(f"{what}: PartitionSpec {spec} has unreduced or reduced axes, which the frontend does not "
                          "read; reduce the value (jax.lax.psum or reshard) before it")
@@ -99,7 +101,8 @@ def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool
             continue
         names = [] if e is None else [e] if isinstance(e, str) else list(e)
         dims.append("{" + ", ".join([*(f'"{a}"' for a in names), *(["?"] if open_all else [])]) + "}")
-    return "[" + ", ".join(dims) + "]"
+    text = "[" + ", ".join(dims) + "]"
+    return text + (", replicated={" + ", ".join(f'"{a}"' for a in replicated) + "}" if replicated else "")
 
 
 def mesh_axes(jax_mesh) -> tuple[tuple[str, int, str], ...]:
@@ -155,17 +158,27 @@ class Walker:
                              "read; trace the function on one mesh, or write the region as auto_axes / "
                              "explicit_axes in the model file")
 
-    def sharding_text(self, sharding, rank: int, what: str, open_dims=()) -> str:
-        """Shardy text for a ``NamedSharding`` (or a bare ``PartitionSpec`` on the trace's mesh) in the program."""
+    def sharding_text(self, sharding, rank: int, what: str, open_dims=(), typed: bool = False) -> str:
+        """Shardy text for a ``NamedSharding`` (or a bare ``PartitionSpec`` on the trace's mesh) in the program.
+
+        A ``typed`` one (a result type: ``out_sharding=``, ``reshard``) names the Explicit axes only; on a mesh
+        that also has Auto axes its dimensions are open to them and the unused Explicit axes replicated, as
+        JAX lowers it (``[{"x", ?}, {?}]``, ``[{?}, {?}], replicated={"x"}``)."""
         spec = getattr(sharding, "spec", None)
         if spec is None and type(sharding).__name__ == "PartitionSpec":
-            spec = sharding
+            spec, axes = sharding, self.mesh or self.seen_mesh or ()
         elif spec is None or not hasattr(sharding, "mesh"):
             raise ModelError(f"{what} is a {type(sharding).__name__}; the frontend reads NamedShardings and "
                              "PartitionSpecs only")
         else:
             self.check_mesh(sharding.mesh, what)
-        return partition_spec_text(spec, rank, what, open_dims)
+            axes = mesh_axes(sharding.mesh)
+        explicit = [n for n, _, t in axes if t == "Explicit"]
+        if not typed or len(explicit) == len(axes):
+            return partition_spec_text(spec, rank, what, open_dims)
+        used = {a for e in spec for a in ((e,) if isinstance(e, str) else e if isinstance(e, (tuple, list)) else ())}
+        return partition_spec_text(spec, rank, what, open_dims, open_all=True,
+                                   replicated=[a for a in explicit if a not in used])
 
     def refused(self, eqn, ins: list[str], message: str) -> list[str]:
         """One ``refused`` node per result of ``eqn`` (reading its operands, so that the first refused primitive
@@ -249,7 +262,7 @@ class Walker:
             raise ModelError(f"JAX primitive {eqn.primitive.name!r} gives {len(outs)} results a sharding; the "
                              "frontend reads one", where=self.where(eqn))
         v = outs[0]
-        text = self.sharding_text(given, len(self.shape(v)), f"the out_sharding of {eqn.primitive.name}")
+        text = self.sharding_text(given, len(self.shape(v)), f"the out_sharding of {eqn.primitive.name}", typed=True)
         made = self.p.producer(v)
         if made is not None and any(n is made for n in self.p.nodes[start:]) and v not in self.p.shardings:
             self.p.shardings[v] = text
@@ -503,7 +516,7 @@ def _sharding_constraint(w: Walker, eqn, ins) -> str:
 
 def _reshard(w: Walker, eqn, ins) -> str:
     """``jax.sharding.reshard``: the value retyped to ``dst_sharding`` (a ``sharding_constraint``)."""
-    text = w.sharding_text(eqn.params["dst_sharding"], len(w.shape(ins[0])), "jax.sharding.reshard")
+    text = w.sharding_text(eqn.params["dst_sharding"], len(w.shape(ins[0])), "jax.sharding.reshard", typed=True)
     return w.constrain(eqn, ins[0], text)
 
 
@@ -519,7 +532,7 @@ def _device_put(w: Walker, eqn, ins) -> list[str]:
             raise ModelError(f"jax.device_put to {target!r}: the frontend reads device_put to a NamedSharding "
                              "(or a PartitionSpec) only; place whole arrays outside the traced function",
                              where=w.where(eqn))
-        text = w.sharding_text(target, len(w.shape(v)), f"jax.device_put's sharding {i}")
+        text = w.sharding_text(target, len(w.shape(v)), f"jax.device_put's sharding {i}", typed=True)
         outs.append(w.constrain(eqn, v, text))
     return outs
 

@@ -101,6 +101,11 @@ def typed(a, b):
     return s, e
 
 
+def mixed_typed(a, b, c):
+    h = jnp.matmul(a, b, out_sharding=P("x", None))
+    return jnp.tanh(jax.sharding.reshard(h, P(None, None))) @ c
+
+
 def dims(s):
     return "[" + ", ".join(str(d) for d in s.dims) + "]"
 
@@ -145,6 +150,17 @@ with jax.set_mesh(explicit):
     out["typed"] = {"jax": jax.jit(typed).lower(*args).as_text(), "ours": ours(trace_function(typed, *args))}
     out["typed_put"] = {"jax": jax.jit(typed_put).lower(*args).as_text(),
                         "ours": ours(trace_function(typed_put, *args))}
+    typed_args = args
+mixed = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
+with jax.set_mesh(mixed):
+    args = (jax.ShapeDtypeStruct((16, 32), jnp.float32, sharding=P("x", None)),
+            jax.ShapeDtypeStruct((32, 64), jnp.float32, sharding=P()),
+            jax.ShapeDtypeStruct((64, 32), jnp.float32, sharding=P()))
+    t = trace_function(mixed_typed, *args)
+    out["mixed"] = {"jax": jax.jit(mixed_typed).lower(*args).as_text(), "ours": ours(t),
+                    "texts": [str(op.out_sharding.dims_text()) for op in t.graph.ops if op.out_sharding is not None]}
+with jax.set_mesh(explicit):
+    args = typed_args
     out["typed_mesh"] = {a.name: a.type.value for a in trace_function(typed, *args).graph.mesh.axes}
 print(json.dumps(out))
 '''
@@ -269,6 +285,17 @@ def test_a_shard_map_region_computes_what_jax_computes(cases):
     # JAX on 8 devices: float32 sums of at most 8 products of standard normals, |value| < 50, 50 * 8 * 2**-24 < 1e-4
     diffs = cases["collectives_max_abs_diff"]
     assert len(diffs) == 2 and max(diffs) < 1e-4
+
+
+@pytest.mark.slow
+def test_a_result_type_on_a_mesh_with_auto_axes_is_open_to_them_as_jax_lowers_it(cases):
+    c = cases["mixed"]
+    full = re.findall(r"sdy\.sharding_constraint %\S+ <@\w+, (\[[^\[\]]*\](?:, replicated=\{[^}]*\})?)>", c["jax"])
+    # the matmul's out_sharding and the reshard, first in JAX's text (it then constrains each later result to the
+    # type it infers, which explicit planning infers itself)
+    assert c["texts"] == full[:2] == ['[{"x", ?}, {?}]', '[{?}, {?}], replicated={"x"}']
+    # the arguments are placements (jit's in-shardings): closed, as JAX writes them
+    assert c["ours"]["arguments"] == {"a": '[{"x"}, {}]', "b": "[{}, {}]", "c": "[{}, {}]"}
 
 
 # -- in this process: no devices needed ------------------------------------------------------
