@@ -5,7 +5,9 @@ missing from it is a :class:`~planner.errors.ModelError` naming the primitive an
 source line (``jax.extend.source_info_util.summarize``). Call-like primitives (``jit``,
 ``pjit``, ``custom_jvp_call``, ``custom_vjp_call``, ``closed_call``, ``remat``) are inlined: their
 body is walked in place (a custom JVP or VJP rule is not kept: the graph's gradients are the
-catalogue's VJPs of the body, which compute the true derivative of what it computes).
+catalogue's VJPs of the body, which compute the true derivative of what it computes; a remat's
+policy is not kept either: what a plan recomputes is the pipeline level's ``recompute``). A jit's
+``in_shardings`` / ``out_shardings`` are kept (below).
 
 Mappings (operands are values, literals become ``const`` tensors):
 
