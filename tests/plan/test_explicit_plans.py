@@ -41,17 +41,22 @@ ops:
 """
 
 
-def contracting(read_after: bool) -> str:
-    """a[8@x,16@y] @ w[16@y,4]: the contracting factor is sharded over y, so h is a pending sum (JAX's psum)."""
+def contracting(read_after: bool, both_sides: bool = True) -> str:
+    """a[8@x,16@y] @ w[16@y,4] with out_sharding f32[8@x,4]: the contracting factor is sharded over y on both
+    sides (JAX asks for that out_sharding), so mm computes a pending sum, reduced by an AllReduce (JAX's psum).
+    With ``both_sides=False`` w is replicated: JAX types h f32[8@x,4] without an out_sharding, and mm still
+    sums over y (w is read sliced, which moves nothing)."""
     relu = "  - {name: r, op: relu, inputs: [h], output: y}\n" if read_after else ""
+    w = ", sharding: '[{\"y\"}, {}]'" if both_sides else ""
+    out = ", out_sharding: '[{\"x\"}, {}]'" if both_sides else ""
     return f"""
 name: contracting
 mesh: {{x: 2, y: 4}}
 tensors:
   a: {{shape: [8, 16], kind: input, sharding: '[{{"x"}}, {{"y"}}]'}}
-  w: {{shape: [16, 4], kind: param, sharding: '[{{"y"}}, {{}}]'}}
+  w: {{shape: [16, 4], kind: param{w}}}
 ops:
-  - {{name: mm, op: matmul, inputs: [a, w], output: h}}
+  - {{name: mm, op: matmul, inputs: [a, w], output: h{out}}}
 {relu}"""
 
 
@@ -160,14 +165,27 @@ def test_sharded_contracting_factor_is_all_reduced_in_the_plan_and_simulates(rea
 
 
 def test_replicated_outputs_layout_is_still_honoured():
-    p = plan(contracting(False), search="explicit", outputs_layout="replicated")
+    p = plan(contracting(False, both_sides=False), search="explicit", outputs_layout="replicated")
     assert p.program.outputs["h"].dims_text() == "[{}, {}]"
     assert [k for _, _, k, _ in steps(p)] == [["AllReduce", "AllGather"]]
     assert_simulates_exactly(p)
 
 
+def megatron(out_sharding: str = "out_sharding: '[{\"dp\"}, {}]'") -> str:
+    """configs/megatron_mlp.yaml written explicitly: fc2's out_sharding types its all-reduced result (JAX
+    refuses the row-parallel matmul without one: its contracting dimension is sharded on both sides)."""
+    with open(os.path.join(CONFIGS, "megatron_mlp.yaml")) as f:
+        text = f.read()
+    return text.replace("output: y}", f"output: y, {out_sharding}}}")
+
+
+def test_megatron_config_needs_an_out_sharding_on_its_row_parallel_matmul():
+    with pytest.raises(RuleError, match="shards its contracting dimension over tp in both inputs"):
+        plan(os.path.join(CONFIGS, "megatron_mlp.yaml"), search="explicit")
+
+
 def test_megatron_row_parallel_output_is_all_reduced_to_its_type():
-    p = plan(os.path.join(CONFIGS, "megatron_mlp.yaml"), search="explicit")
+    p = plan(megatron(), search="explicit")
     block = (512 // 2) * 1024 * 4  # y's block: rows over dp (2), f32
     assert steps(p) == [("y", "forward", ["AllReduce"], 2 * (4 - 1) * block // 4)]  # over tp (4)
     assert_simulates_exactly(p)
@@ -238,7 +256,7 @@ tensors:
 ops:
   - {{name: mm0, op: matmul, inputs: [x, w0], output: h0}}
   - {{name: mm1, op: matmul, inputs: [h0, w1], output: h1}}
-  - {{name: mm2, op: matmul, inputs: [h1, w2], output: y}}
+  - {{name: mm2, op: matmul, inputs: [h1, w2], output: y, out_sharding: '[{{}}, {{}}]'}}
 """
     block = 16 * 32 * 4  # h0 and y: f32, replicated
     all_reduce = 2 * (4 - 1) * block // 4
@@ -254,7 +272,7 @@ ops:
 
 
 def test_training_megatron_config_reduces_its_tensor_parallel_weights_over_the_batch_axis():
-    p = plan(os.path.join(CONFIGS, "megatron_mlp.yaml"), search="explicit", training=True)
+    p = plan(megatron(), search="explicit", training=True)
     block = 1024 * 4096 // 4 * 4  # each weight's f32 block: 4096 split over tp (4)
     syncs = sorted((g.tensor, [s.kind for s in g.steps], [str(a) for s in g.steps for a in s.axes], g.bytes_per_device)
                    for g in p.gradient_syncs)
@@ -354,12 +372,12 @@ shard_as: [[ra, rb]]
 # -- every config ---------------------------------------------------------------------------------------
 
 # Seed 001's consensus decides these configs; the others need an out_sharding somewhere.
-EXPLICIT_ACCEPTS = {"constraints.yaml", "conv_net.yaml", "ffn.yaml", "megatron_mlp.yaml"}
+EXPLICIT_ACCEPTS = {"constraints.yaml", "conv_net.yaml", "ffn.yaml", "moe.yaml"}
 EXPLICIT_REFUSES = {  # config -> the op whose result the consensus cannot decide
     "embedding_head.yaml": "loss",
-    "gpt2_small.yaml": "layer0.attn.ctx_merge",
-    "moe.yaml": "combine.einsum",
-    "transformer_block.yaml": "layer0.attn.ctx_merge",
+    "megatron_mlp.yaml": "fc2",
+    "gpt2_small.yaml": "layer0.attn.o_proj",
+    "transformer_block.yaml": "layer0.attn.o_proj",
 }
 # Manual regions (issue 13): explicit mode refuses them, naming the regions (test below).
 EXPLICIT_REFUSES_REGIONS = {"dp_training_step.yaml", "manual_free_axis.yaml", "megatron_by_hand.yaml",
@@ -411,15 +429,16 @@ tensors:
   w: {shape: [16, 4], kind: param, sharding: '[{"y"}, {}]'}
   c: {shape: [4, 4], kind: input}
 ops:
-  - {name: mm, op: matmul, inputs: [a, w], output: h}
+  - {name: mm, op: matmul, inputs: [a, w], output: h, out_sharding: '[{"x"}, {}]'}
   - {name: r, op: relu, inputs: [h], output: g, out_sharding: '[{}, {}]'}
   - {name: cat, op: concat, inputs: [g, c], output: z, axis: 0, out_sharding: '[{}, {"y"}]'}
 """
 
 
-@pytest.mark.parametrize("model", ["mixed", "megatron_mlp.yaml", "conv_net.yaml"])
+@pytest.mark.parametrize("model", ["mixed", "megatron", "conv_net.yaml"])
 def test_cli_explicit_table_lists_every_tensors_type(model, tmp_path, capsys):
-    path = write(tmp_path, MIXED) if model == "mixed" else os.path.join(CONFIGS, model)
+    texts = {"mixed": MIXED, "megatron": megatron()}
+    path = write(tmp_path, texts[model]) if model in texts else os.path.join(CONFIGS, model)
     assert main(["plan", path, "--search", "explicit"]) == 0
     rows = _type_rows(capsys.readouterr().out)
     graph = load(path)
