@@ -220,7 +220,8 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
     if only_in_result and family == "shape" and not in_region:
         dims = _positional(ctx, ins, [t.shape for t in in_specs], out_spec.shape, mesh)
         return [tuple(a) for a in dims], ()
-    dot = family == "matmul" and len(ins) == 2
+    # a dot (JAX's dot_general): two operands on the matmul units, no windowed factor (a convolution's)
+    dot = get_op(op.op).matmul_units and len(ins) == 2 and FactorKind.NEED_REPLICATION not in rule.factor_kinds
     chosen: list[tuple[AxisRef, ...]] = []
     summed: list[AxisRef] = []
     for f in range(rule.num_factors):

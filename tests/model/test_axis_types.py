@@ -117,6 +117,10 @@ outputs: [y]
 """
 
 
+# fc2 keeps its pending sum over Y (JAX's out_sharding with unreduced axes)
+PENDING_FC2 = REGIONS.replace("output: y}", "output: y, out_sharding: '[{}, {}], unreduced={\"Y\"}'}")
+
+
 def test_inside_auto_axes_the_search_decides_the_axis_and_the_out_sharding_types_the_result():
     # Typed, x's X on the contracting dimension makes fc1 compute on X with a pending sum (see
     # above). With fc1 in an auto_axes region over X, the search places X there itself, and the
@@ -138,9 +142,10 @@ def test_inside_auto_axes_the_search_decides_the_axis_and_the_out_sharding_types
 
 
 def test_inside_explicit_axes_an_auto_axis_is_typed_from_the_in_shardings():
-    # fc2 in an explicit_axes region over Y: a enters typed [{}, {"Y"}] and w2 [{"Y"}, {}], so by
-    # consensus fc2 contracts on Y (a pending sum over Y), whatever the cost search would prefer.
-    model = REGIONS + """explicit_axes:
+    # fc2 in an explicit_axes region over Y: a enters typed [{}, {"Y"}] and w2 [{"Y"}, {}], so fc2
+    # contracts on Y, which JAX types only with an out_sharding: here the pending sum over Y itself,
+    # whatever the cost search would prefer.
+    model = PENDING_FC2 + """explicit_axes:
   - {name: e, axes: [Y], ops: [fc2], in_shardings: {a: '[{}, {"Y"}]', w2: '[{"Y"}, {}]'}}
 """
     p = plan(model, search="bfs")
@@ -151,19 +156,20 @@ def test_inside_explicit_axes_an_auto_axis_is_typed_from_the_in_shardings():
     assert r.ok
 
 
-@pytest.mark.parametrize("tail, op, expected", [
+@pytest.mark.parametrize("model, op, expected", [
     # inside auto_axes, fc1 computes on X as its result's type (the out-sharding) has it: rows on X
-    ("""auto_axes:
+    (REGIONS + """auto_axes:
   - {name: g, axes: [X], ops: [fc1], out_shardings: {h: '[{"X"}, {}]'}}
 """, "fc1", '[{"X"}, {}]'),
-    # inside explicit_axes, fc2 is typed on Y from its in-shardings: it contracts on Y (pending sum)
-    ("""explicit_axes:
+    # inside explicit_axes, fc2 is typed on Y from its in-shardings: it contracts on Y (its out_sharding
+    # keeps the pending sum, as JAX asks of a contraction sharded on both sides)
+    (PENDING_FC2 + """explicit_axes:
   - {name: e, axes: [Y], ops: [fc2], in_shardings: {a: '[{}, {"Y"}]', w2: '[{"Y"}, {}]'}}
 """, "fc2", '[{}, {}], unreduced={"Y"}'),
 ])
-def test_propagate_plans_axis_regions_with_their_types(tail, op, expected):
+def test_propagate_plans_axis_regions_with_their_types(model, op, expected):
     for training in (False, True):
-        p = plan(REGIONS + tail, search="propagate", training=training)
+        p = plan(model, search="propagate", training=training)
         assert p.op(op).result_sharding.dims_text() == expected
         r = simulate(p, seed=0)
         assert r.ok and r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
