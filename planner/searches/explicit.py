@@ -48,11 +48,12 @@ from planner.searches import bfs, phased
 def search(request: Request) -> Decision:
     """The search ``explicit``: seed 001's explicit mode (see the module docstring).
 
-    A model with manual regions is typed with every mesh axis Explicit (each region's manual axes
-    manual in its body), as for mixed axis types, which leaves the breadth-first search nothing to
-    choose but the sources' layouts."""
+    A model with manual regions or ``auto_axes`` / ``explicit_axes`` regions is typed with every mesh axis
+    Explicit (each manual region's manual axes manual in its body; an ``auto_axes`` region's axes Auto
+    inside it, its outputs typed by its out-shardings), as for mixed axis types, which leaves the
+    breadth-first search nothing to choose but the sources' layouts and the Auto axes inside regions."""
     notes = ignored_annotations(request.graph, "explicit")
-    if request.graph.manual_regions:
+    if request.graph.manual_regions or request.graph.axis_regions:
         mesh = request.mesh.with_types({a.name: AxisType.EXPLICIT for a in request.mesh.axes})
         # explicit types live on the model's mesh: the graph stays on it
         typed = phased.with_explicit_types(phased.checked(replace(request, mesh=mesh, time_limit=None,

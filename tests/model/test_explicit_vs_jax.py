@@ -26,6 +26,8 @@ import pytest
 
 from graphs.graph_builder import GraphBuilder
 from planner.errors import RuleError
+from planner.ir.mesh import AxisType
+from planner.model.axis_types import explicit_prefixes
 from planner.model.explicit_types import explicit_shardings
 
 pytest.importorskip("jax")
@@ -48,9 +50,10 @@ def P(*dims, unreduced=""):
     return text
 
 
-def prog(mesh, tensors, ops):
-    """``tensors``: name -> (shape, sharding or None); ``ops``: (op, inputs, output, attrs) in order."""
-    return {"mesh": mesh, "tensors": tensors, "ops": ops}
+def prog(mesh, tensors, ops, auto_axes=()):
+    """``tensors``: name -> (shape, sharding or None); ``ops``: (op, inputs, output, attrs) in order;
+    ``auto_axes``: regions (axes, op indices, {output: out-sharding}), seed 001's ``auto_axes``."""
+    return {"mesh": mesh, "tensors": tensors, "ops": ops, "auto_axes": auto_axes}
 
 
 A = "A"  # a placeholder name used by several programs: the first input
@@ -147,6 +150,24 @@ PROGRAMS = {
     "reshape_singletons": prog(M2, {"a": ((4, 8), P("X", "Y"))}, [("reshape", ["a"], "r", {"shape": (4, 1, 8)})]),
     "reshape_out_sharding": prog(M2, {"a": ((4, 6), P(None, "X"))},
                                  [("reshape", ["a"], "r", {"shape": (24,), "out_sharding": P("X")})]),
+    # -- auto_axes regions (seed 001): the region's axes are Auto inside, its outputs typed by out_sharding ---
+    "seed001_auto_axes_add": prog(M2, {"a": ((4, 4), P("X", None)), "b": ((4, 4), P(None, "X"))},
+                                  [("add", ["a", "b"], "c", {}), ("neg", ["c"], "d", {})],
+                                  auto_axes=[(("X", "Y"), [0], {"c": P("X", None)})]),
+    "seed001_auto_axes_one_axis": prog(M2, {"a": ((4, 4), P("X", "Y"))},
+                                       [("exp", ["a"], "x", {}), ("neg", ["x"], "z", {}), ("tanh", ["z"], "w", {})],
+                                       auto_axes=[(("X",), [1], {"z": P("X", "Y")})]),
+    "auto_axes_types_inside_name_only_explicit_axes": prog(
+        M3, {"a": ((4, 4, 8), P("X", "Y", "Z"))},
+        [("exp", ["a"], "x", {}), ("neg", ["x"], "z", {}), ("sum", ["z"], "s", {"axes": (2,)}),
+         ("tanh", ["s"], "w", {})],
+        auto_axes=[(("X", "Z"), [1, 2], {"s": P("X", "Y")})]),
+    "auto_axes_row_parallel_matmul": prog(M2, MLP_W, [("matmul", ["x", "w1"], "h", {}), ("gelu", ["h"], "g", {}),
+                                                      ("matmul", ["g", "w2"], "y", {}), ("relu", ["y"], "r", {})],
+                                          auto_axes=[(("Y",), [2], {"y": P(None, None)})]),
+    "auto_axes_does_not_cover_the_conflict": prog(M2, {"a": ((4, 4), P("X", None)), "b": ((4, 4), P(None, "X"))},
+                                                  [("add", ["a", "b"], "c", {})],
+                                                  auto_axes=[(("Y",), [0], {"c": P("X", None)})]),
     # -- a small attention block: heads split, scores, softmax, merge ------------------------------------
     "attention_heads": prog(M2, {"x": ((2, 8, 16), P("X", None, None)), "wq": ((16, 16), P(None, "Y")),
                                  "wk": ((16, 16), P(None, "Y"))},
@@ -220,12 +241,35 @@ RUNNER = textwrap.dedent('''
         mesh = jax.make_mesh(tuple(p["mesh"].values()), tuple(p["mesh"]),
                              axis_types=(AxisType.Explicit,) * len(p["mesh"]))
         types, where = {}, {"op": None}
-        def program(*arrays):
-            env = dict(zip(p["inputs"], arrays))
-            for op_name, kind, ins, out, attrs, out_sharding in p["ops"]:
+        def run_ops(env, ops):
+            for op_name, kind, ins, out, attrs, out_sharding in ops:
                 where["op"] = op_name
                 env[out] = apply(kind, [env[t] for t in ins], attrs, out_sharding)
                 types[out] = read(env[out])
+        def program(*arrays):
+            env = dict(zip(p["inputs"], arrays))
+            done = set()
+            for op in p["ops"]:
+                region = next((r for r in p["regions"] if op[0] in r[1]), None)
+                if region is None:
+                    run_ops(env, [op])
+                    continue
+                if op[0] in done:
+                    continue
+                axes, names, outs = region
+                body = [o for o in p["ops"] if o[0] in names]
+                done.update(names)
+                made = {o[3] for o in body}
+                reads = sorted({t for o in body for t in o[2] if t not in made})
+                def inside(*values, body=body, reads=reads, outs=outs):
+                    local = dict(zip(reads, values))
+                    run_ops(local, body)
+                    return [local[t] for t in outs]
+                call = jax.sharding.auto_axes(inside, axes=tuple(axes),
+                                              out_sharding=[spec(*outs[t]) for t in outs])
+                for t, value in zip(outs, call(*[env[t] for t in reads])):
+                    env[t] = value
+                    types[t] = read(value)  # back in the caller: typed by its out_sharding
             return [env[o] for o in p["outputs"]]
         with jax.set_mesh(mesh):
             args = [jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec(dims)))
@@ -246,7 +290,20 @@ def build(program):
         b.tensor(name, list(shape), sharding=sharding)
     for k, (kind, ins, out, attrs) in enumerate(program["ops"]):
         b.op(kind, ins, output=out, name=f"{kind}{k}", **attrs)
+    for r, (axes, ops, outs) in enumerate(program["auto_axes"]):
+        names = [f"{program['ops'][k][0]}{k}" for k in ops]
+        b.auto_axes(f"g{r}", list(axes), names, outs)
     return b.build()
+
+
+def shardplan_types(graph):
+    """Each tensor's type in explicit mode; with auto_axes regions, the typing explicit mode plans such a
+    model by (every axis Explicit, a region's axes Auto inside it), as each tensor is seen where it is made."""
+    if not graph.axis_regions:
+        types = explicit_shardings(graph)
+        return {t: types.sharding(t) for t in graph.tensors}
+    mesh = graph.mesh.with_types({a.name: AxisType.EXPLICIT for a in graph.mesh.axes})
+    return explicit_prefixes(graph, mesh)[2]
 
 
 def _dims(sharding):
@@ -264,7 +321,9 @@ def _for_jax(graph):
         out = None if op.out_sharding is None else tuple(_dims(op.out_sharding).values())
         ops.append((op.name, op.op, list(op.inputs), op.output, dict(op.attrs_dict), out))
     used = {t for op in graph.ops for t in op.inputs}
-    return {"mesh": dict((a.name, a.size) for a in graph.mesh.axes),
+    regions = [(r.axes, list(r.ops), {t: tuple(_dims(s).values()) for t, s in r.shardings})
+               for r in graph.axis_regions]
+    return {"mesh": dict((a.name, a.size) for a in graph.mesh.axes), "regions": regions,
             "inputs": [t.name for t in inputs],
             "input_types": [(tuple(t.shape), _dims(t.sharding)["dims"] if t.sharding is not None else [[]] * t.rank)
                             for t in inputs],
@@ -295,13 +354,13 @@ def test_explicit_mode_types_the_program_as_jax_does(name, jax_results):
         classes = [c for c, (theirs, _) in PROBLEMS.items() if re.search(theirs, expected["error"])]
         assert classes, f"JAX raised an error no class of PROBLEMS covers: {expected['error']}"
         with pytest.raises(RuleError) as err:
-            explicit_shardings(graph)
+            shardplan_types(graph)
         ours = PROBLEMS[classes[0]][1]
         assert re.search(ours, str(err.value)), (classes[0], str(err.value), expected["error"])
         assert f"to op {expected['op']!r}" in str(err.value)  # the same op
         return
-    types = explicit_shardings(graph)
-    got = {t: _dims(types.sharding(t)) for t in expected["types"]}
+    types = shardplan_types(graph)
+    got = {t: _dims(types[t]) for t in expected["types"]}
     assert got == expected["types"]
 
 

@@ -492,3 +492,32 @@ def test_explicit_mode_types_region_boundaries_and_refuses_an_unannotated_input_
     with pytest.raises(PlanningError, match=rf"region '({names})': the in-sharding .* disagrees with its type "
                                             r".*only an explicit reshard moves an Explicit axis"):
         plan(graph, search="explicit")
+
+
+# -- auto_axes regions (seed 001's own escape hatch) ----------------------------------------------------
+
+SEED001_AUTO_AXES = """
+name: seed001_auto_axes
+mesh: {axes: {X: 2, Y: 4}, axis_types: {X: Explicit, Y: Explicit}}
+tensors:
+  x: {shape: [4, 4], dtype: i32, sharding: '[{"X"}, {}]'}
+  y: {shape: [4, 4], dtype: i32, sharding: '[{}, {"X"}]'}
+ops:
+  - {name: add, op: add, inputs: [x, y], output: z}
+  - {name: neg, op: neg, inputs: [z], output: w}
+outputs: [w]
+auto_axes:
+  - {name: g, axes: [X, Y], ops: [add], out_shardings: {z: '[{"X"}, {}]'}}
+"""
+
+
+def test_seed001_auto_axes_region_is_honoured_by_explicit_mode():
+    # the seed: x + y is i32[4@X,4@X] in explicit mode (an error); inside auto_axes it is computed as the
+    # compiler likes and comes back typed by out_shardings P("X", None): i32[4@X,4]
+    without = SEED001_AUTO_AXES[:SEED001_AUTO_AXES.index("auto_axes:")]
+    with pytest.raises(RuleError, match=re.escape("produces an illegally sharded result: i32[4@X,4@X]")):
+        plan(without, search="explicit")
+    p = plan(SEED001_AUTO_AXES, search="explicit")
+    assert p.tensors["z"].sharding.dims_text() == '[{"X"}, {}]'
+    assert p.tensors["w"].sharding.dims_text() == '[{"X"}, {}]'
+    assert_simulates_exactly(p)
