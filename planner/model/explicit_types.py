@@ -498,7 +498,8 @@ __all__ = ["AllReduce", "TypedTensor", "ExplicitResult", "decide_op", "explicit_
 
 
 def factor_axes_computing(rule, operands, result, mesh) -> tuple:
-    """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s."""
+    """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s (a
+    dimension the rule needs whole computed whole, and ``result`` sliced from it)."""
     try:
         per_operand = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
     except RuleError:
@@ -516,5 +517,10 @@ def factor_axes_computing(rule, operands, result, mesh) -> tuple:
             return tuple(agreed)
         except RuleError:
             pass
-    from_result = factor_axes_from_tensor(rule, "result", result)
-    return tuple(merge_adjacent(a, mesh) for a in from_result)
+    from_result = tuple(merge_adjacent(a, mesh) for a in factor_axes_from_tensor(rule, "result", result))
+    try:
+        check_factor_axes(rule, from_result, mesh)
+        return from_result
+    except RuleError:  # a dimension JAX keeps sharded that the rule needs whole: computed whole, then sliced
+        return tuple(() if rule.factor_kinds[f] is FactorKind.NEED_REPLICATION else a
+                     for f, a in enumerate(from_result))

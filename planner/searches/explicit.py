@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from costmodels.units import format_bytes
-from planner.errors import PlanningError
+from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType
 from planner.model.build import build_model
 from planner.model.decision import Decision
@@ -41,7 +41,7 @@ from planner.model.ignored import ignored_annotations
 from planner.model.options import Options
 from planner.model.request import Request
 from planner.model.typed import typed_graph, typed_model
-from planner.rules import rule_for
+from planner.rules import check_factor_axes, rule_for
 from planner.searches import bfs, phased
 
 
@@ -76,6 +76,13 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> Decision:
     for op, in_specs, out_spec in graph.walk():
         rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
         fixed[op.name] = factor_axes_computing(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
+        try:
+            check_factor_axes(rule, fixed[op.name], mesh)
+        except RuleError as e:  # typed as JAX types it, but no strategy of its rule computes that type
+            raise PlanningError(
+                f"op {op.name!r} ({op.op}): explicit mode types its result {types.type_text(op.output)} as JAX "
+                f"does, but no strategy of its sharding rule computes that: {e.message}; give the op an "
+                "out_sharding that replicates that dimension", where=_where(graph, op)) from None
     # The budget is checked on the one plan there is (below): BFS would only say it found no candidate.
     typed = {name: types.sharding(name).layout_only() for name in graph.tensors}
     built = build_model(typed_graph(graph, typed, options.outputs_layout), mesh, cluster,
@@ -97,3 +104,7 @@ def _check_shard_as(graph, types) -> None:
                 f"shard_as group [{', '.join(group)}] cannot hold in explicit mode: the types are "
                 f"{', '.join(f'{t} {types.type_text(t)}' for t in group)}; give them the same sharding "
                 "(an out_sharding on their ops)")
+
+
+def _where(graph, op) -> str | None:
+    return None if op.line is None else f"{graph.source or '<string>'}:{op.line}"

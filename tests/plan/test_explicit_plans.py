@@ -521,3 +521,32 @@ def test_seed001_auto_axes_region_is_honoured_by_explicit_mode():
     assert p.tensors["z"].sharding.dims_text() == '[{"X"}, {}]'
     assert p.tensors["w"].sharding.dims_text() == '[{"X"}, {}]'
     assert_simulates_exactly(p)
+
+
+# -- ops JAX types over a sharded dimension -------------------------------------------------------------
+
+@pytest.mark.parametrize("op", [
+    "{name: o, op: softmax, inputs: [a], output: r, axis: 1}",
+    "{name: o, op: layernorm, inputs: [a, g, g], output: r}",
+    "{name: o, op: concat, inputs: [a, a], output: r, axis: 1}",
+    "{name: o, op: slice, inputs: [a], output: r, starts: [0, 2], stops: [4, 6]}",
+    "{name: o, op: max, inputs: [a], output: r, axes: [1]}",
+    "{name: o, op: reshape, inputs: [a], output: r, shape: [32]}",
+], ids=["softmax", "layernorm", "concat", "slice", "max", "reshape-merge"])
+def test_ops_over_a_sharded_dimension_plan_their_jax_types_and_simulate(op):
+    # a is f32[4@Y,8@X]: each op's result lives in the type JAX gives it (test_explicit_vs_jax.py), computed
+    # by a strategy of its rule (a dimension the rule needs whole is computed whole and sliced to its type)
+    text = f"""
+name: t
+mesh: {{X: 2, Y: 4}}
+tensors:
+  a: {{shape: [4, 8], sharding: '[{{"Y"}}, {{"X"}}]'}}
+  g: {{shape: [8]}}
+ops:
+  - {op}
+"""
+    p = plan(text, search="explicit")
+    graph = load_model_text(text)
+    assert p.tensors["r"].sharding.dims_text() == explicit_shardings(graph).sharding("r").dims_text()
+    assert_every_tensor_has_its_type(p, graph)
+    assert_simulates_exactly(p)
