@@ -56,11 +56,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
+from graphs.axis_regions import region_of
 from graphs.ops.registry import get_op
 from planner.errors import RuleError, ShardplanError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import DimSharding, TensorSharding
+from planner.model.annotations import translate
 from planner.rules import (
     FactorKind,
     OpShardingRule,
@@ -407,6 +409,13 @@ def _reshape_dims(ctx: _OpContext, sharding: TensorSharding, in_shape: Sequence[
 
 # -- the walk ----------------------------------------------------------------------------------------
 
+def _keep(sharding: TensorSharding, keep) -> TensorSharding:
+    """``sharding`` with only the axes ``keep`` accepts (an ``auto_axes`` region's operands, typed without its axes)."""
+    dims = tuple(DimSharding(tuple(a for a in d.axes if keep(a)), d.is_open) for d in sharding.dims)
+    return TensorSharding(sharding.mesh, dims, tuple(filter(keep, sharding.replicated)),
+                          tuple(filter(keep, sharding.unreduced)))
+
+
 def _where(graph, op) -> str | None:
     return None if op.line is None else f"{graph.source or '<string>'}:{op.line}"
 
@@ -471,6 +480,9 @@ def _check_reduced(ctx: _OpContext, ins: Sequence[TensorSharding]) -> None:
 def explicit_shardings(graph) -> ExplicitResult:
     """Seed 001's explicit mode over a whole :class:`~graphs.graph.ComputationGraph` (see the module docstring).
 
+    In an ``auto_axes`` region (:mod:`graphs.axis_regions`) the region's axes are Auto: its ops are typed on
+    the other axes, and each output leaves typed by the region's out-sharding on the region's axes.
+
     Raises :class:`~planner.errors.RuleError` at the first op whose result the
     consensus rule cannot decide.
     """
@@ -478,8 +490,19 @@ def explicit_shardings(graph) -> ExplicitResult:
     collectives: dict[str, tuple[AllReduce, ...]] = {}
     for op, in_specs, out_spec in graph.walk():
         ins = [decided[t.name].sharding for t in in_specs]
+        region = region_of(graph.axis_regions, op.name)
+        auto = frozenset(region.axes) if region is not None and region.kind == "auto" else frozenset()
         try:
-            decision, inserted = decide_op(graph, op, ins, in_specs, out_spec)
+            decision, inserted = decide_op(graph, op, [_keep(s, lambda a: a.name not in auto) for s in ins],
+                                           in_specs, out_spec)
+            leaving = region.sharding(op.output) if auto else None
+            if leaving is not None:  # back to the caller typed by the region's out-sharding on its axes
+                out = translate(leaving, decision.sharding.mesh, out_spec.shape)
+                typed = TensorSharding.build(out.mesh, [
+                    d.axes + tuple(a for a in o.axes if a.name in auto)
+                    for d, o in zip(decision.sharding.dims, out.dims)], unreduced=decision.sharding.unreduced)
+                decision = TypedTensor(typed, f"{decision.reason}; leaves auto_axes region {region.name!r} typed "
+                                              f"by its out_shardings {leaving.dims_text()}")
         except RuleError:
             raise
         except ShardplanError as e:  # a sharding the representation rejects, e.g. from out_sharding

@@ -288,3 +288,32 @@ def test_reshape_regrouping_dims_is_typed_only_when_unsharded(sharding):
 def test_reshape_regrouping_unsharded_dims_beside_a_sharded_one_needs_an_out_sharding():
     with pytest.raises(RuleError, match=re.escape(RESHAPE_ERROR.format("f32[2,3,8@Y]", "3x2x8"))):
         _reshape([2, 3, 8], '[{}, {}, {"Y"}]', [3, 2, 8])
+
+
+# -- auto_axes regions -------------------------------------------------------------------------------------
+
+def test_seed001_auto_axes_region_types_its_result_by_its_out_sharding():
+    # seed 001: some_x + some_y inside auto_axes (every axis Auto there), out_shardings P("X", None)
+    b = GraphBuilder("g", {"X": 2, "Y": 4})
+    x = b.tensor("x", [4, 4], "i32", sharding='[{"X"}, {}]')
+    y = b.tensor("y", [4, 4], "i32", sharding='[{}, {"X"}]')
+    b.op("add", [x, y], output="z", name="add")
+    b.op("neg", ["z"], output="w", name="neg")
+    with pytest.raises(RuleError, match=re.escape("illegally sharded result: i32[4@X,4@X]")):
+        explicit_shardings(b.build())
+    b.auto_axes("g", ["X", "Y"], ["add"], {"z": '[{"X"}, {}]'})
+    res = explicit_shardings(b.build())
+    assert res.type_text("z") == "i32[4@X,4]" and res.type_text("w") == "i32[4@X,4]"
+    assert res.reason("z").endswith("leaves auto_axes region 'g' typed by its out_shardings [{\"X\"}, {}]")
+
+
+def test_inside_an_auto_axes_region_types_name_only_the_other_axes():
+    # seed 001's g: axes X Auto inside, so y inside is f32[4,4@Y]; z leaves typed P("X", "Y")
+    b = GraphBuilder("g", {"X": 2, "Y": 4})
+    a = b.tensor("a", [4, 4], sharding='[{"X"}, {"Y"}]')
+    b.op("exp", [a], output="y", name="sin")
+    b.op("neg", ["y"], output="y2", name="times2")
+    b.op("tanh", ["y2"], output="z", name="scale")
+    b.auto_axes("g", ["X"], ["times2", "scale"], {"z": '[{"X"}, {"Y"}]'})
+    res = explicit_shardings(b.build())
+    assert [res.type_text(t) for t in ("y", "y2", "z")] == ["f32[4@X,4@Y]", "f32[4,4@Y]", "f32[4@X,4@Y]"]

@@ -297,13 +297,15 @@ def build(program):
 
 
 def shardplan_types(graph):
-    """Each tensor's type in explicit mode; with auto_axes regions, the typing explicit mode plans such a
-    model by (every axis Explicit, a region's axes Auto inside it), as each tensor is seen where it is made."""
-    if not graph.axis_regions:
-        types = explicit_shardings(graph)
-        return {t: types.sharding(t) for t in graph.tensors}
-    mesh = graph.mesh.with_types({a.name: AxisType.EXPLICIT for a in graph.mesh.axes})
-    return explicit_prefixes(graph, mesh)[2]
+    """Each tensor's type in explicit mode, as seen where it is made. With auto_axes regions, the typing
+    explicit mode plans such a model by (every axis Explicit, a region's axes Auto inside it) must agree."""
+    types = explicit_shardings(graph)
+    out = {t: types.sharding(t) for t in graph.tensors}
+    if graph.axis_regions:
+        mesh = graph.mesh.with_types({a.name: AxisType.EXPLICIT for a in graph.mesh.axes})
+        planned = explicit_prefixes(graph, mesh)[2]
+        assert {t: _dims(s) for t, s in planned.items()} == {t: _dims(out[t]) for t in planned}
+    return out
 
 
 def _dims(sharding):
