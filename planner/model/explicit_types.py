@@ -37,7 +37,9 @@ the same programs through JAX):
   ones are the most major; any other reshape of a sharded tensor is an error.
 
 Other need-replication factors (a sharded gather or loss axis; collectives inside
-manual regions) are errors. Op strategies are ignored in this mode.
+manual regions) are errors. In an ``auto_axes`` region the region's axes are Auto:
+its ops are typed without them and its outputs leave typed by its out-shardings.
+Op strategies are ignored in this mode.
 
 >>> from graphs.graph_builder import GraphBuilder
 >>> b = GraphBuilder("seed001", {"X": 2, "Y": 4})
