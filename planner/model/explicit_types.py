@@ -162,7 +162,8 @@ def _factor_dims(rule: OpShardingRule, f: int) -> list[tuple[int, int]]:
     return [(i, d) for i, dims in enumerate(rule.operands) for d, factors in enumerate(dims) if f in factors]
 
 
-def _read(ctx: _OpContext, rule: OpShardingRule, ins: Sequence[TensorSharding]) -> list[tuple[tuple[AxisRef, ...], ...]]:
+def _read(ctx: _OpContext, rule: OpShardingRule,
+          ins: Sequence[TensorSharding]) -> list[tuple[tuple[AxisRef, ...], ...]]:
     try:
         return [factor_axes_from_tensor(rule, i, s) for i, s in enumerate(ins)]
     except RuleError as e:
@@ -230,7 +231,10 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
     summed: list[AxisRef] = []
     for f in range(rule.num_factors):
         operands = {i for i, _ in _factor_dims(rule, f)}
-        axes = _dot_factor(ctx, rule, per_operand, f) if dot and operands == {0, 1} else _agree(ctx, rule, per_operand, f)
+        if dot and operands == {0, 1}:
+            axes = _dot_factor(ctx, rule, per_operand, f)
+        else:
+            axes = _agree(ctx, rule, per_operand, f)
         kind = rule.factor_kinds[f]
         if f not in in_result:  # reduced away: the result is replicated on its axes
             if kind is FactorKind.REDUCTION:
