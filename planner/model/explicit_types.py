@@ -528,10 +528,14 @@ __all__ = ["AllReduce", "TypedTensor", "ExplicitResult", "decide_op", "explicit_
 
 def factor_axes_computing(rule, operands, result, mesh) -> tuple:
     """The factor sharding computing ``result`` from ``operands`` as they are, else in ``result``'s (a
-    dimension the rule needs whole computed whole, and ``result`` sliced from it)."""
+    dimension the rule needs whole computed whole, and ``result`` sliced from it). An operand with pending
+    sums (read only by a constraint, JAX's reshard) is reduced into ``result``'s layout: a reduce-scatter
+    where ``result`` is sharded, not an all-reduce and a slice."""
     try:
         per_operand = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
     except RuleError:
+        per_operand = None
+    if any(s.unreduced for s in operands):
         per_operand = None
     agreed = [] if per_operand is not None else None
     for f in range(rule.num_factors if per_operand is not None else 0):

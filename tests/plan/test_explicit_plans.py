@@ -550,3 +550,24 @@ ops:
     assert p.tensors["r"].sharding.dims_text() == explicit_shardings(graph).sharding("r").dims_text()
     assert_every_tensor_has_its_type(p, graph)
     assert_simulates_exactly(p)
+
+
+def test_pending_sum_kept_by_out_sharding_is_reduce_scattered_into_the_constraint_that_reads_it():
+    # fc2's out_sharding keeps its sum over y pending (JAX's unreduced); the constraint reads it into rows over
+    # y, as JAX's reshard: one ReduceScatter, each device receiving (p - 1) of the p blocks of its [2, 16]
+    # f32 result block: (4 - 1) * 2 * 16 * 4 = 384 B
+    text = """
+name: unreduced
+mesh: {x: 2, y: 4}
+tensors:
+  g: {shape: [8, 32], sharding: '[{}, {"y"}]'}
+  w2: {shape: [32, 16], kind: param, sharding: '[{"y"}, {}]'}
+ops:
+  - {name: fc2, op: matmul, inputs: [g, w2], output: y, out_sharding: '[{}, {}], unreduced={"y"}'}
+  - {name: red, op: sharding_constraint, inputs: [y], output: r, out_sharding: '[{"y"}, {}]'}
+  - {name: act, op: relu, inputs: [r], output: z}
+"""
+    p = plan(text, search="explicit")
+    assert p.tensors["y"].sharding.unreduced and p.tensors["r"].sharding.dims_text() == '[{"y"}, {}]'
+    assert steps(p) == [("y", "forward", ["ReduceScatter"], (4 - 1) * 2 * 16 * 4)]
+    assert_simulates_exactly(p)
