@@ -19,7 +19,7 @@ stage-mesh program's redistributions, as :mod:`planner.stages.cost` prices them:
 from __future__ import annotations
 
 from costmodels import RING
-from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, bucketed, layer_shard_bytes, links, stage_peaks
+from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, bucketed, layer_shard_bytes, links, shard_bytes, stage_peaks
 from planner.partitioning import Redistribute
 from planner.stages.schedules import device_orders, peak_bytes
 
@@ -75,8 +75,10 @@ def predicted_bytes(c, instructions, costs, cluster) -> dict[str, list[int]]:
             if c.zero == 2:
                 shard = sum(layer_shard_bytes(costs[i], dp) for i in layers)
                 out["gradient_sync"][d] += RING.all_gather(dp, shard, dp_link).bytes_per_device
-        elif dp > 1:
-            shard = -(-sum(costs[i].param_bytes for i in layers) // dp)
+        elif dp > 1:  # each stage's flat buffer sharded on its own
+            shard = sum(shard_bytes(sum(costs[i].param_bytes for i in c.stage_layers(k)),
+                                    sum(costs[i].param_elements for i in c.stage_layers(k)), dp)
+                        for k in range(d, c.stages, c.pp))
             if c.zero == 0:
                 out["gradient_sync"][d] = RING.all_reduce(dp, shard, dp_link).bytes_per_device
             else:
@@ -102,7 +104,8 @@ def predicted_memory_parts(c, costs, d: int, total: int, adam: bool) -> dict[str
         params = grads - bucket if c.zero == 3 else grad
     else:
         grads = grad
-        owned = -(-elems // dp) if c.zero >= 1 else elems
+        owned = sum(-(-sum(costs[i].param_elements for i in c.stage_layers(k)) // dp)
+                    for k in range(d, c.stages, c.pp)) if c.zero >= 1 else elems
         params = grad
     moments = ADAM_BYTES_PER_ELEMENT * owned
     return {"parameters": params + gathered, "gradients": grads, "optimizer_state": moments if adam else 0,

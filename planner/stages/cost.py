@@ -64,7 +64,7 @@ from planner.stages.profile import LayerCost
 from planner.stages.schedules import Compiled, Timeline, compiled, device_orders, ends, peak_bytes_at, timeline
 
 __all__ = ["ADAM_BYTES_PER_ELEMENT", "Config", "Evaluation", "bucket_time_s", "bucketed", "evaluate",
-           "layer_shard_bytes", "memory_bytes", "stage_peaks", "stage_sums", "sync_time_s"]
+           "layer_shard_bytes", "memory_bytes", "shard_bytes", "stage_peaks", "stage_sums", "sync_time_s"]
 
 #: Adam's two moments, kept in f32.
 ADAM_BYTES_PER_ELEMENT = 8
@@ -193,8 +193,8 @@ def memory_bytes(config: Config, costs: tuple[LayerCost, ...], sums=None, schedu
             params = grads if config.zero == 3 else sum(costs[i].param_bytes for i in layers)
         else:  # accumulated whole over the microbatches, reduced once a step
             grads = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
-            elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
-            owned = -(-elems // dp) if config.zero >= 1 else elems
+            elems = [int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine]
+            owned = sum(-(-e // dp) for e in elems) if config.zero >= 1 else sum(elems)
             params = grads
         adam = ADAM_BYTES_PER_ELEMENT * owned
         acts = peak_bytes_at(schedule.moments[d], stash_k, work_f, work_b)
@@ -245,10 +245,13 @@ def _syncs(config: Config, costs, sums, dp_link, cluster: Cluster) -> list[float
                                    sum(-(-costs[i].param_elements // dp) for i in layers), 0.0, dp, config.zero,
                                    dp_link, cluster))
             continue
-        grad = sum(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]) for k in mine)
-        elems = sum(int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]]) for k in mine)
+        # each stage's flat buffer is sharded on its own
+        parts = [(int(pbytes[config.bounds[k + 1]] - pbytes[config.bounds[k]]),
+                  int(pelems[config.bounds[k + 1]] - pelems[config.bounds[k]])) for k in mine]
         inside = sum(gsync[config.bounds[k + 1]] - gsync[config.bounds[k]] for k in mine)
-        out.append(sync_time_s(grad, elems, inside, config.dp, config.zero, dp_link, cluster))
+        owned = sum(-(-e // dp) for _, e in parts) if config.zero >= 1 else sum(e for _, e in parts)
+        out.append(_step_end_s(sum(shard_bytes(b, e, dp) for b, e in parts), owned, inside, dp, config.zero, dp_link,
+                               cluster))
     return out
 
 
@@ -272,13 +275,19 @@ def bucketed(zero: int, dp: int) -> bool:
     return zero >= 2 and dp > 1
 
 
-def layer_shard_bytes(cost: LayerCost, dp: int) -> int:
-    """The bytes of one replica's shard of a layer's flat gradient (or parameter) buffer on a device: its elements
-    padded to a multiple of ``dp``, divided by ``dp``, at the layer's bytes per element (one dtype a layer, as the
+def shard_bytes(nbytes: int, elements: int, dp: int) -> int:
+    """The bytes of one replica's shard of a flat buffer of ``elements`` elements and ``nbytes`` bytes: its elements
+    padded to a multiple of ``dp``, divided by ``dp``, at its bytes per element (one dtype a buffer, as the
     simulator's flat buffers take)."""
-    if cost.param_elements == 0:
+    if elements == 0:
         return 0
-    return -(-cost.param_elements // dp) * (cost.param_bytes // cost.param_elements)
+    return -(-int(elements) // dp) * (int(nbytes) // int(elements))
+
+
+def layer_shard_bytes(cost: LayerCost, dp: int) -> int:
+    """:func:`shard_bytes` of a layer's gradient (or parameter) buffer on a device: one replica's shard of its
+    bucket."""
+    return shard_bytes(cost.param_bytes, cost.param_elements, dp)
 
 
 def bucket_time_s(cost: LayerCost, dp: int, dp_link) -> float:
@@ -294,8 +303,9 @@ def sync_time_s(grad_bytes: int, elements: int, inside_s: float, dp: int, zero: 
     """A device's work once a step after its last backward: the stage mesh's gradient reductions (``inside_s``), the
     data-parallel reduction of ``grad_bytes`` of accumulated gradients under ZeRO stage ``zero``, and Adam's update of
     the ``elements`` it owns; with gradient buckets (:func:`bucketed`) the reductions ran during the backward, and
-    ZeRO 2 AllGathers the updated parameters. Shards are ``1/dp`` of the whole, rounded up (the buckets' padding
-    per layer can only add to them). Non-decreasing in each of its arguments."""
+    ZeRO 2 AllGathers the updated parameters. Shards are ``1/dp`` of the whole, rounded up (the padding of each
+    stage's or bucket's elements, :func:`shard_bytes`, can only add to them). Non-decreasing in each of its
+    arguments."""
     return _step_end_s(-(-int(grad_bytes) // dp), -(-int(elements) // dp) if zero >= 1 else int(elements),
                        0.0 if bucketed(zero, dp) else inside_s, dp, zero, dp_link, cluster)
 

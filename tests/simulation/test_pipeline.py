@@ -129,6 +129,25 @@ def test_zero_2_reduce_scatters_each_layers_bucket_and_holds_less_than_zero_1_fr
         assert peak_1 - peak_2 == whole - (whole // 2 + block)
 
 
+def test_flat_buffers_padded_to_the_replicas_move_and_hold_as_predicted():
+    # hidden 34 and vocabulary 65 over dp 4: the embedding's 65x34 table and 8x34 positions are 2,482 elements, not a
+    # multiple of 4; block 0's layer norms (4 x 34), attention (4 x 34x34) and MLP (2 x 34x136) are 14,008
+    text = ("name: odd\nmesh: {pp: 2, dp: 4}\ncluster: a100\n"
+            "model: {builder: gpt, layers: 2, hidden: 34, heads: 2, seq: 8, batch: 8, vocab: 65}\n"
+            "pipeline: {stages: 2, microbatches: 2, schedule: 1f1b, recompute: none, zero: %d}\n")
+    sync = {}
+    for zero in range(4):
+        plan, result = simulated(text % zero, "adam")
+        assert plan.config.bounds[1] == 2  # stage 0: the embedding and block 0
+        assert_exact_and_bytes_equal(result)
+        sync[zero] = result.phases["gradient_sync"][0]["measured_comm_bytes_per_device"]
+    # ZeRO 1 pads stage 0's 16,490 elements to 16,492: a ring ReduceScatter and AllGather over 4 each receive 3 shards
+    # of 4,123 f32; ZeRO 2 pads each layer's bucket, to shards of 621 and 3,502 elements, and receives 3 of them per
+    # layer in each of the 2 microbatches' ReduceScatters and once in the AllGather
+    assert sync[1] == 2 * 3 * 4_123 * 4
+    assert sync[2] == (2 * 3 + 3) * (621 + 3_502) * 4
+
+
 def test_gradients_reduced_inside_the_stage_mesh_are_held_all_step():
     # the batch and the blocks' activations split over tp, the weights whole: each weight's gradient comes pending
     # over tp and is all-reduced inside the stage mesh once a step, its accumulator held from the start
