@@ -48,8 +48,8 @@ So ZeRO 2 holds less than ZeRO 1 on device group ``d`` (its layers' parameter by
 shards ``s_i``, ``dp`` dividing every layer's elements) whenever ``max_i G_i + sum_i s_i < sum_i G_i``:
 a bucket is held only during its layer's backward, so ZeRO 2's peak is at most its shards, the largest
 bucket and ZeRO 1's activation peak; the condition is also necessary when ZeRO 1's peak falls in the
-largest bucket's backward. For ``n`` alike layers, ``1/n + 1/dp < 1``: never with one layer, a tie with
-two at ``dp = 2``, less from three layers at ``dp = 2`` or two at ``dp >= 3``.
+largest bucket's backward. For ``n`` alike layers, ``1/n + 1/dp < 1``: never with one layer, not with two
+at ``dp = 2`` (the bound ties), from three layers at ``dp = 2`` or two at ``dp >= 3``.
 """
 
 from __future__ import annotations
