@@ -33,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Import MODULE (a dotted name or a .py path; the current directory is on sys.path), trace "
         "FUNCTION with jax.make_jaxpr on example arguments, and write the model file: one catalogue op per "
         "primitive (mean, softmax, layer and RMS norms and gelu recognised), each with its source line as a comment. "
+        "The shardings the program states are read: sharding constraints, reshard, out_sharding=, shard_alike, "
+        "shard_map (a manual region) and argument types on an Explicit mesh (without --mesh, the mesh they name). "
         "An unsupported primitive is an error naming it and its line. Needs JAX: pip install -e \".[jax]\".",
     )
     p.add_argument("target", metavar="MODULE:FUNCTION", help="e.g. examples/jax_gpt_block.py:gpt_block")

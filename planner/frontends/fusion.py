@@ -43,10 +43,18 @@ _FLOATS = ("f32", "bf16", "f16")
 
 
 def fuse(p: Trace) -> None:
-    """Rewrite ``p`` in place (see the module docstring)."""
+    """Rewrite ``p`` in place (see the module docstring). A value the program gives a sharding (or groups with
+    ``shard_alike``) that a rewrite folds away is an error: the sharding would be lost."""
+    p.prune()
+    kept = {v: p.producer(v) for v in [*p.shardings, *(v for g in p.shard_as for v in g)] if p.producer(v)}
     for rewrite in (_means, _softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower, _absorb_broadcasts):
         rewrite(p)
         p.prune()
+    for v, node in kept.items():
+        if p.producer(v) is None:
+            raise ModelError(f"the result of JAX primitive {node.primitive!r} has a sharding (an out_sharding, a "
+                             "sharding constraint or shard_alike) but is folded into a larger op here (mean, softmax, "
+                             "a norm, gelu or a broadcast); constrain the larger op's result instead", where=node.where)
 
 
 # -- small readers ------------------------------------------------------------------------
@@ -302,6 +310,8 @@ def _gelus(p: Trace) -> None:
 
 def _smaller(p: Trace, name: str) -> str | None:
     """What an elementwise reader could read instead of ``name`` (numpy broadcasting), if anything."""
+    if name in p.shardings:  # the program shards the broadcast value itself: it stays (lowered to an add of zeros)
+        return None
     n = p.producer(name)
     if n is not None and n.op == "broadcast":
         return n.inputs[0]
@@ -344,7 +354,8 @@ _UNFOLDED = {
     "rsqrt": "rsqrt is supported inside a layer norm, (x - mean) * rsqrt(var + eps), only",
     "stop_gradient": "stop_gradient is supported inside jax.nn.softmax only (the catalogue has no op that blocks "
                      "gradients)",
-    "lt": "comparisons are supported between constants and in t[i]'s index wrap only",
+    "lt": "comparisons are read between constants and in t[i]'s index wrap only; trace the forward function instead "
+          "of its jax.grad and plan it with --training, which derives the backward",
 }
 
 

@@ -32,11 +32,19 @@ mirroring a pytree argument. ``out_shardings`` does the same for the results (th
 ``out_sharding`` of the ops that make them).
 
 **Mesh.** ``{axis: size}``, mesh text (``x=2,y=4``), or a ``jax.sharding.Mesh`` (its axis names,
-shape, device order and axis types).
+shape, device order and axis types; the function is traced under it, so bare ``PartitionSpec`` entries
+resolve). Without one, the mesh the program's shardings name (axis types included).
+
+**What the program says.** Sharding constraints, ``reshard``, ``out_sharding=``, ``shard_alike``,
+``shard_map`` and a nested jit's shardings are read (:mod:`planner.frontends.jaxpr`); so are an
+argument's type on an Explicit mesh (``jax.typeof(x).sharding``) and the ``NamedSharding`` an example
+array is placed with (what ``jax.jit`` takes as its in-sharding). A sharding given in ``shardings``
+must agree with them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -44,7 +52,7 @@ from typing import Any, Callable, Mapping, Sequence
 from graphs import ComputationGraph
 from planner.errors import ModelError, ShardplanError, did_you_mean
 from planner.frontends.fusion import fuse
-from planner.frontends.jaxpr import Walker, dtype_of
+from planner.frontends.jaxpr import Walker, dtype_of, mesh_axes, partition_spec_text
 from planner.frontends.trace import Trace
 from planner.ir import TensorSharding
 from planner.ir.mesh import Mesh
@@ -87,8 +95,10 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     jax = require_jax()
     arg_names = argument_names(fn, len(example_args))
     in_names = [n for i, a in enumerate(example_args) for n, _ in _leaves(jax, a, arg_names[i])]
+    context = jax.set_mesh(mesh) if isinstance(mesh, jax.sharding.Mesh) else contextlib.nullcontext()
     try:
-        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
+        with context:
+            closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)
     except ShardplanError:
         raise
     except Exception as e:  # a JAX error tracing the user's function: theirs to fix
@@ -102,15 +112,21 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     for k, v in given_out.items():
         given[k] = v
     meshes = _mesh(jax, mesh)
-    if meshes is None and given:
-        raise ModelError(f"{next(iter(given))!r} has a sharding but no mesh was given; pass mesh= (--mesh x=2,y=4)")
     program = Trace()
+    walker = Walker(program, _axes(meshes))
     args = []
-    for leaf, var in zip(in_names, closed.jaxpr.invars):
+    leaves = [v for a in example_args for v in jax.tree_util.tree_leaves(a)]
+    for leaf, var, value in zip(in_names, closed.jaxpr.invars, leaves):
         kind = "param" if any(_under(leaf, k) for k in kinds) else "input"
+        rank = len(var.aval.shape)
+        placed = getattr(value, "sharding", None)  # a jax.Array's or ShapeDtypeStruct's, as jax.jit would take it
+        typed = getattr(var.aval, "sharding", None)
+        sharding = _sharding_text(given.get(leaf), rank, leaf)
+        for source, s in (("jax.typeof", typed), ("its sharding", placed)):
+            sharding = _argument_sharding(walker, leaf, rank, sharding, s, source)
         args.append(program.declare(leaf, tuple(var.aval.shape), dtype_of(var.aval, f"argument {leaf!r}"), kind,
-                                    sharding=_sharding_text(given.get(leaf), len(var.aval.shape), leaf)))
-    results = Walker(program).closed(closed, args)
+                                    sharding=sharding))
+    results = walker.closed(closed, args)
     for i, v in enumerate(results):  # a result that is an argument, a constant or another result: a copy of it
         if program.producer(v) is None or v in results[:i]:
             results[i] = program.add("reshape", [v], program.values[v].shape, program.values[v].dtype,
@@ -120,8 +136,40 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     program.out_shardings = {i: _sharding_text(given[n], len(program.values[v].shape), n)
                              for i, (n, v) in enumerate(zip(out_names, program.outputs)) if given.get(n) is not None}
     fuse(program)
+    if meshes is None and walker.seen_mesh is not None:  # the mesh the program's shardings name
+        meshes = {"axes": {n: s for n, s, _ in walker.seen_mesh},
+                  "axis_types": {n: t for n, _, t in walker.seen_mesh if t != "Auto"}}
+    if meshes is None and (given or program.shardings or program.regions):
+        raise ModelError(f"{next(iter(given), 'the program')!r} has a sharding but no mesh was given; pass mesh= "
+                         "(--mesh x=2,y=4)")
     graph, sources = program.graph(name or _fn_name(fn), meshes)
     return Traced(graph, sources, tuple(in_names), graph.outputs)
+
+
+def _axes(meshes: Any):
+    """``(name, size, type)`` per axis of the trace's mesh value, or None."""
+    if meshes is None:
+        return None
+    from graphs.meshes import as_meshes
+
+    mesh = next(iter(as_meshes(meshes).values()))
+    return tuple((a.name, a.size, a.type.value) for a in mesh.axes)
+
+
+def _argument_sharding(walker: Walker, leaf: str, rank: int, given: Any, program: Any, source: str) -> Any:
+    """An argument's sharding: the one given, or the one the program gives it (``source``: its type on an
+    Explicit mesh, ``jax.typeof(x).sharding``, or the ``NamedSharding`` an example array is placed with, which
+    ``jax.jit`` takes as its in-sharding); where both are there they must agree."""
+    if type(program).__name__ != "NamedSharding":
+        return given  # none, or one device's
+    if source == "jax.typeof" and "Explicit" not in [t for _, _, t in mesh_axes(program.mesh)]:
+        return given  # an abstract value's sharding says something on Explicit axes only
+    text = walker.sharding_text(program, rank, f"argument {leaf!r}")
+    mine = given.dims_text() if isinstance(given, TensorSharding) else given
+    if mine is not None and "".join(str(mine).split()) != "".join(text.split()):
+        raise ModelError(f"argument {leaf!r} is sharded {text} by {source}, but the sharding given for it is "
+                         f"{given}; drop one of them or make them equal")
+    return text
 
 
 # -- names ----------------------------------------------------------------------------------
@@ -252,21 +300,7 @@ def _sharding_text(value: Any, rank: int, name: str) -> Any:
     """Shardy text (or a TensorSharding) for one entry; a PartitionSpec is padded to ``rank``."""
     if value is None or isinstance(value, (str, TensorSharding)):
         return value
-    spec = getattr(value, "spec", value)  # a NamedSharding's PartitionSpec
-    entries = list(spec)
-    if len(entries) > rank:
-        raise ModelError(f"tensor {name!r}: PartitionSpec {spec} has {len(entries)} entries for a rank-{rank} array")
-    dims = []
-    for e in entries + [None] * (rank - len(entries)):
-        if e is None:
-            dims.append("{}")
-        elif isinstance(e, str):
-            dims.append(f'{{"{e}"}}')
-        elif isinstance(e, (tuple, list)):
-            dims.append("{" + ", ".join(f'"{a}"' for a in e) + "}")
-        else:  # PartitionSpec.UNCONSTRAINED
-            dims.append("{?}")
-    return "[" + ", ".join(dims) + "]"
+    return partition_spec_text(getattr(value, "spec", value), rank, f"tensor {name!r}")
 
 
 def _mesh(jax, mesh: Any) -> Any:

@@ -5,7 +5,9 @@ missing from it is a :class:`~planner.errors.ModelError` naming the primitive an
 source line (``jax.extend.source_info_util.summarize``). Call-like primitives (``jit``,
 ``pjit``, ``custom_jvp_call``, ``custom_vjp_call``, ``closed_call``, ``remat``) are inlined: their
 body is walked in place (a custom JVP or VJP rule is not kept: the graph's gradients are the
-catalogue's VJPs of the body, which compute the true derivative of what it computes).
+catalogue's VJPs of the body, which compute the true derivative of what it computes; a remat's
+policy is not kept either: what a plan recomputes is the pipeline level's ``recompute``). A jit's
+``in_shardings`` / ``out_shardings`` are kept (below).
 
 Mappings (operands are values, literals become ``const`` tensors):
 
@@ -27,7 +29,20 @@ Mappings (operands are values, literals become ``const`` tensors):
   :mod:`planner.frontends.fusion`; so do ``lt`` and the ``select_n(i < 0, i, i + n)`` with which
   ``t[i]`` wraps negative indices (kept only where a ``gather`` reads it: its indices are in range);
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
-  (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive).
+  (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive);
+- ``add_any`` (``jax.grad``'s sum of cotangents) -> ``add``; other comparisons and ``select_n`` on
+  data (``jnp.where``, ``jax.grad``'s relu) are refused, advising to trace the forward function.
+
+Shardings the program states are read, never dropped (:meth:`Walker.sharded`):
+``sharding_constraint``, ``reshard``, ``device_put`` and a nested jit's ``in_shardings`` / ``out_shardings`` ->
+``sharding_constraint`` ops; any primitive's ``out_sharding`` / ``sharding`` parameter -> the
+``out_sharding`` of the op making its result; ``shard_alike`` -> a ``shard_as`` group;
+``shard_map`` -> a manual region whose body holds ``psum`` (``psum_invariant``), ``pbroadcast``
+(``pvary``), ``all_gather``, ``psum_scatter`` (``reduce_scatter``), ``all_to_all``, ``ppermute``
+and ``axis_index``. Every sharding must be on one mesh (the trace's).
+
+A handler that cannot express its primitive raises; the walker turns that into a ``refused``
+node, an error only if an output needs its value.
 """
 
 from __future__ import annotations
@@ -39,7 +54,7 @@ from typing import Any, Callable
 import numpy as np
 
 from planner.errors import ModelError
-from planner.frontends.trace import Trace
+from planner.frontends.trace import Region, Trace
 
 _DTYPES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "bool"}
 _CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -69,12 +84,117 @@ def dtype_of(aval, what: str) -> str:
     return _DTYPES[name]
 
 
-class Walker:
-    """Walks one (closed) jaxpr into ``program``; ``env`` maps jaxpr variables to value names."""
+def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool = False,
+                        replicated=()) -> str:
+    """Shardy text for a ``PartitionSpec`` of a rank-``rank`` array (padded with replicated dimensions);
+    ``open_dims`` and ``PartitionSpec.UNCONSTRAINED`` entries are open (``{?}``), and with ``open_all`` every
+    dimension is (``{"x", ?}``: a shard_map's specs where some mesh axes stay free); ``replicated`` axes are
+    listed as ``replicated={...}``."""
+    if getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
+        raise ModelError(f"{what}: PartitionSpec {spec} has unreduced or reduced axes, which the frontend does not "
+                         "read; reduce the value (jax.lax.psum or reshard) before it")
+    entries = list(spec)
+    if len(entries) > rank:
+        raise ModelError(f"{what}: PartitionSpec {spec} has {len(entries)} entries for a rank-{rank} array")
+    dims = []
+    for i, e in enumerate(entries + [None] * (rank - len(entries))):
+        if i in open_dims or (e is not None and not isinstance(e, (str, tuple, list))):  # UNCONSTRAINED
+            dims.append("{?}")
+            continue
+        names = [] if e is None else [e] if isinstance(e, str) else list(e)
+        dims.append("{" + ", ".join([*(f'"{a}"' for a in names), *(["?"] if open_all else [])]) + "}")
+    text = "[" + ", ".join(dims) + "]"
+    return text + (", replicated={" + ", ".join(f'"{a}"' for a in replicated) + "}" if replicated else "")
 
-    def __init__(self, program: Trace):
+
+def mesh_axes(jax_mesh) -> tuple[tuple[str, int, str], ...]:
+    """``(name, size, type)`` per axis of a JAX ``Mesh`` or ``AbstractMesh``."""
+    names = tuple(jax_mesh.axis_names)
+    sizes = getattr(jax_mesh, "axis_sizes", None)
+    sizes = tuple(jax_mesh.devices.shape if sizes is None else sizes)
+    types = tuple(t.name for t in (getattr(jax_mesh, "axis_types", None) or ())) or ("Auto",) * len(names)
+    return tuple(zip(names, map(int, sizes), types))
+
+
+def _mesh_text(axes) -> str:
+    return ",".join(f"{n}={s}" for n, s, _ in axes)
+
+
+def _types_text(axes) -> str:
+    return "(" + ", ".join(f"{n}: {t}" for n, _, t in axes) + ")"
+
+
+#: Comparisons and choices jax.grad writes for relu, max, abs and jnp.where: what to do instead.
+_GRAD_ADVICE = ("comparisons and select_n (jnp.where, and the backward jax.grad writes for relu, max or abs) have "
+                "no op in shardplan's catalogue; trace the forward function instead and plan it with --training, "
+                "which derives the backward from the catalogue's gradients")
+
+
+class Walker:
+    """Walks one (closed) jaxpr into ``program``; ``env`` maps jaxpr variables to value names.
+
+    ``mesh`` is the trace's mesh as ``(name, size, type)`` per axis, or None: then the first mesh a sharding in
+    the program names becomes :attr:`seen_mesh`, and every other sharding must be on the same mesh."""
+
+    def __init__(self, program: Trace, mesh=None):
         self.p = program
         self.outer = ""  # the source line of the call being inlined
+        self.region = ""  # the manual region (shard_map) being walked
+        self.mesh = tuple(mesh) if mesh is not None else None
+        self.seen_mesh = None
+
+    # -- shardings -----------------------------------------------------------------------
+    def check_mesh(self, jax_mesh, what: str) -> None:
+        """``jax_mesh`` (of a sharding in the program) is the trace's mesh, or becomes it."""
+        axes = mesh_axes(jax_mesh)
+        known = self.mesh or self.seen_mesh
+        if known is None:
+            self.seen_mesh = axes
+        elif [(n, s) for n, s, _ in axes] != [(n, s) for n, s, _ in known]:
+            raise ModelError(f"{what} is on mesh {_mesh_text(axes)} but the traced program's mesh is "
+                             f"{_mesh_text(known)}; use one mesh (pass it as mesh=)")
+        elif [t for _, _, t in axes] != [t for _, _, t in known]:
+            raise ModelError(f"{what} is on mesh {_mesh_text(axes)} with axis types {_types_text(axes)}, but the "
+                             f"traced program's are {_types_text(known)}: jax.sharding.auto_axes and explicit_axes "
+                             "(and a sharding inside a shard_map) change axis types, which the frontend does not "
+                             "read; trace the function on one mesh, or write the region as auto_axes / "
+                             "explicit_axes in the model file")
+
+    def sharding_text(self, sharding, rank: int, what: str, open_dims=(), typed: bool = False) -> str:
+        """Shardy text for a ``NamedSharding`` (or a bare ``PartitionSpec`` on the trace's mesh) in the program.
+
+        A ``typed`` one (a result type: ``out_sharding=``, ``reshard``) names the Explicit axes only; on a mesh
+        that also has Auto axes its dimensions are open to them and the unused Explicit axes replicated, as
+        JAX lowers it (``[{"x", ?}, {?}]``, ``[{?}, {?}], replicated={"x"}``)."""
+        spec = getattr(sharding, "spec", None)
+        if spec is None and type(sharding).__name__ == "PartitionSpec":
+            spec, axes = sharding, self.mesh or self.seen_mesh or ()
+        elif spec is None or not hasattr(sharding, "mesh"):
+            raise ModelError(f"{what} is a {type(sharding).__name__}; the frontend reads NamedShardings and "
+                             "PartitionSpecs only")
+        else:
+            self.check_mesh(sharding.mesh, what)
+            axes = mesh_axes(sharding.mesh)
+        explicit = [n for n, _, t in axes if t == "Explicit"]
+        if not typed or len(explicit) == len(axes):
+            return partition_spec_text(spec, rank, what, open_dims)
+        used = {a for e in spec for a in ((e,) if isinstance(e, str) else e if isinstance(e, (tuple, list)) else ())}
+        return partition_spec_text(spec, rank, what, open_dims, open_all=True,
+                                   replicated=[a for a in explicit if a not in used])
+
+    def refused(self, eqn, ins: list[str], message: str) -> list[str]:
+        """One ``refused`` node per result of ``eqn`` (reading its operands, so that the first refused primitive
+        an output needs is the one reported): the error, raised if an output needs it."""
+        outs = []
+        for var in eqn.outvars:
+            try:
+                dtype = dtype_of(var.aval, "a refused result")
+            except ModelError:
+                dtype = "f32"
+            outs.append(self.p.add("refused", ins, tuple(getattr(var.aval, "shape", ())), dtype,
+                                   where=self.where(eqn), primitive=eqn.primitive.name, region=self.region,
+                                   message=message))
+        return outs
 
     # -- values --------------------------------------------------------------------------
     def read(self, env: dict, atom, eqn=None) -> str:
@@ -108,34 +228,85 @@ class Walker:
         for eqn in jaxpr.eqns:
             ins = [self.read(env, a, eqn) for a in eqn.invars]
             name = eqn.primitive.name
+            start = len(self.p.nodes)
+            handler = PRIMITIVES.get(name)
             if name in _CALLS:
                 outs = self.call(eqn, ins)
-            elif name in FOLDABLE and all(self.p.const_value(v) is not None for v in ins):
-                outs = [self.fold(eqn, ins)]
+            elif handler is None and not (name in FOLDABLE and self.constants(ins)):
+                advice = _GRAD_ADVICE if name in _COMPARISONS else (
+                    f"rewrite that line with supported operations or leave it outside the traced function "
+                    f"(supported: {', '.join(sorted([*PRIMITIVES, *_CALLS]))})")
+                outs = self.refused(eqn, ins, f"JAX primitive {name!r} has no op in shardplan's catalogue; {advice}")
             else:
-                handler = PRIMITIVES.get(name)
-                if handler is None:
-                    raise ModelError(
-                        f"JAX primitive {name!r} has no op in shardplan's catalogue (supported: "
-                        f"{', '.join(sorted([*PRIMITIVES, *_CALLS]))}); rewrite that line with supported "
-                        "operations or leave it outside the traced function", where=self.where(eqn))
-                outs = [handler(self, eqn, ins)]
+                try:
+                    made = self.fold(eqn, ins) if name in FOLDABLE and self.constants(ins) else handler(self, eqn, ins)
+                    outs = self.sharded(eqn, [made] if isinstance(made, str) else list(made), start)
+                except ModelError as e:  # refused: an error only if an output needs the result
+                    outs = self.refused(eqn, ins, e.message)
             for var, value in zip(eqn.outvars, outs):
                 env[var] = value
         return [self.read(env, v) for v in jaxpr.outvars]
 
+    def constants(self, values: list[str]) -> bool:
+        return all(self.p.const_value(v) is not None for v in values)
+
+    def sharded(self, eqn, outs: list[str], start: int) -> list[str]:
+        """``outs`` with the result sharding ``eqn`` gives (``out_sharding=`` of jnp.matmul, einsum, reshape,
+        reductions, ...): the op that makes the result (a node after ``start``) gets it as its ``out_sharding``;
+        a result the op did not make (a reshape to the same shape, a folded constant) is constrained by a
+        ``sharding_constraint``."""
+        if eqn.primitive.name in _OWN_SHARDINGS:
+            return outs
+        given = eqn.params.get("out_sharding", eqn.params.get("sharding"))
+        if given is None:
+            return outs
+        if len(outs) != 1:
+            raise ModelError(f"JAX primitive {eqn.primitive.name!r} gives {len(outs)} results a sharding; the "
+                             "frontend reads one", where=self.where(eqn))
+        v = outs[0]
+        text = self.sharding_text(given, len(self.shape(v)), f"the out_sharding of {eqn.primitive.name}", typed=True)
+        made = self.p.producer(v)
+        if made is not None and any(n is made for n in self.p.nodes[start:]) and v not in self.p.shardings:
+            self.p.shardings[v] = text
+            return [v]
+        return [self.constrain(eqn, v, text)]
+
+    def constrain(self, eqn, value: str, text: str) -> str:
+        """``value`` through a ``sharding_constraint`` to ``text``."""
+        return self.add(eqn, "sharding_constraint", [value], self.shape(value), self.p.values[value].dtype,
+                        out_sharding=text)
+
     def call(self, eqn, ins: list[str]) -> list[str]:
+        """An inlined call; a jit's ``in_shardings`` / ``out_shardings`` constrain its operands and results."""
         body = eqn.params.get(_CALLS[eqn.primitive.name])
         if body is None:
             raise ModelError(f"cannot inline JAX primitive {eqn.primitive.name!r}: it carries no body",
                              where=self.where(eqn))
+        ins = self.jit_shardings(eqn, ins, "in_shardings")
         saved, self.outer = self.outer, self.where(eqn)
         try:
             if hasattr(body, "jaxpr") and hasattr(body, "consts"):
-                return self.closed(body, ins)
-            return self.jaxpr(body, [], ins)
+                outs = self.closed(body, ins)
+            else:
+                outs = self.jaxpr(body, [], ins)
         finally:
             self.outer = saved
+        return self.jit_shardings(eqn, outs, "out_shardings")
+
+    def jit_shardings(self, eqn, values: list[str], key: str) -> list[str]:
+        """``values`` constrained by a nested jit's ``key`` (``in_shardings`` / ``out_shardings``) where it gives one
+        (``UnspecifiedValue`` and ``AUTO`` leave a value to the search)."""
+        given = eqn.params.get(key) or ()
+        out = list(values)
+        for i, s in enumerate(given):
+            if type(s).__name__ in ("UnspecifiedValue", "AUTO") or s is None:
+                continue
+            what = f"jax.jit's {key}[{i}]"
+            try:
+                out[i] = self.constrain(eqn, out[i], self.sharding_text(s, len(self.shape(out[i])), what))
+            except ModelError as e:
+                raise ModelError(e.message, where=self.where(eqn)) from None
+        return out
 
     def where(self, eqn) -> str:
         return where(eqn, self.outer)
@@ -153,9 +324,15 @@ class Walker:
 
     # -- emitting ------------------------------------------------------------------------
     def emit(self, eqn, op: str, ins, /, **attrs) -> str:
+        """A node for ``eqn``'s (first) result."""
         aval = eqn.outvars[0].aval
-        return self.p.add(op, ins, tuple(aval.shape), dtype_of(aval, f"the result of {eqn.primitive.name}"),
-                          where=self.where(eqn), primitive=eqn.primitive.name, **attrs)
+        return self.add(eqn, op, ins, tuple(aval.shape), dtype_of(aval, f"the result of {eqn.primitive.name}"),
+                        **attrs)
+
+    def add(self, eqn, op: str, ins, shape, dtype: str, /, **attrs) -> str:
+        """A node of ``eqn``'s line and region."""
+        return self.p.add(op, ins, tuple(shape), dtype, where=self.where(eqn), primitive=eqn.primitive.name,
+                          region=self.region, **attrs)
 
     def shape(self, value: str) -> tuple[int, ...]:
         return self.p.values[value].shape
@@ -193,7 +370,7 @@ def _dot_general(w: Walker, eqn, ins) -> str:
                                                                                                lb, rb)})
     if out_dtype == in_dtype:
         return w.emit(eqn, op, ins, **attrs)
-    mid = w.p.add(op, ins, tuple(aval.shape), in_dtype, where=w.where(eqn), primitive="dot_general", **attrs)
+    mid = w.add(eqn, op, ins, tuple(aval.shape), in_dtype, **attrs)
     return w.emit(eqn, "cast", [mid], dtype=out_dtype)
 
 
@@ -254,8 +431,7 @@ def _broadcast_in_dim(w: Walker, eqn, ins) -> str:
         kept[d] = src[i]
     kept = tuple(kept)
     dtype = w.p.values[ins[0]].dtype
-    mid = ins[0] if kept == src else w.p.add("reshape", ins, kept, dtype, where=w.where(eqn),
-                                             primitive="broadcast_in_dim", shape=kept)
+    mid = ins[0] if kept == src else w.add(eqn, "reshape", ins, kept, dtype, shape=kept)
     return mid if kept == out else w.emit(eqn, "broadcast", [mid], shape=out)
 
 
@@ -303,8 +479,7 @@ def _gather(w: Walker, eqn, ins) -> str:
     if producer is not None and producer.op == "reshape" and w.shape(producer.inputs[0]) == batch:
         indices = producer.inputs[0]  # the index vector dimension jnp added
     else:
-        indices = w.p.add("reshape", [ins[1]], batch, w.p.values[ins[1]].dtype, where=w.where(eqn),
-                          primitive="gather", shape=batch)
+        indices = w.add(eqn, "reshape", [ins[1]], batch, w.p.values[ins[1]].dtype, shape=batch)
     return w.emit(eqn, "gather", [ins[0], indices])
 
 
@@ -320,21 +495,184 @@ def _select_n(w: Walker, eqn, ins) -> str:
         shifted = w.p.producer(ins[2])
         if shifted is not None and shifted.op == "add" and ins[1] in shifted.inputs:
             return w.emit(eqn, "index_wrap", [ins[1]])
-    raise ModelError("JAX primitive 'select_n' (jnp.where, lax.select) has no op in shardplan's catalogue; only "
-                     "its choices between constants and the index wrap of t[i] are supported", where=w.where(eqn))
+    raise ModelError(f"JAX primitive 'select_n' is read only as a choice between constants or the index wrap of "
+                     f"t[i]; {_GRAD_ADVICE}",
+                     where=w.where(eqn))
 
 
 def _integer_pow(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "integer_pow", ins, y=int(eqn.params["y"]))
 
 
-PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], str]] = {
+# -- what the program says about shardings --------------------------------------------------
+
+def _sharding_constraint(w: Walker, eqn, ins) -> str:
+    """``with_sharding_constraint``: a ``sharding_constraint`` op (unconstrained dimensions open)."""
+    if eqn.params.get("layout") is not None:
+        raise ModelError("with_sharding_constraint with a layout: shardplan models shardings, not memory layouts; "
+                         "drop the layout", where=w.where(eqn))
+    open_dims = tuple(eqn.params.get("unconstrained_dims") or ())
+    text = w.sharding_text(eqn.params["sharding"], len(w.shape(ins[0])), "with_sharding_constraint", open_dims)
+    return w.constrain(eqn, ins[0], text)
+
+
+def _reshard(w: Walker, eqn, ins) -> str:
+    """``jax.sharding.reshard``: the value retyped to ``dst_sharding`` (a ``sharding_constraint``)."""
+    text = w.sharding_text(eqn.params["dst_sharding"], len(w.shape(ins[0])), "jax.sharding.reshard", typed=True)
+    return w.constrain(eqn, ins[0], text)
+
+
+def _device_put(w: Walker, eqn, ins) -> list[str]:
+    """``jax.device_put(x, sharding)`` inside a traced function: on an Explicit mesh a reshard of each operand (its
+    type changes); on an Auto mesh nothing, as JAX lowers it inside jit."""
+    outs = []
+    for i, (v, target) in enumerate(zip(ins, eqn.params["devices"])):
+        if target is None or (hasattr(target, "mesh") and "Explicit" not in [t for _, _, t in mesh_axes(target.mesh)]):
+            outs.append(v)
+            continue
+        if not hasattr(target, "spec"):
+            raise ModelError(f"jax.device_put to {target!r}: the frontend reads device_put to a NamedSharding "
+                             "(or a PartitionSpec) only; place whole arrays outside the traced function",
+                             where=w.where(eqn))
+        text = w.sharding_text(target, len(w.shape(v)), f"jax.device_put's sharding {i}", typed=True)
+        outs.append(w.constrain(eqn, v, text))
+    return outs
+
+
+def _shard_alike(w: Walker, eqn, ins) -> list[str]:
+    """``shard_alike(x, y)``: both operands, which the graph's ``shard_as`` groups."""
+    if len(set(ins)) > 1:
+        w.p.shard_as.append(tuple(ins))
+    return list(ins)
+
+
+def _manual_axes(w: Walker, eqn, key: str) -> tuple[str, ...]:
+    """A collective's axes (``axes`` or ``axis_name``): names of the manual axes of the region being walked."""
+    if not w.region:
+        raise ModelError(f"JAX collective {eqn.primitive.name!r} outside a shard_map; collectives run in a "
+                         "shard_map's body only", where=w.where(eqn))
+    if eqn.params.get("axis_index_groups") is not None:
+        raise ModelError(f"{eqn.primitive.name} with axis_index_groups has no op in shardplan's catalogue; "
+                         "collectives run over whole manual axes", where=w.where(eqn))
+    axes = eqn.params[key]
+    axes = (axes,) if isinstance(axes, str) else tuple(axes)
+    if not all(isinstance(a, str) for a in axes):
+        raise ModelError(f"{eqn.primitive.name} over positional axes {axes} has no op in shardplan's catalogue; "
+                         "collectives run over named mesh axes", where=w.where(eqn))
+    return axes
+
+
+def _each(op: str, key: str) -> Callable:
+    """A collective applied to each operand alone (``psum`` of several arrays)."""
+    def handler(w, eqn, ins):
+        axes = _manual_axes(w, eqn, key)
+        return [w.add(eqn, op, [v], tuple(var.aval.shape), dtype_of(var.aval, f"the result of {op}"), axes=axes)
+                for v, var in zip(ins, eqn.outvars)]
+
+    return handler
+
+
+def _all_gather(w: Walker, eqn, ins) -> str:
+    """``all_gather``: tiled along its dimension; untiled stacks a new dimension there (a size-1 one gathered)."""
+    axes, dim = _manual_axes(w, eqn, "axis_name"), int(eqn.params["all_gather_dimension"])
+    x = ins[0]
+    if not eqn.params["tiled"]:
+        shape = list(w.shape(x))
+        x = w.add(eqn, "reshape", [x], (*shape[:dim], 1, *shape[dim:]), w.p.values[x].dtype,
+                  shape=(*shape[:dim], 1, *shape[dim:]))
+    return w.emit(eqn, "all_gather", [x], axes=axes, dim=dim)
+
+
+def _reduce_scatter(w: Walker, eqn, ins) -> str:
+    """``psum_scatter``: tiled along its dimension; untiled drops that (then size-1) dimension."""
+    axes, dim = _manual_axes(w, eqn, "axis_name"), int(eqn.params["scatter_dimension"])
+    if eqn.params["tiled"]:
+        return w.emit(eqn, "psum_scatter", ins, axes=axes, dim=dim)
+    shape = list(w.shape(ins[0]))
+    shape[dim] = 1  # untiled: the dimension is the group's size, one element each
+    part = w.add(eqn, "psum_scatter", ins, shape, w.p.values[ins[0]].dtype, axes=axes, dim=dim)
+    return w.emit(eqn, "reshape", [part], shape=tuple(eqn.outvars[0].aval.shape))
+
+
+def _all_to_all(w: Walker, eqn, ins) -> str:
+    axes = _manual_axes(w, eqn, "axis_name")
+    if not eqn.params.get("tiled", False):
+        raise ModelError("all_to_all with tiled=False has no op in shardplan's catalogue; write tiled=True",
+                         where=w.where(eqn))
+    return w.emit(eqn, "all_to_all", ins, axes=axes, split_dim=int(eqn.params["split_axis"]),
+                  concat_dim=int(eqn.params["concat_axis"]))
+
+
+def _ppermute(w: Walker, eqn, ins) -> str:
+    axes = _manual_axes(w, eqn, "axis_name")
+    return w.emit(eqn, "ppermute", ins, axes=axes, perm=tuple((int(a), int(b)) for a, b in eqn.params["perm"]))
+
+
+def _axis_index(w: Walker, eqn, ins) -> str:
+    return w.emit(eqn, "axis_index", [], axes=_manual_axes(w, eqn, "axis_name"))
+
+
+def _shard_map(w: Walker, eqn, ins) -> list[str]:
+    """``jax.shard_map``: a manual region; its body walked on local shapes, its specs the region's shardings."""
+    if w.region:
+        raise ModelError("a shard_map inside a shard_map: shardplan's manual regions do not nest; merge them",
+                         where=w.where(eqn))
+    params = eqn.params
+    mesh = params["mesh"]
+    w.check_mesh(mesh, "a shard_map")
+    manual = set(params.get("manual_axes") or params.get("newly_manual_axes") or params.get("axis_names") or ())
+    axes = tuple(n for n, _, _ in mesh_axes(mesh) if n in manual)
+    free = len(axes) < len(mesh_axes(mesh))  # Shardy leaves the free axes open on the boundary
+    region = Region(f"shard_map_{len(w.p.regions)}", axes, w.where(eqn))
+    w.p.regions.append(region)
+    body = params["jaxpr"]
+    inner = body.jaxpr if hasattr(body, "consts") else body
+    args, entered = [], {}
+    for i, (v, spec, var) in enumerate(zip(ins, params["in_specs"], inner.invars)):
+        text = partition_spec_text(spec, len(w.shape(v)), f"shard_map in_specs[{i}]", open_all=free)
+        if (v, text) not in entered:
+            if any(k[0] == v for k in entered):
+                raise ModelError(f"shard_map reads one array twice with different in_specs ({text} and "
+                                 f"{next(t for u, t in entered if u == v)}); pass it once", where=w.where(eqn))
+            entered[v, text] = w.p.add("manual_enter", [v], tuple(var.aval.shape), w.p.values[v].dtype,
+                                       where=w.where(eqn), primitive="shard_map", region=region.name, sharding=text)
+        args.append(entered[v, text])
+    saved, w.region = w.region, region.name
+    try:
+        results = w.closed(body, args) if hasattr(body, "consts") else w.jaxpr(body, [], args)
+        outs = []
+        for i, (res, spec, var) in enumerate(zip(results, params["out_specs"], eqn.outvars)):
+            made = w.p.producer(res)
+            if made is None or made.region != region.name or made.op == "manual_enter" or res in results[:i]:
+                res = w.add(eqn, "reshape", [res], w.shape(res), w.p.values[res].dtype, shape=w.shape(res))
+            text = partition_spec_text(spec, len(var.aval.shape), f"shard_map out_specs[{i}]", open_all=free)
+            outs.append(w.p.add("manual_exit", [res], tuple(var.aval.shape), w.p.values[res].dtype,
+                                where=w.where(eqn), primitive="shard_map", region=region.name, sharding=text,
+                                index=i, outputs=len(results)))
+    finally:
+        w.region = saved
+    return outs
+
+
+#: Comparisons: computed when their operands are constants (FOLDABLE), ``lt`` in t[i]'s index wrap, else refused.
+_COMPARISONS = ("eq", "ge", "gt", "le", "lt", "ne")
+
+#: Primitives whose ``sharding`` parameter is what their handler reads (not a result sharding to add).
+_OWN_SHARDINGS = ("reshard", "sharding_constraint", "shard_map")
+
+#: What each primitive becomes: a handler returns its result value (or a list, one per result).
+PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "add": _simple("add"),
+    "add_any": _simple("add"),
+    "all_gather": _all_gather,
+    "all_to_all": _all_to_all,
+    "axis_index": _axis_index,
     "broadcast_in_dim": _broadcast_in_dim,
     "concatenate": _concatenate,
     "convert_element_type": _convert,
     "copy": lambda w, eqn, ins: ins[0],
     "copy_p": lambda w, eqn, ins: ins[0],
+    "device_put": _device_put,
     "div": _simple("div"),
     "dot_general": _dot_general,
     "exp": _simple("exp"),
@@ -345,11 +683,20 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], str]] = {
     "max": _max,
     "mul": _simple("mul"),
     "neg": _simple("neg"),
+    "ppermute": _ppermute,
+    "psum": _each("psum", "axes"),
+    "psum_invariant": _each("psum", "axes"),
+    "pvary": _each("pbroadcast", "axes"),
     "reduce_max": _reduce("max"),
+    "reduce_scatter": _reduce_scatter,
     "reduce_sum": _reduce("sum"),
     "reshape": _reshape,
+    "reshard": _reshard,
     "rsqrt": _simple("rsqrt"),
     "select_n": _select_n,
+    "shard_alike": _shard_alike,
+    "shard_map": _shard_map,
+    "sharding_constraint": _sharding_constraint,
     "slice": _slice,
     "sqrt": _simple("sqrt"),
     "square": _simple("square"),

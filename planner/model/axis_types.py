@@ -32,7 +32,8 @@ from planner.model.annotations import translate
 from planner.model.annotations import user_annotation
 from planner.model.explicit_types import decide_op, factor_axes_computing
 from planner.model.manual import boundary_typing
-from planner.rules import rule_for
+from planner.ir.axis import merge_adjacent
+from planner.rules import RESULT, FactorKind, factor_axes_from_tensor, rule_for
 
 
 def axes_of_type(mesh: Mesh, kind: AxisType) -> frozenset[str]:
@@ -73,11 +74,32 @@ def op_explicit_axes(graph, mesh: Mesh) -> dict[str, frozenset[str]]:
     return out
 
 
+def region_result_bound(graph, op, mesh: Mesh) -> tuple[str, frozenset[str], TensorSharding] | None:
+    """What an ``auto_axes`` region's out-sharding asks of the op making that output: the region's name, its
+    axes, and the out-sharding on those axes, which the op's result must satisfy (seed 001: the result goes
+    back to the caller typed by it); None for any other op."""
+    region = region_of(graph.axis_regions, op.name)
+    out = region.sharding(op.output) if region is not None and region.kind == "auto" else None
+    if out is None:
+        return None
+    axes = frozenset(region.axes)
+    return region.name, axes, restrict(translate(out, mesh, graph.tensor(op.output).shape), axes)
+
+
 def combine(a: TensorSharding, b: TensorSharding) -> TensorSharding:
     """Two shardings on disjoint axis sets as one: per dimension the axes of ``a`` then those of ``b``
     (a dimension open if either is), and both's replicated and unreduced axes."""
     dims = tuple(DimSharding(x.axes + y.axes, x.is_open or y.is_open) for x, y in zip(a.dims, b.dims))
     return TensorSharding(a.mesh, dims, a.replicated + b.replicated, a.unreduced + b.unreduced)
+
+
+def _computing_out_sharding(rule, computing, out: TensorSharding, mesh: Mesh) -> tuple:
+    """``computing`` if it makes ``out`` as it is (pending sums included), else the factor axes of ``out``."""
+    made = tuple(tuple(a for f in factors for a in computing[f]) for factors in rule.result)
+    pending = [a for f in rule.factors_of_kind(FactorKind.REDUCTION) for a in computing[f]]
+    if made == out.dim_axes and set(pending) == set(out.unreduced):
+        return computing
+    return tuple(merge_adjacent(a, mesh) for a in factor_axes_from_tensor(rule, RESULT, out))
 
 
 def explicit_prefixes(graph, mesh: Mesh) -> tuple[dict[str, tuple], dict[str, frozenset[str]], dict[str, TensorSharding]]:
@@ -118,6 +140,8 @@ def explicit_prefixes(graph, mesh: Mesh) -> tuple[dict[str, tuple], dict[str, fr
         decision, _ = decide_op(graph, typed_op, ins, in_specs, out_spec)
         rule = rule_for(op, [s.shape for s in in_specs], out_spec.shape)
         prefixes[op.name] = factor_axes_computing(rule, ins, decision.sharding, mesh)
+        if typed_op.out_sharding is not None:  # the search gives the result its out_sharding: computed in it
+            prefixes[op.name] = _computing_out_sharding(rule, prefixes[op.name], decision.sharding, mesh)
         result = decision.sharding
         leaving = region.sharding(op.output) if region is not None and region.kind == "auto" else None
         if leaving is not None:  # goes back to the caller typed by its out-sharding on the region's axes

@@ -18,6 +18,7 @@ from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.annotations import annotations_at, satisfies, where
+from planner.model.axis_types import region_result_bound, restrict
 from planner.model.manual import manual_pending, manual_variance, region_candidates
 from planner.model.nodes import Flow, Model, OpNode, PlanNode, SourceNode
 from planner.model.options import OUTPUT_LAYOUTS, Options
@@ -189,6 +190,13 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
         ann = annotations[op.output]
         candidates = [s for s in candidates if satisfies(s.result, ann)]
         user.append(f"annotation {ann.dims_text()} on its result {op.output!r}")
+    bound = region_result_bound(graph, op, mesh) if graph.axis_regions else None
+    if bound is not None:  # an auto_axes region's output leaves typed by the region's out-sharding on its axes
+        region, axes, want = bound
+        if options.phase_allowed is not None:
+            want = restrict_annotation(want, options.phase_allowed)
+        candidates = [s for s in candidates if satisfies(restrict(s.result, axes), want)]
+        user.append(f"out_shardings {want.dims_text()} of auto_axes region {region!r} on its result {op.output!r}")
     if not candidates:
         raise PlanningError(
             f"op {op.name!r} ({op.op}) has no strategy that satisfies {'; '.join(user) or 'its constraints'}; "
@@ -209,6 +217,8 @@ def _source_node(graph, s: str, reads, nodes, op_index, annotations) -> SourceNo
                 lay = strat.operands[k]
                 if ann is None or satisfies(lay, ann):
                     layouts.setdefault(lay, None)
+    if not layouts and ann is not None:  # an open annotation no reader reads as is: stored as written, as if closed
+        layouts[ann.layout_only()] = None
     if not layouts:
         raise PlanningError(f"no layout of tensor {s!r} satisfies its annotation {ann} and is readable by its ops",
                             where=where(graph, graph.tensor(s).line))

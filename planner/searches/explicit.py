@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from costmodels.units import format_bytes
-from planner.errors import PlanningError
+from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType
 from planner.model.build import build_model
 from planner.model.decision import Decision
@@ -41,18 +41,19 @@ from planner.model.ignored import ignored_annotations
 from planner.model.options import Options
 from planner.model.request import Request
 from planner.model.typed import typed_graph, typed_model
-from planner.rules import rule_for
+from planner.rules import check_factor_axes, rule_for
 from planner.searches import bfs, phased
 
 
 def search(request: Request) -> Decision:
     """The search ``explicit``: seed 001's explicit mode (see the module docstring).
 
-    A model with manual regions is typed with every mesh axis Explicit (each region's manual axes
-    manual in its body), as for mixed axis types, which leaves the breadth-first search nothing to
-    choose but the sources' layouts."""
+    A model with manual regions or ``auto_axes`` / ``explicit_axes`` regions is typed with every mesh axis
+    Explicit (each manual region's manual axes manual in its body; an ``auto_axes`` region's axes Auto
+    inside it, its outputs typed by its out-shardings), as for mixed axis types, which leaves the
+    breadth-first search nothing to choose but the sources' layouts and the Auto axes inside regions."""
     notes = ignored_annotations(request.graph, "explicit")
-    if request.graph.manual_regions:
+    if request.graph.manual_regions or request.graph.axis_regions:
         mesh = request.mesh.with_types({a.name: AxisType.EXPLICIT for a in request.mesh.axes})
         # explicit types live on the model's mesh: the graph stays on it
         typed = phased.with_explicit_types(phased.checked(replace(request, mesh=mesh, time_limit=None,
@@ -75,6 +76,13 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> Decision:
     for op, in_specs, out_spec in graph.walk():
         rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
         fixed[op.name] = factor_axes_computing(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
+        try:
+            check_factor_axes(rule, fixed[op.name], mesh)
+        except RuleError as e:  # typed as JAX types it, but no strategy of its rule computes that type
+            raise PlanningError(
+                f"op {op.name!r} ({op.op}): explicit mode types its result {types.type_text(op.output)} as JAX "
+                f"does, but no strategy of its sharding rule computes that: {e.message}; give the op an "
+                "out_sharding that replicates that dimension", where=_where(graph, op)) from None
     # The budget is checked on the one plan there is (below): BFS would only say it found no candidate.
     typed = {name: types.sharding(name).layout_only() for name in graph.tensors}
     built = build_model(typed_graph(graph, typed, options.outputs_layout), mesh, cluster,
@@ -96,3 +104,7 @@ def _check_shard_as(graph, types) -> None:
                 f"shard_as group [{', '.join(group)}] cannot hold in explicit mode: the types are "
                 f"{', '.join(f'{t} {types.type_text(t)}' for t in group)}; give them the same sharding "
                 "(an out_sharding on their ops)")
+
+
+def _where(graph, op) -> str | None:
+    return None if op.line is None else f"{graph.source or '<string>'}:{op.line}"

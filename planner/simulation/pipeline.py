@@ -23,12 +23,17 @@
   in each layer's attention core (:func:`~planner.stages.profile.attention_core`) and reruns those ops
   just before the layer's backward from the values kept (the rerun's bytes are phase ``recompute``);
 * **the data-parallel step**, per stage and stage-mesh device, over the replicas, on the flat buffer of the
-  stage's parameters (each device's blocks, in layer and parameter order, padded to a multiple of ``dp``):
-  ZeRO 0 an AllReduce of the gradients and the whole update on every replica; ZeRO 1 and 2 a ReduceScatter,
-  each replica updating its shard (its optimizer state is that shard's), then an AllGather of the updated
-  parameters; ZeRO 3 keeps only its shard of the parameters, gathers the stage's parameters (AllGather)
-  before each forward and each backward and drops them after, and reduce-scatters the gradients; under every
-  ZeRO stage the gradients accumulate whole over the microbatches until then;
+  stage's parameters (each device's blocks, in layer and parameter order): ZeRO 0 accumulates the gradients
+  whole over the microbatches, AllReduces them and every replica updates all of it; ZeRO 1 accumulates them
+  whole, ReduceScatters them (the buffer padded to a multiple of ``dp``), each replica updates its shard (its
+  optimizer state is that shard's), then AllGathers the updated parameters; ZeRO 2 and 3 reduce the gradients
+  in buckets during the backward (:func:`~planner.stages.cost.bucketed`): a layer's whole gradient buffer is
+  made when its backward of a microbatch begins and, once that backward has run on every replica, reduced
+  inside the stage mesh, reduce-scattered over the replicas (the layer's flat buffer padded to a multiple of
+  ``dp``), added into each replica's shard of that layer and freed; a replica owns its shard of every layer
+  and updates those; ZeRO 2 then AllGathers the updated parameters, and ZeRO 3, which holds only its shards of
+  the parameters, gathers the stage's parameters (AllGather) before each forward and each backward and drops
+  them after;
 * **one optimizer step** (:mod:`planner.simulation.optimizer`, SGD or Adam).
 
 The result is checked against the single-device full-batch reference: the loss (the microbatches' losses
@@ -73,7 +78,7 @@ from planner.simulation.pipeline_prediction import (MEMORY_PARTS, PIPELINE_PHASE
 from planner.simulation.reshard import execute
 from planner.simulation.host_memory import keep_large_blocks_mapped
 from planner.simulation.run import FLOAT_RTOL, add_cotangents, compare_values, frozen_block, run_compute
-from planner.stages.cost import ADAM_BYTES_PER_ELEMENT
+from planner.stages.cost import ADAM_BYTES_PER_ELEMENT, bucketed
 from planner.stages.layers import layers_of, microbatched, representatives
 from planner.stages.profile import attention_core, profile_layers, stage_program
 from planner.stages.schedules import device_orders, timeline
@@ -193,6 +198,8 @@ class _Group:
         self.param_cot: dict[tuple, DistributedArray] = {}
         self.grads: dict[str, DistributedArray] = {}
         self.shards: dict[int, list[np.ndarray]] = {}  # stage -> per stage-mesh device, its flat shard (ZeRO 3)
+        # layer -> per stage-mesh device, its shard of the layer's flat gradient accumulator (gradient buckets)
+        self.grad_shards: dict[int, list[np.ndarray]] = {}
         self.state_bytes = 0  # optimizer state per device
         self.passes: dict[tuple[int, int], _Pass] = {}
         # messages from the neighbouring stages, by the action that reads them ("F" or "B", stage, microbatch): in
@@ -396,6 +403,11 @@ class _PipelineRun:
                     if graph.tensor(real).kind == "param" and real not in seen and self._reads(layer, red):
                         seen.add(real)
                         self.params_of[k].append((layer, real, load))
+        self.buckets = bucketed(c.zero, c.dp)  # gradients reduced layer by layer during the backward
+        self.params_of_layer = {}  # layer -> [(param real name, Load)]
+        for k in range(c.stages):
+            for layer, real, load in self.params_of[k]:
+                self.params_of_layer.setdefault(layer.index, []).append((real, load))
         self.load_of = {}  # a source tensor (its own name) -> how the program loads it
         for layer in setup.layers:
             for red, load in setup.loads.items():
@@ -447,27 +459,26 @@ class _PipelineRun:
             self._load_params(g)
         self._account_all()
         for _, d, _, a in actions:
-            for r in range(c.dp):
-                if c.zero == 3 and c.dp > 1 and r == 0:
-                    self._gather(d, a.stage)
-                g = self.group(d, r)
-                if a.kind == "F":
-                    self._forward(g, a.stage, a.microbatch)
-                else:
-                    self._backward(g, a.stage, a.microbatch)
+            if c.zero == 3 and c.dp > 1:
+                self._gather(d, a.stage)
+            if a.kind == "F":
+                for r in range(c.dp):
+                    self._forward(self.group(d, r), a.stage, a.microbatch)
+            else:
+                self._backward(d, a.stage, a.microbatch)
             if c.zero == 3 and c.dp > 1:
                 for r in range(c.dp):
                     self._drop_gathered(self.group(d, r), a.stage)
             self._account_all(between=True)
-        for g in self.groups:
-            for k in range(c.stages):
-                if k % c.pp == g.d:
+        if not self.buckets:  # the gradient reductions inside the stage mesh, once a step
+            for g in self.groups:
+                for k in range(g.d, c.stages, c.pp):
                     for i in c.stage_layers(k):
                         layer = self.s.layers[i]
                         for ins in layer.gradient:
                             if not _local(ins):
                                 self._param_redistribute(g, layer, ins, "gradient")
-            self._account(g)
+                self._account(g)
         self._sync()
         self._account_all()
 
@@ -481,26 +492,63 @@ class _PipelineRun:
             for layer, real, load in self.params_of[k]:
                 g.params[real] = DistributedArray.from_global(self.s.feeds[0][real].astype(self.s.float_dtype),
                                                               load.layout)
-                # the gradient accumulators, held all step: in the parameter's layout, or where its cotangents are
-                # added up until the step's reduction inside the stage mesh
-                pending = [ins for ins in layer.gradient if layer.name(ins.tensor) == real and not _local(ins)]
-                for ins in pending:
-                    g.param_cot.setdefault((real, ins.plan.source), _zeros(ins.plan.source, load.shape,
-                                                                           self.s.float_dtype))
-                if not pending:
-                    g.grads[real] = _zeros(load.layout, load.shape, self.s.float_dtype)
+                if not self.buckets:  # the gradient accumulators, held whole all step
+                    self._zero_gradient(g, layer, real, load)
+            if self.buckets:  # a shard of each layer's accumulator
+                for i in c.stage_layers(k):
+                    if i in self.params_of_layer:
+                        n = self._padded(self._elements(self.params_of_layer[i])) // c.dp
+                        g.grad_shards[i] = [np.zeros(n, dtype=self.s.float_dtype) for _ in range(self.size)]
             if c.zero == 3 and c.dp > 1:
                 flats = self._flat(g, k, lambda name: g.params[name])
-                g.shards[k] = [self._shard(f, g.r) for f in flats]
+                g.shards[k] = [self._scatter(k, f, g.r) for f in flats]
                 for _, real, _ in self.params_of[k]:
                     del g.params[real]
         if c.zero >= 1 and c.dp > 1:
-            owned = sum(self._padded(sum(math.prod(ld.layout.local_shape(ld.shape)) for _, _, ld in self.params_of[k]))
-                        // c.dp for k in range(c.stages) if k % c.pp == g.d)
+            owned = sum(self._padded(n) // c.dp for k in range(c.stages) if k % c.pp == g.d for n in self._pieces(k))
         else:
             owned = sum(math.prod(ld.layout.local_shape(ld.shape)) for k in range(c.stages) if k % c.pp == g.d
                         for _, _, ld in self.params_of[k])
         g.state_bytes = ADAM_BYTES_PER_ELEMENT * owned if self.opt.name == "adam" else 0
+
+    def _zero_gradient(self, g: _Group, layer: _Layer, real: str, load) -> None:
+        """A parameter's zero gradient accumulator: in its layout, or where its cotangents are added up until its
+        reduction inside the stage mesh."""
+        pending = [ins for ins in layer.gradient if layer.name(ins.tensor) == real and not _local(ins)]
+        for ins in pending:
+            g.param_cot.setdefault((real, ins.plan.source), _zeros(ins.plan.source, load.shape, self.s.float_dtype))
+        if not pending:
+            g.grads[real] = _zeros(load.layout, load.shape, self.s.float_dtype)
+
+    @staticmethod
+    def _elements(params) -> int:
+        """The elements a stage-mesh device holds of ``params`` (``(name, Load)`` pairs)."""
+        return sum(math.prod(ld.layout.local_shape(ld.shape)) for _, ld in params)
+
+    def _pieces(self, k: int) -> list[int]:
+        """The elements of each piece of stage ``k``'s flat buffer that is sharded over ``dp`` on its own: each
+        layer's with gradient buckets, else the whole stage's."""
+        if self.buckets:
+            return [self._elements(self.params_of_layer[i]) for i in self.c.stage_layers(k)
+                    if i in self.params_of_layer]
+        return [self._elements([(real, ld) for _, real, ld in self.params_of[k]])]
+
+    def _scatter(self, k: int, flat: np.ndarray, r: int) -> np.ndarray:
+        """Replica ``r``'s shards of stage ``k``'s flat buffer: its shard of each piece, in order."""
+        out, at = [], 0
+        for n in self._pieces(k):
+            out.append(self._shard(flat[at:at + n], r))
+            at += n
+        return np.concatenate(out) if out else flat[:0]
+
+    def _unscatter(self, k: int, parts: list[np.ndarray]) -> np.ndarray:
+        """Stage ``k``'s flat buffer from every replica's :meth:`_scatter` (``parts[r]``)."""
+        out, at = [], 0
+        for n in self._pieces(k):
+            size = self._padded(n) // self.c.dp
+            out.append(np.concatenate([part[at:at + size] for part in parts])[:n])
+            at += size
+        return np.concatenate(out) if out else parts[0][:0]
 
     def _padded(self, n: int) -> int:
         return -(-n // self.c.dp) * self.c.dp
@@ -538,7 +586,7 @@ class _PipelineRun:
             items = [((r,), self.group(d, r).shards[k][s]) for r in range(c.dp)]
             got = STEP_KINDS["AllGather"].kernel(net, members, items)
             for r in range(c.dp):
-                gathered[r][s] = np.concatenate([a for _, a in got[r]])
+                gathered[r][s] = self._unscatter(k, [a for _, a in got[r]])
         self.counts["AllGather"] += 1
         for r in range(c.dp):
             self.group(d, r).params.update(self._unflat(k, gathered[r]))
@@ -716,42 +764,87 @@ class _PipelineRun:
                 # a parameter read as held is read again from the group when the backward runs (ZeRO 3 gathers it)
                 P.residuals[(real_op, "operand", key[1])] = (t, None if g.params.get(t) is arr else arr)
 
-    def _backward(self, g: _Group, k: int, j: int) -> None:
+    def _backward(self, d: int, k: int, j: int) -> None:
+        """Stage ``k``'s backward of microbatch ``j`` on every replica of device group ``d``, layer by layer, each
+        layer's gradient bucket reduced over the replicas once they all ran it; then the sends back."""
         c = self.c
-        P = self._pass(g, k, j)
-        P.cot_out.update(g.inbox.pop(("B", k, j), {}))
+        groups = [self.group(d, r) for r in range(c.dp)]
+        passes = []
+        for g in groups:
+            P = self._pass(g, k, j)
+            P.cot_out.update(g.inbox.pop(("B", k, j), {}))
+            passes.append(P)
         for i in reversed(c.stage_layers(k)):
-            layer = self.s.layers[i]
-            if c.recompute != "none":
-                self._recompute(g, k, j, i)
-            for ins in layer.backward:
-                if isinstance(ins, Redistribute):
-                    if self.s.graph.producer(layer.name(ins.tensor)) is None and \
-                            self.s.graph.tensor(layer.name(ins.tensor)).kind == "param":
-                        self._param_redistribute(g, layer, ins, "backward")
-                    else:
-                        self._backward_redistribute(g, P, layer, ins, j)
+            for g, P in zip(groups, passes):
+                self._backward_layer(g, P, k, j, i)
+            if self.buckets and i in self.params_of_layer:
+                self._reduce_bucket(groups, i)
+        for g, P in zip(groups, passes):
+            if k > 0:
+                prev = self.group((k - 1) % c.pp, g.r)
+                box = prev.inbox.setdefault(("B", k - 1, j), {})
+                for t in self.receives[k]:
+                    cot = P.cot_out.pop(t, None)
+                    if cot is None:
+                        raise SimulationMismatch(f"stage {k}'s backward left no cotangent of {t!r} to send back")
+                    box[t] = self._send(cot, g, prev, self.s.itemsize[t])
+            del g.passes[(k, j)]
+            self._account(g)
+
+    def _backward_layer(self, g: _Group, P: _Pass, k: int, j: int, i: int) -> None:
+        """Layer ``i``'s recomputation and backward of microbatch ``j`` on ``g`` (with gradient buckets, into its
+        bucket, made first)."""
+        c = self.c
+        layer = self.s.layers[i]
+        if self.buckets and i in self.params_of_layer:
+            for real, load in self.params_of_layer[i]:
+                self._zero_gradient(g, layer, real, load)
+            self._account(g)
+        if c.recompute != "none":
+            self._recompute(g, k, j, i)
+        for ins in layer.backward:
+            if isinstance(ins, Redistribute):
+                if self.s.graph.producer(layer.name(ins.tensor)) is None and \
+                        self.s.graph.tensor(layer.name(ins.tensor)).kind == "param":
+                    self._param_redistribute(g, layer, ins, "backward")
                 else:
-                    self._backprop(g, P, layer, ins)
-                    for grad in layer.gradient:  # slicing the parameters' cotangents home as they come
-                        if _local(grad):
-                            self._param_redistribute(g, layer, grad, "gradient")
-                self._account(g)
-            if c.recompute == "full":
-                earlier = {t for e in range(c.bounds[k], i) for t in self.inputs_of[e]}
-                for t in [t for t in P.values if t in self.inputs_of[i] and t not in earlier]:
-                    del P.values[t]
-                    P.kept.discard(t)
-        if k > 0:
-            prev = self.group((k - 1) % c.pp, g.r)
-            box = prev.inbox.setdefault(("B", k - 1, j), {})
-            for t in self.receives[k]:
-                cot = P.cot_out.pop(t, None)
-                if cot is None:
-                    raise SimulationMismatch(f"stage {k}'s backward left no cotangent of {t!r} to send back")
-                box[t] = self._send(cot, g, prev, self.s.itemsize[t])
-        del g.passes[(k, j)]
-        self._account(g)
+                    self._backward_redistribute(g, P, layer, ins, j)
+            else:
+                self._backprop(g, P, layer, ins)
+                for grad in layer.gradient:  # slicing the parameters' cotangents home as they come
+                    if _local(grad):
+                        self._param_redistribute(g, layer, grad, "gradient")
+            self._account(g)
+        if c.recompute == "full":
+            earlier = {t for e in range(c.bounds[k], i) for t in self.inputs_of[e]}
+            for t in [t for t in P.values if t in self.inputs_of[i] and t not in earlier]:
+                del P.values[t]
+                P.kept.discard(t)
+
+    def _reduce_bucket(self, groups: list[_Group], i: int) -> None:
+        """Layer ``i``'s gradient bucket on every replica of a device group: reduced inside the stage mesh,
+        reduce-scattered over the replicas, added into each one's shard of the layer's accumulator, then freed."""
+        layer = self.s.layers[i]
+        names = [real for real, _ in self.params_of_layer[i]]
+        for g in groups:
+            for ins in layer.gradient:
+                if not _local(ins):
+                    self._param_redistribute(g, layer, ins, "gradient")
+            self._account(g)
+        dp = self.c.dp
+        net = _Net(self.received["gradient_sync"], self._itemsize_of_stage(self.stage_of[i]))
+        for s in range(self.size):
+            members = [self.device(g.d, g.r, s) for g in groups]
+            flats = [np.concatenate([self._grad(g, name).blocks[s].reshape(-1) for name in names]) for g in groups]
+            owned = STEP_KINDS["ReduceScatter"].kernel(net, members, [[self._shard(f, q) for q in range(dp)]
+                                                                      for f in flats])
+            for g, mine in zip(groups, owned):
+                g.grad_shards[i][s] = g.grad_shards[i][s] + mine
+        self.counts["ReduceScatter"] += 1
+        for g in groups:
+            for name in names:
+                g.grads.pop(name, None)
+            self._account(g)
 
     def _backward_redistribute(self, g, P, layer, ins, j) -> None:
         real = layer.name(ins.tensor)
@@ -825,8 +918,13 @@ class _PipelineRun:
             if not self.params_of[k]:
                 continue
             net = _Net(self.received["gradient_sync"], self._itemsize_of_stage(k))
-            grads = [self._flat(self.group(d, r), k, lambda name, r=r: self._grad(self.group(d, r), name))
-                     for r in range(dp)]
+            if self.buckets:  # reduce-scattered during the backward: each replica's shards of the stage's layers
+                shards = [[np.concatenate([self.group(d, r).grad_shards[i][s] for i in c.stage_layers(k)
+                                           if i in self.params_of_layer]) for s in range(self.size)]
+                          for r in range(dp)]
+            else:
+                grads = [self._flat(self.group(d, r), k, lambda name, r=r: self._grad(self.group(d, r), name))
+                         for r in range(dp)]
             if c.zero == 3 and dp > 1:
                 params = [self.group(d, r).shards[k] for r in range(dp)]
             else:
@@ -836,7 +934,6 @@ class _PipelineRun:
             new_params = [[None] * self.size for _ in range(dp)]
             for s in range(self.size):
                 members = [self.device(d, r, s) for r in range(dp)]
-                n = grads[0][s].size
                 if dp == 1 or c.zero == 0:
                     summed = STEP_KINDS["AllReduce"].kernel(net, members, [grads[r][s] for r in range(dp)]) \
                         if dp > 1 else [grads[0][s]]
@@ -844,12 +941,15 @@ class _PipelineRun:
                     for r in range(dp):
                         new_params[r][s] = self.opt.step(params[r][s], summed[r], self.opt.init(params[r][s]))[0]
                     continue
-                chunks = [[self._shard(grads[r][s], c_) for c_ in range(dp)] for r in range(dp)]
-                owned = STEP_KINDS["ReduceScatter"].kernel(net, members, chunks)
-                summed_full[s] = np.concatenate(owned)[:n]
+                if self.buckets:
+                    owned = [shards[r][s] for r in range(dp)]
+                else:
+                    chunks = [[self._scatter(k, grads[r][s], q) for q in range(dp)] for r in range(dp)]
+                    owned = STEP_KINDS["ReduceScatter"].kernel(net, members, chunks)
+                summed_full[s] = self._unscatter(k, owned)
                 updated = []
                 for r in range(dp):
-                    mine = params[r][s] if c.zero == 3 else self._shard(params[r][s], r)
+                    mine = params[r][s] if c.zero == 3 else self._scatter(k, params[r][s], r)
                     updated.append(self.opt.step(mine, owned[r], self.opt.init(mine))[0])
                 if c.zero == 3:
                     for r in range(dp):
@@ -857,13 +957,14 @@ class _PipelineRun:
                     continue
                 got = STEP_KINDS["AllGather"].kernel(net, members, [((r,), updated[r]) for r in range(dp)])
                 for r in range(dp):
-                    new_params[r][s] = np.concatenate([a for _, a in got[r]])[:n]
-            self.counts.update({"AllReduce": 1} if dp > 1 and c.zero == 0 else
-                               {"ReduceScatter": 1, **({"AllGather": 1} if c.zero in (1, 2) else {})} if dp > 1 else {})
+                    new_params[r][s] = self._unscatter(k, [a for _, a in got[r]])
+            if dp > 1:
+                self.counts.update({"AllReduce": 1} if c.zero == 0 else {"ReduceScatter": 1, "AllGather": 1}
+                                   if c.zero == 1 else {"AllGather": 1} if c.zero == 2 else {})
             for name, arr in self._unflat(k, summed_full).items():
                 self.synced[name] = arr.to_global()
             if c.zero == 3 and dp > 1:
-                whole = [np.concatenate([new_params[r][s] for r in range(dp)]) for s in range(self.size)]
+                whole = [self._unscatter(k, [new_params[r][s] for r in range(dp)]) for s in range(self.size)]
                 for name, arr in self._unflat(k, whole).items():
                     self.updated[name] = arr.to_global()
                 for r in range(dp):
@@ -925,6 +1026,9 @@ class _PipelineRun:
         for k, shards in g.shards.items():
             for s, b in enumerate(shards):
                 per_device[s]["parameters"] += b.size * self._itemsize_of_stage(k)
+        for i, shards in g.grad_shards.items():
+            for s, b in enumerate(shards):
+                per_device[s]["gradients"] += b.size * self._itemsize_of_stage(self.stage_of[i])
         for parts in per_device:
             parts["optimizer_state"] = g.state_bytes
             if between:

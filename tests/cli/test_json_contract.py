@@ -192,7 +192,7 @@ CASES = [
                                     "--format", "json"]),
     ("plan-megatron-propagate-phases", ["plan", "configs/megatron_mlp.yaml", "--search", "propagate", "--phases",
                                         "--format", "json"]),
-    ("plan-megatron-explicit", ["plan", "configs/megatron_mlp.yaml", "--search", "explicit", "--format", "json"]),
+    ("plan-constraints-explicit", ["plan", "configs/constraints.yaml", "--search", "explicit", "--format", "json"]),
     ("plan-manual-region-ilp", ["plan", "configs/manual_free_axis.yaml", "--search", "ilp", "--format", "json"]),
     ("plan-conv-net-phased", ["plan", "configs/conv_net.yaml", "--format", "json"]),  # search_space
     ("plan-pipeline", ["plan", "tests/stages/tiny_gpt.yaml", "--devices", "4", "--format", "json"]),

@@ -117,6 +117,10 @@ outputs: [y]
 """
 
 
+# fc2 keeps its pending sum over Y (JAX's out_sharding with unreduced axes)
+PENDING_FC2 = REGIONS.replace("output: y}", "output: y, out_sharding: '[{}, {}], unreduced={\"Y\"}'}")
+
+
 def test_inside_auto_axes_the_search_decides_the_axis_and_the_out_sharding_types_the_result():
     # Typed, x's X on the contracting dimension makes fc1 compute on X with a pending sum (see
     # above). With fc1 in an auto_axes region over X, the search places X there itself, and the
@@ -138,9 +142,10 @@ def test_inside_auto_axes_the_search_decides_the_axis_and_the_out_sharding_types
 
 
 def test_inside_explicit_axes_an_auto_axis_is_typed_from_the_in_shardings():
-    # fc2 in an explicit_axes region over Y: a enters typed [{}, {"Y"}] and w2 [{"Y"}, {}], so by
-    # consensus fc2 contracts on Y (a pending sum over Y), whatever the cost search would prefer.
-    model = REGIONS + """explicit_axes:
+    # fc2 in an explicit_axes region over Y: a enters typed [{}, {"Y"}] and w2 [{"Y"}, {}], so fc2
+    # contracts on Y, which JAX types only with an out_sharding: here the pending sum over Y itself,
+    # whatever the cost search would prefer.
+    model = PENDING_FC2 + """explicit_axes:
   - {name: e, axes: [Y], ops: [fc2], in_shardings: {a: '[{}, {"Y"}]', w2: '[{"Y"}, {}]'}}
 """
     p = plan(model, search="bfs")
@@ -151,19 +156,90 @@ def test_inside_explicit_axes_an_auto_axis_is_typed_from_the_in_shardings():
     assert r.ok
 
 
-@pytest.mark.parametrize("tail, op, expected", [
+@pytest.mark.parametrize("model, op, expected", [
     # inside auto_axes, fc1 computes on X as its result's type (the out-sharding) has it: rows on X
-    ("""auto_axes:
+    (REGIONS + """auto_axes:
   - {name: g, axes: [X], ops: [fc1], out_shardings: {h: '[{"X"}, {}]'}}
 """, "fc1", '[{"X"}, {}]'),
-    # inside explicit_axes, fc2 is typed on Y from its in-shardings: it contracts on Y (pending sum)
-    ("""explicit_axes:
+    # inside explicit_axes, fc2 is typed on Y from its in-shardings: it contracts on Y (its out_sharding
+    # keeps the pending sum, as JAX asks of a contraction sharded on both sides)
+    (PENDING_FC2 + """explicit_axes:
   - {name: e, axes: [Y], ops: [fc2], in_shardings: {a: '[{}, {"Y"}]', w2: '[{"Y"}, {}]'}}
 """, "fc2", '[{}, {}], unreduced={"Y"}'),
 ])
-def test_propagate_plans_axis_regions_with_their_types(tail, op, expected):
+def test_propagate_plans_axis_regions_with_their_types(model, op, expected):
     for training in (False, True):
-        p = plan(REGIONS + tail, search="propagate", training=training)
+        p = plan(model, search="propagate", training=training)
         assert p.op(op).result_sharding.dims_text() == expected
         r = simulate(p, seed=0)
         assert r.ok and r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+# -- auto_axes regions under bfs / ilp, and out_shardings on Explicit axes ----------------------------------
+
+SEED001_ADD = """
+name: seed001_auto_axes
+mesh: {{axes: {{X: 2, Y: 4}}, axis_types: {{{types}}}}}
+tensors:
+  x: {{shape: [4, 4], dtype: i32, sharding: '{x}'}}
+  y: {{shape: [4, 4], dtype: i32, sharding: '[{{}}, {{"X"}}]'}}
+ops:
+  - {{name: add, op: add, inputs: [x, y], output: z{out_sharding}}}
+  - {{name: neg, op: neg, inputs: [z], output: w}}
+outputs: [w]
+{region}"""
+REGION = """auto_axes:
+  - {{name: g, axes: [{axes}], ops: [add], out_shardings: {{z: '[{{"X"}}, {{}}]'}}}}
+"""
+
+
+def _seed001_add(types="X: Explicit, Y: Explicit", x='[{"X"}, {}]', region_axes="X, Y", out_sharding=""):
+    region = REGION.format(axes=region_axes) if region_axes else ""
+    return SEED001_ADD.format(types=types, x=x, region=region, out_sharding=out_sharding)
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+@pytest.mark.parametrize("types, region_axes", [("X: Explicit, Y: Explicit", "X, Y"), ("X: Explicit", "X")])
+def test_auto_axes_result_leaves_with_exactly_its_out_sharding_on_the_region_axes(search, types, region_axes):
+    # seed 001's add: inside the region the search may compute z any way, but z goes back to the caller as
+    # [{"X"}, {}] on the region's axes: no region axis on its columns (closed), X on its rows
+    p = plan(_seed001_add(types, region_axes=region_axes), search=search)
+    z = p.tensors["z"].sharding
+    region = set(region_axes.split(", "))
+    assert [[a.name for a in d.axes if a.name in region] for d in z.dims] == [["X"], []]
+    r = simulate(p, seed=0)
+    assert r.ok and r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+def test_auto_axes_out_sharding_puts_the_axis_on_the_dimension_it_names(search):
+    # both inputs shard their columns on X, so computing in place would leave X on z's columns;
+    # the region's out_sharding puts X on the rows
+    p = plan(_seed001_add("X: Explicit", x='[{}, {"X"}]', region_axes="X"), search=search)
+    assert _x_part(p.tensors["z"].sharding) == [['"X"'], []]
+    assert simulate(p, seed=0).ok
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+def test_out_sharding_on_explicit_axes_is_computed_in_its_layout(search):
+    # consensus computes z as [{}, {"X"}], but the out_sharding [{"X"}, {}] types it: the op computes in the
+    # out_sharding's layout (its operands move), which the search must give its result
+    p = plan(_seed001_add("X: Explicit", x='[{}, {"X"}]', region_axes="",
+                          out_sharding=", out_sharding: '[{\"X\"}, {}]'"), search=search)
+    assert p.tensors["z"].sharding.dims_text() == '[{"X"}, {}]'
+    assert simulate(p, seed=0).ok
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+@pytest.mark.parametrize("types", ["Y: Explicit", "X: Auto"])
+def test_open_annotation_on_an_input_whose_reader_is_pinned_plans_as_the_closed_form(search, types):
+    # add's out_sharding pins how it reads x ([{"X"}, {}]); x's annotation, open or closed, keeps X on its
+    # columns: x is stored as annotated and moved to its reader, whether or not the annotation is open
+    def model(x):
+        return _seed001_add(types, x=x, region_axes="", out_sharding=", out_sharding: '[{\"X\"}, {}]'")
+    closed = plan(model('[{}, {"X"}]'), search=search)
+    opened = plan(model('[{?}, {"X", ?}]'), search=search)
+    assert opened.totals.objective == closed.totals.objective
+    assert [(r.tensor, [s.kind for s in r.steps]) for r in opened.redistributions] == [
+        (r.tensor, [s.kind for s in r.steps]) for r in closed.redistributions]
+    assert simulate(opened, seed=0).ok

@@ -1,4 +1,7 @@
-"""Explicit sharding mode (seed 001): consensus per factor, its errors, reductions, reshape."""
+"""Explicit sharding mode (seed 001, as JAX 0.10.2 types it): consensus per factor, its errors, dots, reductions,
+normalisations, concat/slice, reshape. tests/model/test_explicit_vs_jax.py checks the same rules against JAX itself."""
+
+import re
 
 import pytest
 
@@ -85,8 +88,25 @@ def test_two_different_shardings_of_one_dimension_conflict():
     )
 
 
-def test_sharded_contracting_dim_is_reduced_at_once_with_an_all_reduce():
+def test_contracting_dim_sharded_in_both_inputs_asks_for_an_out_sharding():
+    # JAX's dot_general: a contracting dimension sharded on both sides is ambiguous (psum, or scatter?)
     g = _binary("matmul", [8, 16], '[{"X"}, {"Y"}]', [16, 4], '[{"Y"}, {}]')
+    with pytest.raises(RuleError) as err:
+        explicit_shardings(g)
+    assert str(err.value) == (
+        "matmul operation with inputs: f32[8@X,16@Y], f32[16@Y,4] shards its contracting dimension over Y in "
+        "both inputs, so it is ambiguous how the result is sharded (a pending sum to reduce, or scatter)"
+        + ADVICE.format("matmul"))
+
+
+def test_contracting_dim_sharded_differently_in_the_two_inputs_is_an_error():
+    g = _binary("matmul", [8, 16], '[{}, {"X"}]', [16, 4], '[{"Y"}, {}]')
+    with pytest.raises(RuleError, match="shards its contracting dimension differently in its two inputs: {X} and {Y}"):
+        explicit_shardings(g)
+
+
+def test_contracting_dim_sharded_in_one_input_is_summed_by_an_all_reduce():
+    g = _binary("matmul", [8, 16], '[{"X"}, {"Y"}]', [16, 4], None)
     res = explicit_shardings(g)
     assert res.type_text("out") == "f32[8@X,4]"
     assert res.collectives["matmul"] == (AllReduce("out", (AxisRef("Y"),)),)
@@ -94,33 +114,89 @@ def test_sharded_contracting_dim_is_reduced_at_once_with_an_all_reduce():
     assert "AllReduce" in res.reason("out")
 
 
-def test_matmul_using_an_axis_for_rows_and_contraction_is_illegal():
+def test_contracting_axis_of_one_input_may_shard_a_result_dimension():
+    # the contracting axis of one side is dropped (gathered), so X is free for the result's columns
     g = _binary("matmul", [8, 16], '[{}, {"X"}]', [16, 4], '[{}, {"X"}]')
-    with pytest.raises(RuleError, match=r"produces an illegally sharded result: f32\[8,4@X\]\{unreduced:X\}"):
+    res = explicit_shardings(g)
+    assert res.type_text("out") == "f32[8,4@X]" and res.collectives["matmul"] == ()
+
+
+def test_out_sharding_with_the_contracting_axes_pending_types_an_unreduced_result():
+    g = _binary("matmul", [8, 16], '[{}, {"Y"}]', [16, 4], '[{"Y"}, {}]', out_sharding='[{}, {}], unreduced={"Y"}')
+    assert explicit_shardings(g).type_text("out") == "f32[8,4]{unreduced:Y}"
+
+
+@pytest.mark.parametrize("b_sharding, unreduced, problem", [
+    (None, "Y", "needs its summed dimensions sharded alike in every input"),
+    ('[{"Y"}, {}]', "X", "its summed dimensions are sharded over {Y}; the pending sums must be those axes"),
+])
+def test_out_sharding_with_other_pending_sums_than_the_contraction_is_an_error(b_sharding, unreduced, problem):
+    g = _binary("matmul", [8, 16], '[{}, {"Y"}]', [16, 4], b_sharding,
+                out_sharding=f'[{{}}, {{}}], unreduced={{"{unreduced}"}}')
+    with pytest.raises(RuleError, match=re.escape(problem)):
         explicit_shardings(g)
 
 
-def test_sharded_softmax_axis_needs_an_out_sharding():
-    g = _unary("softmax", [4, 8], '[{}, {"X"}]')
-    with pytest.raises(RuleError) as err:
-        explicit_shardings(g)
-    assert str(err.value) == (
-        "softmax operation with inputs: f32[4,8@X] shards dimension 1 of input 0 over X, but softmax needs that "
-        "dimension replicated" + ADVICE.format("softmax")
-    )
-
-
-def test_megatron_mlp_column_then_row_parallel():
-    b = GraphBuilder("mlp", {"x": 2, "y": 4})
-    x = b.tensor("x", [8, 16])
-    w1 = b.param("w1", [16, 32], sharding='[{}, {"y"}]')
-    w2 = b.param("w2", [32, 16], sharding='[{"y"}, {}]')
-    h = b.op("matmul", [x, w1], output="h", name="dense1")
-    r = b.op("relu", [h], output="r", name="relu")
-    b.op("matmul", [r, w2], output="y", name="dense2")
+def test_an_unreduced_result_is_read_only_by_a_constraint_that_reduces_it():
+    b = GraphBuilder("g", {"X": 2, "Y": 4})
+    a = b.tensor("a", [8, 16], sharding='[{}, {"Y"}]')
+    w = b.param("w", [16, 4], sharding='[{"Y"}, {}]')
+    b.op("matmul", [a, w], output="h", name="mm", out_sharding='[{}, {}], unreduced={"Y"}')
+    b.op("sharding_constraint", ["h"], output="r", name="reduce", out_sharding='[{"X"}, {}]')
+    b.op("exp", ["r"], output="e", name="exp")
     res = explicit_shardings(b.build())
+    assert res.type_text("r") == "f32[8@X,4]" and res.type_text("e") == "f32[8@X,4]"
+    b.op("exp", ["h"], output="bad", name="exp_h")
+    with pytest.raises(RuleError, match=r"reads input 0 with pending sums over \{Y\}"):
+        explicit_shardings(b.build())
+
+
+def test_batch_dim_takes_the_left_inputs_sharding():
+    # JAX's dot_general keeps the left operand's batch sharding (the right one's may not conflict)
+    g = _binary("einsum", [2, 4, 8], None, [2, 8, 4], '[{"X"}, {}, {}]', equation="bij,bjk->bik")
+    assert explicit_shardings(g).type_text("out") == "f32[2,4,4]"
+
+
+def test_softmax_over_a_sharded_axis_keeps_its_sharding():
+    assert explicit_shardings(_unary("softmax", [4, 8], '[{}, {"X"}]', axis=1)).type_text("out") == "f32[4,8@X]"
+
+
+@pytest.mark.parametrize("keepdims, expected", [(False, "f32[4@X]"), (True, "f32[4@X,1]")])
+def test_max_over_a_sharded_axis_drops_it(keepdims, expected):
+    res = explicit_shardings(_unary("max", [4, 8], '[{"X"}, {"Y"}]', axes=[1], keepdims=keepdims))
+    assert res.type_text("out") == expected and res.collectives["max"] == ()
+
+
+def test_concat_along_a_sharded_axis_keeps_it_when_every_input_is_sharded_alike():
+    g = _binary("concat", [4, 8], '[{}, {"X"}]', [4, 8], '[{}, {"X"}]', axis=1)
+    assert explicit_shardings(g).type_text("out") == "f32[4,16@X]"
+    g = _binary("concat", [4, 8], '[{}, {"X"}]', [4, 8], None, axis=0)
+    with pytest.raises(RuleError, match="needs every input sharded alike"):
+        explicit_shardings(g)
+
+
+def test_slice_of_a_sharded_axis_keeps_it_where_its_shards_divide_the_slice():
+    res = explicit_shardings(_unary("slice", [4, 8], '[{}, {"X"}]', starts=[0, 2], stops=[4, 6]))
+    assert res.type_text("out") == "f32[4,4@X]"
+    with pytest.raises(RuleError, match="keeps 3 of the 8 elements of dimension 1, sharded over X, and 2 shards"):
+        explicit_shardings(_unary("slice", [4, 8], '[{}, {"X"}]', starts=[0, 1], stops=[4, 4]))
+
+
+def test_megatron_mlp_written_explicitly_needs_an_out_sharding_on_the_row_parallel_matmul():
+    def mlp(out_sharding):
+        b = GraphBuilder("mlp", {"x": 2, "y": 4})
+        x = b.tensor("x", [8, 16])
+        w1 = b.param("w1", [16, 32], sharding='[{}, {"y"}]')
+        w2 = b.param("w2", [32, 16], sharding='[{"y"}, {}]')
+        h = b.op("matmul", [x, w1], output="h", name="dense1")
+        r = b.op("relu", [h], output="r", name="relu")
+        b.op("matmul", [r, w2], output="y", name="dense2", out_sharding=out_sharding)
+        return b.build()
+
+    with pytest.raises(RuleError, match=r"f32\[8,32@y\], f32\[32@y,16\] shards its contracting dimension over y"):
+        explicit_shardings(mlp(None))
+    res = explicit_shardings(mlp('[{}, {}]'))
     assert [res.type_text(t) for t in ("h", "r", "y")] == ["f32[8,32@y]", "f32[8,32@y]", "f32[8,16]"]
-    assert res.collectives == {"dense1": (), "relu": (), "dense2": (AllReduce("y", (AxisRef("y"),)),)}
 
 
 def test_errors_from_a_model_file_name_the_line():
@@ -161,11 +237,22 @@ def test_reshape_strips_singleton_dims():
     assert res.type_text("out") == "f32[4@X,6@Y,1]"
 
 
-def test_reshape_split_of_a_sharded_dim_makes_sub_axes():
-    # seed 000: tensor<8> [{"x"}] on x=4 reshaped to 2x4 -> [{"x":(1)2}, {"x":(2)2}]
-    res = _reshape([8], '[{"x"}]', [2, 4], mesh={"x": 4})
-    assert res.sharding("out").dims_text() == '[{"x":(1)2}, {"x":(2)2}]'
-    assert "sub-axes" in res.reason("out")
+RESHAPE_ERROR = ("reshape operation with inputs: {} reshapes to {} in a way JAX does not type: only a split of one "
+                 "dimension whose axes, major to minor, each divide the piece they fall in, or a merge of one run "
+                 "of dimensions whose sharded ones are its most major, keeps a sharding")
+
+
+def test_reshape_split_of_a_sharded_dim_gives_its_axes_to_the_major_pieces():
+    # JAX deals whole axes to the pieces, major to minor: x (2) fills the piece of size 2
+    assert _reshape([8], '[{"x"}]', [2, 4], mesh={"x": 2}).type_text("out") == "f32[2@x,4]"
+    assert _reshape([8], '[{"x", "y"}]', [2, 4], mesh={"x": 2, "y": 4}).type_text("out") == "f32[2@x,4@y]"
+
+
+def test_reshape_split_of_a_sharded_dim_whose_axis_does_not_divide_its_piece_is_an_error():
+    # x (4) does not divide the major piece of size 2: JAX would need a sub-axis, and asks for out_sharding
+    with pytest.raises(RuleError) as err:
+        _reshape([8], '[{"x"}]', [2, 4], mesh={"x": 4})
+    assert str(err.value) == RESHAPE_ERROR.format("f32[8@x]", "2x4") + ADVICE.format("reshape")
 
 
 def test_reshape_split_of_a_sharded_dim_whose_axes_fit_the_major_piece():
@@ -176,22 +263,57 @@ def test_reshape_split_of_a_sharded_dim_whose_axes_fit_the_major_piece():
 def test_reshape_uneven_split_of_a_sharded_dim_needs_an_out_sharding():
     with pytest.raises(RuleError) as err:
         _reshape([6], '[{"X"}]', [2, 3], mesh={"X": 3})
-    assert str(err.value) == (
-        "reshape operation with inputs: f32[6@X] splits dimension 0 sharded over X into sizes 2x3, and those "
-        "axes do not split evenly over them major to minor" + ADVICE.format("reshape")
-    )
+    assert str(err.value) == RESHAPE_ERROR.format("f32[6@X]", "2x3") + ADVICE.format("reshape")
 
 
-def test_reshape_merge_of_sharded_dims_needs_an_out_sharding():
-    with pytest.raises(RuleError, match=r"f32\[4@X,6\] merges dimensions \[0, 1\] of which some are sharded"):
-        _reshape([4, 6], '[{"X"}, {}]', [24])
+def test_reshape_merge_whose_major_dim_is_sharded_keeps_its_axes():
+    assert _reshape([4, 6], '[{"X"}, {}]', [24]).type_text("out") == "f32[24@X]"
+    assert _reshape([2, 4, 8], '[{}, {"X"}, {"Y"}]', [2, 32]).type_text("out") == "f32[2,32@(X,Y)]"
 
 
-def test_reshape_regrouping_sharded_dims_needs_an_out_sharding():
-    with pytest.raises(RuleError, match=r"regroups dimensions \[0, 1\] into \[0, 1\]"):
-        _reshape([2, 3], '[{"X"}, {}]', [3, 2])
+def test_reshape_merge_whose_minor_dim_alone_is_sharded_needs_an_out_sharding():
+    with pytest.raises(RuleError, match=re.escape(RESHAPE_ERROR.format("f32[4,6@X]", "24"))):
+        _reshape([4, 6], '[{}, {"X"}]', [24])
 
 
-def test_reshape_regrouping_unsharded_dims_stays_unsharded():
-    res = _reshape([2, 3, 8], '[{}, {}, {"Y"}]', [3, 2, 8])
-    assert res.type_text("out") == "f32[3,2,8@Y]"
+@pytest.mark.parametrize("sharding", ['[{"X"}, {}]', "[{}, {}]"])
+def test_reshape_regrouping_dims_is_typed_only_when_unsharded(sharding):
+    if sharding == "[{}, {}]":
+        assert _reshape([2, 3], sharding, [3, 2]).type_text("out") == "f32[3,2]"
+        return
+    with pytest.raises(RuleError, match=re.escape(RESHAPE_ERROR.format("f32[2@X,3]", "3x2"))):
+        _reshape([2, 3], sharding, [3, 2])
+
+
+def test_reshape_regrouping_unsharded_dims_beside_a_sharded_one_needs_an_out_sharding():
+    with pytest.raises(RuleError, match=re.escape(RESHAPE_ERROR.format("f32[2,3,8@Y]", "3x2x8"))):
+        _reshape([2, 3, 8], '[{}, {}, {"Y"}]', [3, 2, 8])
+
+
+# -- auto_axes regions -------------------------------------------------------------------------------------
+
+def test_seed001_auto_axes_region_types_its_result_by_its_out_sharding():
+    # seed 001: some_x + some_y inside auto_axes (every axis Auto there), out_shardings P("X", None)
+    b = GraphBuilder("g", {"X": 2, "Y": 4})
+    x = b.tensor("x", [4, 4], "i32", sharding='[{"X"}, {}]')
+    y = b.tensor("y", [4, 4], "i32", sharding='[{}, {"X"}]')
+    b.op("add", [x, y], output="z", name="add")
+    b.op("neg", ["z"], output="w", name="neg")
+    with pytest.raises(RuleError, match=re.escape("illegally sharded result: i32[4@X,4@X]")):
+        explicit_shardings(b.build())
+    b.auto_axes("g", ["X", "Y"], ["add"], {"z": '[{"X"}, {}]'})
+    res = explicit_shardings(b.build())
+    assert res.type_text("z") == "i32[4@X,4]" and res.type_text("w") == "i32[4@X,4]"
+    assert res.reason("z").endswith("leaves auto_axes region 'g' typed by its out_shardings [{\"X\"}, {}]")
+
+
+def test_inside_an_auto_axes_region_types_name_only_the_other_axes():
+    # seed 001's g: axes X Auto inside, so y inside is f32[4,4@Y]; z leaves typed P("X", "Y")
+    b = GraphBuilder("g", {"X": 2, "Y": 4})
+    a = b.tensor("a", [4, 4], sharding='[{"X"}, {"Y"}]')
+    b.op("exp", [a], output="y", name="sin")
+    b.op("neg", ["y"], output="y2", name="times2")
+    b.op("tanh", ["y2"], output="z", name="scale")
+    b.auto_axes("g", ["X"], ["times2", "scale"], {"z": '[{"X"}, {"Y"}]'})
+    res = explicit_shardings(b.build())
+    assert [res.type_text(t) for t in ("y", "y2", "z")] == ["f32[4@X,4@Y]", "f32[4,4@Y]", "f32[4@X,4@Y]"]

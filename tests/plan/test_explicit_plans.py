@@ -41,17 +41,22 @@ ops:
 """
 
 
-def contracting(read_after: bool) -> str:
-    """a[8@x,16@y] @ w[16@y,4]: the contracting factor is sharded over y, so h is a pending sum (JAX's psum)."""
+def contracting(read_after: bool, both_sides: bool = True) -> str:
+    """a[8@x,16@y] @ w[16@y,4] with out_sharding f32[8@x,4]: the contracting factor is sharded over y on both
+    sides (JAX asks for that out_sharding), so mm computes a pending sum, reduced by an AllReduce (JAX's psum).
+    With ``both_sides=False`` w is replicated: JAX types h f32[8@x,4] without an out_sharding, and mm still
+    sums over y (w is read sliced, which moves nothing)."""
     relu = "  - {name: r, op: relu, inputs: [h], output: y}\n" if read_after else ""
+    w = ", sharding: '[{\"y\"}, {}]'" if both_sides else ""
+    out = ", out_sharding: '[{\"x\"}, {}]'" if both_sides else ""
     return f"""
 name: contracting
 mesh: {{x: 2, y: 4}}
 tensors:
   a: {{shape: [8, 16], kind: input, sharding: '[{{"x"}}, {{"y"}}]'}}
-  w: {{shape: [16, 4], kind: param, sharding: '[{{"y"}}, {{}}]'}}
+  w: {{shape: [16, 4], kind: param{w}}}
 ops:
-  - {{name: mm, op: matmul, inputs: [a, w], output: h}}
+  - {{name: mm, op: matmul, inputs: [a, w], output: h{out}}}
 {relu}"""
 
 
@@ -160,14 +165,27 @@ def test_sharded_contracting_factor_is_all_reduced_in_the_plan_and_simulates(rea
 
 
 def test_replicated_outputs_layout_is_still_honoured():
-    p = plan(contracting(False), search="explicit", outputs_layout="replicated")
+    p = plan(contracting(False, both_sides=False), search="explicit", outputs_layout="replicated")
     assert p.program.outputs["h"].dims_text() == "[{}, {}]"
     assert [k for _, _, k, _ in steps(p)] == [["AllReduce", "AllGather"]]
     assert_simulates_exactly(p)
 
 
+def megatron(out_sharding: str = "out_sharding: '[{\"dp\"}, {}]'") -> str:
+    """configs/megatron_mlp.yaml written explicitly: fc2's out_sharding types its all-reduced result (JAX
+    refuses the row-parallel matmul without one: its contracting dimension is sharded on both sides)."""
+    with open(os.path.join(CONFIGS, "megatron_mlp.yaml")) as f:
+        text = f.read()
+    return text.replace("output: y}", f"output: y, {out_sharding}}}")
+
+
+def test_megatron_config_needs_an_out_sharding_on_its_row_parallel_matmul():
+    with pytest.raises(RuleError, match="shards its contracting dimension over tp in both inputs"):
+        plan(os.path.join(CONFIGS, "megatron_mlp.yaml"), search="explicit")
+
+
 def test_megatron_row_parallel_output_is_all_reduced_to_its_type():
-    p = plan(os.path.join(CONFIGS, "megatron_mlp.yaml"), search="explicit")
+    p = plan(megatron(), search="explicit")
     block = (512 // 2) * 1024 * 4  # y's block: rows over dp (2), f32
     assert steps(p) == [("y", "forward", ["AllReduce"], 2 * (4 - 1) * block // 4)]  # over tp (4)
     assert_simulates_exactly(p)
@@ -238,7 +256,7 @@ tensors:
 ops:
   - {{name: mm0, op: matmul, inputs: [x, w0], output: h0}}
   - {{name: mm1, op: matmul, inputs: [h0, w1], output: h1}}
-  - {{name: mm2, op: matmul, inputs: [h1, w2], output: y}}
+  - {{name: mm2, op: matmul, inputs: [h1, w2], output: y, out_sharding: '[{{}}, {{}}]'}}
 """
     block = 16 * 32 * 4  # h0 and y: f32, replicated
     all_reduce = 2 * (4 - 1) * block // 4
@@ -254,7 +272,7 @@ ops:
 
 
 def test_training_megatron_config_reduces_its_tensor_parallel_weights_over_the_batch_axis():
-    p = plan(os.path.join(CONFIGS, "megatron_mlp.yaml"), search="explicit", training=True)
+    p = plan(megatron(), search="explicit", training=True)
     block = 1024 * 4096 // 4 * 4  # each weight's f32 block: 4096 split over tp (4)
     syncs = sorted((g.tensor, [s.kind for s in g.steps], [str(a) for s in g.steps for a in s.axes], g.bytes_per_device)
                    for g in p.gradient_syncs)
@@ -354,12 +372,12 @@ shard_as: [[ra, rb]]
 # -- every config ---------------------------------------------------------------------------------------
 
 # Seed 001's consensus decides these configs; the others need an out_sharding somewhere.
-EXPLICIT_ACCEPTS = {"constraints.yaml", "conv_net.yaml", "ffn.yaml", "megatron_mlp.yaml"}
+EXPLICIT_ACCEPTS = {"constraints.yaml", "conv_net.yaml", "ffn.yaml", "moe.yaml"}
 EXPLICIT_REFUSES = {  # config -> the op whose result the consensus cannot decide
     "embedding_head.yaml": "loss",
-    "gpt2_small.yaml": "layer0.attn.ctx_merge",
-    "moe.yaml": "combine.einsum",
-    "transformer_block.yaml": "layer0.attn.ctx_merge",
+    "megatron_mlp.yaml": "fc2",
+    "gpt2_small.yaml": "layer0.attn.o_proj",
+    "transformer_block.yaml": "layer0.attn.o_proj",
 }
 # Manual regions (issue 13): explicit mode refuses them, naming the regions (test below).
 EXPLICIT_REFUSES_REGIONS = {"dp_training_step.yaml", "manual_free_axis.yaml", "megatron_by_hand.yaml",
@@ -411,15 +429,16 @@ tensors:
   w: {shape: [16, 4], kind: param, sharding: '[{"y"}, {}]'}
   c: {shape: [4, 4], kind: input}
 ops:
-  - {name: mm, op: matmul, inputs: [a, w], output: h}
+  - {name: mm, op: matmul, inputs: [a, w], output: h, out_sharding: '[{"x"}, {}]'}
   - {name: r, op: relu, inputs: [h], output: g, out_sharding: '[{}, {}]'}
   - {name: cat, op: concat, inputs: [g, c], output: z, axis: 0, out_sharding: '[{}, {"y"}]'}
 """
 
 
-@pytest.mark.parametrize("model", ["mixed", "megatron_mlp.yaml", "conv_net.yaml"])
+@pytest.mark.parametrize("model", ["mixed", "megatron", "conv_net.yaml"])
 def test_cli_explicit_table_lists_every_tensors_type(model, tmp_path, capsys):
-    path = write(tmp_path, MIXED) if model == "mixed" else os.path.join(CONFIGS, model)
+    texts = {"mixed": MIXED, "megatron": megatron()}
+    path = write(tmp_path, texts[model]) if model in texts else os.path.join(CONFIGS, model)
     assert main(["plan", path, "--search", "explicit"]) == 0
     rows = _type_rows(capsys.readouterr().out)
     graph = load(path)
@@ -473,3 +492,82 @@ def test_explicit_mode_types_region_boundaries_and_refuses_an_unannotated_input_
     with pytest.raises(PlanningError, match=rf"region '({names})': the in-sharding .* disagrees with its type "
                                             r".*only an explicit reshard moves an Explicit axis"):
         plan(graph, search="explicit")
+
+
+# -- auto_axes regions (seed 001's own escape hatch) ----------------------------------------------------
+
+SEED001_AUTO_AXES = """
+name: seed001_auto_axes
+mesh: {axes: {X: 2, Y: 4}, axis_types: {X: Explicit, Y: Explicit}}
+tensors:
+  x: {shape: [4, 4], dtype: i32, sharding: '[{"X"}, {}]'}
+  y: {shape: [4, 4], dtype: i32, sharding: '[{}, {"X"}]'}
+ops:
+  - {name: add, op: add, inputs: [x, y], output: z}
+  - {name: neg, op: neg, inputs: [z], output: w}
+outputs: [w]
+auto_axes:
+  - {name: g, axes: [X, Y], ops: [add], out_shardings: {z: '[{"X"}, {}]'}}
+"""
+
+
+def test_seed001_auto_axes_region_is_honoured_by_explicit_mode():
+    # the seed: x + y is i32[4@X,4@X] in explicit mode (an error); inside auto_axes it is computed as the
+    # compiler likes and comes back typed by out_shardings P("X", None): i32[4@X,4]
+    without = SEED001_AUTO_AXES[:SEED001_AUTO_AXES.index("auto_axes:")]
+    with pytest.raises(RuleError, match=re.escape("produces an illegally sharded result: i32[4@X,4@X]")):
+        plan(without, search="explicit")
+    p = plan(SEED001_AUTO_AXES, search="explicit")
+    assert p.tensors["z"].sharding.dims_text() == '[{"X"}, {}]'
+    assert p.tensors["w"].sharding.dims_text() == '[{"X"}, {}]'
+    assert_simulates_exactly(p)
+
+
+# -- ops JAX types over a sharded dimension -------------------------------------------------------------
+
+@pytest.mark.parametrize("op", [
+    "{name: o, op: softmax, inputs: [a], output: r, axis: 1}",
+    "{name: o, op: layernorm, inputs: [a, g, g], output: r}",
+    "{name: o, op: concat, inputs: [a, a], output: r, axis: 1}",
+    "{name: o, op: slice, inputs: [a], output: r, starts: [0, 2], stops: [4, 6]}",
+    "{name: o, op: max, inputs: [a], output: r, axes: [1]}",
+    "{name: o, op: reshape, inputs: [a], output: r, shape: [32]}",
+], ids=["softmax", "layernorm", "concat", "slice", "max", "reshape-merge"])
+def test_ops_over_a_sharded_dimension_plan_their_jax_types_and_simulate(op):
+    # a is f32[4@Y,8@X]: each op's result lives in the type JAX gives it (test_explicit_vs_jax.py), computed
+    # by a strategy of its rule (a dimension the rule needs whole is computed whole and sliced to its type)
+    text = f"""
+name: t
+mesh: {{X: 2, Y: 4}}
+tensors:
+  a: {{shape: [4, 8], sharding: '[{{"Y"}}, {{"X"}}]'}}
+  g: {{shape: [8]}}
+ops:
+  - {op}
+"""
+    p = plan(text, search="explicit")
+    graph = load_model_text(text)
+    assert p.tensors["r"].sharding.dims_text() == explicit_shardings(graph).sharding("r").dims_text()
+    assert_every_tensor_has_its_type(p, graph)
+    assert_simulates_exactly(p)
+
+
+def test_pending_sum_kept_by_out_sharding_is_reduce_scattered_into_the_constraint_that_reads_it():
+    # fc2's out_sharding keeps its sum over y pending (JAX's unreduced); the constraint reads it into rows over
+    # y, as JAX's reshard: one ReduceScatter, each device receiving (p - 1) of the p blocks of its [2, 16]
+    # f32 result block: (4 - 1) * 2 * 16 * 4 = 384 B
+    text = """
+name: unreduced
+mesh: {x: 2, y: 4}
+tensors:
+  g: {shape: [8, 32], sharding: '[{}, {"y"}]'}
+  w2: {shape: [32, 16], kind: param, sharding: '[{"y"}, {}]'}
+ops:
+  - {name: fc2, op: matmul, inputs: [g, w2], output: y, out_sharding: '[{}, {}], unreduced={"y"}'}
+  - {name: red, op: sharding_constraint, inputs: [y], output: r, out_sharding: '[{"y"}, {}]'}
+  - {name: act, op: relu, inputs: [r], output: z}
+"""
+    p = plan(text, search="explicit")
+    assert p.tensors["y"].sharding.unreduced and p.tensors["r"].sharding.dims_text() == '[{"y"}, {}]'
+    assert steps(p) == [("y", "forward", ["ReduceScatter"], (4 - 1) * 2 * 16 * 4)]
+    assert_simulates_exactly(p)

@@ -78,7 +78,7 @@ def test_repr_names_the_mesh_the_size_and_the_costs():
     ("ffn", [], {}),
     ("gpt2_small", [], {}),
     ("dp_training_step", ["--training"], {"training": True}),  # manual regions' collectives, gradient reductions
-    ("megatron_mlp", ["--search", "explicit"], {"search": "explicit"}),  # every tensor with its type
+    ("moe", ["--search", "explicit"], {"search": "explicit"}),  # every tensor with its type
     ("conv_net", ["--search", "ilp"], {"search": "ilp"}),  # the solver's line
 ])
 def test_print_plan_writes_what_shardplan_plan_prints(config, flags, options, capsys, monkeypatch):

@@ -102,12 +102,50 @@ def test_zero_3_gathers_each_stage_before_every_forward_and_backward():
     assert parts["parameters"] == (embed + block) // 2 + block
 
 
-def test_zero_2_accumulates_whole_gradients_and_reduce_scatters_them_once():
-    _, result = simulated(gpt(*CONFIGS[2][:2]))
-    # the gradients of stage 0's 8,576 parameters per device (see above) accumulate whole over the 4 microbatches; one
-    # ReduceScatter then one AllGather over dp 2 each receive half of them
-    assert result.memory[0]["measured_parts"]["gradients"] == 34_304
-    assert result.phases["gradient_sync"][0]["measured_comm_bytes_per_device"] == 2 * 34_304 // 2
+def test_zero_2_reduce_scatters_each_layers_bucket_and_holds_less_than_zero_1_from_three_blocks():
+    base = "{stages: 2, microbatches: 4, schedule: 1f1b, recompute: none, zero: %d}"
+    embed, block = 2_304 * 4, 6_272 * 4  # gradient bytes per device (see above)
+    for layers, stage_0 in ((2, (embed, block)), (6, (embed, block, block, block))):
+        (plan_1, zero_1), (plan_2, zero_2) = (simulated(gpt("{pp: 2, dp: 2, tp: 2}", base % z, layers)) for z in (1, 2))
+        assert plan_1.config.bounds == plan_2.config.bounds and plan_2.config.bounds[1] == len(stage_0)
+        assert_exact_and_bytes_equal(zero_2)
+        whole = sum(stage_0)
+        # ZeRO 1 accumulates stage 0's gradients whole over the 4 microbatches; one ReduceScatter and one AllGather
+        # over dp 2 each receive half of them
+        assert zero_1.memory[0]["measured_parts"]["gradients"] == whole
+        assert zero_1.phases["gradient_sync"][0]["measured_comm_bytes_per_device"] == 2 * whole // 2
+        # ZeRO 2 reduce-scatters each layer's bucket after its backward of each microbatch (4 halves of every layer
+        # received), then AllGathers the updated parameters once (one half); it holds its halves all step and, at its
+        # peak (the backward of its last block, with every earlier layer's stash), that block's bucket
+        assert zero_2.phases["gradient_sync"][0]["measured_comm_bytes_per_device"] == (4 + 1) * whole // 2
+        assert zero_2.memory[0]["measured_parts"]["gradients"] == whole // 2 + block
+        # less than ZeRO 1 exactly when the largest bucket and the halves are less than the whole (cost.py): not with
+        # the embedding and one block, with the embedding and three
+        less = block + whole // 2 < whole
+        assert less == (layers == 6)
+        peak_1, peak_2 = (r.memory[0]["measured_peak_bytes_per_device"] for r in (zero_1, zero_2))
+        assert (peak_2 < peak_1) == less
+        # the activations at the peak are the same: the difference is the gradients'
+        assert peak_1 - peak_2 == whole - (whole // 2 + block)
+
+
+def test_flat_buffers_padded_to_the_replicas_move_and_hold_as_predicted():
+    # hidden 34 and vocabulary 65 over dp 4: the embedding's 65x34 table and 8x34 positions are 2,482 elements, not a
+    # multiple of 4; block 0's layer norms (4 x 34), attention (4 x 34x34) and MLP (2 x 34x136) are 14,008
+    text = ("name: odd\nmesh: {pp: 2, dp: 4}\ncluster: a100\n"
+            "model: {builder: gpt, layers: 2, hidden: 34, heads: 2, seq: 8, batch: 8, vocab: 65}\n"
+            "pipeline: {stages: 2, microbatches: 2, schedule: 1f1b, recompute: none, zero: %d}\n")
+    sync = {}
+    for zero in range(4):
+        plan, result = simulated(text % zero, "adam")
+        assert plan.config.bounds[1] == 2  # stage 0: the embedding and block 0
+        assert_exact_and_bytes_equal(result)
+        sync[zero] = result.phases["gradient_sync"][0]["measured_comm_bytes_per_device"]
+    # ZeRO 1 pads stage 0's 16,490 elements to 16,492: a ring ReduceScatter and AllGather over 4 each receive 3 shards
+    # of 4,123 f32; ZeRO 2 pads each layer's bucket, to shards of 621 and 3,502 elements, and receives 3 of them per
+    # layer in each of the 2 microbatches' ReduceScatters and once in the AllGather
+    assert sync[1] == 2 * 3 * 4_123 * 4
+    assert sync[2] == (2 * 3 + 3) * (621 + 3_502) * 4
 
 
 def test_gradients_reduced_inside_the_stage_mesh_are_held_all_step():

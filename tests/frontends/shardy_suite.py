@@ -1,0 +1,404 @@
+"""JAX functions planned with ``--search propagate`` and compiled by JAX, whose Shardy propagation is the reference.
+
+Run as a script (``python tests/frontends/shardy_suite.py ROOT DUMP_DIR [NAME ...]``, with
+``XLA_FLAGS=--xla_force_host_platform_device_count=8 --xla_dump_to=DUMP_DIR --xla_dump_hlo_pass_re=shardy-xla``):
+for every function of :func:`suite` (or those named) it compiles ``jax.jit(fn, in_shardings=...)`` (XLA dumps
+Shardy's module after propagation, ``shardy/<module>/02.after_propagation.mlir``), traces the same function
+with the frontend, plans it with ``search="propagate"``, and prints one JSON line: per function, the anchors
+both sides have (each matmul, einsum, transpose, reshape, gather, concat, slice, reduction and elementwise op
+of :data:`ANCHORS`, matched by kind and result shape in program order where both sides have as many of that
+kind and shape, and the function's results) with the two shardings. Ops one side spells as several (softmax,
+the norms, gelu) are compared where they meet the anchors around them.
+:mod:`tests.frontends.test_shardy_suite` reads it.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+try:
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+except ImportError:  # imported for doctest collection where JAX is not installed; running it needs JAX
+    jax = jnp = NamedSharding = P = None
+
+#: mesh name -> (shape, axis names)
+MESHES = {"1d": ((8,), ("d",)), "2d": ((2, 4), ("dp", "tp")), "3d": ((2, 2, 2), ("a", "b", "c"))}
+
+
+def _ln(x, s, b):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * s + b
+
+
+def _rms(x, w):
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
+
+
+def mlp_megatron(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def mlp_data_parallel(x, w1, w2):
+    return jnp.tanh(x @ w1) @ w2
+
+
+def mlp_fsdp(x, w1, w2):
+    return jax.nn.gelu(x @ w1) @ w2
+
+
+def matmul_chain(x, a, b, c):
+    return ((x @ a) @ b) @ c
+
+
+def bias_gelu(x, w, b):
+    return jax.nn.gelu(x @ w + b)
+
+
+def contracting_sharded(x, w):
+    return x @ w
+
+
+def transpose_b(x, w):
+    return jnp.einsum("bk,nk->bn", x, w)
+
+
+def attention(x, wq, wk, wv, wo):
+    b, s, h = x.shape
+    n = 4
+
+    def heads(t):
+        return t.reshape(b, s, n, h // n).transpose(0, 2, 1, 3)
+
+    q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
+    p = jax.nn.softmax(jnp.einsum("bnqd,bnkd->bnqk", q, k) * (1.0 / (h // n) ** 0.5), axis=-1)
+    ctx = jnp.einsum("bnqk,bnkd->bnqd", p, v).transpose(0, 2, 1, 3).reshape(b, s, h)
+    return ctx @ wo
+
+
+def softmax_rows(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def softmax_sharded_axis(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def layernorm_block(x, s, b, w):
+    return _ln(x, s, b) @ w
+
+
+def rmsnorm_block(x, g, w):
+    return _rms(x, g) @ w
+
+
+def concat_features(x, y, w):
+    return jnp.concatenate([x, y], axis=1) @ w
+
+
+def slice_rows(x, w):
+    return x[:8] @ w
+
+
+def embedding(table, ids, w):
+    return jnp.take(table, ids, axis=0) @ w
+
+
+def moe_dispatch(mask, x, w1, w2):
+    e = jnp.einsum("tec,th->ech", mask, x)
+    h = jax.nn.relu(jnp.einsum("ech,ehf->ecf", e, w1))
+    y = jnp.einsum("ecf,efh->ech", h, w2)
+    return jnp.einsum("tec,ech->th", mask, y)
+
+
+def constrained_mlp(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(jax.nn.relu(x @ w1), NamedSharding(_MESH["2d"], P("dp", None)))
+    return h @ w2
+
+
+def mesh3d_mlp(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def transposes(x):
+    return jnp.tanh(x.T).T * 2.0
+
+
+def row_sums(x, w):
+    return jnp.sum(x @ w, axis=1)
+
+
+def centred(x, w):
+    h = x @ w
+    return h - jnp.mean(h, axis=0, keepdims=True)
+
+
+def broadcast_bias(x, b):
+    return jnp.exp(jnp.tanh(x + b))
+
+
+def batched_scores(q, k):
+    return jnp.einsum("bnqd,bnkd->bnqk", q, k)
+
+
+def merge_heads(x, w):
+    b, n, s, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, n * d) @ w
+
+
+def split_heads(x, w):
+    h = x @ w
+    b, s, f = h.shape
+    return h.reshape(b, s, 4, f // 4)
+
+
+def residual(x, w1, w2):
+    return x + jax.nn.relu(x @ w1) @ w2
+
+
+def two_layers_norm(x, w1, s, b, w2):
+    return _ln(jax.nn.relu(x @ w1), s, b) @ w2
+
+
+def lm_head(table, ids, head):
+    return jnp.take(table, ids, axis=0) @ head
+
+
+def max_rows(x, w):
+    return jnp.max(x @ w, axis=-1)
+
+
+def scores_3d(q, k):
+    return jax.nn.softmax(jnp.einsum("bnqd,bnkd->bnqk", q, k), axis=-1)
+
+
+def glu(x, wa, wb, wo):
+    return (jax.nn.sigmoid(x @ wa) * (x @ wb)) @ wo
+
+
+def reshard_then_matmul(x, w):
+    h = jax.lax.with_sharding_constraint(x, NamedSharding(_MESH["1d"], P(None, "d")))
+    return h @ w
+
+
+def sliced_features(x, w):
+    return x[:, 16:] @ w
+
+
+_MESH: dict = {}  # filled by run(): making a mesh needs the 8 devices, importing this module does not
+
+def concat_sharded_axis(x, y):
+    return jnp.tanh(jnp.concatenate([x, y], axis=1))
+
+
+def slice_sharded_axis(x):
+    return jnp.tanh(x[:, :16])
+
+
+def layernorm_sharded_hidden(x, s, b):
+    return _ln(x, s, b)
+
+
+def max_sharded_axis(x):
+    return jnp.max(jnp.tanh(x), axis=-1)
+
+
+def vocab_parallel_gather(table, ids):
+    return jnp.tanh(jnp.take(table, ids, axis=0))
+
+
+def contracting_conflict(x, w):
+    return jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P(None, "tp")))
+
+
+def mesh3d_wide(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def attention_3d(x, wq, wk):
+    b, s, h = x.shape
+    q = (x @ wq).reshape(b, s, 4, h // 4).transpose(0, 2, 1, 3)
+    k = (x @ wk).reshape(b, s, 4, h // 4).transpose(0, 2, 1, 3)
+    return jax.nn.softmax(jnp.einsum("bnqd,bnkd->bnqk", q, k), axis=-1)
+
+
+def reshape_split_sharded(x):
+    return jnp.tanh(x.reshape(4, 4, 32))
+
+
+def batch_conflict(x, w):
+    return x @ w
+
+
+def suite() -> dict:
+    """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
+    return {
+        "mlp_megatron": (mlp_megatron, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
+        "mlp_data_parallel": (mlp_data_parallel, "1d", [((16, 32), P("d")), ((32, 64), P()), ((64, 32), P())]),
+        "mlp_fsdp": (mlp_fsdp, "1d", [((16, 32), P("d")), ((32, 64), P("d")), ((64, 32), P("d"))]),
+        "matmul_chain": (matmul_chain, "2d", [((16, 32), P("dp")), ((32, 32), P(None, "tp")), ((32, 32), P()),
+                                              ((32, 32), P("tp"))]),
+        "bias_gelu": (bias_gelu, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64,), P("tp"))]),
+        "contracting_sharded": (contracting_sharded, "1d", [((16, 32), P(None, "d")), ((32, 16), P("d"))]),
+        "transpose_b": (transpose_b, "2d", [((16, 32), P("dp")), ((64, 32), P("tp"))]),
+        "attention": (attention, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp")), ((32, 32), P(None, "tp")),
+                                        ((32, 32), P(None, "tp")), ((32, 32), P("tp"))]),
+        "softmax_rows": (softmax_rows, "1d", [((16, 32), P("d"))]),
+        "softmax_sharded_axis": (softmax_sharded_axis, "1d", [((16, 32), P(None, "d"))]),
+        "layernorm_block": (layernorm_block, "2d", [((16, 32), P("dp")), ((32,), P()), ((32,), P()),
+                                                    ((32, 64), P(None, "tp"))]),
+        "rmsnorm_block": (rmsnorm_block, "2d", [((16, 32), P("dp")), ((32,), P()), ((32, 64), P(None, "tp"))]),
+        "concat_features": (concat_features, "2d", [((16, 16), P("dp")), ((16, 16), P("dp")),
+                                                    ((32, 64), P(None, "tp"))]),
+        "slice_rows": (slice_rows, "2d", [((16, 32), P(None, "tp")), ((32, 64), P("tp"))]),
+        "embedding": (embedding, "2d", [((64, 32), P(None, "tp")), (((8, 4), "i32"), P("dp")), ((32, 16), P("tp"))]),
+        "moe_dispatch": (moe_dispatch, "2d", [((16, 4, 8), P()), ((16, 32), P("dp")), ((4, 32, 64), P("tp")),
+                                              ((4, 64, 32), P("tp"))]),
+        "constrained_mlp": (constrained_mlp, "2d", [((16, 32), P(None, "tp")), ((32, 64), P(None, "tp")),
+                                                    ((64, 32), P("tp"))]),
+        "mesh3d_mlp": (mesh3d_mlp, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
+        "transposes": (transposes, "2d", [((16, 32), P("dp", "tp"))]),
+        "row_sums": (row_sums, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "centred": (centred, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "broadcast_bias": (broadcast_bias, "2d", [((16, 32), P("dp", "tp")), ((32,), P())]),
+        "batched_scores": (batched_scores, "2d", [((2, 4, 8, 16), P("dp", "tp")), ((2, 4, 8, 16), P("dp", "tp"))]),
+        "merge_heads": (merge_heads, "2d", [((2, 4, 8, 8), P("dp", "tp")), ((32, 32), P())]),
+        "split_heads": (split_heads, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp"))]),
+        "residual": (residual, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
+        "two_layers_norm": (two_layers_norm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64,), P()),
+                                                    ((64,), P()), ((64, 32), P())]),
+        "lm_head": (lm_head, "2d", [((64, 32), P()), (((8, 4), "i32"), P("dp")), ((32, 64), P(None, "tp"))]),
+        "max_rows": (max_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "scores_3d": (scores_3d, "3d", [((2, 4, 8, 16), P("a", "b")), ((2, 4, 8, 16), P("a", "b"))]),
+        "glu": (glu, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
+                            ((64, 32), P("tp"))]),
+        "reshard_then_matmul": (reshard_then_matmul, "1d", [((16, 32), P("d")), ((32, 16), P())]),
+        "sliced_features": (sliced_features, "2d", [((16, 32), P("dp")), ((16, 64), P(None, "tp"))]),
+        "concat_sharded_axis": (concat_sharded_axis, "1d", [((16, 16), P(None, "d")), ((16, 16), P(None, "d"))]),
+        "slice_sharded_axis": (slice_sharded_axis, "1d", [((16, 32), P(None, "d"))]),
+        "layernorm_sharded_hidden": (layernorm_sharded_hidden, "2d", [((16, 32), P("dp", "tp")), ((32,), P()),
+                                                                      ((32,), P())]),
+        "max_sharded_axis": (max_sharded_axis, "1d", [((16, 32), P(None, "d"))]),
+        "vocab_parallel_gather": (vocab_parallel_gather, "2d", [((64, 32), P("tp")), (((8, 4), "i32"), P("dp"))]),
+        "contracting_conflict": (contracting_conflict, "2d", [((16, 32), P(None, "tp")), ((32, 64), P("tp"))]),
+        "mesh3d_wide": (mesh3d_wide, "3d", [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))),
+                                            ((64, 32), P(("b", "c")))]),
+        "attention_3d": (attention_3d, "3d", [((2, 8, 32), P("a")), ((32, 32), P(None, "c")),
+                                              ((32, 32), P(None, "c"))]),
+        "reshape_split_sharded": (reshape_split_sharded, "1d", [((16, 32), P("d"))]),
+        "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
+    }
+
+#: our op kinds -> the StableHLO ops they are, for matching anchors
+ANCHORS = {"matmul": "dot", "einsum": "dot", "transpose": "transpose", "reshape": "reshape", "gather": "gather",
+           "concat": "concatenate", "slice": "slice", "sum": "reduce", "max": "reduce", "add": "add",
+           "sub": "subtract", "mul": "multiply", "div": "divide", "tanh": "tanh", "exp": "exponential",
+           "relu": "maximum", "maximum": "maximum", "sigmoid": "logistic", "neg": "negate"}
+_HLO = {"dot": "dot", "dot_general": "dot", **{k: k for k in ("transpose", "reshape", "gather", "concatenate", "slice",
+                                                              "reduce", "add", "subtract", "multiply", "divide",
+                                                              "tanh", "exponential", "maximum", "logistic",
+                                                              "negate")}}
+
+
+def _norm(dims: str) -> str:
+    """A dimension list without open marks and priorities (Shardy prints results closed)."""
+    dims = re.sub(r"p\d+", "", dims)
+    dims = re.sub(r",\s*\?", "", dims).replace("{?}", "{}")
+    return dims
+
+
+def _shape(text: str) -> tuple:
+    inner = text[len("tensor<"):-1]
+    return tuple(int(d) for d in inner.split("x")[:-1]) if "x" in inner else ()
+
+
+def _replicated(type_text: str) -> str:
+    return "[" + ", ".join("{}" for _ in _shape(type_text)) + "]"
+
+
+def shardy_anchors(mlir: str):
+    """``(kind, result shape, sharding)`` per anchor op of Shardy's propagated module, and its results' shardings
+    (a value without ``sdy.sharding`` is replicated)."""
+    found = []
+    for line in mlir.splitlines():
+        m = re.match(r"\s*%\S+ = stablehlo\.(\w+)", line)
+        if not m or m.group(1) not in _HLO:
+            continue
+        s = re.search(r"sdy\.sharding = #sdy\.sharding_per_value<\[<@\w+, (\[[^\[\]]*\])>\]>", line)
+        types = re.findall(r"tensor<[^>]*>", line)
+        found.append((_HLO[m.group(1)], _shape(types[-1]), _norm(s.group(1)) if s else _replicated(types[-1])))
+    head = re.search(r"func\.func @main\(.*?\) -> (.*) \{\n", mlir)
+    outs = []
+    if head:
+        chunks = re.split(r"(?=tensor<)", head.group(1))[1:]
+        for chunk in chunks:
+            s = re.search(r"#sdy\.sharding<@\w+, (\[[^\[\]]*\])>", chunk)
+            outs.append(_norm(s.group(1)) if s else _replicated(re.match(r"tensor<[^>]*>", chunk).group(0)))
+    return found, outs
+
+
+def _dims(s) -> str:
+    return _norm("[" + ", ".join(str(d) for d in s.dims) + "]")
+
+
+def our_anchors(p, graph):
+    found = []
+    for op in graph.ops:
+        if op.op in ANCHORS:
+            found.append((ANCHORS[op.op], tuple(graph.tensor(op.output).shape), _dims(p.op(op.name).result_sharding)))
+    return found, [_dims(p.tensor(o).sharding) for o in graph.outputs]
+
+
+def compare(ours, theirs):
+    """Anchors matched by (kind, shape) in program order where both sides have as many; then the results."""
+    rows = []
+    for key in sorted({a[:2] for a in ours}, key=str):
+        mine = [a[2] for a in ours if a[:2] == key]
+        other = [a[2] for a in theirs if a[:2] == key]
+        if len(mine) != len(other):
+            continue
+        for i, (a, b) in enumerate(zip(mine, other)):
+            rows.append({"anchor": f"{key[0]}{list(key[1])}#{i}", "ours": a, "shardy": b})
+    return rows
+
+
+def run(root: str, dump: str, names) -> dict:
+    sys.path.insert(0, root)
+    from planner.api import plan
+    from planner.frontends.jax import trace_function
+
+    _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
+                  for k, (shape, axes) in MESHES.items()})
+    cases = suite()
+    out = {}
+    for name in names or sorted(cases):
+        fn, mesh_key, specs = cases[name]
+        mesh = _MESH[mesh_key]
+        args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
+                else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
+        shardings = [NamedSharding(mesh, spec) for _, spec in specs]
+        jax.jit(fn, in_shardings=shardings).lower(*args).compile()
+        [path] = glob.glob(os.path.join(dump, "shardy", f"module_*.jit_{name}", "02.after_propagation.mlir"))
+        theirs, their_outs = shardy_anchors(open(path).read())
+        try:
+            traced = trace_function(fn, *args, mesh=mesh, shardings=shardings)
+            p = plan(traced.graph, search="propagate")
+        except Exception as e:  # recorded: a function the planner refuses is a difference, not a crash
+            out[name] = [{"anchor": "plan", "ours": f"{type(e).__name__}: {' '.join(str(e).split())}",
+                          "shardy": "compiles"}]
+            continue
+        ours, our_outs = our_anchors(p, traced.graph)
+        rows = compare(ours, theirs)
+        rows += [{"anchor": f"result#{i}", "ours": a, "shardy": b}
+                 for i, (a, b) in enumerate(zip(our_outs, their_outs))]
+        out[name] = rows
+    return out
+
+
+if __name__ == "__main__":
+    root, dump, *names = sys.argv[1:]
+    print(json.dumps(run(root, dump, names)))

@@ -1,0 +1,372 @@
+"""Explicit mode against JAX 0.10.2's sharding-in-types, program by program.
+
+Every program below is built once, as a shardplan graph; the same graph is run through JAX
+with an Explicit mesh on 8 host CPU devices (each op by its catalogue ``jax_form``, the
+``jax.numpy`` program with the op's semantics; an ``out_sharding`` passed to JAX's op, or
+``jax.sharding.reshard`` for a ``sharding_constraint``), reading ``jax.typeof(y).sharding``
+of every value while tracing, and through :func:`planner.model.explicit_types.explicit_shardings`.
+The expected side is JAX's, at test time: every tensor's type must equal JAX's, and where
+JAX raises, shardplan must raise a RuleError at the same op for the same class of problem
+(:data:`PROBLEMS` pairs JAX's message with ours).
+
+JAX runs in one subprocess for the whole module (the device count is fixed when JAX
+starts, and other tests in this process may have started it with fewer devices).
+"""
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graphs.graph_builder import GraphBuilder
+from planner.errors import RuleError
+from planner.ir.mesh import AxisType
+from planner.model.axis_types import explicit_prefixes
+from planner.model.explicit_types import explicit_shardings
+
+pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+M1 = {"X": 8}
+M2 = {"X": 2, "Y": 4}
+M3 = {"X": 2, "Y": 2, "Z": 2}
+
+
+def P(*dims, unreduced=""):
+    """A sharding in our text form from PartitionSpec-like entries: None, an axis, or a tuple of axes."""
+    def dim(d):
+        names = () if d is None else (d,) if isinstance(d, str) else d
+        return "{" + ", ".join(f'"{n}"' for n in names) + "}"
+    text = "[" + ", ".join(dim(d) for d in dims) + "]"
+    if unreduced:
+        text += ", unreduced={" + ", ".join(f'"{n}"' for n in unreduced) + "}"
+    return text
+
+
+def prog(mesh, tensors, ops, auto_axes=()):
+    """``tensors``: name -> (shape, sharding or None); ``ops``: (op, inputs, output, attrs) in order;
+    ``auto_axes``: regions (axes, op indices, {output: out-sharding}), seed 001's ``auto_axes``."""
+    return {"mesh": mesh, "tensors": tensors, "ops": ops, "auto_axes": auto_axes}
+
+
+A = "A"  # a placeholder name used by several programs: the first input
+MLP_W = {"x": ((8, 16), None), "w1": ((16, 32), P(None, "Y")), "w2": ((32, 16), P("Y", None))}
+
+# id -> program. Each covers one rule of seed 001 / JAX; the comment says which.
+PROGRAMS = {
+    # -- elementwise and broadcasting (consensus) ----------------------------------------------------------
+    "seed001_add_outer": prog(M2, {"a": ((4, 1), P("X", None)), "b": ((1, 8), P(None, "Y"))},
+                              [("add", ["a", "b"], "c", {})]),
+    "seed001_add_axis_twice": prog(M2, {"a": ((4, 4), P("X", None)), "b": ((4, 4), P(None, "X"))},
+                                   [("add", ["a", "b"], "c", {})]),
+    "add_conflicting_axes": prog(M2, {"a": ((8,), P("X")), "b": ((8,), P("Y"))}, [("add", ["a", "b"], "c", {})]),
+    "broadcast_lower_rank": prog(M2, {"a": ((4, 8), P("X", None)), "b": ((8,), P("Y"))},
+                                 [("mul", ["a", "b"], "c", {}), ("tanh", ["c"], "d", {})]),
+    "unary_chain_3d": prog(M3, {"a": ((4, 4, 8), P("X", "Y", "Z"))},
+                           [("exp", ["a"], "b", {}), ("relu", ["b"], "c", {}), ("neg", ["c"], "d", {})]),
+    "transpose_3d": prog(M3, {"a": ((2, 4, 8), P("X", None, ("Y", "Z")))},
+                         [("transpose", ["a"], "b", {"perm": (2, 0, 1)})]),
+    # -- dots --------------------------------------------------------------------------------------------
+    "matmul_row_col": prog(M2, {"x": ((8, 16), P("X", None)), "w": ((16, 4), P(None, "Y"))},
+                           [("matmul", ["x", "w"], "y", {})]),
+    "megatron_mlp": prog(M2, MLP_W, [("matmul", ["x", "w1"], "h", {}), ("gelu", ["h"], "g", {}),
+                                     ("matmul", ["g", "w2"], "y", {})]),
+    "megatron_mlp_out_sharding": prog(M2, MLP_W, [("matmul", ["x", "w1"], "h", {}), ("gelu", ["h"], "g", {}),
+                                                  ("matmul", ["g", "w2"], "y", {"out_sharding": P(None, None)})]),
+    "megatron_mlp_unreduced_then_reshard": prog(
+        M2, MLP_W, [("matmul", ["x", "w1"], "h", {}), ("gelu", ["h"], "g", {}),
+                    ("matmul", ["g", "w2"], "y", {"out_sharding": P(None, None, unreduced="Y")}),
+                    ("sharding_constraint", ["y"], "r", {"out_sharding": P("X", None)}),
+                    ("relu", ["r"], "z", {})]),
+    "unreduced_read_by_elementwise": prog(
+        M2, MLP_W, [("matmul", ["x", "w1"], "h", {}),
+                    ("matmul", ["h", "w2"], "y", {"out_sharding": P(None, None, unreduced="Y")}),
+                    ("exp", ["y"], "z", {})]),
+    "unreduced_other_axes": prog(M2, MLP_W, [("matmul", ["x", "w1"], "h", {}),
+                                             ("matmul", ["h", "w2"], "y",
+                                              {"out_sharding": P(None, None, unreduced="X")})]),
+    "contracting_one_side": prog(M2, {"a": ((8, 16), P("X", "Y")), "b": ((16, 4), None)},
+                                 [("matmul", ["a", "b"], "c", {})]),
+    "contracting_one_side_axis_reused": prog(M1, {"a": ((8, 16), P(None, "X")), "b": ((16, 8), P(None, "X"))},
+                                             [("matmul", ["a", "b"], "c", {})]),
+    "contracting_differs": prog(M2, {"a": ((8, 16), P(None, "X")), "b": ((16, 4), P("Y", None))},
+                                [("matmul", ["a", "b"], "c", {})]),
+    "matmul_axis_twice": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((16, 4), P(None, "X"))},
+                              [("matmul", ["a", "b"], "c", {})]),
+    "einsum_batch_left": prog(M3, {"a": ((2, 4, 8), P(None, "Y", None)), "b": ((2, 8, 4), P("X", None, "Z"))},
+                              [("einsum", ["a", "b"], "c", {"equation": "bij,bjk->bik"})]),
+    "einsum_heads_3d": prog(M3, {"q": ((2, 4, 8, 4), P("X", "Y", None, None)),
+                                 "k": ((2, 4, 8, 4), P("X", "Y", None, None))},
+                            [("einsum", ["q", "k"], "s", {"equation": "bhqd,bhkd->bhqk"}),
+                             ("softmax", ["s"], "p", {"axis": -1})]),
+    "einsum_contract_both_out_sharding": prog(
+        M2, {"a": ((8, 16), P(None, "Y")), "b": ((16, 4), P("Y", None))},
+        [("einsum", ["a", "b"], "c", {"equation": "ik,kj->ij", "out_sharding": P("X", None)})]),
+    # -- reductions ------------------------------------------------------------------------------------
+    "sum_sharded_axis": prog(M2, {"a": ((4, 8), P("X", "Y"))}, [("sum", ["a"], "s", {"axes": (1,)})]),
+    "mean_sharded_axis_3d": prog(M3, {"a": ((4, 4, 8), P("X", "Y", "Z"))}, [("mean", ["a"], "m", {"axes": (0, 2)})]),
+    "max_sharded_axis": prog(M2, {"a": ((4, 8), P(None, "X"))}, [("max", ["a"], "m", {"axes": (1,)})]),
+    "max_keepdims_1d": prog(M1, {"a": ((8, 16), P("X", None))},
+                            [("max", ["a"], "m", {"axes": (0,), "keepdims": True}), ("sub", ["a", "m"], "d", {})]),
+    # -- normalisations ---------------------------------------------------------------------------------
+    "softmax_sharded_axis": prog(M2, {"a": ((4, 8), P(None, "X"))}, [("softmax", ["a"], "p", {"axis": 1})]),
+    "layernorm_sharded_axis": prog(M2, {"a": ((4, 8), P("Y", "X")), "g": ((8,), None), "b": ((8,), None)},
+                                   [("layernorm", ["a", "g", "b"], "n", {})]),
+    "layernorm_weight_conflicts": prog(M2, {"a": ((4, 8), P(None, "X")), "g": ((8,), P("Y")), "b": ((8,), None)},
+                                       [("layernorm", ["a", "g", "b"], "n", {})]),
+    "rmsnorm_weight_sharded": prog(M1, {"a": ((4, 8), None), "g": ((8,), P("X"))}, [("rmsnorm", ["a", "g"], "n", {})]),
+    # -- concat and slice -------------------------------------------------------------------------------
+    "concat_along_sharded": prog(M2, {"a": ((4, 8), P(None, "X")), "b": ((4, 8), P(None, "X"))},
+                                 [("concat", ["a", "b"], "c", {"axis": 1})]),
+    "concat_mixed_shardings": prog(M2, {"a": ((4, 8), P(None, "X")), "b": ((4, 8), None)},
+                                   [("concat", ["a", "b"], "c", {"axis": 1})]),
+    "slice_sharded_even": prog(M2, {"a": ((4, 8), P(None, "X"))},
+                               [("slice", ["a"], "s", {"starts": (0, 2), "stops": (4, 6)})]),
+    "slice_sharded_uneven": prog(M2, {"a": ((4, 8), P(None, "X"))},
+                                 [("slice", ["a"], "s", {"starts": (0, 1), "stops": (4, 4)})]),
+    "slice_other_dim_3d": prog(M3, {"a": ((4, 8, 4), P(None, ("X", "Y"), "Z"))},
+                               [("slice", ["a"], "s", {"starts": (1, 0, 0), "stops": (3, 8, 4)})]),
+    # -- reshape --------------------------------------------------------------------------------------
+    "reshape_split_major_fits": prog(M2, {"a": ((8,), P("X"))}, [("reshape", ["a"], "r", {"shape": (2, 4)})]),
+    "reshape_split_axis_too_big": prog(M2, {"a": ((8,), P("Y"))}, [("reshape", ["a"], "r", {"shape": (2, 4)})]),
+    "reshape_split_two_axes": prog(M2, {"a": ((8,), P(("X", "Y")))}, [("reshape", ["a"], "r", {"shape": (2, 4)})]),
+    "reshape_split_two_axes_misfit": prog(M2, {"a": ((8,), P(("X", "Y")))},
+                                          [("reshape", ["a"], "r", {"shape": (4, 2)})]),
+    "reshape_split_heads": prog(M3, {"a": ((4, 8, 16), P("X", None, "Y"))},
+                                [("reshape", ["a"], "r", {"shape": (4, 8, 2, 8)})]),
+    "reshape_merge_major_sharded": prog(M2, {"a": ((4, 6), P("X", None))}, [("reshape", ["a"], "r", {"shape": (24,)})]),
+    "reshape_merge_minor_sharded": prog(M2, {"a": ((4, 6), P(None, "X"))}, [("reshape", ["a"], "r", {"shape": (24,)})]),
+    "reshape_merge_both_sharded": prog(M2, {"a": ((4, 8), P("X", "Y"))}, [("reshape", ["a"], "r", {"shape": (32,)})]),
+    "reshape_merge_heads_3d": prog(M3, {"a": ((4, 2, 2, 8), P("X", "Y", None, None))},
+                                   [("reshape", ["a"], "r", {"shape": (4, 4, 8)})]),
+    "reshape_regroup": prog(M2, {"a": ((6, 4), P("X", None))}, [("reshape", ["a"], "r", {"shape": (4, 6)})]),
+    "reshape_singletons": prog(M2, {"a": ((4, 8), P("X", "Y"))}, [("reshape", ["a"], "r", {"shape": (4, 1, 8)})]),
+    "reshape_out_sharding": prog(M2, {"a": ((4, 6), P(None, "X"))},
+                                 [("reshape", ["a"], "r", {"shape": (24,), "out_sharding": P("X")})]),
+    # -- auto_axes regions (seed 001): the region's axes are Auto inside, its outputs typed by out_sharding ---
+    "seed001_auto_axes_add": prog(M2, {"a": ((4, 4), P("X", None)), "b": ((4, 4), P(None, "X"))},
+                                  [("add", ["a", "b"], "c", {}), ("neg", ["c"], "d", {})],
+                                  auto_axes=[(("X", "Y"), [0], {"c": P("X", None)})]),
+    "seed001_auto_axes_one_axis": prog(M2, {"a": ((4, 4), P("X", "Y"))},
+                                       [("exp", ["a"], "x", {}), ("neg", ["x"], "z", {}), ("tanh", ["z"], "w", {})],
+                                       auto_axes=[(("X",), [1], {"z": P("X", "Y")})]),
+    "auto_axes_types_inside_name_only_explicit_axes": prog(
+        M3, {"a": ((4, 4, 8), P("X", "Y", "Z"))},
+        [("exp", ["a"], "x", {}), ("neg", ["x"], "z", {}), ("sum", ["z"], "s", {"axes": (2,)}),
+         ("tanh", ["s"], "w", {})],
+        auto_axes=[(("X", "Z"), [1, 2], {"s": P("X", "Y")})]),
+    "auto_axes_row_parallel_matmul": prog(M2, MLP_W, [("matmul", ["x", "w1"], "h", {}), ("gelu", ["h"], "g", {}),
+                                                      ("matmul", ["g", "w2"], "y", {}), ("relu", ["y"], "r", {})],
+                                          auto_axes=[(("Y",), [2], {"y": P(None, None)})]),
+    "auto_axes_does_not_cover_the_conflict": prog(M2, {"a": ((4, 4), P("X", None)), "b": ((4, 4), P(None, "X"))},
+                                                  [("add", ["a", "b"], "c", {})],
+                                                  auto_axes=[(("Y",), [0], {"c": P("X", None)})]),
+    # -- a small attention block: heads split, scores, softmax, merge ------------------------------------
+    "attention_heads": prog(M2, {"x": ((2, 8, 16), P("X", None, None)), "wq": ((16, 16), P(None, "Y")),
+                                 "wk": ((16, 16), P(None, "Y"))},
+                            [("matmul", ["x", "wq"], "q", {}), ("matmul", ["x", "wk"], "k", {}),
+                             ("reshape", ["q"], "qh", {"shape": (2, 8, 4, 4)}),
+                             ("reshape", ["k"], "kh", {"shape": (2, 8, 4, 4)}),
+                             ("einsum", ["qh", "kh"], "s", {"equation": "bqhd,bkhd->bhqk"}),
+                             ("softmax", ["s"], "p", {"axis": -1})]),
+}
+
+#: JAX's message for a class of problem, and what shardplan's message says for it.
+PROBLEMS = {
+    "contracting dimension sharded on both sides": (r"Contracting dimensions are sharded and it is ambiguous",
+                                                    r"shards its contracting dimension over .* in both inputs"),
+    "contracting dimensions sharded differently": (r"requires contracting dimensions to have consistent sharding",
+                                                   r"shards its contracting dimension differently"),
+    "an axis used twice in the result": (r"produces an illegally sharded result",
+                                         r"produces an illegally sharded result"),
+    "operands disagree on a dimension": (r"incompatible shardings for broadcasting",
+                                         r"has conflicting shardings for one dimension"),
+    "a reshape JAX does not type": (r"This reshape is not supported", r"in a way JAX does not type"),
+    "concat operands sharded differently": (r"All operands should have the same sharding",
+                                            r"needs every input sharded alike"),
+    "a slice its shards do not divide": (r"slicing on sharded dims where out dim \(\d+\) is not divisible",
+                                         r"shards do not divide"),
+    "pending sums other than the contraction": (r"unreduced axes should be equal to the contracting specs",
+                                                r"the pending sums must be those axes"),
+    "an op reading a pending sum": (r"unreduced rule for \w+ is not implemented|is unreduced while|cannot be unreduced",
+                                    r"reads input \d with pending sums"),
+}
+
+OUT_SHARDING = "out_sharding"
+
+# The JAX side: one process, an Explicit mesh per program, every op by its catalogue jax_form (or with the
+# out_sharding JAX's own op takes), types read while tracing.
+RUNNER = textwrap.dedent('''
+    import ast, json, sys
+    import jax, jax.numpy as jnp
+    from jax import lax
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+    from graphs.ops.registry import get_op
+
+    assert jax.device_count() >= 8, jax.devices()
+
+    def spec(dims, unreduced=()):
+        parts = [None if not d else d[0] if len(d) == 1 else tuple(d) for d in dims]
+        return PartitionSpec(*parts, unreduced=frozenset(unreduced)) if unreduced else PartitionSpec(*parts)
+
+    def read(value):
+        s = jax.typeof(value).sharding.spec
+        dims = [[] if p is None else [p] if isinstance(p, str) else list(p) for p in s.partitions]
+        dims += [[]] * (value.ndim - len(dims))
+        return {"dims": dims, "unreduced": sorted(s.unreduced)}
+
+    def apply(kind, arrays, attrs, out):
+        if out is None:
+            return get_op(kind).jax_form(jnp, lax, arrays, attrs)
+        sharding = spec(*out)
+        if kind == "matmul":
+            return jnp.matmul(*arrays, out_sharding=sharding)
+        if kind == "einsum":
+            return jnp.einsum(attrs["equation"], *arrays, out_sharding=sharding)
+        if kind == "reshape":
+            return jnp.reshape(arrays[0], attrs["shape"], out_sharding=sharding)
+        if kind == "sharding_constraint":
+            return jax.sharding.reshard(arrays[0], sharding)
+        raise ValueError(f"no out_sharding form for {kind}")
+
+    results = {}
+    for name, p in ast.literal_eval(sys.stdin.read()).items():
+        mesh = jax.make_mesh(tuple(p["mesh"].values()), tuple(p["mesh"]),
+                             axis_types=(AxisType.Explicit,) * len(p["mesh"]))
+        types, where = {}, {"op": None}
+        def run_ops(env, ops):
+            for op_name, kind, ins, out, attrs, out_sharding in ops:
+                where["op"] = op_name
+                env[out] = apply(kind, [env[t] for t in ins], attrs, out_sharding)
+                types[out] = read(env[out])
+        def program(*arrays):
+            env = dict(zip(p["inputs"], arrays))
+            done = set()
+            for op in p["ops"]:
+                region = next((r for r in p["regions"] if op[0] in r[1]), None)
+                if region is None:
+                    run_ops(env, [op])
+                    continue
+                if op[0] in done:
+                    continue
+                axes, names, outs = region
+                body = [o for o in p["ops"] if o[0] in names]
+                done.update(names)
+                made = {o[3] for o in body}
+                reads = sorted({t for o in body for t in o[2] if t not in made})
+                def inside(*values, body=body, reads=reads, outs=outs):
+                    local = dict(zip(reads, values))
+                    run_ops(local, body)
+                    return [local[t] for t in outs]
+                call = jax.sharding.auto_axes(inside, axes=tuple(axes),
+                                              out_sharding=[spec(*outs[t]) for t in outs])
+                for t, value in zip(outs, call(*[env[t] for t in reads])):
+                    env[t] = value
+                    types[t] = read(value)  # back in the caller: typed by its out_sharding
+            return [env[o] for o in p["outputs"]]
+        with jax.set_mesh(mesh):
+            args = [jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec(dims)))
+                    for shape, dims in p["input_types"]]
+            try:
+                jax.jit(program).trace(*args)
+                results[name] = {"types": types}
+            except Exception as e:
+                results[name] = {"error": f"{type(e).__name__}: {e}", "op": where["op"]}
+    print(json.dumps(results))
+''')
+
+
+def build(program):
+    """The program as a shardplan graph."""
+    b = GraphBuilder("p", program["mesh"])
+    for name, (shape, sharding) in program["tensors"].items():
+        b.tensor(name, list(shape), sharding=sharding)
+    for k, (kind, ins, out, attrs) in enumerate(program["ops"]):
+        b.op(kind, ins, output=out, name=f"{kind}{k}", **attrs)
+    for r, (axes, ops, outs) in enumerate(program["auto_axes"]):
+        names = [f"{program['ops'][k][0]}{k}" for k in ops]
+        b.auto_axes(f"g{r}", list(axes), names, outs)
+    return b.build()
+
+
+def shardplan_types(graph):
+    """Each tensor's type in explicit mode, as seen where it is made. With auto_axes regions, the typing
+    explicit mode plans such a model by (every axis Explicit, a region's axes Auto inside it) must agree."""
+    types = explicit_shardings(graph)
+    out = {t: types.sharding(t) for t in graph.tensors}
+    if graph.axis_regions:
+        mesh = graph.mesh.with_types({a.name: AxisType.EXPLICIT for a in graph.mesh.axes})
+        planned = explicit_prefixes(graph, mesh)[2]
+        assert {t: _dims(s) for t, s in planned.items()} == {t: _dims(out[t]) for t in planned}
+    return out
+
+
+def _dims(sharding):
+    """Per dimension the axis names (a sub-axis as its text, which JAX never names), and the pending-sum axes."""
+    name = lambda a: a.name if a.is_full else str(a)  # noqa: E731
+    return {"dims": [[name(a) for a in d.axes] for d in sharding.dims],
+            "unreduced": sorted(name(a) for a in sharding.unreduced)}
+
+
+def _for_jax(graph):
+    """What the runner needs of a graph: inputs with their types, ops with canonical attributes, outputs."""
+    inputs = [t for t in graph.tensors.values() if t.kind != "activation"]
+    ops = []
+    for op, _, _ in graph.walk():
+        out = None if op.out_sharding is None else tuple(_dims(op.out_sharding).values())
+        ops.append((op.name, op.op, list(op.inputs), op.output, dict(op.attrs_dict), out))
+    used = {t for op in graph.ops for t in op.inputs}
+    regions = [(r.axes, list(r.ops), {t: tuple(_dims(s).values()) for t, s in r.shardings})
+               for r in graph.axis_regions]
+    return {"mesh": dict((a.name, a.size) for a in graph.mesh.axes), "regions": regions,
+            "inputs": [t.name for t in inputs],
+            "input_types": [(tuple(t.shape), _dims(t.sharding)["dims"] if t.sharding is not None else [[]] * t.rank)
+                            for t in inputs],
+            "ops": ops, "outputs": [op.output for op in graph.ops if op.output not in used]}
+
+
+@pytest.fixture(scope="module")
+def jax_results():
+    payload = repr({name: _for_jax(build(p)) for name, p in PROGRAMS.items()})
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(ROOT))
+    run = subprocess.run([sys.executable, "-c", RUNNER], input=payload, capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_the_suite_has_thirty_programs_on_1d_to_3d_meshes():
+    assert len(PROGRAMS) >= 30
+    assert {len(p["mesh"]) for p in PROGRAMS.values()} == {1, 2, 3}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_explicit_mode_types_the_program_as_jax_does(name, jax_results):
+    graph = build(PROGRAMS[name])
+    expected = jax_results[name]
+    if "error" in expected:
+        classes = [c for c, (theirs, _) in PROBLEMS.items() if re.search(theirs, expected["error"])]
+        assert classes, f"JAX raised an error no class of PROBLEMS covers: {expected['error']}"
+        with pytest.raises(RuleError) as err:
+            shardplan_types(graph)
+        ours = PROBLEMS[classes[0]][1]
+        assert re.search(ours, str(err.value)), (classes[0], str(err.value), expected["error"])
+        assert f"to op {expected['op']!r}" in str(err.value)  # the same op
+        return
+    types = shardplan_types(graph)
+    got = {t: _dims(types[t]) for t in expected["types"]}
+    assert got == expected["types"]
+
+
+def test_runner_reads_the_types_jax_prints_for_seed001(jax_results):
+    # seed 001: arg0 f32[4@X,1] + arg1 f32[1,8@Y] is f32[4@X,8@Y] (the seed's own printed result)
+    assert jax_results["seed001_add_outer"]["types"]["c"] == {"dims": [["X"], ["Y"]], "unreduced": []}
+    assert "illegally sharded result: f32[4@X,4@X]" in jax_results["seed001_add_axis_twice"]["error"]
