@@ -36,7 +36,8 @@ from graphs.pipeline_spec import AUTO, PipelineSpec, RECOMPUTE, SCHEDULE_NAMES
 from planner.errors import PlanningError, quote
 from planner.ir.mesh import Mesh
 from planner.progress import SILENT, Progress
-from planner.stages.cost import Config, Evaluation, evaluate, links, memory_bytes, stage_sums, sync_time_s
+from planner.stages.cost import (Config, Evaluation, bucket_time_s, bucketed, evaluate, links, memory_bytes, stage_sums,
+                                 sync_time_s)
 from planner.stages.layers import batch_size, layers_of, microbatched
 from planner.stages.profile import LayerCost, profile_layers
 from planner.stages.schedules import compiled, device_orders, ends
@@ -333,6 +334,8 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     warmups = _warm_ups(plan_of.orders)
     base = Config(pp, dp, stage_axes, size, m, schedule, v, policy, zero, ())
     both = links(base, cluster)
+    if bucketed(zero, dp):  # each layer's backward ends with its gradient bucket, as evaluate's stage times have it
+        bwd = _with_buckets(bwd, costs, dp, both[1])
     overhead = cluster.roofline.step_overhead_s
     state = {"best": None, "bound": incumbent if incumbent is not None else math.inf, "priced": 0,
              "need": math.inf, "nodes": 0, "cut": False}
@@ -380,6 +383,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     # a bound is pruned when it reaches the best step time; the slack keeps rounding from pruning a tie's better twin
     keep = 1.0 - 1e-12
     total = (fwd[L] - fwd[0]) + (bwd[L] - bwd[0])
+    work = [f + b for f, b in zip(fwd, bwd)]  # forward and backward work of layers 0 .. i-1
     pbytes, pelems = sums[3], sums[4]
     stash = sums[2]
     flight = plan_of.in_flight
@@ -457,7 +461,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         key = (a, left)
         candidates = visits.get(key)
         if candidates is None:
-            candidates = visits[key] = _order(a, L - (left - 1), (L - a) / left)
+            candidates = visits[key] = _order(a, L - (left - 1), left, work)
         for b in candidates:
             if b >= hi_cut or b <= lo_cut:
                 continue
@@ -529,6 +533,15 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     return state["best"], state["priced"], state["need"], not state["cut"]
 
 
+def _with_buckets(bwd, costs, dp: int, dp_link) -> list[float]:
+    """The backward prefix sums ``bwd`` with each layer's gradient bucket (:func:`bucket_time_s`) added."""
+    out, extra = [bwd[0]], 0.0
+    for i, c in enumerate(costs):
+        extra += bucket_time_s(c, dp, dp_link)
+        out.append(bwd[i + 1] + extra)
+    return out
+
+
 def _warm_ups(orders) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """Per device: the stage of its first backward, and the stages of the forwards it runs before it."""
     out = []
@@ -593,11 +606,13 @@ def least_share(values, parts: int) -> float:
     return min(at_least) * (1.0 - 1e-9) if at_least else average
 
 
-def _order(lo_exclusive: int, hi: int, ideal: float):
-    """Stage ends ``lo+1 .. hi``, the balanced one first, then outwards (finds a good incumbent early)."""
-    centre = lo_exclusive + ideal
-    ends = list(range(lo_exclusive + 1, hi + 1))
-    return sorted(ends, key=lambda b: (abs(b - centre), b))
+def _order(lo_exclusive: int, hi: int, left: int, work) -> list[int]:
+    """Stage ends ``lo+1 .. hi``, the one whose stage does closest to an even share of the work left (prefix sums
+    ``work``) over the ``left`` stages first, then outwards (finds a good incumbent early: alike layers and a
+    heavy head or light embedding are weighed by what they cost, not counted)."""
+    a = lo_exclusive
+    share = (work[-1] - work[a]) / left
+    return sorted(range(a + 1, hi + 1), key=lambda b: (abs(work[b] - work[a] - share), b))
 
 
 def _nothing_to_try(graph, devices, batch, spec, n_layers) -> str:
