@@ -164,3 +164,31 @@ def test_least_share_bounds_every_contiguous_split_by_brute_force():
         share = least_share(values, parts)
         assert share <= best * (1 + 1e-12)
         assert share >= sum(values) / parts * (1 - 1e-8)
+
+
+def test_a_search_stopped_at_its_budget_polishes_its_partition_to_a_local_optimum(monkeypatch):
+    import planner.stages.search as search_module
+    from planner.stages.cost import Config, evaluate, memory_bytes, stage_sums
+
+    graph = load_model_text(GPT.format(layers=8, batch=8))
+    cluster = replace(load_cluster("a100"), devices_per_node=2)
+    profiler = synthetic(graph, 5)
+    spec = PipelineSpec(stages=4, microbatches=8, schedule="interleaved", virtual_stages=2, recompute="none", zero=0)
+    monkeypatch.setattr(search_module, "MAX_PARTITION_NODES", 12)  # stops right after its first partitions
+    got = search_pipeline(graph, 8, cluster, spec, profiler=profiler)
+    assert not got.exact
+    config, costs = got.config, got.costs
+    # no partition one layer moved from one stage to another (every boundary between them shifted) is shorter
+    bounds = config.bounds
+    for k in range(1, len(bounds) - 1):
+        for j in range(k, len(bounds) - 1):
+            for d in (-1, 1):
+                moved = bounds[:k] + tuple(x + d for x in bounds[k:j + 1]) + bounds[j + 1:]
+                if all(a < b for a, b in zip(moved, moved[1:])):
+                    other = Config(**{**config.__dict__, "bounds": moved})
+                    if max(memory_bytes(other, costs, stage_sums(costs, "none"))) <= got.budget_bytes:
+                        assert evaluate(other, costs, cluster).step_time_s >= got.evaluation.step_time_s * (1 - 1e-12)
+    # here the unpolished search keeps a longer one (its 12 nodes reach only the first partitions)
+    monkeypatch.setattr(search_module, "MAX_POLISH_ROUNDS", 0)
+    unpolished = search_pipeline(graph, 8, cluster, spec, profiler=profiler)
+    assert unpolished.evaluation.step_time_s > got.evaluation.step_time_s
