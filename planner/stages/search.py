@@ -142,6 +142,14 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
                             f"(stages, microbatches, schedule)")
     # price each (stage mesh, microbatch size) once, then order outer choices by their bound
     bounded = []
+    layer_times: dict[tuple, tuple] = {}  # (stage mesh, size, policy) -> per-layer forward, backward, work; sums
+    shares: dict[tuple, float] = {}  # (per-layer times, parts) -> least_share of them
+
+    def share(values: tuple, parts: int) -> float:
+        if (values, parts) not in shares:
+            shares[(values, parts)] = least_share(values, parts)
+        return shares[(values, parts)]
+
     for choice in outer:
         pp, dp, stage_axes, size, m, schedule, v, policy, zero = choice
         key = (stage_axes, size)
@@ -150,17 +158,19 @@ def search_pipeline(graph: ComputationGraph, devices: int, cluster: Cluster, spe
             stage_mesh = Mesh.from_sizes("stage", dict(stage_axes))
             profiles[key] = profiler(microbatched(graph, size), stage_mesh, cluster)
         costs = profiles[key]
-        fs = [c.forward_s for c in costs]
-        bs = [c.backward_s + c.recompute(policy) for c in costs]
-        fw, bw = sum(fs), sum(bs)
+        if (key, policy) not in layer_times:
+            fs = tuple(c.forward_s for c in costs)
+            bs = tuple(c.backward_s + c.recompute(policy) for c in costs)
+            layer_times[(key, policy)] = (fs, bs, tuple(f + b for f, b in zip(fs, bs)), sum(fs), sum(bs))
+        fs, bs, work, fw, bw = layer_times[(key, policy)]
+
         # the bound of _best_partition's search with every stage as even as whole layers allow: no partition does
         # better (the busiest device's work, the slowest stage's forward and backward are sums of whole layers)
         stages = pp * v
-        work = [f + b for f, b in zip(fs, bs)]
-        busy = m * least_share(work, pp)
-        bound = max(busy, fw + bw + (m - 1) * max(least_share(fs, stages), least_share(bs, stages)))
+        busy = m * share(work, pp)
+        bound = max(busy, fw + bw + (m - 1) * max(share(fs, stages), share(bs, stages)))
         if v == 1 and m >= pp:  # the heaviest stage's device, as _best_partition bounds it
-            bound = max(bound, fw + bw + (m - pp) * least_share(work, stages))
+            bound = max(bound, fw + bw + (m - pp) * share(work, stages))
         bounded.append((bound, choice, busy))
     bounded.sort(key=lambda x: x[0])
     progress.stage(f"searching {len(bounded)} pipeline configurations")
