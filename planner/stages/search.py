@@ -548,16 +548,20 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     dfs([0], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     if state["cut"] and state["best"] is not None:
         # the search stopped at its budget: move one layer from a stage to another (every boundary between them
-        # shifted by one) while that gives a shorter step, each move priced as any leaf
+        # shifted by one; between neighbours first) while that gives a shorter step, each move priced as any leaf,
+        # at most as many moves as the search's nodes
+        moves = MAX_PARTITION_NODES
         for _ in range(MAX_POLISH_ROUNDS):
             start = state["best"][0].bounds
-            for k in range(1, S):
-                for j in range(k, S):
+            for width in range(S - 1):
+                for k in range(1, S - width):
+                    j = k + width
                     for d in (-1, 1):
                         moved = start[:k] + tuple(x + d for x in start[k:j + 1]) + start[j + 1:]
-                        if all(moved[i] < moved[i + 1] for i in range(k - 1, j + 1)):
+                        if moves and all(moved[i] < moved[i + 1] for i in range(k - 1, j + 1)):
+                            moves -= 1
                             leaf(moved)
-            if state["best"][0].bounds == start:
+            if state["best"][0].bounds == start or not moves:
                 break
     return state["best"], state["priced"], state["need"], not state["cut"]
 
