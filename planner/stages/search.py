@@ -405,11 +405,17 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
     flight = plan_of.in_flight
 
     # memory a stage surely needs on its device, as prefix sums over layers: its parameters, gradients and Adam
-    # moments after ZeRO, and (one stage per device) the stash of every microbatch in flight (the slack keeps
-    # rounding from refusing a stage that fits exactly)
+    # moments after ZeRO, and the stash of its microbatches in flight (one stage per device: at the stage's peak;
+    # several: at one moment, ``warm_held``) (the slack keeps rounding from refusing a stage that fits exactly)
     held = [(pbytes[i] / (dp if zero == 3 else 1) + pbytes[i] / (dp if zero >= 2 else 1)
              + 8 * pelems[i] / (dp if zero >= 1 else 1)) * keep for i in range(L + 1)]
-    stashed = [x * keep for x in stash] if v == 1 else [0.0] * (L + 1)
+    stashed = [x * keep for x in stash]
+    # several stages per device: the microbatches of each stage its device holds just before its last forward ahead
+    # of its first backward (one moment of the schedule, so a bound of the device's peak)
+    warm_held = [0] * S
+    for _, before in warmups:
+        for k in before[:-1]:
+            warm_held[k] += 1
 
     pp_link = both[0]
     sendt = [0.0] + [RING.collective_permute(costs[i - 1].send_bytes, pp_link).time_s for i in range(1, L + 1)]
@@ -473,7 +479,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
         # a candidate end's bounds grow with it (its stage's work, memory and reduction) or shrink with it (the
         # work left for the later stages): once one end fails on either side, every end beyond it does
         hi_cut, lo_cut = L + 1, a
-        in_flight = flight[k] if v == 1 else 0
+        in_flight = flight[k] if v == 1 else warm_held[k]
         key = (a, left)
         candidates = visits.get(key)
         if candidates is None:
@@ -533,7 +539,7 @@ def _best_partition(costs, cluster, budget, pp, dp, stage_axes, size, m, schedul
                 continue
             saved = (dev_work[d], dev_p[d], dev_e[d], dev_g[d], dev_fpre[d], dev_bpre[d], dev_held[d])
             dev_work[d] = dw
-            dev_held[d] += held[b] - held[a]
+            dev_held[d] += held[b] - held[a] + (in_flight * (stashed[b] - stashed[a]) if v > 1 else 0.0)
             dev_p[d] += pbytes[b] - pbytes[a]
             dev_e[d] += pelems[b] - pelems[a]
             dev_g[d] += gsync[b] - gsync[a]
