@@ -7,6 +7,8 @@ node, on the ``a100`` preset (80 GB). Printed per row: the chosen degrees (pipel
 schedule, microbatches, recomputation, ZeRO stage, memory per device, predicted step time, MFU, whether every
 partition search finished (``exact``), the command's CPU seconds and its goal (10 s up to 175B parameters on 1,024
 GPUs, 60 s beyond); every plan must fit (the command fails otherwise).
+A row whose ``exact`` is ``no`` had partition searches stopped at their node budget
+(``planner.stages.search.MAX_PARTITION_NODES``); its plan is the best found, not proven the best.
 
     python benchmarks/pipeline.py [--rows 1.7B 18B ...] [--repeat 1]
 """
