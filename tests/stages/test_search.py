@@ -58,15 +58,24 @@ def profiles_of(graph, profiler, devices, per_node):
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("budget", [1e18, 4e7, 2e7])  # all fit; some do (seed 3); only pipelines with recomputation or none
 def test_the_search_finds_brute_forces_step_time(seed, budget):
-    graph = load_model_text(GPT.format(layers=2, batch=4))
+    assert_brute_forces_step_time(GPT.format(layers=2, batch=4), 4, seed, budget)
+
+
+def assert_brute_forces_step_time(text: str, devices: int, seed: int, budget: float) -> None:
+    """The search on ``devices`` devices (2 a node) with :func:`synthetic` layer costs finds brute force's step time,
+    finishing every partition search, or refuses where nothing fits."""
+    graph = load_model_text(text)
     cluster = replace(load_cluster("a100"), devices_per_node=2)
     profiler = synthetic(graph, seed)
-    want = brute_force(profiles_of(graph, profiler, 4, 2), len(layers_of(graph)), 4, 4, 2, cluster, budget)
+    batch = graph.tensor("tokens").shape[0]
+    want = brute_force(profiles_of(graph, profiler, devices, 2), len(layers_of(graph)), devices, batch, 2, cluster,
+                       budget)
     if want[1] is None:
         with pytest.raises(PlanningError, match="no pipeline configuration"):
-            search_pipeline(graph, 4, cluster, PipelineSpec(), budget, profiler=profiler)
+            search_pipeline(graph, devices, cluster, PipelineSpec(), budget, profiler=profiler)
         return
-    got = search_pipeline(graph, 4, cluster, PipelineSpec(), budget, profiler=profiler)
+    got = search_pipeline(graph, devices, cluster, PipelineSpec(), budget, profiler=profiler)
+    assert got.exact
     assert got.evaluation.step_time_s == pytest.approx(want[0], rel=1e-12)
     assert got.evaluation.peak_memory_bytes <= budget
 
@@ -198,14 +207,4 @@ def test_a_search_stopped_at_its_budget_polishes_its_partition_to_a_local_optimu
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("budget", [1e18, 3e7, 2e7])  # interleaved pipelines win under some (seed 1 at 3e7)
 def test_the_search_finds_brute_forces_step_time_on_eight_devices_with_interleaving(seed, budget):
-    graph = load_model_text(GPT.format(layers=6, batch=8))
-    cluster = replace(load_cluster("a100"), devices_per_node=2)
-    profiler = synthetic(graph, seed)
-    want = brute_force(profiles_of(graph, profiler, 8, 2), len(layers_of(graph)), 8, 8, 2, cluster, budget)
-    if want[1] is None:
-        with pytest.raises(PlanningError, match="no pipeline configuration"):
-            search_pipeline(graph, 8, cluster, PipelineSpec(), budget, profiler=profiler)
-        return
-    got = search_pipeline(graph, 8, cluster, PipelineSpec(), budget, profiler=profiler)
-    assert got.exact
-    assert got.evaluation.step_time_s == pytest.approx(want[0], rel=1e-12)
+    assert_brute_forces_step_time(GPT.format(layers=6, batch=8), 8, seed, budget)
