@@ -137,7 +137,7 @@ def compatible_axes(lists: Sequence[Sequence[AxisRef]]) -> tuple[AxisRef, ...]:
 # -- the mutable state of one tensor ------------------------------------------------------------
 
 class _Tensor:
-    __slots__ = ("name", "shape", "nbytes", "dims", "origins", "open", "user", "blocked")
+    __slots__ = ("name", "shape", "nbytes", "dims", "origins", "open", "user", "blocked", "held")
 
     def __init__(self, name: str, shape, nbytes: int):
         self.name, self.shape, self.nbytes = name, tuple(shape), nbytes
@@ -146,6 +146,7 @@ class _Tensor:
         self.open = [True] * len(shape)
         self.user = [0] * len(shape)  # per dimension, how many leading atoms are the user's annotation
         self.blocked: set[AxisRef] = set()  # explicitly replicated or unreduced atoms
+        self.held: dict[int, list[AxisRef]] = {}  # per dimension whose priority has not come, its atoms
 
     def used(self) -> set[AxisRef]:
         return {a for d in self.dims for a in d}
@@ -208,6 +209,7 @@ class Propagator:
             self.tensors[name].blocked = set(self.atoms.of_all(ann.replicated)) | set(self.atoms.of_all(ann.unreduced))
         for name, axes in typed_axes.items():
             self.tensors[name].blocked |= {a for axis in axes for a in self.atoms.by_axis[axis]}
+        self._always_blocked = {name: frozenset(t.blocked) for name, t in self.tensors.items()}
         self.identity_rules: dict[tuple, OpShardingRule] = {}  # a group's rule, per shape and size
         self.ops = list(graph.ops)
         self.rules: list[OpShardingRule] = []
@@ -236,6 +238,18 @@ class Propagator:
     def _levels_of_priority(self) -> list[int]:
         return sorted({d.priority for s in self.annotations.values() for d in s.dims}) or [0]
 
+    def _hold_back(self, first: int) -> None:
+        """Before the first round, a dimension whose priority comes later is closed and empty, and its axes
+        are explicitly replicated on its tensor until then (Shardy's ``getInitializedSharding`` in
+        ``user_priority_propagation.cc``): nothing propagates into it, nor its axes elsewhere on the tensor."""
+        for name, ann in self.annotations.items():
+            t = self.tensors[name]
+            for d, dim in enumerate(ann.dims):
+                if dim.priority > first:
+                    t.held[d] = self.atoms.of_all(dim.axes)
+                    t.dims[d], t.origins[d], t.open[d], t.user[d] = [], [], False, 0
+            t.blocked |= {a for atoms in t.held.values() for a in atoms}
+
     def _apply_annotations(self, level: int | None) -> None:
         """Restore the annotations' dimensions of priority ``level`` (all when None) as written."""
         for name, ann in self.annotations.items():
@@ -244,6 +258,8 @@ class Propagator:
                 if level is not None and dim.priority != level:
                     continue
                 mine = self.atoms.of_all(dim.axes)
+                if d in t.held:  # its priority has come: its axes are no longer held replicated
+                    t.blocked -= set(t.held.pop(d)) - self._always_blocked[name]
                 why = ("default annotation (the model has none: inputs batch-sharded on the first mesh axis)"
                        if name in self.defaults else "user annotation")
                 if not (dim.is_open and t.dims[d][:len(mine)] == mine):
@@ -294,7 +310,10 @@ class Propagator:
     def run(self) -> Propagation:
         priorities = self._levels_of_priority()
         first = priorities[0]
-        for r in self.rounds(priorities):
+        rounds = self.rounds(priorities)
+        if rounds[0] is not None:
+            self._hold_back(rounds[0])
+        for r in rounds:
             prefix = self.round_label(r)
             self.phase = f"{prefix}: user annotations"
             self._apply_annotations(r)
