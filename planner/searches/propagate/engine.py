@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from graphs.ops.annotation import barrier_allows
+from graphs.ops.annotation import barrier_allows, is_sharding_constraint
 from planner.errors import PlanningError, ShardplanError
 from planner.ir.axis import AxisRef, make_axis, merge_adjacent, prime_factors
 from planner.ir.mesh import Mesh
@@ -200,6 +200,11 @@ class Propagator:
                 self.annotations[name] = get(name)
             elif name in boundaries:
                 self.annotations[name] = boundaries[name]
+        self.given: dict[str, str] = {}  # an annotation copied onto a tensor the user left bare: why
+        self._apply_constraints()
+        self.merged_as = _merged_groups(graph.shard_as)
+        self.copy_groups: dict[str, tuple[str, ...]] = {}  # a member of a shard_as group in sync: its group
+        self._sync_groups()
         self.strategies = dict(strategies)
         refs = [a for s in self.annotations.values() for a in s.used_axes()]
         refs += [a for fa in self.strategies.values() for axes in fa for a in axes]
@@ -218,7 +223,9 @@ class Propagator:
             self.rules.append(rule_for(op, shapes, graph.tensor(op.output).shape))
         self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
         self.op_defs = [graph.op_def(op.name) for op in self.ops]
-        self.groups = [("shard_as", tuple(g)) for g in graph.shard_as]
+        # shard_as groups in sync are kept alike by copying (see _copy_to_group); the others, whose members'
+        # annotations differ, and shard_like groups propagate between their members like an identity op
+        self.groups = [("shard_as", g) for g in self.merged_as if g[0] not in self.copy_groups]
         self.groups += [("shard_like", tuple(g)) for g in graph.shard_like]
         self.readers: dict[str, list[int]] = {name: [] for name in graph.tensors}
         self.producer: dict[str, int] = {}
@@ -235,6 +242,43 @@ class Propagator:
         self.last_snapshot: dict | None = None  # tensor -> (its state, its sharding) at the last snapshot
 
     # -- annotations ------------------------------------------------------------------------
+    def _apply_constraints(self) -> None:
+        """Shardy's import pass ``apply_sharding_constraints.cc`` (``shouldApply``): a sharding constraint's
+        sharding is copied onto its input when the input has no sharding of its own, the constraint's
+        sharding is fully closed, and no other constraint on the input has a different sharding."""
+        constraints: dict[str, list] = {}
+        for op in self.graph.ops:
+            if is_sharding_constraint(op) and op.output in self.annotations:
+                constraints.setdefault(op.inputs[0], []).append(op)
+        for t, ops in constraints.items():
+            for op in ops:
+                sharding = self.annotations[op.output]
+                if t in self.annotations or any(d.is_open for d in sharding.dims):
+                    continue
+                if any(self.annotations[other.output] != sharding for other in ops):
+                    continue
+                self.annotations[t] = sharding
+                self.given[t] = f"sharding constraint {op.name}, fully closed, copied onto its input"
+
+    def _sync_groups(self) -> None:
+        """Shardy's ``syncGroupMemberShardings`` (``sharding_group_map.cc``): where the members of a shard_as
+        group that have a sharding (other than fully open and empty) all have the same one, every member
+        gets it, and from then on a change to one member is copied to all (``updateTensorSharding`` in
+        ``basic_propagation.cc``). A group whose members' shardings differ is not synced."""
+        for members in self.merged_as:
+            given = {self.annotations[t] for t in members if t in self.annotations
+                     and not all(d.is_open and not d.axes for d in self.annotations[t].dims)}
+            if len(given) > 1:
+                continue
+            if given:
+                (sharding,) = given
+                for t in members:
+                    if t not in self.annotations:
+                        self.annotations[t] = sharding
+                        self.given[t] = f"shard_as group [{', '.join(members)}], synced with its members' sharding"
+            for t in members:
+                self.copy_groups[t] = members
+
     def _levels_of_priority(self) -> list[int]:
         return sorted({d.priority for s in self.annotations.values() for d in s.dims}) or [0]
 
@@ -261,7 +305,7 @@ class Propagator:
                 if d in t.held:  # its priority has come: its axes are no longer held replicated
                     t.blocked -= set(t.held.pop(d)) - self._always_blocked[name]
                 why = ("default annotation (the model has none: inputs batch-sharded on the first mesh axis)"
-                       if name in self.defaults else "user annotation")
+                       if name in self.defaults else self.given.get(name, "user annotation"))
                 if not (dim.is_open and t.dims[d][:len(mine)] == mine):
                     t.dims[d], t.origins[d] = list(mine), [(self.phase, why)] * len(mine)
                 else:  # open and already extending the annotation: keep the extension
@@ -302,7 +346,13 @@ class Propagator:
         """The op-priority levels each round runs to a fixed point."""
         return [ALL]
 
-    def order(self, rule, tensors, wanted: dict, origin: dict, proj) -> list[int]:
+    caps_operands = False  # whether an elementwise op's operands take no more than its result holds
+
+    def cut(self, rule, tensors, whiches, proj, f: int, axes) -> tuple[AxisRef, ...]:
+        """The compatible axes of factor ``f`` as the pass propagates them to the op's tensors."""
+        return tuple(axes)
+
+    def order(self, rule, tensors, wanted: dict, origin: dict, proj, elementwise: bool) -> list[int]:
         """The factors an op visit grows, in order, after ``wanted`` is cut to what does not conflict."""
         raise NotImplementedError
 
@@ -397,7 +447,7 @@ class Propagator:
         if level.pass_through_factors:
             factors = [f for f in factors if rule.factor_kinds[f] is FactorKind.PASS_THROUGH]
         tensors = [self.tensors[n] for n in names]
-        return self._propagate(rule, tensors, whiches, give, take, list(factors), f"op {op.name}")
+        return self._propagate(rule, tensors, whiches, give, take, list(factors), f"op {op.name}", opdef.elementwise)
 
     def _visit_group(self, g: int) -> list[str]:
         kind, members = self.groups[g]
@@ -408,30 +458,115 @@ class Propagator:
         label = f"{kind} group [{', '.join(members)}]"
         return self._propagate(rule, tensors, whiches, [True] * n, [True] * n, list(range(rule.num_factors)), label)
 
-    def _propagate(self, rule, tensors, whiches, give, take, factors, source) -> list[str]:
+    def _propagate(self, rule, tensors, whiches, give, take, factors, source, elementwise=False) -> list[str]:
         proj = [self._project(rule, w, t) for w, t in zip(whiches, tensors)]
         wanted: dict[int, tuple[AxisRef, ...]] = {}
         origin: dict[int, int] = {}  # factor -> the giver its axes come from (the longest list, first)
         for f in factors:
             lists = [(k, p[0][f]) for k, (p, g) in enumerate(zip(proj, give)) if g and f in p[1]]
-            axes = compatible_axes([x for _, x in lists])
+            axes = self.cut(rule, tensors, whiches, proj, f, compatible_axes([x for _, x in lists]))
             if axes:
                 wanted[f] = axes
                 origin[f] = max(lists, key=lambda kx: (len(kx[1]), -kx[0]))[0]
         if not wanted:
             return []
-        order = self.order(rule, tensors, wanted, origin, proj)
+        order = self.order(rule, tensors, wanted, origin, proj, elementwise)
         changed = []
-        for k, (t, which) in enumerate(zip(tensors, whiches)):
+        results = [k for k, w in enumerate(whiches) if w == RESULT]
+        for k in results + [k for k, w in enumerate(whiches) if w != RESULT]:  # results first, as Shardy's
+            t, which = tensors[k], whiches[k]
             if not take[k]:
                 continue
             grew = False
             for f in order:
-                if f in proj[k][1] and self._grow(rule, which, t, proj[k], f, wanted[f], source):
+                if f not in proj[k][1]:
+                    continue
+                axes = wanted[f]
+                if elementwise and which != RESULT and self.caps_operands:
+                    axes = self._capped_by_results(rule, tensors, whiches, results, f, axes)
+                if self._grow(rule, which, t, proj[k], f, axes, source):
                     grew = True
             if grew:
                 changed.append(t.name)
+                changed += self._copy_to_group(t, source)
         return changed
+
+    def _capped_by_results(self, rule, tensors, whiches, results, f: int, axes):
+        """An elementwise op's operands take along ``f`` no more than its result holds now (Shardy's aggressive
+        factor propagation: it does not propagate sideways to an operand what the result cannot hold)."""
+        for k in results:
+            per, where, _ = self._project(rule, whiches[k], tensors[k])
+            if f in where:
+                held = tuple(per[f])
+                if len(held) < len(axes) and axes[:len(held)] == held:
+                    axes = held
+        return axes
+
+    def _copy_to_group(self, t: _Tensor, source: str) -> list[str]:
+        """The other members of ``t``'s synced shard_as group made identical to it (their names)."""
+        out = []
+        for name in self.copy_groups.get(t.name, ()):
+            if name == t.name:
+                continue
+            m = self.tensors[name]
+            if m.dims == t.dims and m.open == t.open:
+                continue
+            why = (self.phase, f"shard_as group [{', '.join(self.copy_groups[t.name])}], copied from {t.name}")
+            for d, axes in enumerate(t.dims):
+                keep = 0
+                while keep < min(len(axes), len(m.dims[d])) and axes[keep] == m.dims[d][keep]:
+                    keep += 1
+                m.origins[d] = m.origins[d][:keep] + [why] * (len(axes) - keep)
+                m.dims[d] = list(axes)
+            m.open = list(t.open)
+            out.append(name)
+        return out
+
+    def truncated(self, rule, tensors, whiches, proj, f: int, axes) -> tuple[AxisRef, ...]:
+        """``axes`` cut before the first atom some tensor of the op cannot hold on factor ``f`` (Shardy's
+        ``getCompatibleMajorShardingAxes``, ``basic_factor_propagation.cc``): one another factor of a tensor
+        holds, or (where the tensor has ``f``) one it has replicated or unreduced, or that it does not
+        already hold and cannot add (a closed dimension, an overflowing one, a size ``f`` does not admit).
+        So one tensor that cannot take an axis keeps it from every tensor along that factor."""
+        size = self.atoms.size
+        held = 1
+        for k, a in enumerate(axes):
+            for t, which, (per, where, stray) in zip(tensors, whiches, proj):
+                if a in stray or any(a in per[g] for g in range(rule.num_factors) if g != f):
+                    return tuple(axes[:k])
+                if f not in where:
+                    continue
+                if a in t.blocked:
+                    return tuple(axes[:k])
+                if a not in per[f] and not self._can_add(rule, which, t, (per, where, stray), f, held, size[a]):
+                    return tuple(axes[:k])
+            held *= size[a]
+        return tuple(axes)
+
+    def _can_add(self, rule, which, t: _Tensor, proj, f: int, held: int, atom_size: int) -> bool:
+        """Whether tensor ``t`` can add an atom of ``atom_size`` to factor ``f`` that holds ``held`` already."""
+        per, where, stray = proj
+        d, j = where[f]
+        if not t.open[d] or any(a in t.dims[d] for a in stray):
+            return False
+        factors = rule.tensor_dims(which)[d]
+        if sum(1 for g in factors if g == f) > 1 or any(per[g] for g in factors[j + 1:]):
+            return False
+        size = self.atoms.size
+        for g in factors[:j]:
+            n = 1
+            for a in per[g]:
+                n *= size[a]
+            if n != rule.factor_sizes[g]:
+                return False
+        return rule.admits(f, held * atom_size) or self._minor_most_admits(rule, factors, f, held * atom_size)
+
+    @staticmethod
+    def _minor_most_admits(rule, factors, f: int, axes_size: int) -> bool:
+        """The minor-most factor of a dimension shared by several may be split unevenly (Shardy's
+        ``isMinorMost`` in ``compatiblePrefixNoConflictsWithinFactor``): the dimension is padded."""
+        return (len(factors) > 1 and factors[-1] == f and rule.factor_kinds[f] is FactorKind.PASS_THROUGH
+                and 1 < axes_size <= rule.factor_sizes[f])
 
     def _project(self, rule: OpShardingRule, which, t: _Tensor):
         """(axes per factor, {factor: (dimension, position)}, atoms that fit no factor) of ``t``."""
@@ -456,7 +591,8 @@ class Propagator:
                 while room == 1 and j + 1 < len(factors):
                     j += 1
                     room = rule.factor_sizes[factors[j]]
-                if room % size[a]:
+                if room % size[a] and not (j == len(factors) - 1 and room > 1 and size[a] <= room
+                                           and self._minor_most_admits(rule, factors, factors[j], size[a])):
                     stray += atoms[k:]
                     break
                 per[factors[j]].append(a)
@@ -489,7 +625,8 @@ class Propagator:
             held *= size[a]
         grew = False
         for a in axes[len(cur):]:
-            if a in used or a in t.blocked or not rule.admits(f, held * size[a]):
+            if a in used or a in t.blocked or not (rule.admits(f, held * size[a])
+                                                   or self._minor_most_admits(rule, factors, f, held * size[a])):
                 break
             held *= size[a]
             t.dims[d].append(a)
@@ -531,6 +668,22 @@ class Propagator:
                                 f"with {_axes_text(merge_adjacent(t.dims[d], self.mesh))} on dimension {d} and another member "
                                 "disagrees; make the members' annotations agree")
                         del t.dims[d][len(common):], t.origins[d][len(common):]
+
+
+def _merged_groups(groups) -> list[tuple[str, ...]]:
+    """Groups that share a tensor merged into one, as Shardy's ``sharding_group_import.cc`` unifies
+    group ids; members in first-seen order, groups in the order of their first member."""
+    merged: list[list[str]] = []
+    for g in groups:
+        hits = [m for m in merged if any(t in m for t in g)]
+        into = hits[0] if hits else []
+        if not hits:
+            merged.append(into)
+        for other in hits[1:]:
+            into += [t for t in other if t not in into]
+            merged.remove(other)
+        into += [t for t in g if t not in into]
+    return [tuple(m) for m in merged]
 
 
 def _axes_text(axes) -> str:
