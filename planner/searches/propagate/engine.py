@@ -552,20 +552,15 @@ class Propagator:
         factors = rule.tensor_dims(which)[d]
         if sum(1 for g in factors if g == f) > 1 or any(per[g] for g in factors[j + 1:]):
             return False
-        size = self.atoms.size
-        for g in factors[:j]:
-            n = 1
-            for a in per[g]:
-                n *= size[a]
-            if n != rule.factor_sizes[g]:
-                return False
+        # whether the more-major factors of the dimension are full is known only once the op's factors have
+        # grown (Shardy builds the tensor's sharding from all of them at once): _grow checks it
         return rule.admits(f, held * atom_size) or self._minor_most_admits(rule, factors, f, held * atom_size)
 
     @staticmethod
     def _minor_most_admits(rule, factors, f: int, axes_size: int) -> bool:
-        """The minor-most factor of a dimension shared by several may be split unevenly (Shardy's
-        ``isMinorMost`` in ``compatiblePrefixNoConflictsWithinFactor``): the dimension is padded."""
-        return (len(factors) > 1 and factors[-1] == f and rule.factor_kinds[f] is FactorKind.PASS_THROUGH
+        """The minor-most factor of a dimension may be split unevenly (Shardy's ``isMinorMost`` in
+        ``compatiblePrefixNoConflictsWithinFactor``): the dimension is padded."""
+        return (factors[-1] == f and rule.factor_kinds[f] is FactorKind.PASS_THROUGH
                 and 1 < axes_size <= rule.factor_sizes[f])
 
     def _project(self, rule: OpShardingRule, which, t: _Tensor):
