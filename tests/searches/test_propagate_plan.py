@@ -89,6 +89,7 @@ _XLA_DOT = """
 """
 
 
+@pytest.mark.slow
 def test_xla_also_keeps_the_operands_of_that_dot_and_reduces_its_result_over_the_contracting_axis():
     # The same program through jax.jit with the same shardings (JAX 0.10's Shardy propagation, XLA's
     # partitioner). Expected values come from the plan and from XLA at test time.

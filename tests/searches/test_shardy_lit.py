@@ -28,7 +28,10 @@ def test_the_vectors_cover_priorities_groups_sub_axes_and_manual_computations():
     assert any(":(" in s for _, v in VECTORS for s in v["expected"].values())  # sub-axes among the CHECKs
 
 
-@pytest.mark.parametrize("stem, vector", VECTORS, ids=[f"{stem}:{v['func'].split()[0]}:{v['propagation']}" for stem, v in VECTORS])
+IDS = [f"{stem}:{v['func'].split()[0]}:{v['propagation']}" for stem, v in VECTORS]
+
+
+@pytest.mark.parametrize("stem, vector", VECTORS, ids=IDS)
 def test_shardy_lit_vector(stem, vector, tmp_path, capsys):
     model = tmp_path / "model.yaml"
     model.write_text(yaml.safe_dump(vector["model"], sort_keys=False))

@@ -18,7 +18,8 @@ carries the factor then grows its own list towards them, minor-wards only, axis 
 axis, and stops at the first axis that it already uses, that is explicitly
 replicated or unreduced on it, that would land in a closed dimension or behind a
 sharded more-minor factor, or that the factor cannot take (a size the factor does not
-admit: a factor sharing a dimension with others must be divided evenly).
+admit; the minor-most factor of a dimension may be split unevenly, Shardy's
+``isMinorMost``: the dimension is padded).
 
 Axes are handled as *atoms*: each mesh axis cut into prime pieces (in an order that
 keeps every sub-axis the user wrote whole), so prefixes and conflicts of sub-axes are
@@ -27,25 +28,33 @@ plain comparisons.
 **Passes** (``PASSES``), each building on the previous one:
 
 * ``basic``: a factor's axes are also truncated at the first axis that another factor
-  of the op wants or uses;
+  of the op wants or uses, and at the first one any tensor of the op cannot hold
+  (:meth:`Propagator.truncated`), so every tensor grows to the same list;
 * ``aggressive``: conflicts between factors are resolved instead: factors are taken
-  in the order of the size of the tensor their axes come from (larger first, then
-  operand index, the result last), and each tensor keeps what does not conflict with
-  what it already got;
+  in the order of the size of the tensor their axes come from (larger first, then for
+  an elementwise op the most sharded, then operand index, the result last), each
+  tensor keeps what does not conflict with what it already got, results grow first and
+  an elementwise op's operands take no more than its result then holds;
 * ``op-priority``: the aggressive pass in levels (:data:`LEVELS`), each run to a fixed
   point: pass-through ops whose operands have a single use, then every pass-through op,
   then any op along its pass-through factors (a broadcast operand only receives),
   then every factor (still not from a broadcast operand), then everything;
 * ``user-priority`` (the default): annotations of priority ``p0`` propagate through
   the whole program (with op priorities) before those of ``p1`` are restored, and so
-  on; a dimension's own annotation is restored as written when its priority comes.
+  on; until its round a dimension of a later priority is closed and empty and its axes
+  are explicitly replicated on its tensor; it is restored as written when its priority
+  comes.
 
-**Groups**: a ``shard_as`` group (hard) and a ``shard_like`` group (soft) propagate
-between their members like an identity op; at the end of each phase the members of a
-``shard_as`` group are made identical (the common prefix of their dimensions). A
-``propagation_barrier`` op lets shardings through only in its ``allowed_direction``.
-A ``sharding_constraint`` op's result is annotated (its ``out_sharding``), so the
-constraint reaches that use only, and propagates from there.
+**Groups**, as Shardy's sharding groups: ``shard_as`` groups that share a tensor are
+one group; where the members that have a sharding agree on it, every member starts
+with it and a change to one member is copied to all (:meth:`Propagator._sync_groups`).
+A ``shard_as`` group whose members' annotations differ, and a ``shard_like`` group
+(soft), propagate between their members like an identity op; at the end of each phase
+the members of such a ``shard_as`` group are made identical (the common prefix of
+their dimensions). A ``propagation_barrier`` op lets shardings through only in its
+``allowed_direction``. A ``sharding_constraint`` op's result is annotated (its
+``out_sharding``) and propagates from there; a fully closed one is also copied onto
+its input, as Shardy's import pass does (:meth:`Propagator._apply_constraints`).
 
 Propagation is a worklist: when a tensor changes, its producer, its readers and its
 groups are revisited. Each visit only grows tensors, so it ends after at most the
