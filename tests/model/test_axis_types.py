@@ -167,3 +167,15 @@ def test_propagate_plans_axis_regions_with_their_types(tail, op, expected):
         assert p.op(op).result_sharding.dims_text() == expected
         r = simulate(p, seed=0)
         assert r.ok and r.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def test_restrict_keeps_each_dimensions_priority_and_drops_it_from_a_closed_empty_one():
+    # Rule-based propagation reads user priorities through restrict(): p1 must survive. A closed
+    # dimension left without axes takes no priority (the grammar refuses {}p1), so it is dropped there.
+    from planner.ir.text import parse_mesh, parse_sharding
+    from planner.model.axis_types import restrict
+
+    mesh = parse_mesh('@mesh = <["a"=2, "b"=2]>')
+    s = parse_sharding('sharding<@mesh, [{"a", ?}p1, {"b"}p2]>', mesh)
+    assert restrict(s, frozenset({"a", "b"})).dims_text() == '[{"a", ?}p1, {"b"}p2]'
+    assert restrict(s, frozenset({"a"})).dims_text() == '[{"a", ?}p1, {}]'
