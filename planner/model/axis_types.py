@@ -50,12 +50,18 @@ def check_axis_types(mesh: Mesh) -> None:
 
 
 def restrict(sharding: TensorSharding | None, axes: frozenset[str]) -> TensorSharding | None:
-    """``sharding`` with only the axes named in ``axes`` (dimensions keep their open/closed flags)."""
+    """``sharding`` with only the axes named in ``axes`` (dimensions keep their open/closed flags and their
+    priorities; a dimension left closed and empty takes none, as the grammar requires)."""
     if sharding is None:
         return None
-    dims = tuple(DimSharding(tuple(a for a in d.axes if a.name in axes), d.is_open) for d in sharding.dims)
+    dims = tuple(_restrict_dim(d, axes) for d in sharding.dims)
     keep = lambda refs: tuple(a for a in refs if a.name in axes)  # noqa: E731
     return TensorSharding(sharding.mesh, dims, keep(sharding.replicated), keep(sharding.unreduced))
+
+
+def _restrict_dim(dim: DimSharding, axes: frozenset[str]) -> DimSharding:
+    kept = tuple(a for a in dim.axes if a.name in axes)
+    return DimSharding(kept, dim.is_open, dim.priority if kept or dim.is_open else 0)
 
 
 def op_explicit_axes(graph, mesh: Mesh) -> dict[str, frozenset[str]]:

@@ -243,3 +243,15 @@ def test_open_annotation_on_an_input_whose_reader_is_pinned_plans_as_the_closed_
     assert [(r.tensor, [s.kind for s in r.steps]) for r in opened.redistributions] == [
         (r.tensor, [s.kind for s in r.steps]) for r in closed.redistributions]
     assert simulate(opened, seed=0).ok
+
+
+def test_restrict_keeps_each_dimensions_priority_and_drops_it_from_a_closed_empty_one():
+    # Rule-based propagation reads user priorities through restrict(): p1 must survive. A closed
+    # dimension left without axes takes no priority (the grammar refuses {}p1), so it is dropped there.
+    from planner.ir.text import parse_mesh, parse_sharding
+    from planner.model.axis_types import restrict
+
+    mesh = parse_mesh('@mesh = <["a"=2, "b"=2]>')
+    s = parse_sharding('sharding<@mesh, [{"a", ?}p1, {"b"}p2]>', mesh)
+    assert restrict(s, frozenset({"a", "b"})).dims_text() == '[{"a", ?}p1, {"b"}p2]'
+    assert restrict(s, frozenset({"a"})).dims_text() == '[{"a", ?}p1, {}]'

@@ -46,8 +46,11 @@ def test_sub_axis_prefix_grows_to_the_longer_sub_axis():
     assert shardings(g.build(), "basic") == {"x": '[{"a":(1)4, ?}]', "y": '[{"a":(1)4, ?}]', "z": '[{"a":(1)4, ?}]'}
 
 
-def test_closed_dimension_and_replicated_axis_are_never_extended():
-    # y's dimension 0 is closed and r replicates "a" explicitly: only the open, free tensors get "a".
+def test_a_closed_dimension_or_a_replicated_axis_keeps_the_axis_from_every_tensor_of_the_op():
+    # Shardy's basic pass cuts a factor's axes before the first one any tensor of the op cannot hold
+    # (basic_factor_propagation.cc, compatiblePrefix over every operand and result; lit:
+    # basic_propagation.mlir, multi_axes_some_axes_incompatible). y's dimension 0 is closed, so h does not
+    # get x's "a" either; r replicates "a" explicitly, so neither does z.
     g = GraphBuilder("closed", {"a": 2})
     g.tensor("x", [8, 8], sharding='[{"a", ?}, {?}]')
     g.tensor("y", [8, 8], sharding='[{}, {?}]')
@@ -56,8 +59,11 @@ def test_closed_dimension_and_replicated_axis_are_never_extended():
     g.op("mul", [h, "r"], output="z", name="mul")
     out = shardings(g.build(), "basic")
     assert out["y"] == "[{}, {?}]"
-    assert out["h"] == out["z"] == '[{"a", ?}, {?}]'
-    assert out["r"] == '[{?}, {?}], replicated={"a"}' 
+    assert out["h"] == out["z"] == "[{?}, {?}]"
+    assert out["r"] == '[{?}, {?}], replicated={"a"}'
+    # the aggressive pass grows each tensor on its own (aggressive_factor_propagation.cc): h and z take "a"
+    aggressive = shardings(g.build(), "aggressive")
+    assert aggressive["h"] == aggressive["z"] == '[{"a", ?}, {?}]' and aggressive["y"] == "[{}, {?}]"
 
 
 def test_an_axis_two_factors_want_is_dropped_by_both():
@@ -119,12 +125,15 @@ def test_sub_axes_that_do_not_nest_are_refused_with_advice():
 
 
 def test_an_unreduced_axis_of_a_tensor_is_never_added_to_it():
-    # p is a pending sum over "a": "a" cannot also split it, so p stays as it is while the other
-    # operand and the result take "a" from x.
+    # p is a pending sum over "a": "a" cannot also split it, so p stays as it is; in the basic pass that
+    # keeps "a" from the whole op (compatiblePrefixNoConflictsWithinFactor checks unreduced axes), in the
+    # aggressive one only from p.
     g = GraphBuilder("pending", {"a": 2})
     g.tensor("x", [8, 8], sharding='[{"a", ?}, {?}]')
     g.tensor("p", [8, 8], sharding='[{?}, {?}], unreduced={"a"}')
     g.op("mul", ["x", "p"], output="z", name="mul")
     out = shardings(g.build(), "basic")
     assert out["p"] == '[{?}, {?}], unreduced={"a"}'
-    assert out["z"] == '[{"a", ?}, {?}]'
+    assert out["z"] == "[{?}, {?}]"
+    aggressive = shardings(g.build(), "aggressive")
+    assert aggressive["p"] == '[{?}, {?}], unreduced={"a"}' and aggressive["z"] == '[{"a", ?}, {?}]'

@@ -1,5 +1,5 @@
-"""shard_as (hard) and shard_like (soft) groups, sharding constraints on one use, and propagation
-barriers (seed 003); golden input -> output with the reason each holds."""
+"""shard_as (hard) and shard_like (soft) groups, sharding constraints, and propagation barriers
+(seed 003); golden input -> output with the reason each holds."""
 
 import pytest
 
@@ -58,24 +58,41 @@ def test_shard_like_keeps_a_members_own_conflicting_sharding():
     assert shardings(graph, "aggressive") == {"p": '[{"a", ?}]', "q": '[{"b", ?}]'}
 
 
-def _constrained():
-    # h = relu(x); c = sharding_constraint(h) to [{}, {"a"}] for one use (y = neg(c)); z = exp(h).
+def _constrained(pin='[{}, {"a"}]', other=None):
+    # h = relu(x); c = sharding_constraint(h) to ``pin`` (y = neg(c)); z = exp(h); optionally a second
+    # constraint d on h to ``other``.
     g = GraphBuilder("constraint", {"a": 2})
     g.tensor("x", [8, 8])
     h = g.op("relu", ["x"], output="h", name="relu")
-    c = g.op("sharding_constraint", [h], output="c", name="pin", out_sharding='[{}, {"a"}]')
+    c = g.op("sharding_constraint", [h], output="c", name="pin", out_sharding=pin)
     g.op("neg", [c], output="y", name="neg")
     g.op("exp", [h], output="z", name="exp")
+    if other is not None:
+        g.op("sharding_constraint", [h], output="d", name="pin2", out_sharding=other)
     return g.build()
 
 
-def test_a_sharding_constraint_reaches_its_use_and_propagates_from_there():
-    # The constraint's result is pinned (closed) and its reader follows; it also propagates back
-    # through the pass-through constraint op to h, and from h to the other use z.
+def test_a_fully_closed_sharding_constraint_is_copied_onto_its_input():
+    # Shardy's import pass (apply_sharding_constraints.cc, shouldApply): h has no sharding of its own
+    # and the constraint is fully closed, so h takes it as written (closed), and z = exp(h) follows h.
     out = shardings(_constrained(), "op-priority")
-    assert out["c"] == '[{}, {"a"}]'
-    assert out["y"] == '[{?}, {"a", ?}]'
-    assert out["h"] == out["z"] == '[{?}, {"a", ?}]'
+    assert out["c"] == out["h"] == '[{}, {"a"}]'
+    assert out["y"] == out["z"] == '[{?}, {"a", ?}]'
+
+
+def test_an_open_sharding_constraint_reaches_its_input_by_propagation_only():
+    # Not fully closed: not copied (shouldApply); it propagates back through the pass-through
+    # constraint op to h, open, and from h to the other use z.
+    out = shardings(_constrained('[{?}, {"a"}]'), "op-priority")
+    assert out["c"] == '[{?}, {"a"}]'
+    assert out["h"] == out["z"] == out["y"] == '[{?}, {"a", ?}]'
+
+
+def test_a_closed_constraint_is_not_copied_when_another_constraint_on_its_input_differs():
+    # isUsedByConstraintWithDifferentSharding: h is constrained twice, differently; neither is copied.
+    out = shardings(_constrained('[{}, {"a"}]', '[{"a"}, {}]'), "op-priority")
+    assert out["c"] == '[{}, {"a"}]' and out["d"] == '[{"a"}, {}]'
+    assert out["h"] != '[{}, {"a"}]' and out["h"] != '[{"a"}, {}]'  # open: what propagation gave it
 
 
 @pytest.mark.parametrize("direction, h, y", [

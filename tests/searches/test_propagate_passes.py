@@ -22,10 +22,12 @@ def test_the_passes_are_named_in_order_each_subclassing_the_previous():
 
 
 def test_each_pass_overrides_one_step_of_the_engine():
-    """basic and aggressive decide how an op's conflicting factors grow; op-priority adds the levels;
-    user-priority the annotation rounds. Nothing else is overridden."""
+    """basic and aggressive decide how an op's factors are cut and how conflicting ones grow (aggressive
+    also caps an elementwise op's operands); op-priority adds the levels; user-priority the annotation
+    rounds. Nothing else is overridden."""
     own = {p.how: {k for k in vars(p) if not k.startswith("__")} for p in PASSES.values()}
-    assert own == {"basic": {"how", "order"}, "aggressive": {"how", "order"}, "op-priority": {"how", "levels"},
+    assert own == {"basic": {"how", "cut", "order"}, "aggressive": {"how", "cut", "order", "caps_operands"},
+                   "op-priority": {"how", "levels"},
                    "user-priority": {"how", "rounds", "round_label"}}
     assert len(LEVELS) == 5
 

@@ -2,6 +2,11 @@
 disagree, and the plan proven on the simulator like a bfs or ilp plan."""
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +53,64 @@ def test_a_contracting_dimension_sharded_on_both_sides_leaves_a_pending_sum():
     assert [s.kind for s in r.steps] == ["AllReduce"]  # C is delivered as propagated: replicated
     result = simulate(p, seed=0)
     assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def _dot_whose_result_wants_the_contracting_axis():
+    # y = x @ w on "a" = 8, x [{}, {"a"}] and w [{"a"}, {}] agree on the contracting dimension; the
+    # result is constrained to [{}, {"a"}], the contracting axis on another dimension.
+    g = GraphBuilder("dot_conflict", {"a": 8})
+    g.tensor("x", [8, 16], sharding='[{}, {"a"}]')
+    g.param("w", [16, 64], sharding='[{"a"}, {}]')
+    g.op("matmul", ["x", "w"], output="y", name="dot", out_sharding='[{}, {"a"}]')
+    return g.build()
+
+
+def test_a_dot_whose_result_wants_the_contracting_axis_keeps_its_operands_and_reduces():
+    # The operands agree on k = "a": the dot computes on them as they are (no weight is resharded) and
+    # leaves a pending sum over "a", which the plan then reduces into the result's sharding.
+    p = plan(_dot_whose_result_wants_the_contracting_axis(), search="propagate")
+    assert p.op("dot").result_sharding.dims_text() == '[{}, {}], unreduced={"a"}'
+    (r,) = p.reshards
+    assert r.tensor == "y" and [s.kind for s in r.steps] == ["ReduceScatter"]
+    result = simulate(p, seed=0)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+_XLA_DOT = """
+    import json
+    import jax, jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from planner.engines.xla_hlo import collectives
+    mesh = jax.make_mesh((8,), ("a",))
+    s = lambda *spec: NamedSharding(mesh, P(*spec))
+    f = jax.jit(lambda x, w: x @ w, in_shardings=(s(None, "a"), s("a", None)), out_shardings=s(None, "a"))
+    hlo = f.lower(jax.ShapeDtypeStruct((8, 16), jnp.float32), jax.ShapeDtypeStruct((16, 64), jnp.float32)).compile()
+    print(json.dumps([[c.kind, c.replica_groups, c.bytes_per_device] for c in collectives(hlo.as_text(), 8)]))
+"""
+
+
+@pytest.mark.slow
+def test_xla_also_keeps_the_operands_of_that_dot_and_reduces_its_result_over_the_contracting_axis():
+    # The same program through jax.jit with the same shardings (JAX 0.10's Shardy propagation, XLA's
+    # partitioner). Expected values come from the plan and from XLA at test time.
+    pytest.importorskip("jax")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(root))
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(_XLA_DOT)], capture_output=True, text=True,
+                         env=env, cwd=root, timeout=600)
+    assert run.returncode == 0, run.stderr
+    xla = json.loads(run.stdout.splitlines()[-1])
+    p = plan(_dot_whose_result_wants_the_contracting_axis(), search="propagate")
+    # Neither moves an operand: XLA's one collective reduces the dot's result over all 8 devices (the
+    # "a" group), as the plan's one redistribution does, and nothing gathers or exchanges x or w.
+    assert [(kind, groups) for kind, groups, _ in xla] == [("all-reduce", [list(range(8))])]
+    assert {r.tensor for r in p.reshards} == {"y"}
+    (step,) = p.reshards[0].steps
+    # XLA all-reduces the whole result and slices its shard locally; the plan reduce-scatters straight
+    # into the shard. An all-reduce is a reduce-scatter and an all-gather of the same chunks, so XLA
+    # moves twice the plan's bytes (the redistribution engine picks the cheaper reduce-scatter).
+    assert step.kind == "ReduceScatter" and xla[0][2] == 2 * step.bytes_per_device
 
 
 def test_json_shows_propagated_shardings_with_open_marks_and_the_phases():

@@ -16,17 +16,18 @@ def test_p0_propagates_through_the_program_before_p1_is_restored():
     assert shardings(graph, "op-priority")["C"] == '[{"a", ?}, {?}]'
 
 
-def test_a_lower_priority_annotation_is_never_overwritten_on_its_own_tensor():
-    # x = relu(h) with h annotated p1 on dim 1 and x annotated p0 on dim 0 with the same axis:
-    # in round p0, x's "a" flows back to h's dimension 0; in round p1 h's own annotation is
-    # restored as written: "a" moves to dimension 1 on h.
+def test_a_lower_priority_dimension_is_held_closed_and_its_axes_replicated_until_its_round():
+    # x = relu(h) with h annotated p1 on dim 1 and x annotated p0 on dim 0 with the same axis.
+    # Shardy (user_priority_propagation.cc, getInitializedSharding) starts h as [{?}, {}] with "a"
+    # explicitly replicated until round p1: x's "a" cannot flow back into h in round p0. In round
+    # p1 h's own annotation is restored as written.
     g = GraphBuilder("restore", {"a": 2})
     g.tensor("h", [8, 8], sharding='[{?}, {"a", ?}p1]')
     g.op("relu", ["h"], output="x", name="relu", out_sharding='[{"a", ?}, {?}]')
     graph = g.build()
     p = propagate(graph, graph.mesh, "user-priority")
     assert [ph.label.split(" level")[0] for ph in p.phases] == ["p0"] * 5 + ["p1"] * 5
-    assert p.phases[4].shardings["h"].dims_text() == '[{"a", ?}, {?}]'  # after round p0
+    assert p.phases[4].shardings["h"].dims_text() == '[{?}, {}]'  # after round p0: held back
     assert p.sharding("h").dims_text() == '[{?}, {"a", ?}]'  # its own p1 annotation, restored
     assert p.sharding("x").dims_text() == '[{"a", ?}, {?}]'
     assert p.explain("h")[1].endswith("user annotation (p1: user annotations)")

@@ -1,9 +1,11 @@
 """Shardy's aggressive propagation pass: conflicts between an op's factors are resolved, not left.
 
 Building on :mod:`~planner.searches.propagate.basic`, an op's factors are grown in
-the order of the size of the tensor their axes come from (larger first, then operand
-index, the result last), and each tensor keeps what does not conflict with what it
-already got.
+the order of the size of the tensor their axes come from (larger first; for an
+elementwise op then the most sharded factor; then operand index, the result last),
+and each tensor keeps what does not conflict with what it already got. Results are
+grown first, and an elementwise op's operands take no more along a factor than its
+result then holds (Shardy's ``aggressive_factor_propagation.cc``).
 """
 
 from __future__ import annotations
@@ -18,5 +20,17 @@ class AggressivePropagation(BasicPropagation):
 
     how = "aggressive"
 
-    def order(self, rule, tensors, wanted: dict, origin: dict, proj) -> list[int]:
-        return sorted(wanted, key=lambda f: (-tensors[origin[f]].nbytes, origin[f], f))
+    caps_operands = True
+
+    def cut(self, rule, tensors, whiches, proj, f: int, axes):
+        return tuple(axes)
+
+    def order(self, rule, tensors, wanted: dict, origin: dict, proj, elementwise: bool) -> list[int]:
+        size = self.atoms.size
+
+        def sharded(f):  # an elementwise op's most sharded factor first (Shardy's sort)
+            n = 1
+            for a in wanted[f]:
+                n *= size[a]
+            return n if elementwise else 0
+        return sorted(wanted, key=lambda f: (-tensors[origin[f]].nbytes, -sharded(f), origin[f], f))

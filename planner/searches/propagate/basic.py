@@ -3,7 +3,9 @@
 Every op is visited until nothing changes (one fixed point, every factor, every op);
 an axis that two factors of an op want, or that another factor already uses, stops
 both factors there (they are truncated before it), so the pass never resolves a
-conflict: it leaves it.
+conflict: it leaves it. A factor's axes are also cut before the first axis that any
+tensor of the op cannot hold (Shardy's ``getCompatibleMajorShardingAxes``): one
+tensor that cannot take an axis keeps it from all of them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ class BasicPropagation(Propagator):
 
     how = "basic"
 
-    def order(self, rule, tensors, wanted: dict, origin: dict, proj) -> list[int]:
+    def cut(self, rule, tensors, whiches, proj, f: int, axes):
+        return self.truncated(rule, tensors, whiches, proj, f, axes)
+
+    def order(self, rule, tensors, wanted: dict, origin: dict, proj, elementwise: bool) -> list[int]:
         used_by: dict[AxisRef, set[int]] = {}
         for f, axes in wanted.items():
             for a in axes:

@@ -18,7 +18,8 @@ carries the factor then grows its own list towards them, minor-wards only, axis 
 axis, and stops at the first axis that it already uses, that is explicitly
 replicated or unreduced on it, that would land in a closed dimension or behind a
 sharded more-minor factor, or that the factor cannot take (a size the factor does not
-admit: a factor sharing a dimension with others must be divided evenly).
+admit; the minor-most factor of a dimension may be split unevenly, Shardy's
+``isMinorMost``: the dimension is padded).
 
 Axes are handled as *atoms*: each mesh axis cut into prime pieces (in an order that
 keeps every sub-axis the user wrote whole), so prefixes and conflicts of sub-axes are
@@ -27,25 +28,33 @@ plain comparisons.
 **Passes** (``PASSES``), each building on the previous one:
 
 * ``basic``: a factor's axes are also truncated at the first axis that another factor
-  of the op wants or uses;
+  of the op wants or uses, and at the first one any tensor of the op cannot hold
+  (:meth:`Propagator.truncated`), so every tensor grows to the same list;
 * ``aggressive``: conflicts between factors are resolved instead: factors are taken
-  in the order of the size of the tensor their axes come from (larger first, then
-  operand index, the result last), and each tensor keeps what does not conflict with
-  what it already got;
+  in the order of the size of the tensor their axes come from (larger first, then for
+  an elementwise op the most sharded, then operand index, the result last), each
+  tensor keeps what does not conflict with what it already got, results grow first and
+  an elementwise op's operands take no more than its result then holds;
 * ``op-priority``: the aggressive pass in levels (:data:`LEVELS`), each run to a fixed
   point: pass-through ops whose operands have a single use, then every pass-through op,
   then any op along its pass-through factors (a broadcast operand only receives),
   then every factor (still not from a broadcast operand), then everything;
 * ``user-priority`` (the default): annotations of priority ``p0`` propagate through
   the whole program (with op priorities) before those of ``p1`` are restored, and so
-  on; a dimension's own annotation is restored as written when its priority comes.
+  on; until its round a dimension of a later priority is closed and empty and its axes
+  are explicitly replicated on its tensor; it is restored as written when its priority
+  comes.
 
-**Groups**: a ``shard_as`` group (hard) and a ``shard_like`` group (soft) propagate
-between their members like an identity op; at the end of each phase the members of a
-``shard_as`` group are made identical (the common prefix of their dimensions). A
-``propagation_barrier`` op lets shardings through only in its ``allowed_direction``.
-A ``sharding_constraint`` op's result is annotated (its ``out_sharding``), so the
-constraint reaches that use only, and propagates from there.
+**Groups**, as Shardy's sharding groups: ``shard_as`` groups that share a tensor are
+one group; where the members that have a sharding agree on it, every member starts
+with it and a change to one member is copied to all (:meth:`Propagator._sync_groups`).
+A ``shard_as`` group whose members' annotations differ, and a ``shard_like`` group
+(soft), propagate between their members like an identity op; at the end of each phase
+the members of such a ``shard_as`` group are made identical (the common prefix of
+their dimensions). A ``propagation_barrier`` op lets shardings through only in its
+``allowed_direction``. A ``sharding_constraint`` op's result is annotated (its
+``out_sharding``) and propagates from there; a fully closed one is also copied onto
+its input, as Shardy's import pass does (:meth:`Propagator._apply_constraints`).
 
 Propagation is a worklist: when a tensor changes, its producer, its readers and its
 groups are revisited. Each visit only grows tensors, so it ends after at most the
@@ -66,7 +75,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from graphs.ops.annotation import barrier_allows
+from graphs.ops.annotation import barrier_allows, is_sharding_constraint
 from planner.errors import PlanningError, ShardplanError
 from planner.ir.axis import AxisRef, make_axis, merge_adjacent, prime_factors
 from planner.ir.mesh import Mesh
@@ -137,7 +146,7 @@ def compatible_axes(lists: Sequence[Sequence[AxisRef]]) -> tuple[AxisRef, ...]:
 # -- the mutable state of one tensor ------------------------------------------------------------
 
 class _Tensor:
-    __slots__ = ("name", "shape", "nbytes", "dims", "origins", "open", "user", "blocked")
+    __slots__ = ("name", "shape", "nbytes", "dims", "origins", "open", "user", "blocked", "held")
 
     def __init__(self, name: str, shape, nbytes: int):
         self.name, self.shape, self.nbytes = name, tuple(shape), nbytes
@@ -146,6 +155,7 @@ class _Tensor:
         self.open = [True] * len(shape)
         self.user = [0] * len(shape)  # per dimension, how many leading atoms are the user's annotation
         self.blocked: set[AxisRef] = set()  # explicitly replicated or unreduced atoms
+        self.held: dict[int, list[AxisRef]] = {}  # per dimension whose priority has not come, its atoms
 
     def used(self) -> set[AxisRef]:
         return {a for d in self.dims for a in d}
@@ -199,6 +209,11 @@ class Propagator:
                 self.annotations[name] = get(name)
             elif name in boundaries:
                 self.annotations[name] = boundaries[name]
+        self.given: dict[str, str] = {}  # an annotation copied onto a tensor the user left bare: why
+        self._apply_constraints()
+        self.merged_as = _merged_groups(graph.shard_as)
+        self.copy_groups: dict[str, tuple[str, ...]] = {}  # a member of a shard_as group in sync: its group
+        self._sync_groups()
         self.strategies = dict(strategies)
         refs = [a for s in self.annotations.values() for a in s.used_axes()]
         refs += [a for fa in self.strategies.values() for axes in fa for a in axes]
@@ -208,6 +223,7 @@ class Propagator:
             self.tensors[name].blocked = set(self.atoms.of_all(ann.replicated)) | set(self.atoms.of_all(ann.unreduced))
         for name, axes in typed_axes.items():
             self.tensors[name].blocked |= {a for axis in axes for a in self.atoms.by_axis[axis]}
+        self._always_blocked = {name: frozenset(t.blocked) for name, t in self.tensors.items()}
         self.identity_rules: dict[tuple, OpShardingRule] = {}  # a group's rule, per shape and size
         self.ops = list(graph.ops)
         self.rules: list[OpShardingRule] = []
@@ -216,7 +232,9 @@ class Propagator:
             self.rules.append(rule_for(op, shapes, graph.tensor(op.output).shape))
         self.uses = {name: len(graph.consumers(name)) for name in graph.tensors}
         self.op_defs = [graph.op_def(op.name) for op in self.ops]
-        self.groups = [("shard_as", tuple(g)) for g in graph.shard_as]
+        # shard_as groups in sync are kept alike by copying (see _copy_to_group); the others, whose members'
+        # annotations differ, and shard_like groups propagate between their members like an identity op
+        self.groups = [("shard_as", g) for g in self.merged_as if g[0] not in self.copy_groups]
         self.groups += [("shard_like", tuple(g)) for g in graph.shard_like]
         self.readers: dict[str, list[int]] = {name: [] for name in graph.tensors}
         self.producer: dict[str, int] = {}
@@ -233,8 +251,57 @@ class Propagator:
         self.last_snapshot: dict | None = None  # tensor -> (its state, its sharding) at the last snapshot
 
     # -- annotations ------------------------------------------------------------------------
+    def _apply_constraints(self) -> None:
+        """Shardy's import pass ``apply_sharding_constraints.cc`` (``shouldApply``): a sharding constraint's
+        sharding is copied onto its input when the input has no sharding of its own, the constraint's
+        sharding is fully closed, and no other constraint on the input has a different sharding."""
+        constraints: dict[str, list] = {}
+        for op in self.graph.ops:
+            if is_sharding_constraint(op) and op.output in self.annotations:
+                constraints.setdefault(op.inputs[0], []).append(op)
+        for t, ops in constraints.items():
+            for op in ops:
+                sharding = self.annotations[op.output]
+                if t in self.annotations or any(d.is_open for d in sharding.dims):
+                    continue
+                if any(self.annotations[other.output] != sharding for other in ops):
+                    continue
+                self.annotations[t] = sharding
+                self.given[t] = f"sharding constraint {op.name}, fully closed, copied onto its input"
+
+    def _sync_groups(self) -> None:
+        """Shardy's ``syncGroupMemberShardings`` (``sharding_group_map.cc``): where the members of a shard_as
+        group that have a sharding (other than fully open and empty) all have the same one, every member
+        gets it, and from then on a change to one member is copied to all (``updateTensorSharding`` in
+        ``basic_propagation.cc``). A group whose members' shardings differ is not synced."""
+        for members in self.merged_as:
+            given = {self.annotations[t] for t in members if t in self.annotations
+                     and not all(d.is_open and not d.axes for d in self.annotations[t].dims)}
+            if len(given) > 1:
+                continue
+            if given:
+                (sharding,) = given
+                for t in members:
+                    if t not in self.annotations:
+                        self.annotations[t] = sharding
+                        self.given[t] = f"shard_as group [{', '.join(members)}], synced with its members' sharding"
+            for t in members:
+                self.copy_groups[t] = members
+
     def _levels_of_priority(self) -> list[int]:
         return sorted({d.priority for s in self.annotations.values() for d in s.dims}) or [0]
+
+    def _hold_back(self, first: int) -> None:
+        """Before the first round, a dimension whose priority comes later is closed and empty, and its axes
+        are explicitly replicated on its tensor until then (Shardy's ``getInitializedSharding`` in
+        ``user_priority_propagation.cc``): nothing propagates into it, nor its axes elsewhere on the tensor."""
+        for name, ann in self.annotations.items():
+            t = self.tensors[name]
+            for d, dim in enumerate(ann.dims):
+                if dim.priority > first:
+                    t.held[d] = self.atoms.of_all(dim.axes)
+                    t.dims[d], t.origins[d], t.open[d], t.user[d] = [], [], False, 0
+            t.blocked |= {a for atoms in t.held.values() for a in atoms}
 
     def _apply_annotations(self, level: int | None) -> None:
         """Restore the annotations' dimensions of priority ``level`` (all when None) as written."""
@@ -244,8 +311,10 @@ class Propagator:
                 if level is not None and dim.priority != level:
                     continue
                 mine = self.atoms.of_all(dim.axes)
+                if d in t.held:  # its priority has come: its axes are no longer held replicated
+                    t.blocked -= set(t.held.pop(d)) - self._always_blocked[name]
                 why = ("default annotation (the model has none: inputs batch-sharded on the first mesh axis)"
-                       if name in self.defaults else "user annotation")
+                       if name in self.defaults else self.given.get(name, "user annotation"))
                 if not (dim.is_open and t.dims[d][:len(mine)] == mine):
                     t.dims[d], t.origins[d] = list(mine), [(self.phase, why)] * len(mine)
                 else:  # open and already extending the annotation: keep the extension
@@ -286,7 +355,13 @@ class Propagator:
         """The op-priority levels each round runs to a fixed point."""
         return [ALL]
 
-    def order(self, rule, tensors, wanted: dict, origin: dict, proj) -> list[int]:
+    caps_operands = False  # whether an elementwise op's operands take no more than its result holds
+
+    def cut(self, rule, tensors, whiches, proj, f: int, axes) -> tuple[AxisRef, ...]:
+        """The compatible axes of factor ``f`` as the pass propagates them to the op's tensors."""
+        return tuple(axes)
+
+    def order(self, rule, tensors, wanted: dict, origin: dict, proj, elementwise: bool) -> list[int]:
         """The factors an op visit grows, in order, after ``wanted`` is cut to what does not conflict."""
         raise NotImplementedError
 
@@ -294,7 +369,10 @@ class Propagator:
     def run(self) -> Propagation:
         priorities = self._levels_of_priority()
         first = priorities[0]
-        for r in self.rounds(priorities):
+        rounds = self.rounds(priorities)
+        if rounds[0] is not None:
+            self._hold_back(rounds[0])
+        for r in rounds:
             prefix = self.round_label(r)
             self.phase = f"{prefix}: user annotations"
             self._apply_annotations(r)
@@ -378,7 +456,7 @@ class Propagator:
         if level.pass_through_factors:
             factors = [f for f in factors if rule.factor_kinds[f] is FactorKind.PASS_THROUGH]
         tensors = [self.tensors[n] for n in names]
-        return self._propagate(rule, tensors, whiches, give, take, list(factors), f"op {op.name}")
+        return self._propagate(rule, tensors, whiches, give, take, list(factors), f"op {op.name}", opdef.elementwise)
 
     def _visit_group(self, g: int) -> list[str]:
         kind, members = self.groups[g]
@@ -389,30 +467,110 @@ class Propagator:
         label = f"{kind} group [{', '.join(members)}]"
         return self._propagate(rule, tensors, whiches, [True] * n, [True] * n, list(range(rule.num_factors)), label)
 
-    def _propagate(self, rule, tensors, whiches, give, take, factors, source) -> list[str]:
+    def _propagate(self, rule, tensors, whiches, give, take, factors, source, elementwise=False) -> list[str]:
         proj = [self._project(rule, w, t) for w, t in zip(whiches, tensors)]
         wanted: dict[int, tuple[AxisRef, ...]] = {}
         origin: dict[int, int] = {}  # factor -> the giver its axes come from (the longest list, first)
         for f in factors:
             lists = [(k, p[0][f]) for k, (p, g) in enumerate(zip(proj, give)) if g and f in p[1]]
-            axes = compatible_axes([x for _, x in lists])
+            axes = self.cut(rule, tensors, whiches, proj, f, compatible_axes([x for _, x in lists]))
             if axes:
                 wanted[f] = axes
                 origin[f] = max(lists, key=lambda kx: (len(kx[1]), -kx[0]))[0]
         if not wanted:
             return []
-        order = self.order(rule, tensors, wanted, origin, proj)
+        order = self.order(rule, tensors, wanted, origin, proj, elementwise)
         changed = []
-        for k, (t, which) in enumerate(zip(tensors, whiches)):
+        results = [k for k, w in enumerate(whiches) if w == RESULT]
+        for k in results + [k for k, w in enumerate(whiches) if w != RESULT]:  # results first, as Shardy's
+            t, which = tensors[k], whiches[k]
             if not take[k]:
                 continue
             grew = False
             for f in order:
-                if f in proj[k][1] and self._grow(rule, which, t, proj[k], f, wanted[f], source):
+                if f not in proj[k][1]:
+                    continue
+                axes = wanted[f]
+                if elementwise and which != RESULT and self.caps_operands:
+                    axes = self._capped_by_results(rule, tensors, whiches, results, f, axes)
+                if self._grow(rule, which, t, proj[k], f, axes, source):
                     grew = True
             if grew:
                 changed.append(t.name)
+                changed += self._copy_to_group(t, source)
         return changed
+
+    def _capped_by_results(self, rule, tensors, whiches, results, f: int, axes):
+        """An elementwise op's operands take along ``f`` no more than its result holds now (Shardy's aggressive
+        factor propagation: it does not propagate sideways to an operand what the result cannot hold)."""
+        for k in results:
+            per, where, _ = self._project(rule, whiches[k], tensors[k])
+            if f in where:
+                held = tuple(per[f])
+                if len(held) < len(axes) and axes[:len(held)] == held:
+                    axes = held
+        return axes
+
+    def _copy_to_group(self, t: _Tensor, source: str) -> list[str]:
+        """The other members of ``t``'s synced shard_as group made identical to it (their names)."""
+        out = []
+        for name in self.copy_groups.get(t.name, ()):
+            if name == t.name:
+                continue
+            m = self.tensors[name]
+            if m.dims == t.dims and m.open == t.open:
+                continue
+            why = (self.phase, f"shard_as group [{', '.join(self.copy_groups[t.name])}], copied from {t.name}")
+            for d, axes in enumerate(t.dims):
+                keep = 0
+                while keep < min(len(axes), len(m.dims[d])) and axes[keep] == m.dims[d][keep]:
+                    keep += 1
+                m.origins[d] = m.origins[d][:keep] + [why] * (len(axes) - keep)
+                m.dims[d] = list(axes)
+            m.open = list(t.open)
+            out.append(name)
+        return out
+
+    def truncated(self, rule, tensors, whiches, proj, f: int, axes) -> tuple[AxisRef, ...]:
+        """``axes`` cut before the first atom some tensor of the op cannot hold on factor ``f`` (Shardy's
+        ``getCompatibleMajorShardingAxes``, ``basic_factor_propagation.cc``): one another factor of a tensor
+        holds, or (where the tensor has ``f``) one it has replicated or unreduced, or that it does not
+        already hold and cannot add (a closed dimension, an overflowing one, a size ``f`` does not admit).
+        So one tensor that cannot take an axis keeps it from every tensor along that factor."""
+        size = self.atoms.size
+        held = 1
+        for k, a in enumerate(axes):
+            for t, which, (per, where, stray) in zip(tensors, whiches, proj):
+                if a in stray or any(a in per[g] for g in range(rule.num_factors) if g != f):
+                    return tuple(axes[:k])
+                if f not in where:
+                    continue
+                if a in t.blocked:
+                    return tuple(axes[:k])
+                if a not in per[f] and not self._can_add(rule, which, t, (per, where, stray), f, held, size[a]):
+                    return tuple(axes[:k])
+            held *= size[a]
+        return tuple(axes)
+
+    def _can_add(self, rule, which, t: _Tensor, proj, f: int, held: int, atom_size: int) -> bool:
+        """Whether tensor ``t`` can add an atom of ``atom_size`` to factor ``f`` that holds ``held`` already."""
+        per, where, stray = proj
+        d, j = where[f]
+        if not t.open[d] or any(a in t.dims[d] for a in stray):
+            return False
+        factors = rule.tensor_dims(which)[d]
+        if sum(1 for g in factors if g == f) > 1 or any(per[g] for g in factors[j + 1:]):
+            return False
+        # whether the more-major factors of the dimension are full is known only once the op's factors have
+        # grown (Shardy builds the tensor's sharding from all of them at once): _grow checks it
+        return rule.admits(f, held * atom_size) or self._minor_most_admits(rule, factors, f, held * atom_size)
+
+    @staticmethod
+    def _minor_most_admits(rule, factors, f: int, axes_size: int) -> bool:
+        """The minor-most factor of a dimension may be split unevenly (Shardy's ``isMinorMost`` in
+        ``compatiblePrefixNoConflictsWithinFactor``): the dimension is padded."""
+        return (factors[-1] == f and rule.factor_kinds[f] is FactorKind.PASS_THROUGH
+                and 1 < axes_size <= rule.factor_sizes[f])
 
     def _project(self, rule: OpShardingRule, which, t: _Tensor):
         """(axes per factor, {factor: (dimension, position)}, atoms that fit no factor) of ``t``."""
@@ -437,7 +595,8 @@ class Propagator:
                 while room == 1 and j + 1 < len(factors):
                     j += 1
                     room = rule.factor_sizes[factors[j]]
-                if room % size[a]:
+                if room % size[a] and not (j == len(factors) - 1 and room > 1 and size[a] <= room
+                                           and self._minor_most_admits(rule, factors, factors[j], size[a])):
                     stray += atoms[k:]
                     break
                 per[factors[j]].append(a)
@@ -470,7 +629,8 @@ class Propagator:
             held *= size[a]
         grew = False
         for a in axes[len(cur):]:
-            if a in used or a in t.blocked or not rule.admits(f, held * size[a]):
+            if a in used or a in t.blocked or not (rule.admits(f, held * size[a])
+                                                   or self._minor_most_admits(rule, factors, f, held * size[a])):
                 break
             held *= size[a]
             t.dims[d].append(a)
@@ -512,6 +672,22 @@ class Propagator:
                                 f"with {_axes_text(merge_adjacent(t.dims[d], self.mesh))} on dimension {d} and another member "
                                 "disagrees; make the members' annotations agree")
                         del t.dims[d][len(common):], t.origins[d][len(common):]
+
+
+def _merged_groups(groups) -> list[tuple[str, ...]]:
+    """Groups that share a tensor merged into one, as Shardy's ``sharding_group_import.cc`` unifies
+    group ids; members in first-seen order, groups in the order of their first member."""
+    merged: list[list[str]] = []
+    for g in groups:
+        hits = [m for m in merged if any(t in m for t in g)]
+        into = hits[0] if hits else []
+        if not hits:
+            merged.append(into)
+        for other in hits[1:]:
+            into += [t for t in other if t not in into]
+            merged.remove(other)
+        into += [t for t in g if t not in into]
+    return [tuple(m) for m in merged]
 
 
 def _axes_text(axes) -> str:

@@ -3,11 +3,14 @@
 :func:`search` runs a rule-based pass
 (:mod:`planner.searches.propagate.passes`) and gives every op the strategy that
 computes from the shardings around it (:func:`op_factor_axes`), as Shardy's SPMD
-partitioner does: a factor the op's result carries is computed as the result is
-sharded; any other factor (a contracting dimension, a dimension the result does not
+partitioner does: a contracting (reduction) factor that every operand carrying it
+shards alike is computed so, and the op's result is left a pending sum over those
+axes, even where the result's own sharding wants one of them elsewhere (XLA keeps the
+operands of such a dot and reduces its result: a weight is not resharded); then a
+factor the op's result carries is computed as the result is sharded; any other factor
+(a contracting dimension the operands disagree on, a dimension the result does not
 have) as the largest operand that shards it has it (ties: the lower operand index),
-so a dot whose operands conflict keeps the larger operand's sharding, and a
-contracting dimension sharded on both sides leaves a pending sum. Where a tensor's
+so a dot whose operands conflict keeps the larger operand's sharding. Where a tensor's
 sharding and what its reader computes on disagree, the plan redistributes
 explicitly. Sources are stored and graph outputs delivered in their propagated
 shardings (:mod:`planner.model.typed`), so the plan is costed, lowered,
@@ -38,7 +41,7 @@ from planner.model.typed import typed_graph, typed_model
 from planner.searches import bfs, phased
 from planner.searches.propagate.engine import user_strategies
 from planner.searches.propagate.passes import propagate
-from planner.rules import RESULT, OpShardingRule, check_factor_axes, factor_axes_from_tensor, rule_for
+from planner.rules import RESULT, FactorKind, OpShardingRule, check_factor_axes, factor_axes_from_tensor, rule_for
 
 
 def search(request: Request) -> Decision:
@@ -127,14 +130,23 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
                    operand_bytes: Sequence[int], mesh: Mesh, prefix: tuple | None = None) -> tuple:
     """The factor sharding an op computes in, given its tensors' shardings (see the module docstring).
 
-    Tensors are read in order (the result, then operands by decreasing size, then
-    index); each factor takes its axes from the first tensor that shards it with
-    axes no other factor holds yet, as long as the factor sharding stays valid.
+    Reduction factors the operands agree on come first; then tensors are read in order
+    (the result, then operands by decreasing size, then index); each factor takes its
+    axes from the first tensor that shards it with axes no other factor holds yet, as
+    long as the factor sharding stays valid.
     ``prefix``: factor axes that come first (a mixed mesh's typed Explicit axes).
     """
     order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
     chosen: list[tuple] = list(prefix) if prefix is not None else [()] * rule.num_factors
     decided = [False] * rule.num_factors
+    for f, axes in _agreed_reductions(rule, operands).items():  # the operands' agreed contraction stays
+        trial = list(chosen)
+        trial[f] = tuple(chosen[f]) + axes
+        try:
+            check_factor_axes(rule, tuple(trial), mesh)
+        except RuleError:
+            continue
+        chosen, decided[f] = trial, True
     for which, sharding in order:
         try:
             proj = factor_axes_from_tensor(rule, which, sharding)
@@ -153,6 +165,24 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
                 continue
             chosen, decided[f] = trial, True
     return tuple(chosen)
+
+
+def _agreed_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding]) -> dict[int, tuple]:
+    """Reduction factors every operand that has them shards alike (and not empty): factor -> those axes."""
+    agreed: dict[int, tuple] = {}
+    seen: dict[int, set] = {}
+    for k, sharding in enumerate(operands):
+        try:
+            proj = factor_axes_from_tensor(rule, k, sharding)
+        except RuleError:
+            return {}
+        for f in range(rule.num_factors):
+            if rule.factor_kinds[f] is FactorKind.REDUCTION and any(f in d for d in rule.tensor_dims(k)):
+                seen.setdefault(f, set()).add(tuple(proj[f]))
+    for f, lists in seen.items():
+        if len(lists) == 1 and next(iter(lists)):
+            agreed[f] = next(iter(lists))
+    return agreed
 
 
 __all__ = ["op_factor_axes", "propagate_outcome", "search"]
