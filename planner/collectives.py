@@ -317,6 +317,19 @@ def _stacked_pscatter(x, attrs):
     return np.stack([np.split(block, x.shape[0], axis=attrs["dim"])[c] for c, block in enumerate(x)])
 
 
+def _stacked_pscatter_adjoint(x, attrs):
+    """The adjoint of :func:`_stacked_pscatter`: row ``c``'s cotangent placed at piece ``c`` of zeros (each row held
+    its whole block and kept piece ``c``; the other pieces it dropped get no cotangent)."""
+    g, dim = x.shape[0], attrs["dim"]
+    out = np.zeros(x.shape[:dim + 1] + (x.shape[dim + 1] * g,) + x.shape[dim + 2:], dtype=x.dtype)
+    n = x.shape[dim + 1]
+    for c in range(g):
+        index = [c] + [slice(None)] * (x.ndim - 1)
+        index[dim + 1] = slice(c * n, (c + 1) * n)
+        out[tuple(index)] = x[c]
+    return out
+
+
 def _stacked_all_to_all(x, attrs):
     g = x.shape[0]
     pieces = [np.split(block, g, axis=attrs["split_dim"]) for block in x]  # pieces[d][c]
@@ -532,9 +545,12 @@ class Primitive:
     ``jax.lax`` lowering (``None``: none), ``in_regions`` whether a manual
     region's body may apply it, ``stacked_adjoint`` the primitive whose
     ``reference`` (with :func:`transpose_params`) is the adjoint of this one's
-    (``None``: its transpose's). They differ where an invariant value is
+    (``None``: its transpose's), or ``adjoint`` that adjoint itself where no
+    registered primitive's reference is it. They differ where an invariant value is
     involved: on stacked blocks it is held ``G`` times, so the adjoint of psum's
-    sum-and-copy is itself, not pbroadcast's identity.
+    sum-and-copy is itself, not pbroadcast's identity, and pscatter's keeps each
+    row's piece in place where all_gather_invariant's would copy every piece to
+    every row.
     """
 
     name: str
@@ -553,6 +569,7 @@ class Primitive:
     jax: Callable | None = field(default=None, repr=False, compare=False)
     in_regions: bool = field(default=False, repr=False)
     stacked_adjoint: str | None = field(default=None, repr=False)
+    adjoint: Callable | None = field(default=None, repr=False, compare=False)
     shape: str = field(default="same", repr=False)
 
     def __post_init__(self):
@@ -601,7 +618,7 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
               shape="gathers",
               fix="the value is already the same on every device: drop the gather or insert pbroadcast",
               reference=_stacked_all_gather, kernel=_kernel_all_gather, stacked_adjoint="psum_scatter",
-              jax=_jax_all_gather_invariant),
+              jax=_jax_all_gather_invariant, in_regions=True),
     Primitive("all_to_all", VARYING, VARYING, "AllToAll", None, "all_to_all", _swap_split_concat,
               dim_attrs=("split_dim", "concat_dim"), shape="exchanges",
               reference=_stacked_all_to_all, kernel=_kernel_all_to_all, jax=_jax_all_to_all, in_regions=True),
@@ -619,7 +636,8 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
     Primitive("pscatter", INVARIANT, VARYING, None, "local slice x[axis_index]", "all_gather_invariant",
               dim_attrs=("dim",), shape="scatters",
               fix="use psum_scatter to sum varying values, or psum first",
-              reference=_stacked_pscatter, kernel=_kernel_pscatter, stacked_adjoint="", jax=_jax_pscatter),
+              reference=_stacked_pscatter, kernel=_kernel_pscatter, adjoint=_stacked_pscatter_adjoint,
+              jax=_jax_pscatter, in_regions=True),
     Primitive("psum", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", fix="insert pbroadcast or drop the psum",
               reference=_stacked_psum, kernel=_kernel_psum, jax=_jax_psum, in_regions=True,
               stacked_adjoint="psum"),
@@ -681,17 +699,16 @@ def transpose_params(name: str, params: Mapping[str, object]) -> dict[str, objec
 
 
 def stacked_vjp(name: str, cotangent: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
-    """The VJP of ``name``'s ``reference`` on a cotangent stacked over the group: the reference of its
-    ``stacked_adjoint`` (by default its transpose), with :func:`transpose_params` (an empty
-    ``stacked_adjoint``: none is registered).
+    """The VJP of ``name``'s ``reference`` on a cotangent stacked over the group: its ``adjoint``, else the
+    reference of its ``stacked_adjoint`` (by default its transpose), with :func:`transpose_params`.
 
     >>> stacked_vjp("all_gather", np.ones((2, 4)), {"axes": ("i",), "dim": 0}).tolist()
     [[2.0, 2.0], [2.0, 2.0]]
     """
     prim = primitive(name)
+    if prim.adjoint is not None:
+        return prim.adjoint(cotangent, attrs)
     adjoint = transpose_of(name).name if prim.stacked_adjoint is None else prim.stacked_adjoint
-    if not adjoint:
-        raise RuleError(f"{name} has no stacked adjoint among the registered collectives")
     return PRIMITIVES[adjoint].reference(cotangent, transpose_params(name, attrs))
 
 

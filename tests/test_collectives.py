@@ -156,15 +156,17 @@ def test_pmean_is_a_scaled_psum():
 
 def test_backprop_runs_the_seeds_transpose_except_pbroadcasts_psum_which_the_redistribution_makes():
     assert {n: backprop_primitive(n) for n in REGION_COLLECTIVES if n != "axis_index"} == {
-        "all_gather": "psum_scatter", "all_to_all": "all_to_all", "pbroadcast": "pbroadcast", "pmean": "pbroadcast",
-        "ppermute": "ppermute", "psum": "pbroadcast", "psum_scatter": "all_gather"}
+        "all_gather": "psum_scatter", "all_gather_invariant": "pscatter", "all_to_all": "all_to_all",
+        "pbroadcast": "pbroadcast", "pmean": "pbroadcast", "ppermute": "ppermute", "pscatter": "all_gather_invariant",
+        "psum": "pbroadcast", "psum_scatter": "all_gather"}
 
 
 def test_region_collectives_are_the_graph_ops():
     from graphs.ops.collectives import COLLECTIVE_OPS
 
     assert COLLECTIVE_OPS == REGION_COLLECTIVES == (
-        "all_gather", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute", "psum", "psum_scatter")
+        "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute", "pscatter",
+        "psum", "psum_scatter")
 
 
 # -- step kinds ---------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ ATTRS = {
     "all_gather": {"dim": 1}, "all_gather_invariant": {"dim": 1}, "psum_scatter": {"dim": 1}, "pscatter": {"dim": 1},
     "all_to_all": {"split_dim": 0, "concat_dim": 1}, "ppermute": {"perm": ((0, 2), (2, 1), (1, 0))},
 }
-LINEAR = [n for n, p in PRIMITIVES.items() if p.transpose and p.stacked_adjoint != ""]
+LINEAR = [n for n, p in PRIMITIVES.items() if p.transpose]
 
 
 def _stacked(name, rng):
@@ -224,9 +226,10 @@ def test_stacked_vjp_is_the_adjoint_of_the_stacked_meaning(name):
     assert np.vdot(stacked_vjp(name, ybar, attrs), x) == pytest.approx(np.vdot(ybar, y), rel=1e-12)
 
 
-def test_pscatter_has_no_stacked_adjoint_yet():
-    with pytest.raises(RuleError, match="pscatter has no stacked adjoint"):
-        stacked_vjp("pscatter", np.ones((2, 4)), {"axes": ("i",), "dim": 0})
+def test_pscatters_stacked_adjoint_puts_each_rows_cotangent_back_at_its_piece():
+    # row c kept piece c of its block [c*2, c*2 + 2) along dim 0: its cotangent goes back there, zeros elsewhere
+    got = stacked_vjp("pscatter", np.arange(1.0, 5.0).reshape(2, 2, 1), {"axes": ("i",), "dim": 0})
+    assert got[..., 0].tolist() == [[1.0, 2.0, 0.0, 0.0], [0.0, 0.0, 3.0, 4.0]]
 
 
 @pytest.mark.parametrize("name", list(PRIMITIVES))

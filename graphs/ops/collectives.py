@@ -23,6 +23,14 @@ the operand of device ``c``, ``y_c`` its result):
   VJP: psum_scatter along ``dim``.
 - ``psum_scatter`` (``dim``): ``y_c`` = block ``c`` of ``sum_d x_d`` along ``dim``
   (which ``G`` must divide); VJP: all_gather along ``dim``.
+- ``all_gather_invariant`` (``dim``): ``all_gather``'s values, typed invariant over
+  ``axes`` (seed 004: it has no pbroadcast fused in); VJP: psum_scatter on the
+  stacked copies, whose transpose on the devices is ``pscatter`` (the cotangent of
+  an invariant value is whole on every device: each keeps its piece).
+- ``pscatter`` (``dim``): ``y_c`` = block ``c`` of ``x_c`` along ``dim``, of an
+  operand invariant over ``axes`` (no communication); VJP: each device's
+  cotangent back at its block, zeros elsewhere; on the devices its transpose is
+  ``all_gather_invariant``.
 - ``all_to_all`` (``split_dim``, ``concat_dim``): ``x_d`` is cut into ``G`` blocks
   along ``split_dim``; ``y_c`` concatenates block ``c`` of every ``x_d`` (in ``d``
   order) along ``concat_dim``; VJP: all_to_all with the two dims swapped.

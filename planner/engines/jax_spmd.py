@@ -188,6 +188,14 @@ def lowering_problem(plan) -> str | None:
     for r in plan.program.redistributions("forward"):
         if any(step.before.mesh != step.after.mesh for step in r.plan.steps):
             return f"the redistribution of {r.tensor!r} changes the mesh's device order"
+    for phase in ("forward", "backward"):
+        for r in plan.program.redistributions(phase):
+            for step in r.plan.steps:
+                if step.kind == "CollectivePermute" and variance(step.before) - variance(step.after):
+                    return (f"the {phase} redistribution of {r.tensor!r} permutes blocks from "
+                            f"{step.before.dims_text()} to {step.after.dims_text()}, invariant over axes its "
+                            "operand varies over: JAX types a ppermute's result varying over every axis it runs "
+                            "over and has no cast back to invariant")
     return padding_problem(plan)
 
 

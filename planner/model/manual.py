@@ -129,7 +129,10 @@ def manual_variance(graph) -> Mapping[str, frozenset]:
     is invariant where another varies); a collective's as
     :func:`planner.collectives.result_variance` says, after the
     implicit pbroadcast of an operand invariant over its axes (JAX's rule: a psum
-    of an invariant value sums its copies). An exit whose out-sharding replicates
+    of an invariant value sums its copies). Of the collectives that take an invariant
+    operand, a cast (pbroadcast) of one that already varies is the identity, and one
+    that scatters (pscatter) refuses it: seed 004's :class:`VarianceError` (psum_scatter
+    sums varying values). An exit whose out-sharding replicates
     a manual axis its operand varies over is a :class:`VarianceError`.
     """
     out: dict[str, frozenset] = {}
@@ -142,9 +145,17 @@ def manual_variance(graph) -> Mapping[str, frozenset]:
             if is_collective(op):
                 axes = tuple(op.attr("axes"))
                 name = seed_name(op.op)
-                needs = primitive(name).operand  # varying, invariant or None (axis_index)
-                before = ins - frozenset(axes) if needs == "invariant" else ins | frozenset(axes)
-                out[op.output] = frozenset(result_variance(name, set(before), axes, where=f"op {op.name!r}"))
+                prim = primitive(name)
+                needs = prim.operand  # varying, invariant or None (axis_index)
+                if needs == "invariant":
+                    before = ins - frozenset(axes) if prim.shape == "same" else ins
+                else:
+                    before = ins | frozenset(axes)
+                line = f" ({graph.source}:{op.line})" if graph.source and op.line else ""
+                operand = (f"{op.inputs[0]!r} (varying over {', '.join(sorted(before)) or 'no manual axis'})"
+                           if op.inputs else "the operand")
+                out[op.output] = frozenset(result_variance(name, set(before), axes, where=f"op {op.name!r}{line}",
+                                                           operand=operand))
             else:
                 out[op.output] = ins
         for op_name, sharding in zip(region.exit_ops, region.out_shardings):
@@ -181,7 +192,9 @@ def manual_pending(graph, op, variance: Mapping[str, frozenset]) -> tuple[tuple[
     over them: the psum that transposes that pbroadcast, made by the redistribution that takes it
     home. A collective's own transpose handles its axes (psum -> pbroadcast ...), but an operand
     invariant over them was pbroadcast first (JAX's rule), and ``pbroadcast`` is that cast written
-    out: pending over their axes. ``manual_exit`` pends its operand over the out-sharding's manual
+    out: pending over their axes; one that needs its operand invariant and scatters it (``pscatter``,
+    whose transpose ``all_gather_invariant`` gives the whole cotangent) pbroadcasts nothing.
+    ``manual_exit`` pends its operand over the out-sharding's manual
     axes it does not vary over. Empty outside regions and for ``manual_enter``."""
     region = graph.region_of_op(op.name) if graph.manual_regions else None
     if region is None or region.role(op.name) == "enter":
@@ -194,6 +207,9 @@ def manual_pending(graph, op, variance: Mapping[str, frozenset]) -> tuple[tuple[
         sharded = {a for d in region.manual_dims(region.boundary_sharding(op.name)) for a in d}
         return (order(sharded - ins[0]),)
     if is_collective(op):
+        prim = primitive(seed_name(op.op))
+        if prim.operand == "invariant" and prim.shape != "same":
+            return tuple(() for _ in ins)
         axes = frozenset(op.attr("axes"))
         return tuple(order(axes - v) for v in ins)
     every = frozenset().union(variance[op.output], *ins)

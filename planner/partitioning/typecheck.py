@@ -37,6 +37,7 @@ from planner.errors import VarianceError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.sharding import TensorSharding
 from planner.ir.variance import VarType
+from planner.redistribution.engine import permute_axes
 
 
 @dataclass(frozen=True, order=True)
@@ -118,18 +119,20 @@ def check_step(step, where: str) -> None:
     mesh = step.before.mesh
     before, after = variance(step.before), variance(step.after)
     name = step_primitive(step)
+    proven = frozenset()
     if step.kind == "Slice":
         axes = after - before
     elif step.kind == "CollectivePermute":
-        axes = before & after
+        axes, proven = _permute_types(step, mesh, before, after)
     else:
         axes = frozenset().union(*(_atoms(a, mesh) for a in step.axes))
     if not axes:
         got = before
     else:
-        got = result_variance(name, before, tuple(sorted(axes)), where=where,
+        operand = before | axes if step.kind == "CollectivePermute" else before  # its implicit pbroadcast
+        got = result_variance(name, operand, tuple(sorted(axes)), where=where,
                               operand=f"{step.before.dims_text()} (varying over {variance_text(before, mesh)})")
-    lost = got - after
+    lost = got - after - proven
     if lost:
         raise VarianceError(
             f"{name} over {variance_text(axes, mesh)} gives a value varying over {variance_text(got, mesh)}, but "
@@ -138,6 +141,23 @@ def check_step(step, where: str) -> None:
             f"(rule: {name} {primitive(name).operand} -> {primitive(name).result})",
             where=where,
         )
+
+
+def _permute_types(step, mesh, before: frozenset, after: frozenset) -> tuple[frozenset, frozenset]:
+    """A ``CollectivePermute``'s ppermute: the axis pieces it runs over (those its pairs move blocks along, and
+    those the value varies over before and after), and those its result is invariant over although ppermute's
+    rule says varying (seed 004: varying -> varying; an operand invariant over some of them is pbroadcast first,
+    as JAX's ``ppermute`` does).
+
+    The engine builds the pairs on the device index map, so every device ends with its block of ``step.after``:
+    along a piece the pairs move blocks along and ``step.after`` does not use, every device of a group holds the
+    same block (``[{"dp"}]`` to ``[{"tp"}]``: the device that lacks its quarter receives it from one along
+    ``dp`` that holds it). The value is invariant there, which seed 004's static rule cannot see; the planner
+    types it by its layout. A piece the pairs do not move along stays as the rule says (dropping one needs a
+    psum or a gather). Its transpose is the inverse permute of the cotangent (whole: a pending cotangent is
+    summed first, :mod:`planner.redistribution.transpose`)."""
+    moved = frozenset().union(*(_atoms(a, mesh) for a in permute_axes(mesh, step.pairs)))
+    return (before & after) | moved, moved - after
 
 
 def pbroadcasts(strategy) -> tuple[frozenset, ...]:

@@ -73,7 +73,6 @@ def reshard(
     *,
     within: Sequence[AxisRef] | None = None,
     ties: str = "exhaustive",
-    typed: bool = False,
     _exhaustive: bool = False,
 ) -> ReshardPlan:
     """The cheapest plan from ``source`` to ``destination`` (see the module docstring).
@@ -96,10 +95,6 @@ def reshard(
     or ``"any"`` (a cheapest plan the A* finds first, about a third faster; what the planner uses).
     ``plan.exact`` then says the plan is known to be a cheapest one.
 
-    ``typed``: only plans a program typed by device variance can express (seed 004: no
-    CollectivePermute makes a value the same along an axis it varies over), as the planner's
-    programs are; the bare sequence of collectives may move a block to another axis in one permute.
-
     ``_exhaustive`` (private) runs the Dijkstra the engine used before its A*, which
     expands every state cheaper than the answer: benchmarks compare the two.
     """
@@ -120,7 +115,6 @@ def reshard(
     return _reshard(
         shape, dtype, source.layout_only(), destination.layout_only(), cluster or _default_cluster(), objective,
         pieces == "primes", bool(_exhaustive), None if within is None else tuple(within), ties == "exhaustive",
-        bool(typed),
     )
 
 
@@ -132,7 +126,7 @@ def reshard_for_planning(shape, dtype, source, destination, cluster, within=None
     faster setting (consistently: what is costed is what runs). ``within``: see :func:`reshard`.
     """
     return reshard(shape, dtype, source, destination, cluster, objective="time", pieces="axes", within=within,
-                   ties="any", typed=True)
+                   ties="any")
 
 
 @memoize("default cluster", maxsize=1)
@@ -142,7 +136,7 @@ def _default_cluster() -> Cluster:
 
 @memoize("redistribution plans", maxsize=65536)
 def _reshard(shape, dtype, source, destination, cluster, objective, primes, exhaustive=False,
-             within=None, ties=True, typed=False) -> ReshardPlan:
+             within=None, ties=True) -> ReshardPlan:
     itemsize = dtype_itemsize(dtype)
     steps: list[Step] = []
     start = source
@@ -151,7 +145,7 @@ def _reshard(shape, dtype, source, destination, cluster, objective, primes, exha
         if step is not None:
             steps.append(step)
     found, exact = _search(shape, itemsize, start, destination, cluster, objective == "time", primes, exhaustive,
-                           within, ties, typed)
+                           within, ties)
     return ReshardPlan(shape, dtype, source, destination, tuple(steps + found), NOTE, exact)
 
 
@@ -235,18 +229,18 @@ def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
 
 
 def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool,
-            primes: bool = True, exhaustive: bool = False, within=None, ties: bool = True,
-            typed: bool = False) -> tuple[list[Step], bool]:
+            primes: bool = True, exhaustive: bool = False, within=None,
+            ties: bool = True) -> tuple[list[Step], bool]:
     """The steps from ``source`` to ``destination``, and whether they are the exhaustive search's."""
     pc = Pieces.refine(destination.mesh, shape, [source, destination], primes, within)
     start, goal = pc.state_of(source), pc.state_of(destination)
     if start == goal:
         return [], True
     if exhaustive:
-        return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time, typed), True
+        return _dijkstra(pc, start, goal, itemsize, source, destination, cluster, by_time), True
     budget = search_budget(pc)
     describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
-    graph = _graph(pc, cluster, itemsize, by_time, typed)
+    graph = _graph(pc, cluster, itemsize, by_time)
     if not primes:
         # whole axes (the planner's thousands of small searches, nearly all exact within their
         # budget): the plan in hand is only made when the search runs out
@@ -265,7 +259,7 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     # the sub-axis search's, whose search then only looks for cheaper ones
     coarse = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
     if len(coarse.refs) < len(pc.refs):
-        rough = _graph(coarse, cluster, itemsize, by_time, typed)
+        rough = _graph(coarse, cluster, itemsize, by_time)
         chain, _ = budget.spend(0.4, lambda part: astar(
             rough, coarse.state_of(source), coarse.state_of(destination), _same_layout, describe, part,
             known[0], ties=ties))
@@ -295,17 +289,16 @@ def _first_chain(pc: Pieces, graph: Graph, start: State, goal: State, itemsize: 
     return chain
 
 
-def _graph(pc: Pieces, cluster, itemsize: int, by_time: bool, typed: bool = False) -> Graph:
-    return pc.memo(("graph", cluster, itemsize, by_time, typed), Graph, pc, cluster, itemsize, by_time, _move_cost,
-                   typed)
+def _graph(pc: Pieces, cluster, itemsize: int, by_time: bool) -> Graph:
+    return pc.memo(("graph", cluster, itemsize, by_time), Graph, pc, cluster, itemsize, by_time, _move_cost)
 
 
 def _unreachable(source, destination, shape) -> str:
     return f"no sequence of collectives turns {source} into {destination} for shape {'x'.join(map(str, shape))}"
 
 
-def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destination, cluster, by_time,
-              typed: bool = False) -> list[Step]:
+def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destination, cluster,
+              by_time) -> list[Step]:
     """The exhaustive search the engine ran before its A* (kept to measure the A* against it)."""
     shape = pc.shape
     # a path's cost is (bytes, time, collectives); the objective orders them
@@ -322,8 +315,8 @@ def _dijkstra(pc: Pieces, start: State, goal: State, itemsize, source, destinati
         b, t, n = best[state]
         if state == goal or _same_layout(pc, state, goal):
             return _steps(pc, back, start, state, goal, cluster)
-        for move, cost in priced.get_or_compute(("moves", state, goal, itemsize, typed), _priced, pc, state, goal,
-                                                itemsize, cluster, priced, typed):
+        for move, cost in priced.get_or_compute(("moves", state, goal, itemsize), _priced, pc, state, goal,
+                                                itemsize, cluster, priced):
             new = (b + cost.bytes_per_device, t + cost.time_s, n + (move.kind != "Slice"))
             old = best.get(move.after)
             if old is None or rank(new) < rank(old):
@@ -340,10 +333,10 @@ def _priced_memo() -> BoundedCache:
 
 
 def _priced(pc: Pieces, state: State, goal: State, itemsize: int, cluster: Cluster,
-            memo: BoundedCache, typed: bool = False) -> list[tuple[Move, CollectiveCost]]:
+            memo: BoundedCache) -> list[tuple[Move, CollectiveCost]]:
     """The moves from ``state`` with their cost on ``cluster``: one lookup per state the search pops,
     not one per edge it relaxes (a move's cost is shared by every goal it is a move towards)."""
-    return [(m, memo.get_or_compute(m, _move_cost, pc, m, cluster)) for m in moves(pc, state, goal, itemsize, typed)]
+    return [(m, memo.get_or_compute(m, _move_cost, pc, m, cluster)) for m in moves(pc, state, goal, itemsize)]
 
 
 def _same_layout(pc: Pieces, a: State, b: State) -> bool:

@@ -90,17 +90,15 @@ def _span_ok(new_lo: np.ndarray, new_hi: np.ndarray, lo: np.ndarray, hi: np.ndar
     return bool(np.all(empty | ((lo <= new_lo) & (new_hi <= hi))))
 
 
-def moves(pc: Pieces, state: State, goal: State, itemsize: int, typed: bool = False) -> list[Move]:
-    """Every valid move from ``state`` that can bring it closer to ``goal`` (``typed``: see
-    :func:`permute_move`).
+def moves(pc: Pieces, state: State, goal: State, itemsize: int) -> list[Move]:
+    """Every valid move from ``state`` that can bring it closer to ``goal``.
 
     The moves that do not depend on the goal are computed once per state and
     kept on ``pc`` (shared by every search over the same pieces), the rest once
     per (state, goal).
     """
     base = pc.memo(("base", state, itemsize), _listed, _base_moves, pc, state, itemsize)
-    extra = pc.memo(("goal", state, goal, itemsize, typed), _listed, _goal_moves, pc, state, goal, itemsize, True,
-                    typed)
+    extra = pc.memo(("goal", state, goal, itemsize), _listed, _goal_moves, pc, state, goal, itemsize)
     return base + extra
 
 
@@ -258,8 +256,7 @@ def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) 
                 yield m
 
 
-def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True,
-                typed: bool = False) -> Iterator[Move]:
+def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True) -> Iterator[Move]:
     """Moves aimed at ``goal``: reductions, jumps straight to its dimensions, runs of its slices."""
     local = pc.local_elements(state)
     rank = len(state.dims)
@@ -321,7 +318,7 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
 
     # CollectivePermute straight to the goal.
     if permutes and state.unreduced == goal.unreduced and goal != state:
-        m = permute_move(pc, state, goal, itemsize, typed)
+        m = permute_move(pc, state, goal, itemsize)
         if m is not None:
             yield m
 
@@ -352,7 +349,7 @@ def _scatter_groups(pc: Pieces, to_reduce: tuple[int, ...], goal: State) -> list
     return list(dict.fromkeys(g for g in groups if g))
 
 
-def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: bool = False) -> Move | None:
+def permute_move(pc: Pieces, state: State, target: State, itemsize: int) -> Move | None:
     """One CollectivePermute from ``state`` to ``target``, if a matching of holders exists.
 
     A device whose new block it already holds receives nothing; any other device
@@ -360,14 +357,12 @@ def permute_move(pc: Pieces, state: State, target: State, itemsize: int, typed: 
     exactly that box from a distinct device that holds all of it (each device sends
     at most one message and receives at most one, as XLA's collective-permute).
 
-    With ``typed``, the target must shard over every piece the state shards over: in a program
-    typed by device variance (seed 004, the planner's) a permute cannot make a value the same
-    along an axis it varies over (only a sum or a gather drops an axis), even where the blocks
-    it moves would; a bare sequence of collectives (``shardplan reshard``) may.
+    The target may drop pieces the state shards over (``[{"dp"}]`` to ``[{"tp"}]``: the device that lacks its
+    block receives it from one along ``dp`` that holds it): the pairs give every device of a group along a
+    dropped piece the same block, so the value is invariant there (its type in a program:
+    :func:`planner.partitioning.typecheck.check_step`).
     """
     if state.unreduced != target.unreduced or state.unreduced:
-        return None
-    if typed and not state.used() <= target.used():
         return None
     found = _permute_needs(pc, state, target)
     if found is None:

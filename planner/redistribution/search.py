@@ -64,12 +64,11 @@ class Graph:
 
     __slots__ = ("pc", "cluster", "itemsize", "by_time", "ids", "states", "edges", "goal_edges",
                  "bounds", "permutes", "same", "fast_step", "slow_bw", "cost_of", "entries", "call_s", "latency_s",
-                 "_rounds", "_least_memo", "links", "typed")
+                 "_rounds", "_least_memo", "links")
 
     def __init__(self, pc: Pieces, cluster: Cluster, itemsize: int, by_time: bool,
-                 cost_of: Callable[[Pieces, Move, Cluster], CollectiveCost], typed: bool = False):
+                 cost_of: Callable[[Pieces, Move, Cluster], CollectiveCost]):
         self.pc, self.cluster, self.itemsize, self.by_time, self.cost_of = pc, cluster, itemsize, by_time, cost_of
-        self.typed = typed  # permutes a variance-typed program can express (see permute_move)
         links = [cluster.intra_node, cluster.inter_node] + [link for _, link in cluster.axis_links]
         self.fast_step = min(link.overhead_s + link.latency_s for link in links)  # one collective's least time
         self.call_s = min(link.overhead_s for link in links)
@@ -213,7 +212,7 @@ class Graph:
     def permute(self, sid: int, tid: int):
         key = (sid, tid)
         if key not in self.permutes:
-            m = permute_move(self.pc, self.states[sid], self.states[tid], self.itemsize, self.typed)
+            m = permute_move(self.pc, self.states[sid], self.states[tid], self.itemsize)
             if m is None:
                 self.permutes[key] = None
             else:

@@ -1,9 +1,9 @@
 """Manual regions run on JAX/XLA as ``jax.shard_map`` (issue 14 over issue 13's regions).
 
 The end-to-end check is one subprocess (JAX must start with 4 host devices; this process may already hold JAX
-with another count) running five plans: megatron_by_hand forward, dp_training_step trained, ring_matmul forward,
-a two-axis region whose collectives list their axes against the mesh's order, and a region using every other
-collective, trained."""
+with another count) running six plans: megatron_by_hand forward, dp_training_step trained, ring_matmul forward,
+a two-axis region whose collectives list their axes against the mesh's order, a region using every other
+collective, trained, and one using all_gather_invariant and pscatter, trained."""
 
 import json
 import os
@@ -67,6 +67,30 @@ regions:
 outputs: [m, s, t, si]
 """
 
+# seed 004's all_gather_invariant (varying -> invariant, so its out-sharding replicates it) and pscatter (invariant ->
+# varying, no communication), trained: each transposes into the other
+INVARIANT_GATHER = """\
+name: invariant_gather
+mesh: {tp: 4}
+tensors:
+  x: {shape: [8, 16]}
+  w: {shape: [8, 16], kind: param}
+  v: {shape: [8, 16], kind: param}
+regions:
+  - name: r
+    manual_axes: [tp]
+    inputs: [x, w, v]
+    in_shardings: ['[{"tp"}, {}]', '[{"tp"}, {}]', '[{}, {}]']
+    outputs: [g, s]
+    out_shardings: ['[{}, {}]', '[{"tp"}, {}]']
+    ops:
+      - {name: xw, op: mul, inputs: [x, w], output: p}
+      - {name: gather, op: all_gather_invariant, axes: [tp], dim: 0, inputs: [p], output: g}
+      - {name: sq, op: mul, inputs: [v, v], output: vv}
+      - {name: scatter, op: pscatter, axes: [tp], dim: 0, inputs: [vv], output: s}
+outputs: [g, s]
+"""
+
 RUNS = textwrap.dedent("""\
     import json, sys
     from planner.api import plan
@@ -108,11 +132,14 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
     two_axes.write_text(TWO_AXES)
     every = tmp_path / "all_collectives.yaml"
     every.write_text(ALL_COLLECTIVES)
+    invariant = tmp_path / "invariant_gather.yaml"
+    invariant.write_text(INVARIANT_GATHER)
     runs = [["megatron", str(CONFIGS / "megatron_by_hand.yaml"), False],
             ["dp", str(CONFIGS / "dp_training_step.yaml"), True],
             ["ring", str(CONFIGS / "ring_matmul.yaml"), False],
             ["two_axes", str(two_axes), False],
-            ["every", str(every), True]]
+            ["every", str(every), True],
+            ["invariant", str(invariant), True]]
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", RUNS, json.dumps(runs)], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)
@@ -152,3 +179,16 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
         {k for k, v in every["by_kind"].items() if v["xla_count"]} == \
         {"AllGather", "AllReduce", "AllToAll", "ReduceScatter"}
     assert every["xla_comm_bytes_per_device"] == every["predicted_comm_bytes_per_device"]
+
+    inv = d["invariant"]
+    assert inv["ok"] and all(o["ok"] for o in inv["outputs"].values())
+    assert set(inv["gradients"]) == {"w", "v"} and all(g["ok"] for g in inv["gradients"].values())
+    # XLA compiles two all-gathers over the 4 devices: all_gather_invariant forward, and the transpose of pscatter
+    # (all_gather_invariant of s's cotangent) backward; pscatter forward and its transpose of the gather backward
+    # are local slices. Each gathers the other 3 devices' [2, 16] f32 quarters: 3 * 2 * 16 * 4 B, as planned
+    gathers = [c for c in inv["xla_collectives"] if c["kind"] == "all-gather"]
+    assert len(gathers) == len(inv["xla_collectives"]) == 2
+    assert all(c["replica_groups"] == [[0, 1, 2, 3]] and c["bytes_per_device"] == 3 * 2 * 16 * 4 for c in gathers)
+    assert sorted((c["phase"], c["kind"]) for c in inv["predicted_collectives"]) == \
+        [("backward", "AllGather"), ("forward", "AllGather")]
+    assert inv["xla_comm_bytes_per_device"] == inv["predicted_comm_bytes_per_device"]

@@ -416,3 +416,46 @@ def test_permute_boxes_of_several_shapes_travel_flat(tmp_path):
     d = json.loads(r.stdout)
     a = [[4.0 * i + j for j in range(4)] for i in range(4)]
     assert d["got"] == a[1:3] + a[0:2] and d["flat"]
+
+
+# w stored over dp, its tanh wanted over tp: the plan moves w's blocks from dp to tp in one CollectivePermute (and,
+# trained, its gradient back the same way), after which the value is invariant over dp
+CROSS_AXIS = """\
+name: cross_axis
+mesh: {dp: 4, tp: 4}
+tensors:
+  w: {shape: [16, 16], kind: param, sharding: '[{"dp"}, {}]'}
+ops:
+  - {name: act, op: tanh, inputs: [w], output: h}
+  - {name: h.constraint, op: sharding_constraint, inputs: [h], output: hc, out_sharding: '[{"tp"}, {}]'}
+  - {name: sq, op: mul, inputs: [hc, hc], output: s}
+outputs: [s]
+"""
+
+
+def test_a_permute_from_one_axis_to_another_is_no_shard_map_and_says_why():
+    from graphs import load_model_text
+
+    p = plan(load_model_text(CROSS_AXIS))
+    assert lowering_problem(p) == (
+        "the forward redistribution of 'w' permutes blocks from [{\"dp\"}, {}] to [{\"tp\"}, {}], invariant over axes "
+        "its operand varies over: JAX types a ppermute's result varying over every axis it runs over and has no cast "
+        "back to invariant")
+
+
+@pytest.mark.slow
+def test_xla_moves_a_block_from_one_axis_to_another_in_one_permute_as_planned(tmp_path):
+    """--lowering auto hands such a plan to XLA with sharding constraints: XLA's partitioner runs one
+    collective-permute of a [4, 16] f32 quarter each way (forward, and the gradient home), the plan's bytes."""
+    pytest.importorskip("jax")
+    model = tmp_path / "cross_axis.yaml"
+    model.write_text(CROSS_AXIS)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=16", JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-m", "planner", "run", str(model), "--training", "--format", "json"],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["ok"] and d["gradients"]["w"]["ok"] and d["lowering"] == "constraints"
+    quarter = 4 * 16 * 4
+    assert [(c["kind"], c["bytes_per_device"]) for c in d["xla_collectives"]] == [("collective-permute", quarter)] * 2
+    assert d["xla_comm_bytes_per_device"] == d["predicted_comm_bytes_per_device"] == 2 * quarter

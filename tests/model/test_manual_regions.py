@@ -6,7 +6,7 @@ import pytest
 
 from graphs import load_model, load_model_text
 from planner.api import plan
-from planner.errors import PlanningError
+from planner.errors import PlanningError, VarianceError
 from planner.searches.propagate import propagate
 from planner.simulation.run import simulate
 
@@ -86,4 +86,78 @@ def test_a_closed_out_sharding_that_drops_an_explicit_axis_is_refused_naming_the
     text = TYPED_REGION.replace("out_shardings: ['[{?}, {}]']", "out_shardings: ['[{}, {}]']")
     with pytest.raises(PlanningError, match=r"region 'mlp': the out-sharding \[\{\}, \{\}\].* of 'y' disagrees with "
                                             r"its type \[\{\"dp\"\}, \{\}\].*only an explicit reshard"):
+        plan(load_model_text(text))
+
+
+# -- all_gather_invariant and pscatter in a region's body (seed 004) ----------------------------------------------
+
+# p = x * w varies over tp; all_gather_invariant makes it whole and invariant, so its out-sharding may replicate it.
+# v is invariant (replicated in-sharding); pscatter keeps each device's quarter without communication.
+INVARIANT_GATHER = """\
+name: invariant_gather
+mesh: {tp: 4}
+tensors:
+  x: {shape: [8, 16]}
+  w: {shape: [8, 16], kind: param}
+  v: {shape: [8, 16], kind: param}
+regions:
+  - name: r
+    manual_axes: [tp]
+    inputs: [x, w, v]
+    in_shardings: ['[{"tp"}, {}]', '[{"tp"}, {}]', '[{}, {}]']
+    outputs: [g, s]
+    out_shardings: ['[{}, {}]', '[{"tp"}, {}]']
+    ops:
+      - {name: xw, op: mul, inputs: [x, w], output: p}
+      - {name: gather, op: all_gather_invariant, axes: [tp], dim: 0, inputs: [p], output: g}
+      - {name: sq, op: mul, inputs: [v, v], output: vv}
+      - {name: scatter, op: pscatter, axes: [tp], dim: 0, inputs: [vv], output: s}
+outputs: [g, s]
+"""
+
+
+def test_all_gather_invariant_and_pscatter_are_typed_as_seed_004_says():
+    from planner.model.manual import manual_pending, manual_variance
+
+    g = load_model_text(INVARIANT_GATHER)
+    variance = manual_variance(g)
+    # all_gather_invariant: varying -> invariant; pscatter: invariant -> varying
+    assert variance["r/p"] == {"tp"} and variance["r/g"] == frozenset()
+    assert variance["r/vv"] == frozenset() and variance["r/s"] == {"tp"}
+    # neither pbroadcasts its operand: no cotangent comes back pending (pscatter's transpose gathers it whole)
+    assert manual_pending(g, g.op("r/gather"), variance) == ((),)
+    assert manual_pending(g, g.op("r/scatter"), variance) == ((),)
+
+
+def test_all_gather_invariant_and_pscatter_train_exactly_and_transpose_into_each_other():
+    p = plan(load_model_text(INVARIANT_GATHER), training=True)
+    r = simulate(p)
+    assert r.ok and set(r.gradients) == {"w", "v"}
+    # each device's [2, 16] f32 quarter gathered from the 3 others: 3 * 2 * 16 * 4 B. Forward: the
+    # all_gather_invariant; backward: pscatter's transpose (all_gather_invariant of s's cotangent); the transpose
+    # of the forward gather is pscatter, a local slice
+    quarter = 2 * 16 * 4
+    for phase in ("forward", "backward"):
+        assert r.phases[phase]["collectives"] == {"AllGather": 1}, phase
+        assert r.phases[phase]["measured_comm_bytes_per_device"] == 3 * quarter \
+            == r.phases[phase]["predicted_comm_bytes_per_device"]
+
+
+def test_pscatter_of_a_varying_value_is_refused_naming_the_op():
+    # vv made varying by a pbroadcast: its devices' copies may differ, so taking a piece of each is no transpose of
+    # all_gather_invariant (psum_scatter sums them)
+    text = INVARIANT_GATHER.replace(
+        "      - {name: scatter, op: pscatter, axes: [tp], dim: 0, inputs: [vv], output: s}",
+        "      - {name: vary, op: pbroadcast, axes: [tp], inputs: [vv], output: vb}\n"
+        "      - {name: scatter, op: pscatter, axes: [tp], dim: 0, inputs: [vb], output: s}")
+    with pytest.raises(VarianceError, match=r"op 'r/scatter'.*pscatter over 'tp' needs an operand that is invariant "
+                                            r"over 'tp'.*use psum_scatter"):
+        plan(load_model_text(text))
+
+
+def test_a_replicated_out_sharding_takes_all_gather_invariant_but_not_all_gather():
+    # all_gather's result varies (a pbroadcast is fused in), so replicating it needs a psum
+    text = INVARIANT_GATHER.replace("op: all_gather_invariant", "op: all_gather")
+    with pytest.raises(VarianceError, match=r"output 'g' of region 'r' varies over tp but its out-sharding "
+                                            r"replicates it"):
         plan(load_model_text(text))

@@ -55,3 +55,74 @@ ops:
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_every_configs_program_type_checks(config, training):
     typecheck(plan(config, training=training).program)  # lower() already does; this pins it per config
+
+
+# -- a CollectivePermute that moves a block from one axis to another --------------------------------------------
+
+def cross_axis_model(dp: int, tp: int) -> str:
+    """w is stored sharded over dp; the constraint wants its tanh sharded over tp: the planner moves w's
+    blocks from dp to tp (before the tanh, where they are smallest)."""
+    return f"""\
+name: cross_axis
+mesh: {{dp: {dp}, tp: {tp}}}
+tensors:
+  w: {{shape: [16, 16], kind: param, sharding: '[{{"dp"}}, {{}}]'}}
+ops:
+  - {{name: act, op: tanh, inputs: [w], output: h}}
+  - {{name: h.constraint, op: sharding_constraint, inputs: [h], output: hc, out_sharding: '[{{"tp"}}, {{}}]'}}
+  - {{name: sq, op: mul, inputs: [hc, hc], output: s}}
+outputs: [s]
+"""
+
+
+def _steps(program, phase):
+    """The communicating steps of ``phase`` (local slices aside)."""
+    return [(r.tensor, s.kind, s.before.dims_text(), s.after.dims_text(), s.bytes_per_device)
+            for r in program.redistributions(phase) for s in r.plan.steps if s.kind != "Slice"]
+
+
+def test_the_planner_moves_a_block_from_dp_to_tp_in_one_permute():
+    """dp=2, tp=4: device (a, t) holds rows half a of w and needs quarter t, which lies in half t // 2. The devices
+    with t // 2 != a receive their quarter (4 rows of 16 f32: 256 B) from the device along dp that holds it: one
+    permute, where gathering over dp and slicing receives a half (512 B)."""
+    from graphs import load_model_text
+    from planner.simulation.run import simulate
+
+    p = plan(load_model_text(cross_axis_model(2, 4)))
+    assert _steps(p.program, "forward") == [("w", "CollectivePermute", '[{"dp"}, {}]', '[{"tp"}, {}]', 4 * 16 * 4)]
+    typecheck(p.program)
+    r = simulate(p)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == 256
+
+
+def test_its_backward_is_the_inverse_permute_and_the_plan_trains_exactly():
+    """dp = tp = 4: every device lacking its quarter receives it whole; the gradient goes home from [{"tp"}] to
+    [{"dp"}] the same way back, one permute of a quarter each way (4 rows of 16 f32)."""
+    from graphs import load_model_text
+    from planner.simulation.run import simulate
+
+    p = plan(load_model_text(cross_axis_model(4, 4)), training=True)
+    quarter = 4 * 16 * 4
+    assert _steps(p.program, "forward") == [("w", "CollectivePermute", '[{"dp"}, {}]', '[{"tp"}, {}]', quarter)]
+    assert _steps(p.program, "gradient") == [("w", "CollectivePermute", '[{"tp"}, {}]', '[{"dp"}, {}]', quarter)]
+    typecheck(p.program)
+    r = simulate(p)
+    assert r.ok and r.gradients["w"]["ok"]
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == 2 * quarter
+
+
+def test_a_permute_may_drop_only_an_axis_its_pairs_move_along():
+    """The permute above drops dp, along which its pairs move blocks (every device along dp ends with the same
+    block). A step claiming to drop dp with pairs that move only along tp is refused: that needs a psum or a
+    gather."""
+    from planner.errors import VarianceError
+    from planner.partitioning.typecheck import check_step
+    from planner.redistribution.steps import Step
+
+    before, after = S('[{"dp"}, {}]'), S('[{"tp"}, {}]')
+    along_dp = Step("CollectivePermute", (), (), before, after, 0, 0.0, ((0, 4),))  # device 4 dp + tp: dp 0 -> 1
+    check_step(along_dp, "here")
+    along_tp = Step("CollectivePermute", (), (), before, after, 0, 0.0, ((0, 1),))  # tp 0 -> 1, same dp
+    with pytest.raises(VarianceError, match=r'here.*ppermute over \{"tp"\}.*axis \{"dp"\} is dropped without a psum '
+                                            r'or a gather'):
+        check_step(along_tp, "here")

@@ -57,21 +57,25 @@ def test_swapping_blocks_on_a_replicated_axis_stays_off_that_axis():
     assert move.pairs and all(z(a) == z(b) for a, b in move.pairs)
 
 
-def test_a_typed_permute_never_makes_a_value_the_same_along_an_axis_it_varies_over():
-    """[{}, {"x"}] -> [{}, {"y"}] on 2x2: the device (x, y) needs block y, which device (y, *) holds,
-    so one permute moves the blocks (the bare engine's plan); but in a program typed by device
-    variance the result would vary over x (seed 004: ppermute keeps variance) while its layout is
-    replicated over x. Typed (the planner's setting), the engine does without that permute."""
+def test_one_permute_moves_a_block_from_one_axis_to_another_for_the_planner_too():
+    """[{"x"}, {}] -> [{"y"}, {}] on x=2, y=4: device (x, y) holds rows half x and needs quarter y, which
+    lies in half y // 2: the devices with y // 2 != x lack it and each receives it from the device along
+    x with the same y. One permute of a quarter block; gathering over x then slicing receives a half.
+    The planner's setting plans the permute too: the value is invariant over x afterwards, since every
+    device along x ends with the same block."""
     from planner.redistribution import reshard, reshard_for_planning
 
-    mesh = parse_mesh('@m = <["x"=2, "y"=2]>')
-    src, dst = parse_sharding('[{}, {"x"}]', mesh), parse_sharding('[{}, {"y"}]', mesh)
+    mesh = parse_mesh('@m = <["x"=2, "y"=4]>')
+    src, dst = parse_sharding('[{"x"}, {}]', mesh), parse_sharding('[{"y"}, {}]', mesh)
     pc = Pieces.refine(mesh, (8, 8), [src, dst], False)
-    assert permute_move(pc, pc.state_of(src), pc.state_of(dst), 4) is not None
-    assert permute_move(pc, pc.state_of(src), pc.state_of(dst), 4, typed=True) is None
-    assert [s.kind for s in reshard((8, 8), "f32", src, dst).steps] == ["CollectivePermute"]
-    for plan in (reshard((8, 8), "f32", src, dst, typed=True), reshard_for_planning((8, 8), "f32", src, dst, None)):
-        assert "CollectivePermute" not in [s.kind for s in plan.steps]
+    move = permute_move(pc, pc.state_of(src), pc.state_of(dst), 4)
+    assert move is not None
+    # device 4x + y: (0, 2), (0, 3) receive from (1, 2), (1, 3); (1, 0), (1, 1) from (0, 0), (0, 1)
+    assert sorted(move.pairs) == [(0, 4), (1, 5), (6, 2), (7, 3)]
+    quarter = 2 * 8 * 4  # a [2, 8] f32 block
+    for plan in (reshard((8, 8), "f32", src, dst), reshard_for_planning((8, 8), "f32", src, dst, None)):
+        assert [s.kind for s in plan.steps] == ["CollectivePermute"]
+        assert plan.bytes_per_device == quarter
 
 
 def test_containment_on_spans_matches_device_boxes_on_both_paths(monkeypatch):

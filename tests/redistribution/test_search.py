@@ -46,7 +46,7 @@ def test_planning_plans_are_as_fast_as_the_exhaustive_searchs(shape):
     cluster = _default_cluster()
     for s, d in PAIRS_2D:
         plan = reshard_for_planning(shape, "f32", s, d, cluster)
-        full = reshard(shape, "f32", s, d, cluster, objective="time", pieces="axes", typed=True, _exhaustive=True)
+        full = reshard(shape, "f32", s, d, cluster, objective="time", pieces="axes", _exhaustive=True)
         where = (s.dims_text(), d.dims_text())
         assert plan.exact, where
         assert plan.time_s == pytest.approx(full.time_s, rel=1e-12), where

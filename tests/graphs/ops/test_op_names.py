@@ -31,13 +31,13 @@ BUILDERS = ("graphs/builders/", "planner/frontends/", "graphs/manual_regions.py"
 #: The modules that still spell op names besides those, each with the names and the reason.
 ELSEWHERE = {
     # the registry of collectives: seed 004's primitives by name, each with its types, transpose, kernel, lowering
-    "planner/collectives.py": {"all_gather", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute", "psum",
-                               "psum_scatter"},
+    "planner/collectives.py": {"all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast",
+                               "pmean", "ppermute", "pscatter", "psum", "psum_scatter"},
     # a manual region's boundary and the pbroadcasts its variance types imply
     "planner/partitioning/program.py": {"manual_enter", "manual_exit", "pbroadcast"},
     # the shard_map lowering writes seed 004's primitives the steps are: the pbroadcasts of the variance types, the
-    # fused all_gather (varying) and the one ppermute of a permute step over every axis
-    "planner/engines/jax_spmd.py": {"all_gather", "pbroadcast", "ppermute"},
+    # fused all_gather (varying), the one ppermute of a permute step over every axis and a Slice's pscatter
+    "planner/engines/jax_spmd.py": {"all_gather", "pbroadcast", "ppermute", "pscatter"},
     "planner/simulation/run.py": {"manual_enter", "manual_exit"},
     # a reshape's pieces: the mesh axes cut so that shardings can follow it, and explicit mode's reshape rule
     "planner/model/build.py": {"reshape"},

@@ -9,6 +9,7 @@ SPEC_OPS = (
 ).split() + ["sharding_constraint", "propagation_barrier"]  # issue 12's annotation ops
 SPEC_OPS += ["psum", "pmean", "pbroadcast", "all_gather", "psum_scatter", "all_to_all", "ppermute", "axis_index",
              "manual_enter", "manual_exit"]  # issue 13's collectives and manual region boundary
+SPEC_OPS += ["all_gather_invariant", "pscatter"]  # seed 004's invariant gather and its transpose, in regions
 
 
 def test_registry_has_exactly_the_spec_ops_in_alphabetical_order():
