@@ -143,8 +143,9 @@ def ring_all_gather(net, members, items: list) -> list[list]:
     return [[have[r][j] for j in range(p)] for r in range(p)]
 
 
-def ring_reduce_scatter(net, members, chunks: list[list[np.ndarray]]) -> list[np.ndarray]:
-    """``chunks[r][c]``: member r's partial of chunk c. Member r ends with the sum of chunk r."""
+def ring_reduce_scatter(net, members, chunks: list[list[np.ndarray]], combine=np.add) -> list[np.ndarray]:
+    """``chunks[r][c]``: member r's partial of chunk c. Member r ends with the sum of chunk r (``combine``:
+    ``np.maximum`` or ``np.minimum`` for a pending maximum or minimum)."""
     p = len(members)
     acc = [[c.copy() for c in row] for row in chunks]
     for t in range(p - 1):
@@ -154,20 +155,21 @@ def ring_reduce_scatter(net, members, chunks: list[list[np.ndarray]]) -> list[np
             sends.append((r, c, acc[r][c]))
         for r, c, data in sends:
             dst = (r + 1) % p
-            acc[dst][c] = acc[dst][c] + net.send(int(members[r]), int(members[dst]), data)
+            acc[dst][c] = combine(acc[dst][c], net.send(int(members[r]), int(members[dst]), data))
     return [acc[r][r] for r in range(p)]
 
 
-def ring_all_reduce(net, members, blocks: list[np.ndarray]) -> list[np.ndarray]:
-    """Each member's sum of the members' equal-shape ``blocks``: a ring reduce-scatter of ``p`` padded
-    chunks, then a ring all-gather of them (the bytes AllReduce's rounds price)."""
+def ring_all_reduce(net, members, blocks: list[np.ndarray], combine=np.add) -> list[np.ndarray]:
+    """Each member's sum of the members' equal-shape ``blocks`` (``combine``: another elementwise reduction): a
+    ring reduce-scatter of ``p`` padded chunks, then a ring all-gather of them (the bytes AllReduce's rounds
+    price)."""
     p = len(members)
     flat = [b.reshape(-1) for b in blocks]
     n = flat[0].size
     c = -(-n // p) if n else 0
     padded = [np.concatenate([f, np.zeros(c * p - n, dtype=f.dtype)]) for f in flat]
     chunks = [[padded[r][j * c:(j + 1) * c] for j in range(p)] for r in range(p)]
-    reduced = ring_reduce_scatter(net, members, chunks)
+    reduced = ring_reduce_scatter(net, members, chunks, combine)
     gathered = ring_all_gather(net, members, [((j,), reduced[j]) for j in range(p)])
     return [np.concatenate([a for _, a in items])[:n].reshape(blocks[0].shape) for items in gathered]
 

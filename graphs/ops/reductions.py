@@ -105,6 +105,45 @@ def _mean_jax(jnp, lax, a, attrs):
     return jnp.mean(a[0], axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
 
 
+def _lowest(dtype) -> Any:
+    """The identity of a maximum in ``dtype``: ``-inf``, or the smallest integer."""
+    dtype = np.dtype(dtype)
+    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+
+
+def _max_local_reference(arrays, attrs, ctx, rule):
+    """A device's maximum of its block, its padding the maximum's identity (the simulator zeroes padding, and a
+    zero would beat a row of negative numbers): with the reduced axes sharded, one of the maxima that the
+    AllReduce with max combines."""
+    x, block = np.asarray(arrays[0]), ctx.operands[0]
+    if block.valid_shape != block.local_shape:
+        x = np.where(block.valid_mask(), x, np.asarray(_lowest(x.dtype), x.dtype))
+    return MAX.reference([x], attrs)
+
+
+def _max_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    """The catalogue VJP on the block, its maximum recomputed without the padding. Only over whole reduced
+    dimensions: where they are sharded the tied positions and their count are global (a pending maximum has no
+    transpose, JAX's ``pmax`` none), so a training plan keeps them unsharded."""
+    block = ctx.operands[0]
+    split = [d for d in reduced_axes("max", len(block.global_shape), attrs.get("axes")) if not block.is_whole(d)]
+    if split:
+        raise ModelError(f"max has no local backward over its sharded reduced dimensions {split}: the positions of "
+                         "the maximum and their count are global; reduce over whole dimensions to train")
+    return MAX.vjp(arrays, attrs, _max_local_reference(arrays, attrs, ctx, None), cotangent, wrt)
+
+
+def _max_jax_local(jnp, lax, a, attrs, ctx):
+    x = a[0]
+    keep = ctx.valid(0)
+    if keep is not None:
+        import numpy as np
+
+        low = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+        x = jnp.where(keep, x, jnp.asarray(low, x.dtype))
+    return jnp.max(x, axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
+
+
 def _global_count(ctx, attrs) -> int:
     """How many elements of the *global* operand one result element reduces."""
     shape = ctx.operands[0].global_shape
@@ -160,7 +199,8 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: st
                  vjp_reads_result=name == "max", rule=rule, jax_form=jax_form, **local)
 
 
-MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_", jax_form=_max_jax)
+MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_", jax_form=_max_jax,
+                 local_reference=_max_local_reference, local_vjp=_max_local_vjp, jax_local_form=_max_jax_local)
 MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_", jax_form=_mean_jax,
                   local_reference=_mean_local_reference, local_vjp=_mean_local_vjp, jax_local_form=_mean_jax_local)
 SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_", jax_form=_sum_jax)

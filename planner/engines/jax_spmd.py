@@ -64,7 +64,7 @@ from planner.errors import EngineError, InternalError
 from planner.partitioning.split_mesh import split_mesh, split_names
 from planner.ir.axis import AxisRef
 from planner.ir.layout import device_index_ranges, devices_to_positions
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import PENDING_MAX, PENDING_SUM, TensorSharding
 from planner.partitioning.program import Compute, Load, Program, Redistribute
 from planner.partitioning.typecheck import pbroadcasts, type_text, variance
 from planner.redistribution.state import missing_box
@@ -315,6 +315,14 @@ class Local:
         return keep
 
 
+def all_reduce_extremum(jax, x, attrs):
+    """The AllReduce of a value pending a maximum or minimum (a local ``max`` over sharded axes): ``pmax`` or
+    ``pmin`` over ``attrs["axes"]``."""
+    axes = tuple(attrs["axes"])
+    reduce = jax.lax.pmax if attrs["largest"] else jax.lax.pmin
+    return reduce(x, axes[0] if len(axes) == 1 else axes)
+
+
 def zero_padding(jax, x, ctx):
     """``x``, one padded block (``ctx``: a :class:`Local` of it alone), with its padding set to zero: what an op
     reads, so that padding adds nothing to a sum over the dimension (and holds no inf or nan)."""
@@ -504,6 +512,11 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
             w.emit(f"{target} = {w.collective('ppermute')}(jax, {x}, {_attrs(attrs)})", comment)
         else:
             w.emit(f"{target} = {w.function('permute_boxes', permute_boxes)}(jax, {x}, {_attrs(boxes)})", comment)
+        return
+    if kind == "AllReduce" and step.before.reduction != PENDING_SUM:  # a pending maximum or minimum
+        attrs = {"axes": axes, "largest": step.before.reduction == PENDING_MAX}
+        w.emit(f"{target} = {w.function('all_reduce_extremum', all_reduce_extremum)}(jax, {x}, {_attrs(attrs)})",
+               comment)
         return
     x, comment = _fused_pscatters(w, x, step, shape, target, comment)
     primitive = "all_gather" if fused else STEP_KINDS[kind].primitive

@@ -4,8 +4,11 @@ A :class:`TensorSharding` is bound to one :class:`~planner.ir.mesh.Mesh`. Each
 dimension has a :class:`DimSharding`: its axes, whether it is open (``?``:
 propagation may add minor axes) and its priority. ``replicated`` lists axes that
 may never shard the tensor; ``unreduced`` lists axes over which the value is a
-pending partial sum (DTensor's ``Partial``). Every other axis replicates the
-tensor implicitly.
+pending partial sum (DTensor's ``Partial``), or, with ``reduction`` ``"max"`` or
+``"min"``, a pending maximum or minimum (a local ``max`` over a sharded reduced
+dimension: the AllReduce that completes it takes the maximum). Every other axis
+replicates the tensor implicitly. The text form prints a pending sum as
+``unreduced={"y"}`` and the others with their kind, ``unreduced=max{"y"}``.
 
 The constructor canonicalises (full axes for ``"x":(1)n``, replicated and
 unreduced axes in mesh order) and then checks every invariant of seed 000; a
@@ -28,6 +31,12 @@ from typing import Iterable, Sequence
 from planner.errors import ShardingError, quote
 from planner.ir.axis import AxisRef, axes_size, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
+
+
+#: The kinds of pending reduction a value may carry: a partial sum, maximum or minimum (the names Shardy
+#: and XLA give the reduction, not ops).
+PENDING_SUM, PENDING_MAX, PENDING_MIN = "sum", "max", "min"
+REDUCTIONS = (PENDING_SUM, PENDING_MAX, PENDING_MIN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +126,7 @@ class TensorSharding:
     dims: tuple[DimSharding, ...]
     replicated: tuple[AxisRef, ...] = ()
     unreduced: tuple[AxisRef, ...] = ()
+    reduction: str = PENDING_SUM
     _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -131,8 +141,14 @@ class TensorSharding:
             for r in refs:
                 r.validate(mesh)
             object.__setattr__(self, name, sort_axes((r.canonical(mesh) for r in refs), mesh))
+        if self.reduction not in REDUCTIONS:
+            raise ShardingError(f"unknown pending reduction {quote(self.reduction)}; "
+                                f"a pending value is one of {', '.join(REDUCTIONS)}")
+        if not self.unreduced:
+            object.__setattr__(self, "reduction", PENDING_SUM)  # nothing pending: the kind is moot
         self._validate()
-        object.__setattr__(self, "_hash", hash((self.mesh, self.dims, self.replicated, self.unreduced)))
+        object.__setattr__(self, "_hash", hash((self.mesh, self.dims, self.replicated, self.unreduced,
+                                                self.reduction)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -167,6 +183,7 @@ class TensorSharding:
         replicated: Iterable[AxisRef | str] = (),
         unreduced: Iterable[AxisRef | str] = (),
         open_dims: Iterable[int] = (),
+        reduction: str = PENDING_SUM,
     ) -> "TensorSharding":
         """Build from per-dimension axis lists, merging adjacent sub-axes (for code, not users).
 
@@ -183,7 +200,7 @@ class TensorSharding:
         ]
         rep = merge_adjacent(sort_axes([as_ref(a) for a in replicated], mesh), mesh)
         unr = merge_adjacent(sort_axes([as_ref(a) for a in unreduced], mesh), mesh)
-        return cls(mesh, tuple(dim_list), rep, unr)
+        return cls(mesh, tuple(dim_list), rep, unr, reduction)
 
     @classmethod
     def replicated_on(cls, mesh: Mesh, rank: int) -> "TensorSharding":
@@ -244,14 +261,18 @@ class TensorSharding:
             new.append(replace(old, axes=merge_adjacent(tuple(axes), self.mesh)))
         return replace(self, dims=tuple(new))
 
-    def with_unreduced(self, axes: Iterable[AxisRef]) -> "TensorSharding":
-        return replace(self, unreduced=merge_adjacent(sort_axes(axes, self.mesh), self.mesh))
+    def with_unreduced(self, axes: Iterable[AxisRef], reduction: str | None = None) -> "TensorSharding":
+        """The same layout pending over ``axes``, reduced by ``reduction`` (default: the kind pending now;
+        a pending sum when nothing is)."""
+        return replace(self, unreduced=merge_adjacent(sort_axes(axes, self.mesh), self.mesh),
+                       reduction=self.reduction if reduction is None else reduction)
 
     def layout_only(self) -> "TensorSharding":
         """The same layout with every dimension closed, no priorities and no replicated axes."""
         if not self.replicated and all(d.is_closed and d.priority == 0 for d in self.dims):
             return self
-        return TensorSharding(self.mesh, tuple(DimSharding(d.axes) for d in self.dims), (), self.unreduced)
+        return TensorSharding(self.mesh, tuple(DimSharding(d.axes) for d in self.dims), (), self.unreduced,
+                              self.reduction)
 
     # -- text ----------------------------------------------------------------------
     def dims_text(self) -> str:
@@ -260,7 +281,8 @@ class TensorSharding:
         if self.replicated:
             text += ", replicated={" + ", ".join(map(str, self.replicated)) + "}"
         if self.unreduced:
-            text += ", unreduced={" + ", ".join(map(str, self.unreduced)) + "}"
+            kind = "" if self.reduction == PENDING_SUM else self.reduction
+            text += f", unreduced={kind}{{" + ", ".join(map(str, self.unreduced)) + "}"
         return text
 
     def __str__(self) -> str:

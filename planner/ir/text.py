@@ -5,7 +5,8 @@ printing gives the canonical form, and ``parse(str(s)) == s`` for every value.
 
     mesh      ::= '@' name '=' ( axes_list | '{' axes_list ',' 'device_ids=' '[' int (',' int)* ']' '}' )
     axes_list ::= '<' '[' axis (',' axis)* ']' '>'          axis ::= '"' name '"' '=' int
-    sharding  ::= 'sharding<' '@' name ',' '[' dim (',' dim)* ']' (',' 'replicated=' axes)? (',' 'unreduced=' axes)? '>'
+    sharding  ::= 'sharding<' '@' name ',' '[' dim (',' dim)* ']' (',' 'replicated=' axes)? (',' 'unreduced=' kind? axes)? '>'
+    kind      ::= 'max' | 'min'            (a pending maximum or minimum; none: a pending sum)
     dim       ::= '{' (axisref (',' axisref)*)? (',' '?')? '}' ('p' int)?
     axisref   ::= '"' name '"' | '"' name '"' ':' '(' int ')' int
     axes      ::= '{' (axisref (',' axisref)*)? '}'
@@ -31,7 +32,7 @@ from planner.errors import QUOTE_CHARS, MeshError, ParseError, ShardingError, cl
 from planner.limits import read_int
 from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh, MeshAxis
-from planner.ir.sharding import DimSharding, TensorSharding
+from planner.ir.sharding import PENDING_SUM, REDUCTIONS, DimSharding, TensorSharding
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -292,6 +293,7 @@ def parse_sharding(
     t.expect("]")
     replicated: tuple[AxisRef, ...] = ()
     unreduced: tuple[AxisRef, ...] = ()
+    reduction = PENDING_SUM
     seen = set()
     while t.at(","):
         t.expect(",")
@@ -306,12 +308,19 @@ def parse_sharding(
         if tok[1] == "replicated":
             replicated = _axes_set(t)
         else:
+            kind = t.peek()
+            if kind is not None and kind[0] == "name":
+                if kind[1] not in REDUCTIONS or kind[1] == PENDING_SUM:
+                    raise t.fail(f"unreduced={kind[1]}{{...}} names no pending reduction; write "
+                                 "unreduced={...} for a pending sum, unreduced=max{...} or unreduced=min{...}")
+                reduction = kind[1]
+                t.i += 1
             unreduced = _axes_set(t)
     if wrapped:
         t.expect(">")
     t.done()
     try:
-        return TensorSharding(mesh, tuple(dims), replicated, unreduced)
+        return TensorSharding(mesh, tuple(dims), replicated, unreduced, reduction)
     except ShardingError as e:
         raise ShardingError(f"{what} {clip(text.strip())}: {e.message}") from None
 

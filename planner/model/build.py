@@ -16,7 +16,7 @@ from planner.enumeration import enumerate_extensions, enumerate_strategies, make
 from planner.errors import PlanningError, RuleError, ShardplanError
 from planner.ir.axis import AxisRef, merge_adjacent
 from planner.ir.mesh import Mesh
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.model.annotations import annotations_at, satisfies, where
 from planner.model.axis_types import region_result_bound, restrict
 from planner.model.manual import manual_pending, manual_variance, region_candidates
@@ -157,8 +157,14 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
     out = graph.tensor(op.output)
     rule = rule_for(op, shapes, out.shape)
     if op.name in options.fixed_strategies:  # explicit mode, propagation: the op computes its tensors' shardings
-        return OpNode(op.name, op, rule, (make_strategy(rule, options.fixed_strategies[op.name], mesh),),
-                      "the strategy that computes its tensors' fixed shardings")
+        fixed = make_strategy(rule, options.fixed_strategies[op.name], mesh)
+        if options.training and fixed.result.unreduced and rule.reduction != PENDING_SUM:
+            raise PlanningError(
+                f"op {op.name!r} ({op.op}) reduces over dimensions sharded by "
+                f"{{{', '.join(map(str, fixed.result.unreduced))}}}, leaving a pending {rule.reduction}imum, which "
+                "has no backward (JAX's pmax has no transpose); replicate its reduced dimensions for training",
+                where=where(graph, op.line))
+        return OpNode(op.name, op, rule, (fixed,), "the strategy that computes its tensors' fixed shardings")
     if options.phase_new is not None:  # an axis phase: extend what earlier phases chose
         prefix = options.prefixes.get(op.name, ((),) * rule.num_factors)
         held = [a for axes in prefix for a in axes]
@@ -167,6 +173,9 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
     else:
         candidates = list(enumerate_strategies(rule, mesh, pieces))
     candidates = region_candidates(graph, op, rule, candidates)
+    if options.training and rule.reduction != PENDING_SUM:
+        # a pending maximum has no transpose (JAX's pmax none): a training step reduces max's axes unsharded
+        candidates = [s for s in candidates if not s.result.unreduced]
     user = []
     if op.name in user_strategies:
         fa = user_strategies[op.name]

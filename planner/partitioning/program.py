@@ -36,7 +36,7 @@ from typing import Union
 
 from costmodels.units import format_bytes
 from graphs.ops.collectives import is_collective
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.model.moves import Transfer, link_moves, move_plan, node_moves
 from planner.model.nodes import Model, OpNode
 from planner.model.tables import local_op_time_s, operand_gradients
@@ -401,8 +401,12 @@ def render(program: Program) -> str:
             for st in p.steps:
                 axes = ", ".join(map(str, st.axes))
                 dims = f", dims: {list(st.dims)}" if st.dims else ""
+                prim = step_primitive(st)
+                if st.kind == "AllReduce" and st.before.reduction != PENDING_SUM:  # a pending maximum: pmax
+                    dims += f", reduction: {st.before.reduction}"
+                    prim = "p" + st.before.reduction
                 lines.append(
                     f"%{value} = {st.kind}(%{value}) {{{('axes: ' + axes + dims) if axes else dims[2:]}}}"
                     f" : {type_text(p.dtype, p.shape, st.before)} -> {type_text(p.dtype, p.shape, st.after)}"
-                    f"   // {step_primitive(st)}, {where}, {format_bytes(st.bytes_per_device)} per device")
+                    f"   // {prim}, {where}, {format_bytes(st.bytes_per_device)} per device")
     return "\n".join(lines) + "\n"

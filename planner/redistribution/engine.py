@@ -51,9 +51,9 @@ from costmodels import RING, Cluster, CollectiveCost, load_cluster
 from graphs.dtypes import dtype_itemsize
 from planner.caches import BoundedCache, memoize
 from planner.errors import ReshardError, ShardingError  # ReshardError is re-exported here
-from planner.ir.axis import AxisRef, axes_for_digit, merge_adjacent
+from planner.ir.axis import AxisRef, axes_for_digit, axes_size, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.redistribution.direct import direct_chain
 from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.moves import Move, gather_then_slice, moves
@@ -144,9 +144,38 @@ def _reshard(shape, dtype, source, destination, cluster, objective, primes, exha
         start, step = _change_mesh(shape, itemsize, source, destination, cluster)
         if step is not None:
             steps.append(step)
+    if start.unreduced and start.reduction != PENDING_SUM:
+        start, step = _complete_extremum(shape, itemsize, start, destination, cluster)
+        if step is not None:
+            steps.append(step)
     found, exact = _search(shape, itemsize, start, destination, cluster, objective == "time", primes, exhaustive,
                            within, ties)
     return ReshardPlan(shape, dtype, source, destination, tuple(steps + found), NOTE, exact)
+
+
+# -- a pending maximum or minimum ----------------------------------------------------------
+
+def _complete_extremum(shape, itemsize, source: TensorSharding, destination: TensorSharding,
+                       cluster) -> tuple[TensorSharding, Step | None]:
+    """A value pending a maximum or minimum (a local ``max`` over sharded axes) is completed first, by one
+    AllReduce over all its pending axes that takes the maximum (XLA's all-reduce with a max computation, JAX's
+    ``pmax``), priced as the sum's ring. Only a sum may be reduce-scattered or left partly pending (the search's
+    moves know sums only), so the destination may not keep any of it pending unless it is the same value."""
+    if destination.unreduced:
+        if destination.layout_only() == source.layout_only():
+            return source, None
+        raise ReshardError(
+            f"{source} is pending a {source.reduction}imum over {{{', '.join(map(str, source.unreduced))}}}, which "
+            f"only an AllReduce over all of them completes; {destination} keeps "
+            f"{destination.reduction} pending over {{{', '.join(map(str, destination.unreduced))}}}: ask for a "
+            "layout without unreduced axes")
+    mesh = source.mesh
+    axes = source.unreduced
+    p = axes_size(axes, mesh)
+    local = int(np.prod(source.local_shape(shape), dtype=np.int64))
+    cost = RING.cost("AllReduce", p, -(-local // p) * itemsize, cluster.link_for(mesh, axes))
+    reduced = source.with_unreduced(())
+    return reduced, Step("AllReduce", axes, (), source, reduced, cost.bytes_per_device, cost.time_s)
 
 
 # -- mesh change -------------------------------------------------------------------------
@@ -156,7 +185,7 @@ def _translate(sharding: TensorSharding, mesh) -> TensorSharding:
     src = sharding.mesh
     dims = [[a for ref in d.axes for a in axes_for_digit(mesh, *ref.digit(src))] for d in sharding.dims]
     unreduced = [a for ref in sharding.unreduced for a in axes_for_digit(mesh, *ref.digit(src))]
-    return TensorSharding.build(mesh, dims, unreduced=unreduced)
+    return TensorSharding.build(mesh, dims, unreduced=unreduced, reduction=sharding.reduction)
 
 
 def _change_mesh(shape, itemsize, source, destination, cluster) -> tuple[TensorSharding, Step | None]:

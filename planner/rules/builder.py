@@ -32,6 +32,7 @@ import math
 from typing import Iterable, Sequence
 
 from planner.errors import RuleError
+from planner.ir.sharding import PENDING_SUM
 from planner.rules.factors import FactorKind, OpShardingRule
 
 Shape = tuple[int, ...]
@@ -86,9 +87,9 @@ class RuleBuilder:
                 return name
             k += 1
 
-    def build(self, by_appearance: bool = False) -> OpShardingRule:
+    def build(self, by_appearance: bool = False, reduction: str = PENDING_SUM) -> OpShardingRule:
         """The rule; ``by_appearance`` renumbers factors (and renames unnamed ones) in order of
-        first appearance, operands first."""
+        first appearance, operands first; ``reduction`` combines its ``REDUCTION`` factors."""
         if self._result is None:
             raise RuleError("a rule needs a result mapping")
         order = list(range(len(self._sizes)))
@@ -107,7 +108,7 @@ class RuleBuilder:
         return OpShardingRule(
             tuple(self._sizes[f] for f in order), tuple(self._kinds[f] for f in order), tuple(names),
             tuple(remap(o) for o in self._operands), remap(self._result),
-            tuple(self._divisible[f] for f in order),
+            tuple(self._divisible[f] for f in order), reduction,
         )
 
 
@@ -189,8 +190,10 @@ def elementwise_rule(in_shapes: Sequence[Sequence[int]], out_shape: Sequence[int
 
 # -- reductions ------------------------------------------------------------------------
 
-def reduction_rule(in_shape: Sequence[int], axes: Iterable[int], keepdims: bool, kind: FactorKind) -> OpShardingRule:
-    """Reduce ``axes`` of one operand; reduced factors get ``kind``; kept size-1 dims map to ``()``."""
+def reduction_rule(in_shape: Sequence[int], axes: Iterable[int], keepdims: bool, kind: FactorKind,
+                   reduction: str = PENDING_SUM) -> OpShardingRule:
+    """Reduce ``axes`` of one operand; reduced factors get ``kind`` (combined by ``reduction``); kept size-1
+    dims map to ``()``."""
     axes = set(axes)
     b = RuleBuilder()
     factors = [b.factor(d, kind if i in axes else FactorKind.PASS_THROUGH) for i, d in enumerate(in_shape)]
@@ -202,7 +205,7 @@ def reduction_rule(in_shape: Sequence[int], axes: Iterable[int], keepdims: bool,
         elif keepdims:
             out.append(())
     b.result(out)
-    return b.build()
+    return b.build(reduction=reduction)
 
 
 # -- reshape ---------------------------------------------------------------------------

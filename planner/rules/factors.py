@@ -6,8 +6,10 @@ major to minor; a size-1 broadcast dimension maps to ``()``. Sharding a factor
 with mesh axes shards every dimension it appears in. Each factor has a kind:
 
 - ``PASS_THROUGH``: it appears in the result (matmul's ``i`` and ``j``);
-- ``REDUCTION``: it appears only in operands and is summed over (matmul's ``k``);
-  sharding it leaves the result *unreduced* (a pending sum) on its axes;
+- ``REDUCTION``: it appears only in operands and is combined over (matmul's ``k``,
+  summed); sharding it leaves the result *unreduced* on its axes: a pending sum, or
+  the rule's ``reduction`` (``"max"``, ``"min"``: the maximum of ``max``'s reduced
+  dimensions is the maximum of each device's local maxima);
 - ``NEED_REPLICATION``: it may not be sharded without gathering first (the
   softmax axis, a concatenation axis). It may appear in operands and result.
 - ``MANUAL``: the blocks of a manual region's boundary (``manual_enter``'s operand,
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from planner.errors import RuleError
+from planner.ir.sharding import PENDING_SUM, REDUCTIONS
 
 #: Names a tensor of a rule: an operand index, or this constant for the result.
 RESULT = "result"
@@ -74,6 +77,7 @@ class OpShardingRule:
     operands: tuple[Dims, ...]
     result: Dims
     needs_divisible: tuple[bool, ...] = ()
+    reduction: str = PENDING_SUM
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -92,6 +96,8 @@ class OpShardingRule:
     # -- validation --------------------------------------------------------------
     def _check(self) -> None:
         n = len(self.factor_sizes)
+        if self.reduction not in REDUCTIONS:
+            raise RuleError(f"a rule's reduction is one of {', '.join(REDUCTIONS)}; got {self.reduction!r}")
         if len(self.factor_kinds) != n or len(self.factor_names) != n:
             raise RuleError(
                 f"a rule needs one kind and one name per factor: {n} sizes, "
@@ -190,5 +196,6 @@ class OpShardingRule:
                             (FactorKind.MANUAL, "manual")):
             factors = self.factors_of_kind(kind)
             if factors:
-                text += f" {label}={self._names_text(factors)}"
+                kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else ""
+                text += f" {label}={kind}{self._names_text(factors)}"
         return text

@@ -111,10 +111,12 @@ def operand_shardings(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh)
 
 
 def result_sharding(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> TensorSharding:
-    """The result's sharding; unreduced on the axes of sharded ``REDUCTION`` factors (mesh order)."""
+    """The result's sharding; unreduced on the axes of sharded ``REDUCTION`` factors (mesh order), pending
+    the rule's reduction (a sum, or ``max``'s maximum)."""
     check_factor_axes(rule, factor_axes, mesh)
     pending = sort_axes((a for f in rule.factors_of_kind(FactorKind.REDUCTION) for a in factor_axes[f]), mesh)
-    return TensorSharding.build(mesh, _dims_axes(rule, RESULT, factor_axes), unreduced=pending)
+    return TensorSharding.build(mesh, _dims_axes(rule, RESULT, factor_axes), unreduced=pending,
+                                reduction=rule.reduction)
 
 
 # -- tensor -> factors ----------------------------------------------------------------

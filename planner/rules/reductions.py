@@ -1,16 +1,18 @@
 """Rules of reductions over any axes: ``sum``, ``mean``, ``max``.
 
-``sum`` and ``mean`` make their reduced dimensions ``REDUCTION`` factors: sharding
-one leaves each device a partial result and the value unreduced (for ``mean`` each
-device divides its partial sum by the *global* count). ``max`` makes them
-``NEED_REPLICATION``, because "unreduced" means a pending *sum*, not a pending max.
-Other dimensions pass through; with ``keepdims`` a reduced dimension of the
-result has size 1 and maps to ``()``.
+Every reduced dimension is a ``REDUCTION`` factor: sharding one leaves each device
+a partial result and the value unreduced. ``sum`` and ``mean`` leave a pending sum
+(for ``mean`` each device divides its partial sum by the *global* count); ``max``
+leaves a pending maximum (``unreduced=max{...}``): each device reduces its block
+and the AllReduce that completes the value takes the maximum, as XLA partitions a
+reduce over a sharded dimension, instead of gathering the input. Other dimensions
+pass through; with ``keepdims`` a reduced dimension of the result has size 1 and
+maps to ``()``.
 
 >>> str(sum_([(4, 8, 16)], (8,), {"axes": (0, 2), "keepdims": False}))
 '([i,j,k])->([j]) {i=4,j=8,k=16} reduction={i,k}'
 >>> str(max_([(4, 8)], (4, 1), {"axes": (1,), "keepdims": True}))
-'([i,j])->([i,1]) {i=4,j=8} need_replication={j}'
+'([i,j])->([i,1]) {i=4,j=8} reduction=max{j}'
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from planner.rules.builder import reduction_rule
+from planner.ir.sharding import PENDING_MAX
 from planner.rules.factors import FactorKind, OpShardingRule
 
 
@@ -33,6 +36,6 @@ def sum_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs
 
 
 def max_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
-    """Reduced dimensions need replication."""
+    """Reduced dimensions are reductions, pending a maximum."""
     return reduction_rule(in_shapes[0], _axes(in_shapes, attrs), bool(attrs.get("keepdims", False)),
-                          FactorKind.NEED_REPLICATION)
+                          FactorKind.REDUCTION, PENDING_MAX)

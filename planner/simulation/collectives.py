@@ -28,7 +28,7 @@ from planner.collectives import STEP_KINDS
 from planner.errors import SimulationMismatch
 from planner.ir.layout import device_index_ranges, devices_to_positions
 from planner.redistribution.state import missing_box
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import PENDING_MAX, PENDING_MIN, PENDING_SUM, TensorSharding
 from planner.redistribution.steps import Step
 from planner.simulation.distributed import DistributedArray, block_origins, replica_groups
 
@@ -223,11 +223,16 @@ def reduce_scatter(arr: DistributedArray, step: Step, net: Network) -> Distribut
     return _rebuild(arr, step.after, lambda d: held[d])
 
 
+#: How an AllReduce combines the members' blocks, by the kind of reduction the value is pending.
+COMBINE = {PENDING_SUM: np.add, PENDING_MAX: np.maximum, PENDING_MIN: np.minimum}
+
+
 def all_reduce(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
     blocks = list(arr.blocks)
+    combine = COMBINE[step.before.reduction]
     for members in groups(arr.sharding, step.axes):
         first = None
-        for r, full in enumerate(_kernel(step)(net, members, [arr.blocks[m] for m in members])):
+        for r, full in enumerate(_kernel(step)(net, members, [arr.blocks[m] for m in members], combine)):
             if not step.after.unreduced and not arr.varying:  # every member holds the sum: one copy (checked)
                 full = first = same_block(first, full, step.after, int(members[r]))
             blocks[int(members[r])] = full

@@ -146,3 +146,18 @@ def test_a_search_within_some_axes_plans_on_representatives_and_lifts_its_permut
     assert list(pairs) == expected
     v = verify(plan, seed=2)
     assert v.verified and v.measured_bytes_per_device == plan.bytes_per_device
+
+
+def test_a_pending_maximum_is_completed_by_one_all_reduce_with_max():
+    from planner.ir import parse_mesh, parse_sharding
+    from planner.errors import ReshardError
+
+    m = parse_mesh('@m = <["x"=2, "y"=4]>')
+    src = parse_sharding('[{"x"}, {}], unreduced=max{"y"}', m)
+    plan = reshard((8, 16), "f32", src, parse_sharding('[{"x"}, {"y"}]', m))
+    # one AllReduce over "y" (its step's source says max), then a free slice of dimension 1:
+    # local 4x16 = 64 elements, p = 4: 2 (p-1) chunks of 16 elements x 4 B = 384 B
+    assert [s.kind for s in plan.steps] == ["AllReduce", "Slice"] and plan.steps[0].before.reduction == "max"
+    assert plan.bytes_per_device == 2 * 3 * 16 * 4
+    with pytest.raises(ReshardError, match="only an AllReduce over all of them completes"):
+        reshard((8, 16), "f32", src, parse_sharding('[{"x"}, {}], unreduced={"y"}', m))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from itertools import permutations, product
 from typing import Any, Mapping
 
+import functools
+
 import numpy as np
 
 from graphs.ops.registry import get_op
@@ -123,7 +125,9 @@ class ShardedRun:
         exact = np.issubdtype(self.expected.dtype, np.integer)
         for group in self.groups().values():
             local, glob = self.valid(group[0])
-            total = sum(self.blocks[d][local] for d in group)
+            # the pending reduction's own combination: a sum, or the maximum of the local maxima
+            combine = {"sum": np.add, "max": np.maximum, "min": np.minimum}[self.sharding.reduction]
+            total = functools.reduce(combine, (self.blocks[d][local] for d in group))
             want = self.expected[glob]
             ok = np.array_equal(total, want) if exact else np.allclose(total, want, rtol=1e-5)
             if not ok:

@@ -216,9 +216,14 @@ def test_mean_over_sharded_dims_divides_by_the_global_count():
     assert run.sharding.unreduced == (X, Y) and run.partials_differ()
 
 
-def test_max_reduced_dim_needs_replication():
+def test_max_over_sharded_dim_gives_a_pending_maximum():
+    # the run combines each group's blocks with np.maximum (sharded_run): local maxima, then the AllReduce's max
     rule = case("max_axis1").rule()
-    assert rule.factor_kinds[1] is FactorKind.NEED_REPLICATION and not rule.admits(1, 2)
+    assert rule.factor_kinds[1] is FactorKind.REDUCTION and rule.reduction == "max" and rule.admits(1, 2)
+    run = _run(case("max_axis1"), "x2", j=[X])
+    assert run.sharding.unreduced == (X,) and run.sharding.reduction == "max" and run.partials_differ()
+    run = _run(case("max_axis1"), "x4", j=[X])  # j = 6 split 2 + 2 + 2 + 0: the last block is all padding
+    assert run.sharding.dims_text() == '[{}], unreduced=max{"x"}'
 
 
 def test_softmax_and_norm_axes_need_replication():

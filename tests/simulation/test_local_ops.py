@@ -127,3 +127,23 @@ def test_annotation_ops_pass_a_padded_block_through_forward_and_backward(name):
     cot = np.array([[0.5, -1.0], [2.0, 0.0], [np.inf, 7.0]])
     (g,) = local_vjp(name, rule, [None], None, cot, ctx, (0,))
     assert g.tolist() == [[0.5, -1.0], [2.0, 0.0], [0.0, 0.0]] and not np.shares_memory(g, cot)
+
+
+def test_max_over_a_sharded_dim_ignores_padding_even_below_zero():
+    # x = 6 negative numbers per row split 4 ways: blocks of 2, the last one all padding. A zero in the padding
+    # would beat every element; the local max must see only real elements (-inf where a block has none), so
+    # that the maximum of the four local maxima is the row's maximum.
+    rule = rule_for("max", [(2, 6)], (2,), {"axes": [1]})
+    fa = ((), (AxisRef("x"),))
+    ins, res = operand_shardings(rule, fa, X4), result_sharding(rule, fa, X4)
+    assert res.dims_text() == '[{}], unreduced=max{"x"}'
+    x = -1.0 - np.arange(12.0).reshape(2, 6)
+    blocks = []
+    for d in range(4):
+        ctx = _ctx(ins, [(2, 6)], res, (2,), device=d)
+        lo, hi = ctx.operands[0].ranges[1]
+        block = np.full((2, 2), np.nan)
+        block[:, : hi - lo] = x[:, lo:hi]
+        blocks.append(local_compute(("max", {"axes": [1]}), rule, [block], ctx))
+    assert blocks[3].tolist() == [-np.inf, -np.inf]
+    assert np.maximum.reduce(blocks).tolist() == np.max(x, axis=1).tolist() == [-1.0, -7.0]
