@@ -63,7 +63,7 @@ from graphs.ops.registry import get_op
 from planner.errors import RuleError, ShardplanError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
-from planner.ir.sharding import DimSharding, TensorSharding
+from planner.ir.sharding import PENDING_SUM, DimSharding, TensorSharding
 from planner.model.annotations import translate
 from planner.rules import (
     FactorKind,
@@ -77,13 +77,16 @@ from planner.notations.jax import to_jax_type
 
 @dataclass(frozen=True, slots=True)
 class AllReduce:
-    """A sum over ``axes`` inserted after an op whose contracting factor was sharded (JAX's psum)."""
+    """A reduction over ``axes`` inserted after an op whose reduction factor was sharded: a sum (JAX's psum) after
+    a contraction or a sum, a maximum (pmax) after ``max``: ``reduction`` is the rule's."""
 
     tensor: str
     axes: tuple[AxisRef, ...]
+    reduction: str = PENDING_SUM
 
     def __str__(self) -> str:
-        return f"AllReduce({self.tensor}) over {{{', '.join(map(str, self.axes))}}}"
+        kind = "" if self.reduction == PENDING_SUM else f" by {self.reduction}"
+        return f"AllReduce({self.tensor}) over {{{', '.join(map(str, self.axes))}}}{kind}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,8 +467,9 @@ def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> t
     reason = f"{head}: consensus of its inputs {', '.join(op.inputs)}"
     collectives: tuple[AllReduce, ...] = ()
     if reduced:
-        reason += f"; summed over {{{', '.join(map(str, reduced))}}}, reduced by an AllReduce"
-        collectives = (AllReduce(op.output, reduced),)
+        how = "summed" if rule.reduction == PENDING_SUM else f"reduced by {rule.reduction}"
+        reason += f"; {how} over {{{', '.join(map(str, reduced))}}}, reduced by an AllReduce"
+        collectives = (AllReduce(op.output, reduced, rule.reduction),)
     return TypedTensor(TensorSharding.build(mesh, dims), reason), collectives
 
 

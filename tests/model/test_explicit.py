@@ -163,8 +163,11 @@ def test_softmax_over_a_sharded_axis_keeps_its_sharding():
 
 @pytest.mark.parametrize("keepdims, expected", [(False, "f32[4@X]"), (True, "f32[4@X,1]")])
 def test_max_over_a_sharded_axis_drops_it(keepdims, expected):
+    # each device takes the maximum of its block, then the blocks' maxima are reduced over Y (JAX's pmax)
     res = explicit_shardings(_unary("max", [4, 8], '[{"X"}, {"Y"}]', axes=[1], keepdims=keepdims))
-    assert res.type_text("out") == expected and res.collectives["max"] == ()
+    assert res.type_text("out") == expected
+    assert res.collectives["max"] == (AllReduce("out", (AxisRef("Y"),), "max"),)
+    assert str(res.collectives["max"][0]) == 'AllReduce(out) over {"Y"} by max'
 
 
 def test_concat_along_a_sharded_axis_keeps_it_when_every_input_is_sharded_alike():
