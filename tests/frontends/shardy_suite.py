@@ -248,6 +248,36 @@ def constrained_agreeing(x, w1, w2):
     return h @ w2
 
 
+def moe_experts(mask, x, w1, w2):
+    e = jnp.einsum("tec,th->ech", mask, x)
+    h = jnp.tanh(jnp.einsum("ech,ehf->ecf", e, w1))
+    return jnp.einsum("ecf,efh->ech", h, w2)
+
+
+def attention_1d(x, wq, wk, wv, wo):
+    return attention(x, wq, wk, wv, wo)
+
+
+def norm_mlp_3d(x, s, b, w1, w2):
+    return jax.nn.relu(_ln(x, s, b) @ w1) @ w2
+
+
+def rmsnorm_1d(x, g, w):
+    return _rms(x, g) @ w
+
+
+def concat_rows(x, y, w):
+    return jnp.concatenate([x, y], axis=0) @ w
+
+
+def gather_rows_3d(table, ids, w):
+    return jnp.take(table, ids, axis=0) @ w
+
+
+def moe_token_sharded(mask, x, w1):
+    return jnp.tanh(jnp.einsum("ech,ehf->ecf", jnp.einsum("tec,th->ech", mask, x), w1))
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -309,6 +339,19 @@ def suite() -> dict:
                                                               ((64, 32), P())]),
         "constrained_agreeing": (constrained_agreeing, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
                                                               ((64, 32), P("tp"))]),
+        "moe_experts": (moe_experts, "1d", [((16, 8, 4), P()), ((16, 32), P()), ((8, 32, 64), P("d")),
+                                            ((8, 64, 32), P("d"))]),
+        "attention_1d": (attention_1d, "1d", [((2, 8, 32), P()), ((32, 32), P(None, "d")),
+                                              ((32, 32), P(None, "d")), ((32, 32), P(None, "d")),
+                                              ((32, 32), P("d"))]),
+        "norm_mlp_3d": (norm_mlp_3d, "3d", [((16, 32), P(("a", "b"))), ((32,), P()), ((32,), P()),
+                                            ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
+        "rmsnorm_1d": (rmsnorm_1d, "1d", [((16, 32), P("d")), ((32,), P()), ((32, 64), P())]),
+        "concat_rows": (concat_rows, "2d", [((8, 32), P("dp")), ((8, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "gather_rows_3d": (gather_rows_3d, "3d", [((64, 32), P()), (((8, 4), "i32"), P("a")),
+                                                  ((32, 16), P(None, ("b", "c")))]),
+        "moe_token_sharded": (moe_token_sharded, "2d", [((16, 4, 8), P("dp")), ((16, 32), P("dp")),
+                                                        ((4, 32, 64), P("tp"))]),
         "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
     }
 

@@ -30,6 +30,9 @@ DIFFERS = {
     # concatenate (slice) and the tanh after it; propagate replicates that dimension
     "concat_sharded_axis": "concatenate[16, 32], tanh[16, 32], result",
     "slice_sharded_axis": "slice[16, 16], tanh[16, 16], result",
+    # concatenating rows sharded on dp along that dimension: Shardy keeps [{"dp"}, {}] through the
+    # concatenate and the matmul after it ([{"dp"}, {"tp"}]); propagate replicates the rows
+    "concat_rows": "concatenate[16, 32], dot[16, 64], result",
     # a layer norm over the tp-sharded hidden dimension: Shardy's result [{"dp"}, {"tp"}], propagate's [{"dp"}, {}]
     "layernorm_sharded_hidden": "result",
     # x[d] reshaped (16,32)->(4,4,32): both give the reshape and tanh [{"d":(1)4}, {"d":(4)2}, {}], but Shardy
@@ -43,7 +46,8 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "mlp_data_parallel", "mlp_fsdp", "mlp_megatron", "moe_dispatch", "reshard_then_matmul", "residual",
          "rmsnorm_block", "row_sums", "scores_3d", "slice_rows", "sliced_features", "softmax_rows", "split_heads",
          "transpose_b", "transposes", "two_layers_norm", "vocab_parallel_gather", "megatron_1d",
-         "mesh3d_data_parallel", "constrained_agreeing")
+         "mesh3d_data_parallel", "constrained_agreeing", "moe_experts", "moe_token_sharded", "attention_1d",
+         "norm_mlp_3d", "rmsnorm_1d", "gather_rows_3d")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
