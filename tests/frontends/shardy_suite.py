@@ -234,6 +234,50 @@ def batch_conflict(x, w):
     return x @ w
 
 
+def megatron_1d(x, w1, w2):
+    return jnp.tanh(x @ w1) @ w2
+
+
+def mesh3d_data_parallel(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def constrained_agreeing(x, w1, w2):
+    # the constraint asks for what propagation gives the value anyway: it pins, it does not move
+    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(_MESH["2d"], P("dp", "tp")))
+    return h @ w2
+
+
+def moe_experts(mask, x, w1, w2):
+    e = jnp.einsum("tec,th->ech", mask, x)
+    h = jnp.tanh(jnp.einsum("ech,ehf->ecf", e, w1))
+    return jnp.einsum("ecf,efh->ech", h, w2)
+
+
+def attention_1d(x, wq, wk, wv, wo):
+    return attention(x, wq, wk, wv, wo)
+
+
+def norm_mlp_3d(x, s, b, w1, w2):
+    return jax.nn.relu(_ln(x, s, b) @ w1) @ w2
+
+
+def rmsnorm_1d(x, g, w):
+    return _rms(x, g) @ w
+
+
+def concat_rows(x, y, w):
+    return jnp.concatenate([x, y], axis=0) @ w
+
+
+def gather_rows_3d(table, ids, w):
+    return jnp.take(table, ids, axis=0) @ w
+
+
+def moe_token_sharded(mask, x, w1):
+    return jnp.tanh(jnp.einsum("ech,ehf->ecf", jnp.einsum("tec,th->ech", mask, x), w1))
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -290,6 +334,24 @@ def suite() -> dict:
         "attention_3d": (attention_3d, "3d", [((2, 8, 32), P("a")), ((32, 32), P(None, "c")),
                                               ((32, 32), P(None, "c"))]),
         "reshape_split_sharded": (reshape_split_sharded, "1d", [((16, 32), P("d"))]),
+        "megatron_1d": (megatron_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
+        "mesh3d_data_parallel": (mesh3d_data_parallel, "3d", [((16, 32), P(("a", "b", "c"))), ((32, 64), P()),
+                                                              ((64, 32), P())]),
+        "constrained_agreeing": (constrained_agreeing, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                              ((64, 32), P("tp"))]),
+        "moe_experts": (moe_experts, "1d", [((16, 8, 4), P()), ((16, 32), P()), ((8, 32, 64), P("d")),
+                                            ((8, 64, 32), P("d"))]),
+        "attention_1d": (attention_1d, "1d", [((2, 8, 32), P()), ((32, 32), P(None, "d")),
+                                              ((32, 32), P(None, "d")), ((32, 32), P(None, "d")),
+                                              ((32, 32), P("d"))]),
+        "norm_mlp_3d": (norm_mlp_3d, "3d", [((16, 32), P(("a", "b"))), ((32,), P()), ((32,), P()),
+                                            ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
+        "rmsnorm_1d": (rmsnorm_1d, "1d", [((16, 32), P("d")), ((32,), P()), ((32, 64), P())]),
+        "concat_rows": (concat_rows, "2d", [((8, 32), P("dp")), ((8, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "gather_rows_3d": (gather_rows_3d, "3d", [((64, 32), P()), (((8, 4), "i32"), P("a")),
+                                                  ((32, 16), P(None, ("b", "c")))]),
+        "moe_token_sharded": (moe_token_sharded, "2d", [((16, 4, 8), P("dp")), ((16, 32), P("dp")),
+                                                        ((4, 32, 64), P("tp"))]),
         "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
     }
 
@@ -366,22 +428,37 @@ def compare(ours, theirs):
     return rows
 
 
+def collective_bytes(planned, compiled) -> dict:
+    """Per collective kind (our names), the count and bytes per device of the plan's collectives and of XLA's.
+
+    Compared by kind and total bytes per device, as benchmarks/xla_check.py does: XLA may combine several
+    all-reduces (or all-gathers) into one, which changes the count and not the bytes."""
+    out = {}
+    for kind in sorted({c.kind for c in planned} | {c.our_kind for c in compiled}):
+        ours = [c.bytes_per_device for c in planned if c.kind == kind]
+        theirs = [c.bytes_per_device for c in compiled if c.our_kind == kind]
+        out[kind] = {"plan": [len(ours), sum(ours)], "xla": [len(theirs), sum(theirs)]}
+    return out
+
+
 def run(root: str, dump: str, names) -> dict:
     sys.path.insert(0, root)
     from planner.api import plan
+    from planner.engines.jax_run import planned_collectives
+    from planner.engines.xla_hlo import collectives as xla_collectives
     from planner.frontends.jax import trace_function
 
     _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
                   for k, (shape, axes) in MESHES.items()})
     cases = suite()
-    out = {}
+    out, bytes_out = {}, {}
     for name in names or sorted(cases):
         fn, mesh_key, specs = cases[name]
         mesh = _MESH[mesh_key]
         args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
                 else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
         shardings = [NamedSharding(mesh, spec) for _, spec in specs]
-        jax.jit(fn, in_shardings=shardings).lower(*args).compile()
+        compiled = jax.jit(fn, in_shardings=shardings).lower(*args).compile()
         [path] = glob.glob(os.path.join(dump, "shardy", f"module_*.jit_{name}", "02.after_propagation.mlir"))
         theirs, their_outs = shardy_anchors(open(path).read())
         try:
@@ -396,7 +473,8 @@ def run(root: str, dump: str, names) -> dict:
         rows += [{"anchor": f"result#{i}", "ours": a, "shardy": b}
                  for i, (a, b) in enumerate(zip(our_outs, their_outs))]
         out[name] = rows
-    return out
+        bytes_out[name] = collective_bytes(planned_collectives(p), xla_collectives(compiled.as_text(), mesh.size))
+    return {"shardings": out, "collectives": bytes_out}
 
 
 if __name__ == "__main__":
