@@ -15,7 +15,7 @@ PACKAGES = ("planner", "costmodels", "graphs")
 
 # Private control-flow signals that are raised and caught inside one module and never
 # escape it; anything else must be defined in planner.errors.
-PRIVATE_SIGNALS = {"planner.searches.ilp._Infeasible"}
+PRIVATE_SIGNALS = {"planner.searches.ilp._Infeasible", "planner.model.explicit_types._Unsupported"}
 
 
 def _modules():
