@@ -17,6 +17,7 @@ import pytest
 
 from planner.api import plan
 from planner.engines.jax_run import planned_collectives
+from tests.model.test_manual_regions import INVARIANT_GATHER  # trained: each op transposes into the other
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -67,29 +68,6 @@ regions:
 outputs: [m, s, t, si]
 """
 
-# seed 004's all_gather_invariant (varying -> invariant, so its out-sharding replicates it) and pscatter (invariant ->
-# varying, no communication), trained: each transposes into the other
-INVARIANT_GATHER = """\
-name: invariant_gather
-mesh: {tp: 4}
-tensors:
-  x: {shape: [8, 16]}
-  w: {shape: [8, 16], kind: param}
-  v: {shape: [8, 16], kind: param}
-regions:
-  - name: r
-    manual_axes: [tp]
-    inputs: [x, w, v]
-    in_shardings: ['[{"tp"}, {}]', '[{"tp"}, {}]', '[{}, {}]']
-    outputs: [g, s]
-    out_shardings: ['[{}, {}]', '[{"tp"}, {}]']
-    ops:
-      - {name: xw, op: mul, inputs: [x, w], output: p}
-      - {name: gather, op: all_gather_invariant, axes: [tp], dim: 0, inputs: [p], output: g}
-      - {name: sq, op: mul, inputs: [v, v], output: vv}
-      - {name: scatter, op: pscatter, axes: [tp], dim: 0, inputs: [vv], output: s}
-outputs: [g, s]
-"""
 
 RUNS = textwrap.dedent("""\
     import json, sys
