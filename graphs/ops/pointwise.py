@@ -6,14 +6,14 @@ included; gelu's few extra multiplications are not counted separately).
 Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
 read once, every result element written once.
 
-Binary ops (add, sub, mul, div, maximum) broadcast the numpy way: shapes are
+Binary ops (add, sub, mul, div, maximum, minimum) broadcast the numpy way: shapes are
 right-aligned and a dimension of size 1 (or a missing one) stretches to the
 other's size. Both operands must have the same dtype (insert a ``cast``).
 
 VJPs: a broadcast operand's gradient is the cotangent summed over the dimensions
 it was stretched along (:func:`unbroadcast`). Sub-gradients at kinks: ``relu`` has
-gradient 0 at ``x == 0`` (and below); ``maximum`` gives the cotangent to the larger
-operand and splits it equally on ties. ``exp``, ``sigmoid``, ``tanh`` and ``relu``
+gradient 0 at ``x == 0`` (and below); ``maximum`` (``minimum``) gives the cotangent to
+the larger (smaller) operand and splits it equally on ties. ``exp``, ``sigmoid``, ``tanh`` and ``relu``
 read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. A cast
 between float types passes the cotangent through; a cast to an integer or bool
 type, or from one, has no gradient (its VJP raises ModelError).
@@ -333,6 +333,11 @@ def _maximum_grad(i, x0, x1, cot):
     return w
 
 
+def _minimum_grad(i, x0, x1, cot):
+    # the smaller operand gets the cotangent; ties split it equally
+    return _maximum_grad(1 - i, x0, x1, cot)
+
+
 def _add_jax(jnp, lax, a, attrs):
     return jnp.add(a[0], a[1])
 
@@ -343,6 +348,10 @@ def _div_jax(jnp, lax, a, attrs):
 
 def _maximum_jax(jnp, lax, a, attrs):
     return jnp.maximum(a[0], a[1])
+
+
+def _minimum_jax(jnp, lax, a, attrs):
+    return jnp.minimum(a[0], a[1])
 
 
 def _mul_jax(jnp, lax, a, attrs):
@@ -356,6 +365,7 @@ def _sub_jax(jnp, lax, a, attrs):
 ADD = _binary("add", np.add, _add_jax, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
 DIV = _binary("div", np.divide, _div_jax, floats_only=True, vjp=_binary_vjp("div", _div_grad))
 MAXIMUM = _binary("maximum", np.maximum, _maximum_jax, vjp=_binary_vjp("maximum", _maximum_grad))
+MINIMUM = _binary("minimum", np.minimum, _minimum_jax, vjp=_binary_vjp("minimum", _minimum_grad))
 MUL = _binary("mul", np.multiply, _mul_jax, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
               multilinear=True)
 SUB = _binary("sub", np.subtract, _sub_jax,

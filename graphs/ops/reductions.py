@@ -1,4 +1,4 @@
-"""Reductions over a list of axes: ``sum``, ``mean``, ``max``.
+"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``.
 
 Attributes: ``axes`` (a list of dimensions, negative counting from the end; absent
 or null means every dimension) and ``keepdims`` (keep reduced dimensions as size
@@ -13,8 +13,8 @@ read once, every result element written once.
 
 VJPs: ``sum`` broadcasts the cotangent back over the reduced axes, ``mean`` also
 divides it by the number of reduced elements (both read only the input's shape);
-``max`` sends it to the positions equal to the maximum, split equally among tied
-maxima (reads the input and its result).
+``max`` (``min``) sends it to the positions equal to the maximum (minimum), split
+equally among tied positions (reads the input and its result).
 
 >>> SUM.infer([(4, 8, 16)], ["f32"], {"axes": [-1, 0]})
 ((8,), 'f32')
@@ -76,7 +76,7 @@ def _reduction_vjp(name: str):
             c = c / numel([shape[a] for a in axes])  # on the small side, before broadcasting
         out = []
         for _ in wrt:
-            if name == "max":
+            if name in EXTREMA:
                 g = np.equal(x, _kept(result, axes, attrs.get("keepdims", False))).astype(cot.dtype)
                 count = g.sum(axis=axes, keepdims=True)
                 g *= c / count
@@ -101,36 +101,55 @@ def _max_jax(jnp, lax, a, attrs):
     return jnp.max(a[0], axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
 
 
+def _min_jax(jnp, lax, a, attrs):
+    return jnp.min(a[0], axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
+
+
 def _mean_jax(jnp, lax, a, attrs):
     return jnp.mean(a[0], axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
 
 
-def _lowest(dtype) -> Any:
-    """The identity of a maximum in ``dtype``: ``-inf``, or the smallest integer."""
+#: The reductions that pick an element (a pending maximum or minimum where their reduced axes are sharded).
+EXTREMA = ("max", "min")
+
+
+def _identity(name: str, dtype) -> Any:
+    """The identity of ``name``'s reduction in ``dtype``: for a maximum ``-inf`` or the smallest integer, for a
+    minimum ``inf`` or the largest."""
     dtype = np.dtype(dtype)
-    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+    if np.issubdtype(dtype, np.floating):
+        return -np.inf if name == "max" else np.inf
+    return np.iinfo(dtype).min if name == "max" else np.iinfo(dtype).max
 
 
-def _max_local_reference(arrays, attrs, ctx, rule):
-    """A device's maximum of its block, its padding the maximum's identity (the simulator zeroes padding, and a
-    zero would beat a row of negative numbers): with the reduced axes sharded, one of the maxima that the
-    AllReduce with max combines."""
-    x, block = np.asarray(arrays[0]), ctx.operands[0]
-    if block.valid_shape != block.local_shape:
-        x = np.where(block.valid_mask(), x, np.asarray(_lowest(x.dtype), x.dtype))
-    return MAX.reference([x], attrs)
+def _extremum_local(name: str):
+    """A device's maximum (minimum) of its block, its padding the reduction's identity (the simulator zeroes
+    padding, and a zero would beat a row of negative numbers): with the reduced axes sharded, one of the values
+    that the AllReduce by max (min) combines."""
+    def local_reference(arrays, attrs, ctx, rule):
+        x, block = np.asarray(arrays[0]), ctx.operands[0]
+        if block.valid_shape != block.local_shape:
+            x = np.where(block.valid_mask(), x, np.asarray(_identity(name, x.dtype), x.dtype))
+        return _BY_NAME[name].reference([x], attrs)
+
+    return local_reference
 
 
-def _max_local_vjp(arrays, attrs, cotangent, ctx, wrt):
-    """The catalogue VJP on the block, its maximum recomputed without the padding. Only over whole reduced
-    dimensions: where they are sharded the tied positions and their count are global (a pending maximum has no
-    transpose, JAX's ``pmax`` none), so a training plan keeps them unsharded."""
-    block = ctx.operands[0]
-    split = [d for d in reduced_axes("max", len(block.global_shape), attrs.get("axes")) if not block.is_whole(d)]
-    if split:
-        raise ModelError(f"max has no local backward over its sharded reduced dimensions {split}: the positions of "
-                         "the maximum and their count are global; reduce over whole dimensions to train")
-    return MAX.vjp(arrays, attrs, _max_local_reference(arrays, attrs, ctx, None), cotangent, wrt)
+def _extremum_local_vjp(name: str):
+    """The catalogue VJP on the block, its extremum recomputed without the padding. Only over whole reduced
+    dimensions: where they are sharded the tied positions and their count are global (a pending maximum or
+    minimum has no transpose, JAX's ``pmax`` and ``pmin`` none), so a training plan keeps them unsharded."""
+    def local_vjp(arrays, attrs, cotangent, ctx, wrt):
+        block = ctx.operands[0]
+        split = [d for d in reduced_axes(name, len(block.global_shape), attrs.get("axes")) if not block.is_whole(d)]
+        if split:
+            raise ModelError(f"{name} has no local backward over its sharded reduced dimensions {split}: the "
+                             f"positions of the {name}imum and their count are global; reduce over whole dimensions "
+                             f"to train")
+        op = _BY_NAME[name]
+        return op.vjp(arrays, attrs, _extremum_local(name)(arrays, attrs, ctx, None), cotangent, wrt)
+
+    return local_vjp
 
 
 def _max_jax_local(jnp, lax, a, attrs, ctx):
@@ -142,6 +161,17 @@ def _max_jax_local(jnp, lax, a, attrs, ctx):
         low = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
         x = jnp.where(keep, x, jnp.asarray(low, x.dtype))
     return jnp.max(x, axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
+
+
+def _min_jax_local(jnp, lax, a, attrs, ctx):
+    x = a[0]
+    keep = ctx.valid(0)
+    if keep is not None:
+        import numpy as np
+
+        high = np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).max
+        x = jnp.where(keep, x, jnp.asarray(high, x.dtype))
+    return jnp.min(x, axis=tuple(attrs["axes"]), keepdims=attrs.get("keepdims", False))
 
 
 def _global_count(ctx, attrs) -> int:
@@ -195,12 +225,18 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: st
         return np.asarray(fn(x, axis=axes, keepdims=attrs.get("keepdims", False)))
 
     return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference,
-                 _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name == "max",
-                 vjp_reads_result=name == "max", rule=rule, jax_form=jax_form, **local)
+                 _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name in EXTREMA,
+                 vjp_reads_result=name in EXTREMA, rule=rule, jax_form=jax_form, **local)
 
 
 MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_", jax_form=_max_jax,
-                 local_reference=_max_local_reference, local_vjp=_max_local_vjp, jax_local_form=_max_jax_local)
+                 local_reference=_extremum_local("max"), local_vjp=_extremum_local_vjp("max"),
+                 jax_local_form=_max_jax_local)
+MIN = _reduction("min", np.min, floats_only=False, extra_per_output=0, rule="reductions.min_", jax_form=_min_jax,
+                 local_reference=_extremum_local("min"), local_vjp=_extremum_local_vjp("min"),
+                 jax_local_form=_min_jax_local)
 MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_", jax_form=_mean_jax,
                   local_reference=_mean_local_reference, local_vjp=_mean_local_vjp, jax_local_form=_mean_jax_local)
 SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_", jax_form=_sum_jax)
+
+_BY_NAME = {"max": MAX, "min": MIN}

@@ -12,12 +12,12 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 Mappings (operands are values, literals become ``const`` tensors):
 
 - ``add``, ``sub``, ``mul``, ``div``, ``neg``, ``exp``, ``tanh``; ``logistic`` -> ``sigmoid``;
-  ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``. JAX's binary
+  ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
   primitives broadcast size-1 and scalar operands as numpy does, and so do ours;
 - ``dot_general`` -> ``matmul`` (with ``transpose_a`` / ``transpose_b``) where it fits, else an
   ``einsum`` whose equation spells the dimension numbers; a ``preferred_element_type`` other than
   the operands' dtype adds a ``cast``;
-- ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``; ``reshape``, ``squeeze`` -> ``reshape``;
+- ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``; ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
@@ -358,6 +358,10 @@ def _max(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "maximum", ins)
 
 
+def _min(w: Walker, eqn, ins) -> str:
+    return w.emit(eqn, "minimum", ins)
+
+
 def _dot_general(w: Walker, eqn, ins) -> str:
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lc, rc, lb, rb = map(tuple, (lc, rc, lb, rb))
@@ -681,6 +685,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "logistic": _simple("sigmoid"),
     "lt": _simple("lt"),
     "max": _max,
+    "min": _min,
     "mul": _simple("mul"),
     "neg": _simple("neg"),
     "ppermute": _ppermute,
@@ -688,6 +693,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "psum_invariant": _each("psum", "axes"),
     "pvary": _each("pbroadcast", "axes"),
     "reduce_max": _reduce("max"),
+    "reduce_min": _reduce("min"),
     "reduce_scatter": _reduce_scatter,
     "reduce_sum": _reduce("sum"),
     "reshape": _reshape,
@@ -727,6 +733,7 @@ FOLDABLE: dict[str, Callable[[list, dict], Any]] = {
     "le": lambda a, p: a[0] <= a[1],
     "lt": lambda a, p: a[0] < a[1],
     "max": lambda a, p: np.maximum(a[0], a[1]),
+    "min": lambda a, p: np.minimum(a[0], a[1]),
     "mul": lambda a, p: a[0] * a[1],
     "ne": lambda a, p: a[0] != a[1],
     "neg": lambda a, p: -a[0],

@@ -1,11 +1,12 @@
-"""Rules of reductions over any axes: ``sum``, ``mean``, ``max``.
+"""Rules of reductions over any axes: ``sum``, ``mean``, ``max``, ``min``.
 
 Every reduced dimension is a ``REDUCTION`` factor: sharding one leaves each device
 a partial result and the value unreduced. ``sum`` and ``mean`` leave a pending sum
 (for ``mean`` each device divides its partial sum by the *global* count); ``max``
 leaves a pending maximum (``unreduced=max{...}``): each device reduces its block
 and the AllReduce that completes the value takes the maximum, as XLA partitions a
-reduce over a sharded dimension, instead of gathering the input. Other dimensions
+reduce over a sharded dimension, instead of gathering the input (``min`` likewise,
+pending a minimum). Other dimensions
 pass through; with ``keepdims`` a reduced dimension of the result has size 1 and
 maps to ``()``.
 
@@ -13,6 +14,8 @@ maps to ``()``.
 '([i,j,k])->([j]) {i=4,j=8,k=16} reduction={i,k}'
 >>> str(max_([(4, 8)], (4, 1), {"axes": (1,), "keepdims": True}))
 '([i,j])->([i,1]) {i=4,j=8} reduction=max{j}'
+>>> str(min_([(4, 8)], (4,), {"axes": (1,), "keepdims": False}))
+'([i,j])->([i]) {i=4,j=8} reduction=min{j}'
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from planner.rules.builder import reduction_rule
-from planner.ir.sharding import PENDING_MAX
+from planner.ir.sharding import PENDING_MAX, PENDING_MIN
 from planner.rules.factors import FactorKind, OpShardingRule
 
 
@@ -39,3 +42,9 @@ def max_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs
     """Reduced dimensions are reductions, pending a maximum."""
     return reduction_rule(in_shapes[0], _axes(in_shapes, attrs), bool(attrs.get("keepdims", False)),
                           FactorKind.REDUCTION, PENDING_MAX)
+
+
+def min_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Reduced dimensions are reductions, pending a minimum."""
+    return reduction_rule(in_shapes[0], _axes(in_shapes, attrs), bool(attrs.get("keepdims", False)),
+                          FactorKind.REDUCTION, PENDING_MIN)

@@ -48,11 +48,11 @@ def _exec_copy(f):
     return copy
 
 
-def test_the_catalogue_has_jax_forms_and_the_six_local_ones():
-    # the ops whose local instance differs from their global form: padding masked (cross_entropy, max, mean),
+def test_the_catalogue_has_jax_forms_and_the_seven_local_ones():
+    # the ops whose local instance differs from their global form: padding masked (cross_entropy, max, mean, min),
     # indices shifted (gather), shapes localised (reshape, slice)
     assert len(FORMS) >= 29
-    assert [name for name, _ in LOCAL_FORMS] == ["cross_entropy", "gather", "max", "mean", "reshape", "slice"]
+    assert [name for name, _ in LOCAL_FORMS] == ["cross_entropy", "gather", "max", "mean", "min", "reshape", "slice"]
 
 
 @pytest.mark.parametrize("name, field", FORMS + LOCAL_FORMS, ids=lambda v: v)

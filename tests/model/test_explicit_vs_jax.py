@@ -113,6 +113,7 @@ PROGRAMS = {
     "sum_sharded_axis": prog(M2, {"a": ((4, 8), P("X", "Y"))}, [("sum", ["a"], "s", {"axes": (1,)})]),
     "mean_sharded_axis_3d": prog(M3, {"a": ((4, 4, 8), P("X", "Y", "Z"))}, [("mean", ["a"], "m", {"axes": (0, 2)})]),
     "max_sharded_axis": prog(M2, {"a": ((4, 8), P(None, "X"))}, [("max", ["a"], "m", {"axes": (1,)})]),
+    "min_sharded_axis_3d": prog(M3, {"a": ((4, 8), P("X", ("Y", "Z")))}, [("min", ["a"], "m", {"axes": (1,)})]),
     "max_keepdims_1d": prog(M1, {"a": ((8, 16), P("X", None))},
                             [("max", ["a"], "m", {"axes": (0,), "keepdims": True}), ("sub", ["a", "m"], "d", {})]),
     # -- normalisations ---------------------------------------------------------------------------------

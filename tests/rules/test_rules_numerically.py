@@ -34,6 +34,7 @@ CASES = [
     Case("mul_broadcast_middle", "mul", ((2, 3, 5), (3, 1)), {}),
     Case("div", "div", ((5, 3), (5, 3)), {}),
     Case("maximum_int", "maximum", ((6, 4), (6, 4)), {}, ("i32", "i32")),
+    Case("minimum_broadcast", "minimum", ((6, 4), (4,)), {}),
     # contractions
     Case("matmul", "matmul", ((5, 6), (6, 3)), {}),
     Case("matmul_transpose_a", "matmul", ((6, 5), (6, 3)), {"transpose_a": True}),
@@ -50,6 +51,7 @@ CASES = [
     Case("mean_axes_0_2", "mean", ((3, 4, 5),), {"axes": [0, 2]}),
     Case("mean_all", "mean", ((5, 3),), {}),
     Case("max_axis1", "max", ((5, 6),), {"axes": [1]}),
+    Case("min_axis0_keepdims", "min", ((6, 5),), {"axes": [0], "keepdims": True}),
     # normalisations
     Case("softmax_last", "softmax", ((5, 6),), {}),
     Case("softmax_axis0", "softmax", ((5, 6),), {"axis": 0}),
@@ -224,6 +226,14 @@ def test_max_over_sharded_dim_gives_a_pending_maximum():
     assert run.sharding.unreduced == (X,) and run.sharding.reduction == "max" and run.partials_differ()
     run = _run(case("max_axis1"), "x4", j=[X])  # j = 6 split 2 + 2 + 2 + 0: the last block is all padding
     assert run.sharding.dims_text() == '[{}], unreduced=max{"x"}'
+
+
+def test_min_over_sharded_dim_gives_a_pending_minimum():
+    # local minima (padding masked by min's identity, +inf), then the AllReduce's np.minimum (sharded_run)
+    rule = case("min_axis0_keepdims").rule()
+    assert rule.factor_kinds[0] is FactorKind.REDUCTION and rule.reduction == "min"
+    run = _run(case("min_axis0_keepdims"), "x4", i=[X])  # i = 6 split 2 + 2 + 2 + 0
+    assert run.sharding.dims_text() == '[{}, {}], unreduced=min{"x"}' and run.partials_differ()
 
 
 def test_softmax_and_norm_axes_need_replication():

@@ -50,7 +50,7 @@ ELSEWHERE = {
     # DTensor's Partial(reduce_op="sum"): the reduction a pending sum awaits, in DTensor's words, not the op
     "planner/notations/dtensor.py": {"sum"},
     # the kinds of pending reduction (Shardy's unreduced=max{...}), named once beside the sharding, not the ops
-    "planner/ir/sharding.py": {"max", "sum"},
+    "planner/ir/sharding.py": {"max", "min", "sum"},
 }
 
 

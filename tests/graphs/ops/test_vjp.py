@@ -89,9 +89,9 @@ def test_pointwise_vjps_match_central_differences():
         check_vjp("cast", [normal(rng, (3, 2))], {"dtype": dtype})
     pairs = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((3, 4), ()), ((), (2, 3)), ((4, 1), (1, 5))]
     for a, b in pairs:
-        for name in ("add", "sub", "mul", "maximum"):
+        for name in ("add", "sub", "mul", "maximum", "minimum"):
             x, y = normal(rng, a), normal(rng, b)
-            while name == "maximum" and np.min(np.abs(x - y)) < 0.05:  # no tie within h of the data
+            while name in ("maximum", "minimum") and np.min(np.abs(x - y)) < 0.05:  # no tie within h of the data
                 y = normal(rng, b)
             check_vjp(name, [x, y])
         denominator = np.sign(normal(rng, b)) * (0.5 + np.abs(normal(rng, b)))
@@ -118,6 +118,9 @@ def test_relu_and_maximum_subgradients_at_kinks():
     ga, gb = maximum.vjp([a, b], {}, None, np.array([4.0, 4.0, 4.0]), (0, 1))
     # the larger side gets the cotangent; the tie (2 == 2) splits it in halves that add up to it
     assert ga.tolist() == [0.0, 2.0, 4.0] and gb.tolist() == [4.0, 2.0, 0.0]
+    # minimum: the smaller side gets it, the tie splits it as well
+    ga, gb = get_op("minimum").vjp([a, b], {}, None, np.array([4.0, 4.0, 4.0]), (0, 1))
+    assert ga.tolist() == [4.0, 2.0, 0.0] and gb.tolist() == [0.0, 2.0, 4.0]
 
 
 def test_matmul_vjp_matches_central_differences():
@@ -173,7 +176,7 @@ def test_reduction_vjps_match_central_differences():
     for shape, axes in [((5,), None), ((3, 4), None), ((3, 4), [0]), ((2, 3, 4), [-1, 0]), ((2, 3, 4), [1]),
                         ((2, 3, 4), [0, 1, 2])]:
         for keepdims in (False, True):
-            for name in ("sum", "mean", "max"):
+            for name in ("sum", "mean", "max", "min"):
                 check_vjp(name, [normal(rng, shape)], {"axes": axes, "keepdims": keepdims})
 
 
@@ -185,6 +188,11 @@ def test_max_splits_the_cotangent_among_tied_maxima():
     # each row's cotangent is shared equally by its two maxima: the derivative along
     # the direction raising both tied entries together is the full cotangent
     assert g.tolist() == [[0.0, 3.0, 3.0], [0.5, 0.0, 0.5]]
+    # min likewise: the tied minima of the first row (1, 1) and the one of the second (2)
+    mn = get_op("min")
+    y = np.array([[1.0, 3.0, 1.0], [5.0, 2.0, 5.0]])
+    (g,) = mn.vjp([y], attrs, mn.reference([y], attrs), np.array([6.0, 1.0]), (0,))
+    assert g.tolist() == [[3.0, 0.0, 3.0], [0.0, 1.0, 0.0]]
 
 
 def test_shape_op_vjps_match_central_differences():
