@@ -17,6 +17,10 @@ XLA's algorithm, as observed with JAX 0.10.2 (SPMD partitioner):
   devices holding them by CollectivePermutes of whole and partial input blocks (a windowed reshard), no
   AllGather; a slice with a stride dividing the block (``x[:, ::2]``) is local: no collective.
 
+Our rules give the concatenated (sliced) dimension a factor of its own per tensor that needs replication.
+XLA's concatenate is then a plan of redistributions around the local op, which the ILP picks where
+bandwidth outweighs latency (the large cases); the propagate plan gathers the operands.
+
     python benchmarks/xla_concat_slice.py [--json]
 
 ``--json`` prints one JSON line instead: per case, ``xla``, ``ilp`` and ``propagate``, each a list of
@@ -42,7 +46,9 @@ def cases(jax, jnp, P):
         "concat equal 1d": (cat1, "1d", [((16, 16), d), ((16, 16), d)], d),
         "concat unequal 1d": (cat1, "1d", [((16, 16), d), ((16, 32), d)], d),
         "concat 8+24 1d": (cat1, "1d", [((16, 8), d), ((16, 24), d)], d),
+        "concat large 1d": (cat1, "1d", [((2048, 2048), d), ((2048, 2048), d)], d),
         "concat rows 2d": (cat0, "2d", [((8, 32), P("dp")), ((8, 32), P("dp"))], P("dp")),
+        "slice large prefix": (lambda x: x[:, :2048], "1d", [((2048, 4096), d)], d),
         "slice prefix": (lambda x: x[:, :16], "1d", [((16, 32), d)], d),
         "slice middle": (lambda x: x[:, 8:24], "1d", [((16, 32), d)], d),
         "slice prefix to replicated": (lambda x: x[:, :16], "1d", [((16, 32), d)], P()),
