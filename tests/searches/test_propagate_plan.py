@@ -157,3 +157,21 @@ def test_the_same_model_gives_byte_identical_propagated_plans():
     graph = _conflicting_dot()
     first = json.dumps(plan(graph, search="propagate").to_dict(phases=True))
     assert json.dumps(plan(graph, search="propagate").to_dict(phases=True)) == first
+
+
+def test_an_op_computes_unsharded_where_its_result_is_closed_unsharded_and_its_operand_is_resharded_to_it():
+    # h = relu(x), x [{"a"}, {"b"}], then a closed constraint [{"a"}, {}] on h. Shardy's import pass copies
+    # the closed constraint onto h, and XLA's partitioner computes an elementwise op in its result's
+    # sharding: the relu runs on [{"a"}, {}] and its operand x is gathered on "b" before it, not after.
+    g = GraphBuilder("constrained_relu", {"a": 2, "b": 2})
+    g.tensor("x", [16, 64], sharding='[{"a"}, {"b"}]')
+    g.op("relu", ["x"], output="h", name="relu")
+    g.op("sharding_constraint", ["h"], output="c", name="pin", out_sharding='[{"a"}, {}]')
+    p = plan(g.build(), search="propagate")
+    assert p.op("relu").result_sharding.dims_text() == '[{"a"}, {}]'
+    (r,) = p.reshards
+    assert r.tensor == "x" and [s.kind for s in r.steps] == ["AllGather"]
+    # x's local 8x32 f32 shard gathers the other "b" half: 8 * 32 * 4 bytes received per device
+    assert r.steps[0].bytes_per_device == 8 * 32 * 4
+    result = simulate(p, seed=0)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device

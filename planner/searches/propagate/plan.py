@@ -7,7 +7,9 @@ partitioner does: a contracting (reduction) factor that every operand carrying i
 shards alike is computed so, and the op's result is left a pending sum over those
 axes, even where the result's own sharding wants one of them elsewhere (XLA keeps the
 operands of such a dot and reduces its result: a weight is not resharded); then a
-factor the op's result carries is computed as the result is sharded; any other factor
+factor the op's result carries is computed as the result is sharded, unsharded where
+the result leaves it unsharded (XLA computes an op in its result's sharding and
+reshards the operands to it, e.g. before a closed constraint); any other factor
 (a contracting dimension the operands disagree on, a dimension the result does not
 have) as the largest operand that shards it has it (ties: the lower operand index),
 so a dot whose operands conflict keeps the larger operand's sharding. Where a tensor's
@@ -133,7 +135,8 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
     Reduction factors the operands agree on come first; then tensors are read in order
     (the result, then operands by decreasing size, then index); each factor takes its
     axes from the first tensor that shards it with axes no other factor holds yet, as
-    long as the factor sharding stays valid.
+    long as the factor sharding stays valid. A factor the result carries with no axes
+    stays unsharded.
     ``prefix``: factor axes that come first (a mixed mesh's typed Explicit axes).
     """
     order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
@@ -152,8 +155,12 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
             proj = factor_axes_from_tensor(rule, which, sharding)
         except RuleError:
             continue  # a sharding the op's factors cannot read (a reshape's misfit): the others decide
+        carried = {f for dim in rule.tensor_dims(which) for f in dim}
         for f, axes in enumerate(proj):
-            if decided[f] or not axes:
+            if decided[f]:
+                continue
+            if not axes:  # a factor the result carries unsharded is computed unsharded (its operands are resharded)
+                decided[f] = which == RESULT and f in carried
                 continue
             if any(a.overlaps(b) for g, held in enumerate(chosen) if g != f for b in held for a in axes):
                 continue
