@@ -57,8 +57,6 @@ BYTES_DIFFER = {
     # a norm's statistics over a sharded dimension: the plan all-gathers the operand (AllGather 1536 B), XLA
     # reduces each shard and all-reduces the small statistics (AllReduce 3 x 544 B)
     "two_layers_norm": "AllGather vs AllReduce",
-    # the head merge's reshape of a tp-sharded head dimension: plan AllReduce 1536 B, XLA AllGather 768 B
-    "merge_heads": "AllReduce vs AllGather",
     # same bytes, other kinds: plan 2 AllReduce 4096 B, XLA 2 AllGather 4096 B
     "moe_dispatch": "AllReduce vs AllGather",
     # same total, other kinds: plan AllGather + AllReduce + ReduceScatter 512 B each, XLA one AllReduce 1536 B
