@@ -157,3 +157,84 @@ def test_the_same_model_gives_byte_identical_propagated_plans():
     graph = _conflicting_dot()
     first = json.dumps(plan(graph, search="propagate").to_dict(phases=True))
     assert json.dumps(plan(graph, search="propagate").to_dict(phases=True)) == first
+
+
+def test_an_op_computes_unsharded_where_its_result_is_closed_unsharded_and_its_operand_is_resharded_to_it():
+    # h = relu(x), x [{"a"}, {"b"}], then a closed constraint [{"a"}, {}] on h. Shardy's import pass copies
+    # the closed constraint onto h, and XLA's partitioner computes an elementwise op in its result's
+    # sharding: the relu runs on [{"a"}, {}] and its operand x is gathered on "b" before it, not after.
+    g = GraphBuilder("constrained_relu", {"a": 2, "b": 2})
+    g.tensor("x", [16, 64], sharding='[{"a"}, {"b"}]')
+    g.op("relu", ["x"], output="h", name="relu")
+    g.op("sharding_constraint", ["h"], output="c", name="pin", out_sharding='[{"a"}, {}]')
+    p = plan(g.build(), search="propagate")
+    assert p.op("relu").result_sharding.dims_text() == '[{"a"}, {}]'
+    (r,) = p.reshards
+    assert r.tensor == "x" and [s.kind for s in r.steps] == ["AllGather"]
+    # x's local 8x32 f32 shard gathers the other "b" half: 8 * 32 * 4 bytes received per device
+    assert r.steps[0].bytes_per_device == 8 * 32 * 4
+    result = simulate(p, seed=0)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def _dot_with_one_sharded_contraction(m, k, n):
+    # C = A @ B on "a" = 4: A [m, k] sharded on its contracting dimension, B [k, n] replicated
+    g = GraphBuilder("one_sided", {"a": 4})
+    g.tensor("A", [m, k], sharding='[{}, {"a"}]')
+    g.param("B", [k, n], sharding='[{}, {}]')
+    g.op("matmul", ["A", "B"], output="C", name="dot")
+    return g.build()
+
+
+def test_a_contraction_only_one_operand_shards_is_gathered_where_that_moves_fewer_bytes():
+    # A 8x32: gathering it receives 3/4 of 8 * 32 * 4 B = 768 B per device; all-reducing the 8x32
+    # partial sums would receive 2 * 3/4 of 1024 B = 1536 B. The dot computes unsharded on A gathered.
+    p = plan(_dot_with_one_sharded_contraction(8, 32, 32), search="propagate")
+    assert p.op("dot").result_sharding.dims_text() == '[{}, {}]'
+    (r,) = p.reshards
+    assert r.tensor == "A" and [(s.kind, s.bytes_per_device) for s in r.steps] == [("AllGather", 3 * 8 * 32 * 4 // 4)]
+    result = simulate(p, seed=0)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def test_a_contraction_only_one_operand_shards_stays_sharded_where_the_result_is_smaller():
+    # A 8x64 (2 KiB, gathering it receives 3/4 of it, 1536 B) against an 8x4 result (128 B, its all-reduce
+    # receives 2 * 3/4 of it, 192 B): the dot keeps A's sharding and leaves a pending sum, reduced into the
+    # replicated result.
+    p = plan(_dot_with_one_sharded_contraction(8, 64, 4), search="propagate")
+    assert p.op("dot").result_sharding.dims_text() == '[{}, {}], unreduced={"a"}'
+    steps = {r.tensor: [s.kind for s in r.steps] for r in p.reshards}
+    assert steps == {"B": ["Slice"], "C": ["AllReduce"]}  # B is cut to A's contraction locally
+
+
+_XLA_ONE_SIDED = """
+    import json, sys
+    import jax, jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from planner.engines.xla_hlo import collectives
+    m, k, n = (int(v) for v in sys.argv[1:])
+    mesh = jax.make_mesh((4,), ("a",), devices=jax.devices()[:4])
+    s = lambda *spec: NamedSharding(mesh, P(*spec))
+    f = jax.jit(lambda x, w: x @ w, in_shardings=(s(None, "a"), s()), out_shardings=s())
+    hlo = f.lower(jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32)).compile()
+    print(json.dumps([[c.kind, c.bytes_per_device] for c in collectives(hlo.as_text(), 4)]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(8, 32, 32), (8, 64, 4)])
+def test_xla_gathers_or_reduces_a_one_sided_contraction_as_the_plan_does(shape):
+    # The same dot through jax.jit (Shardy, XLA's partitioner) on 4 host devices: XLA's collectives, kind
+    # and bytes per device, are the plan's. Expected values come from XLA at test time.
+    pytest.importorskip("jax")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(root))
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(_XLA_ONE_SIDED), *map(str, shape)],
+                         capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    assert run.returncode == 0, run.stderr
+    xla = json.loads(run.stdout.splitlines()[-1])
+    p = plan(_dot_with_one_sharded_contraction(*shape), search="propagate")
+    ours = [[s.kind, s.bytes_per_device] for r in p.reshards for s in r.steps if s.bytes_per_device]
+    kinds = {"all-gather": "AllGather", "all-reduce": "AllReduce"}
+    assert [[kinds[kind], b] for kind, b in xla] == ours

@@ -7,7 +7,12 @@ partitioner does: a contracting (reduction) factor that every operand carrying i
 shards alike is computed so, and the op's result is left a pending sum over those
 axes, even where the result's own sharding wants one of them elsewhere (XLA keeps the
 operands of such a dot and reduces its result: a weight is not resharded); then a
-factor the op's result carries is computed as the result is sharded; any other factor
+factor the op's result carries is computed as the result is sharded, unsharded where
+the result leaves it unsharded (XLA computes an op in its result's sharding and
+reshards the operands to it, e.g. before a closed constraint); a contraction that
+some operands of a dot shard and the others do not is computed unsharded (those
+operands gathered) where that receives fewer bytes than all-reducing the partial
+result, as XLA's partitioner chooses; any other factor
 (a contracting dimension the operands disagree on, a dimension the result does not
 have) as the largest operand that shards it has it (ties: the lower operand index),
 so a dot whose operands conflict keeps the larger operand's sharding. Where a tensor's
@@ -92,10 +97,12 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
             ins = [restrict(shardings[t], free) for t in op.inputs]
             out = restrict(shardings[op.output], free)
             fixed[op.name] = op_factor_axes(rule, [without_manual(s, graph, op) for s in ins],
-                                            without_manual(out, graph, op), sizes, mesh, prefix)
+                                            without_manual(out, graph, op), sizes, mesh, prefix,
+                                            graph.tensor(op.output).nbytes)
             continue
         fixed[op.name] = op_factor_axes(rule, [restrict(shardings[t], free) for t in op.inputs],
-                                        restrict(shardings[op.output], free), sizes, mesh, prefix)
+                                        restrict(shardings[op.output], free), sizes, mesh, prefix,
+                                        graph.tensor(op.output).nbytes)
     layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
                         replace(options, fixed_strategies=fixed, memory_budget=None))
@@ -127,14 +134,19 @@ def _typed_axes(graph, mesh: Mesh, typed_at) -> dict[str, frozenset[str]]:
 
 
 def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
-                   operand_bytes: Sequence[int], mesh: Mesh, prefix: tuple | None = None) -> tuple:
+                   operand_bytes: Sequence[int], mesh: Mesh, prefix: tuple | None = None,
+                   result_bytes: int | None = None) -> tuple:
     """The factor sharding an op computes in, given its tensors' shardings (see the module docstring).
 
     Reduction factors the operands agree on come first; then tensors are read in order
     (the result, then operands by decreasing size, then index); each factor takes its
     axes from the first tensor that shards it with axes no other factor holds yet, as
-    long as the factor sharding stays valid.
+    long as the factor sharding stays valid. A factor the result carries with no axes
+    stays unsharded.
     ``prefix``: factor axes that come first (a mixed mesh's typed Explicit axes).
+    ``result_bytes``: the result's global size; given, a contraction only some operands
+    shard is computed unsharded where gathering those operands moves fewer bytes than
+    all-reducing the result (:func:`_gathered_reductions`).
     """
     order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
     chosen: list[tuple] = list(prefix) if prefix is not None else [()] * rule.num_factors
@@ -147,13 +159,20 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
         except RuleError:
             continue
         chosen, decided[f] = trial, True
+    if result_bytes is not None:
+        for f in _gathered_reductions(rule, operands, result, operand_bytes, result_bytes, mesh, decided):
+            decided[f] = True
     for which, sharding in order:
         try:
             proj = factor_axes_from_tensor(rule, which, sharding)
         except RuleError:
             continue  # a sharding the op's factors cannot read (a reshape's misfit): the others decide
+        carried = {f for dim in rule.tensor_dims(which) for f in dim}
         for f, axes in enumerate(proj):
-            if decided[f] or not axes:
+            if decided[f]:
+                continue
+            if not axes:  # a factor the result carries unsharded is computed unsharded (its operands are resharded)
+                decided[f] = which == RESULT and f in carried
                 continue
             if any(a.overlaps(b) for g, held in enumerate(chosen) if g != f for b in held for a in axes):
                 continue
@@ -165,6 +184,40 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
                 continue
             chosen, decided[f] = trial, True
     return tuple(chosen)
+
+
+def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
+                         operand_bytes: Sequence[int], result_bytes: int, mesh: Mesh, decided) -> list[int]:
+    """Reduction factors of a multi-operand op (a dot, an einsum) that some operands shard and the others do
+    not, where XLA's partitioner gathers the sharded operands rather than compute partial sums: gathering
+    them receives fewer bytes per device than all-reducing the result (``2 (n-1)/n`` of its shard)."""
+    if len(operands) < 2:
+        return []
+    try:
+        projs = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
+    except RuleError:
+        return []
+    out = []
+    for f in range(rule.num_factors):
+        if decided[f] or rule.factor_kinds[f] is not FactorKind.REDUCTION:
+            continue
+        sharding = [k for k, proj in enumerate(projs) if proj[f]]
+        if not sharding:
+            continue
+        gather = 0.0
+        for k in sharding:
+            n = 1
+            for a in projs[k][f]:
+                n *= a.size_in(mesh)
+            gather += operand_bytes[k] / operands[k].num_shards() * (n - 1)
+        (widest,) = sorted(sharding, key=lambda k: (-operand_bytes[k], k))[:1]
+        n = 1
+        for a in projs[widest][f]:
+            n *= a.size_in(mesh)
+        reduce = 2 * (n - 1) / n * result_bytes / result.num_shards()
+        if gather < reduce:
+            out.append(f)
+    return out
 
 
 def _agreed_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding]) -> dict[int, tuple]:
