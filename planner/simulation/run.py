@@ -313,8 +313,8 @@ class _Run:
         elif is_collective(op):
             blocks = run_collective(op, [a.blocks for a in operands][0] if operands else [None] * self.n,
                                     s.result.mesh, self.nets["forward"], ins.dtype)
-            if ins.collective is not None:
-                self.counts["forward"][ins.collective.kind] += 1
+            for c in ins.collectives:
+                self.counts["forward"][c.kind] += 1
         else:
             blocks = []
             for d in range(self.n):
@@ -395,8 +395,8 @@ class _Run:
             per_device = [[b] for b in cot.blocks]
         elif is_collective(op):
             blocks = run_collective(op, cot.blocks, s.result.mesh, self.nets["backward"], ins.dtype, transposed=True)
-            if ins.collective is not None:
-                self.counts["backward"][ins.collective.kind] += 1
+            for c in ins.collectives:
+                self.counts["backward"][c.kind] += 1
             per_device = [[b] for b in blocks]
         else:
             per_device = []
