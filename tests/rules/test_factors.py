@@ -35,8 +35,10 @@ def test_reshape_lone_factor_is_not_forced_divisible():
 
 
 def test_need_replication_and_size_one_factors_admit_nothing():
-    rule = rule_for("reshape", [(4, 1)], (2, 2), {"shape": [2, 2]})
-    assert not rule.admits(0, 2)  # a reshape with no common factor: every factor needs replication
+    K = FactorKind
+    rule = OpShardingRule(factor_sizes=(4,), factor_kinds=(K.NEED_REPLICATION,), factor_names=("i",),
+                          operands=(((0,),),), result=((0,),))
+    assert not rule.admits(0, 2)
     rule = rule_for("softmax", [(4, 1)], (4, 1), {"axis": 0})
     assert not rule.admits(1, 2)  # size 1
     assert rule.admits(0, 1) and rule.admits(1, 1)  # no axes always fit
