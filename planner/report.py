@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from costmodels.units import format_bytes, format_seconds
+from graphs.ops import get_op
 from planner.errors import PlanningError, did_you_mean, quote
 from planner.export import export
 from planner.ir.mesh import AxisType, Mesh
@@ -97,7 +98,8 @@ class OpDecision:
             "reason": self.reason,
             **({"collective": {"kind": c.kind, "axes": list(c.axes), "group_size": c.group_size,
                                "bytes_per_device": c.bytes_per_device, "time_s": c.time_s}}
-               if len(self.collectives) == 1 and (c := self.collectives[0]) else {}),
+               if len(self.collectives) == 1 and get_op(self.kind).family == "collective"
+               and (c := self.collectives[0]) else {}),
         }
 
 
