@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from costmodels.units import format_bytes, format_seconds
+from graphs.ops import get_op
 from planner.errors import PlanningError, did_you_mean, quote
 from planner.export import export
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.axis_types import axes_of_type, restrict
 from planner.model.decision import Decision, Propagation, SolverReport
-from planner.model.manual import BodyCollective
+from planner.model.op_collectives import OpCollective
 from planner.model.nodes import Model
 from planner.model.phases import SearchSpace
 from planner.model.provenance import decision_reasons, explain, propagation_reasons
@@ -74,7 +75,7 @@ class OpDecision:
     reason: str
     compute_time_s: float
     comm_time_s: float  # the forward redistributions of its result (graph-output delivery included)
-    collective: BodyCollective | None = None  # a manual region's collective (kind, axes, bytes, time)
+    collectives: tuple[OpCollective, ...] = ()  # the op's own forward collectives (kind, axes, bytes, time)
 
     @property
     def operand_shardings(self) -> tuple[TensorSharding, ...]:
@@ -95,10 +96,10 @@ class OpDecision:
             "compute_time_s": self.compute_time_s,
             "comm_time_s": self.comm_time_s,
             "reason": self.reason,
-            **({"collective": {"kind": self.collective.kind, "axes": list(self.collective.axes),
-                               "group_size": self.collective.group_size,
-                               "bytes_per_device": self.collective.bytes_per_device,
-                               "time_s": self.collective.time_s}} if self.collective is not None else {}),
+            **({"collective": {"kind": c.kind, "axes": list(c.axes), "group_size": c.group_size,
+                               "bytes_per_device": c.bytes_per_device, "time_s": c.time_s}}
+               if len(self.collectives) == 1 and get_op(self.kind).family == "collective"
+               and (c := self.collectives[0]) else {}),
         }
 
 
@@ -391,7 +392,7 @@ class Plan:
 
     def summary(self) -> str:
         """The table ``shardplan plan`` prints: each op's strategy, tensors where the mode is about them,
-        the redistributions, manual regions' collectives, gradient reductions and the totals."""
+        the redistributions, ops' own collectives, gradient reductions and the totals."""
         rows = [(o.name, o.kind, o.strategy.text(), o.result_sharding.dims_text(), o.source) for o in self.ops]
         out = [f"model {self.model}, search {self.search}, mesh {self.mesh}", ""]
         out.append(table(rows, header=("op", "kind", "strategy", "result sharding", "source")))
@@ -418,13 +419,12 @@ class Plan:
                 rs.append((r.tensor, f"{r.producer or 'input'} -> {', '.join(r.readers) or 'output'}{phase}",
                            _steps_text(r.steps), format_bytes(r.bytes_per_device), format_seconds(r.time_s)))
             out.append(table(rs, header=("tensor", "edge", "steps", "bytes/device", "time")))
-        body = [o for o in self.ops if o.collective is not None]
+        body = [(o, c) for o in self.ops for c in o.collectives]
         if body:
-            out += ["", "collectives of manual regions (forward):"]
-            out.append(table([(o.name, o.kind,
-                               f"{o.collective.kind}{{{', '.join(map(repr, o.collective.axes))}}}".replace("'", '"'),
-                               format_bytes(o.collective.bytes_per_device), format_seconds(o.collective.time_s))
-                              for o in body], header=("op", "collective", "steps", "bytes/device", "time")))
+            out += ["", "ops' own collectives (forward):"]
+            out.append(table([(o.name, o.kind, f"{c.kind}{{{', '.join(map(repr, c.axes))}}}".replace("'", '"'),
+                               format_bytes(c.bytes_per_device), format_seconds(c.time_s))
+                              for o, c in body], header=("op", "collective", "steps", "bytes/device", "time")))
         if self.gradient_syncs:
             out += ["", "gradient reductions:"]
             gs = [(g.tensor, _steps_text(g.steps), format_bytes(g.bytes_per_device), format_seconds(g.time_s))
@@ -580,8 +580,8 @@ def make_plan(decision: Decision) -> Plan:
         node = m.nodes[m.op_index[c.op.name]]
         ops.append(OpDecision(c.op.name, c.op.op, c.strategy, "user" if node.user else "propagated",
                               reasons["ops"][c.op.name], c.compute_time_s,
-                              forward_comm.get(c.op.name, 0.0) + (c.collective.time_s if c.collective else 0.0),
-                              c.collective))
+                              forward_comm.get(c.op.name, 0.0) + sum(o.time_s for o in c.collectives),
+                              c.collectives))
     redistributions = tuple(r for r in program.redistributions() if r.steps)  # a transpose may move nothing
     step = schedule(program, m.cluster, m.options.overlap)
     totals = Totals(

@@ -15,6 +15,14 @@ for a weight.
 Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
 read once, every result element written once (one fused pass over the normalised axis).
 
+Statistics over a sharded normalised axis (``OpDef.statistics``; the backward reuses the
+forward's): softmax's forward AllReduces its row max, then its row sum of exponentials, its
+backward ``sum(dy y)``; layernorm's forward its mean, then its variance, its backward ``sum(g)``
+and ``sum(g x̂)`` in one AllReduce; rmsnorm's forward its mean square, its backward
+``sum(g x)``. The forwards are what XLA's SPMD partitioner compiles (JAX 0.10.2, 8 host CPU
+devices); XLA's backwards of the JAX forms reduce one statistic more (layernorm a second
+AllReduce, rmsnorm a second statistic in its AllReduce).
+
 VJPs: softmax reads only its result (``dx = y (dy - sum(dy y))``); layernorm and
 rmsnorm recompute the normalised input from ``x`` (``dx = r (g - mean(g) - x̂ mean(g x̂))``
 with ``g = dy·weight``, ``r`` the reciprocal root; rmsnorm without the ``mean(g)``
@@ -35,6 +43,7 @@ import numpy as np
 from graphs.ops.common import Shape, need_float, need_rank, normalize_axis, numel, operand, same_dtype
 from graphs.ops.opdef import OpDef, check_wrt
 from planner.errors import ModelError, quote
+from planner.ir.sharding import PENDING_MAX, PENDING_SUM
 
 SOFTMAX_FLOPS_PER_ELEMENT = 5
 LAYERNORM_FLOPS_PER_ELEMENT = 7
@@ -103,6 +112,7 @@ def _softmax_jax(jnp, lax, a, attrs):
 SOFTMAX = OpDef("softmax", "normalization", 1, 1, (("axis", -1),), _softmax_infer, _softmax_flops,
                 _softmax_reference, _softmax_canonical, vjp=_softmax_vjp, vjp_reads_inputs=False,
                 vjp_reads_result=True, vjp_in_place=_softmax_vjp_in_place, rule="normalization.softmax",
+                statistics=(((PENDING_MAX,), (PENDING_SUM,)), ((PENDING_SUM,),)),
                 jax_form=_softmax_jax)
 
 
@@ -228,7 +238,9 @@ def _rmsnorm_jax(jnp, lax, a, attrs):
 # rmsnorm shards as layernorm does: the last axis needs replication, weight maps to it
 LAYERNORM = OpDef("layernorm", "normalization", 1, 3, (("eps", DEFAULT_EPS),), _norm_infer("layernorm"),
                   _norm_flops(LAYERNORM_FLOPS_PER_ELEMENT), _layernorm_reference,
-                  vjp=_norm_vjp("layernorm", centre=True), rule="normalization.layernorm", jax_form=_layernorm_jax)
+                  vjp=_norm_vjp("layernorm", centre=True), rule="normalization.layernorm", jax_form=_layernorm_jax,
+                  statistics=(((PENDING_SUM,), (PENDING_SUM,)), ((PENDING_SUM, PENDING_SUM),)))
 RMSNORM = OpDef("rmsnorm", "normalization", 1, 2, (("eps", DEFAULT_EPS),), _norm_infer("rmsnorm"),
                 _norm_flops(RMSNORM_FLOPS_PER_ELEMENT), _rmsnorm_reference, vjp=_norm_vjp("rmsnorm", centre=False),
-                rule="normalization.layernorm", jax_form=_rmsnorm_jax)
+                rule="normalization.layernorm", jax_form=_rmsnorm_jax,
+                statistics=(((PENDING_SUM,),), ((PENDING_SUM,),)))

@@ -231,6 +231,9 @@ class OpDef:
     jax_local_form: Callable[..., Any] | None = None
     bytes_accessed: Callable[..., int] = every_element_once
     matmul_units: bool = False
+    #: with its statistic factor sharded (a normalisation): the AllReduces of its forward and of its
+    #: backward, in order, each the reductions (``"sum"``, ``"max"``) of the statistics it carries
+    statistics: tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]] = ((), ())
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

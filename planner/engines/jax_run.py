@@ -207,14 +207,14 @@ class JaxRunResult:
 
 def planned_collectives(plan) -> tuple[PlannedCollective, ...]:
     """Every collective of ``plan.program`` in program order: each step of each redistribution (local ``Slice``
-    steps move nothing and are left out) and each manual region's body collective that communicates (a
-    Compute's ``collective``, forward; a Backprop's transpose collective, backward: tensor the op's operand,
+    steps move nothing and are left out) and each op's own collective (a Compute's ``collectives``, forward; a
+    Backprop's, backward: tensor the op's operand,
     whose cotangent it makes)."""
     out = []
     for r in plan.program.instructions:
         if isinstance(r, (Compute, Backprop)):
-            if r.collective is not None:
-                out.append(_body_collective(r, "forward" if isinstance(r, Compute) else "backward"))
+            phase = "forward" if isinstance(r, Compute) else "backward"
+            out += [_op_collective(r, c, phase) for c in r.collectives]
             continue
         if not isinstance(r, Redistribute):
             continue
@@ -230,11 +230,10 @@ def planned_collectives(plan) -> tuple[PlannedCollective, ...]:
     return tuple(out)
 
 
-def _body_collective(ins, phase: str) -> PlannedCollective:
+def _op_collective(ins, c, phase: str) -> PlannedCollective:
     """A region's body collective as the plan's: its groups are the devices that differ only in its axes (member
     order its linear index, row-major over the axes); a permute's pairs are each group's ``perm`` pairs that move
     (reversed backward, its transpose), as device ids."""
-    c = ins.collective
     members = [tuple(int(d) for d in g) for g in groups(ins.strategy.result, [AxisRef(a) for a in c.axes])]
     if c.kind == "CollectivePermute":
         perm = [(int(s), int(d)) for s, d in ins.op.attr("perm") if s != d]

@@ -59,6 +59,7 @@ from graphs.dtypes import jax_dtype_name
 from graphs.gradients import requires_grad
 from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
 from graphs.ops.registry import get_op
+from planner.model.op_collectives import statistic_axes
 from planner.collectives import STEP_KINDS, jax_attrs, jax_function
 from planner.errors import EngineError, InternalError
 from planner.partitioning.split_mesh import split_mesh, split_names
@@ -184,7 +185,8 @@ def padding_problem(plan) -> str | None:
 
 def lowering_problem(plan) -> str | None:
     """Why ``plan``'s program cannot be one ``shard_map`` (None when it can): padded blocks it cannot hold
-    (:func:`padding_problem`), or a redistribution between meshes of different device orders."""
+    (:func:`padding_problem`), a redistribution between meshes of different device orders, or a normalisation
+    over a sharded dimension."""
     for r in plan.program.redistributions("forward"):
         if any(step.before.mesh != step.after.mesh for step in r.plan.steps):
             return f"the redistribution of {r.tensor!r} changes the mesh's device order"
@@ -196,6 +198,10 @@ def lowering_problem(plan) -> str | None:
                             f"{step.before.dims_text()} to {step.after.dims_text()}, invariant over axes its "
                             "operand varies over: JAX types a ppermute's result varying over every axis it runs "
                             "over and has no cast back to invariant")
+    for c in plan.program.computes():
+        if statistic_axes(c.rule, c.strategy):
+            return (f"op {c.op.name!r} ({c.op.op}) normalises over a sharded dimension, whose statistics this "
+                    "lowering does not AllReduce: lower it with constraints (XLA partitions it)")
     return padding_problem(plan)
 
 

@@ -12,14 +12,11 @@ ordinary factors and manual axes stay major.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Mapping, Sequence
 
-from costmodels import RING
-from graphs.dtypes import dtype_itemsize
 from graphs.ops.collectives import is_collective
-from planner.collectives import backprop_primitive, primitive, result_variance, seed_name, step_kind
+from planner.collectives import primitive, result_variance, seed_name
 from planner.errors import PlanningError, VarianceError, quote
 from planner.ir.mesh import AxisType
 from planner.ir.axis import AxisRef
@@ -216,51 +213,7 @@ def manual_pending(graph, op, variance: Mapping[str, frozenset]) -> tuple[tuple[
     return tuple(order(every - v) for v in ins)
 
 
-# -- body collectives' communication -------------------------------------------------------------
-
-@dataclass(frozen=True)
-class BodyCollective:
-    """The communication of one body collective on each device's local block: its seed-004
-    ``primitive``, the step ``kind`` it lowers to (``AllReduce`` ...), its manual ``axes`` and
-    ``group_size``, and the bytes each device receives and the time it takes (ring formulas of
-    :mod:`costmodels.collectives`)."""
-
-    primitive: str
-    kind: str
-    axes: tuple[str, ...]
-    group_size: int
-    bytes_per_device: int
-    time_s: float
-
-
-def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> BodyCollective | None:
-    """What collective op ``op`` under ``strategy`` (free axes) communicates; None for one that does not
-    (``pbroadcast``, ``axis_index``) and for every other op. ``transposed``: its backward, the transpose
-    collective on the cotangents (psum -> pbroadcast: nothing; all_gather -> psum_scatter ...)."""
-    if not is_collective(op):
-        return None
-    name = seed_name(backprop_primitive(op.op) if transposed else op.op)
-    prim = primitive(name)
-    if prim.lowering is None:
-        return None
-    axes = tuple(op.attr("axes"))
-    p = int(op.attr("group_size"))
-    mesh = strategy.result.mesh
-    itemsize = dtype_itemsize(graph.tensor(op.output).dtype)
-    operand = math.prod(strategy.operands[0].local_shape(graph.tensor(op.inputs[0]).shape))
-    result = math.prod(strategy.result.local_shape(graph.tensor(op.output).shape))
-    if transposed:
-        operand, result = result, operand
-    link = cluster.link_for(mesh, [AxisRef(a) for a in axes])
-    kind = step_kind(prim.lowering)
-    unit = kind.unit_bytes(operand, result, p, itemsize)
-    if kind.name == "CollectivePermute" and not any(src != dst for src, dst in op.attr("perm")):
-        unit = 0  # every pair keeps its block: nothing moves
-    cost = RING.cost(kind.name, p, unit, link)
-    return BodyCollective(name, prim.lowering, axes, p, cost.bytes_per_device, cost.time_s)
-
-
-__all__ = ["BodyCollective", "allows", "check_plannable", "region_boundaries", "region_prefix", "without_manual", "body_collective", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
+__all__ = ["allows", "check_plannable", "region_boundaries", "region_prefix", "without_manual", "manual_factor_axes", "manual_pending", "manual_types", "manual_variance",
            "region_candidates"]
 
 

@@ -19,13 +19,13 @@ from graphs.dtypes import dtype_itemsize, is_float
 from planner.caches import BoundedCache
 from planner.enumeration import Strategy
 from planner.ir.sharding import TensorSharding
-from planner.model.manual import body_collective
+from planner.model.op_collectives import op_collectives_time_s
 from planner.model.moves import move_time_s, op_moves, own_params, reader_side, reshard_plan
 from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
 
-__all__ = ["TABLES", "collective_time_s", "data_edge", "fanout_edge", "local_op_time_s", "node_costs",
+__all__ = ["TABLES", "backward_collectives", "collective_time_s", "data_edge", "fanout_edge", "local_op_time_s", "node_costs",
            "op_compute_time_s", "op_flops", "operand_gradients", "same_groups", "stored_bytes"]
 
 
@@ -55,14 +55,15 @@ def operand_gradients(op, training: bool, needs_grad) -> int:
 
 
 def collective_time_s(m: Model, op, s: Strategy) -> float:
-    """Seconds a manual region's collective ``op`` communicates under ``s`` (forward, plus its transpose
-    with training when its operand needs a gradient); 0 for every other op."""
-    total = 0.0
-    for transposed in (False, True) if m.options.training and op.inputs and m.needs_grad.get(op.inputs[0]) \
-            else (False,):
-        c = body_collective(m.graph, op, s, m.cluster, transposed)
-        total += c.time_s if c is not None else 0.0
-    return total
+    """Seconds ``op``'s own collectives (:mod:`planner.model.op_collectives`) communicate under ``s``: the
+    forward's, plus the backward's with training when its first operand needs a gradient."""
+    return op_collectives_time_s(m.graph, op, s, m.cluster, backward_collectives(m, op))
+
+
+def backward_collectives(m: Model, op) -> bool:
+    """Whether ``op``'s backward runs its own collectives: with training, when its first operand (the one
+    a manual collective transposes onto, a normalisation's input) needs a gradient."""
+    return bool(m.options.training and op.inputs and m.needs_grad.get(op.inputs[0]))
 
 
 def op_flops(graph, op, training: bool, needs_grad) -> float:

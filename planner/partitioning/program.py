@@ -39,8 +39,9 @@ from graphs.ops.collectives import is_collective
 from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.model.moves import Transfer, link_moves, move_plan, node_moves
 from planner.model.nodes import Model, OpNode
-from planner.model.tables import local_op_time_s, operand_gradients
-from planner.model.manual import BodyCollective, body_collective, manual_types, manual_variance
+from planner.model.tables import backward_collectives, local_op_time_s, operand_gradients
+from planner.model.manual import manual_types, manual_variance
+from planner.model.op_collectives import OpCollective, op_collectives
 from planner.redistribution import ReshardPlan
 from planner.partitioning.typecheck import (
     check_backprop,
@@ -108,9 +109,10 @@ class Compute:
     """Op ``op`` (a graphs.specs.OpSpec) under ``strategy`` on local blocks.
 
     In a manual region: ``manual`` is ``(per operand, result)`` the manual axes each
-    varies over besides its layout (:func:`planner.model.manual.manual_types`),
-    and a body collective carries its communication in ``collective`` (a
-    :class:`~planner.model.manual.BodyCollective`; None for every other op).
+    varies over besides its layout (:func:`planner.model.manual.manual_types`).
+    ``collectives`` are the collectives the op communicates itself in its forward
+    (:mod:`planner.model.op_collectives`: a manual region's collective; empty for
+    an op that communicates only through redistributions).
 
     ``compute_time_s`` is the op's whole compute time: its forward and, with
     training, its :class:`Backprop`'s (one forward's worth per operand gradient).
@@ -127,7 +129,7 @@ class Compute:
     out_shape: tuple[int, ...]
     dtype: str
     compute_time_s: float
-    collective: BodyCollective | None = None
+    collectives: tuple[OpCollective, ...] = ()
     manual: tuple | None = None
     backward_time_s: float = 0.0
 
@@ -157,7 +159,7 @@ class Backprop:
     dtype: str
     wrt: tuple[int, ...]
     cotangents: tuple[TensorSharding, ...]
-    collective: BodyCollective | None = None  # a body collective's transpose collective, if it communicates
+    collectives: tuple[OpCollective, ...] = ()  # the op's own backward collectives (a body collective's transpose)
     manual: tuple | None = None  # as Compute's
 
 
@@ -179,19 +181,19 @@ class Program:
     def computes(self) -> tuple[Compute, ...]:
         return tuple(i for i in self.instructions if isinstance(i, Compute))
 
-    def body_collectives(self, phase: str | None = None) -> tuple[BodyCollective, ...]:
-        """The communication of manual regions' collectives (forward: a Compute's; backward: a
-        Backprop's transpose collective), in program order."""
-        out = []
+    def op_collectives(self, phase: str | None = None) -> tuple[OpCollective, ...]:
+        """The collectives ops communicate themselves (forward: a Compute's; backward: a Backprop's),
+        in program order."""
+        out: list[OpCollective] = []
         for i in self.instructions:
-            if isinstance(i, Compute) and i.collective is not None and phase in (None, "forward"):
-                out.append(i.collective)
-            elif isinstance(i, Backprop) and i.collective is not None and phase in (None, "backward"):
-                out.append(i.collective)
+            if isinstance(i, Compute) and phase in (None, "forward"):
+                out += i.collectives
+            elif isinstance(i, Backprop) and phase in (None, "backward"):
+                out += i.collectives
         return tuple(out)
 
     def collective_counts(self) -> dict[str, int]:
-        """Collectives over every redistribution, gradient reduction and manual region's collective, by kind
+        """Collectives over every redistribution, gradient reduction and op's own collective, by kind
         (alphabetical; ``Slice``, which is local, not counted; kinds absent when zero): what the CI gate and
         ``compare`` report."""
         counts: dict[str, int] = {}
@@ -199,16 +201,16 @@ class Program:
             for step in r.plan.steps:
                 if step.kind != "Slice":
                     counts[step.kind] = counts.get(step.kind, 0) + 1
-        for c in self.body_collectives():
+        for c in self.op_collectives():
             counts[c.kind] = counts.get(c.kind, 0) + 1
         return {kind: counts[kind] for kind in sorted(counts)}
 
     def comm_bytes_per_device(self, phase: str | None = None) -> int:
         return sum(r.bytes_per_device for r in self.redistributions(phase)) + \
-            sum(c.bytes_per_device for c in self.body_collectives(phase))
+            sum(c.bytes_per_device for c in self.op_collectives(phase))
 
     def comm_time_s(self, phase: str | None = None) -> float:
-        return sum(r.time_s for r in self.redistributions(phase)) + sum(c.time_s for c in self.body_collectives(phase))
+        return sum(r.time_s for r in self.redistributions(phase)) + sum(c.time_s for c in self.op_collectives(phase))
 
     def compute_time_s(self) -> float:
         return sum(c.compute_time_s for c in self.computes())
@@ -266,7 +268,7 @@ def lower(m: Model, choice) -> Program:
         forward_s = local_op_time_s(graph, op, s, m.cluster)
         total_s = forward_s * (1 + operand_gradients(op, m.options.training, m.needs_grad))
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
-                                    out.dtype, total_s, body_collective(graph, op, s, m.cluster),
+                                    out.dtype, total_s, op_collectives(graph, op, s, m.cluster),
                                     manual_types(graph, op, variance), max(0.0, total_s - forward_s)))
         instructions += after[op.name]
         if op.output in graph_outputs:
@@ -325,7 +327,7 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
         out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
                             graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
                             tuple(node.operand_gradient(s, k) for k in wrt),
-                            body_collective(graph, op, s, m.cluster, transposed=True),
+                            op_collectives(graph, op, s, m.cluster, transposed=True) if backward_collectives(m, op) else (),
                             manual_types(graph, op, variance)))
         out += own_grads[op.name]
         for t in sources_after.get(op.name, []):
@@ -362,10 +364,9 @@ def render(program: Program) -> str:
                           for t, m in zip(op.inputs, man_in) if every - m and not is_collective(op)]
             pb = f", pbroadcast {'; '.join(casts)}" if casts else ""
             comm = ""
-            if ins.collective is not None:
-                c = ins.collective
-                comm = (f"   // {c.kind} over {', '.join(c.axes)} (group of {c.group_size}), "
-                        f"{format_bytes(c.bytes_per_device)} per device")
+            if ins.collectives:
+                comm = "   // " + "; ".join(f"{c.kind} over {', '.join(c.axes)} (group of {c.group_size}), "
+                                         f"{format_bytes(c.bytes_per_device)} per device" for c in ins.collectives)
             lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pb}}} : "
                          f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result, man_out)}{comm}")
         elif isinstance(ins, Backprop):
@@ -376,10 +377,9 @@ def render(program: Program) -> str:
             types = ", ".join(type_text(ins.dtype, ins.in_shapes[k], lay, man_in[k])
                               for k, lay in zip(ins.wrt, ins.cotangents))
             comm = ""
-            if ins.collective is not None:
-                c = ins.collective
-                comm = (f"   // transpose {c.primitive}: {c.kind} over {', '.join(c.axes)}, "
-                        f"{format_bytes(c.bytes_per_device)} per device")
+            if ins.collectives:
+                comm = "   // " + "; ".join(f"transpose {c.primitive}: {c.kind} over {', '.join(c.axes)}, "
+                                         f"{format_bytes(c.bytes_per_device)} per device" for c in ins.collectives)
             elif op.op == "pbroadcast":
                 comm = "   // transpose psum: the cotangent goes home pending over its axes and is reduced there"
             elif is_collective(op):

@@ -18,7 +18,7 @@ manual region's collective). Each stream runs its work in program order:
   their cotangents home arrived); it runs ``Compute.backward_time_s``;
 * a gradient reduction (phase ``gradient``) starts when its parameter's readers'
   Backprops are done; nothing waits for it, so it overlaps the rest of the backward;
-* a manual region's collective (``Compute.collective``, ``Backprop.collective``)
+* an op's own collectives (``Compute.collectives``, ``Backprop.collectives``)
   runs on its link's stream once its operand is ready, and its op waits for it.
 
 The step ends when the last compute and the last collective finish; the step time adds the
@@ -173,10 +173,11 @@ class _Device:
                 ready = self.communicate(link, ready, step.time_s, r.phase)
         return ready
 
-    def body_collective(self, c, mesh, ready: float, phase: str) -> float:
-        if c is None:
-            return ready
-        return self.communicate(self.cluster.link_for(mesh, [AxisRef(a) for a in c.axes]), ready, c.time_s, phase)
+    def op_collectives(self, cs, mesh, ready: float, phase: str) -> float:
+        """An op's own collectives, one after another (each waits for the one before)."""
+        for c in cs:
+            ready = self.communicate(self.cluster.link_for(mesh, [AxisRef(a) for a in c.axes]), ready, c.time_s, phase)
+        return ready
 
 
 def _async(program: Program, cluster) -> Schedule:
@@ -192,14 +193,14 @@ def _async(program: Program, cluster) -> Schedule:
             op, s = ins.op, ins.strategy
             ready = max((arrived.get((t, lay), made.get(t, 0.0)) for t, lay in zip(op.inputs, s.operands)),
                         default=0.0)
-            ready = dev.body_collective(ins.collective, s.result.mesh, ready, "forward")
+            ready = dev.op_collectives(ins.collectives, s.result.mesh, ready, "forward")
             made[op.output] = dev.compute(ready, ins.forward_time_s)
             backward_s[op.name] = ins.backward_time_s
             compute["forward"] += ins.forward_time_s
         elif isinstance(ins, Backprop):
             op = ins.op
-            ready = dev.body_collective(ins.collective, ins.strategy.result.mesh,
-                                        cotangent.get(op.output, made.get(op.output, 0.0)), "backward")
+            ready = dev.op_collectives(ins.collectives, ins.strategy.result.mesh,
+                                       cotangent.get(op.output, made.get(op.output, 0.0)), "backward")
             seconds = backward_s.get(op.name, 0.0)
             done = back_done[op.name] = dev.compute(ready, seconds)
             compute["backward"] += seconds

@@ -56,6 +56,10 @@ class FactorKind(enum.Enum):
     REDUCTION = "reduction"
     NEED_REPLICATION = "need_replication"
     MANUAL = "manual"
+    #: reduced over and broadcast back by the op (a normalised axis): sharding it leaves the result
+    #: sharded alike and costs small AllReduces of the op's statistics over its axes
+    #: (:mod:`planner.model.op_collectives`); its axes must divide it (padding would enter the statistics)
+    STATISTIC = "statistic"
 
 
 def _tuple_dims(dims: Sequence[Sequence[int]]) -> Dims:
@@ -119,8 +123,8 @@ class OpShardingRule:
             name = self.factor_names[f]
             if f not in seen_in_operands and f not in in_result:
                 raise RuleError(f"factor {name} appears in no dimension")
-            if kind is FactorKind.PASS_THROUGH and f not in in_result:
-                raise RuleError(f"pass-through factor {name} must appear in the result")
+            if kind in (FactorKind.PASS_THROUGH, FactorKind.STATISTIC) and f not in in_result:
+                raise RuleError(f"{kind.value.replace('_', '-')} factor {name} must appear in the result")
             if kind is FactorKind.REDUCTION and f in in_result:
                 raise RuleError(f"reduction factor {name} may not appear in the result")
 
@@ -179,6 +183,8 @@ class OpShardingRule:
             return False
         if self.factor_kinds[factor] is FactorKind.MANUAL:
             return axes_size == size
+        if self.factor_kinds[factor] is FactorKind.STATISTIC:
+            return size % axes_size == 0
         return not self.needs_divisible[factor] or size % axes_size == 0
 
     # -- text ----------------------------------------------------------------------
@@ -193,7 +199,7 @@ class OpShardingRule:
         sizes = ",".join(f"{n}={s}" for n, s in sorted(zip(self.factor_names, self.factor_sizes)))
         text = f"({ins})->({self._dims_text(self.result)}) {{{sizes}}}"
         for kind, label in ((FactorKind.REDUCTION, "reduction"), (FactorKind.NEED_REPLICATION, "need_replication"),
-                            (FactorKind.MANUAL, "manual")):
+                            (FactorKind.MANUAL, "manual"), (FactorKind.STATISTIC, "statistic")):
             factors = self.factors_of_kind(kind)
             if factors:
                 kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else ""

@@ -153,10 +153,13 @@ def _check_replicated_factors(name: str, rule: OpShardingRule, ctx: LocalContext
         for d, factors in enumerate(rule.tensor_dims(which)):
             extents = _dim_extents(rule, factors, block.local_shape[d])
             for f in factors:
-                if rule.factor_kinds[f] is FactorKind.NEED_REPLICATION and extents[f] != rule.factor_sizes[f]:
+                if rule.factor_kinds[f] in (FactorKind.NEED_REPLICATION, FactorKind.STATISTIC) \
+                        and extents[f] != rule.factor_sizes[f]:
                     who = "the result" if which == RESULT else f"operand {which}"
+                    need = "needs replication" if rule.factor_kinds[f] is FactorKind.NEED_REPLICATION else \
+                        "is a statistic factor (sharded, the op runs as planner.simulation.statistics, not locally)"
                     raise RuleError(
-                        f"{name}: factor {rule.factor_names[f]} (dimension {d} of {who}) needs replication, "
+                        f"{name}: factor {rule.factor_names[f]} (dimension {d} of {who}) {need}, "
                         f"but this device holds {extents[f]} of its {rule.factor_sizes[f]}"
                     )
 

@@ -59,6 +59,7 @@ from planner.simulation.manual import run_collective
 from planner.simulation.memory import last_copy_uses, last_uses, residual_keys, simulation_memory
 from graphs.ops.collectives import is_collective
 from planner.simulation.reshard import execute
+from planner.simulation import statistics
 
 # The reference and the simulated devices compute in the same float type (bytes are
 # still counted at each tensor's declared dtype), so float results agree to its
@@ -259,6 +260,7 @@ class _Run:
         self.copies: dict[tuple, DistributedArray] = {}  # (tensor, layout) -> copy shared by its readers
         self.residuals: dict[tuple, DistributedArray] = {}  # what a Backprop will read
         self.cot_in: dict[tuple, DistributedArray] = {}  # (tensor, cotangent layout) -> readers' cotangents
+        self.kept_statistics: dict[str, list] = {}  # op -> per device, a sharded normalisation's statistics
         self.cot_out: dict[str, DistributedArray] = {}  # tensor -> its cotangent, home
         self.gradients: dict[str, DistributedArray] = {}
         self.seeds: set[int] = {id(a) for a in cotangents.values()}  # never written into
@@ -296,13 +298,26 @@ class _Run:
         elif isinstance(ins, Compute):
             operands = _operands(ins, self.values, self.copies)
             region = self.graph.region_of_op(ins.op.name) if self.graph.manual_regions else None
-            self.values[ins.op.output] = run_compute(ins, operands) if region is None else \
-                self._compute_in_region(ins, operands)
+            if region is None and statistics.sharded_statistic(ins.rule, ins.strategy):
+                self.values[ins.op.output] = self._compute_statistics(ins, operands)
+            else:
+                self.values[ins.op.output] = run_compute(ins, operands) if region is None else \
+                    self._compute_in_region(ins, operands)
             for key in saved.get(ins.op.name, ()):
                 self.residuals[(ins.op.name,) + key] = (self.values[key[1]] if key[0] == "result"
                                                         else operands[key[1]])
         else:
             self._backprop(ins)
+
+    def _compute_statistics(self, ins: Compute, operands) -> DistributedArray:
+        """A normalisation over a sharded axis (:mod:`planner.simulation.statistics`): partial statistics,
+        AllReduces across the groups (bytes counted), each device's own block finished."""
+        blocks, kept = statistics.forward(ins, operands, self.nets["forward"])
+        self.counts["forward"].update(c.kind for c in ins.collectives)
+        if self.program.training:
+            self.kept_statistics[ins.op.name] = kept
+        s = ins.strategy
+        return DistributedArray(s.result, tuple(ins.out_shape), [frozen_block(b) for b in blocks])
 
     def _compute_in_region(self, ins: Compute, operands) -> DistributedArray:
         """An op of a manual region (:mod:`planner.simulation.manual`): boundary ops pass blocks through,
@@ -313,8 +328,8 @@ class _Run:
         elif is_collective(op):
             blocks = run_collective(op, [a.blocks for a in operands][0] if operands else [None] * self.n,
                                     s.result.mesh, self.nets["forward"], ins.dtype)
-            if ins.collective is not None:
-                self.counts["forward"][ins.collective.kind] += 1
+            for c in ins.collectives:
+                self.counts["forward"][c.kind] += 1
         else:
             blocks = []
             for d in range(self.n):
@@ -361,6 +376,12 @@ class _Run:
         if region is not None:
             self._backprop_in_region(ins, cot, operands, result)
             return
+        if statistics.sharded_statistic(ins.rule, s):
+            per_device = statistics.backward(ins, cot, self.kept_statistics.pop(op.name), self.nets["backward"])
+            self.counts["backward"].update(c.kind for c in ins.collectives)
+            per_device = [[frozen_block(g) for g in grads] for grads in per_device]
+            self._send_cotangents(ins, per_device)
+            return
         per_device: list = [None] * self.n
         layouts = tuple(s.operands) + (s.result, cot.sharding) + tuple(ins.cotangents)
         shapes = tuple(ins.in_shapes) + (tuple(ins.out_shape),) * 2 + tuple(ins.in_shapes[k] for k in ins.wrt)
@@ -378,8 +399,13 @@ class _Run:
                                                    ins.wrt, donate=donate)]
             for e in members:
                 per_device[e] = grads
+        self._send_cotangents(ins, per_device)
+
+    def _send_cotangents(self, ins: Backprop, per_device) -> None:
+        """The operands' cotangents (``per_device[d][j]``: device ``d``'s block of ``ins.wrt[j]``'s) to their
+        transposed redistributions."""
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
-            t = op.inputs[k]
+            t = ins.op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])
             key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
             self.cot_in[key] = add_cotangents(self.cot_in.get(key), arr)
@@ -395,8 +421,8 @@ class _Run:
             per_device = [[b] for b in cot.blocks]
         elif is_collective(op):
             blocks = run_collective(op, cot.blocks, s.result.mesh, self.nets["backward"], ins.dtype, transposed=True)
-            if ins.collective is not None:
-                self.counts["backward"][ins.collective.kind] += 1
+            for c in ins.collectives:
+                self.counts["backward"][c.kind] += 1
             per_device = [[b] for b in blocks]
         else:
             per_device = []

@@ -20,9 +20,6 @@ SCRIPT = Path(__file__).with_name("shardy_suite.py")
 
 #: Functions of the suite where the plan differs from Shardy today, with the tensor and why; the others agree.
 DIFFERS = {
-    # softmax over the sharded last dimension: Shardy keeps [{}, {"d"}] (it reduces statistics across the
-    # shards); propagate replicates the normalised axis
-    "softmax_sharded_axis": "result",
     # concatenating / slicing along the sharded dimension: Shardy keeps it sharded [{}, {"d"}] through the
     # concatenate (slice) and the tanh after it; propagate replicates that dimension
     "concat_sharded_axis": "concatenate[16, 32], tanh[16, 32], result",
@@ -30,8 +27,6 @@ DIFFERS = {
     # concatenating rows sharded on dp along that dimension: Shardy keeps [{"dp"}, {}] through the
     # concatenate and the matmul after it ([{"dp"}, {"tp"}]); propagate replicates the rows
     "concat_rows": "concatenate[16, 32], dot[16, 64], result",
-    # a layer norm over the tp-sharded hidden dimension: Shardy's result [{"dp"}, {"tp"}], propagate's [{"dp"}, {}]
-    "layernorm_sharded_hidden": "result",
     # x[d] reshaped (16,32)->(4,4,32): both give the reshape and tanh [{"d":(1)4}, {"d":(4)2}, {}], but Shardy
     # returns the result replicated (a result sharding cannot hold sub-axes: JAX's out sharding is a
     # PartitionSpec of whole axes) and XLA all-gathers it (2 AllGather 1792 B); propagate delivers the sub-axes
@@ -53,14 +48,11 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "rmsnorm_block", "row_sums", "scores_3d", "slice_rows", "sliced_features", "softmax_rows", "split_heads",
          "transpose_b", "transposes", "two_layers_norm", "vocab_parallel_gather", "megatron_1d",
          "mesh3d_data_parallel", "constrained_agreeing", "moe_experts", "moe_token_sharded", "attention_1d",
-         "norm_mlp_3d", "rmsnorm_1d", "gather_rows_3d")
+         "norm_mlp_3d", "rmsnorm_1d", "gather_rows_3d", "softmax_sharded_axis", "layernorm_sharded_hidden")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # a norm's statistics over a sharded dimension: the plan all-gathers the operand (AllGather 1536 B), XLA
-    # reduces each shard and all-reduces the small statistics (AllReduce 3 x 544 B)
-    "two_layers_norm": "AllGather vs AllReduce",
     # same bytes, other kinds: plan 2 AllReduce 4096 B, XLA 2 AllGather 4096 B. Both einsums contract a
     # dimension only one operand shards, and gathering that operand receives exactly the bytes all-reducing the
     # result does (1024 B on dp, 3072 B on tp); XLA gathers at that tie here but all-reduces at the same tie in
@@ -108,11 +100,12 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but five elementwise, reduction and gather ones) has those compared too
+    # (all but seven elementwise, normalisation, reduction and gather ones) has those compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
         assert "result" in anchors, name
-        if name not in ("softmax_rows", "transposes", "broadcast_bias", "max_sharded_axis", "vocab_parallel_gather"):
+        if name not in ("softmax_rows", "transposes", "broadcast_bias", "max_sharded_axis", "vocab_parallel_gather",
+                        "softmax_sharded_axis", "layernorm_sharded_hidden"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 120
 

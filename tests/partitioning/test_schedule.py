@@ -176,7 +176,7 @@ def test_a_chain_with_a_manual_collective_has_nothing_to_overlap():
     none = schedule(p.program, p.cluster, "none")
     assert s.step_time_s == pytest.approx(none.step_time_s, rel=1e-12)
     assert s.hidden_comm_time_s == 0.0
-    collective = next(i.collective for i in p.program.instructions if isinstance(i, Compute) and i.collective)
+    collective = next(i.collectives[0] for i in p.program.instructions if isinstance(i, Compute) and i.collectives)
     assert s.phase("forward").comm_time_s == pytest.approx(collective.time_s, rel=1e-12)
 
 

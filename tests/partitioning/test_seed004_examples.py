@@ -59,7 +59,7 @@ def _backward_kinds(p):
     program = p.program
     kinds = [st.kind for red in program.redistributions("backward") for st in red.steps if st.kind != "Slice"]
     kinds += [st.kind for red in program.redistributions("gradient") for st in red.steps if st.kind != "Slice"]
-    return sorted(kinds + [c.kind for c in program.body_collectives("backward")])
+    return sorted(kinds + [c.kind for c in program.op_collectives("backward")])
 
 
 def _types(graph):
@@ -90,7 +90,7 @@ def test_example1_intermediates_have_the_seeds_types():
 def test_example1_transposes_to_pbroadcast_without_communication():
     # t(f1) = shmap(lambda ybar: t(g)(pbroadcast(ybar, 'i')), in_specs=P(), out_specs=P('i'))
     p, r = _trained(example1())
-    assert _backprop(p, "psum").collective is None  # psum -> pbroadcast: a no-op
+    assert _backprop(p, "psum").collectives == ()  # psum -> pbroadcast: a no-op
     assert _backward_kinds(p) == [] and r.phases["backward"]["measured_comm_bytes_per_device"] == 0
     # forward: the psum of one f32 on 8 devices, padded to one element per chunk: 2 * 7 * 4 B
     assert r.phases["forward"]["measured_comm_bytes_per_device"] == 2 * 7 * 4
@@ -118,7 +118,7 @@ def example2(explicit=False):
 def test_example2_transposes_to_psum_then_pbroadcast(explicit):
     # t(f2, 0) = shmap(lambda y, zbar: t(g)(pbroadcast(psum(zbar * y, 'i'), 'i')), ...)
     p, r = _trained(example2(explicit))
-    assert _backprop(p, "psum").collective is None  # the psum's own transpose: pbroadcast
+    assert _backprop(p, "psum").collectives == ()  # the psum's own transpose: pbroadcast
     # the pbroadcast's (implicit or written) transpose: one AllReduce of the f32[4] cotangent of s,
     # 2 * 7 chunks of ceil(4 / 8) = 1 float
     assert _backward_kinds(p) == ["AllReduce"]
@@ -187,7 +187,7 @@ def test_example5_has_the_seeds_types_and_transposes_to_psum_scatter():
     assert {t: v for t, v in _types(example5()).items() if t in ("x", "y", "z", "w")} == {
         "x": "{i}", "y": "{i}", "z": "{i}", "w": "{i}"}
     p, r = _trained(example5())
-    back = _backprop(p, "gather").collective
+    (back,) = _backprop(p, "gather").collectives
     assert (back.primitive, back.kind) == ("psum_scatter", "ReduceScatter")
     assert _backward_kinds(p) == ["ReduceScatter"]
     # a ring reduce-scatter of zbar:f32[8] into xbar:f32[1]: 7 steps of one 4-byte piece
@@ -222,7 +222,7 @@ def loss_model():
 
 def test_loss_gradient_has_one_all_reduce_from_pbroadcasts_transpose():
     p, r = _trained(loss_model())
-    assert _backprop(p, "pmean").collective is None  # pmean -> pbroadcast / 8: no communication
+    assert _backprop(p, "pmean").collectives == ()  # pmean -> pbroadcast / 8: no communication
     # the one reduction: the parameter gradient, pending over i (params was pbroadcast by the matmul);
     # an AllReduce of 15 floats on 8 devices: 2 * 7 chunks of ceil(15 / 8) = 2 floats
     assert _backward_kinds(p) == ["AllReduce"]
@@ -241,7 +241,7 @@ def test_all_to_all_transposes_with_its_dims_swapped():
                    ['[{}, {"i"}]'], ["{name: a2a, op: all_to_all, axes: [i], split_dim: 0, concat_dim: 1, "
                                     "inputs: [x], output: y}"])
     p, r = _trained(graph)
-    back = _backprop(p, "a2a").collective
+    (back,) = _backprop(p, "a2a").collectives
     assert (back.primitive, back.kind) == ("all_to_all", "AllToAll")
     # the local f32[8,2] cut into 8 chunks of 2 floats, 7 of them received, each way
     assert r.phases["forward"]["measured_comm_bytes_per_device"] == r.phases["backward"][
@@ -254,7 +254,7 @@ def test_ppermute_transposes_to_the_inverse_permutation():
     graph = _model("ppermute", {"x": "{shape: [16], kind: param}"}, ["x"], ['[{"i"}]'], ["y"], ['[{"i"}]'],
                    [f"{{name: shift, op: ppermute, axes: [i], perm: [{shift}], inputs: [x], output: y}}"])
     p, r = _trained(graph)
-    back = _backprop(p, "shift").collective
+    (back,) = _backprop(p, "shift").collectives
     assert (back.primitive, back.kind) == ("ppermute", "CollectivePermute")
     assert r.phases["backward"]["measured_comm_bytes_per_device"] == 2 * 4  # one f32[2] block
 
@@ -269,8 +269,8 @@ def test_two_axes_psum_then_all_gather_transpose_to_psum_scatter_then_pbroadcast
     assert {t: v for t, v in _types(graph).items() if t in ("x", "s", "g", "w")} == {
         "x": "{i,j}", "s": "{j}", "g": "{j}", "w": "{j}"}
     p, r = _trained(graph)
-    assert _backprop(p, "psum").collective is None
-    back = _backprop(p, "gather").collective
+    assert _backprop(p, "psum").collectives == ()
+    (back,) = _backprop(p, "gather").collectives
     assert (back.primitive, back.kind, back.axes) == ("psum_scatter", "ReduceScatter", ("j",))
     # a reduce-scatter of the f32[4] cotangent of g over j = 2 into pieces of 2 floats: one round of 8 B
     assert _backward_kinds(p) == ["ReduceScatter"]

@@ -15,7 +15,7 @@ from planner.cli.main import main
 from planner.enumeration import Strategy
 from planner.model.nodes import SourceNode
 from planner.model.decision import SolverReport
-from planner.model.manual import BodyCollective
+from planner.model.op_collectives import OpCollective
 from planner.model.phases import SearchSpace
 from planner.model.decision import Propagation
 from planner.redistribution.engine import reshard_for_planning
@@ -27,7 +27,7 @@ GPT2 = CONFIGS / "gpt2_small.yaml"
 
 # the names report.py imports for annotations only
 ANNOTATION_NAMES = {"Cluster": Cluster, "ComputationGraph": ComputationGraph, "Strategy": Strategy,
-                    "SolverReport": SolverReport, "BodyCollective": BodyCollective, "SearchSpace": SearchSpace,
+                    "SolverReport": SolverReport, "OpCollective": OpCollective, "SearchSpace": SearchSpace,
                     "Propagation": Propagation}
 
 

@@ -35,10 +35,21 @@ def test_reshape_lone_factor_is_not_forced_divisible():
 
 
 def test_need_replication_and_size_one_factors_admit_nothing():
+    K = FactorKind
+    rule = OpShardingRule(factor_sizes=(4,), factor_kinds=(K.NEED_REPLICATION,), factor_names=("i",),
+                          operands=(((0,),),), result=((0,),))
+    assert not rule.admits(0, 2)
     rule = rule_for("softmax", [(4, 1)], (4, 1), {"axis": 0})
-    assert not rule.admits(0, 2)  # the softmax axis
     assert not rule.admits(1, 2)  # size 1
     assert rule.admits(0, 1) and rule.admits(1, 1)  # no axes always fit
+
+
+def test_statistic_factors_admit_only_dividing_axes():
+    # padding would enter a statistic (a padded element of a row changes its max, sum and mean)
+    rule = rule_for("softmax", [(6, 3)], (6, 3), {"axis": 0})
+    assert rule.admits(0, 2) and rule.admits(0, 3) and rule.admits(0, 6)
+    assert not rule.admits(0, 4)
+    assert str(rule) == "([i,j])->([i,j]) {i=6,j=3} statistic={i}"
 
 
 def test_reduction_factor_may_not_appear_in_the_result():

@@ -3,6 +3,7 @@
 import pytest
 
 from planner.errors import RuleError
+from planner.rules.factors import FactorKind, OpShardingRule
 from planner.ir import AxisRef, Mesh, parse_sharding
 from planner.rules import (
     RESULT,
@@ -73,9 +74,17 @@ def test_strategy_round_trips_through_factor_axes():
 
 
 def test_strategy_sharding_a_need_replication_factor_is_refused():
-    rule = rule_for("softmax", [(8, 8)], (8, 8))
+    rule = OpShardingRule(factor_sizes=(8,), factor_kinds=(FactorKind.NEED_REPLICATION,), factor_names=("i",),
+                          operands=(((0,),),), result=((0,),))
     with pytest.raises(RuleError, match="needs replication"):
-        strategy_to_factor_axes(rule, ((1, 2),), D8)
+        strategy_to_factor_axes(rule, ((2,),), D8)
+
+
+def test_strategy_sharding_a_statistic_factor_is_kept():
+    # the softmax axis is a statistic factor: split 2 ways it stays split (its op AllReduces its statistics)
+    rule = rule_for("softmax", [(8, 8)], (8, 8))
+    fa = strategy_to_factor_axes(rule, ((1, 2),), D8)
+    assert factor_axes_to_strategy(rule, fa, D8) == ((1, 2),)
 
 
 def test_strategy_not_dividing_the_devices_is_a_rule_error():

@@ -139,12 +139,13 @@ TOO_BIG = {("reshape_4x6_to_8x3", "k")}
 
 
 def test_every_shardable_factor_is_tried():
-    """Every factor that is not need-replication and larger than 1 is sharded on some mesh."""
+    """Every factor that is not need-replication or statistic and larger than 1 is sharded on some mesh."""
     for c in CASES:
         rule = c.rule()
         tried = {f for m in MESHES.values() for fa in factor_shardings(rule, m) for f, a in enumerate(fa) if a}
         shardable = {f for f in range(rule.num_factors)
-                     if rule.factor_kinds[f] is not FactorKind.NEED_REPLICATION and rule.factor_sizes[f] > 1
+                     if rule.factor_kinds[f] not in (FactorKind.NEED_REPLICATION, FactorKind.STATISTIC)
+                     and rule.factor_sizes[f] > 1
                      and (c.name, rule.factor_names[f]) not in TOO_BIG}
         assert shardable <= tried, f"{c.name}: factors {shardable - tried} are never sharded"
 
@@ -236,10 +237,10 @@ def test_min_over_sharded_dim_gives_a_pending_minimum():
     assert run.sharding.dims_text() == '[{}, {}], unreduced=min{"x"}' and run.partials_differ()
 
 
-def test_softmax_and_norm_axes_need_replication():
+def test_softmax_and_norm_axes_are_statistic_factors():
     for name, f in (("softmax_last", 1), ("softmax_axis0", 0), ("layernorm_weight_bias", 2), ("rmsnorm_weight", 1)):
         rule = case(name).rule()
-        assert rule.factor_kinds[f] is FactorKind.NEED_REPLICATION, name
+        assert rule.factor_kinds[f] is FactorKind.STATISTIC, name
 
 
 def test_layernorm_rows_sharded_keep_whole_weights():

@@ -88,10 +88,11 @@ def test_reshape_uses_the_local_shape_the_rule_implies():
     assert out.tolist() == [[4.0, 5.0]]
 
 
-def test_sharded_need_replication_dim_is_refused():
+def test_sharded_statistic_dim_is_refused_locally():
+    # a sharded softmax axis needs its statistics AllReduced: no device can compute its block alone
     rule = rule_for("softmax", [(4, 4)], (4, 4))
     s = parse_sharding('[{}, {"x"}]', X2)
-    with pytest.raises(RuleError, match="factor j .* needs replication"):
+    with pytest.raises(RuleError, match="factor j .* is a statistic factor"):
         local_compute("softmax", rule, [np.zeros((4, 2))], _ctx([s], [(4, 4)], s, (4, 4), 0))
 
 

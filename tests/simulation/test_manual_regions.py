@@ -46,8 +46,7 @@ def test_megatron_by_hand_simulates_exactly_with_the_auto_planned_bytes():
     assert by_hand.program.comm_bytes_per_device() == auto.program.comm_bytes_per_device() == 12288
     assert by_hand.program.collective_counts() == auto.program.collective_counts() == {"AllReduce": 1}
     [psum] = [c for c in by_hand.program.computes() if c.op.op == "psum"]
-    assert (psum.collective.kind, psum.collective.axes, psum.collective.bytes_per_device) == ("AllReduce", ("tp",),
-                                                                                               12288)
+    assert [(c.kind, c.axes, c.bytes_per_device) for c in psum.collectives] == [("AllReduce", ("tp",), 12288)]
 
 
 def test_megatron_by_hand_trains_exactly():
@@ -71,9 +70,9 @@ def test_dp_training_step_psum_transposes_to_pbroadcast_and_w_is_reduced_once():
     r = _simulated(p)
     program = p.program
     [psum_back] = [i for i in program.instructions if isinstance(i, Backprop) and i.op.op == "psum"]
-    assert psum_back.collective is None  # psum -> pbroadcast: no backward communication
+    assert psum_back.collectives == ()  # psum -> pbroadcast: no backward communication
     backward = [st.kind for red in program.redistributions("backward") for st in red.steps]
-    backward += [c.kind for c in program.body_collectives("backward")]
+    backward += [c.kind for c in program.op_collectives("backward")]
     assert backward == ["AllReduce"]  # the one reduction the implicit pbroadcast of w over dp transposes to
     [red] = [red for red in program.redistributions("backward") if red.steps]
     assert red.tensor == "step/w"

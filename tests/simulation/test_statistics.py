@@ -1,0 +1,71 @@
+"""A normalisation over a sharded axis runs as partial statistics, AllReduces of them and a local finish:
+forward and backward equal the single-device reference (f64) and the bytes the simulator's ring AllReduces
+move equal the plan's."""
+
+import math
+
+import pytest
+
+from planner.api import plan
+from planner.simulation.run import simulate
+
+#: op, its attributes, its weight operands, (forward, backward) statistics per AllReduce (graphs/ops/normalization.py)
+OPS = {
+    "softmax": ("axis: 1", [], ((1, 1), (1,))),
+    "layernorm": ("", ["w", "b"], ((1, 1), (2,))),
+    "rmsnorm": ("", ["w"], ((1,), (1,))),
+}
+#: mesh, the input's sharding, the normalised dim's axes' group size, the rows each device holds
+MESHES = {
+    "1d": ("{x: 4}", '[{}, {"x"}]', 4, 16),
+    "2d": ("{x: 2, y: 4}", '[{"y"}, {"x"}]', 2, 4),
+    "2d_both": ("{x: 2, y: 4}", '[{}, {"x", "y"}]', 8, 16),
+}
+
+
+def _model(op: str, mesh: str) -> str:
+    attrs, params, _ = OPS[op]
+    mesh_text, sharding, _, _ = MESHES[mesh]
+    weights = "".join(f"\n  {p}: {{shape: [512], kind: param}}" for p in params)
+    extra = f", {attrs}" if attrs else ""
+    return f"""
+name: norm
+mesh: {mesh_text}
+tensors:
+  a: {{shape: [16, 512], kind: param, sharding: '{sharding}'}}{weights}
+ops:
+  - {{name: n, op: {op}, inputs: [a{"".join(", " + p for p in params)}], output: y, out_sharding: '{sharding}'{extra}}}
+  - {{name: r, op: relu, inputs: [y], output: c}}
+outputs: [c]
+"""
+
+
+def _ring_all_reduce_bytes(elements: int, p: int, itemsize: int = 4) -> int:
+    """A ring AllReduce: 2 (p - 1) rounds of ceil(n / p) elements each device receives."""
+    return 2 * (p - 1) * math.ceil(elements / p) * itemsize
+
+
+@pytest.mark.parametrize("mesh", sorted(MESHES))
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_normalisation_over_a_sharded_axis_simulates_exactly_with_its_statistics(op, mesh):
+    p = plan(_model(op, mesh), search="bfs", training=True)
+    [compute] = [c for c in p.program.computes() if c.op.name == "n"]
+    _, _, group, rows = MESHES[mesh]
+    forward, backward = OPS[op][2]
+    # each statistic is one value per row a device holds; an AllReduce of k statistics carries k of them
+    assert [(c.kind, c.group_size, c.bytes_per_device) for c in compute.collectives] == \
+        [("AllReduce", group, _ring_all_reduce_bytes(k * rows, group)) for k in forward]
+    [back] = p.program.op_collectives("backward")  # one backward AllReduce each (OPS)
+    assert (back.kind, back.bytes_per_device) == ("AllReduce", _ring_all_reduce_bytes(backward[0] * rows, group))
+    r = simulate(p)
+    assert r.ok, r
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def test_forward_only_plan_counts_only_the_forward_statistics():
+    p = plan(_model("softmax", "1d").replace("kind: param", "kind: input"), search="bfs")
+    # a row max, then a row sum: two AllReduces of the 16 rows over x = 4
+    assert p.program.collective_counts() == {"AllReduce": 2}
+    r = simulate(p)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == \
+        2 * _ring_all_reduce_bytes(16, 4)
