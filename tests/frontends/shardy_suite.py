@@ -278,6 +278,237 @@ def moe_token_sharded(mask, x, w1):
     return jnp.tanh(jnp.einsum("ech,ehf->ecf", jnp.einsum("tec,th->ech", mask, x), w1))
 
 
+# -- more functions of the same kinds, first written as held-out programs: MLPs, norms and softmax written out,
+# reductions, transposes, head splits and merges, gathers, concat/slice, MoE einsums, constraints, 1-D to 3-D
+
+
+def mlp3(x, a, b, c):
+    return jnp.tanh(jax.nn.relu(x @ a) @ b) @ c
+
+
+def gelu_mlp_1d(x, w1, w2):
+    return jax.nn.gelu(x @ w1) @ w2
+
+
+def attn_rows(x, wq, wk):
+    q = x @ wq
+    k = x @ wk
+    return jax.nn.softmax(q @ k.T, axis=-1)
+
+
+def ln_then_mm(x, s, b, w):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (((x - m) / jnp.sqrt(v + 1e-5)) * s + b) @ w
+
+
+def rms_3d(x, g, w):
+    return (x / jnp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * g) @ w
+
+
+def sum_cols(x, w):
+    return jnp.sum(x @ w, axis=0)
+
+
+def mean_rows(x, w):
+    return jnp.mean(jnp.tanh(x @ w), axis=1)
+
+
+def transpose_mm(x, w):
+    return (x.T @ w)
+
+
+def einsum_bmm(a, b):
+    return jnp.einsum("bij,bjk->bik", a, b)
+
+
+def residual2(x, w1, w2):
+    return x + jnp.tanh(x @ w1) @ w2
+
+
+def bias_relu(x, w, b):
+    return jax.nn.relu(x @ w + b)
+
+
+def split_merge(x, w):
+    b, s, hdim = x.shape
+    y = (x @ w).reshape(b, s, 4, hdim // 4)
+    return jnp.tanh(y).reshape(b, s, hdim)
+
+
+def take_sum(table, ids):
+    return jnp.sum(jnp.take(table, ids, axis=0), axis=-1)
+
+
+def concat_mm(x, y, w):
+    return jnp.concatenate([x, y], axis=-1) @ w
+
+
+def slice_mm(x, w):
+    return x[:, :16] @ w
+
+
+def moe2(mask, x, w1, w2):
+    d = jnp.einsum("tec,th->ech", mask, x)
+    h = jax.nn.relu(jnp.einsum("ech,ehf->ecf", d, w1))
+    return jnp.einsum("ecf,efh->ech", h, w2)
+
+
+def fsdp3d(x, w1, w2):
+    return jnp.tanh(x @ w1) @ w2
+
+
+def two_matmul_sum(x, w1, w2):
+    return x @ w1 + x @ w2
+
+
+def scale(x, w):
+    return (x @ w) * 0.5
+
+
+def exp_norm(x):
+    return jnp.exp(x) / jnp.sum(jnp.exp(x), axis=0, keepdims=True)
+
+
+def max_cols(x, w):
+    return jnp.max(x @ w, axis=0)
+
+
+def square_mm(x, w):
+    return (x * x) @ w
+
+
+def dp_tp_chain(x, w1, w2, w3):
+    return jnp.tanh(jnp.tanh(x @ w1) @ w2) @ w3
+
+
+def vocab_head(x, head):
+    return jax.nn.softmax(x @ head, axis=-1)
+
+
+def outer_batch(a, b):
+    return jnp.einsum("bi,bj->bij", a, b)
+
+
+def sub_mean(x):
+    return x - jnp.mean(x, axis=0, keepdims=True)
+
+
+def attn_1d_heads(x, wq, wk):
+    b, s, h = x.shape
+    q = (x @ wq).reshape(b, s, 2, h // 2)
+    k = (x @ wk).reshape(b, s, 2, h // 2)
+    return jnp.einsum("bqhd,bkhd->bhqk", q, k)
+
+
+def reshape_flat(x, w):
+    return x.reshape(-1, x.shape[-1]) @ w
+
+
+def constraint_mid(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(_MESH["2d"], P("dp", None)))
+    return h @ w2
+
+
+def sum_sharded_then_mm(x, w):
+    return jnp.sum(x, axis=0, keepdims=True) @ w
+
+
+def mean_sharded_dim(x, w):
+    return jnp.mean(x @ w, axis=-1)
+
+
+def vocab_gather_3d(table, ids):
+    return jnp.take(table, ids, axis=0) * 2.0
+
+
+def transpose_then_mm(x, w):
+    return jnp.tanh(x).T @ w
+
+
+def mm_transpose(x, w):
+    return (x @ w).T
+
+
+def three_axes_matmul(x, w):
+    return x @ w
+
+
+def heads_transpose(x, w):
+    b, s, h = x.shape
+    return (x @ w).reshape(b, s, 4, h // 4).transpose(0, 2, 1, 3)
+
+
+def merge_transpose(x, w):
+    b, n, s, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, n * d) @ w
+
+
+def bias_add_1d(x, b):
+    return x + b
+
+
+def outer_sum(a, b):
+    return a[:, None] + b[None, :]
+
+
+def scale_shift(x, s, b):
+    return x * s + b
+
+
+def two_dots_shared(x, w1, w2):
+    return (x @ w1) * (x @ w2)
+
+
+def dp_matmul_reduce(x, w):
+    return jnp.sum(x @ w)
+
+
+def tp_mlp_residual(x, w1, w2):
+    return x + jax.nn.gelu(x @ w1) @ w2
+
+
+def fsdp_2d(x, w1, w2):
+    return jnp.tanh(x @ w1) @ w2
+
+
+def seq_parallel(x, w):
+    return jnp.tanh(x) @ w
+
+
+def expert_einsum(x, w):
+    return jnp.einsum("ecd,edf->ecf", x, w)
+
+
+def batched_3d(a, b):
+    return jnp.einsum("bij,bjk->bik", a, b)
+
+
+def contract_3d(x, w):
+    return jnp.einsum("bsh,hf->bsf", x, w)
+
+
+def rowwise_max_sub(x):
+    return x - jnp.max(x, axis=-1, keepdims=True)
+
+
+def constraint_open(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P(None, "tp")))
+    return jnp.tanh(h)
+
+
+def chain_1d(x, a, b):
+    return jnp.tanh(jnp.tanh(x @ a) @ b)
+
+
+def wide_3d(x, w):
+    return jax.nn.relu(x @ w)
+
+
+def emb_sum(table, ids, w):
+    return jnp.sum(jnp.take(table, ids, axis=0), axis=0) @ w
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -353,17 +584,74 @@ def suite() -> dict:
         "moe_token_sharded": (moe_token_sharded, "2d", [((16, 4, 8), P("dp")), ((16, 32), P("dp")),
                                                         ((4, 32, 64), P("tp"))]),
         "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
+        "mlp3": (mlp3, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 64), P("tp")), ((64, 32), P())]),
+        "gelu_mlp_1d": (gelu_mlp_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
+        "attn_rows": (attn_rows, "1d", [((16, 32), P("d")), ((32, 32), P()), ((32, 32), P())]),
+        "ln_then_mm": (ln_then_mm, "2d", [((16, 32), P("dp")), ((32,), P()), ((32,), P()), ((32, 64), P(None, "tp"))]),
+        "rms_3d": (rms_3d, "3d", [((16, 32), P("a")), ((32,), P()), ((32, 64), P(None, ("b", "c")))]),
+        "sum_cols": (sum_cols, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "mean_rows": (mean_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "transpose_mm": (transpose_mm, "1d", [((32, 16), P(None, "d")), ((32, 8), P())]),
+        "einsum_bmm": (einsum_bmm, "2d", [((4, 8, 16), P("dp", None, "tp")), ((4, 16, 8), P("dp", "tp", None))]),
+        "residual2": (residual2, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
+        "bias_relu": (bias_relu, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64,), P("d"))]),
+        "split_merge": (split_merge, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp"))]),
+        "take_sum": (take_sum, "1d", [((64, 16), P()), (((8,), "i32"), P())]),
+        "concat_mm": (concat_mm, "2d", [((16, 16), P("dp")), ((16, 16), P("dp")), ((32, 64), P(None, "tp"))]),
+        "slice_mm": (slice_mm, "2d", [((16, 32), P("dp")), ((16, 64), P(None, "tp"))]),
+        "moe2": (moe2, "2d", [((16, 4, 2), P()), ((16, 8), P("dp")), ((4, 8, 16), P("tp")), ((4, 16, 8), P("tp"))]),
+        "fsdp3d": (fsdp3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P("c")), ((64, 32), P(None, "c"))]),
+        "two_matmul_sum": (two_matmul_sum, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                  ((32, 64), P(None, "tp"))]),
+        "scale": (scale, "1d", [((16, 32), P("d")), ((32, 32), P())]),
+        "max_cols": (max_cols, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "square_mm": (square_mm, "2d", [((16, 32), P("dp", "tp")), ((32, 64), P("tp"))]),
+        "dp_tp_chain": (dp_tp_chain, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 64), P("tp")),
+                                            ((64, 32), P(None, "tp"))]),
+        "vocab_head": (vocab_head, "2d", [((16, 32), P("dp")), ((32, 128), P(None, "tp"))]),
+        "outer_batch": (outer_batch, "2d", [((8, 16), P("dp")), ((8, 16), P(None, "tp"))]),
+        "sub_mean": (sub_mean, "1d", [((16, 32), P(None, "d"))]),
+        "attn_1d_heads": (attn_1d_heads, "1d", [((2, 8, 32), P()), ((32, 32), P(None, "d")), ((32, 32), P(None, "d"))]),
+        "reshape_flat": (reshape_flat, "2d", [((2, 8, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "constraint_mid": (constraint_mid, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
+        "sum_sharded_then_mm": (sum_sharded_then_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "mean_sharded_dim": (mean_sharded_dim, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "vocab_gather_3d": (vocab_gather_3d, "3d", [((64, 16), P(("a", "b"))), (((8,), "i32"), P())]),
+        "transpose_then_mm": (transpose_then_mm, "1d", [((32, 16), P("d")), ((32, 8), P())]),
+        "mm_transpose": (mm_transpose, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "three_axes_matmul": (three_axes_matmul, "3d", [((16, 32), P("a", "b")), ((32, 64), P("b", "c"))]),
+        "heads_transpose": (heads_transpose, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp"))]),
+        "merge_transpose": (merge_transpose, "2d", [((2, 4, 8, 8), P("dp", "tp")), ((32, 32), P())]),
+        "bias_add_1d": (bias_add_1d, "1d", [((16, 32), P(None, "d")), ((32,), P())]),
+        "outer_sum": (outer_sum, "2d", [((16,), P("dp")), ((32,), P("tp"))]),
+        "scale_shift": (scale_shift, "2d", [((16, 32), P("dp", "tp")), ((32,), P()), ((32,), P())]),
+        "two_dots_shared": (two_dots_shared, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P())]),
+        "dp_matmul_reduce": (dp_matmul_reduce, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "tp_mlp_residual": (tp_mlp_residual, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                    ((64, 32), P("tp"))]),
+        "fsdp_2d": (fsdp_2d, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
+                                    ((64, 32), P(("dp", "tp")))]),
+        "seq_parallel": (seq_parallel, "2d", [((2, 16, 32), P("dp", "tp")), ((32, 64), P(None, "tp"))]),
+        "expert_einsum": (expert_einsum, "2d", [((4, 8, 16), P("tp", "dp")), ((4, 16, 32), P("tp"))]),
+        "batched_3d": (batched_3d, "3d", [((4, 8, 16), P("a", None, "b")), ((4, 16, 8), P("a", "b", "c"))]),
+        "contract_3d": (contract_3d, "3d", [((2, 8, 32), P("a", "b")), ((32, 16), P(None, "c"))]),
+        "rowwise_max_sub": (rowwise_max_sub, "1d", [((16, 32), P("d"))]),
+        "constraint_open": (constraint_open, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
+        "chain_1d": (chain_1d, "1d", [((16, 32), P("d")), ((32, 32), P(None, "d")), ((32, 32), P())]),
+        "wide_3d": (wide_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c"))]),
+        "emb_sum": (emb_sum, "2d", [((64, 16), P(None, "tp")), (((8,), "i32"), P()), ((16, 32), P("tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
 ANCHORS = {"matmul": "dot", "einsum": "dot", "transpose": "transpose", "reshape": "reshape", "gather": "gather",
            "concat": "concatenate", "slice": "slice", "sum": "reduce", "max": "reduce", "add": "add",
            "sub": "subtract", "mul": "multiply", "div": "divide", "tanh": "tanh", "exp": "exponential",
-           "relu": "maximum", "maximum": "maximum", "sigmoid": "logistic", "neg": "negate"}
+           "relu": "maximum", "maximum": "maximum", "min": "reduce", "minimum": "minimum",
+           "sigmoid": "logistic", "neg": "negate"}
 _HLO = {"dot": "dot", "dot_general": "dot", **{k: k for k in ("transpose", "reshape", "gather", "concatenate", "slice",
                                                               "reduce", "add", "subtract", "multiply", "divide",
-                                                              "tanh", "exponential", "maximum", "logistic",
-                                                              "negate")}}
+                                                              "tanh", "exponential", "maximum", "minimum",
+                                                              "logistic", "negate")}}
 
 
 def _norm(dims: str) -> str:

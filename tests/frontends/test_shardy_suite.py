@@ -33,6 +33,9 @@ DIFFERS = {
     # as computed and moves nothing. Agreeing would add those gathers to every graph output holding sub-axes,
     # which a planner graph's output can hold; kept.
     "reshape_split_sharded": "result",
+    # the same with a head split (8 heads of 16 on d=8 reshaped to 2 heads of 16): the einsum's result holds
+    # [{}, {"d":(1)2}, {}, {}] here; Shardy returns it replicated and XLA all-gathers it (512 B)
+    "attn_1d_heads": "result",
     # x[{}, {"tp"}] @ w[{"tp"}, {}] constrained to [{}, {"tp"}]: Shardy copies the closed constraint onto the
     # dot's result and gives it [{}, {"tp"}] (its partitioner then all-reduces the product, 6144 B); propagate
     # keeps the operands and gives the dot a pending sum, [{}, {}] unreduced={"tp"}, reduce-scattered into the
@@ -48,7 +51,17 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "rmsnorm_block", "row_sums", "scores_3d", "slice_rows", "sliced_features", "softmax_rows", "split_heads",
          "transpose_b", "transposes", "two_layers_norm", "vocab_parallel_gather", "megatron_1d",
          "mesh3d_data_parallel", "constrained_agreeing", "moe_experts", "moe_token_sharded", "attention_1d",
-         "norm_mlp_3d", "rmsnorm_1d", "gather_rows_3d", "softmax_sharded_axis", "layernorm_sharded_hidden")
+         "norm_mlp_3d", "rmsnorm_1d", "gather_rows_3d", "softmax_sharded_axis", "layernorm_sharded_hidden",
+         # first written as held-out programs of the same kinds (tests/frontends/shardy_suite.py, below its first
+         # functions)
+         "mlp3", "gelu_mlp_1d", "attn_rows", "ln_then_mm", "rms_3d", "sum_cols", "mean_rows", "transpose_mm",
+         "einsum_bmm", "residual2", "bias_relu", "split_merge", "take_sum", "concat_mm", "slice_mm", "moe2", "fsdp3d",
+         "two_matmul_sum", "scale", "max_cols", "square_mm", "dp_tp_chain", "vocab_head", "outer_batch", "sub_mean",
+         "reshape_flat", "constraint_mid", "sum_sharded_then_mm", "mean_sharded_dim", "vocab_gather_3d",
+         "transpose_then_mm", "mm_transpose", "three_axes_matmul", "heads_transpose", "merge_transpose",
+         "bias_add_1d", "outer_sum", "scale_shift", "two_dots_shared", "dp_matmul_reduce", "tp_mlp_residual",
+         "fsdp_2d", "seq_parallel", "expert_einsum", "batched_3d", "contract_3d", "rowwise_max_sub",
+         "constraint_open", "chain_1d", "wide_3d", "emb_sum")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -74,6 +87,15 @@ BYTES_DIFFER = {
     # AllGather 1536 B + CollectivePermute 512 B (it slices x's rows over tp, permutes the slices and gathers
     # them over the tp group); agreeing would move twice the plan's bytes for the same result; kept.
     "batch_conflict": "AllGather vs AllGather + CollectivePermute",
+    # the expert combine contracts the capacity dimension only the tp-sharded hidden states shard: plan a pending
+    # sum all-reduced (AllReduce 64 B), XLA gathers the operand (AllGather 256 B) though it moves more
+    "moe2": "AllReduce vs AllGather",
+    # the mesh3d_wide case on a gather's result: plan ReduceScatter + AllReduce + AllGather 256 B each, XLA one
+    # AllReduce 768 B over {"a", "b"} (the plan's hierarchical form is faster by the cost model)
+    "vocab_gather_3d": "AllGather + AllReduce + ReduceScatter vs AllReduce",
+    # a sum of everything of a dot pending over tp: the plan completes it in one AllReduce over {"dp", "tp"} of
+    # the scalar (56 B, a ring's 14 one-element chunks), XLA in two, over tp for the dot then dp for the sum (32 B)
+    "dp_matmul_reduce": "AllReduce 56 B vs 2 AllReduce 32 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)
@@ -100,14 +122,15 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but seven elementwise, normalisation, reduction and gather ones) has those compared too
+    # (all but fourteen elementwise, normalisation, reduction and gather ones) has those compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
         assert "result" in anchors, name
         if name not in ("softmax_rows", "transposes", "broadcast_bias", "max_sharded_axis", "vocab_parallel_gather",
-                        "softmax_sharded_axis", "layernorm_sharded_hidden"):
+                        "softmax_sharded_axis", "layernorm_sharded_hidden", "take_sum", "sub_mean",
+                        "vocab_gather_3d", "bias_add_1d", "outer_sum", "scale_shift", "rowwise_max_sub"):
             assert "dot" in anchors, name
-    assert sum(len(rows) for rows in suite["shardings"].values()) >= 120
+    assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 
 
 @pytest.mark.slow
