@@ -96,7 +96,7 @@ class OpDecision:
             "compute_time_s": self.compute_time_s,
             "comm_time_s": self.comm_time_s,
             "reason": self.reason,
-            **({"collective": {"kind": c.kind, "axes": list(c.axes), "group_size": c.group_size,
+            **({"collective": {"kind": c.kind, "axes": list(c.axis_names()), "group_size": c.group_size,
                                "bytes_per_device": c.bytes_per_device, "time_s": c.time_s}}
                if len(self.collectives) == 1 and get_op(self.kind).family == "collective"
                and (c := self.collectives[0]) else {}),
@@ -422,7 +422,7 @@ class Plan:
         body = [(o, c) for o in self.ops for c in o.collectives]
         if body:
             out += ["", "ops' own collectives (forward):"]
-            out.append(table([(o.name, o.kind, f"{c.kind}{{{', '.join(map(repr, c.axes))}}}".replace("'", '"'),
+            out.append(table([(o.name, o.kind, f"{c.kind}{{{', '.join(map(str, c.axes))}}}",
                                format_bytes(c.bytes_per_device), format_seconds(c.time_s))
                               for o, c in body], header=("op", "collective", "steps", "bytes/device", "time")))
         if self.gradient_syncs:

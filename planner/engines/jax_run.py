@@ -57,7 +57,6 @@ from planner.engines.run_memory import check_compiled_memory, check_run_memory
 from planner.simulation.host_memory import release_free_memory
 from planner.errors import EngineError, ModelError, quote
 from planner.engines.xla_hlo import KINDS, XlaCollective, collectives
-from planner.ir.axis import AxisRef
 from planner.ir.mesh import Mesh as PlanMesh
 from planner.partitioning.program import Backprop, Compute, Redistribute
 from planner.simulation.collectives import groups
@@ -234,13 +233,13 @@ def _op_collective(ins, c, phase: str) -> PlannedCollective:
     """A region's body collective as the plan's: its groups are the devices that differ only in its axes (member
     order its linear index, row-major over the axes); a permute's pairs are each group's ``perm`` pairs that move
     (reversed backward, its transpose), as device ids."""
-    members = [tuple(int(d) for d in g) for g in groups(ins.strategy.result, [AxisRef(a) for a in c.axes])]
+    members = [tuple(int(d) for d in g) for g in groups(ins.strategy.result, list(c.axes))]
     if c.kind == "CollectivePermute":
         perm = [(int(s), int(d)) for s, d in ins.op.attr("perm") if s != d]
         perm = perm if phase == "forward" else [(d, s) for s, d in perm]
         members = [(g[s], g[d]) for g in members for s, d in perm]
     tensor = ins.op.output if phase == "forward" else ins.op.inputs[0]
-    axes = ", ".join(str(AxisRef(a)) for a in c.axes)
+    axes = ", ".join(map(str, c.axes))
     return PlannedCollective(phase, tensor, c.kind, axes, tuple(members), c.bytes_per_device)
 
 

@@ -36,16 +36,20 @@ from planner.rules.registry import rule_for
 class OpCollective:
     """One collective an op itself communicates on each device's local block: the seed-004
     ``primitive`` it is (a statistics AllReduce: the reductions of its statistics, ``sum+sum``),
-    the step ``kind`` it lowers to (``AllReduce`` ...), its manual ``axes`` and
-    ``group_size``, and the bytes each device receives and the time it takes (ring formulas of
-    :mod:`costmodels.collectives`)."""
+    the step ``kind`` it lowers to (``AllReduce`` ...), the mesh ``axes`` it runs over (a manual
+    region's axes, or the sub-axes a statistic is sharded by) and ``group_size``, and the bytes each
+    device receives and the time it takes (ring formulas of :mod:`costmodels.collectives`)."""
 
     primitive: str
     kind: str
-    axes: tuple[str, ...]
+    axes: tuple[AxisRef, ...]
     group_size: int
     bytes_per_device: int
     time_s: float
+
+    def axis_names(self) -> tuple[str, ...]:
+        """The axes as text: a whole axis by its name, a sub-axis as ``"x":(2)2``."""
+        return tuple(a.name if a.is_full else str(a) for a in self.axes)
 
 
 def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> OpCollective | None:
@@ -58,7 +62,7 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> O
     prim = primitive(name)
     if prim.lowering is None:
         return None
-    axes = tuple(op.attr("axes"))
+    axes = tuple(AxisRef(a) for a in op.attr("axes"))
     p = int(op.attr("group_size"))
     mesh = strategy.result.mesh
     itemsize = dtype_itemsize(graph.tensor(op.output).dtype)
@@ -66,7 +70,7 @@ def body_collective(graph, op, strategy, cluster, transposed: bool = False) -> O
     result = math.prod(strategy.result.local_shape(graph.tensor(op.output).shape))
     if transposed:
         operand, result = result, operand
-    link = cluster.link_for(mesh, [AxisRef(a) for a in axes])
+    link = cluster.link_for(mesh, list(axes))
     kind = step_kind(prim.lowering)
     unit = kind.unit_bytes(operand, result, p, itemsize)
     if kind.name == "CollectivePermute" and not any(src != dst for src, dst in op.attr("perm")):
@@ -104,12 +108,11 @@ def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False
     itemsize = dtype_itemsize(out.dtype)
     link = cluster.link_for(mesh, list(axes))
     kind = step_kind("AllReduce")
-    names = tuple(a.name if a.size is None else str(a) for a in axes)  # full axes by name, as a body collective's
     collectives = []
     for reductions in backward if transposed else forward:
         n = elements * len(reductions)
         cost = RING.cost(kind.name, p, kind.unit_bytes(n, n, p, itemsize), link)
-        collectives.append(OpCollective("+".join(reductions), kind.name, names, p, cost.bytes_per_device, cost.time_s))
+        collectives.append(OpCollective("+".join(reductions), kind.name, axes, p, cost.bytes_per_device, cost.time_s))
     return tuple(collectives)
 
 

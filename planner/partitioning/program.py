@@ -365,7 +365,7 @@ def render(program: Program) -> str:
             pb = f", pbroadcast {'; '.join(casts)}" if casts else ""
             comm = ""
             if ins.collectives:
-                comm = "   // " + "; ".join(f"{c.kind} over {', '.join(c.axes)} (group of {c.group_size}), "
+                comm = "   // " + "; ".join(f"{c.kind} over {', '.join(c.axis_names())} (group of {c.group_size}), "
                                          f"{format_bytes(c.bytes_per_device)} per device" for c in ins.collectives)
             lines.append(f"%{op.output} = {op.op}({args}) {{name: {op.name}, strategy: {s.text()}{pb}}} : "
                          f"({ins_types}) -> {type_text(ins.dtype, ins.out_shape, s.result, man_out)}{comm}")
@@ -378,7 +378,7 @@ def render(program: Program) -> str:
                               for k, lay in zip(ins.wrt, ins.cotangents))
             comm = ""
             if ins.collectives:
-                comm = "   // " + "; ".join(f"transpose {c.primitive}: {c.kind} over {', '.join(c.axes)}, "
+                comm = "   // " + "; ".join(f"transpose {c.primitive}: {c.kind} over {', '.join(c.axis_names())}, "
                                          f"{format_bytes(c.bytes_per_device)} per device" for c in ins.collectives)
             elif op.op == "pbroadcast":
                 comm = "   // transpose psum: the cotangent goes home pending over its axes and is reduced there"

@@ -50,7 +50,6 @@ from typing import Iterable
 
 from costmodels.units import format_seconds
 from planner.errors import PlanningError, quote
-from planner.ir.axis import AxisRef
 from planner.partitioning.program import Backprop, Compute, Program, Redistribute
 from planner.redistribution import step_link
 
@@ -176,7 +175,7 @@ class _Device:
     def op_collectives(self, cs, mesh, ready: float, phase: str) -> float:
         """An op's own collectives, one after another (each waits for the one before)."""
         for c in cs:
-            ready = self.communicate(self.cluster.link_for(mesh, [AxisRef(a) for a in c.axes]), ready, c.time_s, phase)
+            ready = self.communicate(self.cluster.link_for(mesh, list(c.axes)), ready, c.time_s, phase)
         return ready
 
 

@@ -271,7 +271,7 @@ def test_two_axes_psum_then_all_gather_transpose_to_psum_scatter_then_pbroadcast
     p, r = _trained(graph)
     assert _backprop(p, "psum").collectives == ()
     (back,) = _backprop(p, "gather").collectives
-    assert (back.primitive, back.kind, back.axes) == ("psum_scatter", "ReduceScatter", ("j",))
+    assert (back.primitive, back.kind, back.axis_names()) == ("psum_scatter", "ReduceScatter", ("j",))
     # a reduce-scatter of the f32[4] cotangent of g over j = 2 into pieces of 2 floats: one round of 8 B
     assert _backward_kinds(p) == ["ReduceScatter"]
     assert r.phases["backward"]["measured_comm_bytes_per_device"] == 1 * 2 * 4

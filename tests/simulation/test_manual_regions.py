@@ -46,7 +46,7 @@ def test_megatron_by_hand_simulates_exactly_with_the_auto_planned_bytes():
     assert by_hand.program.comm_bytes_per_device() == auto.program.comm_bytes_per_device() == 12288
     assert by_hand.program.collective_counts() == auto.program.collective_counts() == {"AllReduce": 1}
     [psum] = [c for c in by_hand.program.computes() if c.op.op == "psum"]
-    assert [(c.kind, c.axes, c.bytes_per_device) for c in psum.collectives] == [("AllReduce", ("tp",), 12288)]
+    assert [(c.kind, c.axis_names(), c.bytes_per_device) for c in psum.collectives] == [("AllReduce", ("tp",), 12288)]
 
 
 def test_megatron_by_hand_trains_exactly():

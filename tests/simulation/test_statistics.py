@@ -7,6 +7,7 @@ import math
 import pytest
 
 from planner.api import plan
+from planner.partitioning import render
 from planner.simulation.run import simulate
 
 #: op, its attributes, its weight operands, (forward, backward) statistics per AllReduce (graphs/ops/normalization.py)
@@ -69,3 +70,29 @@ def test_forward_only_plan_counts_only_the_forward_statistics():
     r = simulate(p)
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == \
         2 * _ring_all_reduce_bytes(16, 4)
+
+
+SUB_AXIS = """
+name: subsoft
+mesh: {x: 4}
+tensors:
+  a: {shape: [16, 8], kind: param, sharding: '[{"x"}, {}]'}
+ops:
+  - {name: r, op: reshape, inputs: [a], output: b, shape: [2, 8, 8]}
+  - {name: s, op: softmax, inputs: [b], output: c, axis: 1}
+outputs: [c]
+"""
+
+
+@pytest.mark.parametrize("search", ["propagate", "bfs"])
+def test_a_statistic_sharded_by_a_sub_axis_all_reduces_over_it(search):
+    # 16 rows on x = 4 reshaped to 2 x 8: [{"x":(1)2}, {"x":(2)2}, {}], and the softmax over the second dimension
+    # reduces its statistics over the sub-axis "x":(2)2 (groups of 2); named by its text in the program and the report
+    p = plan(SUB_AXIS, search=search, training=True)
+    [compute] = [c for c in p.program.computes() if c.op.name == "s"]
+    if search == "propagate":  # propagate keeps the reshape's sub-axes; bfs may choose another layout
+        assert [(c.group_size, c.axis_names()) for c in compute.collectives] == [(2, ('"x":(2)2',))] * 2
+        assert 'AllReduce over "x":(2)2 (group of 2)' in render(p.program)
+    r = simulate(p)
+    assert r.ok, r
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
