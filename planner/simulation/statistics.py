@@ -24,7 +24,6 @@ from planner.simulation.collectives import COMBINE, groups
 from planner.simulation.local_ops import LocalContext, zero_padding
 
 
-
 def sharded_statistic(rule, strategy) -> bool:
     """Whether ``strategy`` shards a ``STATISTIC`` factor of ``rule``."""
     return bool(statistic_axes(rule, strategy))

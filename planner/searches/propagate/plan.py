@@ -25,6 +25,7 @@ propagated sharding with its open marks.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Sequence
 
@@ -204,16 +205,9 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
         sharding = [k for k, proj in enumerate(projs) if proj[f]]
         if not sharding:
             continue
-        gather = 0.0
-        for k in sharding:
-            n = 1
-            for a in projs[k][f]:
-                n *= a.size_in(mesh)
-            gather += operand_bytes[k] / operands[k].num_shards() * (n - 1)
-        (widest,) = sorted(sharding, key=lambda k: (-operand_bytes[k], k))[:1]
-        n = 1
-        for a in projs[widest][f]:
-            n *= a.size_in(mesh)
+        group = [math.prod(a.size_in(mesh) for a in proj[f]) for proj in projs]  # the factor's group per operand
+        gather = sum(operand_bytes[k] / operands[k].num_shards() * (group[k] - 1) for k in sharding)
+        n = group[min(sharding, key=lambda k: (-operand_bytes[k], k))]  # the widest operand's
         reduce = 2 * (n - 1) / n * result_bytes / result.num_shards()
         if gather < reduce:
             out.append(f)
