@@ -429,6 +429,17 @@ def _where(graph, op) -> str | None:
     return None if op.line is None else f"{graph.source or '<string>'}:{op.line}"
 
 
+def _uneven(sharding: TensorSharding, shape: Sequence[int]) -> str | None:
+    """How ``sharding`` fails to split ``shape`` into equal shards (JAX's types hold equal shards only), or None."""
+    for d, (size, dim) in enumerate(zip(shape, sharding.dims)):
+        n = _size(dim.axes, sharding.mesh)
+        if size % n:
+            return (f"splits dimension {d} {n} ways (over {', '.join(map(_axis_text, dim.axes))}), which does not "
+                    f"evenly divide the dimension size {size}; in explicit mode every shard of a typed value has the "
+                    f"same size, as in JAX: shard dimension {d} over axes whose sizes divide {size}, or pad it")
+    return None
+
+
 def _start(graph) -> dict[str, TypedTensor]:
     decided = {}
     for t in graph.tensors.values():
@@ -438,6 +449,11 @@ def _start(graph) -> dict[str, TypedTensor]:
             decided[t.name] = TypedTensor(TensorSharding.replicated_on(graph.mesh, t.rank),
                                        f"{t.kind} {t.name!r} has no sharding: replicated")
         else:
+            problem = _uneven(t.sharding, t.shape)
+            if problem is not None:
+                where = None if t.line is None else f"{graph.source or '<string>'}:{t.line}"
+                raise RuleError(f"{t.kind} {t.name!r} {to_jax_type(t.sharding, t.shape, t.dtype)}: its sharding "
+                                f"{problem}", where=where)
             decided[t.name] = TypedTensor(t.sharding, f"annotation on {t.kind} {t.name!r}")
     return decided
 
@@ -453,6 +469,10 @@ def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> t
     mesh = ins[0].mesh if ins else graph.mesh
     head = f"op {op.name!r} ({op.op})"
     if op.out_sharding is not None:
+        problem = _uneven(op.out_sharding, out_spec.shape)
+        if problem is not None:
+            raise RuleError(f"{ctx.head}: the out_sharding given to op {op.name!r} for its result of shape "
+                            f"{list(out_spec.shape)} {problem}", where=ctx.where)
         rule = None if op.op == "reshape" else _rule(ctx, op, in_specs, out_spec)
         _check_out_sharding(ctx, rule, ins, op.out_sharding)
         if not get_op(op.op).requires_out_sharding:  # a sharding constraint reduces, as JAX's reshard

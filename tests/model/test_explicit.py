@@ -236,8 +236,15 @@ def test_reshape_merge_of_unsharded_dims_keeps_the_other_dims():
 
 
 def test_reshape_strips_singleton_dims():
-    res = _reshape([4, 1, 6], '[{"X"}, {}, {"Y"}]', [4, 6, 1])
-    assert res.type_text("out") == "f32[4@X,6@Y,1]"
+    res = _reshape([4, 1, 8], '[{"X"}, {}, {"Y"}]', [4, 8, 1])
+    assert res.type_text("out") == "f32[4@X,8@Y,1]"
+
+
+def test_an_input_sharded_into_unequal_shards_is_refused_as_jax_refuses_its_type():
+    # 6 rows over Y (4 devices): JAX's types hold equal shards only ("does not evenly divide the dimension size")
+    with pytest.raises(RuleError, match=r"input 'x' f32\[6@Y,8\]: its sharding splits dimension 0 4 ways \(over Y\), "
+                                        r"which does not evenly divide the dimension size 6"):
+        explicit_shardings(_unary("neg", [6, 8], '[{"Y"}, {}]'))
 
 
 RESHAPE_ERROR = ("reshape operation with inputs: {} reshapes to {} in a way JAX does not type: only a split of one "
