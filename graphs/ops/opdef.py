@@ -234,6 +234,9 @@ class OpDef:
     #: with its statistic factor sharded (a normalisation): the AllReduces of its forward and of its
     #: backward, in order, each the reductions (``"sum"``, ``"max"``) of the statistics it carries
     statistics: tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]] = ((), ())
+    #: linear in its operands jointly, so JAX's explicit mode types a sum pending over mesh axes through it: every
+    #: operand pending over the same axes gives a result pending over them (JAX 0.10's unreduced rules)
+    keeps_pending: bool = False
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

@@ -273,14 +273,14 @@ def _cast_jax(jnp, lax, a, attrs):
 
 
 CAST = OpDef("cast", "pointwise", 1, 1, (("dtype", REQUIRED),), _cast_infer, _elementwise_flops, _cast_reference,
-             vjp=_cast_vjp, vjp_reads_inputs=False, **_UNARY_TRAITS, jax_form=_cast_jax)
+             vjp=_cast_vjp, vjp_reads_inputs=False, **_UNARY_TRAITS, jax_form=_cast_jax, keeps_pending=True)
 
 
 # -- binary ----------------------------------------------------------------------
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], jax_form: Callable,
             floats_only: bool = False, vjp: Callable | None = None, reads_inputs: bool = True,
-            multilinear: bool = False) -> OpDef:
+            multilinear: bool = False, keeps_pending: bool = False) -> OpDef:
     """A broadcasting binary op; ``jax_form`` is its ``jax.numpy`` form."""
 
     def infer(shapes, dtypes, attrs, names=None):
@@ -295,7 +295,8 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], jax_f
         return fn(np.asarray(arrays[0]), np.asarray(arrays[1]))
 
     return OpDef(name, "pointwise", 2, 2, (), infer, _elementwise_flops, reference, vjp=vjp,
-                 vjp_reads_inputs=reads_inputs, multilinear=multilinear, **_BINARY_TRAITS, jax_form=jax_form)
+                 vjp_reads_inputs=reads_inputs, multilinear=multilinear, **_BINARY_TRAITS, jax_form=jax_form,
+                 keeps_pending=keeps_pending)
 
 
 def _binary_vjp(name: str, grad: Callable[[int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]):
@@ -362,7 +363,8 @@ def _sub_jax(jnp, lax, a, attrs):
     return jnp.subtract(a[0], a[1])
 
 
-ADD = _binary("add", np.add, _add_jax, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False)
+ADD = _binary("add", np.add, _add_jax, vjp=_binary_vjp("add", lambda i, a, b, c: c), reads_inputs=False,
+              keeps_pending=True)
 DIV = _binary("div", np.divide, _div_jax, floats_only=True, vjp=_binary_vjp("div", _div_grad))
 MAXIMUM = _binary("maximum", np.maximum, _maximum_jax, vjp=_binary_vjp("maximum", _maximum_grad))
 MINIMUM = _binary("minimum", np.minimum, _minimum_jax, vjp=_binary_vjp("minimum", _minimum_grad))

@@ -201,7 +201,7 @@ def _mean_jax_local(jnp, lax, a, attrs, ctx):
     return jnp.sum(a[0], axis=None if axes is None else tuple(axes), keepdims=attrs.get("keepdims", False)) / count
 
 
-def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: str, jax_form, **local) -> OpDef:
+def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: str, jax_form, **traits) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         shape = tuple(shapes[0])
         axes = reduced_axes(name, len(shape), attrs.get("axes"))
@@ -226,7 +226,7 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: st
 
     return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference,
                  _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name in EXTREMA,
-                 vjp_reads_result=name in EXTREMA, rule=rule, jax_form=jax_form, **local)
+                 vjp_reads_result=name in EXTREMA, rule=rule, jax_form=jax_form, **traits)
 
 
 MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_", jax_form=_max_jax,
@@ -237,6 +237,7 @@ MIN = _reduction("min", np.min, floats_only=False, extra_per_output=0, rule="red
                  jax_local_form=_min_jax_local)
 MEAN = _reduction("mean", np.mean, floats_only=True, extra_per_output=1, rule="reductions.sum_", jax_form=_mean_jax,
                   local_reference=_mean_local_reference, local_vjp=_mean_local_vjp, jax_local_form=_mean_jax_local)
-SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_", jax_form=_sum_jax)
+SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="reductions.sum_", jax_form=_sum_jax,
+                 keeps_pending=True)
 
 _BY_NAME = {"max": MAX, "min": MIN}

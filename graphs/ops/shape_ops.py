@@ -175,7 +175,7 @@ def _transpose_jax(jnp, lax, a, attrs):
 TRANSPOSE = OpDef("transpose", "shape", 1, 1, (("perm", REQUIRED),), _transpose_infer, _no_flops,
                   _transpose_reference, _transpose_canonical, vjp=_shape_vjp("transpose", _transpose_grad),
                   vjp_reads_inputs=False, rule="shape_ops.transpose", passes_shardings=True,
-                  jax_form=_transpose_jax)
+                  jax_form=_transpose_jax, keeps_pending=True)
 
 
 # -- concat ----------------------------------------------------------------------
@@ -220,7 +220,7 @@ def _concat_jax(jnp, lax, a, attrs):
 
 CONCAT = OpDef("concat", "shape", 1, None, (("axis", 0),), _concat_infer, _no_flops, _concat_reference,
                _concat_canonical, vjp=_shape_vjp("concat", _concat_grad), vjp_reads_inputs=False,
-               rule="shape_ops.concat", jax_form=_concat_jax)
+               rule="shape_ops.concat", jax_form=_concat_jax, keeps_pending=True)
 
 
 # -- slice -----------------------------------------------------------------------
@@ -299,4 +299,5 @@ def _slice_local_vjp(arrays, attrs, cotangent, ctx, wrt):
 SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)), _slice_infer, _no_flops,
               _slice_reference, _slice_canonical, vjp=_shape_vjp("slice", _slice_grad), vjp_reads_inputs=False,
               rule="shape_ops.slice_", jax_form=_slice_jax, local_reference=_slice_local_reference,
-              local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local, bytes_accessed=_slice_bytes)
+              local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local, bytes_accessed=_slice_bytes,
+              keeps_pending=True)

@@ -478,7 +478,9 @@ def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> t
         if not get_op(op.op).requires_out_sharding:  # a sharding constraint reduces, as JAX's reshard
             _check_reduced(ctx, ins)
         return TypedTensor(op.out_sharding, f"out_sharding given on op {op.name!r}"), ()
-    _check_reduced(ctx, ins)
+    pending = _pending_through(ctx, op, ins)
+    if pending:
+        ins = [s.with_unreduced(()) for s in ins]
     if op.op == "reshape":
         dims, how = _reshape_dims(ctx, ins[0], in_specs[0].shape, out_spec.shape)
         return TypedTensor(TensorSharding.build(mesh, dims), f"{head}: JAX's reshape rule ({how})"), ()
@@ -490,7 +492,30 @@ def decide_op(graph, op, ins: Sequence[TensorSharding], in_specs, out_spec) -> t
         how = "summed" if rule.reduction == PENDING_SUM else f"reduced by {rule.reduction}"
         reason += f"; {how} over {{{', '.join(map(str, reduced))}}}, reduced by an AllReduce"
         collectives = (AllReduce(op.output, reduced, rule.reduction),)
-    return TypedTensor(TensorSharding.build(mesh, dims), reason), collectives
+    if pending:
+        reason += f"; pending over {{{', '.join(map(_axis_text, pending))}}} as its inputs are (a linear op)"
+    return TypedTensor(TensorSharding.build(mesh, dims, unreduced=pending), reason), collectives
+
+
+def _pending_through(ctx: _OpContext, op, ins: Sequence[TensorSharding]) -> tuple[AxisRef, ...]:
+    """The axes the op's result stays pending over: those its inputs are pending over, where the op is linear in
+    them jointly (:attr:`~graphs.ops.opdef.OpDef.keeps_pending`) and every input is pending over the same axes (a
+    sum only); otherwise an input pending at all is an error, as in JAX."""
+    pending = [s.unreduced for s in ins]
+    if not any(pending):
+        return ()
+    if get_op(op.op).keeps_pending and len({frozenset(p) for p in pending}) == 1 \
+            and all(s.reduction == PENDING_SUM for s in ins):
+        return pending[0]
+    if get_op(op.op).keeps_pending:
+        sides = "; ".join(f"input {i} over {{{', '.join(map(_axis_text, p))}}}" if p else f"input {i} over none"
+                          for i, p in enumerate(pending))
+        first = next(i for i, p in enumerate(pending) if p)
+        raise ctx.error(f"reads input {first} with pending sums, and {op.op} passes a pending sum on only when "
+                        f"every input is pending over the same axes ({sides}); reduce them first (a "
+                        "sharding_constraint whose out_sharding names no pending sums)")
+    _check_reduced(ctx, ins)
+    return ()
 
 
 def _rule(ctx: _OpContext, op, in_specs, out_spec) -> OpShardingRule:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from costmodels.units import format_bytes
+from graphs.ops.registry import get_op
 from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType
 from planner.model.build import build_model
@@ -75,7 +76,11 @@ def explicit_outcome(graph, mesh, cluster, options: Options) -> Decision:
     fixed = {}
     for op, in_specs, out_spec in graph.walk():
         rule = rule_for(op, [t.shape for t in in_specs], out_spec.shape, op.attrs_dict)
-        fixed[op.name] = factor_axes_computing(rule, [types.sharding(t) for t in op.inputs], types.sharding(op.output), mesh)
+        operands, result = [types.sharding(t) for t in op.inputs], types.sharding(op.output)
+        if result.unreduced and get_op(op.op).keeps_pending:
+            # typed pending as its inputs are; every tensor is stored reduced, so it computes on reduced operands
+            operands, result = [s.layout_only() for s in operands], result.layout_only()
+        fixed[op.name] = factor_axes_computing(rule, operands, result, mesh)
         try:
             check_factor_axes(rule, fixed[op.name], mesh)
         except RuleError as e:  # typed as JAX types it, but no strategy of its rule computes that type

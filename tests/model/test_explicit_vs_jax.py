@@ -60,6 +60,13 @@ A = "A"  # a placeholder name used by several programs: the first input
 MLP_W = {"x": ((8, 16), None), "w1": ((16, 32), P(None, "Y")), "w2": ((32, 16), P("Y", None))}
 
 # id -> program. Each covers one rule of seed 001 / JAX; the comment says which.
+#: two products of a[X, Y] with weights w and v row-sharded on Y, c and d, each left pending over Y (an unreduced
+#: out_sharding, seed 001)
+PENDING_IN = {"a": ((8, 16), P("X", "Y")), "w": ((16, 8), P("Y", None)), "v": ((16, 8), P("Y", None))}
+PENDING_C = ("matmul", ["a", "w"], "c", {"out_sharding": P("X", None, unreduced="Y")})
+PENDING_D = ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None, unreduced="Y")})
+
+
 PROGRAMS = {
     # -- elementwise and broadcasting (consensus) ----------------------------------------------------------
     "seed001_add_outer": prog(M2, {"a": ((4, 1), P("X", None)), "b": ((1, 8), P(None, "Y"))},
@@ -256,7 +263,7 @@ PROGRAMS = {
     "mm_contract_both_out": prog(M2, {"a": ((8, 16), P(None, "Y")), "w": ((16, 32), P("Y", None))},
         [("matmul", ["a", "w"], "c", {"out_sharding": P(None, "Y")})]),
     "mm_contract_both_unreduced": prog(M2, {"a": ((8, 16), P("X", "Y")), "w": ((16, 32), P("Y", None))},
-        [("matmul", ["a", "w"], "c", {"out_sharding": P("X", None, unreduced="Y")})]),
+        [PENDING_C]),
     "mm_batch_conflict": prog(M2, {"a": ((2, 8, 16), P("X", None, None)), "b": ((2, 16, 8), P("Y", None, None))},
         [("matmul", ["a", "b"], "c", {})]),
     "mm_result_axis_twice": prog(M2, {"a": ((8, 16), P("X", None)), "w": ((16, 32), P(None, "X"))},
@@ -307,6 +314,33 @@ PROGRAMS = {
         [("matmul", ["a", "w"], "c", {"out_sharding": P(None, None, unreduced="Y")}), ("exp", ["c"], "e", {})]),
     "constraint_to_unreduced_free": prog(M2, {"a": ((8, 16), P("X", "Y"))},
         [("sharding_constraint", ["a"], "r", {"out_sharding": P(None, None)}), ("neg", ["r"], "n", {})]),
+    # pending sums through the ops JAX types them through (add of values pending alike, transpose, concat, slice,
+    # cast, sum) and the errors of the others
+    "add_pending_pair": prog(M2, PENDING_IN,
+        [PENDING_C, PENDING_D,
+         ("add", ["c", "d"], "e", {})]),
+    "add_pending_three_then_reshard": prog(M2, PENDING_IN,
+        [PENDING_C, PENDING_D,
+         ("add", ["c", "d"], "e", {}), ("add", ["e", "c"], "f", {}),
+         ("sharding_constraint", ["f"], "r", {"out_sharding": P("X", None)})]),
+    "pending_through_transpose_cast_slice": prog(M2, PENDING_IN,
+        [PENDING_C, ("transpose", ["c"], "t", {"perm": (1, 0)}),
+         ("cast", ["t"], "b", {"dtype": "bf16"}), ("slice", ["b"], "s", {"starts": (0, 0), "stops": (8, 4)})]),
+    "pending_concat": prog(M2, PENDING_IN,
+        [PENDING_C, PENDING_D, ("concat", ["c", "d"], "k", {"axis": 1})]),
+    "pending_sum_over_sharded_dim": prog(M2, PENDING_IN,
+        [PENDING_C, ("sum", ["c"], "s", {"axes": (0,)})]),
+    "pending_sum_all": prog(M2, PENDING_IN, [PENDING_C, ("sum", ["c"], "s", {})]),
+    "pending_add_one_side": prog(M2, PENDING_IN,
+        [PENDING_C, ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None)}), ("add", ["c", "d"], "e", {})]),
+    "pending_add_other_axes": prog(M2, {"a": ((8, 16), P(None, "Y")), "w": ((16, 8), P("Y", None)),
+                                        "b": ((8, 16), P(None, "X")), "v": ((16, 8), P("X", None))},
+        [("matmul", ["a", "w"], "c", {"out_sharding": P(None, None, unreduced="Y")}),
+         ("matmul", ["b", "v"], "d", {"out_sharding": P(None, None, unreduced="X")}), ("add", ["c", "d"], "e", {})]),
+    "pending_mul_pair": prog(M2, PENDING_IN, [PENDING_C, PENDING_D, ("mul", ["c", "d"], "e", {})]),
+    "pending_neg": prog(M2, PENDING_IN, [PENDING_C, ("neg", ["c"], "n", {})]),
+    "pending_mean": prog(M2, PENDING_IN, [PENDING_C, ("mean", ["c"], "m", {"axes": (1,)})]),
+    "pending_matmul": prog(M2, {**PENDING_IN, "r": ((8, 8), None)}, [PENDING_C, ("matmul", ["c", "r"], "e", {})]),
     "uneven_input_neg": prog(M2, {"a": ((6, 8), P("Y", None))}, [("neg", ["a"], "n", {})]),
     "uneven_input_two_axes": prog(M2, {"a": ((4, 8), P(("X", "Y"), None))}, [("neg", ["a"], "n", {})]),
     "uneven_out_sharding_matmul": prog(M2, {"a": ((6, 8), P(None, None)), "w": ((8, 8), P(None, "Y"))},
@@ -335,7 +369,8 @@ PROBLEMS = {
                                          r"shards do not divide"),
     "pending sums other than the contraction": (r"unreduced axes should be equal to the contracting specs",
                                                 r"the pending sums must be those axes"),
-    "an op reading a pending sum": (r"unreduced rule for \w+ is not implemented|is unreduced while|cannot be unreduced",
+    "an op reading a pending sum": (r"unreduced rule for \w+ is not implemented|is unreduced while|cannot be unreduced"
+                                    r"|must be unreduced along the same mesh axes",
                                     r"reads input \d with pending sums"),
     "a sharding that splits a dimension unevenly": (r"does not evenly divide the dimension size",
                                                     r"which does not evenly divide the dimension size"),

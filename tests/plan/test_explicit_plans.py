@@ -369,6 +369,39 @@ shard_as: [[ra, rb]]
     assert_simulates_exactly(plan(same, search="explicit"))
 
 
+PENDING_ADD = """
+name: pending_add
+mesh: {x: 2, y: 4}
+tensors:
+  a: {shape: [8, 16], kind: input, sharding: '[{"x"}, {"y"}]'}
+  w: {shape: [16, 8], kind: param, sharding: '[{"y"}, {}]'}
+  v: {shape: [16, 8], kind: param, sharding: '[{"y"}, {}]'}
+ops:
+  - {name: left, op: matmul, inputs: [a, w], output: c, out_sharding: '[{"x"}, {}], unreduced={"y"}'}
+  - {name: right, op: matmul, inputs: [a, v], output: d, out_sharding: '[{"x"}, {}], unreduced={"y"}'}
+  - {name: both, op: add, inputs: [c, d], output: e}
+  - {name: turn, op: transpose, inputs: [e], output: t, perm: [1, 0]}
+  - {name: done, op: sharding_constraint, inputs: [t], output: r, out_sharding: '[{}, {"x"}]'}
+outputs: [r]
+"""
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_sum_pending_through_linear_ops_is_typed_pending_and_its_plan_runs_exactly(training):
+    # JAX types c + d, both pending over y, as pending over y, and its transpose too (the linear ops' unreduced
+    # rules); every tensor is stored reduced, so the plan all-reduces c and d before the add: two AllReduces of
+    # an f32[4, 8] block over y (p = 4), 2 (p - 1) / p * 128 B = 192 B each
+    graph = load_model_text(PENDING_ADD)
+    types = explicit_shardings(graph)
+    assert types.type_text("e") == "f32[8@x,8]{unreduced:y}"
+    assert types.type_text("t") == "f32[8,8@x]{unreduced:y}"
+    assert types.type_text("r") == "f32[8,8@x]"
+    p = plan(PENDING_ADD, search="explicit", training=training)
+    assert [(t, kinds, b) for t, phase, kinds, b in steps(p) if phase == "forward"] == \
+        [("c", ["AllReduce"], 192), ("d", ["AllReduce"], 192)]
+    assert_simulates_exactly(p)
+
+
 # -- every config ---------------------------------------------------------------------------------------
 
 # Seed 001's consensus decides these configs; the others need an out_sharding somewhere.
