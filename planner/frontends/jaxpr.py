@@ -89,11 +89,11 @@ def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool
     """Shardy text for a ``PartitionSpec`` of a rank-``rank`` array (padded with replicated dimensions);
     ``open_dims`` and ``PartitionSpec.UNCONSTRAINED`` entries are open (``{?}``), and with ``open_all`` every
     dimension is (``{"x", ?}``: a shard_map's specs where some mesh axes stay free); ``replicated`` axes are
-    listed as ``replicated={...}``."""
-    if getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
-        raise ModelError(f"{what}: PartitionSpec {spec} has unreduced or reduced axes, which the frontend does not "
-                         "read; reduce the value (jax.lax.psum or reshard) before it")
-    entries = list(spec)
+    listed as ``replicated={...}``, and its ``unreduced`` axes as ``unreduced={...}`` (a pending sum)."""
+    if getattr(spec, "reduced", None):
+        raise ModelError(f"{what}: PartitionSpec {spec} has reduced axes, which the frontend does not read (a model's "
+                         "sharding has pending sums, unreduced={...}, but no reduced axes); leave them out")
+    entries = list(getattr(spec, "partitions", spec))  # iterating a spec with unreduced axes is refused by JAX
     if len(entries) > rank:
         raise ModelError(f"{what}: PartitionSpec {spec} has {len(entries)} entries for a rank-{rank} array")
     dims = []
@@ -104,6 +104,8 @@ def partition_spec_text(spec, rank: int, what: str, open_dims=(), open_all: bool
         names = [] if e is None else [e] if isinstance(e, str) else list(e)
         dims.append("{" + ", ".join([*(f'"{a}"' for a in names), *(["?"] if open_all else [])]) + "}")
     text = "[" + ", ".join(dims) + "]"
+    if getattr(spec, "unreduced", None):  # a value pending a sum over those axes
+        text += ", unreduced={" + ", ".join(f'"{a}"' for a in sorted(spec.unreduced)) + "}"
     return text + (", replicated={" + ", ".join(f'"{a}"' for a in replicated) + "}" if replicated else "")
 
 
@@ -178,7 +180,7 @@ class Walker:
         explicit = [n for n, _, t in axes if t == "Explicit"]
         if not typed or len(explicit) == len(axes):
             return partition_spec_text(spec, rank, what, open_dims)
-        used = {a for e in spec for a in ((e,) if isinstance(e, str) else e if isinstance(e, (tuple, list)) else ())}
+        used = {a for e in getattr(spec, "partitions", spec) for a in ((e,) if isinstance(e, str) else e if isinstance(e, (tuple, list)) else ())}
         return partition_spec_text(spec, rank, what, open_dims, open_all=True,
                                    replicated=[a for a in explicit if a not in used])
 
