@@ -1,4 +1,4 @@
-"""Elementwise ops: unary (relu, gelu, tanh, exp, sigmoid, neg, cast) and binary with broadcasting.
+"""Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, cast) and binary with broadcasting.
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
@@ -202,6 +202,10 @@ def _exp_jax(jnp, lax, a, attrs):
     return jnp.exp(a[0])
 
 
+def _log_jax(jnp, lax, a, attrs):
+    return jnp.log(a[0])
+
+
 def _gelu_jax(jnp, lax, a, attrs):
     import math
 
@@ -229,6 +233,8 @@ def _tanh_jax(jnp, lax, a, attrs):
 
 EXP = _unary("exp", np.exp, floats_only=True, jax_form=_exp_jax,
              vjp=_unary_vjp("exp", lambda x, r, c: c * r), reads_inputs=False, reads_result=True)
+# d log(x) = dx / x
+LOG = _unary("log", np.log, floats_only=True, jax_form=_log_jax, vjp=_unary_vjp("log", lambda x, r, c: c / x))
 GELU = _unary("gelu", gelu_tanh, floats_only=True, jax_form=_gelu_jax, vjp=_unary_vjp("gelu", _gelu_grad))
 NEG = _unary("neg", np.negative, floats_only=False, jax_form=_neg_jax,
              vjp=_unary_vjp("neg", lambda x, r, c: np.negative(c)), reads_inputs=False)

@@ -10,7 +10,7 @@ the others by hand. Every op has an entry; none is deliberately left without one
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, all_gather, all_gather_invariant, all_to_all, axis_index, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, sharding_constraint, sigmoid, slice, softmax, sub, sum, tanh, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, all_gather, all_gather_invariant, all_to_all, axis_index, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, log, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, sharding_constraint, sigmoid, slice, softmax, sub, sum, tanh, transpose)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "gather": gather.GATHER,
     "gelu": pointwise.GELU,
     "layernorm": normalization.LAYERNORM,
+    "log": pointwise.LOG,
     "manual_enter": collectives.MANUAL_ENTER,
     "manual_exit": collectives.MANUAL_EXIT,
     "matmul": matmul.MATMUL,

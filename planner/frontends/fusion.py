@@ -8,6 +8,7 @@ as several primitives. :func:`fuse` rewrites them, in this order, into one catal
 - ``softmax``: ``e / sum(e, a)`` (kept dims) with ``e = exp(z)``; when ``z = x - max(x, a)``
   (through ``stop_gradient`` and ``jax.nn.softmax``'s ``max(-inf, .)``) it is ``softmax(x, a)``,
   else ``softmax(z, a)`` (the same function);
+- ``log_softmax``: ``z - log(sum(exp(z), a))`` (kept dims) is ``log(softmax(x, a))``, ``x`` as for softmax;
 - ``layernorm``: ``(x - mean(x)) * rsqrt(mean((x - mean(x))**2) + eps)`` over the last axis (or
   divided by ``sqrt(...)``, or times ``1 / sqrt(...)``), then an optional ``* weight`` and
   ``+ bias`` of shape ``[x.shape[-1]]`` when the normalised value has no other reader;
@@ -47,7 +48,7 @@ def fuse(p: Trace) -> None:
     ``shard_alike``) that a rewrite folds away is an error: the sharding would be lost."""
     p.prune()
     kept = {v: p.producer(v) for v in [*p.shardings, *(v for g in p.shard_as for v in g)] if p.producer(v)}
-    for rewrite in (_means, _softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower, _absorb_broadcasts):
+    for rewrite in (_means, _softmaxes, _log_softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower, _absorb_broadcasts):
         rewrite(p)
         p.prune()
     for v, node in kept.items():
@@ -148,15 +149,41 @@ def _softmaxes(p: Trace) -> None:
         axis = total.attr("axes")[0]
         if p.values[denominator].shape != _kept(p.values[e].shape, (axis,)):
             continue
-        z = exp.inputs[0]
-        x = z
-        shifted = _is(p, z, "sub")
-        if shifted is not None:
-            top = _is(p, _unwrap_max(p, shifted.inputs[1]), "max")
-            if (top is not None and _same(p, top.inputs[0], shifted.inputs[0]) and tuple(top.attr("axes")) == (axis,)
-                    and p.values[shifted.inputs[1]].shape == _kept(p.values[shifted.inputs[0]].shape, (axis,))):
-                x = shifted.inputs[0]
-        p.replace(n, "softmax", [x], axis=axis)
+        p.replace(n, "softmax", [_unshifted(p, exp.inputs[0], axis)], axis=axis)
+
+
+def _unshifted(p: Trace, z: str, axis: int) -> str:
+    """``x`` when ``z = x - max(x, axis)`` (kept dims, through :func:`_unwrap_max`), else ``z``: softmax and
+    log-softmax of either are one function (they do not change when every element along ``axis`` shifts alike),
+    so the shift and its ``stop_gradient`` are the composite op's own."""
+    shifted = _is(p, z, "sub")
+    if shifted is not None:
+        top = _is(p, _unwrap_max(p, shifted.inputs[1]), "max")
+        if (top is not None and _same(p, top.inputs[0], shifted.inputs[0]) and tuple(top.attr("axes")) == (axis,)
+                and p.values[shifted.inputs[1]].shape == _kept(p.values[shifted.inputs[0]].shape, (axis,))):
+            return shifted.inputs[0]
+    return z
+
+
+def _log_softmaxes(p: Trace) -> None:
+    """``z - log(sum(exp(z), a))`` (kept dims: ``jax.nn.log_softmax``) is ``log(softmax(x, a))``, ``x`` as for
+    softmax; the catalogue has softmax and log, not their composition."""
+    for n in p.walk():
+        if n.op != "sub":
+            continue
+        z, k = n.inputs
+        log = _is(p, k, "log")
+        reshape = _is(p, log.inputs[0], "reshape") if log is not None else None
+        total = _is(p, reshape.inputs[0] if reshape else log.inputs[0], "sum") if log is not None else None
+        exp = _is(p, total.inputs[0], "exp") if total is not None else None
+        if exp is None or not _same(p, exp.inputs[0], z) or len(total.attr("axes")) != 1:
+            continue
+        axis = total.attr("axes")[0]
+        if p.values[k].shape != _kept(p.values[z].shape, (axis,)):
+            continue
+        out = p.values[n.out]
+        probabilities = p.insert_before(n, "softmax", [_unshifted(p, z, axis)], out.shape, out.dtype, axis=axis)
+        p.replace(n, "log", [probabilities])
 
 
 # -- layernorm ----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ SAMPLES = {
     "gather": ([(10, 4), (2, 3)], ["f32", "i32"], {}),
     "gelu": ([(3, 4)], ["f32"], {}),
     "layernorm": ([(3, 8), (8,), (8,)], ["f32", "f32", "f32"], {"eps": 1e-3}),
+    "log": ([(3, 4)], ["f32"], {}),
     "matmul": ([(2, 5, 3), (4, 5)], ["f32", "f32"], {"transpose_a": True, "transpose_b": True}),
     "max": ([(3, 4, 5)], ["i32"], {"axes": [0, -1], "keepdims": True}),
     "maximum": ([(3, 4), (3, 1)], ["f32", "f32"], {}),
@@ -66,6 +67,8 @@ def _inputs(name, shapes, dtypes, rng):
             x = rng.standard_normal(shape)
             if name == "div" and k == 1:
                 x = np.sign(x) * (0.5 + np.abs(x))  # away from 0
+            if name == "log":
+                x = 0.5 + np.abs(x)  # its domain, away from 0
             out.append(x.astype(numpy_dtype(dtype)))
         else:  # indices and labels within what their op accepts; other integers small and signed
             high = shapes[0][0] if name == "gather" else shapes[0][-1] if name == "cross_entropy" else 10

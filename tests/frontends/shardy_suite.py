@@ -509,6 +509,18 @@ def emb_sum(table, ids, w):
     return jnp.sum(jnp.take(table, ids, axis=0), axis=0) @ w
 
 
+def log_softmax_rows(x):
+    return jax.nn.log_softmax(x, axis=-1)
+
+
+def lm_logprobs(x, w):
+    return jax.nn.log_softmax(x @ w, axis=-1)
+
+
+def logprob_sum(x, w, c):
+    return jnp.sum(jax.nn.log_softmax(x @ w, axis=-1) * c, axis=-1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -640,6 +652,9 @@ def suite() -> dict:
         "chain_1d": (chain_1d, "1d", [((16, 32), P("d")), ((32, 32), P(None, "d")), ((32, 32), P())]),
         "wide_3d": (wide_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c"))]),
         "emb_sum": (emb_sum, "2d", [((64, 16), P(None, "tp")), (((8,), "i32"), P()), ((16, 32), P("tp"))]),
+        "log_softmax_rows": (log_softmax_rows, "1d", [((16, 32), P("d"))]),
+        "lm_logprobs": (lm_logprobs, "1d", [((16, 32), P()), ((32, 64), P(None, "d"))]),
+        "logprob_sum": (logprob_sum, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((16, 64), P("dp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

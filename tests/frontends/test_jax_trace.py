@@ -97,6 +97,11 @@ CASES = {
     "softmax_axis0": (lambda x: jax.nn.softmax(x, axis=0), [(4, 8)], {"softmax": 1}),
     "softmax_by_hand": (lambda x: jnp.exp(x) / jnp.sum(jnp.exp(x), axis=-1, keepdims=True), [(4, 8)],
                         {"softmax": 1}),
+    "log": (lambda x: jnp.log(jnp.exp(x) + 1.0), [(4, 8)], {"exp": 1, "add": 1, "log": 1}),
+    "log_softmax": (lambda x: jax.nn.log_softmax(x, axis=-1), [(4, 8)], {"softmax": 1, "log": 1}),
+    "log_softmax_axis0": (lambda x: jax.nn.log_softmax(x, axis=0), [(4, 8)], {"softmax": 1, "log": 1}),
+    "log_softmax_by_hand": (lambda x: x - jnp.log(jnp.sum(jnp.exp(x), axis=-1, keepdims=True)), [(4, 8)],
+                            {"softmax": 1, "log": 1}),
     "layernorm_weight_bias": (_layer_norm, [(4, 8), (8,), (8,)], {"layernorm": 1}),
     "layernorm_div_sqrt": (lambda x: (x - x.mean(-1, keepdims=True))
                            / jnp.sqrt(((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True) + 1e-6),
@@ -122,6 +127,23 @@ CASES = {
 def test_traced_primitive_computes_what_jax_computes(case):
     fn, shapes, ops = CASES[case]
     assert check_against_jax(fn, _args(shapes)) == Counter(ops)
+
+
+def test_log_softmax_read_as_log_of_softmax_has_jaxs_gradient():
+    # jax.nn.log_softmax's stop_gradient on the max is the fused softmax's own shift (log-softmax does not change
+    # when a row shifts alike), so the gradient of sum(log_softmax(x @ w) * c) w.r.t. w is JAX's
+    from graphs.gradients import reference_gradients
+
+    def loss(x, w, c):
+        return jnp.sum(jax.nn.log_softmax(x @ w, axis=-1) * c)
+
+    x, w, c = _args([(4, 6), (6, 8), (4, 8)], seed=3)
+    traced = trace_function(loss, x, w, c, params=("w",))
+    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w, c]))
+    expected = np.asarray(jax.grad(loss, argnums=1)(x, w, c), np.float64)
+    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+    assert Counter(op.op for op in traced.graph.ops) == Counter({"matmul": 1, "softmax": 1, "log": 1, "mul": 1,
+                                                                 "sum": 1})
 
 
 def test_cast_to_bf16_matches_jax_to_bf16_rounding():

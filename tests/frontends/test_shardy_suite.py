@@ -61,7 +61,9 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "transpose_then_mm", "mm_transpose", "three_axes_matmul", "heads_transpose", "merge_transpose",
          "bias_add_1d", "outer_sum", "scale_shift", "two_dots_shared", "dp_matmul_reduce", "tp_mlp_residual",
          "fsdp_2d", "seq_parallel", "expert_einsum", "batched_3d", "contract_3d", "rowwise_max_sub",
-         "constraint_open", "chain_1d", "wide_3d", "emb_sum")
+         "constraint_open", "chain_1d", "wide_3d", "emb_sum",
+         # jax.nn.log_softmax, read as log(softmax): over rows, and over a vocabulary sharded on d / tp
+         "log_softmax_rows", "lm_logprobs", "logprob_sum")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -122,13 +124,14 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but fourteen elementwise, normalisation, reduction and gather ones) has those compared too
+    # (all but fifteen elementwise, normalisation, reduction and gather ones) has those compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
         assert "result" in anchors, name
         if name not in ("softmax_rows", "transposes", "broadcast_bias", "max_sharded_axis", "vocab_parallel_gather",
                         "softmax_sharded_axis", "layernorm_sharded_hidden", "take_sum", "sub_mean",
-                        "vocab_gather_3d", "bias_add_1d", "outer_sum", "scale_shift", "rowwise_max_sub"):
+                        "vocab_gather_3d", "bias_add_1d", "outer_sum", "scale_shift", "rowwise_max_sub",
+                        "log_softmax_rows"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 

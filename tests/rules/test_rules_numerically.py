@@ -23,6 +23,7 @@ CASES = [
     Case("gelu", "gelu", ((5, 3),), {}),
     Case("tanh", "tanh", ((3, 5),), {}),
     Case("exp", "exp", ((5, 3),), {}),
+    Case("log", "log", ((5, 3),), {}),
     Case("sigmoid", "sigmoid", ((5, 3),), {}),
     Case("neg", "neg", ((4, 3),), {}),
     Case("cast_to_int", "cast", ((5, 3),), {"dtype": "i32"}),

@@ -10,6 +10,7 @@ SPEC_OPS = (
 SPEC_OPS += ["psum", "pmean", "pbroadcast", "all_gather", "psum_scatter", "all_to_all", "ppermute", "axis_index",
              "manual_enter", "manual_exit"]  # issue 13's collectives and manual region boundary
 SPEC_OPS += ["all_gather_invariant", "pscatter"]  # seed 004's invariant gather and its transpose, in regions
+SPEC_OPS += ["log"]  # jax.nn.log_softmax's logarithm (the JAX frontend reads it)
 SPEC_OPS += ["min", "minimum"]  # the minimum beside the maximum (a pending minimum, as JAX's reduce_min / pmin)
 
 

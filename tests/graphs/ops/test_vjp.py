@@ -85,6 +85,7 @@ def test_pointwise_vjps_match_central_differences():
             check_vjp(name, [normal(rng, shape)])
     check_vjp("sigmoid", [np.array([-30.0, -3.0, 0.5, 4.0, 30.0])])
     check_vjp("relu", [normal(rng, (4, 5), away_from=0.0)])
+    check_vjp("log", [np.abs(normal(rng, (3, 4))) + 0.5])  # log's domain: positive, away from 0
     for dtype in ("f32", "bf16", "f16"):
         check_vjp("cast", [normal(rng, (3, 2))], {"dtype": dtype})
     pairs = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((3, 4), ()), ((), (2, 3)), ((4, 1), (1, 5))]
