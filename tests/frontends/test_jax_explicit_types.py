@@ -4,17 +4,11 @@ the programs that carry a sum pending through linear ops plan and simulate exact
 held-out programs of the kinds issue 27 names (MLPs, attention scores and head reshapes, norms, softmax,
 concat/slice, reductions, out_sharding and reshard)."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-pytest.importorskip("jax")
+from tests.jax_devices import run_on_eight_devices
 
-ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("jax")
 
 SCRIPT = r'''
 import json, sys
@@ -101,11 +95,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], text=True, capture_output=True, env=env,
-                       timeout=600, cwd=ROOT)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_on_eight_devices(SCRIPT)
 
 
 def test_every_output_of_a_traced_explicit_program_has_jaxs_type(results):

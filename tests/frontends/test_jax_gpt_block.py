@@ -1,9 +1,6 @@
 """The GPT block of examples/jax_gpt_block.py, written in plain jax.numpy: it traces into the catalogue's
 ops, plans, exports, simulates exactly, and its plan's shardings go back to jax.jit."""
 
-import json
-import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -18,6 +15,7 @@ from graphs.evaluate import run_reference  # noqa: E402
 from planner.api import plan  # noqa: E402
 from planner.frontends.jax import trace_function  # noqa: E402
 from planner.simulation.run import simulate  # noqa: E402
+from tests.jax_devices import run_on_eight_devices  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -99,11 +97,7 @@ print(json.dumps({
 
 @pytest.mark.slow
 def test_shardings_for_gives_jax_jit_the_plans_shardings():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    r = subprocess.run([sys.executable, "-c", APPLY, str(ROOT)], text=True, capture_output=True, env=env, timeout=600,
-                       cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = run_on_eight_devices(APPLY)
     assert got["devices"] == 8
     assert got["w1_spec"] == str((None, "tp")) and got["x_spec"].startswith("('dp'")
     # the same program on the same float32 inputs, summed in another order: |out| < 8 and sums of at most 256

@@ -4,7 +4,6 @@ and the argument types there. Each case is a JAX function traced by the frontend
 (8 host CPU devices, in a subprocess); the expected annotations are read from JAX's lowered sdy text at test
 time: its sharding constraints, argument shardings, manual computations and sharding groups."""
 
-import json
 import os
 import re
 import subprocess
@@ -19,6 +18,7 @@ jnp = jax.numpy
 
 from planner.errors import ModelError  # noqa: E402
 from planner.frontends.jax import trace, trace_function  # noqa: E402
+from tests.jax_devices import run_on_eight_devices  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,11 +168,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def cases():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT)], text=True, capture_output=True, env=env,
-                       timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return run_on_eight_devices(SCRIPT, timeout=300)
 
 
 # -- JAX's side, read from its lowered sdy text -----------------------------------------------

@@ -13,14 +13,8 @@ JAX runs in one subprocess for the whole module (the device count is fixed when 
 starts, and other tests in this process may have started it with fewer devices).
 """
 
-import ast
-import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -29,10 +23,10 @@ from planner.errors import RuleError
 from planner.ir.mesh import AxisType
 from planner.model.axis_types import explicit_prefixes
 from planner.model.explicit_types import explicit_shardings
+from tests.jax_devices import run_on_eight_devices
 
 pytest.importorskip("jax")
 
-ROOT = Path(__file__).resolve().parents[2]
 
 M1 = {"X": 8}
 M2 = {"X": 2, "Y": 4}
@@ -511,13 +505,8 @@ def _for_jax(graph):
 
 @pytest.fixture(scope="module")
 def jax_results():
-    payload = repr({name: _for_jax(build(p)) for name, p in PROGRAMS.items()})
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
-               PYTHONPATH=str(ROOT))
-    run = subprocess.run([sys.executable, "-c", RUNNER], input=payload, capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run_on_eight_devices(RUNNER, stdin=repr({name: _for_jax(build(p)) for name, p in PROGRAMS.items()}),
+                                timeout=300)
 
 
 def test_the_suite_has_thirty_programs_on_1d_to_3d_meshes():
