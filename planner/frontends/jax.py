@@ -95,7 +95,13 @@ def trace_function(fn: Callable, *example_args: Any, mesh: Any = None, shardings
     jax = require_jax()
     arg_names = argument_names(fn, len(example_args))
     in_names = [n for i, a in enumerate(example_args) for n, _ in _leaves(jax, a, arg_names[i])]
-    context = jax.set_mesh(mesh) if isinstance(mesh, jax.sharding.Mesh) else contextlib.nullcontext()
+    if mesh is None:  # the mesh the example arguments are placed on, as the program runs under it
+        placed = {getattr(getattr(v, "sharding", None), "mesh", None) for v in jax.tree_util.tree_leaves(example_args)}
+        placed = [m for m in placed if isinstance(m, jax.sharding.Mesh)]
+        context_mesh = placed[0] if len(placed) == 1 else None
+    else:
+        context_mesh = mesh if isinstance(mesh, jax.sharding.Mesh) else None
+    context = jax.set_mesh(context_mesh) if context_mesh is not None else contextlib.nullcontext()
     try:
         with context:
             closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*example_args)

@@ -76,7 +76,9 @@ for name, (fn, args) in cases.items():
     except Exception as e:  # JAX's type error: shardplan must refuse the program too
         theirs = {"error": f"{type(e).__name__}: {e}"}
     try:
-        traced = trace_function(fn, *args, mesh=mesh)
+        # no mesh given: the arguments' NamedShardings name it, and the functions' bare PartitionSpecs are read
+        # under it, as `shardplan import-jax` traces a module's example arguments
+        traced = trace_function(fn, *args)
         types = explicit_shardings(traced.graph)
         name_of = lambda a: a.name if a.size is None else str(a)  # a whole axis by name, as JAX's specs
         ours = [([[name_of(a) for a in d.axes] for d in types.sharding(o).dims],
