@@ -67,11 +67,12 @@ def _dot_whose_result_wants_the_contracting_axis():
 
 def test_a_dot_whose_result_wants_the_contracting_axis_keeps_its_operands_and_reduces():
     # The operands agree on k = "a": the dot computes on them as they are (no weight is resharded) and
-    # leaves a pending sum over "a", which the plan then reduces into the result's sharding.
+    # leaves a pending sum over "a", which the plan then completes as XLA's partitioner does: an AllReduce
+    # of the whole product and a local slice of the result's shard (not the cheaper ReduceScatter).
     p = plan(_dot_whose_result_wants_the_contracting_axis(), search="propagate")
     assert p.op("dot").result_sharding.dims_text() == '[{}, {}], unreduced={"a"}'
     (r,) = p.reshards
-    assert r.tensor == "y" and [s.kind for s in r.steps] == ["ReduceScatter"]
+    assert r.tensor == "y" and [s.kind for s in r.steps] == ["AllReduce", "Slice"]
     result = simulate(p, seed=0)
     assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
 
@@ -106,11 +107,10 @@ def test_xla_also_keeps_the_operands_of_that_dot_and_reduces_its_result_over_the
     # "a" group), as the plan's one redistribution does, and nothing gathers or exchanges x or w.
     assert [(kind, groups) for kind, groups, _ in xla] == [("all-reduce", [list(range(8))])]
     assert {r.tensor for r in p.reshards} == {"y"}
-    (step,) = p.reshards[0].steps
-    # XLA all-reduces the whole result and slices its shard locally; the plan reduce-scatters straight
-    # into the shard. An all-reduce is a reduce-scatter and an all-gather of the same chunks, so XLA
-    # moves twice the plan's bytes (the redistribution engine picks the cheaper reduce-scatter).
-    assert step.kind == "ReduceScatter" and xla[0][2] == 2 * step.bytes_per_device
+    # XLA all-reduces the whole result and slices its shard locally, and so does the propagate plan (it
+    # redistributes as XLA's partitioner does): the same kind and bytes per device.
+    assert [s.kind for s in p.reshards[0].steps] == ["AllReduce", "Slice"]
+    assert xla[0][2] == p.reshards[0].steps[0].bytes_per_device
 
 
 def test_json_shows_propagated_shardings_with_open_marks_and_the_phases():

@@ -106,7 +106,7 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
                                         graph.tensor(op.output).nbytes)
     layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
-                        replace(options, fixed_strategies=fixed, memory_budget=None))
+                        replace(options, fixed_strategies=fixed, memory_budget=None, reshard_policy="xla"))
     m = typed_model(built, graph, shardings,
                     lambda t: f"propagation ({how}): stored as propagated, {shardings[t].dims_text()}", pinned_reason)
     outcome = bfs.decide_fixed(m)
