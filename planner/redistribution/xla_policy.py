@@ -23,6 +23,7 @@ import math
 from costmodels import RING
 from graphs.dtypes import dtype_itemsize
 from planner.caches import memoize
+from planner.errors import ReshardError
 from planner.ir.axis import axes_size
 from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.redistribution.engine import reshard_for_planning
@@ -36,6 +37,8 @@ POLICIES = ("cheapest", "xla")
 
 def reshard_with_policy(shape, dtype, source, destination, cluster, within=None, policy="cheapest") -> ReshardPlan:
     """The planner's redistribution of one tensor under ``policy`` (one of :data:`POLICIES`)."""
+    if policy not in POLICIES:
+        raise ReshardError(f"unknown redistribution policy {policy!r}; use one of {', '.join(POLICIES)}")
     if policy == "xla":
         return reshard_like_xla(tuple(shape), dtype, source, destination, cluster, within)
     return reshard_for_planning(shape, dtype, source, destination, cluster, within)

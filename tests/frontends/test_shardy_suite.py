@@ -37,10 +37,11 @@ DIFFERS = {
     # [{}, {"d":(1)2}, {}, {}] here; Shardy returns it replicated and XLA all-gathers it (512 B)
     "attn_1d_heads": "result",
     # x[{}, {"tp"}] @ w[{"tp"}, {}] constrained to [{}, {"tp"}]: Shardy copies the closed constraint onto the
-    # dot's result and gives it [{}, {"tp"}] (its partitioner then all-reduces the product, 6144 B); propagate
-    # keeps the operands and gives the dot a pending sum, [{}, {}] unreduced={"tp"}, reduce-scattered into the
-    # constraint (3072 B). XLA all-reduces the whole product and slices its shard; agreeing would move twice the
-    # plan's bytes for the same result (pinned against XLA in tests/searches/test_propagate_plan.py); kept.
+    # dot's result and gives it [{}, {"tp"}]; propagate keeps the operands and gives the dot a pending sum,
+    # [{}, {}] unreduced={"tp"}. The collectives agree (XLA and the plan all-reduce the whole product, 6144 B,
+    # and slice the shard: propagate redistributes as XLA's partitioner, pinned in
+    # tests/searches/test_propagate_plan.py); what blocks the anchor is the dot's strategies: none computes a
+    # result sharded on the axis it contracts (the all-reduce and slice as the op's own collectives)
     "contracting_conflict": "dot[16, 64]",
 }
 
@@ -74,29 +75,26 @@ BYTES_DIFFER = {
     # reshard_then_matmul (1792 B either way), so no rule of bytes picks XLA's kind in both; propagate
     # all-reduces at a tie (the gather it takes only where strictly cheaper, as XLA does in merge_heads)
     "moe_dispatch": "AllReduce vs AllGather",
-    # same total, other kinds: plan AllGather + AllReduce + ReduceScatter 512 B each, XLA one AllReduce 1536 B
-    # over {"b", "c"}. Planning redistributes by time, and the cost model finds the hierarchical ReduceScatter
-    # "b", AllReduce "c", AllGather "b" faster (26 us vs 32 us; the engine's bytes objective gives XLA's one
-    # AllReduce). A propagate-only lowering by bytes would have to reach planner/model and the partitioner's
-    # lowering, outside the propagate search; kept.
-    "mesh3d_wide": "AllGather + AllReduce + ReduceScatter vs AllReduce",
     # x[{}, {"tp"}] @ w1 then relu constrained to [{"dp"}, {}]: both gather x on tp and the relu's input on tp
     # (1536 B), but XLA gathers x whole and then slices its dp rows (AllGather 1536 B) where the plan slices
-    # first and gathers the half it keeps (768 B): plan 2 AllGather 2304 B, XLA 2 AllGather 3072 B. Matching
-    # it would move twice the bytes for the same result.
+    # first and gathers the half it keeps (768 B): plan 2 AllGather 2304 B, XLA 2 AllGather 3072 B. XLA's
+    # reshard of x alone slices first too (tests/redistribution/test_xla_policy.py, slice_then_gather): the
+    # whole gather is its dot partitioner's handling of the operand, which the redistribution policy does not
+    # see (the dot's strategy would have to carry it)
     "constrained_mlp": "AllGather 2304 B vs 3072 B",
     # batch dimension sharded on dp on one side, the weight's columns on dp too: plan AllGather 1024 B, XLA
     # AllGather 1536 B + CollectivePermute 512 B (it slices x's rows over tp, permutes the slices and gathers
-    # them over the tp group); agreeing would move twice the plan's bytes for the same result; kept.
+    # them over the tp group), its partitioner's reshard through a collective-permute of slices, which the
+    # xla redistribution policy leaves to the engine's cheapest plan
     "batch_conflict": "AllGather vs AllGather + CollectivePermute",
     # the expert combine contracts the capacity dimension only the tp-sharded hidden states shard: plan a pending
-    # sum all-reduced (AllReduce 64 B), XLA gathers the operand (AllGather 256 B) though it moves more
+    # sum all-reduced (AllReduce 64 B), XLA gathers the operand (AllGather 256 B) though it moves more: XLA's
+    # dot partitioner picks that, before any reshard; propagate's dot strategy contracts the sharded dimension
+    # as propagated, so no redistribution policy sees the operand
     "moe2": "AllReduce vs AllGather",
-    # the mesh3d_wide case on a gather's result: plan ReduceScatter + AllReduce + AllGather 256 B each, XLA one
-    # AllReduce 768 B over {"a", "b"} (the plan's hierarchical form is faster by the cost model)
-    "vocab_gather_3d": "AllGather + AllReduce + ReduceScatter vs AllReduce",
     # a sum of everything of a dot pending over tp: the plan completes it in one AllReduce over {"dp", "tp"} of
-    # the scalar (56 B, a ring's 14 one-element chunks), XLA in two, over tp for the dot then dp for the sum (32 B)
+    # the scalar (56 B, a ring's 14 one-element chunks), XLA in two, over tp for the dot then dp for the sum (32 B):
+    # propagate lets the sum reduce its operand's pending sum with its own, which XLA's reduce does not take
     "dp_matmul_reduce": "AllReduce 56 B vs 2 AllReduce 32 B",
 }
 
