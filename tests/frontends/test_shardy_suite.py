@@ -69,12 +69,6 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # same bytes, other kinds: plan 2 AllReduce 4096 B, XLA 2 AllGather 4096 B. Both einsums contract a
-    # dimension only one operand shards, and gathering that operand receives exactly the bytes all-reducing the
-    # result does (1024 B on dp, 3072 B on tp); XLA gathers at that tie here but all-reduces at the same tie in
-    # reshard_then_matmul (1792 B either way), so no rule of bytes picks XLA's kind in both; propagate
-    # all-reduces at a tie (the gather it takes only where strictly cheaper, as XLA does in merge_heads)
-    "moe_dispatch": "AllReduce vs AllGather",
     # x[{}, {"tp"}] @ w1 then relu constrained to [{"dp"}, {}]: both gather x on tp and the relu's input on tp
     # (1536 B), but XLA gathers x whole and then slices its dp rows (AllGather 1536 B) where the plan slices
     # first and gathers the half it keeps (768 B): plan 2 AllGather 2304 B, XLA 2 AllGather 3072 B. XLA's
@@ -87,11 +81,6 @@ BYTES_DIFFER = {
     # them over the tp group), its partitioner's reshard through a collective-permute of slices, which the
     # xla redistribution policy leaves to the engine's cheapest plan
     "batch_conflict": "AllGather vs AllGather + CollectivePermute",
-    # the expert combine contracts the capacity dimension only the tp-sharded hidden states shard: plan a pending
-    # sum all-reduced (AllReduce 64 B), XLA gathers the operand (AllGather 256 B) though it moves more: XLA's
-    # dot partitioner picks that, before any reshard; propagate's dot strategy contracts the sharded dimension
-    # as propagated, so no redistribution policy sees the operand
-    "moe2": "AllReduce vs AllGather",
     # a sum of everything of a dot pending over tp: the plan completes it in one AllReduce over {"dp", "tp"} of
     # the scalar (56 B, a ring's 14 one-element chunks), XLA in two, over tp for the dot then dp for the sum (32 B):
     # propagate lets the sum reduce its operand's pending sum with its own, which XLA's reduce does not take

@@ -238,3 +238,69 @@ def test_xla_gathers_or_reduces_a_one_sided_contraction_as_the_plan_does(shape):
     ours = [[s.kind, s.bytes_per_device] for r in p.reshards for s in r.steps if s.bytes_per_device]
     kinds = {"all-gather": "AllGather", "all-reduce": "AllReduce"}
     assert [[kinds[kind], b] for kind, b in xla] == ours
+
+
+def _dot_on_two_axes(b_sharding):
+    # C = A @ B on a 2x4 "dp", "tp" mesh: A [8, 64] sharded on its contracting dimension over dp, B [64, 16]
+    # as given (its contracting dimension unsharded)
+    g = GraphBuilder("two_axes", {"dp": 2, "tp": 4})
+    g.tensor("A", [8, 64], sharding='[{}, {"dp"}]')
+    g.param("B", [64, 16], sharding=b_sharding)
+    g.op("matmul", ["A", "B"], output="C", name="dot")
+    return g.build()
+
+
+def test_a_contraction_that_does_not_partition_the_mesh_is_gathered_whatever_the_bytes():
+    # The contraction's dp (2 of 8 devices) does not partition the mesh and no operand shards a dimension as
+    # the result does: XLA's dot partitioner gathers A's other dp half (8 * 32 * 4 B = 1024 B received per
+    # device) though all-reducing the 8x16 partial result (512 B) would receive 2 * 1/2 of it, 512 B.
+    p = plan(_dot_on_two_axes('[{}, {}]'), search="propagate")
+    assert p.op("dot").result_sharding.dims_text() == '[{}, {}]'
+    (r,) = p.reshards
+    assert r.tensor == "A" and [(s.kind, s.bytes_per_device) for s in r.steps] == [("AllGather", 8 * 32 * 4)]
+    result = simulate(p, seed=0)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def test_a_contraction_that_partitions_the_group_the_result_shares_with_an_operand_is_reduced():
+    # B's columns on tp are the result's (the devices group by tp), and the contraction's dp partitions each
+    # group: the bytes decide, and all-reducing the 8x4 partial shard (128 B, 2 * 1/2 of it = 128 B) receives
+    # less than gathering A's other half (1024 B), so the dot keeps A's sharding and leaves a sum pending on dp.
+    p = plan(_dot_on_two_axes('[{}, {"tp"}]'), search="propagate")
+    assert p.op("dot").result_sharding.dims_text() == '[{}, {"tp"}], unreduced={"dp"}'
+    # B is cut locally to A's contraction on dp, the partial result all-reduced over dp
+    assert {r.tensor: [s.kind for s in r.steps] for r in p.reshards} == {"B": ["Slice"], "C": ["AllReduce"]}
+
+
+_XLA_TWO_AXES = """
+    import json, sys
+    import jax, jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from planner.engines.xla_hlo import collectives
+    mesh = jax.make_mesh((2, 4), ("dp", "tp"))
+    s = lambda *spec: NamedSharding(mesh, P(*spec))
+    w = s(None, "tp") if sys.argv[1] == "tp" else s()
+    f = jax.jit(lambda x, w: x @ w, in_shardings=(s(None, "dp"), w), out_shardings=w)
+    hlo = f.lower(jax.ShapeDtypeStruct((8, 64), jnp.float32), jax.ShapeDtypeStruct((64, 16), jnp.float32)).compile()
+    print(json.dumps([[c.kind, c.bytes_per_device] for c in collectives(hlo.as_text(), 8)]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("columns", ["", "tp"])
+def test_xla_gathers_or_reduces_a_one_sided_contraction_on_two_axes_as_the_plan_does(columns):
+    # The dots of the two tests above through jax.jit on 8 host devices (B's sharding is also the result's
+    # out sharding there): XLA's collectives, kind and bytes per device, are the plan's. Expected values come
+    # from XLA at test time.
+    pytest.importorskip("jax")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(root))
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(_XLA_TWO_AXES), columns or "none"],
+                         capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    assert run.returncode == 0, run.stderr
+    xla = json.loads(run.stdout.splitlines()[-1])
+    p = plan(_dot_on_two_axes(f'[{{}}, {{"{columns}"}}]' if columns else '[{}, {}]'), search="propagate")
+    ours = [[s.kind, s.bytes_per_device] for r in p.reshards for s in r.steps if s.bytes_per_device]
+    kinds = {"all-gather": "AllGather", "all-reduce": "AllReduce"}
+    assert [[kinds[kind], b] for kind, b in xla] == ours
