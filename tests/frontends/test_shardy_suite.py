@@ -69,21 +69,25 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # x[{}, {"tp"}] @ w1 then relu constrained to [{"dp"}, {}]: both gather x on tp and the relu's input on tp
-    # (1536 B), but XLA gathers x whole and then slices its dp rows (AllGather 1536 B) where the plan slices
-    # first and gathers the half it keeps (768 B): plan 2 AllGather 2304 B, XLA 2 AllGather 3072 B. XLA's
-    # reshard of x alone slices first too (tests/redistribution/test_xla_policy.py, slice_then_gather): the
-    # whole gather is its dot partitioner's handling of the operand, which the redistribution policy does not
-    # see (the dot's strategy would have to carry it)
+    # x[{}, {"tp"}] @ w1[{}, {"tp"}] then relu constrained to [{"dp"}, {}]: both gather the relu's input on tp
+    # (1536 B) and read x as [{"dp"}, {}] in the dot, but XLA's dot partitioner first groups the devices by tp
+    # (w1's columns are the result's) and reshards x to its sharding without the group's axis, gathering x whole
+    # (1536 B), then slices its dp rows in each group; the plan's move of x from [{}, {"tp"}] to [{"dp"}, {}] is
+    # XLA's own reshard of it, slice then gather the half kept (768 B; tests/redistribution/test_xla_policy.py,
+    # slice_then_gather): plan 2 AllGather 2304 B, XLA 3072 B. A move knows its two layouts, not the reading
+    # dot's groups, which it would need to pass through x replicated over tp; kept.
     "constrained_mlp": "AllGather 2304 B vs 3072 B",
     # batch dimension sharded on dp on one side, the weight's columns on dp too: plan AllGather 1024 B, XLA
     # AllGather 1536 B + CollectivePermute 512 B (it slices x's rows over tp, permutes the slices and gathers
     # them over the tp group), its partitioner's reshard through a collective-permute of slices, which the
     # xla redistribution policy leaves to the engine's cheapest plan
     "batch_conflict": "AllGather vs AllGather + CollectivePermute",
-    # a sum of everything of a dot pending over tp: the plan completes it in one AllReduce over {"dp", "tp"} of
-    # the scalar (56 B, a ring's 14 one-element chunks), XLA in two, over tp for the dot then dp for the sum (32 B):
-    # propagate lets the sum reduce its operand's pending sum with its own, which XLA's reduce does not take
+    # jnp.sum of the whole dot [{"dp"}, {"tp"}] (no pending sum: the contraction is unsharded): the plan's sum
+    # leaves its scalar pending over {"dp", "tp"} and completes it in one AllReduce over both (56 B, a ring's 14
+    # one-element chunks); XLA's reduce all-reduces once per reduced dimension, the last first (tp 24 B, then dp
+    # 8 B; a dimension on two axes is one AllReduce over both, a 2x2x2 [a, b, c] sum three). The pending sharding
+    # the policy completes does not say which axes shared a dimension: the reduction would have to carry its
+    # per-dimension AllReduces as its own collectives (planner/model/op_collectives.py); kept.
     "dp_matmul_reduce": "AllReduce 56 B vs 2 AllReduce 32 B",
 }
 
