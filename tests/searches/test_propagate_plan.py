@@ -336,3 +336,36 @@ def test_xla_gathers_or_reduces_one_sided_contractions_as_the_plan_does():
         for kind, b in theirs:
             want[kinds[kind]] = want.get(kinds[kind], 0) + b
         assert ours == want, (mesh, specs)
+
+
+_XLA_MANUAL_BODY = """
+import json, sys
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+from planner.engines.xla_hlo import collectives
+mesh = jax.make_mesh((2, 4), ("dp", "tp"))
+def body(x, w):
+    return x @ jax.lax.with_sharding_constraint(w, P())
+f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("dp"), P()), out_specs=P("dp"), axis_names={"dp"}),
+            in_shardings=(NamedSharding(mesh, P("dp", "tp")), NamedSharding(mesh, P())))
+hlo = f.lower(jax.ShapeDtypeStruct((16, 64), jnp.float32), jax.ShapeDtypeStruct((64, 4), jnp.float32)).compile()
+print(json.dumps([[c.kind, c.bytes_per_device] for c in collectives(hlo.as_text(), 8)]))
+"""
+
+
+@pytest.mark.slow
+def test_a_one_sided_contraction_in_a_manual_body_is_gathered_as_xla_does():
+    # shard_map manual over dp, x's contraction on the free tp, w pinned replicated in the body: tp partitions
+    # the body's 4 free devices, yet XLA gathers x (the manual dp still counts against the contraction), and
+    # so does the plan: each device receives the three other tp quarters of x's local 8x64 rows, 3 * 8 * 16 * 4 B.
+    pytest.importorskip("jax")
+    xla = run_on_eight_devices(_XLA_MANUAL_BODY)
+    b = GraphBuilder("manual_body", {"dp": 2, "tp": 4})
+    x = b.tensor("x", [16, 64], sharding='[{"dp"}, {"tp"}]')
+    w = b.param("w", [64, 4], sharding='[{}, {}]')
+    b.manual_region("r", ["dp"], [x, w], ['[{"dp"}, {}]', '[{}, {}]'], ["y"], ['[{"dp"}, {}]'], [
+        {"name": "pin", "op": "sharding_constraint", "inputs": [w], "output": "wr", "out_sharding": '[{}, {}]'},
+        {"name": "mm", "op": "matmul", "inputs": [x, "wr"], "output": "y"}])
+    p = plan(b.build(), search="propagate")
+    ours = [[s.kind, s.bytes_per_device] for r in p.reshards for s in r.steps if s.bytes_per_device]
+    assert [["AllGather" if kind == "all-gather" else kind, n] for kind, n in xla] == ours == [["AllGather", 3 * 8 * 16 * 4]]
