@@ -14,9 +14,9 @@ from planner.enumeration import Strategy
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.model.nodes import Model, OpNode, SourceNode
-from planner.redistribution import reshard_for_planning
 from planner.redistribution.steps import ReshardPlan
 from planner.redistribution.transpose import transpose_plan
+from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
            "op_moves", "reader_entry", "reader_side", "reshard_plan"]
@@ -106,12 +106,14 @@ def move_plan(m: Model, move: Transfer) -> ReshardPlan:
     """The engine's plan for ``move``: forward, or the transpose of the forward move (backward, gradient)."""
     spec = m.graph.tensor(move.tensor)
     return reshard_plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
-                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces)
+                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy)
 
 
 def reshard_plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
-          within=None) -> ReshardPlan:
-    forward = reshard_for_planning(shape, dtype, source, destination, cluster, within)
+          within=None, policy="cheapest") -> ReshardPlan:
+    """The redistribution of one move under ``policy`` (:mod:`planner.redistribution.xla_policy`): forward,
+    or the transpose of the forward plan."""
+    forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy)
     if not backward:
         return forward
     return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)

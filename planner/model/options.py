@@ -24,6 +24,9 @@ class Options:
     ``insert_pbroadcast``: with training, track device-variance types so that the
     backward never sums what is already whole (seed 004); off, every cotangent is
     treated as varying (seed 004's wasteful "current" transposes), to compare.
+    ``reshard_policy``: how a tensor is redistributed between layouts
+    (:mod:`planner.redistribution.xla_policy`): ``cheapest`` (the engine's fastest plan) or ``xla``
+    (the moves XLA's SPMD partitioner makes, which the propagate search plans with).
     ``overlap``: how the plan's step time is scheduled (:mod:`planner.partitioning.schedule`):
     ``async`` (collectives beside independent compute) or ``none`` (the serial sum). The searches
     optimise the serial sum either way; the report gives both.
@@ -38,6 +41,7 @@ class Options:
     fixed_strategies: Mapping[str, tuple] = field(default_factory=dict)  # op -> the only factor axes it may take
     insert_pbroadcast: bool = True
     overlap: str = "async"
+    reshard_policy: str = "cheapest"
     # axis phases (planner.model.phases): the pieces this phase adds to the ``prefixes``
     # (anywhere among their axes) and every piece allowed so far; None: the whole problem
     phase_new: tuple[AxisRef, ...] | None = None

@@ -143,7 +143,7 @@ def data_edge(m: Model, link: Flow) -> Edge:
     u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
     v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
     args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
-            m.reshard_pieces)
+            m.reshard_pieces, m.options.reshard_policy)
     forward = _table("forward", *args) if link.backward else None  # for reports: the search reads the sum
     return Edge(link.producer, link.readers[0], u_class, v_class, _table("data", *args), _label(m, link), forward)
 
@@ -163,11 +163,12 @@ def fanout_edge(m: Model, link: Flow) -> Fanout:
             per_candidate.append(tuple(sorted(cols)))
         needs.append(tuple(per_candidate))
     table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), m.cluster,
-                   m.options.insert_pbroadcast, m.reshard_pieces)
+                   m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy)
     return Fanout(link.producer, u_class, link.readers, tuple(needs), table, _label(m, link))
 
 
-def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True, within=None) -> LazyTable:
+def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True, within=None,
+           policy="cheapest") -> LazyTable:
     """Seconds for every (producer class, reader class) of a link; the moves of :func:`link_moves`.
 
     A :class:`~planner.model.problem.LazyTable`: a cell's redistributions are planned
@@ -179,12 +180,14 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
     ``(layout, pending)`` cotangent; ``forward``: the same classes, the forward
     redistributions alone. ``fanout``: a column is one forward
     redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending)``.
-    ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`).
+    ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`); ``policy``:
+    :attr:`Options.reshard_policy`.
     """
-    key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within)
+    key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within, policy)
 
     def cost(src, lay, backward=False, pending=()):
-        return reshard_plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast, within).time_s
+        return reshard_plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast, within,
+                            policy).time_s
 
     def cell(a: int, b: int) -> float:
         src, item = u_items[a], v_items[b]

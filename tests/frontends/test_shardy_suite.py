@@ -37,10 +37,11 @@ DIFFERS = {
     # [{}, {"d":(1)2}, {}, {}] here; Shardy returns it replicated and XLA all-gathers it (512 B)
     "attn_1d_heads": "result",
     # x[{}, {"tp"}] @ w[{"tp"}, {}] constrained to [{}, {"tp"}]: Shardy copies the closed constraint onto the
-    # dot's result and gives it [{}, {"tp"}] (its partitioner then all-reduces the product, 6144 B); propagate
-    # keeps the operands and gives the dot a pending sum, [{}, {}] unreduced={"tp"}, reduce-scattered into the
-    # constraint (3072 B). XLA all-reduces the whole product and slices its shard; agreeing would move twice the
-    # plan's bytes for the same result (pinned against XLA in tests/searches/test_propagate_plan.py); kept.
+    # dot's result and gives it [{}, {"tp"}]; propagate keeps the operands and gives the dot a pending sum,
+    # [{}, {}] unreduced={"tp"}. The collectives agree (XLA and the plan all-reduce the whole product, 6144 B,
+    # and slice the shard: propagate redistributes as XLA's partitioner, pinned in
+    # tests/searches/test_propagate_plan.py); what blocks the anchor is the dot's strategies: none computes a
+    # result sharded on the axis it contracts (the all-reduce and slice as the op's own collectives)
     "contracting_conflict": "dot[16, 64]",
 }
 
@@ -68,35 +69,25 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # same bytes, other kinds: plan 2 AllReduce 4096 B, XLA 2 AllGather 4096 B. Both einsums contract a
-    # dimension only one operand shards, and gathering that operand receives exactly the bytes all-reducing the
-    # result does (1024 B on dp, 3072 B on tp); XLA gathers at that tie here but all-reduces at the same tie in
-    # reshard_then_matmul (1792 B either way), so no rule of bytes picks XLA's kind in both; propagate
-    # all-reduces at a tie (the gather it takes only where strictly cheaper, as XLA does in merge_heads)
-    "moe_dispatch": "AllReduce vs AllGather",
-    # same total, other kinds: plan AllGather + AllReduce + ReduceScatter 512 B each, XLA one AllReduce 1536 B
-    # over {"b", "c"}. Planning redistributes by time, and the cost model finds the hierarchical ReduceScatter
-    # "b", AllReduce "c", AllGather "b" faster (26 us vs 32 us; the engine's bytes objective gives XLA's one
-    # AllReduce). A propagate-only lowering by bytes would have to reach planner/model and the partitioner's
-    # lowering, outside the propagate search; kept.
-    "mesh3d_wide": "AllGather + AllReduce + ReduceScatter vs AllReduce",
-    # x[{}, {"tp"}] @ w1 then relu constrained to [{"dp"}, {}]: both gather x on tp and the relu's input on tp
-    # (1536 B), but XLA gathers x whole and then slices its dp rows (AllGather 1536 B) where the plan slices
-    # first and gathers the half it keeps (768 B): plan 2 AllGather 2304 B, XLA 2 AllGather 3072 B. Matching
-    # it would move twice the bytes for the same result.
+    # x[{}, {"tp"}] @ w1[{}, {"tp"}] then relu constrained to [{"dp"}, {}]: both gather the relu's input on tp
+    # (1536 B) and read x as [{"dp"}, {}] in the dot, but XLA's dot partitioner first groups the devices by tp
+    # (w1's columns are the result's) and reshards x to its sharding without the group's axis, gathering x whole
+    # (1536 B), then slices its dp rows in each group; the plan's move of x from [{}, {"tp"}] to [{"dp"}, {}] is
+    # XLA's own reshard of it, slice then gather the half kept (768 B; tests/redistribution/test_xla_policy.py,
+    # slice_then_gather): plan 2 AllGather 2304 B, XLA 3072 B. A move knows its two layouts, not the reading
+    # dot's groups, which it would need to pass through x replicated over tp; kept.
     "constrained_mlp": "AllGather 2304 B vs 3072 B",
     # batch dimension sharded on dp on one side, the weight's columns on dp too: plan AllGather 1024 B, XLA
     # AllGather 1536 B + CollectivePermute 512 B (it slices x's rows over tp, permutes the slices and gathers
-    # them over the tp group); agreeing would move twice the plan's bytes for the same result; kept.
+    # them over the tp group), its partitioner's reshard through a collective-permute of slices, which the
+    # xla redistribution policy leaves to the engine's cheapest plan
     "batch_conflict": "AllGather vs AllGather + CollectivePermute",
-    # the expert combine contracts the capacity dimension only the tp-sharded hidden states shard: plan a pending
-    # sum all-reduced (AllReduce 64 B), XLA gathers the operand (AllGather 256 B) though it moves more
-    "moe2": "AllReduce vs AllGather",
-    # the mesh3d_wide case on a gather's result: plan ReduceScatter + AllReduce + AllGather 256 B each, XLA one
-    # AllReduce 768 B over {"a", "b"} (the plan's hierarchical form is faster by the cost model)
-    "vocab_gather_3d": "AllGather + AllReduce + ReduceScatter vs AllReduce",
-    # a sum of everything of a dot pending over tp: the plan completes it in one AllReduce over {"dp", "tp"} of
-    # the scalar (56 B, a ring's 14 one-element chunks), XLA in two, over tp for the dot then dp for the sum (32 B)
+    # jnp.sum of the whole dot [{"dp"}, {"tp"}] (no pending sum: the contraction is unsharded): the plan's sum
+    # leaves its scalar pending over {"dp", "tp"} and completes it in one AllReduce over both (56 B, a ring's 14
+    # one-element chunks); XLA's reduce all-reduces once per reduced dimension, the last first (tp 24 B, then dp
+    # 8 B; a dimension on two axes is one AllReduce over both, a 2x2x2 [a, b, c] sum three). The pending sharding
+    # the policy completes does not say which axes shared a dimension: the reduction would have to carry its
+    # per-dimension AllReduces as its own collectives (planner/model/op_collectives.py); kept.
     "dp_matmul_reduce": "AllReduce 56 B vs 2 AllReduce 32 B",
 }
 

@@ -11,8 +11,8 @@ factor the op's result carries is computed as the result is sharded, unsharded w
 the result leaves it unsharded (XLA computes an op in its result's sharding and
 reshards the operands to it, e.g. before a closed constraint); a contraction that
 some operands of a dot shard and the others do not is computed unsharded (those
-operands gathered) where that receives fewer bytes than all-reducing the partial
-result, as XLA's partitioner chooses; any other factor
+operands gathered) where XLA's dot partitioner gathers them
+(:func:`_gathered_reductions`); any other factor
 (a contracting dimension the operands disagree on, a dimension the result does not
 have) as the largest operand that shards it has it (ties: the lower operand index),
 so a dot whose operands conflict keeps the larger operand's sharding. Where a tensor's
@@ -106,7 +106,7 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
                                         graph.tensor(op.output).nbytes)
     layouts = {name: s.layout_only() for name, s in shardings.items()}
     built = build_model(typed_graph(graph, layouts, options.outputs_layout), mesh, cluster,
-                        replace(options, fixed_strategies=fixed, memory_budget=None))
+                        replace(options, fixed_strategies=fixed, memory_budget=None, reshard_policy="xla"))
     m = typed_model(built, graph, shardings,
                     lambda t: f"propagation ({how}): stored as propagated, {shardings[t].dims_text()}", pinned_reason)
     outcome = bfs.decide_fixed(m)
@@ -146,8 +146,8 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
     stays unsharded.
     ``prefix``: factor axes that come first (a mixed mesh's typed Explicit axes).
     ``result_bytes``: the result's global size; given, a contraction only some operands
-    shard is computed unsharded where gathering those operands moves fewer bytes than
-    all-reducing the result (:func:`_gathered_reductions`).
+    shard is computed unsharded where XLA's dot partitioner gathers those operands
+    (:func:`_gathered_reductions`).
     """
     order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
     chosen: list[tuple] = list(prefix) if prefix is not None else [()] * rule.num_factors
@@ -190,20 +190,32 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
 def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
                          operand_bytes: Sequence[int], result_bytes: int, mesh: Mesh, decided) -> list[int]:
     """Reduction factors of a multi-operand op (a dot, an einsum) that some operands shard and the others do
-    not, where XLA's partitioner gathers the sharded operands rather than compute partial sums: gathering
-    them receives fewer bytes per device than all-reducing the result (``2 (n-1)/n`` of its shard)."""
+    not, where XLA's dot partitioner gathers the sharded operands rather than compute partial sums.
+
+    XLA first groups the devices by the axes on which an operand already shards a batch or non-contracting
+    dimension exactly as the result does (each group then partitions the rest of the dot alone). Where the
+    contraction's axes do not partition a whole group, it gathers the operand, whatever the bytes
+    (``x[{}, {"dp"}] @ w[{}, {}]`` on a 2x4 ``dp``, ``tp`` mesh); where they do, it gathers only if that
+    receives fewer bytes per device than all-reducing the partial result (``2 (n-1)/n`` of its shard), and
+    otherwise slices the other operands to match and all-reduces (``x[{}, {"dp"}] @ w[{}, {"tp"}]``)."""
     if len(operands) < 2:
         return []
     try:
         projs = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
+        wanted = factor_axes_from_tensor(rule, RESULT, result)
     except RuleError:
         return []
+    grouped = {a for f, axes in enumerate(wanted) if axes and rule.factor_kinds[f] is not FactorKind.REDUCTION
+               and any(tuple(proj[f]) == tuple(axes) for proj in projs) for a in axes}
     out = []
     for f in range(rule.num_factors):
         if decided[f] or rule.factor_kinds[f] is not FactorKind.REDUCTION:
             continue
         sharding = [k for k, proj in enumerate(projs) if proj[f]]
         if not sharding:
+            continue
+        if math.prod(a.size_in(mesh) for a in grouped | {a for proj in projs for a in proj[f]}) < mesh.size:
+            out.append(f)  # the contraction does not partition a whole group
             continue
         group = [math.prod(a.size_in(mesh) for a in proj[f]) for proj in projs]  # the factor's group per operand
         gather = sum(operand_bytes[k] / operands[k].num_shards() * (group[k] - 1) for k in sharding)

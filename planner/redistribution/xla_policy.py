@@ -1,0 +1,73 @@
+"""Redistribution as XLA's SPMD partitioner reshards (``PartitionedHlo::ReshardNoCache`` in
+xla/service/spmd/spmd_partitioner.cc), not the cheapest plan the engine finds.
+
+The rules, in XLA's order:
+
+* the same sharding moves nothing;
+* a value pending a sum over axes the destination does not keep pending is completed first by one
+  ``AllReduce`` over all of them (XLA's partial-replicate-to-replicated; it does not reduce-scatter into a
+  sharded destination: the product is all-reduced whole and the shard sliced from it);
+* the layout then changes as the engine's cheapest plan changes it: XLA slices before it gathers, gathers
+  trailing axes only, and swaps an axis between two dimensions with one ``AllToAll``, as the engine does (the
+  goldens of tests/redistribution/test_xla_policy.py compile such reshards with XLA). Where XLA moves an
+  axis between dimensions of unlike extent it may slice, ``CollectivePermute`` the slices and gather them
+  (``[{"tp"}, {"dp"}]`` to ``[{"dp"}, {}]``); the engine finds its own cheapest there.
+
+Mesh changes and pending maxima keep the engine's plan (XLA has no rule of its own to emulate there).
+"""
+
+from __future__ import annotations
+
+import math
+
+from costmodels import RING
+from graphs.dtypes import dtype_itemsize
+from planner.caches import memoize
+from planner.errors import ReshardError
+from planner.ir.axis import axes_size
+from planner.ir.sharding import PENDING_SUM, TensorSharding
+from planner.redistribution.engine import reshard_for_planning
+from planner.redistribution.steps import ReshardPlan, Step
+
+__all__ = ["POLICIES", "reshard_like_xla", "reshard_with_policy"]
+
+POLICIES = ("cheapest", "xla")
+"""``cheapest``: the engine's cheapest plan (bfs, ilp, auto); ``xla``: XLA's partitioner's moves (propagate)."""
+
+
+def reshard_with_policy(shape, dtype, source, destination, cluster, within=None, policy="cheapest") -> ReshardPlan:
+    """The planner's redistribution of one tensor under ``policy`` (one of :data:`POLICIES`)."""
+    if policy not in POLICIES:
+        raise ReshardError(f"unknown redistribution policy {policy!r}; use one of {', '.join(POLICIES)}")
+    if policy == "xla":
+        return reshard_like_xla(tuple(shape), dtype, source, destination, cluster, within)
+    return reshard_for_planning(shape, dtype, source, destination, cluster, within)
+
+
+@memoize("XLA redistribution plans", maxsize=65536)
+def reshard_like_xla(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster,
+                     within=None) -> ReshardPlan:
+    """The moves XLA's partitioner makes from ``source`` to ``destination`` (see the module docstring)."""
+    src, dst = source.layout_only(), destination.layout_only()
+    if (src.mesh != dst.mesh or (src.unreduced and src.reduction != PENDING_SUM)
+            or not set(dst.unreduced) <= set(src.unreduced)):
+        return reshard_for_planning(shape, dtype, source, destination, cluster, within)
+    steps: list[Step] = []
+    state = src
+    completed = tuple(a for a in src.unreduced if a not in dst.unreduced)
+    if completed:
+        after = src.with_unreduced(tuple(a for a in src.unreduced if a in dst.unreduced))
+        steps.append(_all_reduce(shape, dtype, state, after, completed, cluster))
+        state = after
+    if state != dst:
+        steps += reshard_for_planning(shape, dtype, state, dst, cluster, within).steps
+    return ReshardPlan(shape, dtype, source, destination, tuple(steps))
+
+
+def _all_reduce(shape, dtype, before: TensorSharding, after: TensorSharding, axes, cluster) -> Step:
+    """One AllReduce over ``axes`` of the local block, priced as a ring (XLA's all-reduce of a partial value)."""
+    p = axes_size(axes, before.mesh)
+    local = math.prod(before.local_shape(shape))
+    cost = RING.cost("AllReduce", p, -(-local // p) * dtype_itemsize(dtype), cluster.link_for(before.mesh, axes))
+    return Step("AllReduce", tuple(axes), (), before, after, cost.bytes_per_device, cost.time_s)
+
