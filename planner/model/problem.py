@@ -75,6 +75,8 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.redistribution.state import distinct  # np.unique without its import of numpy.ma
+
 _Adjacency = tuple[tuple[tuple[int, int], ...], ...]
 
 
@@ -126,8 +128,8 @@ class LazyTable:
             key = (key, slice(None))
         if len(key) != 2:
             raise IndexError(f"a cost table has 2 dimensions; got the index {key!r}")
-        rows = np.unique(np.arange(self.shape[0])[key[0]])
-        cols = np.unique(np.arange(self.shape[1])[key[1]])
+        rows = distinct(np.arange(self.shape[0])[key[0]])
+        cols = distinct(np.arange(self.shape[1])[key[1]])
         self._fill(rows, cols)
         return self._values[key]
 
