@@ -103,7 +103,7 @@ def node_costs(m: Model, i: int, op_times: dict | None = None) -> Node:
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
     grads = operand_gradients(op, m.options.training, m.needs_grad)  # once per op, not per strategy
-    terms = _op_terms(m, op, node.strategies, op_times)
+    terms, labels = _op_terms(m, op, node.strategies, op_times)
     for c, s in enumerate(node.strategies):
         local_s, collective_s, mem = terms[c]
         t = local_s * (1 + grads)
@@ -113,32 +113,35 @@ def node_costs(m: Model, i: int, op_times: dict | None = None) -> Node:
         for p, k in own:
             mem += stored_bytes(s.operands[k], graph.tensor(p), m.options.training)
         memory[c] = mem
-    return Node(op.name, cost, memory, labels=tuple(s.text() for s in node.strategies))
+    return Node(op.name, cost, memory, labels=labels)
 
 
-def _op_terms(m: Model, op, strategies, memo: dict | None) -> tuple[tuple[float, float, int], ...]:
-    """Per strategy: :func:`local_op_time_s`, :func:`collective_time_s` and the bytes of the local result,
-    looked up in ``memo`` by what determines them (the op's kind and attributes, its operands' and result's
-    shapes and dtypes, whether its backward collectives run, the strategies; the cluster is the memo's)."""
+def _op_terms(m: Model, op, strategies, memo: dict | None) -> tuple[tuple[tuple[float, float, int], ...],
+                                                                    tuple[str, ...]]:
+    """Per strategy: :func:`local_op_time_s`, :func:`collective_time_s` and the bytes of the local result;
+    and each strategy's text (the candidates' labels in reports). Looked up in ``memo`` by what determines
+    them (the op's kind and attributes, its operands' and result's shapes and dtypes, whether its backward
+    collectives run, the strategies; the cluster is the memo's)."""
     graph = m.graph
     out = graph.tensor(op.output)
 
     def compute():
         itemsize = dtype_itemsize(out.dtype)
-        return tuple((local_op_time_s(graph, op, s, m.cluster), collective_time_s(m, op, s),
-                      math.prod(s.result.local_shape(out.shape)) * itemsize) for s in strategies)
+        terms = tuple((local_op_time_s(graph, op, s, m.cluster), collective_time_s(m, op, s),
+                       math.prod(s.result.local_shape(out.shape)) * itemsize) for s in strategies)
+        return terms, tuple(s.text() for s in strategies)
 
     if memo is None:
         return compute()
     ins = tuple((graph.tensor(t).shape, graph.tensor(t).dtype) for t in op.inputs)
     key = (op.op, op.attrs, ins, out.shape, out.dtype, backward_collectives(m, op), strategies)
     try:
-        terms = memo.get(key)
+        found = memo.get(key)
     except TypeError:  # an attribute value that cannot be hashed: priced afresh
         return compute()
-    if terms is None:
-        terms = memo[key] = compute()
-    return terms
+    if found is None:
+        found = memo[key] = compute()
+    return found
 
 
 # -- cost tables ---------------------------------------------------------------------------------

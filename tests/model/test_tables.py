@@ -130,6 +130,7 @@ def test_node_costs_shared_by_identical_layers_equal_those_priced_alone(training
         shared, alone = node_costs(m, i, memo), node_costs(m, i)
         assert shared.cost.tolist() == alone.cost.tolist()  # the same floats, bit for bit
         assert shared.memory.tolist() == alone.memory.tolist()
+        assert shared.labels == alone.labels
     # one entry per distinct op signature: mm0/mm1 (K x K weights) and act0/act1 share theirs;
     # mm2 (K x N) and act2 (an M x N result) have their own; with training mm0 has its own too,
     # as its first operand "a" needs no gradient (so its backward runs no collectives of its own)
