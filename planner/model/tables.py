@@ -86,10 +86,10 @@ def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
     return elements * itemsize
 
 
-def node_costs(m: Model, i: int, op_times: dict | None = None) -> Node:
+def node_costs(m: Model, i: int, op_memo: dict | None = None) -> Node:
     """Node ``i``'s candidates: their seconds (compute, own moves and collectives) and memory.
 
-    ``op_times`` (optional, shared by the nodes of one model, whose cluster is one) keeps what
+    ``op_memo`` (optional, shared by the nodes of one model, whose cluster is one) keeps what
     :func:`_op_terms` prices per op signature: the ops of identical layers are priced once."""
     node = m.nodes[i]
     graph = m.graph
@@ -103,7 +103,7 @@ def node_costs(m: Model, i: int, op_times: dict | None = None) -> Node:
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
     grads = operand_gradients(op, m.options.training, m.needs_grad)  # once per op, not per strategy
-    terms, labels = _op_terms(m, op, node.strategies, op_times)
+    terms, labels = _op_terms(m, op, node.strategies, op_memo)
     for c, s in enumerate(node.strategies):
         local_s, collective_s, mem = terms[c]
         t = local_s * (1 + grads)
