@@ -109,6 +109,16 @@ def test_a_default_plan_solved_by_elimination_loads_no_mip_solver():
     assert not modules & {"pulp", "highspy", "networkx"}
 
 
+@pytest.mark.parametrize("search", ["auto", "bfs", "ilp"])
+def test_planning_a_transformer_never_imports_numpy_ma(search):
+    """The cost tables and the ILP's reductions avoid np.unique's first plain call, which imports
+    numpy.ma (tens of milliseconds of every plan command)."""
+    argv = ["plan", "configs/transformer_block.yaml", "--training", "--search", search]
+    modules, out = imported_after(f"from planner.cli.main import main\nassert main({argv!r}) == 0")
+    assert "totals: communication" in out
+    assert "numpy.ma" not in modules
+
+
 def test_shardplan_plan_runs_as_a_command():
     run = subprocess.run([sys.executable, "-m", "planner", "plan", "configs/ffn.yaml"], capture_output=True, text=True,
                          cwd=ROOT)

@@ -141,7 +141,8 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
             progress.advance()
             return item
 
-        problem_nodes = tuple(tick(node_costs(stub, i)) for i in range(len(nodes_t)))
+        op_memo: dict = {}  # identical layers' ops priced once
+        problem_nodes = tuple(tick(node_costs(stub, i, op_memo)) for i in range(len(nodes_t)))
         problem = SearchProblem(
             problem_nodes,
             tuple(tick(data_edge(stub, flow)) for flow in edges),

@@ -75,6 +75,8 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.redistribution.state import distinct  # np.unique without its import of numpy.ma
+
 _Adjacency = tuple[tuple[tuple[int, int], ...], ...]
 
 
@@ -98,7 +100,7 @@ class LazyTable:
     ([20.0, 21.0, 22.0, 23.0], 12)
     """
 
-    __slots__ = ("shape", "_cell", "_values", "_known")
+    __slots__ = ("shape", "_cell", "_values", "_known", "_left")
     ndim = 2
 
     def __init__(self, shape: tuple[int, int], cell):
@@ -106,28 +108,32 @@ class LazyTable:
         self._cell = cell
         self._values: np.ndarray | None = None  # allocated when a cell is first read: a table nobody reads costs none
         self._known: np.ndarray | None = None
+        self._left = self.shape[0] * self.shape[1]  # cells not computed yet (identical layers share a table)
 
     def _fill(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Compute the cells of ``rows`` x ``cols`` not known yet, row by row, each row's in ``cols`` order."""
+        if not self._left:
+            return
         if self._values is None:
             self._values = np.zeros(self.shape)
             self._known = np.zeros(self.shape, dtype=bool)
         known, values, cell = self._known, self._values, self._cell
-        for a in rows.tolist():
-            todo = cols[~known[a, cols]]
-            for b in todo.tolist():
-                t = float(cell(a, b))
-                if not (t >= 0.0 and np.isfinite(t)):
-                    raise ValueError(f"cost table cell ({a}, {b}) must be finite and >= 0, got {t}")
-                values[a, b] = t
-            known[a, todo] = True
+        todo_rows, todo_cols = np.nonzero(~known[np.ix_(rows, cols)])  # row-major: the order cells are computed in
+        for a, b in zip(rows[todo_rows].tolist(), cols[todo_cols].tolist()):
+            t = float(cell(a, b))
+            if not (t >= 0.0 and np.isfinite(t)):
+                raise ValueError(f"cost table cell ({a}, {b}) must be finite and >= 0, got {t}")
+            values[a, b] = t
+            known[a, b] = True
+            self._left -= 1
 
     def __getitem__(self, key):
         if not isinstance(key, tuple):
             key = (key, slice(None))
         if len(key) != 2:
             raise IndexError(f"a cost table has 2 dimensions; got the index {key!r}")
-        rows = np.unique(np.arange(self.shape[0])[key[0]])
-        cols = np.unique(np.arange(self.shape[1])[key[1]])
+        rows = distinct(np.arange(self.shape[0])[key[0]])
+        cols = distinct(np.arange(self.shape[1])[key[1]])
         self._fill(rows, cols)
         return self._values[key]
 

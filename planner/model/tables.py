@@ -86,7 +86,11 @@ def stored_bytes(layout: TensorSharding, spec, training: bool) -> int:
     return elements * itemsize
 
 
-def node_costs(m: Model, i: int) -> Node:
+def node_costs(m: Model, i: int, op_memo: dict | None = None) -> Node:
+    """Node ``i``'s candidates: their seconds (compute, own moves and collectives) and memory.
+
+    ``op_memo`` (optional, shared by the nodes of one model, whose cluster is one) keeps what
+    :func:`_op_terms` prices per op signature: the ops of identical layers are priced once."""
     node = m.nodes[i]
     graph = m.graph
     if isinstance(node, SourceNode):
@@ -95,21 +99,49 @@ def node_costs(m: Model, i: int) -> Node:
         return Node(f"tensor:{node.tensor}", np.zeros(len(node.layouts)), memory,
                     labels=tuple(l.dims_text() for l in node.layouts))
     op = node.op
-    out = graph.tensor(op.output)
     own = own_params(graph, node, m.private_sources)
     cost = np.zeros(len(node.strategies))
     memory = np.zeros(len(node.strategies))
     grads = operand_gradients(op, m.options.training, m.needs_grad)  # once per op, not per strategy
+    terms, labels = _op_terms(m, op, node.strategies, op_memo)
     for c, s in enumerate(node.strategies):
-        t = local_op_time_s(graph, op, s, m.cluster) * (1 + grads)
+        local_s, collective_s, mem = terms[c]
+        t = local_s * (1 + grads)
         t += sum(move_time_s(m, mv) for mv in op_moves(graph, node, s, m, own))
-        t += collective_time_s(m, op, s)
+        t += collective_s
         cost[c] = t
-        mem = math.prod(s.result.local_shape(out.shape)) * dtype_itemsize(out.dtype)
         for p, k in own:
             mem += stored_bytes(s.operands[k], graph.tensor(p), m.options.training)
         memory[c] = mem
-    return Node(op.name, cost, memory, labels=tuple(s.text() for s in node.strategies))
+    return Node(op.name, cost, memory, labels=labels)
+
+
+def _op_terms(m: Model, op, strategies, memo: dict | None) -> tuple[tuple[tuple[float, float, int], ...],
+                                                                    tuple[str, ...]]:
+    """Per strategy: :func:`local_op_time_s`, :func:`collective_time_s` and the bytes of the local result;
+    and each strategy's text (the candidates' labels in reports). Looked up in ``memo`` by what determines
+    them (the op's kind and attributes, its operands' and result's shapes and dtypes, whether its backward
+    collectives run, the strategies; the cluster is the memo's)."""
+    graph = m.graph
+    out = graph.tensor(op.output)
+
+    def compute():
+        itemsize = dtype_itemsize(out.dtype)
+        terms = tuple((local_op_time_s(graph, op, s, m.cluster), collective_time_s(m, op, s),
+                       math.prod(s.result.local_shape(out.shape)) * itemsize) for s in strategies)
+        return terms, tuple(s.text() for s in strategies)
+
+    if memo is None:
+        return compute()
+    ins = tuple((graph.tensor(t).shape, graph.tensor(t).dtype) for t in op.inputs)
+    key = (op.op, op.attrs, ins, out.shape, out.dtype, backward_collectives(m, op), strategies)
+    try:
+        found = memo.get(key)
+    except TypeError:  # an attribute value that cannot be hashed: priced afresh
+        return compute()
+    if found is None:
+        found = memo[key] = compute()
+    return found
 
 
 # -- cost tables ---------------------------------------------------------------------------------

@@ -97,25 +97,9 @@ class Pieces:
         ``within`` (None: the whole mesh) keeps only the pieces inside those mesh pieces or
         used by ``shardings``: the search then never moves data over the others (the devices
         along them hold the same and do the same, as on a mesh without those axes)."""
-        used = [ref for s in shardings for ref in s.used_axes()]
-        keep = None if within is None else list(within) + used
-        refs: list[AxisRef] = []
-        for axis in mesh.axes:
-            cuts = {1, axis.size}
-            for ref in used if keep is None else keep:
-                if ref.name == axis.name:
-                    lo, hi = ref.interval(mesh)
-                    cuts.update((lo, hi))
-            cuts = sorted(cuts)
-            for lo, hi in zip(cuts, cuts[1:]):
-                piece = make_axis(mesh, axis.name, lo, hi // lo)
-                if keep is not None and not any(k.contains(piece, mesh) for k in keep):
-                    continue
-                pre = lo
-                for p in prime_factors(hi // lo) if primes else [hi // lo]:
-                    refs.append(make_axis(mesh, axis.name, pre, p))
-                    pre *= p
-        return _pieces(mesh, tuple(shape), tuple(refs))
+        used = tuple(ref for s in shardings for ref in s.used_axes())
+        refs = _cut_refs(mesh, used, primes, None if within is None else tuple(within))
+        return _pieces(mesh, tuple(shape), refs)
 
     @classmethod
     def _make(cls, mesh: Mesh, shape: tuple[int, ...], refs: tuple[AxisRef, ...]) -> "Pieces":
@@ -171,6 +155,9 @@ class Pieces:
         return tuple(sorted(found, key=lambda i: self.refs[i].pre_size))
 
     def state_of(self, sharding: TensorSharding) -> State:
+        return self.memo(("state", sharding), self._state_of, sharding)
+
+    def _state_of(self, sharding: TensorSharding) -> State:
         dims = tuple(tuple(p for ref in d.axes for p in self.pieces_of(ref)) for d in sharding.dims)
         unreduced = frozenset(p for ref in sharding.unreduced for p in self.pieces_of(ref))
         return State(dims, unreduced)
@@ -285,6 +272,29 @@ class Pieces:
         return self._digits
 
 
+@memoize("redistribution cuts", maxsize=4096)
+def _cut_refs(mesh: Mesh, used: tuple[AxisRef, ...], primes: bool,
+              within: tuple[AxisRef, ...] | None) -> tuple[AxisRef, ...]:
+    """The pieces :meth:`Pieces.refine` cuts ``mesh`` into for shardings that use ``used``: the
+    planner asks for the same few layouts over and over, so the cuts are computed once."""
+    keep = None if within is None else list(within) + list(used)
+    refs: list[AxisRef] = []
+    for axis in mesh.axes:
+        cuts = {1, axis.size}
+        for ref in used if keep is None else keep:
+            if ref.name == axis.name:
+                lo, hi = ref.interval(mesh)
+                cuts.update((lo, hi))
+        cuts = sorted(cuts)
+        for lo, hi in zip(cuts, cuts[1:]):
+            piece = make_axis(mesh, axis.name, lo, hi // lo)
+            if keep is not None and not any(k.contains(piece, mesh) for k in keep):
+                continue
+            pre = lo
+            for p in prime_factors(hi // lo) if primes else [hi // lo]:
+                refs.append(make_axis(mesh, axis.name, pre, p))
+                pre *= p
+    return tuple(refs)
 
 
 @memoize("redistribution pieces", maxsize=512)

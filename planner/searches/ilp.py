@@ -136,6 +136,7 @@ from planner.progress import SILENT, Progress, task
 from planner.searches import bfs, elimination, phased
 from planner.searches.shrink import with_shrink_hints
 from planner.model.problem import Edge, Fanout, SearchProblem
+from planner.redistribution.state import distinct  # np.unique without its import of numpy.ma
 
 COST_SCALE = 1e6
 """Model cost units per second (the model works in microseconds)."""
@@ -389,7 +390,7 @@ def _normalised_fanouts(fanouts: tuple[Fanout, ...], owner: list[int], pick: lis
         if not need:
             continue
         table = COST_SCALE * fanout.class_cost
-        keep = np.logical_or.reduce([m.any(axis=0) for m in need.values()]) & (table[np.unique(rows)] > 0).any(axis=0)
+        keep = np.logical_or.reduce([m.any(axis=0) for m in need.values()]) & (table[distinct(rows)] > 0).any(axis=0)
         need = {o: m[:, keep] for o, m in sorted(need.items()) if m[:, keep].any()}
         table = table[:, keep]
         if not need:

@@ -50,6 +50,21 @@ def test_a_cell_is_computed_once_and_bad_cells_are_refused():
         bad[0, 0]
 
 
+def test_cells_are_computed_row_by_row_in_the_order_read_and_a_full_table_computes_nothing():
+    calls: list = []
+    t = LazyTable((3, 4), lambda i, j: calls.append((i, j)) or float(10 * i + j))
+    assert t[[2, 0], [3, 1]].tolist() == [23.0, 1.0]  # numpy's pairwise indexing: cells (2, 3) and (0, 1)
+    # the cells of rows {0, 2} x columns {1, 3}, rows ascending and each row's columns ascending
+    assert calls == [(0, 1), (0, 3), (2, 1), (2, 3)]
+    calls.clear()
+    want = 10 * np.arange(3)[:, None] + np.arange(4)[None, :]  # the cell function's values
+    assert np.asarray(t).tolist() == want.tolist()
+    assert calls == [(i, j) for i in range(3) for j in range(4) if (i, j) not in {(0, 1), (0, 3), (2, 1), (2, 3)}]
+    calls.clear()
+    assert np.asarray(t).tolist() == want.tolist() and t[1, :].tolist() == want[1].tolist()
+    assert calls == [] and t.computed() == 12
+
+
 def test_gpt_plan_reads_a_fraction_of_its_cost_tables():
     """On the 2-layer gpt the bfs plan reads fewer cells than its tables hold (the point of laziness),
     and the ILP's plan on the same model is no worse than bfs's (it reads every cell)."""

@@ -105,3 +105,33 @@ def test_the_phase_lower_bound_is_below_every_ops_cheapest_strategy(preset, trai
     cheapest = sum(min(op_compute_time_s(graph, graph.op(name), s, m.cluster, training, m.needs_grad)
                        for s in node.strategies) for name, node in _nodes(m).items())
     assert 0 < bound <= cheapest
+
+
+def _two_layers():
+    """Two identical matmul + relu layers and a differently shaped third (the memo must tell it apart)."""
+    b = GraphBuilder("layers", {"x": 2, "y": 4})
+    b.tensor("a", [M, K], "bf16")
+    b.param("w0", [K, K], "bf16")
+    b.param("w1", [K, K], "bf16")
+    b.param("w2", [K, N], "bf16")
+    h = "a"
+    for i in range(3):
+        h = b.op("matmul", [h, f"w{i}"], output=f"h{i}", name=f"mm{i}")
+        h = b.op("relu", [h], output=f"r{i}", name=f"act{i}")
+    return b.build()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_node_costs_shared_by_identical_layers_equal_those_priced_alone(training):
+    graph = _two_layers()
+    m = build_model(graph, graph.mesh, load_cluster("nvlink-node"), Options(training=training))
+    memo: dict = {}
+    for i in range(len(m.nodes)):
+        shared, alone = node_costs(m, i, memo), node_costs(m, i)
+        assert shared.cost.tolist() == alone.cost.tolist()  # the same floats, bit for bit
+        assert shared.memory.tolist() == alone.memory.tolist()
+        assert shared.labels == alone.labels
+    # one entry per distinct op signature: mm0/mm1 (K x K weights) and act0/act1 share theirs;
+    # mm2 (K x N) and act2 (an M x N result) have their own; with training mm0 has its own too,
+    # as its first operand "a" needs no gradient (so its backward runs no collectives of its own)
+    assert len(memo) == (5 if training else 4)
