@@ -504,18 +504,17 @@ def _pending_through(ctx: _OpContext, op, ins: Sequence[TensorSharding]) -> tupl
     pending = [s.unreduced for s in ins]
     if not any(pending):
         return ()
-    if get_op(op.op).keeps_pending and len({frozenset(p) for p in pending}) == 1 \
-            and all(s.reduction == PENDING_SUM for s in ins):
+    if not get_op(op.op).keeps_pending:
+        _check_reduced(ctx, ins)
+        return ()
+    if len({frozenset(p) for p in pending}) == 1 and all(s.reduction == PENDING_SUM for s in ins):
         return pending[0]
-    if get_op(op.op).keeps_pending:
-        sides = "; ".join(f"input {i} over {{{', '.join(map(_axis_text, p))}}}" if p else f"input {i} over none"
-                          for i, p in enumerate(pending))
-        first = next(i for i, p in enumerate(pending) if p)
-        raise ctx.error(f"reads input {first} with pending sums, and {op.op} passes a pending sum on only when "
-                        f"every input is pending over the same axes ({sides}); reduce them first (a "
-                        "sharding_constraint whose out_sharding names no pending sums)")
-    _check_reduced(ctx, ins)
-    return ()
+    sides = "; ".join(f"input {i} over {{{', '.join(map(_axis_text, p))}}}" if p else f"input {i} over none"
+                      for i, p in enumerate(pending))
+    first = next(i for i, p in enumerate(pending) if p)
+    raise ctx.error(f"reads input {first} with pending sums, and {op.op} passes a pending sum on only when "
+                    f"every input is pending over the same axes ({sides}); reduce them first (a "
+                    "sharding_constraint whose out_sharding names no pending sums)")
 
 
 def _rule(ctx: _OpContext, op, in_specs, out_spec) -> OpShardingRule:

@@ -169,13 +169,17 @@ def _complete_extremum(shape, itemsize, source: TensorSharding, destination: Ten
             f"only an AllReduce over all of them completes; {destination} keeps "
             f"{destination.reduction} pending over {{{', '.join(map(str, destination.unreduced))}}}: ask for a "
             "layout without unreduced axes")
-    mesh = source.mesh
-    axes = source.unreduced
-    p = axes_size(axes, mesh)
-    local = int(np.prod(source.local_shape(shape), dtype=np.int64))
-    cost = RING.cost("AllReduce", p, -(-local // p) * itemsize, cluster.link_for(mesh, axes))
     reduced = source.with_unreduced(())
-    return reduced, Step("AllReduce", axes, (), source, reduced, cost.bytes_per_device, cost.time_s)
+    return reduced, all_reduce_step(shape, itemsize, source, reduced, source.unreduced, cluster)
+
+
+def all_reduce_step(shape, itemsize: int, before: TensorSharding, after: TensorSharding, axes, cluster) -> Step:
+    """One AllReduce over ``axes`` of ``before``'s local block (a value pending over them), priced as a ring of
+    ``p`` chunks: XLA's all-reduce of a partial value, and JAX's psum / pmax."""
+    p = axes_size(axes, before.mesh)
+    local = int(np.prod(before.local_shape(shape), dtype=np.int64))
+    cost = RING.cost("AllReduce", p, -(-local // p) * itemsize, cluster.link_for(before.mesh, axes))
+    return Step("AllReduce", tuple(axes), (), before, after, cost.bytes_per_device, cost.time_s)
 
 
 # -- mesh change -------------------------------------------------------------------------

@@ -18,15 +18,11 @@ Mesh changes and pending maxima keep the engine's plan (XLA has no rule of its o
 
 from __future__ import annotations
 
-import math
-
-from costmodels import RING
 from graphs.dtypes import dtype_itemsize
 from planner.caches import memoize
 from planner.errors import ReshardError
-from planner.ir.axis import axes_size
 from planner.ir.sharding import PENDING_SUM, TensorSharding
-from planner.redistribution.engine import reshard_for_planning
+from planner.redistribution.engine import all_reduce_step, reshard_for_planning
 from planner.redistribution.steps import ReshardPlan, Step
 
 __all__ = ["POLICIES", "reshard_like_xla", "reshard_with_policy"]
@@ -57,17 +53,9 @@ def reshard_like_xla(shape, dtype, source: TensorSharding, destination: TensorSh
     completed = tuple(a for a in src.unreduced if a not in dst.unreduced)
     if completed:
         after = src.with_unreduced(tuple(a for a in src.unreduced if a in dst.unreduced))
-        steps.append(_all_reduce(shape, dtype, state, after, completed, cluster))
+        steps.append(all_reduce_step(shape, dtype_itemsize(dtype), state, after, completed, cluster))
         state = after
     if state != dst:
         steps += reshard_for_planning(shape, dtype, state, dst, cluster, within).steps
     return ReshardPlan(shape, dtype, source, destination, tuple(steps))
-
-
-def _all_reduce(shape, dtype, before: TensorSharding, after: TensorSharding, axes, cluster) -> Step:
-    """One AllReduce over ``axes`` of the local block, priced as a ring (XLA's all-reduce of a partial value)."""
-    p = axes_size(axes, before.mesh)
-    local = math.prod(before.local_shape(shape))
-    cost = RING.cost("AllReduce", p, -(-local // p) * dtype_itemsize(dtype), cluster.link_for(before.mesh, axes))
-    return Step("AllReduce", tuple(axes), (), before, after, cost.bytes_per_device, cost.time_s)
 
