@@ -3,7 +3,8 @@
 Each case is a JAX program on 8 host CPU devices whose operands are sharded along the concatenated (sliced)
 dimension and whose result is constrained to keep that dimension sharded, as Shardy's propagation leaves it
 (Shardy's rule for ``stablehlo.concatenate`` maps the concatenated dimension of every operand and of the
-result to one factor, ``kNeedReplication`` unless every operand is a slice, and propagates along it).
+result to one factor, ``kNeedReplication`` unless every operand is a slice, and propagates along it;
+moving the axes to the first other dimension they divide is what XLA 0.10.2 compiles).
 Printed per case: XLA's collectives (kind and bytes per device, read by :mod:`planner.engines.xla_hlo`,
 costmodels/collectives.py's convention) and the plan's for the same traced program with ``--search ilp``
 and ``--search propagate``.
@@ -17,9 +18,13 @@ XLA's algorithm, as observed with JAX 0.10.2 (SPMD partitioner):
   devices holding them by CollectivePermutes of whole and partial input blocks (a windowed reshard), no
   AllGather; a slice with a stride dividing the block (``x[:, ::2]``) is local: no collective.
 
-Our rules give the concatenated (sliced) dimension a factor of its own per tensor that needs replication.
-XLA's concatenate is then a plan of redistributions around the local op, which the ILP picks where
-bandwidth outweighs latency (the large cases); the propagate plan gathers the operands.
+Where no other dimension divides by the axes (6 rows over 8 devices), XLA AllGathers each operand along
+the concatenated dimension and each device slices its block of the local result.
+
+Our concat rule has one permutation factor, as Shardy's, and the op exchanges blocks itself as XLA does
+(planner/model/op_collectives.py): the propagate plan moves XLA's bytes; bfs and ilp weigh it against
+gathering. A sliced dimension still needs replication in our rules: the plans gather the input (or, the
+ILP where bandwidth dominates, move it by AllToAll around a local slice).
 
     python benchmarks/xla_concat_slice.py [--json]
 
@@ -48,6 +53,12 @@ def cases(jax, jnp, P):
         "concat 8+24 1d": (cat1, "1d", [((16, 8), d), ((16, 24), d)], d),
         "concat large 1d": (cat1, "1d", [((2048, 2048), d), ((2048, 2048), d)], d),
         "concat rows 2d": (cat0, "2d", [((8, 32), P("dp")), ((8, 32), P("dp"))], P("dp")),
+        "concat both 2d": (cat1, "2d", [((16, 16), P("dp", "tp")), ((16, 16), P("dp", "tp"))], P("dp", "tp")),
+        "concat three 1d": (lambda x, y, z: jnp.concatenate([x, y, z], axis=1), "1d",
+                            [((16, 16), d), ((16, 8), d), ((16, 24), d)], d),
+        "concat 3-d 1d": (lambda x, y: jnp.concatenate([x, y], axis=2), "1d",
+                          [((4, 8, 16), P(None, None, "d")), ((4, 8, 8), P(None, None, "d"))], P(None, None, "d")),
+        "concat gathered 1d": (cat1, "1d", [((6, 16), d), ((6, 8), d)], d),
         "slice large prefix": (lambda x: x[:, :2048], "1d", [((2048, 4096), d)], d),
         "slice prefix": (lambda x: x[:, :16], "1d", [((16, 32), d)], d),
         "slice middle": (lambda x: x[:, 8:24], "1d", [((16, 32), d)], d),

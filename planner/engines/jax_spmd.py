@@ -59,7 +59,7 @@ from graphs.dtypes import jax_dtype_name
 from graphs.gradients import requires_grad
 from graphs.ops.collectives import BOUNDARY_OPS, COLLECTIVE_OPS
 from graphs.ops.registry import get_op
-from planner.model.op_collectives import statistic_axes
+from planner.model.op_collectives import permutation_axes, statistic_axes
 from planner.collectives import STEP_KINDS, jax_attrs, jax_function
 from planner.errors import EngineError, InternalError
 from planner.partitioning.split_mesh import split_mesh, split_names
@@ -202,6 +202,9 @@ def lowering_problem(plan) -> str | None:
         if statistic_axes(c.rule, c.strategy):
             return (f"op {c.op.name!r} ({c.op.op}) normalises over a sharded dimension, whose statistics this "
                     "lowering does not AllReduce: lower it with constraints (XLA partitions it)")
+        if permutation_axes(c.rule, c.strategy):
+            return (f"op {c.op.name!r} ({c.op.op}) concatenates along a sharded dimension, whose exchanges this "
+                    "lowering does not run: lower it with constraints (XLA partitions it)")
     return padding_problem(plan)
 
 

@@ -225,7 +225,8 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
     per_operand = _read(ctx, rule, ins)
     in_result = {f for factors in rule.result for f in factors}
     only_in_result = [f for f in in_result if not _factor_dims(rule, f)]
-    if only_in_result and family == "shape" and not in_region:
+    moved = rule.factors_of_kind(FactorKind.PERMUTATION)  # concat's axis: JAX types it by position
+    if (only_in_result or moved) and family == "shape" and not in_region:
         dims = _positional(ctx, ins, [t.shape for t in in_specs], out_spec.shape, mesh)
         return [tuple(a) for a in dims], ()
     # a dot (JAX's dot_general): two operands on the matmul units, no windowed factor (a convolution's)

@@ -9,7 +9,13 @@ Two kinds of op communicate inside their own instruction:
   reduces its block to partial statistics (the tensor with that dimension of size 1), AllReduces
   over the factor's axes complete them, and each device finishes its own block
   (:func:`statistic_collectives`; which statistics each AllReduce carries is the op's
-  ``OpDef.statistics``, as XLA compiles it).
+  ``OpDef.statistics``, as XLA compiles it);
+* an op with a sharded ``PERMUTATION`` factor (a concatenate along a sharded dimension): as XLA's
+  SPMD partitioner compiles it, each operand's block is moved off that dimension by an AllToAll onto
+  the first other dimension those axes divide, the op concatenates locally, and one AllToAll moves the
+  result back; with no such dimension each operand is AllGathered along it and each device slices its
+  block of the local result (:func:`permutation_exchanges`). The backward runs the transposes: the
+  cotangent moved off the dimension, split locally, each operand's piece moved back.
 
 Each :class:`~planner.partitioning.program.Compute` carries its forward collectives and each
 :class:`~planner.partitioning.program.Backprop` its backward ones (:func:`op_collectives`); the cost
@@ -28,7 +34,8 @@ from graphs.ops.collectives import is_collective
 from graphs.ops import get_op
 from planner.collectives import backprop_primitive, primitive, seed_name, step_kind
 from planner.ir.axis import AxisRef
-from planner.rules.factors import FactorKind
+from planner.ir.sharding import TensorSharding
+from planner.rules.factors import RESULT, FactorKind
 from planner.rules.registry import rule_for
 
 
@@ -116,21 +123,113 @@ def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False
     return tuple(collectives)
 
 
-def op_collectives(graph, op, strategy, cluster, transposed: bool = False) -> tuple[OpCollective, ...]:
+@dataclass(frozen=True)
+class Exchange:
+    """One move of a tensor of an op with a sharded ``PERMUTATION`` factor: ``kind`` (``AllToAll``,
+    ``AllGather``, or ``Slice``: each device keeps its part, nothing moves) over ``axes`` takes tensor
+    ``which`` (an operand index, or :data:`~planner.rules.factors.RESULT`) from ``before`` to ``after``;
+    ``dims``: the dimension the axes leave, then (an AllToAll) the one they join."""
+
+    kind: str
+    which: int | str
+    axes: tuple[AxisRef, ...]
+    dims: tuple[int, ...]
+    before: TensorSharding
+    after: TensorSharding
+
+
+def permutation_axes(rule, strategy) -> tuple[AxisRef, ...]:
+    """The mesh axes of ``rule``'s sharded ``PERMUTATION`` factors under ``strategy``; empty when none is."""
+    return tuple(a for f in rule.factors_of_kind(FactorKind.PERMUTATION) for a in strategy.factor_axes[f])
+
+
+def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None = None) -> tuple[Exchange, ...]:
+    """The moves of an op whose ``PERMUTATION`` factor ``strategy`` shards (see the module docstring), in the
+    order they run: the forward's (each operand's, then the result's), or with ``wrt`` the backward's (the
+    result cotangent's, then the cotangent piece of each operand in ``wrt``). Empty when the factor is whole."""
+    axes = permutation_axes(rule, strategy)
+    if not axes:
+        return ()
+    mesh = strategy.result.mesh
+    [f] = rule.factors_of_kind(FactorKind.PERMUTATION)
+    ax = next(d for d, factors in enumerate(rule.result) if f in factors)
+    p = math.prod(a.size_in(mesh) for a in axes)
+    held = strategy.result.dim_axes
+    # XLA moves the axes onto the first other dimension they divide beside the axes it already has
+    target = next((d for d, n in enumerate(out_shape) if d != ax
+                   and n % (p * math.prod(a.size_in(mesh) for a in held[d])) == 0), None)
+
+    def off(layout: TensorSharding) -> TensorSharding:
+        dims = [list(a) for a in layout.dim_axes]
+        dims[ax] = [a for a in dims[ax] if a not in axes]
+        if target is not None:
+            dims[target] += list(axes)
+        return layout.with_dims(dims)
+
+    layouts = list(enumerate(strategy.operands)) + [(RESULT, strategy.result)]
+    if target is None:
+        moves = [Exchange("AllGather", k, axes, (ax,), layout, off(layout)) if k != RESULT
+                 else Exchange("Slice", k, axes, (ax,), off(layout), layout) for k, layout in layouts]
+    else:
+        moves = [Exchange("AllToAll", k, axes, (ax, target), layout, off(layout)) if k != RESULT
+                 else Exchange("AllToAll", k, axes, (target, ax), off(layout), layout) for k, layout in layouts]
+    if wrt is None:
+        return tuple(moves)
+    back = {"AllGather": "Slice", "Slice": "AllGather", "AllToAll": "AllToAll"}
+    transposed = [Exchange(back[m.kind], m.which, m.axes, m.dims[::-1], m.after, m.before) for m in moves]
+    return (transposed[-1],) + tuple(m for m in transposed[:-1] if m.which in wrt)
+
+
+def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] | None = None
+                            ) -> tuple[OpCollective, ...]:
+    """The collectives of :func:`permutation_exchanges` (its local slices move nothing), priced by the ring
+    formulas: forward, or the backward's with ``wrt``."""
+    out = graph.tensor(op.output)
+    rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], out.shape)
+    exchanges = permutation_exchanges(rule, strategy, out.shape, wrt)
+    if not exchanges:
+        return ()
+    mesh = strategy.result.mesh
+    itemsize = dtype_itemsize(out.dtype)
+    link = cluster.link_for(mesh, list(exchanges[0].axes))
+    collectives = []
+    for e in exchanges:
+        if e.kind == "Slice":
+            continue
+        shape = out.shape if e.which == RESULT else graph.tensor(op.inputs[e.which]).shape
+        p = math.prod(a.size_in(mesh) for a in e.axes)
+        kind = step_kind(e.kind)
+        unit = kind.unit_bytes(math.prod(e.before.local_shape(shape)), math.prod(e.after.local_shape(shape)), p,
+                               itemsize)
+        cost = RING.cost(kind.name, p, unit, link)
+        collectives.append(OpCollective(kind.primitive, kind.name, e.axes, p, cost.bytes_per_device, cost.time_s))
+    return tuple(collectives)
+
+
+def op_collectives(graph, op, strategy, cluster, transposed: bool = False,
+                   wrt: tuple[int, ...] = (0,)) -> tuple[OpCollective, ...]:
     """The collectives ``op`` under ``strategy`` communicates itself, in the order it runs them: its forward's,
-    or with ``transposed`` its backward's (empty for an op that communicates only through redistributions)."""
+    or with ``transposed`` its backward's for the operand gradients ``wrt`` (empty for an op that communicates
+    only through redistributions). A manual collective's and a normalisation's backward run for operand 0."""
     c = body_collective(graph, op, strategy, cluster, transposed)
     if c is not None:
-        return (c,)
-    return statistic_collectives(graph, op, strategy, cluster, transposed)
+        return (c,) if not transposed or 0 in wrt else ()
+    if transposed and not wrt:
+        return ()
+    if get_op(op.op).statistics != ((), ()):
+        return statistic_collectives(graph, op, strategy, cluster, transposed) if not transposed or 0 in wrt else ()
+    return permutation_collectives(graph, op, strategy, cluster, tuple(wrt) if transposed else None)
 
 
-def op_collectives_time_s(graph, op, strategy, cluster, backward: bool) -> float:
-    """Seconds ``op``'s own collectives take under ``strategy``: the forward's, plus the backward's when
-    ``backward`` (training, and the op's backward runs)."""
-    phases = (False, True) if backward else (False,)
-    return sum(c.time_s for t in phases for c in op_collectives(graph, op, strategy, cluster, t))
+def op_collectives_time_s(graph, op, strategy, cluster, wrt: tuple[int, ...] = ()) -> float:
+    """Seconds ``op``'s own collectives take under ``strategy``: the forward's, plus the backward's for the
+    operand gradients ``wrt`` (training: those that need one)."""
+    total = sum(c.time_s for c in op_collectives(graph, op, strategy, cluster))
+    if wrt:
+        total += sum(c.time_s for c in op_collectives(graph, op, strategy, cluster, True, wrt))
+    return total
 
 
-__all__ = ["OpCollective", "body_collective", "op_collectives", "op_collectives_time_s", "statistic_axes",
+__all__ = ["Exchange", "OpCollective", "body_collective", "op_collectives", "op_collectives_time_s",
+           "permutation_axes", "permutation_collectives", "permutation_exchanges", "statistic_axes",
            "statistic_collectives"]

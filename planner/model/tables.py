@@ -56,14 +56,14 @@ def operand_gradients(op, training: bool, needs_grad) -> int:
 
 def collective_time_s(m: Model, op, s: Strategy) -> float:
     """Seconds ``op``'s own collectives (:mod:`planner.model.op_collectives`) communicate under ``s``: the
-    forward's, plus the backward's with training when its first operand needs a gradient."""
+    forward's, plus the backward's for the operand gradients a training step computes."""
     return op_collectives_time_s(m.graph, op, s, m.cluster, backward_collectives(m, op))
 
 
-def backward_collectives(m: Model, op) -> bool:
-    """Whether ``op``'s backward runs its own collectives: with training, when its first operand (the one
-    a manual collective transposes onto, a normalisation's input) needs a gradient."""
-    return bool(m.options.training and op.inputs and m.needs_grad.get(op.inputs[0]))
+def backward_collectives(m: Model, op) -> tuple[int, ...]:
+    """The operands whose gradients ``op``'s backward computes (with training), for which it runs its own
+    collectives (:func:`~planner.model.op_collectives.op_collectives`); empty without training."""
+    return tuple(k for k, t in enumerate(op.inputs) if m.needs_grad.get(t)) if m.options.training else ()
 
 
 def op_flops(graph, op, training: bool, needs_grad) -> float:

@@ -39,7 +39,7 @@ from graphs.ops.collectives import is_collective
 from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.model.moves import Transfer, link_moves, move_plan, node_moves
 from planner.model.nodes import Model, OpNode
-from planner.model.tables import backward_collectives, local_op_time_s, operand_gradients
+from planner.model.tables import local_op_time_s, operand_gradients
 from planner.model.manual import manual_types, manual_variance
 from planner.model.op_collectives import OpCollective, op_collectives
 from planner.redistribution import ReshardPlan
@@ -327,7 +327,7 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
         out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
                             graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
                             tuple(node.operand_gradient(s, k) for k in wrt),
-                            op_collectives(graph, op, s, m.cluster, transposed=True) if backward_collectives(m, op) else (),
+                            op_collectives(graph, op, s, m.cluster, transposed=True, wrt=wrt),
                             manual_types(graph, op, variance)))
         out += own_grads[op.name]
         for t in sources_after.get(op.name, []):

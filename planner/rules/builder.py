@@ -58,6 +58,7 @@ class RuleBuilder:
         self._auto: list[bool] = []
         self._operands: list[tuple[tuple[int, ...], ...]] = []
         self._result: tuple[tuple[int, ...], ...] | None = None
+        self._operand_sizes: list[tuple[int, int, int]] = []
 
     def factor(self, size: int, kind: FactorKind = FactorKind.PASS_THROUGH, name: str | None = None,
                divisible: bool = False) -> int:
@@ -71,7 +72,10 @@ class RuleBuilder:
         self._divisible.append(divisible)
         return len(self._sizes) - 1
 
-    def operand(self, dims: Iterable[Iterable[int]]) -> None:
+    def operand(self, dims: Iterable[Iterable[int]], sizes: dict[int, int] | None = None) -> None:
+        """Map the next operand's dimensions to factors; ``sizes`` gives a dimension of one permutation
+        factor its own size where it is not the factor's (a concatenated piece)."""
+        self._operand_sizes.extend((len(self._operands), d, n) for d, n in (sizes or {}).items())
         self._operands.append(tuple(tuple(d) for d in dims))
 
     def result(self, dims: Iterable[Iterable[int]]) -> None:
@@ -108,7 +112,7 @@ class RuleBuilder:
         return OpShardingRule(
             tuple(self._sizes[f] for f in order), tuple(self._kinds[f] for f in order), tuple(names),
             tuple(remap(o) for o in self._operands), remap(self._result),
-            tuple(self._divisible[f] for f in order), reduction,
+            tuple(self._divisible[f] for f in order), reduction, tuple(self._operand_sizes),
         )
 
 

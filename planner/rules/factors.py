@@ -10,8 +10,14 @@ with mesh axes shards every dimension it appears in. Each factor has a kind:
   summed); sharding it leaves the result *unreduced* on its axes: a pending sum, or
   the rule's ``reduction`` (``"max"``, ``"min"``: the maximum of ``max``'s reduced
   dimensions is the maximum of each device's local maxima);
-- ``NEED_REPLICATION``: it may not be sharded without gathering first (the
-  softmax axis, a concatenation axis). It may appear in operands and result.
+- ``NEED_REPLICATION``: it may not be sharded without gathering first (a sliced
+  dimension, a gather's indexed one). It may appear in operands and result.
+- ``PERMUTATION``: a dimension whose elements the op moves to other positions (the
+  concatenated dimension of ``concat``): one factor in every operand and the result
+  though its size differs between them (Shardy's ``kPermutation``; the factor's size
+  is the result's, an operand's own size is in ``operand_sizes``). Sharding it keeps
+  every tensor sharded alike along it, and the op exchanges blocks itself
+  (:mod:`planner.model.op_collectives`); its axes must divide every size it has.
 - ``MANUAL``: the blocks of a manual region's boundary (``manual_enter``'s operand,
   ``manual_exit``'s result; :mod:`planner.rules.regions`): it appears on the global
   side only, major in its dimension, and is sharded by exactly the manual axes of
@@ -56,6 +62,9 @@ class FactorKind(enum.Enum):
     REDUCTION = "reduction"
     NEED_REPLICATION = "need_replication"
     MANUAL = "manual"
+    #: moved by the op (a concatenated dimension): one factor in operands and result of different sizes,
+    #: sharded alike in all of them; the op exchanges blocks itself (:mod:`planner.model.op_collectives`)
+    PERMUTATION = "permutation"
     #: reduced over and broadcast back by the op (a normalised axis): sharding it leaves the result
     #: sharded alike and costs small AllReduces of the op's statistics over its axes
     #: (:mod:`planner.model.op_collectives`); its axes must divide it (padding would enter the statistics)
@@ -82,6 +91,9 @@ class OpShardingRule:
     result: Dims
     needs_divisible: tuple[bool, ...] = ()
     reduction: str = PENDING_SUM
+    #: ``(operand, dimension, size)`` of each operand dimension holding a ``PERMUTATION`` factor
+    #: whose size is not the factor's (a concatenated piece)
+    operand_sizes: tuple[tuple[int, int, int], ...] = ()
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -90,6 +102,7 @@ class OpShardingRule:
         set_("factor_names", tuple(self.factor_names))
         set_("operands", tuple(_tuple_dims(o) for o in self.operands))
         set_("result", _tuple_dims(self.result))
+        set_("operand_sizes", tuple(sorted((int(i), int(d), int(n)) for i, d, n in self.operand_sizes)))
         self._check()
         derived = self._shared_factors()
         given = tuple(self.needs_divisible) or (False,) * len(derived)
@@ -127,6 +140,15 @@ class OpShardingRule:
                 raise RuleError(f"{kind.value.replace('_', '-')} factor {name} must appear in the result")
             if kind is FactorKind.REDUCTION and f in in_result:
                 raise RuleError(f"reduction factor {name} may not appear in the result")
+            if kind is FactorKind.PERMUTATION and f not in in_result:
+                raise RuleError(f"permutation factor {name} must appear in the result")
+        for i, d, size in self.operand_sizes:
+            if not (0 <= i < len(self.operands) and 0 <= d < len(self.operands[i])):
+                raise RuleError(f"operand_sizes names dimension {d} of operand {i}, which the rule lacks")
+            factors = self.operands[i][d]
+            if len(factors) != 1 or self.factor_kinds[factors[0]] is not FactorKind.PERMUTATION or size < 1:
+                raise RuleError(f"operand_sizes gives dimension {d} of operand {i} its own size {size}; only a "
+                                "dimension of one permutation factor may differ from its factor's size")
 
     def _shared_factors(self) -> tuple[bool, ...]:
         shared = [False] * len(self.factor_sizes)
@@ -161,8 +183,17 @@ class OpShardingRule:
         return size
 
     def tensor_shape(self, which: int | str) -> tuple[int, ...]:
-        """The shape of operand ``which`` (or the result) implied by the factor sizes."""
-        return tuple(self.dim_size(d) for d in self.tensor_dims(which))
+        """The shape of operand ``which`` (or the result) implied by the factor sizes (and ``operand_sizes``)."""
+        shape = [self.dim_size(d) for d in self.tensor_dims(which)]
+        for i, d, size in self.operand_sizes:
+            if i == which:
+                shape[d] = size
+        return tuple(shape)
+
+    def factor_extents(self, factor: int) -> tuple[int, ...]:
+        """Every size ``factor`` has: its own, and a permutation factor's size in each operand."""
+        return (self.factor_sizes[factor],) + tuple(
+            n for i, d, n in self.operand_sizes if self.operands[i][d] == (factor,))
 
     def factors_of_kind(self, kind: FactorKind) -> tuple[int, ...]:
         return tuple(f for f, k in enumerate(self.factor_kinds) if k is kind)
@@ -172,7 +203,8 @@ class OpShardingRule:
 
         No axes (``axes_size == 1``) always fit. Otherwise a size-1 factor and a
         ``NEED_REPLICATION`` factor admit nothing; the others admit at most their
-        size, and a factor in ``needs_divisible`` only sizes that divide it.
+        size, and a factor in ``needs_divisible`` only sizes that divide it; a ``PERMUTATION``
+        factor only sizes that divide each of its sizes.
         """
         if axes_size == 1:
             return True
@@ -185,6 +217,8 @@ class OpShardingRule:
             return axes_size == size
         if self.factor_kinds[factor] is FactorKind.STATISTIC:
             return size % axes_size == 0
+        if self.factor_kinds[factor] is FactorKind.PERMUTATION:
+            return all(n % axes_size == 0 for n in self.factor_extents(factor))
         return not self.needs_divisible[factor] or size % axes_size == 0
 
     # -- text ----------------------------------------------------------------------
@@ -199,7 +233,8 @@ class OpShardingRule:
         sizes = ",".join(f"{n}={s}" for n, s in sorted(zip(self.factor_names, self.factor_sizes)))
         text = f"({ins})->({self._dims_text(self.result)}) {{{sizes}}}"
         for kind, label in ((FactorKind.REDUCTION, "reduction"), (FactorKind.NEED_REPLICATION, "need_replication"),
-                            (FactorKind.MANUAL, "manual"), (FactorKind.STATISTIC, "statistic")):
+                            (FactorKind.MANUAL, "manual"), (FactorKind.STATISTIC, "statistic"),
+                            (FactorKind.PERMUTATION, "permutation")):
             factors = self.factors_of_kind(kind)
             if factors:
                 kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else ""

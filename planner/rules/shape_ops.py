@@ -2,8 +2,9 @@
 
 - ``reshape``: the pieces common to input and output dims (:func:`~planner.rules.builder.reshape_rule`).
 - ``transpose``: result dimension ``d`` carries the factor of input dimension ``perm[d]``.
-- ``concat``: the concatenation axis needs replication; each operand's axis and the
-  result's get a factor of their own (their sizes differ); other dims pass through.
+- ``concat``: the concatenation axis is one ``PERMUTATION`` factor of every operand and
+  the result (Shardy's rule: each operand's piece has its own size); sharded, the op
+  exchanges blocks itself (:mod:`planner.model.op_collectives`); other dims pass through.
 - ``slice``: a sliced dimension (one that does not keep its whole range) needs
   replication, with one factor for the input side and one for the result;
   untouched dimensions pass through.
@@ -11,7 +12,7 @@
 >>> str(transpose([(2, 3, 4)], (4, 2, 3), {"perm": (2, 0, 1)}))
 '([i,j,k])->([k,i,j]) {i=2,j=3,k=4}'
 >>> str(concat([(2, 3), (2, 5)], (2, 8), {"axis": 1}))
-'([i,j],[i,k])->([i,l]) {i=2,j=3,k=5,l=8} need_replication={j,k,l}'
+'([i,j],[i,j])->([i,j]) {i=2,j=8} permutation={j}'
 >>> str(slice_([(8, 6)], (4, 6), {"starts": (2, 0), "stops": (6, 6)}))
 '([i,j])->([k,j]) {i=8,j=6,k=4} need_replication={i,k}'
 """
@@ -41,15 +42,15 @@ def transpose(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], 
 
 
 def concat(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
-    """The concatenation axis needs replication."""
+    """The concatenation axis is one permutation factor of the result's size; each operand's piece keeps
+    its own size."""
     axis = attrs.get("axis", 0) % len(out_shape)
     b = RuleBuilder()
-    shared = {d: b.factor(size) for d, size in enumerate(out_shape) if d != axis}
+    factors = [b.factor(size, FactorKind.PERMUTATION if d == axis else FactorKind.PASS_THROUGH)
+               for d, size in enumerate(out_shape)]
     for shape in in_shapes:
-        own = b.factor(shape[axis], _NR)
-        b.operand([(own,) if d == axis else (shared[d],) for d in range(len(shape))])
-    own = b.factor(out_shape[axis], _NR)
-    b.result([(own,) if d == axis else (shared[d],) for d in range(len(out_shape))])
+        b.operand([(f,) for f in factors], {axis: shape[axis]} if shape[axis] != out_shape[axis] else None)
+    b.result([(f,) for f in factors])
     return b.build(by_appearance=True)
 
 

@@ -15,8 +15,9 @@ Invariants:
   the blocks of the devices that differ only along that factor's axes add up to
   the result (``mean`` and ``cross_entropy`` divide by the *global* count for that);
 - ``NEED_REPLICATION`` factors must be unsharded (:class:`~planner.errors.RuleError`
-  otherwise): softmax and norm axes, ``max``'s reduced axes, concat and slice
-  axes, conv2d's spatial dims, cross_entropy's class dim;
+  otherwise): slice axes, conv2d's spatial dims, cross_entropy's class dim; nor may
+  ``STATISTIC`` factors (a norm's axis: :mod:`planner.simulation.statistics`) and
+  ``PERMUTATION`` factors (concat's axis: :mod:`planner.simulation.permutation`);
 - ``gather`` with a vocabulary-sharded table looks up only its rows
   ``[v0, v1)`` (indices shifted by ``v0``) and gives zeros for the others;
 - ``reshape`` reshapes the block to the local target shape the rule implies.
@@ -153,6 +154,12 @@ def _check_replicated_factors(name: str, rule: OpShardingRule, ctx: LocalContext
         for d, factors in enumerate(rule.tensor_dims(which)):
             extents = _dim_extents(rule, factors, block.local_shape[d])
             for f in factors:
+                if rule.factor_kinds[f] is FactorKind.PERMUTATION and block.local_shape[d] != block.global_shape[d]:
+                    who = "the result" if which == RESULT else f"operand {which}"
+                    raise RuleError(
+                        f"{name}: factor {rule.factor_names[f]} (dimension {d} of {who}) is a permutation factor "
+                        "(sharded, the op runs as planner.simulation.permutation, not locally), but this device "
+                        f"holds {block.local_shape[d]} of its {block.global_shape[d]}")
                 if rule.factor_kinds[f] in (FactorKind.NEED_REPLICATION, FactorKind.STATISTIC) \
                         and extents[f] != rule.factor_sizes[f]:
                     who = "the result" if which == RESULT else f"operand {which}"

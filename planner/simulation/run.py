@@ -59,7 +59,7 @@ from planner.simulation.manual import run_collective
 from planner.simulation.memory import last_copy_uses, last_uses, residual_keys, simulation_memory
 from graphs.ops.collectives import is_collective
 from planner.simulation.reshard import execute
-from planner.simulation import statistics
+from planner.simulation import permutation, statistics
 
 # The reference and the simulated devices compute in the same float type (bytes are
 # still counted at each tensor's declared dtype), so float results agree to its
@@ -300,6 +300,11 @@ class _Run:
             region = self.graph.region_of_op(ins.op.name) if self.graph.manual_regions else None
             if region is None and statistics.sharded_statistic(ins.rule, ins.strategy):
                 self.values[ins.op.output] = self._compute_statistics(ins, operands)
+            elif region is None and permutation.sharded_permutation(ins.rule, ins.strategy):
+                out = permutation.forward(ins, operands, self.nets["forward"])
+                self.counts["forward"].update(c.kind for c in ins.collectives)
+                self.values[ins.op.output] = DistributedArray(out.sharding, out.shape,
+                                                              [frozen_block(b) for b in out.blocks])
             else:
                 self.values[ins.op.output] = run_compute(ins, operands) if region is None else \
                     self._compute_in_region(ins, operands)
@@ -381,6 +386,11 @@ class _Run:
             self.counts["backward"].update(c.kind for c in ins.collectives)
             per_device = [[frozen_block(g) for g in grads] for grads in per_device]
             self._send_cotangents(ins, per_device)
+            return
+        if permutation.sharded_permutation(ins.rule, s):
+            per_device = permutation.backward(ins, cot, self.nets["backward"])
+            self.counts["backward"].update(c.kind for c in ins.collectives)
+            self._send_cotangents(ins, [[frozen_block(g) for g in grads] for grads in per_device])
             return
         per_device: list = [None] * self.n
         layouts = tuple(s.operands) + (s.result, cot.sharding) + tuple(ins.cotangents)

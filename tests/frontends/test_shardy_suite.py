@@ -20,13 +20,11 @@ SCRIPT = Path(__file__).with_name("shardy_suite.py")
 
 #: Functions of the suite where the plan differs from Shardy today, with the tensor and why; the others agree.
 DIFFERS = {
-    # concatenating / slicing along the sharded dimension: Shardy keeps it sharded [{}, {"d"}] through the
-    # concatenate (slice) and the tanh after it; propagate replicates that dimension
-    "concat_sharded_axis": "concatenate[16, 32], tanh[16, 32], result",
+    # slicing along the sharded dimension: Shardy keeps it sharded [{}, {"d"}] through the slice and the tanh
+    # after it (its slice rule's factor is a permutation); our slice rule needs the sliced dimension replicated
+    # and propagate gathers it; XLA moves the result's blocks by CollectivePermutes of windows
+    # (benchmarks/xla_concat_slice.py), which no op collective here runs yet
     "slice_sharded_axis": "slice[16, 16], tanh[16, 16], result",
-    # concatenating rows sharded on dp along that dimension: Shardy keeps [{"dp"}, {}] through the
-    # concatenate and the matmul after it ([{"dp"}, {"tp"}]); propagate replicates the rows
-    "concat_rows": "concatenate[16, 32], dot[16, 64], result",
     # x[d] reshaped (16,32)->(4,4,32): both give the reshape and tanh [{"d":(1)4}, {"d":(4)2}, {}], but Shardy
     # returns the result replicated (a result sharding cannot hold sub-axes: JAX's out sharding is a
     # PartitionSpec of whole axes) and XLA all-gathers it (2 AllGather 1792 B); propagate delivers the sub-axes
@@ -64,7 +62,10 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "fsdp_2d", "seq_parallel", "expert_einsum", "batched_3d", "contract_3d", "rowwise_max_sub",
          "constraint_open", "chain_1d", "wide_3d", "emb_sum",
          # jax.nn.log_softmax, read as log(softmax): over rows, and over a vocabulary sharded on d / tp
-         "log_softmax_rows", "lm_logprobs", "logprob_sum")
+         "log_softmax_rows", "lm_logprobs", "logprob_sum",
+         # a concatenate along its sharded dimension keeps it sharded (one permutation factor) and exchanges
+         # blocks by AllToAll as XLA compiles it (planner/model/op_collectives.py)
+         "concat_sharded_axis", "concat_rows")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -115,14 +116,14 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but fifteen elementwise, normalisation, reduction and gather ones) has those compared too
+    # (all but sixteen elementwise, normalisation, reduction, gather and concatenate ones) has those compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
         assert "result" in anchors, name
         if name not in ("softmax_rows", "transposes", "broadcast_bias", "max_sharded_axis", "vocab_parallel_gather",
                         "softmax_sharded_axis", "layernorm_sharded_hidden", "take_sum", "sub_mean",
                         "vocab_gather_3d", "bias_add_1d", "outer_sum", "scale_shift", "rowwise_max_sub",
-                        "log_softmax_rows"):
+                        "log_softmax_rows", "concat_sharded_axis"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 
