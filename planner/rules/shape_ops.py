@@ -5,16 +5,19 @@
 - ``concat``: the concatenation axis is one ``PERMUTATION`` factor of every operand and
   the result (Shardy's rule: each operand's piece has its own size); sharded, the op
   exchanges blocks itself (:mod:`planner.model.op_collectives`); other dims pass through.
-- ``slice``: a sliced dimension (one that does not keep its whole range) needs
-  replication, with one factor for the input side and one for the result;
-  untouched dimensions pass through.
+- ``slice``: a sliced dimension (one that does not keep its whole range) is a
+  ``PERMUTATION`` factor as Shardy's (the input's piece its own size): sharded, the op
+  exchanges blocks itself; where several are sliced each needs replication, with one
+  factor for the input side and one for the result; untouched dimensions pass through.
 
 >>> str(transpose([(2, 3, 4)], (4, 2, 3), {"perm": (2, 0, 1)}))
 '([i,j,k])->([k,i,j]) {i=2,j=3,k=4}'
 >>> str(concat([(2, 3), (2, 5)], (2, 8), {"axis": 1}))
 '([i,j],[i,j])->([i,j]) {i=2,j=8} permutation={j}'
 >>> str(slice_([(8, 6)], (4, 6), {"starts": (2, 0), "stops": (6, 6)}))
-'([i,j])->([k,j]) {i=8,j=6,k=4} need_replication={i,k}'
+'([i,j])->([i,j]) {i=4,j=6} permutation={i}'
+>>> str(slice_([(8, 6)], (4, 3), {"starts": (2, 0), "stops": (6, 3)}))
+'([i,j])->([k,l]) {i=8,j=6,k=4,l=3} need_replication={i,j,k,l}'
 """
 
 from __future__ import annotations
@@ -55,12 +58,22 @@ def concat(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
 
 
 def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
-    """Sliced dims need replication; untouched dims pass through."""
+    """One sliced dimension is a permutation factor of the result's size (the input keeps its own size);
+    several sliced dimensions need replication, each with one factor for the input side and one for the
+    result; untouched dims pass through."""
     shape = in_shapes[0]
+    cut = [d for d, (size, start, stop) in enumerate(zip(shape, attrs["starts"], attrs["stops"]))
+           if (start, stop) != (0, size)]
     b = RuleBuilder()
+    if len(cut) == 1:
+        factors = [b.factor(size, FactorKind.PERMUTATION if d in cut else FactorKind.PASS_THROUGH)
+                   for d, size in enumerate(out_shape)]
+        b.operand([(f,) for f in factors], {cut[0]: shape[cut[0]]})
+        b.result([(f,) for f in factors])
+        return b.build(by_appearance=True)
     ins, outs = [], []
-    for d, (size, start, stop) in enumerate(zip(shape, attrs["starts"], attrs["stops"])):
-        if (start, stop) == (0, size):
+    for d, size in enumerate(shape):
+        if d not in cut:
             f = b.factor(size)
             ins.append((f,))
             outs.append((f,))

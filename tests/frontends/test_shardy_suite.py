@@ -20,11 +20,6 @@ SCRIPT = Path(__file__).with_name("shardy_suite.py")
 
 #: Functions of the suite where the plan differs from Shardy today, with the tensor and why; the others agree.
 DIFFERS = {
-    # slicing along the sharded dimension: Shardy keeps it sharded [{}, {"d"}] through the slice and the tanh
-    # after it (its slice rule's factor is a permutation); our slice rule needs the sliced dimension replicated
-    # and propagate gathers it; XLA moves the result's blocks by CollectivePermutes of windows
-    # (benchmarks/xla_concat_slice.py), which no op collective here runs yet
-    "slice_sharded_axis": "slice[16, 16], tanh[16, 16], result",
     # x[d] reshaped (16,32)->(4,4,32): both give the reshape and tanh [{"d":(1)4}, {"d":(4)2}, {}], but Shardy
     # returns the result replicated (a result sharding cannot hold sub-axes: JAX's out sharding is a
     # PartitionSpec of whole axes) and XLA all-gathers it (2 AllGather 1792 B); propagate delivers the sub-axes
@@ -65,7 +60,9 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "log_softmax_rows", "lm_logprobs", "logprob_sum",
          # a concatenate along its sharded dimension keeps it sharded (one permutation factor) and exchanges
          # blocks by AllToAll as XLA compiles it (planner/model/op_collectives.py)
-         "concat_sharded_axis", "concat_rows")
+         "concat_sharded_axis", "concat_rows",
+         # a slice along its sharded dimension keeps it sharded too (BYTES_DIFFER says how it moves its blocks)
+         "slice_sharded_axis")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -90,6 +87,12 @@ BYTES_DIFFER = {
     # the policy completes does not say which axes shared a dimension: the reduction would have to carry its
     # per-dimension AllReduces as its own collectives (planner/model/op_collectives.py); kept.
     "dp_matmul_reduce": "AllReduce 56 B vs 2 AllReduce 32 B",
+    # x[:, :16] of x [16, 32] sharded [{}, {"d"}], kept sharded: the plan's slice moves the input off the sliced
+    # dimension by an AllToAll (224 B), slices locally and moves the result back (112 B); XLA gathers each
+    # result block's window by CollectivePermutes of a whole input block (256 B) and a result block (128 B),
+    # its halo exchange (benchmarks/xla_concat_slice.py: its permutes' count and sizes vary with the window's
+    # offset), which the plan does not reproduce; kept, 7/8 of XLA's bytes
+    "slice_sharded_axis": "2 AllToAll 336 B vs 2 CollectivePermute 384 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)
@@ -116,14 +119,14 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but sixteen elementwise, normalisation, reduction, gather and concatenate ones) has those compared too
+    # (all but seventeen elementwise, normalisation, reduction, gather, concatenate and slice ones) has those compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
         assert "result" in anchors, name
         if name not in ("softmax_rows", "transposes", "broadcast_bias", "max_sharded_axis", "vocab_parallel_gather",
                         "softmax_sharded_axis", "layernorm_sharded_hidden", "take_sum", "sub_mean",
                         "vocab_gather_3d", "bias_add_1d", "outer_sum", "scale_shift", "rowwise_max_sub",
-                        "log_softmax_rows", "concat_sharded_axis"):
+                        "log_softmax_rows", "concat_sharded_axis", "slice_sharded_axis"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 

@@ -190,11 +190,12 @@ def _valid(rule: OpShardingRule, fa, mesh: Mesh) -> bool:
 def factor_shardings(rule: OpShardingRule, mesh: Mesh) -> list[tuple[tuple[AxisRef, ...], ...]]:
     """Every valid factor sharding that gives each mesh piece to one shardable factor or to none
     (pieces on one factor in every order): one axis on one factor, two axes on one factor,
-    axes on several factors, reduction factors included (statistic factors not: sharded, their op
-    communicates its statistics, tests/simulation/test_statistics.py)."""
+    axes on several factors, reduction factors included (statistic and permutation factors not: sharded,
+    their op communicates its statistics or exchanges blocks, tests/simulation/test_statistics.py and
+    test_permutation.py)."""
     shardable = [f for f in range(rule.num_factors)
-                 if rule.factor_sizes[f] > 1 and rule.factor_kinds[f] not in (FactorKind.NEED_REPLICATION,
-                                                                              FactorKind.STATISTIC)]
+                 if rule.factor_sizes[f] > 1 and rule.factor_kinds[f] not in (
+                     FactorKind.NEED_REPLICATION, FactorKind.STATISTIC, FactorKind.PERMUTATION)]
     out: list[tuple[tuple[AxisRef, ...], ...]] = []
     for pieces in _pieces(mesh):
         for owners in product([None] + shardable, repeat=len(pieces)):

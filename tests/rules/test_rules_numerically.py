@@ -140,12 +140,14 @@ TOO_BIG = {("reshape_4x6_to_8x3", "k")}
 
 
 def test_every_shardable_factor_is_tried():
-    """Every factor that is not need-replication or statistic and larger than 1 is sharded on some mesh."""
+    """Every factor that is not need-replication, statistic or permutation and larger than 1 is sharded on some
+    mesh (the other two communicate when sharded: tests/simulation/test_statistics.py, test_permutation.py)."""
     for c in CASES:
         rule = c.rule()
         tried = {f for m in MESHES.values() for fa in factor_shardings(rule, m) for f, a in enumerate(fa) if a}
         shardable = {f for f in range(rule.num_factors)
-                     if rule.factor_kinds[f] not in (FactorKind.NEED_REPLICATION, FactorKind.STATISTIC)
+                     if rule.factor_kinds[f] not in (FactorKind.NEED_REPLICATION, FactorKind.STATISTIC,
+                                                     FactorKind.PERMUTATION)
                      and rule.factor_sizes[f] > 1
                      and (c.name, rule.factor_names[f]) not in TOO_BIG}
         assert shardable <= tried, f"{c.name}: factors {shardable - tried} are never sharded"

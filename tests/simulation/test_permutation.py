@@ -96,3 +96,59 @@ def test_every_search_prices_the_exchanges_and_simulates_them():
         assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
         # 3 AllToAlls of 7/8 of the local blocks (operands 2 MiB, result 4 MiB over 8) each way
         assert r.predicted_comm_bytes_per_device == 2 * (2 * 2 ** 21 + 2 ** 22) * 7 // 8, search
+
+
+#: slice case -> (mesh, input shape, starts, stops, sharding, group size, blocks the tensors are split into)
+SLICES = {
+    "prefix": ("{d: 8}", (16, 32), (0, 0), (16, 16), '[{}, {"d"}]', 8, 8),
+    "middle": ("{d: 8}", (16, 32), (0, 8), (16, 24), '[{}, {"d"}]', 8, 8),
+    "rows 2d": ("{a: 2, b: 4}", (16, 32), (4, 0), (12, 32), '[{"a"}, {"b"}]', 2, 8),
+    # no other dimension splits 8 ways: the input is gathered, each device slices its block of the result
+    "gathered": ("{d: 8}", (6, 32), (0, 8), (6, 24), '[{}, {"d"}]', 8, 8),
+}
+
+
+def _slice_model(case: str) -> str:
+    mesh, shape, starts, stops, sharding, _, _ = SLICES[case]
+    return f"""
+name: sl
+mesh: {mesh}
+tensors:
+  x: {{shape: {list(shape)}, kind: param, sharding: '{sharding}'}}
+ops:
+  - {{name: s, op: slice, inputs: [x], output: z, starts: {list(starts)}, stops: {list(stops)}}}
+  - {{name: t, op: tanh, inputs: [z], output: y, out_sharding: '{sharding}'}}
+outputs: [y]
+"""
+
+
+@pytest.mark.parametrize("case", sorted(SLICES))
+def test_slice_along_a_sharded_dimension_simulates_exactly_with_its_exchanges(case):
+    p = plan(_slice_model(case), search="propagate", training=True)
+    [compute] = [c for c in p.program.computes() if c.op.name == "s"]
+    _, shape, starts, stops, _, group, blocks = SLICES[case]
+    out = [b - a for a, b in zip(starts, stops)]
+    if case == "gathered":
+        # the input's p - 1 missing blocks forward; the result cotangent's backward (padded locally after)
+        forward = [("AllGather", _local_bytes(shape, blocks) * (group - 1))]
+        backward = [("AllGather", _local_bytes(out, blocks) * (group - 1))]
+    else:
+        # AllToAll the input off the sliced dimension, slice locally, AllToAll the result back; the backward
+        # the other way round (the cotangent, then the input's padded piece)
+        a2a_in = ("AllToAll", _local_bytes(shape, blocks) * (group - 1) // group)
+        a2a_out = ("AllToAll", _local_bytes(out, blocks) * (group - 1) // group)
+        forward, backward = [a2a_in, a2a_out], [a2a_out, a2a_in]
+    assert [(c.kind, c.bytes_per_device) for c in compute.collectives] == forward
+    assert [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")] == backward
+    r = simulate(p)
+    assert r.ok, r
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def test_a_slice_of_two_dimensions_needs_them_replicated():
+    text = _slice_model("prefix").replace("starts: [0, 0], stops: [16, 16]", "starts: [0, 0], stops: [8, 16]")
+    p = plan(text, search="propagate", training=True)
+    [compute] = [c for c in p.program.computes() if c.op.name == "s"]
+    assert compute.collectives == () and compute.strategy.operands[0].dims_text() == "[{}, {}]"
+    r = simulate(p)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
