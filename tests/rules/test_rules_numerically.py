@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from graphs.ops.registry import op_names
+from planner.errors import RuleError
 from planner.ir.axis import AxisRef
 from planner.rules import NO_RULE, RULES, FactorKind, result_sharding
 from tests.rules.sharded_run import MESHES, Case, describe, factor_shardings, run_sharded
@@ -303,11 +304,16 @@ def test_conv2d_input_channels_sharded_gives_partial_sum():
     assert run.sharding.unreduced == (X,) and run.sharding.dims_text() == '[{}, {"y"}, {}, {}], unreduced={"x"}'
 
 
-def test_slice_and_concat_shard_only_untouched_dims():
+def test_slice_and_concat_run_locally_only_on_untouched_dims():
     _run(case("slice_rows"), "x2", j=[X])
     _run(case("concat_axis1"), "x2", i=[X])
+    # the cut (concatenated) dimension is a permutation factor: sharded, the op exchanges blocks first
+    # (planner/simulation/permutation.py), and a local instance alone refuses it
     rule = case("slice_rows").rule()
-    assert [rule.factor_kinds[f] for (f,) in rule.operands[0]] == [FactorKind.NEED_REPLICATION, FactorKind.PASS_THROUGH]
+    assert [rule.factor_kinds[f] for (f,) in rule.operands[0]] == [FactorKind.PERMUTATION, FactorKind.PASS_THROUGH]
+    even = Case("slice_even", "slice", ((6, 4),), {"starts": [2, 0], "stops": [4, 4]})  # 6 and 2 rows split 2 ways
+    with pytest.raises(RuleError, match="permutation factor .* runs as planner.simulation.permutation"):
+        run_sharded(even, _factor_axes(even, i=[X]), MESHES["x2"])
 
 
 def test_result_sharding_lists_unreduced_axes_in_mesh_order():
