@@ -180,12 +180,14 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
     return (transposed[-1],) + tuple(m for m in transposed[:-1] if m.which in wrt)
 
 
-def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] | None = None
+def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] | None = None, rule=None
                             ) -> tuple[OpCollective, ...]:
     """The collectives of :func:`permutation_exchanges` (its local slices move nothing), priced by the ring
-    formulas: forward, or the backward's with ``wrt``."""
+    formulas: forward, or the backward's with ``wrt``; ``rule``: the op's, where the caller holds it."""
     out = graph.tensor(op.output)
-    rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], out.shape)
+    rule = rule or rule_for(op, [graph.tensor(t).shape for t in op.inputs], out.shape)
+    if FactorKind.PERMUTATION not in rule.factor_kinds:
+        return ()
     exchanges = permutation_exchanges(rule, strategy, out.shape, wrt)
     if not exchanges:
         return ()
@@ -207,10 +209,11 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
 
 
 def op_collectives(graph, op, strategy, cluster, transposed: bool = False,
-                   wrt: tuple[int, ...] = (0,)) -> tuple[OpCollective, ...]:
+                   wrt: tuple[int, ...] = (0,), rule=None) -> tuple[OpCollective, ...]:
     """The collectives ``op`` under ``strategy`` communicates itself, in the order it runs them: its forward's,
     or with ``transposed`` its backward's for the operand gradients ``wrt`` (empty for an op that communicates
-    only through redistributions). A manual collective's and a normalisation's backward run for operand 0."""
+    only through redistributions). A manual collective's and a normalisation's backward run for operand 0.
+    ``rule``: the op's sharding rule, where the caller holds it (else looked up)."""
     c = body_collective(graph, op, strategy, cluster, transposed)
     if c is not None:
         return (c,) if not transposed or 0 in wrt else ()
@@ -218,15 +221,15 @@ def op_collectives(graph, op, strategy, cluster, transposed: bool = False,
         return ()
     if get_op(op.op).statistics != ((), ()):
         return statistic_collectives(graph, op, strategy, cluster, transposed) if not transposed or 0 in wrt else ()
-    return permutation_collectives(graph, op, strategy, cluster, tuple(wrt) if transposed else None)
+    return permutation_collectives(graph, op, strategy, cluster, tuple(wrt) if transposed else None, rule)
 
 
-def op_collectives_time_s(graph, op, strategy, cluster, wrt: tuple[int, ...] = ()) -> float:
+def op_collectives_time_s(graph, op, strategy, cluster, wrt: tuple[int, ...] = (), rule=None) -> float:
     """Seconds ``op``'s own collectives take under ``strategy``: the forward's, plus the backward's for the
     operand gradients ``wrt`` (training: those that need one)."""
-    total = sum(c.time_s for c in op_collectives(graph, op, strategy, cluster))
+    total = sum(c.time_s for c in op_collectives(graph, op, strategy, cluster, rule=rule))
     if wrt:
-        total += sum(c.time_s for c in op_collectives(graph, op, strategy, cluster, True, wrt))
+        total += sum(c.time_s for c in op_collectives(graph, op, strategy, cluster, True, wrt, rule))
     return total
 
 

@@ -57,7 +57,8 @@ def operand_gradients(op, training: bool, needs_grad) -> int:
 def collective_time_s(m: Model, op, s: Strategy) -> float:
     """Seconds ``op``'s own collectives (:mod:`planner.model.op_collectives`) communicate under ``s``: the
     forward's, plus the backward's for the operand gradients a training step computes."""
-    return op_collectives_time_s(m.graph, op, s, m.cluster, backward_collectives(m, op))
+    return op_collectives_time_s(m.graph, op, s, m.cluster, backward_collectives(m, op),
+                                 m.nodes[m.op_index[op.name]].rule)
 
 
 def backward_collectives(m: Model, op) -> tuple[int, ...]:

@@ -268,7 +268,7 @@ def lower(m: Model, choice) -> Program:
         forward_s = local_op_time_s(graph, op, s, m.cluster)
         total_s = forward_s * (1 + operand_gradients(op, m.options.training, m.needs_grad))
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
-                                    out.dtype, total_s, op_collectives(graph, op, s, m.cluster),
+                                    out.dtype, total_s, op_collectives(graph, op, s, m.cluster, rule=node.rule),
                                     manual_types(graph, op, variance), max(0.0, total_s - forward_s)))
         instructions += after[op.name]
         if op.output in graph_outputs:
@@ -327,7 +327,7 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
         out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
                             graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
                             tuple(node.operand_gradient(s, k) for k in wrt),
-                            op_collectives(graph, op, s, m.cluster, transposed=True, wrt=wrt),
+                            op_collectives(graph, op, s, m.cluster, transposed=True, wrt=wrt, rule=node.rule),
                             manual_types(graph, op, variance)))
         out += own_grads[op.name]
         for t in sources_after.get(op.name, []):
