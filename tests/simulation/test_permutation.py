@@ -50,6 +50,16 @@ def _local_bytes(shape, devices: int) -> int:
     return n // devices
 
 
+def _check(p, compute, forward, backward):
+    """The op's forward and backward exchanges are ``forward`` and ``backward`` ([kind, bytes per device]), and
+    the plan simulates exactly, moving the bytes it predicts."""
+    assert [(c.kind, c.bytes_per_device) for c in compute.collectives] == forward
+    assert [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")] == backward
+    r = simulate(p)
+    assert r.ok, r
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_concat_along_a_sharded_dimension_simulates_exactly_with_its_exchanges(case):
     p = plan(_model(case), search="propagate", training=True)
@@ -67,12 +77,8 @@ def test_concat_along_a_sharded_dimension_simulates_exactly_with_its_exchanges(c
         a2a = [("AllToAll", _local_bytes(s, devices) * (group - 1) // group) for s in shapes]
         res = ("AllToAll", _local_bytes(out, devices) * (group - 1) // group)
         forward, backward = a2a + [res], [res] + a2a
-    assert [(c.kind, c.bytes_per_device) for c in compute.collectives] == forward
-    assert [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")] == backward
+    _check(p, compute, forward, backward)
     assert not any(r.plan.steps for r in p.program.redistributions("forward"))
-    r = simulate(p)
-    assert r.ok, r
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
 def test_a_gradient_of_one_operand_moves_back_only_its_piece():
@@ -138,11 +144,7 @@ def test_slice_along_a_sharded_dimension_simulates_exactly_with_its_exchanges(ca
         a2a_in = ("AllToAll", _local_bytes(shape, blocks) * (group - 1) // group)
         a2a_out = ("AllToAll", _local_bytes(out, blocks) * (group - 1) // group)
         forward, backward = [a2a_in, a2a_out], [a2a_out, a2a_in]
-    assert [(c.kind, c.bytes_per_device) for c in compute.collectives] == forward
-    assert [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")] == backward
-    r = simulate(p)
-    assert r.ok, r
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+    _check(p, compute, forward, backward)
 
 
 def test_a_slice_of_two_dimensions_needs_them_replicated():
