@@ -203,7 +203,7 @@ def lowering_problem(plan) -> str | None:
             return (f"op {c.op.name!r} ({c.op.op}) normalises over a sharded dimension, whose statistics this "
                     "lowering does not AllReduce: lower it with constraints (XLA partitions it)")
         if permutation_axes(c.rule, c.strategy):
-            return (f"op {c.op.name!r} ({c.op.op}) concatenates along a sharded dimension, whose exchanges this "
+            return (f"op {c.op.name!r} ({c.op.op}) moves blocks along a sharded dimension, whose exchanges this "
                     "lowering does not run: lower it with constraints (XLA partitions it)")
     return padding_problem(plan)
 

@@ -10,12 +10,14 @@ Two kinds of op communicate inside their own instruction:
   over the factor's axes complete them, and each device finishes its own block
   (:func:`statistic_collectives`; which statistics each AllReduce carries is the op's
   ``OpDef.statistics``, as XLA compiles it);
-* an op with a sharded ``PERMUTATION`` factor (a concatenate along a sharded dimension): as XLA's
-  SPMD partitioner compiles it, each operand's block is moved off that dimension by an AllToAll onto
-  the first other dimension those axes divide, the op concatenates locally, and one AllToAll moves the
-  result back; with no such dimension each operand is AllGathered along it and each device slices its
-  block of the local result (:func:`permutation_exchanges`). The backward runs the transposes: the
-  cotangent moved off the dimension, split locally, each operand's piece moved back.
+* an op with a sharded ``PERMUTATION`` factor (a concatenate or a slice along a sharded dimension):
+  each operand's block is moved off that dimension by an AllToAll onto the first other dimension those
+  axes divide, the op runs locally, and one AllToAll moves the result back; with no such dimension each
+  operand is AllGathered along it and each device slices its block of the local result
+  (:func:`permutation_exchanges`). For a concatenate this is what XLA's SPMD partitioner compiles; a
+  slice XLA compiles as CollectivePermutes of windows (a halo exchange), which move more bytes. The
+  backward runs the transposes: the cotangent moved off the dimension, the op's local VJP, each
+  operand's piece moved back.
 
 Each :class:`~planner.partitioning.program.Compute` carries its forward collectives and each
 :class:`~planner.partitioning.program.Backprop` its backward ones (:func:`op_collectives`); the cost

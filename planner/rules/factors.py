@@ -13,7 +13,8 @@ with mesh axes shards every dimension it appears in. Each factor has a kind:
 - ``NEED_REPLICATION``: it may not be sharded without gathering first (a sliced
   dimension, a gather's indexed one). It may appear in operands and result.
 - ``PERMUTATION``: a dimension whose elements the op moves to other positions (the
-  concatenated dimension of ``concat``): one factor in every operand and the result
+  concatenated dimension of ``concat``, the sliced one of ``slice``): one factor in every
+  operand and the result
   though its size differs between them (Shardy's ``kPermutation``; the factor's size
   is the result's, an operand's own size is in ``operand_sizes``). Sharding it keeps
   every tensor sharded alike along it, and the op exchanges blocks itself
@@ -62,7 +63,7 @@ class FactorKind(enum.Enum):
     REDUCTION = "reduction"
     NEED_REPLICATION = "need_replication"
     MANUAL = "manual"
-    #: moved by the op (a concatenated dimension): one factor in operands and result of different sizes,
+    #: moved by the op (a concatenated or sliced dimension): one factor in operands and result of different sizes,
     #: sharded alike in all of them; the op exchanges blocks itself (:mod:`planner.model.op_collectives`)
     PERMUTATION = "permutation"
     #: reduced over and broadcast back by the op (a normalised axis): sharding it leaves the result

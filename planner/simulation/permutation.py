@@ -5,8 +5,9 @@ Forward: each operand moves off the permuted dimension (an AllToAll onto another
 AllGather along it), each device runs the op's ordinary local instance on its blocks, and the result
 moves back (an AllToAll, or each device keeping its own part). Backward, the transposes: the result's
 cotangent moves off the dimension, each device runs the op's local VJP (a concat's split, a slice's
-zero padding), and each operand's piece a gradient is wanted for moves back. Bytes are counted on the phase's :class:`~planner.simulation.collectives.Network` at the
-declared dtype, as the plan's :class:`~planner.model.op_collectives.OpCollective` entries predict.
+zero padding), and each operand's piece a gradient is wanted for moves back. Bytes are counted on the
+phase's :class:`~planner.simulation.collectives.Network` at the declared dtype, as the plan's
+:class:`~planner.model.op_collectives.OpCollective` entries predict.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ CASES = {
 def _model(case: str, kind: str = "param") -> str:
     mesh, shapes, axis, sharding, _ = CASES[case]
     names = [f"x{i}" for i in range(len(shapes))]
-    tensors = "".join(f"\n  {n}: {{shape: {list(s)}, kind: {kind}, sharding: '{sharding}'}}" for n, s in zip(names, shapes))
+    tensors = "".join(f"\n  {n}: {{shape: {list(s)}, kind: {kind}, sharding: '{sharding}'}}"
+                      for n, s in zip(names, shapes))
     return f"""
 name: cat
 mesh: {mesh}
