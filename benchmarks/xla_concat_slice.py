@@ -15,16 +15,18 @@ XLA's algorithm, as observed with JAX 0.10.2 (SPMD partitioner):
   concatenated dimension's axes to another dimension, the operands are concatenated locally, and the
   result goes back by one more AllToAll (3 AllToAll for two operands), whatever the operand sizes;
 - slice of a sharded dimension (a prefix or a middle window): the result's blocks are gathered from the
-  devices holding them by CollectivePermutes of whole and partial input blocks (a windowed reshard), no
-  AllGather; a slice with a stride dividing the block (``x[:, ::2]``) is local: no collective.
+  devices holding them by CollectivePermutes of whole and partial input blocks (a windowed reshard: its
+  halo exchange), no AllGather; a slice with a stride dividing the block (``x[:, ::2]``) is local: no
+  collective.
 
 Where no other dimension divides by the axes (6 rows over 8 devices), XLA AllGathers each operand along
 the concatenated dimension and each device slices its block of the local result.
 
 Our concat and slice rules have one permutation factor for that dimension, as Shardy's, and the op
-exchanges blocks itself (planner/model/op_collectives.py): a concat as XLA does, so the propagate plan moves
-XLA's bytes; a slice by the same AllToAlls around a local slice, fewer bytes than XLA's permutes of whole
-blocks (224 + 112 B against 256 + 128 B for the prefix). bfs and ilp weigh the exchanges against gathering.
+exchanges blocks itself as XLA does (planner/model/op_collectives.py; a slice's permutes are XLA's halo
+exchange, planner/model/halo_exchange.py), so the propagate plan moves XLA's bytes; bfs and ilp weigh the
+exchanges against gathering. (A slice whose result is then replicated: the plan gathers the input, XLA
+permutes then gathers the result.)
 
     python benchmarks/xla_concat_slice.py [--json]
 

@@ -234,7 +234,9 @@ def _op_collective(ins, c, phase: str) -> PlannedCollective:
     order its linear index, row-major over the axes); a permute's pairs are each group's ``perm`` pairs that move
     (reversed backward, its transpose), as device ids."""
     members = [tuple(int(d) for d in g) for g in groups(ins.strategy.result, list(c.axes))]
-    if c.kind == "CollectivePermute":
+    if c.pairs:  # a slice's halo permute: its own pairs
+        members = list(c.pairs)
+    elif c.kind == "CollectivePermute":
         perm = [(int(s), int(d)) for s, d in ins.op.attr("perm") if s != d]
         perm = perm if phase == "forward" else [(d, s) for s, d in perm]
         members = [(g[s], g[d]) for g in members for s, d in perm]

@@ -14,10 +14,11 @@ Two kinds of op communicate inside their own instruction:
   each operand's block is moved off that dimension by an AllToAll onto the first other dimension those
   axes divide, the op runs locally, and one AllToAll moves the result back; with no such dimension each
   operand is AllGathered along it and each device slices its block of the local result
-  (:func:`permutation_exchanges`). For a concatenate this is what XLA's SPMD partitioner compiles; a
-  slice XLA compiles as CollectivePermutes of windows (a halo exchange), which move more bytes. The
-  backward runs the transposes: the cotangent moved off the dimension, the op's local VJP, each
-  operand's piece moved back.
+  (:func:`permutation_exchanges`), as XLA's SPMD partitioner compiles a concatenate. A slice is XLA's
+  halo exchange instead: CollectivePermutes bring each device the window of its result block
+  (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers. The backward runs the
+  transposes: the cotangent moved off the dimension, the op's local VJP, each operand's piece moved back
+  (a slice's permutes reversed, each piece sent back to the block it came from).
 
 Each :class:`~planner.partitioning.program.Compute` carries its forward collectives and each
 :class:`~planner.partitioning.program.Backprop` its backward ones (:func:`op_collectives`); the cost
@@ -37,6 +38,7 @@ from graphs.ops import get_op
 from planner.collectives import backprop_primitive, primitive, seed_name, step_kind
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
+from planner.model.halo_exchange import device_pairs, halo_permutes
 from planner.rules.factors import RESULT, FactorKind
 from planner.rules.registry import rule_for
 
@@ -55,6 +57,8 @@ class OpCollective:
     group_size: int
     bytes_per_device: int
     time_s: float
+    #: a permute's ``(source, destination)`` device ids (a slice's halo exchange); empty for the others
+    pairs: tuple[tuple[int, int], ...] = ()
 
     def axis_names(self) -> tuple[str, ...]:
         """The axes as text: a whole axis by its name, a sub-axis as ``"x":(2)2``."""
@@ -138,6 +142,9 @@ class Exchange:
     dims: tuple[int, ...]
     before: TensorSharding
     after: TensorSharding
+    #: a slice's halo exchange (``kind`` CollectivePermute, the operand to the result, the slice included):
+    #: XLA's permutes, each ``(start, limit, pairs)`` (:func:`~planner.model.halo_exchange.halo_permutes`)
+    permutes: tuple = ()
 
 
 def permutation_axes(rule, strategy) -> tuple[AxisRef, ...]:
@@ -169,6 +176,16 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
         return layout.with_dims(dims)
 
     layouts = list(enumerate(strategy.operands)) + [(RESULT, strategy.result)]
+    if rule.window_start is not None:  # a slice: XLA's halo exchange, or a gather where it gathers
+        target = None
+        permutes = halo_permutes(rule.tensor_shape(0)[ax], out_shape[ax], rule.window_start, p)
+        if permutes is not None:
+            forward = Exchange("CollectivePermute", 0, axes, (ax,), strategy.operands[0], strategy.result, permutes)
+            if wrt is None:
+                return (forward,)
+            backward = tuple((lo, hi, tuple((dst, src) for src, dst in pairs)) for lo, hi, pairs in permutes[::-1])
+            return (Exchange("CollectivePermute", RESULT, axes, (ax,), strategy.result, strategy.operands[0],
+                             backward),) if wrt else ()
     if target is None:
         moves = [Exchange("AllGather", k, axes, (ax,), layout, off(layout)) if k != RESULT
                  else Exchange("Slice", k, axes, (ax,), off(layout), layout) for k, layout in layouts]
@@ -203,6 +220,15 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
         shape = out.shape if e.which == RESULT else graph.tensor(op.inputs[e.which]).shape
         p = math.prod(a.size_in(mesh) for a in e.axes)
         kind = step_kind(e.kind)
+        if e.kind == "CollectivePermute":  # each permute's buffer: its range of a block, times the other dims
+            [ax] = e.dims
+            local = e.before.local_shape(shape)
+            rest = math.prod(local) // local[ax]
+            for lo, hi, pairs in e.permutes:
+                cost = RING.cost(kind.name, p, (hi - lo) * rest * itemsize, link)
+                collectives.append(OpCollective(kind.primitive, kind.name, e.axes, p, cost.bytes_per_device,
+                                                cost.time_s, device_pairs(e.before, e.axes, ax, pairs)))
+            continue
         unit = kind.unit_bytes(math.prod(e.before.local_shape(shape)), math.prod(e.after.local_shape(shape)), p,
                                itemsize)
         cost = RING.cost(kind.name, p, unit, link)

@@ -95,6 +95,9 @@ class OpShardingRule:
     #: ``(operand, dimension, size)`` of each operand dimension holding a ``PERMUTATION`` factor
     #: whose size is not the factor's (a concatenated piece)
     operand_sizes: tuple[tuple[int, int, int], ...] = ()
+    #: a slice's first kept index along its permutation factor's dimension of operand 0 (the result is that
+    #: window of the operand); None for a rule whose permutation factor joins pieces (a concat) or without one
+    window_start: int | None = None
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -143,6 +146,9 @@ class OpShardingRule:
                 raise RuleError(f"reduction factor {name} may not appear in the result")
             if kind is FactorKind.PERMUTATION and f not in in_result:
                 raise RuleError(f"permutation factor {name} must appear in the result")
+        if self.window_start is not None and (len(self.operands) != 1 or len(self.factors_of_kind(
+                FactorKind.PERMUTATION)) != 1 or self.window_start < 0):
+            raise RuleError("window_start belongs to a rule of one operand and one permutation factor")
         for i, d, size in self.operand_sizes:
             if not (0 <= i < len(self.operands) and 0 <= d < len(self.operands[i])):
                 raise RuleError(f"operand_sizes names dimension {d} of operand {i}, which the rule lacks")

@@ -70,7 +70,7 @@ def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
                    for d, size in enumerate(out_shape)]
         b.operand([(f,) for f in factors], {cut[0]: shape[cut[0]]})
         b.result([(f,) for f in factors])
-        return b.build(by_appearance=True)
+        return b.build(by_appearance=True, window_start=int(attrs["starts"][cut[0]]))
     ins, outs = [], []
     for d, size in enumerate(shape):
         if d not in cut:

@@ -93,37 +93,26 @@ def test_the_propagate_plan_exchanges_what_xla_compiles_for_a_concat(measured):
 
 
 @pytest.mark.slow
-def test_the_propagate_plan_slices_between_alltoalls_moving_fewer_bytes_than_xla(measured):
-    # the slice's permutation factor keeps the axes (Shardy); the op's own exchanges are an AllToAll of the
-    # input off the sliced dimension and one of the result back: (p-1)/p of each local block, where XLA
-    # permutes whole blocks of both
-    for name, (shape, result) in SLICES.items():
-        if name.endswith("replicated"):
-            continue
-        assert measured[name]["propagate"] == [["AllToAll", all_to_all(shape, 8)], ["AllToAll", all_to_all(result, 8)]]
-        xla = sum(b for _, b in measured[name]["xla"])
-        assert sum(b for _, b in measured[name]["propagate"]) == xla * 7 // 8, name
+def test_the_propagate_plan_permutes_what_xla_compiles_for_a_slice(measured):
+    # the slice's permutation factor keeps the axes (Shardy); its permutes are XLA's halo exchange, in order
+    for name in SLICES:
+        if not name.endswith("replicated"):
+            assert measured[name]["propagate"] == measured[name]["xla"], name
 
 
 @pytest.mark.slow
-def test_the_ilp_gathers_where_latency_dominates(measured):
-    # one AllGather of a slice's input: 7 ring latencies on 8 devices, against 14 for two AllToAlls; a concat's
-    # two AllGathers, 14, against 21 for its three AllToAlls
-    for name, (shape, _) in SLICES.items():
-        if name not in LARGE:
-            assert measured[name]["ilp"] == [["AllGather", all_gather(shape, 8)]], name
+def test_the_ilp_gathers_a_small_concat_where_latency_dominates(measured):
+    # a concat's two AllGathers: 14 ring latencies on 8 devices, against 21 for its three AllToAlls
     for name, (operands, _, p) in CONCATS.items():
         if name not in LARGE:
             assert sorted(measured[name]["ilp"]) == sorted(["AllGather", all_gather(s, p)] for s in operands), name
 
 
 @pytest.mark.slow
-def test_the_ilp_moves_the_axes_to_another_dimension_where_bandwidth_dominates(measured):
+def test_the_ilp_exchanges_as_xla_where_bandwidth_dominates(measured):
     # the same redistributions around a local concat as XLA's: AllToAll each operand to the rows, concatenate,
     # AllToAll the result back
     assert measured["concat large 1d"]["ilp"] == measured["concat large 1d"]["xla"]
-    # a slice the same way, input and result by AllToAll: fewer bytes than XLA's permutes of an input block and
-    # a result block (3.5 MiB + 1.75 MiB against 4 MiB + 2 MiB)
-    shape, result = SLICES["slice large prefix"]
-    assert sorted(measured["slice large prefix"]["ilp"]) == sorted(
-        ["AllToAll", all_to_all(s, 8)] for s in (shape, result))
+    # a slice by XLA's halo permutes too: two permutes (one step each) cost less in the cost model than the
+    # AllToAlls around a local slice (7 ring steps each), though they move more bytes (6 MiB against 5.25 MiB)
+    assert measured["slice large prefix"]["ilp"] == measured["slice large prefix"]["xla"]

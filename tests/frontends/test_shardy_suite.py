@@ -61,7 +61,7 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # a concatenate along its sharded dimension keeps it sharded (one permutation factor) and exchanges
          # blocks by AllToAll as XLA compiles it (planner/model/op_collectives.py)
          "concat_sharded_axis", "concat_rows",
-         # a slice along its sharded dimension keeps it sharded too (BYTES_DIFFER says how it moves its blocks)
+         # a slice along its sharded dimension keeps it sharded too, by XLA's halo exchange
          "slice_sharded_axis")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
@@ -87,12 +87,6 @@ BYTES_DIFFER = {
     # the policy completes does not say which axes shared a dimension: the reduction would have to carry its
     # per-dimension AllReduces as its own collectives (planner/model/op_collectives.py); kept.
     "dp_matmul_reduce": "AllReduce 56 B vs 2 AllReduce 32 B",
-    # x[:, :16] of x [16, 32] sharded [{}, {"d"}], kept sharded: the plan's slice moves the input off the sliced
-    # dimension by an AllToAll (224 B), slices locally and moves the result back (112 B); XLA gathers each
-    # result block's window by CollectivePermutes of a whole input block (256 B) and a result block (128 B),
-    # its halo exchange (benchmarks/xla_concat_slice.py: its permutes' count and sizes vary with the window's
-    # offset), which the plan does not reproduce; kept, 7/8 of XLA's bytes
-    "slice_sharded_axis": "2 AllToAll 336 B vs 2 CollectivePermute 384 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)

@@ -1,0 +1,162 @@
+"""XLA's halo exchange of a sliced dimension: the CollectivePermutes its SPMD partitioner emits for a
+``slice`` whose sliced dimension stays sharded (``HandleSlice`` -> ``ReshardAsWindowedInput`` ->
+``ExchangeHaloAndGetValidData``, xla/service/spmd), so that a plan prices and simulates what XLA compiles.
+
+The slice keeps ``[start, start + m)`` of a dimension of size ``n`` split into ``p`` equal blocks (``n`` and
+``m`` divisible by ``p``, as the slice rule admits). Block ``i`` of the result holds input elements
+``start + (m/p) i ...``; relative to the input block it holds, it needs a *left halo* of
+``(n/p - m/p) i - start`` elements and a *right halo* of ``(m/p - n/p)(i + 1) + start`` (negative: fewer).
+XLA then picks one of three ways:
+
+- a halo larger than twice the result block: the *compact* exchange (``ExchangeHaloCompact``): each block's
+  window is cut into pieces at input-block boundaries, the pieces are grouped into permutes of distinct
+  sources and destinations, each permute sending one range of its source blocks (the union of its pieces);
+  unless twice the result block covers the whole dimension, where it gathers the input instead;
+- otherwise the *neighbour* exchange (``ExchangeHalo``): one permute per block distance on the left, then
+  on the right, each the halo's part that lies in that neighbour; unless the halos reach past the
+  neighbours and the whole dimension, where it gathers;
+- gathering: an AllGather of the input along the dimension, then a local slice
+  (:func:`halo_permutes` returns None).
+
+:func:`halo_permutes` gives the permutes as ``(start, limit, pairs)``: the range ``[start, limit)`` of its
+input block each source sends, and the ``(source, destination)`` block ordinals. The bytes each device
+receives are the range times the block's other dimensions (a permute's buffer). benchmarks/xla_concat_slice.py
+and tests/model/test_halo_exchange.py compare them with what XLA 0.10.2 compiles.
+
+>>> halo_permutes(32, 16, 0, 8)  # x[:, :16] of 32 columns on 8 devices: a whole block, then half blocks
+((0, 4, ((0, 1), (1, 2), (2, 4), (3, 6))), (2, 4, ((1, 3), (2, 5), (3, 7))))
+>>> halo_permutes(32, 24, 8, 4)  # x[:, 8:] on 4 devices: each right neighbour's first 6 elements
+((0, 6, ((1, 0), (2, 1), (3, 2))),)
+"""
+
+from __future__ import annotations
+
+from planner.caches import memoize
+from planner.ir.layout import devices_to_positions, shard_indices
+
+Permute = tuple[int, int, tuple[tuple[int, int], ...]]
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """C++'s integer division (toward zero), as XLA's offset arithmetic."""
+    return a // b if a >= 0 else -((-a) // b)
+
+
+def _ceil_ratio(a: int, b: int) -> int:
+    """XLA's ``CeilOfRatio`` on C++ integers (toward zero for a negative numerator)."""
+    return _trunc_div(a + b - 1, b)
+
+
+@memoize("halo exchanges", maxsize=1024)
+def halo_permutes(n: int, m: int, start: int, p: int) -> tuple[Permute, ...] | None:
+    """XLA's permutes for keeping ``[start, start + m)`` of a dimension of ``n`` split ``p`` ways (see the module
+    docstring), in the order it emits them; None where it gathers the dimension instead."""
+    bi, bo = n // p, m // p
+    left = [(bi - bo) * i - start for i in range(p)]
+    right = [(bo - bi) * (i + 1) + start for i in range(p)]
+    if max(left + right) > 2 * bo:  # XLA's window of a block is bo elements: the compact exchange
+        return None if 2 * bo >= p * bi else _compact(n, bi, p, left, right)
+    max_left, max_right = max(left[1:]), max(right[:-1])
+    if max_left + max_right + bi >= bi * p and (max_left > bi or max_right > bi):
+        return None
+    left_bound, right_bound = -max(left), bi + max(right)
+    if left_bound >= right_bound:
+        return None
+    permutes: list[Permute] = []
+    i = _ceil_ratio(max_left, bi) - 1
+    while i >= 0 and (-i - 1) * bi < right_bound:  # from the farthest left neighbour in
+        whole = min(max_left - bi * i, bi)
+        skip = max(-i * bi - right_bound, 0)
+        permutes.append((bi - whole, bi - skip, tuple((d - i - 1, d) for d in range(i + 1, p))))
+        i -= 1
+    first = _trunc_div(min(max(left_bound - bi, 0), max(max_right, 0)), bi)
+    for i in range(first, _ceil_ratio(max_right, bi)):  # then the right neighbours, nearest first
+        whole = min(max_right - bi * i, bi)
+        skip = max(left_bound - (i + 1) * bi, 0)
+        permutes.append((skip, whole, tuple((d, d - i - 1) for d in range(i + 1, p))))
+    return tuple(permutes)
+
+
+def _compact(n: int, bi: int, p: int, left: list[int], right: list[int]) -> tuple[Permute, ...]:
+    """``ExchangeHaloCompact``: each block's window cut at input-block boundaries into pieces, the pieces from
+    other blocks grouped into permutes of distinct destinations, a source's pieces in window order."""
+    pad, own = "pad", "own"
+    pieces: list[list[dict]] = []
+    for i in range(p):
+        lo, hi = i * bi - left[i], (i + 1) * bi + right[i]
+        at, mine = lo, []
+        while at < hi:
+            piece = {"offset": at - lo, "start": at % bi, "from": own}
+            size = hi - at
+            if at < 0 or at >= n:
+                size = min(size, -at) if at < 0 else size
+                piece.update(limit=piece["start"] + size, kind=pad)
+            else:
+                size = min(bi - piece["start"], size)
+                piece.update(limit=piece["start"] + size, kind=own, block=at // bi)
+            mine.append(piece)
+            at += size
+        pieces.append(mine)
+    # at each position of the windows, padding longer than a block is cut to a block unless all is padding
+    sources: list[list[dict]] = [[] for _ in range(p)]
+    cut: list[list[dict]] = [[] for _ in range(p)]
+    nxt = [0] * p
+    while any(nxt[i] < len(pieces[i]) for i in range(p)):
+        all_padding = all(pieces[i][nxt[i]]["kind"] == pad for i in range(p) if nxt[i] < len(pieces[i]))
+        for i in range(p):
+            if nxt[i] >= len(pieces[i]):
+                continue
+            piece = pieces[i][nxt[i]]
+            kept = dict(piece, dst=i)
+            cut[i].append(kept)
+            if not all_padding and piece["kind"] == pad and piece["limit"] > bi:
+                kept["limit"] = bi
+                piece["start"], piece["limit"] = 0, piece["limit"] - bi
+            else:
+                nxt[i] += 1
+            if piece["kind"] != pad and piece["block"] != i:
+                sources[piece["block"]].append(kept)
+    for queue in sources:
+        queue.sort(key=lambda piece: piece["offset"])  # stable, as absl::c_stable_sort
+    permutes: list[Permute] = []
+    taken = [0] * p
+    while True:
+        pairs: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        lo, hi = bi, 0
+        for src in range(p):
+            if taken[src] >= len(sources[src]):
+                continue
+            piece = sources[src][taken[src]]
+            if pairs and (piece["dst"] in seen or (lo > piece["limit"] and hi == bi and piece["start"] == 0)
+                          or (hi < piece["start"] and lo == 0 and piece["limit"] == bi)):
+                continue  # a destination already served, or a small left halo beside a small right one
+            seen.add(piece["dst"])
+            pairs.append((src, piece["dst"]))
+            lo, hi = min(lo, piece["start"]), max(hi, piece["limit"])
+            taken[src] += 1
+        if not pairs:
+            return tuple(permutes)
+        permutes.append((lo, hi, tuple(pairs)))
+
+
+def device_pairs(layout, axes, dim: int, pairs) -> tuple[tuple[int, int], ...]:
+    """A permute's ``(source, destination)`` block-ordinal ``pairs`` as device ids, in every group of devices
+    that hold the same blocks but along ``dim`` (split by ``axes``), sorted by destination."""
+    import numpy as np  # lazily: `import planner` stays light
+
+    mesh = layout.mesh
+    positions = devices_to_positions(mesh)
+    key = positions.copy()
+    for ref in axes:
+        stride, size = ref.digit(mesh)
+        key -= ((positions // stride) % size) * stride
+    ordinal = shard_indices(layout)[:, dim]
+    device = {(int(k), int(o)): d for d, (k, o) in enumerate(zip(key, ordinal))}
+    wanted = dict((dst, src) for src, dst in pairs)
+    out = [(device[(int(key[d]), wanted[int(ordinal[d])])], d) for d in range(mesh.size)
+           if int(ordinal[d]) in wanted]
+    return tuple(sorted(out, key=lambda pair: pair[1]))
+
+
+__all__ = ["device_pairs", "halo_permutes"]
