@@ -1,22 +1,24 @@
-"""XLA's halo exchange of a sliced dimension: the CollectivePermutes its SPMD partitioner emits for a
+"""XLA's halo exchange of a windowed dimension: the CollectivePermutes its SPMD partitioner emits for a
 ``slice`` whose sliced dimension stays sharded (``HandleSlice`` -> ``ReshardAsWindowedInput`` ->
 ``ExchangeHaloAndGetValidData``, xla/service/spmd), so that a plan prices and simulates what XLA compiles.
+(A slice's backward, XLA's zero ``pad`` of the cotangent, goes through the same windowed reshard but also
+drops halos that hold only padding, which this does not model: a plan's backward sends each piece back.)
 
-The slice keeps ``[start, start + m)`` of a dimension of size ``n`` split into ``p`` equal blocks (``n`` and
-``m`` divisible by ``p``, as the slice rule admits). Block ``i`` of the result holds input elements
-``start + (m/p) i ...``; relative to the input block it holds, it needs a *left halo* of
-``(n/p - m/p) i - start`` elements and a *right halo* of ``(m/p - n/p)(i + 1) + start`` (negative: fewer).
-XLA then picks one of three ways:
+The window: a dimension of size ``n_in`` split into ``p`` equal blocks becomes one of ``n_out`` (split alike),
+its element ``j`` the input's ``j - low`` (``low``: the padding before the input; a slice's ``-start``), zero
+outside the input. Block ``i`` of the output then needs, relative to the input block it holds, a *left halo*
+of ``(n_in/p - n_out/p) i + low`` elements and a *right halo* of ``(n_out/p - n_in/p)(i + 1) - low``
+(negative: fewer). XLA picks one of three ways:
 
-- a halo larger than twice the result block: the *compact* exchange (``ExchangeHaloCompact``): each block's
+- a halo larger than twice the output block: the *compact* exchange (``ExchangeHaloCompact``): each block's
   window is cut into pieces at input-block boundaries, the pieces are grouped into permutes of distinct
   sources and destinations, each permute sending one range of its source blocks (the union of its pieces);
-  unless twice the result block covers the whole dimension, where it gathers the input instead;
+  unless twice the output block covers the whole dimension, where it gathers the input instead;
 - otherwise the *neighbour* exchange (``ExchangeHalo``): one permute per block distance on the left, then
   on the right, each the halo's part that lies in that neighbour; unless the halos reach past the
   neighbours and the whole dimension, where it gathers;
-- gathering: an AllGather of the input along the dimension, then a local slice
-  (:func:`halo_permutes` returns None).
+- gathering: an AllGather of the input along the dimension, then a local window (:func:`halo_permutes`
+  returns None).
 
 :func:`halo_permutes` gives the permutes as ``(start, limit, pairs)``: the range ``[start, limit)`` of its
 input block each source sends, and the ``(source, destination)`` block ordinals. The bytes each device
@@ -25,7 +27,7 @@ and tests/model/test_halo_exchange.py compare them with what XLA 0.10.2 compiles
 
 >>> halo_permutes(32, 16, 0, 8)  # x[:, :16] of 32 columns on 8 devices: a whole block, then half blocks
 ((0, 4, ((0, 1), (1, 2), (2, 4), (3, 6))), (2, 4, ((1, 3), (2, 5), (3, 7))))
->>> halo_permutes(32, 24, 8, 4)  # x[:, 8:] on 4 devices: each right neighbour's first 6 elements
+>>> halo_permutes(32, 24, -8, 4)  # x[:, 8:] on 4 devices: each right neighbour's first 6 elements
 ((0, 6, ((1, 0), (2, 1), (3, 2))),)
 """
 
@@ -48,14 +50,15 @@ def _ceil_ratio(a: int, b: int) -> int:
 
 
 @memoize("halo exchanges", maxsize=1024)
-def halo_permutes(n: int, m: int, start: int, p: int) -> tuple[Permute, ...] | None:
-    """XLA's permutes for keeping ``[start, start + m)`` of a dimension of ``n`` split ``p`` ways (see the module
-    docstring), in the order it emits them; None where it gathers the dimension instead."""
-    bi, bo = n // p, m // p
-    left = [(bi - bo) * i - start for i in range(p)]
-    right = [(bo - bi) * (i + 1) + start for i in range(p)]
+def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...] | None:
+    """XLA's permutes for the window of ``n_out`` elements at padding ``low`` (a slice from ``start``: ``-start``)
+    on a dimension of ``n_in`` split ``p`` ways (see the module docstring), in the order it emits them; None
+    where it gathers the dimension instead."""
+    bi, bo = n_in // p, n_out // p
+    left = [(bi - bo) * i + low for i in range(p)]
+    right = [(bo - bi) * (i + 1) - low for i in range(p)]
     if max(left + right) > 2 * bo:  # XLA's window of a block is bo elements: the compact exchange
-        return None if 2 * bo >= p * bi else _compact(n, bi, p, left, right)
+        return None if 2 * bo >= p * bi else _compact(n_in, bi, p, left, right)
     max_left, max_right = max(left[1:]), max(right[:-1])
     if max_left + max_right + bi >= bi * p and (max_left > bi or max_right > bi):
         return None

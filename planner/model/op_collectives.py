@@ -178,7 +178,7 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
     layouts = list(enumerate(strategy.operands)) + [(RESULT, strategy.result)]
     if rule.window_start is not None:  # a slice: XLA's halo exchange, or a gather where it gathers
         target = None
-        permutes = halo_permutes(rule.tensor_shape(0)[ax], out_shape[ax], rule.window_start, p)
+        permutes = halo_permutes(rule.tensor_shape(0)[ax], out_shape[ax], -rule.window_start, p)
         if permutes is not None:
             forward = Exchange("CollectivePermute", 0, axes, (ax,), strategy.operands[0], strategy.result, permutes)
             if wrt is None:

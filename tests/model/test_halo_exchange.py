@@ -16,7 +16,7 @@ GRID = [(n, m, s, p) for p in (2, 4, 8) for n in (p * k for k in range(2, 25 // 
 
 def test_every_device_receives_its_whole_window_from_distinct_pairs():
     for n, m, s, p in GRID:
-        permutes = halo_permutes(n, m, s, p)
+        permutes = halo_permutes(n, m, -s, p)
         assert permutes is not None, (n, m, s, p)  # evenly split windows never fall back to a gather
         bi, bo = n // p, m // p
         for lo, hi, pairs in permutes:
@@ -50,7 +50,7 @@ def test_the_permutes_are_the_ones_xla_compiles():
     pytest.importorskip("jax")
     compiled = run_on_eight_devices(SCRIPT, stdin=json.dumps(GRID), timeout=900)
     # a permute's buffer on each device: its range of a block, times the block's other dimension (3 rows of f32)
-    ours = [sorted(["CollectivePermute", (hi - lo) * 3 * 4] for lo, hi, _ in halo_permutes(n, m, s, p))
+    ours = [sorted(["CollectivePermute", (hi - lo) * 3 * 4] for lo, hi, _ in halo_permutes(n, m, -s, p))
             for n, m, s, p in GRID]
     differ = [(case, xla, mine) for case, xla, mine in zip(GRID, compiled, ours) if xla != mine]
     assert len(GRID) >= 150 and differ == []
