@@ -77,7 +77,7 @@ def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...
         whole = min(max_right - bi * i, bi)
         skip = max(left_bound - (i + 1) * bi, 0)
         permutes.append((skip, whole, tuple((d, d - i - 1) for d in range(i + 1, p))))
-    return tuple(permutes)
+    return tuple(q for q in permutes if q[2])  # a neighbour past the last block: no pair, XLA removes it
 
 
 def _compact(n: int, bi: int, p: int, left: list[int], right: list[int]) -> tuple[Permute, ...]:

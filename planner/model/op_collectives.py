@@ -17,8 +17,9 @@ Two kinds of op communicate inside their own instruction:
   (:func:`permutation_exchanges`), as XLA's SPMD partitioner compiles a concatenate. A slice is XLA's
   halo exchange instead: CollectivePermutes bring each device the window of its result block
   (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers. The backward runs the
-  transposes: the cotangent moved off the dimension, the op's local VJP, each operand's piece moved back
-  (a slice's permutes reversed, each piece sent back to the block it came from).
+  transposes: the cotangent moved off the dimension, the op's local VJP, each operand's piece moved back;
+  a slice's backward is XLA's exchange for the zero pad of the cotangent (its transpose), the same
+  windowed reshard the other way.
 
 Each :class:`~planner.partitioning.program.Compute` carries its forward collectives and each
 :class:`~planner.partitioning.program.Backprop` its backward ones (:func:`op_collectives`); the cost
@@ -178,14 +179,17 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
     layouts = list(enumerate(strategy.operands)) + [(RESULT, strategy.result)]
     if rule.window_start is not None:  # a slice: XLA's halo exchange, or a gather where it gathers
         target = None
-        permutes = halo_permutes(rule.tensor_shape(0)[ax], out_shape[ax], -rule.window_start, p)
-        if permutes is not None:
-            forward = Exchange("CollectivePermute", 0, axes, (ax,), strategy.operands[0], strategy.result, permutes)
-            if wrt is None:
-                return (forward,)
-            backward = tuple((lo, hi, tuple((dst, src) for src, dst in pairs)) for lo, hi, pairs in permutes[::-1])
-            return (Exchange("CollectivePermute", RESULT, axes, (ax,), strategy.result, strategy.operands[0],
-                             backward),) if wrt else ()
+        n, start = rule.tensor_shape(0)[ax], rule.window_start
+        if wrt is None:
+            permutes = halo_permutes(n, out_shape[ax], -start, p)
+            if permutes is not None:
+                return (Exchange("CollectivePermute", 0, axes, (ax,), strategy.operands[0], strategy.result,
+                                 permutes),)
+        else:  # the backward pads the cotangent with zeros around its window: XLA's exchange for that pad
+            permutes = halo_permutes(out_shape[ax], n, start, p)
+            if permutes is not None:
+                return (Exchange("CollectivePermute", RESULT, axes, (ax,), strategy.result, strategy.operands[0],
+                                 permutes),) if wrt else ()
     if target is None:
         moves = [Exchange("AllGather", k, axes, (ax,), layout, off(layout)) if k != RESULT
                  else Exchange("Slice", k, axes, (ax,), off(layout), layout) for k, layout in layouts]

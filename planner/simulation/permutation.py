@@ -55,23 +55,24 @@ def _contexts(moves, ins):
 
 
 class _Halo:
-    """A slice's halo exchange on the simulated devices (``move``: the forward's exchange): each permute's
-    sender of every device it serves, and where each element of a device's result block comes from
-    (:attr:`segments`)."""
+    """XLA's halo exchange of a windowed dimension on the simulated devices (``move``: a slice's forward, or its
+    backward's pad of the cotangent): each permute's sender of every device it serves, and where each element of
+    a device's output block comes from (:attr:`segments`). ``window_start``: where output block 0 starts in
+    the input (a slice's start; its backward, minus it); elements outside the input are zeros."""
 
     def __init__(self, move, window_start: int, in_shape, out_shape):
         [self.ax] = move.dims
         self.permutes = move.permutes
         self.bi, self.bo = move.before.local_shape(in_shape)[self.ax], move.after.local_shape(out_shape)[self.ax]
-        n = move.before.mesh.size
+        size = in_shape[self.ax]
         ordinal = [int(o) for o in shard_indices(move.before)[:, self.ax]]
         self.senders = [dict((dst, src) for src, dst in device_pairs(move.before, move.axes, self.ax, pairs))
                         for _, _, pairs in self.permutes]
-        # per device, its result block as segments (piece, first, stop, offset in the piece's buffer): the
-        # piece is "own" (its input block) or a permute's index (the range that permute sends of a block);
-        # each element from the first piece holding it, the own block first
+        # per device, its output block as segments (piece, first, stop, offset in the piece's buffer): the
+        # piece is "own" (its input block), a permute's index (the range that permute sends of a block) or
+        # None (padding); each element from the first piece holding it, the own block first
         self.segments: list[list[tuple]] = []
-        for d in range(n):
+        for d in range(move.before.mesh.size):
             i = ordinal[d]
             lo = window_start + self.bo * i
             pieces = [("own", i * self.bi, (i + 1) * self.bi)]
@@ -79,11 +80,16 @@ class _Halo:
                        for k, ((a, b, _), senders) in enumerate(zip(self.permutes, self.senders)) if d in senders]
             segments, at = [], lo
             while at < lo + self.bo:
+                if at < 0 or at >= size:  # the pad's zeros, up to the input or the window's end
+                    stop = min(0, lo + self.bo) if at < 0 else lo + self.bo
+                    segments.append((None, at - lo, stop - lo, 0))
+                    at = stop
+                    continue
                 piece = next((q for q in pieces if q[1] <= at < q[2]), None)
                 if piece is None:
                     raise SimulationMismatch(f"the halo exchange leaves device {d} without element {at} of the "
-                                             "sliced dimension")
-                stop = min(piece[2], lo + self.bo)
+                                             "windowed dimension")
+                stop = min(piece[2], lo + self.bo, size)
                 segments.append((piece[0], at - lo, stop - lo, at - piece[1]))
                 at = stop
             self.segments.append(segments)
@@ -93,55 +99,28 @@ class _Halo:
         index[self.ax] = slice(lo, hi)
         return block[tuple(index)]
 
-    def resized(self, block: np.ndarray, size: int) -> np.ndarray:
-        shape = list(block.shape)
-        shape[self.ax] = size
-        return np.zeros(shape, block.dtype)
-
-
-def _halo_forward(halo: _Halo, arr: DistributedArray, layout, out_shape, costs, net) -> DistributedArray:
-    """XLA's permutes (bytes counted, one network step each), then each device's result block read from its
-    own block and what it received."""
-    n = len(arr.blocks)
-    received: dict = {}
-    for k, (lo, hi, _) in enumerate(halo.permutes):
-        if next(costs, None) is None:
-            raise SimulationMismatch("the plan lists fewer permutes than the slice's halo exchange runs")
-        net.begin_step()
-        for d, src in halo.senders[k].items():
-            received[(d, k)] = net.send(src, d, halo.cut(np.asarray(arr.blocks[src]), lo, hi))
-    blocks = []
-    for d in range(n):
-        own = np.asarray(arr.blocks[d])
-        out = halo.resized(own, halo.bo)
-        for piece, a, b, at in halo.segments[d]:
-            buffer = own if piece == "own" else received[(d, piece)]
-            halo.cut(out, a, b)[...] = halo.cut(buffer, at, at + b - a)
-        blocks.append(out)
-    return DistributedArray(layout, tuple(out_shape), blocks)
-
-
-def _halo_backward(halo: _Halo, cot: DistributedArray, layout, in_shape, costs, net) -> DistributedArray:
-    """The transpose: each device's cotangent segments go back where they came from, the own block's in place,
-    the others by the permutes reversed (last first, bytes counted), added into the senders' blocks."""
-    n = len(cot.blocks)
-    grads = [halo.resized(np.asarray(cot.blocks[d]), halo.bi) for d in range(n)]
-    for d in range(n):
-        for piece, a, b, at in halo.segments[d]:
-            if piece == "own":
-                halo.cut(grads[d], at, at + b - a)[...] += halo.cut(np.asarray(cot.blocks[d]), a, b)
-    for k in reversed(range(len(halo.permutes))):
-        lo, hi, _ = halo.permutes[k]
-        if next(costs, None) is None:
-            raise SimulationMismatch("the plan lists fewer permutes than the slice's backward runs")
-        net.begin_step()
-        for d, src in halo.senders[k].items():
-            buffer = halo.resized(np.asarray(cot.blocks[d]), hi - lo)
-            for piece, a, b, at in halo.segments[d]:
-                if piece == k:
-                    halo.cut(buffer, at, at + b - a)[...] += halo.cut(np.asarray(cot.blocks[d]), a, b)
-            halo.cut(grads[src], lo, hi)[...] += net.send(d, src, buffer)
-    return DistributedArray(layout, tuple(in_shape), grads)
+    def run(self, arr: DistributedArray, layout, out_shape, costs, net) -> DistributedArray:
+        """The permutes (bytes counted, one network step each), then each device's output block read from its
+        own block and what it received."""
+        received: dict = {}
+        for k, (lo, hi, _) in enumerate(self.permutes):
+            if next(costs, None) is None:
+                raise SimulationMismatch("the plan lists fewer permutes than the halo exchange runs")
+            net.begin_step()
+            for d, src in self.senders[k].items():
+                received[(d, k)] = net.send(src, d, self.cut(np.asarray(arr.blocks[src]), lo, hi))
+        blocks = []
+        for d in range(len(arr.blocks)):
+            own = np.asarray(arr.blocks[d])
+            shape = list(own.shape)
+            shape[self.ax] = self.bo
+            out = np.zeros(shape, own.dtype)
+            for piece, a, b, at in self.segments[d]:
+                if piece is not None:
+                    buffer = own if piece == "own" else received[(d, piece)]
+                    self.cut(out, a, b)[...] = self.cut(buffer, at, at + b - a)
+            blocks.append(out)
+        return DistributedArray(layout, tuple(out_shape), blocks)
 
 
 def forward(ins, operands, net) -> DistributedArray:
@@ -153,12 +132,9 @@ def forward(ins, operands, net) -> DistributedArray:
     try:
         if moves[0].kind == "CollectivePermute":  # a slice's halo exchange: the operand straight to the result
             halo = _Halo(moves[0], ins.rule.window_start, ins.in_shapes[0], ins.out_shape)
-            out = _halo_forward(halo, operands[0], moves[0].after, ins.out_shape, costs, net)
-            moves = ()
+            out = halo.run(operands[0], moves[0].after, ins.out_shape, costs, net)
         else:
-            out = None
             moved = [_run(m, a, costs, net) for m, a in zip(moves, operands)]
-        if out is None:
             blocks = [local_compute(ins.op, ins.rule, [a.blocks[d] for a in moved], ctx)
                       for d, ctx in enumerate(_contexts(moves, ins))]
             out = _run(moves[-1], DistributedArray(moves[-1].before, tuple(ins.out_shape), blocks), costs, net)
@@ -178,12 +154,12 @@ def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
     costs = iter(ins.collectives)
     n = s.result.mesh.size
     saved, net.itemsize = net.itemsize, dtype_itemsize(ins.dtype)
-    if moves[0].kind == "CollectivePermute":  # a slice's halo exchange, transposed
+    if back[0].kind == "CollectivePermute":  # a slice's backward: XLA's halo exchange of the zero pad
         try:
             if cotangent.sharding != back[0].before:
                 raise SimulationMismatch(f"a slice's backward expects {back[0].before}, got {cotangent.sharding}")
-            halo = _Halo(moves[0], ins.rule.window_start, ins.in_shapes[0], ins.out_shape)
-            grad = _halo_backward(halo, cotangent, back[0].after, ins.in_shapes[0], costs, net)
+            halo = _Halo(back[0], -ins.rule.window_start, ins.out_shape, ins.in_shapes[0])
+            grad = halo.run(cotangent, back[0].after, ins.in_shapes[0], costs, net)
         finally:
             net.itemsize = saved
         if next(costs, None) is not None:
@@ -192,8 +168,11 @@ def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
     try:
         whole = _run(back[0], cotangent, costs, net)
         # the op's linear local VJP on the blocks with the permuted dimension whole (its operands' shapes only)
+        contexts = _contexts(moves, ins) if moves[0].kind != "CollectivePermute" else [  # a slice gathered back
+            LocalContext.for_device((back[1].before,), ins.in_shapes, back[0].after, ins.out_shape, d)
+            for d in range(n)]
         pieces = [local_vjp(ins.op, ins.rule, [None] * len(ins.in_shapes), None, whole.blocks[d], ctx, ins.wrt)
-                  for d, ctx in enumerate(_contexts(moves, ins))]
+                  for d, ctx in enumerate(contexts)]
         grads = []
         for j, (move, layout) in enumerate(zip(back[1:], ins.cotangents)):
             k = move.which

@@ -1,6 +1,7 @@
-"""XLA's halo exchange of a sliced dimension (planner/model/halo_exchange.py): every device gets its whole
-window, and the permutes are the ones XLA 0.10.2 compiles (their kinds and buffer sizes, read from its HLO on 8
-host devices), over a grid of sizes, windows and device counts."""
+"""XLA's halo exchange of a windowed dimension (planner/model/halo_exchange.py): every device gets its whole
+window, and the permutes are the ones XLA 0.10.2 compiles for a slice and for the zero pad that is its backward
+(their kinds and buffer sizes, read from its HLO on 8 host devices), over a grid of sizes, windows and device
+counts."""
 
 import json
 
@@ -35,22 +36,34 @@ import jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 from planner.engines.xla_hlo import collectives
 meshes = {p: jax.make_mesh((p, 8 // p), ("d", "e"), axis_types=(jax.sharding.AxisType.Auto,) * 2) for p in (2, 4, 8)}
-out = []
-for n, m, s, p in json.loads(sys.stdin.read()):
-    sharding = NamedSharding(meshes[p], P(None, "d"))
-    f = lambda x, s=s, m=m, sharding=sharding: jax.lax.with_sharding_constraint(x[:, s:s + m], sharding)
+def compiled(f, sharding, n):
     text = jax.jit(f, in_shardings=sharding).lower(jax.ShapeDtypeStruct((3, n), jnp.float32)).compile().as_text()
-    out.append(sorted([c.our_kind, c.bytes_per_device] for c in collectives(text, 8)))
+    return sorted([c.our_kind, c.bytes_per_device] for c in collectives(text, 8))
+out = {"slice": [], "pad": []}
+for n, m, s, p in json.loads(sys.stdin.read()):
+    sh = NamedSharding(meshes[p], P(None, "d"))
+    out["slice"].append(compiled(lambda x: jax.lax.with_sharding_constraint(x[:, s:s + m], sh), sh, n))
+    pad = [(0, 0, 0), (s, n - s - m, 0)]  # the slice's transpose: its cotangent back in place, zeros around
+    out["pad"].append(compiled(lambda c: jax.lax.with_sharding_constraint(jax.lax.pad(c, 0.0, pad), sh), sh, m))
 print(json.dumps(out))
 """
 
 
+def _collectives(n_in, n_out, low, p):
+    """Our exchange for the window as XLA's HLO lists it: each permute's buffer on each device (its range of a
+    block times the block's other dimension, 3 rows of f32), or the gather of the input's missing blocks."""
+    permutes = halo_permutes(n_in, n_out, low, p)
+    if permutes is None:
+        return [["AllGather", 3 * n_in // p * 4 * (p - 1)]]
+    return sorted(["CollectivePermute", (hi - lo) * 3 * 4] for lo, hi, _ in permutes)
+
+
 @pytest.mark.slow
-def test_the_permutes_are_the_ones_xla_compiles():
+def test_the_permutes_are_the_ones_xla_compiles_for_a_slice_and_its_backward_pad():
     pytest.importorskip("jax")
     compiled = run_on_eight_devices(SCRIPT, stdin=json.dumps(GRID), timeout=900)
-    # a permute's buffer on each device: its range of a block, times the block's other dimension (3 rows of f32)
-    ours = [sorted(["CollectivePermute", (hi - lo) * 3 * 4] for lo, hi, _ in halo_permutes(n, m, -s, p))
-            for n, m, s, p in GRID]
-    differ = [(case, xla, mine) for case, xla, mine in zip(GRID, compiled, ours) if xla != mine]
-    assert len(GRID) >= 150 and differ == []
+    slices = [_collectives(n, m, -s, p) for n, m, s, p in GRID]
+    pads = [_collectives(m, n, s, p) for n, m, s, p in GRID]
+    assert len(GRID) >= 150 and any(c and c[0][0] == "AllGather" for c in pads)  # XLA gathers some pads
+    assert [(case, xla) for case, xla, mine in zip(GRID, compiled["slice"], slices) if xla != mine] == []
+    assert [(case, xla) for case, xla, mine in zip(GRID, compiled["pad"], pads) if xla != mine] == []

@@ -105,26 +105,38 @@ def test_every_search_prices_the_exchanges_and_simulates_them():
         assert r.predicted_comm_bytes_per_device == 2 * (2 * 2 ** 21 + 2 ** 22) * 7 // 8, search
 
 
-#: slice case -> (mesh, input shape, starts, stops, sharding, XLA's permutes as (columns or rows, bytes)), derived
-#: by hand from XLA's halo exchange (planner/model/halo_exchange.py; tests/model/test_halo_exchange.py compares it
-#: with XLA itself): block i of the result needs the input's [start + b_o i, start + b_o (i + 1)) where b_i, b_o are
-#: the input's and the result's blocks
+#: slice case -> (mesh, input shape, starts, stops, sharding, XLA's forward permutes, its backward's), each a
+#: permute's bytes per device, derived by hand from XLA's halo exchange (planner/model/halo_exchange.py;
+#: tests/model/test_halo_exchange.py compares it with XLA itself): block i of the result needs the input's
+#: [start + b_o i, start + b_o (i + 1)), where b_i and b_o are the input's and the result's blocks; the backward
+#: pads the cotangent with zeros back to the input's size, block i needing the cotangent's [b_i i - start, ...)
 SLICES = {
     # b_i 4, b_o 2 over 8 devices: block i's window lies in input block i // 2 (halo 2i > 2 b_o: the compact
     # exchange); the first permute sends whole blocks 0..3 to devices 1, 2, 4, 6, the second the upper halves of
-    # blocks 1..3 to 3, 5, 7: 16 rows x 4 and x 2 columns of f32
-    "prefix": ("{d: 8}", (16, 32), (0, 0), (16, 16), '[{}, {"d"}]', [16 * 4 * 4, 16 * 2 * 4]),
-    # windows [8 + 2i, 10 + 2i): blocks 2..5 halves; device 4 keeps its own; the same two permutes' sizes
-    "middle": ("{d: 8}", (16, 32), (0, 8), (16, 24), '[{}, {"d"}]', [16 * 4 * 4, 16 * 2 * 4]),
+    # blocks 1..3 to 3, 5, 7: 16 rows x 4 and x 2 columns of f32. Backward: block i < 4 needs cotangent blocks 2i
+    # and 2i + 1 (2 columns each), in two permutes; blocks 4..7 are all padding
+    "prefix": ("{d: 8}", (16, 32), (0, 0), (16, 16), '[{}, {"d"}]', [16 * 4 * 4, 16 * 2 * 4], [16 * 2 * 4] * 2),
+    # windows [8 + 2i, 10 + 2i): blocks 2..5 halves; device 4 keeps its own; the same two permutes' sizes.
+    # Backward: halos of at most 8 = 2 b_i: the neighbour exchange, three permutes from the left (distances 3, 2,
+    # 1) and three from the right, each a whole cotangent block of 2 columns
+    "middle": ("{d: 8}", (16, 32), (0, 8), (16, 24), '[{}, {"d"}]', [16 * 4 * 4, 16 * 2 * 4], [16 * 2 * 4] * 6),
     # 6 rows: the same windows, buffers of 6 rows
-    "short rows": ("{d: 8}", (6, 32), (0, 8), (6, 24), '[{}, {"d"}]', [6 * 4 * 4, 6 * 2 * 4]),
-    # rows [4, 12) of 16 over a = 2 (b_i 8, b_o 4): each window lies in the device's own block, nothing moves
-    "rows 2d": ("{a: 2, b: 4}", (16, 32), (4, 0), (12, 32), '[{"a"}, {"b"}]', []),
+    "short rows": ("{d: 8}", (6, 32), (0, 8), (6, 24), '[{}, {"d"}]', [6 * 4 * 4, 6 * 2 * 4], [6 * 2 * 4] * 6),
+    # rows [4, 12) of 16 over a = 2 (b_i 8, b_o 4): each window lies in the device's own block, nothing moves;
+    # backward, each block is its own cotangent block beside zeros
+    "rows 2d": ("{a: 2, b: 4}", (16, 32), (4, 0), (12, 32), '[{"a"}, {"b"}]', [], []),
 }
+#: a slice whose backward XLA gathers: x[:, :4] of 12 columns over 4 devices (b_i 3, b_o 1). Forward, compact:
+#: block i needs column i; blocks 1 and 3 get theirs in one permute (columns [1, 2) of block 0 and [0, 1) of block
+#: 1: a 2-column buffer), block 2 in a second (1 column). Backward, the cotangent padded from 4 to 12 columns
+#: (output blocks of 3): its halos (up to 8) exceed twice the output block, but that (6) covers the whole
+#: cotangent (4 blocks of 1), so XLA gathers it (an AllGather: the 3 one-column blocks of 3 rows a device lacks)
+#: and each device pads and slices locally
+GATHERED_BACK = ("{d: 4, e: 2}", (3, 12), (0, 0), (3, 4), '[{}, {"d"}]', [3 * 2 * 4, 3 * 1 * 4], [])
 
 
-def _slice_model(case: str) -> str:
-    mesh, shape, starts, stops, sharding, _ = SLICES[case]
+def _slice_model(spec) -> str:
+    mesh, shape, starts, stops, sharding, _, _ = spec
     return f"""
 name: sl
 mesh: {mesh}
@@ -139,15 +151,20 @@ outputs: [y]
 
 @pytest.mark.parametrize("case", sorted(SLICES))
 def test_slice_along_a_sharded_dimension_simulates_exactly_with_xlas_halo_exchange(case):
-    p = plan(_slice_model(case), search="propagate", training=True)
+    p = plan(_slice_model(SLICES[case]), search="propagate", training=True)
     [compute] = [c for c in p.program.computes() if c.op.name == "s"]
-    permutes = [("CollectivePermute", b) for b in SLICES[case][-1]]
-    # the backward sends each piece back, the permutes reversed
-    _check(p, compute, permutes, permutes[::-1])
+    forward, backward = ([("CollectivePermute", b) for b in sizes] for sizes in SLICES[case][-2:])
+    _check(p, compute, forward, backward)
+
+
+def test_a_slice_whose_backward_xla_gathers_gathers_the_cotangent():
+    p = plan(_slice_model(GATHERED_BACK), search="propagate", training=True)
+    [compute] = [c for c in p.program.computes() if c.op.name == "s"]
+    _check(p, compute, [("CollectivePermute", 24), ("CollectivePermute", 12)], [("AllGather", 3 * 1 * 4 * 3)])
 
 
 def test_a_slice_of_two_dimensions_needs_them_replicated():
-    text = _slice_model("prefix").replace("starts: [0, 0], stops: [16, 16]", "starts: [0, 0], stops: [8, 16]")
+    text = _slice_model(SLICES["prefix"]).replace("starts: [0, 0], stops: [16, 16]", "starts: [0, 0], stops: [8, 16]")
     p = plan(text, search="propagate", training=True)
     [compute] = [c for c in p.program.computes() if c.op.name == "s"]
     assert compute.collectives == () and compute.strategy.operands[0].dims_text() == "[{}, {}]"
