@@ -16,10 +16,9 @@ Two kinds of op communicate inside their own instruction:
   operand is AllGathered along it and each device slices its block of the local result
   (:func:`permutation_exchanges`), as XLA's SPMD partitioner compiles a concatenate. A slice is XLA's
   halo exchange instead: CollectivePermutes bring each device the window of its result block
-  (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers. The backward runs the
-  transposes: the cotangent moved off the dimension, the op's local VJP, each operand's piece moved back;
-  a slice's backward is XLA's exchange for the zero pad of the cotangent (its transpose), the same
-  windowed reshard the other way.
+  (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers. The backward is what XLA
+  compiles for the transposes: a concat's slices of each operand's piece out of the cotangent, a slice's
+  zero pad of it, each a halo exchange of that window (or one AllGather of the cotangent and local cuts).
 
 Each :class:`~planner.partitioning.program.Compute` carries its forward collectives and each
 :class:`~planner.partitioning.program.Backprop` its backward ones (:func:`op_collectives`); the cost
@@ -133,8 +132,9 @@ def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False
 @dataclass(frozen=True)
 class Exchange:
     """One move of a tensor of an op with a sharded ``PERMUTATION`` factor: ``kind`` (``AllToAll``,
-    ``AllGather``, or ``Slice``: each device keeps its part, nothing moves) over ``axes`` takes tensor
-    ``which`` (an operand index, or :data:`~planner.rules.factors.RESULT`) from ``before`` to ``after``;
+    ``AllGather``, ``CollectivePermute``: a halo exchange, or ``Slice``: each device keeps its part, nothing
+    moves) over ``axes`` takes a tensor from ``before`` to ``after``: operand ``which`` (an index), or
+    :data:`~planner.rules.factors.RESULT`, or in the backward the cotangent to the operand ``which`` it makes;
     ``dims``: the dimension the axes leave, then (an AllToAll) the one they join."""
 
     kind: str
@@ -143,9 +143,12 @@ class Exchange:
     dims: tuple[int, ...]
     before: TensorSharding
     after: TensorSharding
-    #: a slice's halo exchange (``kind`` CollectivePermute, the operand to the result, the slice included):
-    #: XLA's permutes, each ``(start, limit, pairs)`` (:func:`~planner.model.halo_exchange.halo_permutes`)
+    #: a halo exchange's permutes (``kind`` CollectivePermute: the input's window to the output, taken and
+    #: moved at once), each ``(start, limit, pairs)`` (:func:`~planner.model.halo_exchange.halo_permutes`)
     permutes: tuple = ()
+    #: a window's first element in its input along ``dims[0]`` (a halo exchange, or a ``Slice`` of a gathered
+    #: cotangent): the output's element ``j`` is the input's ``window + j``, zero outside the input
+    window: int = 0
 
 
 def permutation_axes(rule, strategy) -> tuple[AxisRef, ...]:
@@ -155,19 +158,22 @@ def permutation_axes(rule, strategy) -> tuple[AxisRef, ...]:
 
 def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None = None) -> tuple[Exchange, ...]:
     """The moves of an op whose ``PERMUTATION`` factor ``strategy`` shards (see the module docstring), in the
-    order they run: the forward's (each operand's, then the result's), or with ``wrt`` the backward's (the
-    result cotangent's, then the cotangent piece of each operand in ``wrt``). Empty when the factor is whole."""
+    order they run: the forward's, or with ``wrt`` the backward's for the operand cotangents in ``wrt``. Empty
+    when the factor is whole."""
     axes = permutation_axes(rule, strategy)
-    if not axes:
+    if not axes or wrt == ():
         return ()
     mesh = strategy.result.mesh
     [f] = rule.factors_of_kind(FactorKind.PERMUTATION)
     ax = next(d for d, factors in enumerate(rule.result) if f in factors)
     p = math.prod(a.size_in(mesh) for a in axes)
     held = strategy.result.dim_axes
-    # XLA moves the axes onto the first other dimension they divide beside the axes it already has
-    target = next((d for d, n in enumerate(out_shape) if d != ax
-                   and n % (p * math.prod(a.size_in(mesh) for a in held[d])) == 0), None)
+    result, operands = strategy.result, strategy.operands
+    # XLA moves a concat's axes onto the first other dimension they divide beside the axes it already has; it
+    # never moves a slice's
+    target = None if rule.window_start is not None else next(
+        (d for d, n in enumerate(out_shape) if d != ax and n % (p * math.prod(a.size_in(mesh) for a in held[d])) == 0),
+        None)
 
     def off(layout: TensorSharding) -> TensorSharding:
         dims = [list(a) for a in layout.dim_axes]
@@ -176,31 +182,42 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
             dims[target] += list(axes)
         return layout.with_dims(dims)
 
-    layouts = list(enumerate(strategy.operands)) + [(RESULT, strategy.result)]
-    if rule.window_start is not None:  # a slice: XLA's halo exchange, or a gather where it gathers
-        target = None
-        n, start = rule.tensor_shape(0)[ax], rule.window_start
-        if wrt is None:
-            permutes = halo_permutes(n, out_shape[ax], -start, p)
-            if permutes is not None:
-                return (Exchange("CollectivePermute", 0, axes, (ax,), strategy.operands[0], strategy.result,
-                                 permutes),)
-        else:  # the backward pads the cotangent with zeros around its window: XLA's exchange for that pad
-            permutes = halo_permutes(out_shape[ax], n, start, p)
-            if permutes is not None:
-                return (Exchange("CollectivePermute", RESULT, axes, (ax,), strategy.result, strategy.operands[0],
-                                 permutes),) if wrt else ()
-    if target is None:
-        moves = [Exchange("AllGather", k, axes, (ax,), layout, off(layout)) if k != RESULT
-                 else Exchange("Slice", k, axes, (ax,), off(layout), layout) for k, layout in layouts]
-    else:
-        moves = [Exchange("AllToAll", k, axes, (ax, target), layout, off(layout)) if k != RESULT
-                 else Exchange("AllToAll", k, axes, (target, ax), off(layout), layout) for k, layout in layouts]
-    if wrt is None:
+    def halo(which, before, after, n_in, n_out, window):
+        permutes = halo_permutes(n_in, n_out, -window, p)
+        return None if permutes is None else Exchange("CollectivePermute", which, axes, (ax,), before, after,
+                                                     permutes, window)
+
+    sizes = [rule.tensor_shape(k)[ax] for k in range(len(operands))]
+    if wrt is not None:
+        if rule.window_start is not None:  # a slice's backward: XLA's exchange for the zero pad of the cotangent
+            move = halo(0, result, operands[0], out_shape[ax], sizes[0], -rule.window_start)
+            if move is not None:
+                return (move,)
+            return (Exchange("AllGather", RESULT, axes, (ax,), result, off(result)),  # ... or a gather of it
+                    Exchange("Slice", 0, axes, (ax,), off(operands[0]), operands[0]))
+        # a concat's backward: XLA slices each operand's piece of the cotangent (a slice's halo exchange), or
+        # gathers the cotangent once and cuts the pieces locally
+        moves, gathered = [], False
+        for k in wrt:
+            start = sum(sizes[:k])
+            move = halo(k, result, operands[k], out_shape[ax], sizes[k], start)
+            if move is None and not gathered:
+                moves.append(Exchange("AllGather", RESULT, axes, (ax,), result, result.with_dims(
+                    [[a for a in d if a not in axes] for d in result.dim_axes])))
+                gathered = True
+            moves.append(move or Exchange("Slice", k, axes, (ax,), operands[k].with_dims(
+                [[a for a in d if a not in axes] for d in operands[k].dim_axes]), operands[k], window=start))
         return tuple(moves)
-    back = {"AllGather": "Slice", "Slice": "AllGather", "AllToAll": "AllToAll"}
-    transposed = [Exchange(back[m.kind], m.which, m.axes, m.dims[::-1], m.after, m.before) for m in moves]
-    return (transposed[-1],) + tuple(m for m in transposed[:-1] if m.which in wrt)
+    if rule.window_start is not None:  # a slice: XLA's halo exchange, or a gather where it gathers
+        move = halo(0, operands[0], result, sizes[0], out_shape[ax], rule.window_start)
+        if move is not None:
+            return (move,)
+    layouts = list(enumerate(operands)) + [(RESULT, result)]
+    if target is None:
+        return tuple(Exchange("AllGather", k, axes, (ax,), layout, off(layout)) if k != RESULT
+                     else Exchange("Slice", k, axes, (ax,), off(layout), layout) for k, layout in layouts)
+    return tuple(Exchange("AllToAll", k, axes, (ax, target), layout, off(layout)) if k != RESULT
+                 else Exchange("AllToAll", k, axes, (target, ax), off(layout), layout) for k, layout in layouts)
 
 
 def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] | None = None, rule=None
@@ -221,7 +238,8 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
     for e in exchanges:
         if e.kind == "Slice":
             continue
-        shape = out.shape if e.which == RESULT else graph.tensor(op.inputs[e.which]).shape
+        # the tensor that moves: the operand or the result (forward), the result's cotangent (backward)
+        shape = out.shape if e.which == RESULT or wrt is not None else graph.tensor(op.inputs[e.which]).shape
         p = math.prod(a.size_in(mesh) for a in e.axes)
         kind = step_kind(e.kind)
         if e.kind == "CollectivePermute":  # each permute's buffer: its range of a block, times the other dims

@@ -1,11 +1,12 @@
 """An op along a sharded permuted dimension (a concatenate, a slice), run as the exchanges the plan prices
 (:func:`planner.model.op_collectives.permutation_exchanges`).
 
-Forward: each operand moves off the permuted dimension (an AllToAll onto another dimension, or an
-AllGather along it), each device runs the op's ordinary local instance on its blocks, and the result
-moves back (an AllToAll, or each device keeping its own part). Backward, the transposes: the result's
-cotangent moves off the dimension, each device runs the op's local VJP (a concat's split, a slice's
-zero padding), and each operand's piece a gradient is wanted for moves back. Bytes are counted on the
+Forward, a concat: each operand moves off the permuted dimension (an AllToAll onto another dimension, or
+an AllGather along it), each device runs the op's ordinary local instance on its blocks, and the result
+moves back (an AllToAll, or each device keeping its own part); a slice: XLA's halo exchange brings each
+device its window (:class:`_Halo`). Backward, as XLA compiles the transposes: a halo exchange per operand
+of its window of the cotangent (a concat's piece, a slice's zero pad), or the cotangent gathered once and
+each operand's part cut (or padded) locally. Bytes are counted on the
 phase's :class:`~planner.simulation.collectives.Network` at the declared dtype, as the plan's
 :class:`~planner.model.op_collectives.OpCollective` entries predict.
 """
@@ -131,7 +132,7 @@ def forward(ins, operands, net) -> DistributedArray:
     saved, net.itemsize = net.itemsize, dtype_itemsize(ins.dtype)
     try:
         if moves[0].kind == "CollectivePermute":  # a slice's halo exchange: the operand straight to the result
-            halo = _Halo(moves[0], ins.rule.window_start, ins.in_shapes[0], ins.out_shape)
+            halo = _Halo(moves[0], moves[0].window, ins.in_shapes[0], ins.out_shape)
             out = halo.run(operands[0], moves[0].after, ins.out_shape, costs, net)
         else:
             moved = [_run(m, a, costs, net) for m, a in zip(moves, operands)]
@@ -147,45 +148,44 @@ def forward(ins, operands, net) -> DistributedArray:
 
 def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
     """Every device's cotangents of the operands in ``ins.wrt`` (a Backprop whose permutation factor is
-    sharded), laid out as the operands."""
+    sharded), laid out as the operands: each by a halo exchange of its window of the cotangent (a concat's
+    piece; a slice's zero pad), or cut from the cotangent gathered once (a slice's pad by its local VJP)."""
     s = ins.strategy
-    moves = permutation_exchanges(ins.rule, s, ins.out_shape)
     back = permutation_exchanges(ins.rule, s, ins.out_shape, ins.wrt)
     costs = iter(ins.collectives)
     n = s.result.mesh.size
+    if cotangent.sharding != back[0].before:
+        raise SimulationMismatch(f"the backward of op {ins.op.name!r} expects {back[0].before}, got "
+                                 f"{cotangent.sharding}")
+    grads: dict = {}
+    gathered = None
     saved, net.itemsize = net.itemsize, dtype_itemsize(ins.dtype)
-    if back[0].kind == "CollectivePermute":  # a slice's backward: XLA's halo exchange of the zero pad
-        try:
-            if cotangent.sharding != back[0].before:
-                raise SimulationMismatch(f"a slice's backward expects {back[0].before}, got {cotangent.sharding}")
-            halo = _Halo(back[0], -ins.rule.window_start, ins.out_shape, ins.in_shapes[0])
-            grad = halo.run(cotangent, back[0].after, ins.in_shapes[0], costs, net)
-        finally:
-            net.itemsize = saved
-        if next(costs, None) is not None:
-            raise SimulationMismatch(f"the backward of op {ins.op.name!r} ran fewer exchanges than its plan lists")
-        return [[grad.blocks[d]] for d in range(n)]
     try:
-        whole = _run(back[0], cotangent, costs, net)
-        # the op's linear local VJP on the blocks with the permuted dimension whole (its operands' shapes only)
-        contexts = _contexts(moves, ins) if moves[0].kind != "CollectivePermute" else [  # a slice gathered back
-            LocalContext.for_device((back[1].before,), ins.in_shapes, back[0].after, ins.out_shape, d)
-            for d in range(n)]
-        pieces = [local_vjp(ins.op, ins.rule, [None] * len(ins.in_shapes), None, whole.blocks[d], ctx, ins.wrt)
-                  for d, ctx in enumerate(contexts)]
-        grads = []
-        for j, (move, layout) in enumerate(zip(back[1:], ins.cotangents)):
+        for move in back:
             k = move.which
-            piece = DistributedArray(move.before, tuple(ins.in_shapes[k]), [pieces[d][j] for d in range(n)])
-            got = _run(move, piece, costs, net)
-            if got.sharding != layout:
-                raise SimulationMismatch(f"the cotangent of operand {k} arrives as {got.sharding}, not {layout}")
-            grads.append(got)
+            if move.kind == "CollectivePermute":
+                halo = _Halo(move, move.window, ins.out_shape, ins.in_shapes[k])
+                grads[k] = halo.run(cotangent, move.after, ins.in_shapes[k], costs, net)
+                continue
+            if move.kind == "AllGather":
+                gathered = _run(move, cotangent, costs, net)
+                continue
+            if ins.rule.window_start is not None:  # a slice: its VJP (the pad) on the gathered cotangent
+                blocks = [local_vjp(ins.op, ins.rule, [None], None, gathered.blocks[d], LocalContext.for_device(
+                    (move.before,), ins.in_shapes, gathered.sharding, ins.out_shape, d), (0,))[0] for d in range(n)]
+            else:  # a concat: the operand's piece of the gathered cotangent
+                [ax] = move.dims
+                index = (slice(None),) * ax + (slice(move.window, move.window + ins.in_shapes[k][ax]),)
+                blocks = [np.asarray(gathered.blocks[d])[index] for d in range(n)]
+            grads[k] = _run(move, DistributedArray(move.before, tuple(ins.in_shapes[k]), blocks), costs, net)
     finally:
         net.itemsize = saved
     if next(costs, None) is not None:
         raise SimulationMismatch(f"the backward of op {ins.op.name!r} ran fewer exchanges than its plan lists")
-    return [[g.blocks[d] for g in grads] for d in range(n)]
+    for k, layout in zip(ins.wrt, ins.cotangents):
+        if grads[k].sharding != layout:
+            raise SimulationMismatch(f"the cotangent of operand {k} arrives as {grads[k].sharding}, not {layout}")
+    return [[grads[k].blocks[d] for k in ins.wrt] for d in range(n)]
 
 
 __all__ = ["backward", "forward", "sharded_permutation"]

@@ -1,11 +1,13 @@
 """A concatenate along a sharded dimension runs as XLA's SPMD partitioner compiles it: each operand moved off
 that dimension by an AllToAll (or AllGathered along it where no other dimension divides), a local concatenate,
-the result moved back; the backward runs the transposes. Forward and backward equal the single-device reference
+the result moved back; the backward slices each operand's piece out of the cotangent, as XLA does. A slice runs
+XLA's halo exchange, forward and backward (its zero pad). Forward and backward equal the single-device reference
 (f64) and the bytes the simulator moves equal the plan's op collectives."""
 
 import pytest
 
 from planner.api import plan
+from planner.model.halo_exchange import halo_permutes
 from planner.simulation.run import simulate
 
 #: case -> (mesh, operand shapes, concat axis, the operands' and result's sharding, exchanges' group size)
@@ -71,23 +73,42 @@ def test_concat_along_a_sharded_dimension_simulates_exactly_with_its_exchanges(c
     if case == "gathered":
         # an AllGather receives the p - 1 blocks a device lacks; the result's own part is sliced locally
         forward = [("AllGather", _local_bytes(s, devices) * (group - 1)) for s in shapes]
-        backward = [("AllGather", _local_bytes(out, devices) * (group - 1))]
     else:
-        # an AllToAll keeps one of p chunks of the local block: each operand, then the result (forward);
-        # the result's cotangent, then each operand's piece (backward)
+        # an AllToAll keeps one of p chunks of the local block: each operand, then the result
         a2a = [("AllToAll", _local_bytes(s, devices) * (group - 1) // group) for s in shapes]
-        res = ("AllToAll", _local_bytes(out, devices) * (group - 1) // group)
-        forward, backward = a2a + [res], [res] + a2a
-    _check(p, compute, forward, backward)
+        forward = a2a + [("AllToAll", _local_bytes(out, devices) * (group - 1) // group)]
+    _check(p, compute, forward, _pieces_back(case, shapes, out, devices))
     assert not any(r.plan.steps for r in p.program.redistributions("forward"))
 
 
-def test_a_gradient_of_one_operand_moves_back_only_its_piece():
+def _pieces_back(case, shapes, out, devices, wrt=None):
+    """A concat's backward as XLA compiles it: each operand's piece sliced out of the cotangent, the slice's halo
+    exchange (planner/model/halo_exchange.py, pinned to XLA's permutes by tests/model/test_halo_exchange.py),
+    or, where XLA gathers, one AllGather of the cotangent (the p - 1 blocks a device lacks) cut locally."""
+    _, _, axis, _, group = CASES[case]
+    rest = _local_bytes(out, devices) // (out[axis] // group)  # bytes of one element along the axis, per block
+    moves, start, gathered = [], 0, False
+    for k, shape in enumerate(shapes):
+        permutes = halo_permutes(out[axis], shape[axis], -start, group)
+        start += shape[axis]
+        if wrt is not None and k not in wrt:
+            continue
+        if permutes is None and not gathered:
+            moves.append(("AllGather", _local_bytes(out, devices) * (group - 1)))
+            gathered = True
+        moves += [("CollectivePermute", (hi - lo) * rest) for lo, hi, _ in permutes or ()]
+    return moves
+
+
+def test_a_gradient_of_one_operand_slices_only_its_piece():
     text = _model("1d").replace("x0: {shape: [16, 16], kind: param", "x0: {shape: [16, 16], kind: input")
     p = plan(text, search="propagate", training=True)
-    # the cotangent's AllToAll (result 16x32 over 8: 256 B local, 7/8 moved), then x1's piece's (128 B, 7/8)
-    assert [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")] == \
-        [("AllToAll", 224), ("AllToAll", 112)]
+    # x1 is columns [16, 32) of the 16x32 cotangent over 8 devices (4 columns a block, 2 of a piece's block):
+    # block i of x1's cotangent is the cotangent's [16 + 2i, 18 + 2i), in block 4 + i // 2, which XLA's compact
+    # exchange moves in two permutes, a 2-column range of blocks 4..7 each (16 rows x 2 x 4 B)
+    backward = [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")]
+    assert backward == _pieces_back("1d", [(16, 16), (16, 16)], [16, 32], 8, wrt=(1,)) == \
+        [("CollectivePermute", 128)] * 2
     r = simulate(p)
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
@@ -101,8 +122,11 @@ def test_every_search_prices_the_exchanges_and_simulates_them():
         r = simulate(p)
         assert r.ok, (search, r)
         assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
-        # 3 AllToAlls of 7/8 of the local blocks (operands 2 MiB, result 4 MiB over 8) each way
-        assert r.predicted_comm_bytes_per_device == 2 * (2 * 2 ** 21 + 2 ** 22) * 7 // 8, search
+        # forward 3 AllToAlls of 7/8 of the local blocks (operands 2 MiB, result 4 MiB over 8); backward the
+        # halo exchanges slicing both operands' pieces out of the cotangent
+        forward = (2 * 2 ** 21 + 2 ** 22) * 7 // 8
+        backward = sum(b for _, b in _pieces_back("1d", [(2048, 2048)] * 2, [2048, 4096], 8))
+        assert r.predicted_comm_bytes_per_device == forward + backward, search
 
 
 #: slice case -> (mesh, input shape, starts, stops, sharding, XLA's forward permutes, its backward's), each a
