@@ -6,8 +6,8 @@ an AllGather along it), each device runs the op's ordinary local instance on its
 moves back (an AllToAll, or each device keeping its own part); a slice: XLA's halo exchange brings each
 device its window (:class:`_Halo`). Backward, as XLA compiles the transposes: a halo exchange per operand
 of its window of the cotangent (a concat's piece, a slice's zero pad), or the cotangent gathered once and
-each operand's part cut (or padded) locally. Bytes are counted on the
-phase's :class:`~planner.simulation.collectives.Network` at the declared dtype, as the plan's
+each operand's part cut (or padded) locally. Bytes are counted on the phase's
+:class:`~planner.simulation.collectives.Network` at the declared dtype, as the plan's
 :class:`~planner.model.op_collectives.OpCollective` entries predict.
 """
 
@@ -56,8 +56,8 @@ def _contexts(moves, ins):
 
 
 class _Halo:
-    """XLA's halo exchange of a windowed dimension on the simulated devices (``move``: a slice's forward, or its
-    backward's pad of the cotangent): each permute's sender of every device it serves, and where each element of
+    """XLA's halo exchange of a windowed dimension on the simulated devices (``move``: a slice's forward, its
+    backward's pad of the cotangent, or a concat's backward slice of it): each permute's sender of every device it serves, and where each element of
     a device's output block comes from (:attr:`segments`). ``window_start``: where output block 0 starts in
     the input (a slice's start; its backward, minus it); elements outside the input are zeros."""
 
