@@ -57,9 +57,10 @@ def _contexts(moves, ins):
 
 class _Halo:
     """XLA's halo exchange of a windowed dimension on the simulated devices (``move``: a slice's forward, its
-    backward's pad of the cotangent, or a concat's backward slice of it): each permute's sender of every device it serves, and where each element of
-    a device's output block comes from (:attr:`segments`). ``window_start``: where output block 0 starts in
-    the input (a slice's start; its backward, minus it); elements outside the input are zeros."""
+    backward's pad of the cotangent, or a concat's backward slice of it): each permute's sender of every device
+    it serves, and where each element of a device's output block comes from (:attr:`segments`).
+    ``window_start``: where output block 0 starts in the input (a slice's start, a concat piece's offset; a
+    slice's backward, minus its start); elements outside the input are zeros."""
 
     def __init__(self, move, window_start: int, in_shape, out_shape):
         [self.ax] = move.dims
