@@ -230,9 +230,10 @@ def planned_collectives(plan) -> tuple[PlannedCollective, ...]:
 
 
 def _op_collective(ins, c, phase: str) -> PlannedCollective:
-    """A region's body collective as the plan's: its groups are the devices that differ only in its axes (member
-    order its linear index, row-major over the axes); a permute's pairs are each group's ``perm`` pairs that move
-    (reversed backward, its transpose), as device ids."""
+    """An op's own collective as the plan's: its groups are the devices that differ only in its axes (member
+    order its linear index, row-major over the axes); a region's permute's pairs are each group's ``perm`` pairs
+    that move (reversed backward, its transpose), as device ids; a halo permute's are its own. Backward, the
+    tensor is the operand whose cotangent it makes."""
     members = [tuple(int(d) for d in g) for g in groups(ins.strategy.result, list(c.axes))]
     if c.pairs:  # a slice's halo permute: its own pairs
         members = list(c.pairs)
@@ -240,7 +241,7 @@ def _op_collective(ins, c, phase: str) -> PlannedCollective:
         perm = [(int(s), int(d)) for s, d in ins.op.attr("perm") if s != d]
         perm = perm if phase == "forward" else [(d, s) for s, d in perm]
         members = [(g[s], g[d]) for g in members for s, d in perm]
-    tensor = ins.op.output if phase == "forward" else ins.op.inputs[0]
+    tensor = ins.op.output if phase == "forward" else ins.op.inputs[c.operand]
     axes = ", ".join(map(str, c.axes))
     return PlannedCollective(phase, tensor, c.kind, axes, tuple(members), c.bytes_per_device)
 

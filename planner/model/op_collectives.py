@@ -59,6 +59,8 @@ class OpCollective:
     time_s: float
     #: a permute's ``(source, destination)`` device ids (a slice's halo exchange); empty for the others
     pairs: tuple[tuple[int, int], ...] = ()
+    #: in the backward, the operand whose cotangent it makes (a concat's piece); the first for the others
+    operand: int = 0
 
     def axis_names(self) -> tuple[str, ...]:
         """The axes as text: a whole axis by its name, a sub-axis as ``"x":(2)2``."""
@@ -249,7 +251,8 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
             for lo, hi, pairs in e.permutes:
                 cost = RING.cost(kind.name, p, (hi - lo) * rest * itemsize, link)
                 collectives.append(OpCollective(kind.primitive, kind.name, e.axes, p, cost.bytes_per_device,
-                                                cost.time_s, device_pairs(e.before, e.axes, ax, pairs)))
+                                                cost.time_s, device_pairs(e.before, e.axes, ax, pairs),
+                                                e.which if wrt is not None else 0))
             continue
         unit = kind.unit_bytes(math.prod(e.before.local_shape(shape)), math.prod(e.after.local_shape(shape)), p,
                                itemsize)

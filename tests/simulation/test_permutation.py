@@ -109,6 +109,7 @@ def test_a_gradient_of_one_operand_slices_only_its_piece():
     backward = [(c.kind, c.bytes_per_device) for c in p.program.op_collectives("backward")]
     assert backward == _pieces_back("1d", [(16, 16), (16, 16)], [16, 32], 8, wrt=(1,)) == \
         [("CollectivePermute", 128)] * 2
+    assert {c.operand for c in p.program.op_collectives("backward")} == {1}  # x1's cotangent, as run lists it
     r = simulate(p)
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
