@@ -14,10 +14,10 @@ with mesh axes shards every dimension it appears in. Each factor has a kind:
   dimension, a gather's indexed one). It may appear in operands and result.
 - ``PERMUTATION``: a dimension whose elements the op moves to other positions (the
   concatenated dimension of ``concat``, the sliced one of ``slice``): one factor in every
-  operand and the result
-  though its size differs between them (Shardy's ``kPermutation``; the factor's size
-  is the result's, an operand's own size is in ``operand_sizes``). Sharding it keeps
-  every tensor sharded alike along it, and the op exchanges blocks itself
+  operand and the result though its size differs between them (Shardy's
+  ``kPermutation``; the factor's size is the result's, an operand's own size is in
+  ``operand_sizes``, a slice's offset in ``window_start``). Sharding it keeps every tensor
+  sharded alike along it, and the op exchanges blocks itself
   (:mod:`planner.model.op_collectives`); its axes must divide every size it has.
 - ``MANUAL``: the blocks of a manual region's boundary (``manual_enter``'s operand,
   ``manual_exit``'s result; :mod:`planner.rules.regions`): it appears on the global
