@@ -4,7 +4,8 @@
 (A slice's backward, XLA's zero ``pad`` of the cotangent, goes through the same windowed reshard but also
 drops halos that hold only padding, which this does not model: a plan's backward sends each piece back.)
 
-The window: a dimension of size ``n_in`` split into ``p`` equal blocks becomes one of ``n_out`` (split alike),
+The window: a dimension of size ``n_in`` split into ``p`` blocks becomes one of ``n_out`` (split alike; blocks
+of ``ceil(size / p)``, the last padded: below, ``n/p`` is that block),
 its element ``j`` the input's ``j - low`` (``low``: the padding before the input; a slice's ``-start``), zero
 outside the input. Block ``i`` of the output then needs, relative to the input block it holds, a *left halo*
 of ``(n_in/p - n_out/p) i + low`` elements and a *right halo* of ``(n_out/p - n_in/p)(i + 1) - low``
@@ -54,7 +55,7 @@ def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...
     """XLA's permutes for the window of ``n_out`` elements at padding ``low`` (a slice from ``start``: ``-start``)
     on a dimension of ``n_in`` split ``p`` ways (see the module docstring), in the order it emits them; None
     where it gathers the dimension instead."""
-    bi, bo = n_in // p, n_out // p
+    bi, bo = -(-n_in // p), -(-n_out // p)  # blocks of ceil(size / p), the last one padded
     left = [(bi - bo) * i + low for i in range(p)]
     right = [(bo - bi) * (i + 1) - low for i in range(p)]
     if max(left + right) > 2 * bo:  # XLA's window of a block is bo elements: the compact exchange

@@ -18,7 +18,8 @@ with mesh axes shards every dimension it appears in. Each factor has a kind:
   ``kPermutation``; the factor's size is the result's, an operand's own size is in
   ``operand_sizes``, a slice's offset in ``window_start``). Sharding it keeps every tensor
   sharded alike along it, and the op exchanges blocks itself
-  (:mod:`planner.model.op_collectives`); its axes must divide every size it has.
+  (:mod:`planner.model.op_collectives`); its axes must divide every size it has (a
+  slice's window, the result, may split unevenly).
 - ``MANUAL``: the blocks of a manual region's boundary (``manual_enter``'s operand,
   ``manual_exit``'s result; :mod:`planner.rules.regions`): it appears on the global
   side only, major in its dimension, and is sharded by exactly the manual axes of
@@ -211,7 +212,7 @@ class OpShardingRule:
         No axes (``axes_size == 1``) always fit. Otherwise a size-1 factor and a
         ``NEED_REPLICATION`` factor admit nothing; the others admit at most their
         size, and a factor in ``needs_divisible`` only sizes that divide it; a ``PERMUTATION``
-        factor only sizes that divide each of its sizes.
+        factor only sizes that divide each of its sizes (a slice's: its input's, and at most its own).
         """
         if axes_size == 1:
             return True
@@ -225,7 +226,10 @@ class OpShardingRule:
         if self.factor_kinds[factor] is FactorKind.STATISTIC:
             return size % axes_size == 0
         if self.factor_kinds[factor] is FactorKind.PERMUTATION:
-            return all(n % axes_size == 0 for n in self.factor_extents(factor))
+            # a slice's window may split unevenly (its last block padded, as XLA's halo exchange pads it) where
+            # the input splits evenly; a concat's pieces and result must split evenly
+            sizes = self.factor_extents(factor)
+            return all(n % axes_size == 0 for n in (sizes[1:] if self.window_start is not None else sizes))
         return not self.needs_divisible[factor] or size % axes_size == 0
 
     # -- text ----------------------------------------------------------------------

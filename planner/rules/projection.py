@@ -97,7 +97,7 @@ def _refusal(rule: OpShardingRule, f: int, axes: Sequence[AxisRef], size: int) -
         return f"{what}: a factor admits at most its size"
     if kind is FactorKind.PERMUTATION:
         sizes = ", ".join(map(str, rule.factor_extents(f)))
-        return f"{what}: a permutation factor's split must divide each of its sizes ({sizes})"
+        return f"{what}: a permutation factor's split must divide each of its sizes ({sizes}; a slice's window aside)"
     return f"{what}: it shares a dimension with other factors, so the split must divide {fsize}"
 
 

@@ -1,7 +1,7 @@
 """XLA's halo exchange of a windowed dimension (planner/model/halo_exchange.py): every device gets its whole
 window, and the permutes are the ones XLA 0.10.2 compiles for a slice and for the zero pad that is its backward
 (their kinds and buffer sizes, read from its HLO on 8 host devices), over a grid of sizes, windows and device
-counts."""
+counts, windows that split unevenly among them."""
 
 import json
 
@@ -53,9 +53,40 @@ def _collectives(n_in, n_out, low, p):
     """Our exchange for the window as XLA's HLO lists it: each permute's buffer on each device (its range of a
     block times the block's other dimension, 3 rows of f32), or the gather of the input's missing blocks."""
     permutes = halo_permutes(n_in, n_out, low, p)
-    if permutes is None:
-        return [["AllGather", 3 * n_in // p * 4 * (p - 1)]]
+    if permutes is None:  # the p - 1 blocks (of ceil(n_in / p)) a device lacks
+        return [["AllGather", 3 * -(-n_in // p) * 4 * (p - 1)]]
     return sorted(["CollectivePermute", (hi - lo) * 3 * 4] for lo, hi, _ in permutes)
+
+
+#: windows that split unevenly (their size not a multiple of p, at least p), kept sharded and then padded back:
+#: JAX's arguments and results split evenly, so each case compiles a slice and its backward pad as one program
+UNEVEN = [(n, m, s, p) for p in (2, 4, 8) for n in (2 * p, 4 * p) for m in range(p + 1, n) if m % p
+          for s in sorted({0, 1, (n - m) // 2, n - m})]
+
+UNEVEN_SCRIPT = """
+import json, sys
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+from planner.engines.xla_hlo import collectives
+meshes = {p: jax.make_mesh((p, 8 // p), ("d", "e"), axis_types=(jax.sharding.AxisType.Auto,) * 2) for p in (2, 4, 8)}
+out = []
+for n, m, s, p in json.loads(sys.stdin.read()):
+    sh = NamedSharding(meshes[p], P(None, "d"))
+    kept = lambda x: jax.lax.with_sharding_constraint(x[:, s:s + m], sh)
+    f = lambda x: jax.lax.with_sharding_constraint(jax.lax.pad(kept(x), 0.0, [(0, 0, 0), (s, n - s - m, 0)]), sh)
+    text = jax.jit(f, in_shardings=sh).lower(jax.ShapeDtypeStruct((3, n), jnp.float32)).compile().as_text()
+    out.append(sorted([c.our_kind, c.bytes_per_device] for c in collectives(text, 8)))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_the_permutes_are_xlas_for_a_window_that_splits_unevenly():
+    pytest.importorskip("jax")
+    compiled = run_on_eight_devices(UNEVEN_SCRIPT, stdin=json.dumps(UNEVEN), timeout=900)
+    ours = [sorted(_collectives(n, m, -s, p) + _collectives(m, n, s, p)) for n, m, s, p in UNEVEN]
+    assert len(UNEVEN) >= 100
+    assert [(case, xla) for case, xla, mine in zip(UNEVEN, compiled, ours) if xla != mine] == []
 
 
 @pytest.mark.slow

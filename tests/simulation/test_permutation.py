@@ -150,6 +150,13 @@ SLICES = {
     # rows [4, 12) of 16 over a = 2 (b_i 8, b_o 4): each window lies in the device's own block, nothing moves;
     # backward, each block is its own cotangent block beside zeros
     "rows 2d": ("{a: 2, b: 4}", (16, 32), (4, 0), (12, 32), '[{"a"}, {"b"}]', [], []),
+    # a window that splits unevenly (15 over 8: blocks of 2, the last padded), an LM's shifted labels x[:, 1:]:
+    # block i needs [1 + 2i, 3 + 2i), its own block's second element and its right neighbour's first: one
+    # permute of 1 column (16 rows x 4 B). Backward, the cotangent padded by one zero before: each block needs
+    # its left neighbour's last element, one permute of 1 column
+    "shift right": ("{d: 8}", (16, 16), (0, 1), (16, 16), '[{}, {"d"}]', [16 * 4], [16 * 4]),
+    # x[:, :-1]: block i needs [2i, 2i + 2), its own block, forward and backward: nothing moves
+    "shift left": ("{d: 8}", (16, 16), (0, 0), (16, 15), '[{}, {"d"}]', [], []),
 }
 #: a slice whose backward XLA gathers: x[:, :4] of 12 columns over 4 devices (b_i 3, b_o 1). Forward, compact:
 #: block i needs column i; blocks 1 and 3 get theirs in one permute (columns [1, 2) of block 0 and [0, 1) of block
