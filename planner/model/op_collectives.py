@@ -177,11 +177,14 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
         (d for d, n in enumerate(out_shape) if d != ax and n % (p * math.prod(a.size_in(mesh) for a in held[d])) == 0),
         None)
 
-    def off(layout: TensorSharding) -> TensorSharding:
-        dims = [list(a) for a in layout.dim_axes]
-        dims[ax] = [a for a in dims[ax] if a not in axes]
-        if target is not None:
-            dims[target] += list(axes)
+    def bare(layout: TensorSharding) -> TensorSharding:  # the permuted axes gone
+        return layout.with_dims([[a for a in d if a not in axes] for d in layout.dim_axes])
+
+    def off(layout: TensorSharding) -> TensorSharding:  # the permuted axes moved onto the target, if any
+        if target is None:
+            return bare(layout)
+        dims = [[a for a in d if a not in axes] for d in layout.dim_axes]
+        dims[target] += list(axes)
         return layout.with_dims(dims)
 
     def halo(which, before, after, n_in, n_out, window):
@@ -204,11 +207,9 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
             start = sum(sizes[:k])
             move = halo(k, result, operands[k], out_shape[ax], sizes[k], start)
             if move is None and not gathered:
-                moves.append(Exchange("AllGather", RESULT, axes, (ax,), result, result.with_dims(
-                    [[a for a in d if a not in axes] for d in result.dim_axes])))
+                moves.append(Exchange("AllGather", RESULT, axes, (ax,), result, bare(result)))
                 gathered = True
-            moves.append(move or Exchange("Slice", k, axes, (ax,), operands[k].with_dims(
-                [[a for a in d if a not in axes] for d in operands[k].dim_axes]), operands[k], window=start))
+            moves.append(move or Exchange("Slice", k, axes, (ax,), bare(operands[k]), operands[k], window=start))
         return tuple(moves)
     if rule.window_start is not None:  # a slice: XLA's halo exchange, or a gather where it gathers
         move = halo(0, operands[0], result, sizes[0], out_shape[ax], rule.window_start)

@@ -59,10 +59,10 @@ class _Halo:
     """XLA's halo exchange of a windowed dimension on the simulated devices (``move``: a slice's forward, its
     backward's pad of the cotangent, or a concat's backward slice of it): each permute's sender of every device
     it serves, and where each element of a device's output block comes from (:attr:`segments`).
-    ``window_start``: where output block 0 starts in the input (a slice's start, a concat piece's offset; a
+    ``move.window``: where output block 0 starts in the input (a slice's start, a concat piece's offset; a
     slice's backward, minus its start); elements outside the input are zeros."""
 
-    def __init__(self, move, window_start: int, in_shape, out_shape):
+    def __init__(self, move, in_shape, out_shape):
         [self.ax] = move.dims
         self.permutes = move.permutes
         self.bi, self.bo = move.before.local_shape(in_shape)[self.ax], move.after.local_shape(out_shape)[self.ax]
@@ -76,7 +76,7 @@ class _Halo:
         self.segments: list[list[tuple]] = []
         for d in range(move.before.mesh.size):
             i = ordinal[d]
-            lo = window_start + self.bo * i
+            lo = move.window + self.bo * i
             pieces = [("own", i * self.bi, (i + 1) * self.bi)]
             pieces += [(k, ordinal[senders[d]] * self.bi + a, ordinal[senders[d]] * self.bi + b)
                        for k, ((a, b, _), senders) in enumerate(zip(self.permutes, self.senders)) if d in senders]
@@ -133,7 +133,7 @@ def forward(ins, operands, net) -> DistributedArray:
     saved, net.itemsize = net.itemsize, dtype_itemsize(ins.dtype)
     try:
         if moves[0].kind == "CollectivePermute":  # a slice's halo exchange: the operand straight to the result
-            halo = _Halo(moves[0], moves[0].window, ins.in_shapes[0], ins.out_shape)
+            halo = _Halo(moves[0], ins.in_shapes[0], ins.out_shape)
             out = halo.run(operands[0], moves[0].after, ins.out_shape, costs, net)
         else:
             moved = [_run(m, a, costs, net) for m, a in zip(moves, operands)]
@@ -165,7 +165,7 @@ def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
         for move in back:
             k = move.which
             if move.kind == "CollectivePermute":
-                halo = _Halo(move, move.window, ins.out_shape, ins.in_shapes[k])
+                halo = _Halo(move, ins.out_shape, ins.in_shapes[k])
                 grads[k] = halo.run(cotangent, move.after, ins.in_shapes[k], costs, net)
                 continue
             if move.kind == "AllGather":
