@@ -55,7 +55,7 @@ def _suggest(name: str, known: Iterable[str]) -> str:
     return did_you_mean(name, list(known), n=3)
 
 
-OUTPUTS_LAYOUTS = ("free", "replicated")
+OUTPUTS_LAYOUTS = ("free", "replicated", "even")
 """How graph outputs the user did not pin are delivered (``outputs_layout``)."""
 
 
@@ -72,7 +72,8 @@ class ComputationGraph:
     (:mod:`graphs.axis_regions`); ``cluster`` kept as given; ``pipeline`` the model's
     :class:`~graphs.pipeline_spec.PipelineSpec` (None: no ``pipeline:`` mapping); ``outputs_layout`` how outputs the user did not pin
     are delivered (``free``: any fully reduced layout; ``replicated``: whole on every
-    device); ``source`` the file the model came from. ``lines``
+    device; ``even``: in the whole mesh axes that divide each dimension, as a JAX array,
+    which the JAX frontend sets); ``source`` the file the model came from. ``lines``
     optionally gives the source line of ``"outputs"``, ``"shard_as"`` and ``"shard_like"``
     (one line, or a list with one per group).
     """

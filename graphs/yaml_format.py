@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from graphs import builders
-from graphs.graph import ComputationGraph
+from graphs.graph import OUTPUTS_LAYOUTS, ComputationGraph
 from graphs.graph_builder import GraphBuilder
 from graphs.pipeline_spec import read_pipeline
 from graphs.meshes import DEFAULT_MESH_NAME, check_same_devices, mesh_from_value
@@ -91,9 +91,10 @@ class _Reader:
                 f"`cluster` must be a preset name, a file path or a mapping, got {quote(cluster)}", doc.line_of("cluster")
             )
         layout = doc.get("outputs_layout", "free")
-        if layout not in ("free", "replicated"):
-            raise self.error(f"`outputs_layout` must be free (any fully reduced layout, the default) or replicated "
-                             f"(every device holds each output whole), got {quote(layout)}", doc.line_of("outputs_layout"))
+        if layout not in OUTPUTS_LAYOUTS:
+            raise self.error(f"`outputs_layout` must be free (any fully reduced layout, the default), replicated "
+                             f"(every device holds each output whole) or even (in whole mesh axes that divide each "
+                             f"dimension, as a JAX array), got {quote(layout)}", doc.line_of("outputs_layout"))
         pipeline = None
         if "pipeline" in doc:
             node = doc["pipeline"]

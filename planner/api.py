@@ -148,7 +148,7 @@ def plan(
     (:mod:`planner.partitioning.schedule`). Every search optimises the serial sum (``totals.objective``);
     ``totals.overlap_gap`` says how much it overstates the scheduled step.
 
-    ``outputs_layout`` (``free`` or ``replicated``) overrides the model's
+    ``outputs_layout`` (``free``, ``replicated`` or ``even``) overrides the model's
     ``outputs_layout``. ``progress``, if given, hears how far the work has got: a
     :class:`~planner.progress.Progress` gets the stages, the cost tables built and the
     solver's run (the CLI draws a bar from them on a terminal); a plain callable gets a

@@ -227,7 +227,7 @@ class Trace:
             if n.out not in rename:
                 rename[n.out] = out_names.get(n.out, f"{op_name}.out") if not n.region else f"{op_name}.out"
                 flat[n.out] = f"{n.region}/{rename[n.out]}" if n.region else rename[n.out]
-        b = GraphBuilder(name, meshes)
+        b = GraphBuilder(name, meshes, outputs_layout="even")  # results are JAX arrays: whole, even axes
         for d in self.declared.values():
             v = self.values[d.name]
             b.tensor(rename[d.name], v.shape, v.dtype, d.kind, d.sharding, value=d.value)

@@ -267,6 +267,22 @@ class TensorSharding:
         return replace(self, unreduced=merge_adjacent(sort_axes(axes, self.mesh), self.mesh),
                        reduction=self.reduction if reduction is None else reduction)
 
+    def whole_even(self, shape: Sequence[int]) -> "TensorSharding":
+        """The layout a JAX array holds: per dimension, the longest prefix of whole axes whose product divides
+        it (a sub-axis, an axis that would pad, and every axis after either dropped). Shardy gives a jitted
+        function's results this layout and XLA gathers the rest."""
+        self.check_rank(shape)
+        dims = []
+        for d, n in zip(self.dims, shape):
+            kept, size = [], 1
+            for a in d.axes:
+                if not a.is_full or n % (size * a.size_in(self.mesh)):
+                    break
+                size *= a.size_in(self.mesh)
+                kept.append(a)
+            dims.append(kept)
+        return self if [list(d.axes) for d in self.dims] == dims else self.with_dims(dims)
+
     def layout_only(self) -> "TensorSharding":
         """The same layout with every dimension closed, no priorities and no replicated axes."""
         if not self.replicated and all(d.is_closed and d.priority == 0 for d in self.dims):

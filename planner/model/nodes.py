@@ -192,20 +192,23 @@ def final_layout(result: TensorSharding, annotation: TensorSharding | None, poli
     ``replicated`` every device gets the whole value; with ``free`` the result keeps
     its layout and a pending sum is resolved the cheapest way: reduced in place
     (AllReduce) or reduce-scattered onto one of its dimensions (ties: in place, then
-    the lowest dimension).
+    the lowest dimension); ``even`` is ``free`` then kept to the whole axes that divide
+    each dimension (:meth:`~planner.ir.sharding.TensorSharding.whole_even`: what a JAX
+    array holds, so XLA gathers a traced function's sub-axis or padded results).
     """
     if annotation is not None and all(d.is_closed for d in annotation.dims):
         return annotation.layout_only()
     if policy == "replicated":
         return TensorSharding.replicated_on(result.mesh, result.rank)
+    deliver = (lambda lay: lay.whole_even(shape)) if policy == "even" else (lambda lay: lay)
     if not result.unreduced:
-        return result
-    options = [result.with_unreduced(())]
+        return deliver(result)
+    options = [deliver(result.with_unreduced(()))]
     for d in range(result.rank):
         dims = [list(x.axes) for x in result.dims]
         dims[d] += list(result.unreduced)
         try:
-            candidate = result.with_unreduced(()).with_dims(dims)
+            candidate = deliver(result.with_unreduced(()).with_dims(dims))
         except ShardplanError:
             continue
         if annotation is None or satisfies(candidate, annotation):

@@ -19,8 +19,9 @@ class Options:
     """What to plan for.
 
     ``outputs_layout``: how graph outputs the user did not pin are delivered:
-    ``free`` (any fully reduced layout: a pending sum may be reduce-scattered)
-    or ``replicated`` (every device holds the whole output).
+    ``free`` (any fully reduced layout: a pending sum may be reduce-scattered),
+    ``replicated`` (every device holds the whole output) or ``even`` (``free`` kept to the
+    whole mesh axes that divide each dimension: a JAX array's layout).
     ``insert_pbroadcast``: with training, track device-variance types so that the
     backward never sums what is already whole (seed 004); off, every cotangent is
     treated as varying (seed 004's wasteful "current" transposes), to compare.

@@ -41,16 +41,23 @@ class TypedModel(Model):
 def typed_graph(graph, types: Mapping[str, TensorSharding], outputs_layout: str) -> ComputationGraph:
     """``graph`` with every read source and every graph output annotated (closed) with its type, no groups.
 
-    An output without ``out_sharding`` keeps none under ``outputs_layout: replicated``.
+    An output without ``out_sharding`` keeps none under ``outputs_layout: replicated``, and is delivered in
+    its type's whole, even axes under ``even``.
     """
     def typed(name: str) -> TensorSharding:
         return types[name].layout_only()
 
+    def delivered(op) -> TensorSharding | None:
+        if op.out_sharding is not None or outputs_layout == "free":
+            return typed(op.output)
+        if outputs_layout == "even":
+            return typed(op.output).with_unreduced(()).whole_even(graph.tensor(op.output).shape)
+        return None
+
     tensors = [replace(t, sharding=typed(t.name)) if graph.consumers(t.name) else t
                for t in graph.tensors.values() if t.kind != "activation"]
-    ops = [replace(op, out_sharding=typed(op.output))
-           if op.output in graph.outputs and (op.out_sharding is not None or outputs_layout == "free") else op
-           for op in graph.ops]
+    ops = [replace(op, out_sharding=delivered(op)) if op.output in graph.outputs and delivered(op) is not None
+           else op for op in graph.ops]
     return ComputationGraph(graph.name, dict(graph.meshes), tensors, ops, graph.outputs, (), cluster=graph.cluster,
                             manual_regions=graph.manual_regions,
                             outputs_layout=graph.outputs_layout, source=graph.source)

@@ -521,6 +521,39 @@ def logprob_sum(x, w, c):
     return jnp.sum(jax.nn.log_softmax(x @ w, axis=-1) * c, axis=-1)
 
 
+# results that a JAX array cannot hold as computed: Shardy delivers each in the whole axes that divide it
+def shift_left(x):
+    return jnp.tanh(x[:, 1:])
+
+
+def shift_right(x):
+    return x[:, :-1] * 2.0
+
+
+def shifted_product(x, y):
+    return jnp.sum(x[:, :-1] * y[:, 1:], axis=-1)
+
+
+def inner_window(x):
+    return jnp.exp(x[:, 2:30])
+
+
+def split_rows_2d(x):
+    return jnp.tanh(x.reshape(4, 4, 32))
+
+
+def uneven_rows_3d(x):
+    return jnp.tanh(x[4:])
+
+
+def split_and_scale(x):
+    return jnp.tanh(x.reshape(4, 4, 32)), x * 2.0
+
+
+def split_merge_back(x):
+    return jnp.tanh(x.reshape(4, 4, 32)).reshape(16, 32)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -655,6 +688,14 @@ def suite() -> dict:
         "log_softmax_rows": (log_softmax_rows, "1d", [((16, 32), P("d"))]),
         "lm_logprobs": (lm_logprobs, "1d", [((16, 32), P()), ((32, 64), P(None, "d"))]),
         "logprob_sum": (logprob_sum, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((16, 64), P("dp"))]),
+        "shift_left": (shift_left, "1d", [((16, 32), P(None, "d"))]),
+        "shift_right": (shift_right, "1d", [((16, 32), P(None, "d"))]),
+        "shifted_product": (shifted_product, "2d", [((16, 32), P("dp", "tp")), ((16, 32), P("dp", "tp"))]),
+        "inner_window": (inner_window, "1d", [((16, 32), P(None, "d"))]),
+        "split_rows_2d": (split_rows_2d, "2d", [((16, 32), P(("dp", "tp")))]),
+        "uneven_rows_3d": (uneven_rows_3d, "3d", [((16, 32), P(("a", "b", "c")))]),
+        "split_and_scale": (split_and_scale, "1d", [((16, 32), P("d"))]),
+        "split_merge_back": (split_merge_back, "1d", [((16, 32), P("d"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
@@ -715,7 +756,8 @@ def our_anchors(p, graph):
     for op in graph.ops:
         if op.op in ANCHORS:
             found.append((ANCHORS[op.op], tuple(graph.tensor(op.output).shape), _dims(p.op(op.name).result_sharding)))
-    return found, [_dims(p.tensor(o).sharding) for o in graph.outputs]
+    # a result as the plan delivers it (Shardy's function result: whole, even axes; outputs_layout even)
+    return found, [_dims(p.program.outputs.get(o, p.tensor(o).sharding)) for o in graph.outputs]
 
 
 def compare(ours, theirs):

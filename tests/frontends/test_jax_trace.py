@@ -207,6 +207,23 @@ def test_names_kinds_and_shardings_follow_the_signature():
     assert g.op(g.producer("out.y")).out_sharding.dims_text() == '[{"dp"}, {"tp"}]'
 
 
+def test_results_are_delivered_as_jax_arrays_and_the_model_file_says_so():
+    # a jitted function's results are JAX arrays: whole mesh axes that divide them (Shardy's result shardings;
+    # tests/frontends/test_shardy_suite.py compares them), so a result computed on sub-axes is gathered
+    from graphs.yaml_dump import dump_model
+    from graphs.yaml_format import load_model_text
+    from planner.api import plan
+
+    g = trace(lambda x: jnp.tanh(x.reshape(4, 4, 32)), np.ones((16, 32), np.float32), mesh={"d": 8},
+              shardings=['[{"d"}, {}]'])
+    assert g.outputs_layout == "even"
+    p = plan(g, search="propagate")
+    out = g.outputs[0]
+    assert p.tensor(out).sharding.dims_text() == '[{"d":(1)4, ?}, {"d":(4)2, ?}, {?}]'
+    assert p.program.outputs[out].is_fully_replicated
+    assert "outputs_layout: even" in dump_model(g) and load_model_text(dump_model(g)).outputs_layout == "even"
+
+
 def test_a_jax_mesh_gives_its_axis_names_and_sizes():
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("a", "b"))
     g = trace(lambda x: -x, np.ones((4,), np.float32), mesh=mesh)

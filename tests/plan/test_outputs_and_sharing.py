@@ -53,8 +53,51 @@ def test_outputs_layout_replicated_delivers_every_output_whole():
 def test_outputs_layout_is_checked():
     from planner.errors import ModelError
 
-    with pytest.raises(ModelError, match="outputs_layout.*free.*replicated.*got 'everywhere'"):
+    with pytest.raises(ModelError, match="outputs_layout.*free.*replicated.*even.*got 'everywhere'"):
         plan(MEGATRON.format(layout="outputs_layout: everywhere"))
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+def test_outputs_layout_even_keeps_a_reduce_scatter_onto_a_dividing_dimension(search):
+    # y's 16 rows divide over tp = 4, so the cheapest free delivery is already a JAX array's layout
+    p = plan(MEGATRON.format(layout="outputs_layout: even"), search=search)
+    assert kinds(p) == [("y", "ReduceScatter")]
+    assert p.program.outputs["y"].dims_text() == '[{"tp"}, {}]'
+    assert simulate(p).ok
+
+
+WINDOWS = """
+name: windows
+mesh: {{d: 8}}
+outputs_layout: {layout}
+tensors:
+  x: {{shape: [16, 32], kind: input, sharding: '[{{"d"}}, {{}}]'}}
+  c: {{shape: [16, 32], kind: input, sharding: '[{{}}, {{"d"}}]'}}
+ops:
+  - {{name: split, op: reshape, inputs: [x], output: r, shape: [4, 4, 32]}}
+  - {{name: act, op: tanh, inputs: [r], output: y}}
+  - {{name: window, op: slice, inputs: [c], output: w, starts: [0, 1], stops: [16, 32]}}
+outputs: [y, w]
+"""
+
+
+def test_outputs_layout_even_delivers_the_whole_axes_that_divide_each_dimension():
+    # propagate computes y on sub-axes ([{"d":(1)4}, {"d":(4)2}, {}]: the reshape splits x's rows) and w's 31
+    # columns padded on d; a JAX array holds neither, so each is delivered in the prefix of whole axes that divides
+    # it, here none: both gathered whole. free delivers them as computed.
+    free = plan(WINDOWS.format(layout="free"), search="propagate")
+    even = plan(WINDOWS.format(layout="even"), search="propagate")
+    assert free.program.outputs["y"].dims_text() == '[{"d":(1)4}, {"d":(4)2}, {}]'
+    assert free.program.outputs["w"].dims_text() == '[{}, {"d"}]'
+    assert even.tensor("y").sharding == free.tensor("y").sharding  # computed alike
+    assert even.program.outputs["y"].is_fully_replicated and even.program.outputs["w"].is_fully_replicated
+    # each delivery gathers the (p-1)/p of the padded whole that other devices hold: y 16x32 f32 over 8 devices
+    # (one AllGather per dimension, as XLA compiles it), w's 8 blocks of 4 columns (32 padded columns)
+    assert [(r.tensor, [s.kind for s in r.steps]) for r in even.reshards if not r.readers] == [
+        ("y", ["AllGather", "AllGather"]), ("w", ["AllGather"])]
+    assert even.totals.comm_bytes_per_device - free.totals.comm_bytes_per_device == 2 * 7 * 16 * 32 * 4 // 8
+    r = simulate(even)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
 EMBEDDING = """
