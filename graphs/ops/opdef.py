@@ -237,6 +237,10 @@ class OpDef:
     #: linear in its operands jointly, so JAX's explicit mode types a sum pending over mesh axes through it: every
     #: operand pending over the same axes gives a result pending over them (JAX 0.10's unreduced rules)
     keeps_pending: bool = False
+    #: a reduction XLA's partitioner completes one sharded reduced dimension at a time, the last first, each by
+    #: an AllReduce over that dimension's axes (JAX 0.10.2: a sum over [{"dp"}, {"tp"}] all-reduces over tp,
+    #: then over dp; a dimension on two axes is one AllReduce over both); a dot's pending sum is one AllReduce
+    reduces_by_dimension: bool = False
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

@@ -226,7 +226,7 @@ def _reduction(name: str, fn, floats_only: bool, extra_per_output: int, rule: st
 
     return OpDef(name, "reduction", 1, 1, (("axes", None), ("keepdims", False)), infer, flops, reference,
                  _canonical(name), vjp=_reduction_vjp(name), vjp_reads_inputs=name in EXTREMA,
-                 vjp_reads_result=name in EXTREMA, rule=rule, jax_form=jax_form, **traits)
+                 vjp_reads_result=name in EXTREMA, rule=rule, jax_form=jax_form, reduces_by_dimension=True, **traits)
 
 
 MAX = _reduction("max", np.max, floats_only=False, extra_per_output=0, rule="reductions.max_", jax_form=_max_jax,

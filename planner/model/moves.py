@@ -19,7 +19,7 @@ from planner.redistribution.transpose import transpose_plan
 from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
-           "op_moves", "reader_entry", "reader_side", "reshard_plan"]
+           "op_moves", "producer_side_entry", "reader_entry", "reader_side", "reshard_plan"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Transfer:
     destination: TensorSharding
     phase: str  # "forward", "backward" or "gradient"
     pending: tuple[AxisRef, ...] = ()
+    groups: tuple[tuple[AxisRef, ...], ...] = ()  # how the xla policy completes the source's pending sum
 
 
 def _grad_phase(m: Model, tensor: str) -> str:
@@ -49,7 +50,7 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
     link = m.flows[k]
     t = link.tensor
     u = m.nodes[link.producer]
-    src = u.layouts[choice[link.producer]] if isinstance(u, SourceNode) else u.strategies[choice[link.producer]].result
+    src, groups = producer_side_entry(m, u, choice[link.producer])
     layouts: dict[TensorSharding, None] = {}
     grads: dict[tuple, None] = {}
     for v, ks in zip(link.readers, link.operands):
@@ -57,10 +58,19 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
         lays, gs = reader_entry(node, node.strategies[choice[v]], ks, link.backward)
         layouts.update(dict.fromkeys(lays))
         grads.update(dict.fromkeys(gs))
-    out = [Transfer(t, src, lay, "forward") for lay in layouts]
+    out = [Transfer(t, src, lay, "forward", groups=groups) for lay in layouts]
     phase = _grad_phase(m, t)
-    out += [Transfer(t, src, lay, phase, pending) for lay, pending in grads]
+    out += [Transfer(t, src, lay, phase, pending, groups) for lay, pending in grads]
     return out
+
+
+def producer_side_entry(m: Model, node, candidate: int) -> tuple[TensorSharding, tuple]:
+    """A producer candidate's result (or stored source) layout, and the order the ``xla`` redistribution
+    policy completes its pending reduction in (:meth:`OpNode.pending_groups`; () under ``cheapest``)."""
+    if isinstance(node, SourceNode):
+        return node.layouts[candidate], ()
+    s = node.strategies[candidate]
+    return s.result, node.pending_groups(s) if m.options.reshard_policy == "xla" else ()
 
 
 def fanout_layouts(m: Model, k: int, choice) -> list[TensorSharding]:
@@ -81,9 +91,10 @@ def op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Trans
     out: list[Transfer] = []
     if op.output in graph.outputs:
         final = m.final_layout(op.name, s)
-        out.append(Transfer(op.output, s.result, final, "forward"))
+        groups = node.pending_groups(s) if m.options.reshard_policy == "xla" else ()
+        out.append(Transfer(op.output, s.result, final, "forward", groups=groups))
         if m.options.training and m.needs_grad.get(op.output, False):
-            out.append(Transfer(op.output, s.result, final, "backward"))  # the seeded cotangent goes back
+            out.append(Transfer(op.output, s.result, final, "backward", groups=groups))  # the seeded cotangent goes back
     if m.options.training:
         for t, k in own if own is not None else own_params(graph, node, m.private_sources):
             if m.needs_grad.get(t, False):
@@ -106,14 +117,14 @@ def move_plan(m: Model, move: Transfer) -> ReshardPlan:
     """The engine's plan for ``move``: forward, or the transpose of the forward move (backward, gradient)."""
     spec = m.graph.tensor(move.tensor)
     return reshard_plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
-                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy)
+                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy, move.groups)
 
 
 def reshard_plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
-          within=None, policy="cheapest") -> ReshardPlan:
+          within=None, policy="cheapest", groups=()) -> ReshardPlan:
     """The redistribution of one move under ``policy`` (:mod:`planner.redistribution.xla_policy`): forward,
-    or the transpose of the forward plan."""
-    forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy)
+    or the transpose of the forward plan; ``groups``: the order the ``xla`` policy completes a pending sum in."""
+    forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy, groups)
     if not backward:
         return forward
     return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)

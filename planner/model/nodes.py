@@ -28,6 +28,7 @@ from typing import Mapping
 
 from costmodels import Cluster
 from graphs.graph import ComputationGraph
+from graphs.ops.registry import get_op
 from graphs.specs import OpSpec
 from planner.caches import BoundedCache
 from planner.enumeration import Strategy
@@ -66,6 +67,18 @@ class OpNode:
 
     def candidates(self) -> int:
         return len(self.strategies)
+
+    def pending_groups(self, s: Strategy) -> tuple[tuple[AxisRef, ...], ...]:
+        """The order XLA completes the result's pending reduction in: for a reduction that completes by dimension
+        (``OpDef.reduces_by_dimension``), the axes of each reduced dimension of its operand, the last dimension
+        first; () when one AllReduce over every pending axis is how XLA completes it."""
+        if not s.result.unreduced or not get_op(self.op.op).reduces_by_dimension:
+            return ()
+        pending = set(s.result.unreduced)
+        groups = tuple(g for g in (tuple(a for a in d.axes if a in pending) for d in reversed(s.operands[0].dims)) if g)
+        if len(groups) < 2 or {a for g in groups for a in g} != pending:
+            return ()  # one dimension, or sub-axes the result's pending axes merged: one AllReduce
+        return groups
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ from planner.caches import BoundedCache
 from planner.enumeration import Strategy
 from planner.ir.sharding import TensorSharding
 from planner.model.op_collectives import op_collectives_time_s
-from planner.model.moves import move_time_s, op_moves, own_params, reader_side, reshard_plan
+from planner.model.moves import move_time_s, op_moves, own_params, producer_side_entry, reader_side, reshard_plan
 from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
@@ -155,11 +155,10 @@ def _classes(items) -> tuple[np.ndarray, list]:
     return idx, list(seen)
 
 
-def _producer_side(node) -> list:
-    """Per candidate of a producer: the layout its result (or stored source) has."""
-    if isinstance(node, SourceNode):
-        return list(node.layouts)
-    return [s.result for s in node.strategies]
+def _producer_side(m: Model, node) -> list:
+    """Per candidate of a producer: the layout its result (or stored source) has, and how the redistribution
+    policy completes its pending reduction (:func:`~planner.model.moves.producer_side_entry`)."""
+    return [producer_side_entry(m, node, c) for c in range(node.candidates())]
 
 
 TABLES = BoundedCache("cost tables", maxsize=4096)
@@ -173,7 +172,7 @@ def _label(m: Model, link: Flow) -> str:
 
 def data_edge(m: Model, link: Flow) -> Edge:
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
+    u_class, u_uniq = _classes(_producer_side(m, m.nodes[link.producer]))
     v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
     args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
             m.reshard_pieces, m.options.reshard_policy)
@@ -185,7 +184,7 @@ def fanout_edge(m: Model, link: Flow) -> Fanout:
     """Columns: each distinct layout a reader needs (forward) and each distinct ``(layout, pending)``
     cotangent coming back (backward); a reader candidate needs a set of columns."""
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes(_producer_side(m.nodes[link.producer]))
+    u_class, u_uniq = _classes(_producer_side(m, m.nodes[link.producer]))
     column: dict[tuple, int] = {}
     needs = []
     for v, ks in zip(link.readers, link.operands):
@@ -219,8 +218,8 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
     key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within, policy)
 
     def cost(src, lay, backward=False, pending=()):
-        return reshard_plan(shape, dtype, src, lay, backward, pending, cluster, insert_pbroadcast, within,
-                            policy).time_s
+        return reshard_plan(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
+                            policy, src[1]).time_s
 
     def cell(a: int, b: int) -> float:
         src, item = u_items[a], v_items[b]

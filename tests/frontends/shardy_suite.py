@@ -554,6 +554,27 @@ def split_merge_back(x):
     return jnp.tanh(x.reshape(4, 4, 32)).reshape(16, 32)
 
 
+# reductions over several sharded dimensions: XLA all-reduces one reduced dimension at a time, the last first
+def loss_sum_2d(x, w):
+    return jnp.sum(jnp.tanh(x @ w))
+
+
+def mean_all_3d(x):
+    return jnp.mean(x)
+
+
+def max_all_2d(x):
+    return jnp.max(x)
+
+
+def sum_two_of_three(x):
+    return jnp.sum(x, axis=(0, 2))
+
+
+def xent_vocab_parallel(x, w, y):
+    return -jnp.sum(jax.nn.log_softmax(x @ w, axis=-1) * y)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -696,6 +717,12 @@ def suite() -> dict:
         "uneven_rows_3d": (uneven_rows_3d, "3d", [((16, 32), P(("a", "b", "c")))]),
         "split_and_scale": (split_and_scale, "1d", [((16, 32), P("d"))]),
         "split_merge_back": (split_merge_back, "1d", [((16, 32), P("d"))]),
+        "loss_sum_2d": (loss_sum_2d, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "mean_all_3d": (mean_all_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "max_all_2d": (max_all_2d, "2d", [((16, 32), P("dp", "tp"))]),
+        "sum_two_of_three": (sum_two_of_three, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "xent_vocab_parallel": (xent_vocab_parallel, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                            ((16, 64), P("dp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

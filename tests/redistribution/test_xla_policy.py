@@ -33,6 +33,24 @@ def test_a_sum_pending_over_two_axes_is_completed_by_one_all_reduce_over_both():
     assert len(cheapest.steps) > 1
 
 
+def test_a_reductions_pending_sum_is_completed_one_group_at_a_time_in_order():
+    # a sum over [{"dp"}, {"tp"}] (pending_groups: tp's dimension, the last, first): one ring all-reduce per
+    # group, f32[8, 64] = 2048 B per device: tp's 2 * 3/4 of it (3072 B), then dp's 2 * 1/2 (2048 B)
+    src = _s('[{}, {}], unreduced={"dp", "tp"}')
+    dp, tp = src.unreduced
+    plan = reshard_like_xla((8, 64), "f32", src, _s("[{}, {}]"), CLUSTER, groups=((tp,), (dp,)))
+    assert _moves(plan) == [("AllReduce", 3072), ("AllReduce", 2048)]
+    assert [s.axes for s in plan.steps] == [(tp,), (dp,)]
+    assert [str(s.after) for s in plan.steps] == [str(_s('[{}, {}], unreduced={"dp"}')), str(_s("[{}, {}]"))]
+    # a pending maximum too (XLA's reduce-max over two sharded dimensions), each step keeping its kind
+    top = reshard_like_xla((8, 64), "f32", _s('[{}, {}], unreduced=max{"dp", "tp"}'), _s("[{}, {}]"), CLUSTER,
+                           groups=((tp,), (dp,)))
+    assert _moves(top) == [("AllReduce", 3072), ("AllReduce", 2048)] and top.steps[0].before.reduction == "max"
+    # a group the destination keeps pending is not reduced
+    kept = reshard_like_xla((8, 64), "f32", src, _s('[{}, {}], unreduced={"dp"}'), CLUSTER, groups=((tp,), (dp,)))
+    assert _moves(kept) == [("AllReduce", 3072)]
+
+
 def test_a_pending_sum_into_a_sharded_layout_is_all_reduced_whole_then_sliced():
     # f32[8, 64] pending over tp into [{}, {"tp"}]: XLA all-reduces the 2048-B product (2 * 3/4 of it, 3072 B)
     # and slices its shard; the cheapest plan reduce-scatters (3/4 of it, 1536 B)

@@ -128,6 +128,26 @@ def test_json_shows_propagated_shardings_with_open_marks_and_the_phases():
     assert p.explain("y")[1] == '  dimension 0: "a" from op relu (p0 level 1: pass-through ops with single-use operands)'
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_a_sum_over_two_sharded_dimensions_is_completed_one_dimension_at_a_time(training):
+    # XLA partitions a reduce one sharded reduced dimension at a time, the last first (JAX 0.10.2 compiles
+    # jnp.sum of [{"dp"}, {"tp"}] to an all-reduce over tp, then one over dp;
+    # tests/frontends/test_shardy_suite.py compares the bytes). The sum's f32[8] is 32 B: a ring of p moves
+    # 2 (p - 1) chunks of ceil(8 / p) elements, 6 x 8 B over tp = 4, then 2 x 16 B over dp = 2.
+    g = GraphBuilder("loss", {"dp": 2, "tp": 4})
+    g.tensor("x", [16, 32, 8], sharding='[{"dp"}, {"tp"}, {}]')
+    g.param("w", [8], sharding='[{}]')
+    h = g.op("mul", ["x", "w"], output="h", name="scale")
+    s = g.op("sum", [h], output="s", name="partial", axes=[0, 1])
+    g.op("sum", [g.op("tanh", [s], output="t", name="act")], output="loss", name="total")
+    p = plan(g.build(), search="propagate", training=training)
+    [r] = [r for r in p.reshards if r.tensor == "s" and r.phase == "forward"]
+    assert [(s.kind, tuple(a.name for a in s.axes), s.bytes_per_device) for s in r.steps] == [
+        ("AllReduce", ("tp",), 48), ("AllReduce", ("dp",), 32)]
+    sim = simulate(p, seed=2)
+    assert sim.ok and sim.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
 def test_propagate_training_plan_runs_backward_exactly():
     g = GraphBuilder("train", {"a": 2, "b": 2})
     g.tensor("x", [8, 16], sharding='[{"a", ?}, {?}]')
