@@ -782,7 +782,10 @@ def our_anchors(p, graph):
     found = []
     for op in graph.ops:
         if op.op in ANCHORS:
-            found.append((ANCHORS[op.op], tuple(graph.tensor(op.output).shape), _dims(p.op(op.name).result_sharding)))
+            # the op's value as propagated (what Shardy's sdy.sharding on the op is), not the strategy it computes
+            # in: a dot whose result is constrained onto the axis it contracts computes a pending sum, all-reduced
+            # and sliced to its value's sharding, in XLA and in the plan alike (the collectives are compared)
+            found.append((ANCHORS[op.op], tuple(graph.tensor(op.output).shape), _dims(p.tensor(op.output).sharding)))
     # a result as the plan delivers it (Shardy's function result: whole, even axes; outputs_layout even)
     return found, [_dims(p.program.outputs.get(o, p.tensor(o).sharding)) for o in graph.outputs]
 

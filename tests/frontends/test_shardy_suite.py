@@ -19,15 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("shardy_suite.py")
 
 #: Functions of the suite where the plan differs from Shardy today, with the tensor and why; the others agree.
-DIFFERS = {
-    # x[{}, {"tp"}] @ w[{"tp"}, {}] constrained to [{}, {"tp"}]: Shardy copies the closed constraint onto the
-    # dot's result and gives it [{}, {"tp"}]; propagate keeps the operands and gives the dot a pending sum,
-    # [{}, {}] unreduced={"tp"}. The collectives agree (XLA and the plan all-reduce the whole product, 6144 B,
-    # and slice the shard: propagate redistributes as XLA's partitioner, pinned in
-    # tests/searches/test_propagate_plan.py); what blocks the anchor is the dot's strategies: none computes a
-    # result sharded on the axis it contracts (the all-reduce and slice as the op's own collectives)
-    "contracting_conflict": "dot[16, 64]",
-}
+DIFFERS: dict[str, str] = {}
 
 AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_gelu", "broadcast_bias", "centred",
          "concat_features", "constrained_mlp", "contracting_sharded", "embedding", "glu", "layernorm_block",
@@ -60,7 +52,11 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "reshape_split_sharded", "attn_1d_heads", "shift_left", "shift_right", "shifted_product", "inner_window",
          "split_rows_2d", "uneven_rows_3d", "split_and_scale", "split_merge_back",
          # reductions over several sharded dimensions (a loss): completed one dimension at a time, as XLA does
-         "loss_sum_2d", "mean_all_3d", "max_all_2d", "sum_two_of_three", "xent_vocab_parallel")
+         "loss_sum_2d", "mean_all_3d", "max_all_2d", "sum_two_of_three", "xent_vocab_parallel",
+         # x[{}, {"tp"}] @ w[{"tp"}, {}] constrained to [{}, {"tp"}]: Shardy copies the closed constraint onto
+         # the dot's value, [{}, {"tp"}], as propagate does; both compute the dot as a pending sum, all-reduce
+         # the whole product (6144 B) and slice the shard (tests/searches/test_propagate_plan.py)
+         "contracting_conflict")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
