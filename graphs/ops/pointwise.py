@@ -1,4 +1,5 @@
-"""Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, cast) and binary with broadcasting.
+"""Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, abs, sqrt, rsqrt, cast) and binary with
+broadcasting.
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
@@ -13,7 +14,8 @@ other's size. Both operands must have the same dtype (insert a ``cast``).
 VJPs: a broadcast operand's gradient is the cotangent summed over the dimensions
 it was stretched along (:func:`unbroadcast`). Sub-gradients at kinks: ``relu`` has
 gradient 0 at ``x == 0`` (and below); ``maximum`` (``minimum``) gives the cotangent to
-the larger (smaller) operand and splits it equally on ties. ``exp``, ``sigmoid``, ``tanh`` and ``relu``
+the larger (smaller) operand and splits it equally on ties; ``abs`` gives ``+dy`` where ``x >= 0`` (0
+included) and ``-dy`` below, as JAX does. ``exp``, ``sigmoid``, ``tanh``, ``relu``, ``sqrt`` and ``rsqrt``
 read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. A cast
 between float types passes the cotangent through; a cast to an integer or bool
 type, or from one, has no gradient (its VJP raises ModelError).
@@ -231,6 +233,22 @@ def _tanh_jax(jnp, lax, a, attrs):
     return jnp.tanh(a[0])
 
 
+def _abs_jax(jnp, lax, a, attrs):
+    return jnp.abs(a[0])
+
+
+def _sqrt_jax(jnp, lax, a, attrs):
+    return jnp.sqrt(a[0])
+
+
+def _rsqrt_jax(jnp, lax, a, attrs):
+    return lax.rsqrt(a[0])
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return np.reciprocal(np.sqrt(x))
+
+
 EXP = _unary("exp", np.exp, floats_only=True, jax_form=_exp_jax,
              vjp=_unary_vjp("exp", lambda x, r, c: c * r), reads_inputs=False, reads_result=True)
 # d log(x) = dx / x
@@ -247,6 +265,14 @@ SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True, jax_form=_sigmoid_jax,
                  vjp=_unary_vjp("sigmoid", _sigmoid_grad), reads_inputs=False, reads_result=True)
 TANH = _unary("tanh", np.tanh, floats_only=True, jax_form=_tanh_jax,
               vjp=_unary_vjp("tanh", _tanh_grad), reads_inputs=False, reads_result=True)
+# JAX's sub-gradient: +dy where x >= 0 (x = 0 included), -dy below
+ABS = _unary("abs", np.abs, floats_only=False, jax_form=_abs_jax,
+             vjp=_unary_vjp("abs", lambda x, r, c: np.where(x >= 0, c, np.negative(c))))
+# d sqrt(x) = dx / (2 sqrt(x)); d x^(-1/2) = -dx x^(-3/2) / 2 = -dx r^3 / 2
+SQRT = _unary("sqrt", np.sqrt, floats_only=True, jax_form=_sqrt_jax,
+              vjp=_unary_vjp("sqrt", lambda x, r, c: c * 0.5 / r), reads_inputs=False, reads_result=True)
+RSQRT = _unary("rsqrt", _rsqrt, floats_only=True, jax_form=_rsqrt_jax,
+               vjp=_unary_vjp("rsqrt", lambda x, r, c: c * -0.5 * r * r * r), reads_inputs=False, reads_result=True)
 
 
 def _cast_infer(shapes, dtypes, attrs, names=None):

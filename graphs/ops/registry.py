@@ -10,7 +10,7 @@ the others by hand. Every op has an entry; none is deliberately left without one
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: add, all_gather, all_gather_invariant, all_to_all, axis_index, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, log, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, sharding_constraint, sigmoid, slice, softmax, sub, sum, tanh, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, axis_index, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, log, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, rsqrt, sharding_constraint, sigmoid, slice, softmax, sqrt, sub, sum, tanh, transpose)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from planner.errors import ModelError, did_you_mean, quote
 
 OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     **collectives.COLLECTIVES,  # one per primitive of planner.collectives a manual region's body may apply
+    "abs": pointwise.ABS,
     "add": pointwise.ADD,
     "cast": pointwise.CAST,
     "concat": shape_ops.CONCAT,
@@ -50,10 +51,12 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "relu": pointwise.RELU,
     "reshape": shape_ops.RESHAPE,
     "rmsnorm": normalization.RMSNORM,
+    "rsqrt": pointwise.RSQRT,
     "sharding_constraint": annotation.SHARDING_CONSTRAINT,
     "sigmoid": pointwise.SIGMOID,
     "slice": shape_ops.SLICE,
     "softmax": normalization.SOFTMAX,
+    "sqrt": pointwise.SQRT,
     "sub": pointwise.SUB,
     "sum": reductions.SUM,
     "tanh": pointwise.TANH,

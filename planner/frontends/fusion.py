@@ -21,9 +21,9 @@ The rewritten node recomputes from the pattern's input, so an intermediate anoth
 stays (and is computed as before). Then every elementwise binary op reads a broadcast or
 leading-ones reshape operand as the smaller array (the catalogue broadcasts the numpy way), and
 what is left is lowered: ``integer_pow`` and ``square`` to ``mul`` (``div`` for negative
-powers), a ``broadcast`` nobody absorbed to ``add`` of zeros of its shape. A ``sqrt``, ``rsqrt``
-or ``stop_gradient`` outside these patterns has no catalogue op: a ModelError naming it and
-its line.
+powers), a ``broadcast`` nobody absorbed to ``add`` of zeros of its shape. A ``sqrt`` or ``rsqrt``
+outside these patterns is the catalogue's own; a ``stop_gradient`` outside them has no catalogue
+op: a ModelError naming it and its line.
 """
 
 from __future__ import annotations
@@ -377,8 +377,6 @@ def _absorb_broadcasts(p: Trace) -> None:
 
 
 _UNFOLDED = {
-    "sqrt": "sqrt is supported inside a layer norm, (x - mean) / sqrt(var + eps), only",
-    "rsqrt": "rsqrt is supported inside a layer norm, (x - mean) * rsqrt(var + eps), only",
     "stop_gradient": "stop_gradient is supported inside jax.nn.softmax only (the catalogue has no op that blocks "
                      "gradients)",
     "lt": "comparisons are read between constants and in t[i]'s index wrap only; trace the forward function instead "

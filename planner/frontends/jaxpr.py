@@ -11,7 +11,7 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 
 Mappings (operands are values, literals become ``const`` tensors):
 
-- ``add``, ``sub``, ``mul``, ``div``, ``neg``, ``exp``, ``tanh``; ``logistic`` -> ``sigmoid``;
+- ``add``, ``sub``, ``mul``, ``div``, ``neg``, ``exp``, ``tanh``, ``abs``, ``sqrt``, ``rsqrt``; ``logistic`` -> ``sigmoid``;
   ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
   primitives broadcast size-1 and scalar operands as numpy does, and so do ours;
 - ``dot_general`` -> ``matmul`` (with ``transpose_a`` / ``transpose_b``) where it fits, else an
@@ -25,8 +25,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   materialised as ``add`` of zeros of the broadcast shape;
 - ``gather`` of whole rows of a table by a trailing index vector (``jnp.take(t, i, axis=0)``) ->
   ``gather`` (indices in range; JAX's clip and fill modes agree with it there);
-- ``integer_pow``, ``square``, ``sqrt``, ``rsqrt``, ``stop_gradient`` become internal nodes for
-  :mod:`planner.frontends.fusion`; so do ``lt`` and the ``select_n(i < 0, i, i + n)`` with which
+- ``integer_pow``, ``square``, ``stop_gradient`` become internal nodes for
+  :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so do ``lt`` and the ``select_n(i < 0, i, i + n)`` with which
   ``t[i]`` wraps negative indices (kept only where a ``gather`` reads it: its indices are in range);
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
   (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive);
@@ -668,6 +668,7 @@ _OWN_SHARDINGS = ("reshard", "sharding_constraint", "shard_map")
 
 #: What each primitive becomes: a handler returns its result value (or a list, one per result).
 PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
+    "abs": _simple("abs"),
     "add": _simple("add"),
     "add_any": _simple("add"),
     "all_gather": _all_gather,
@@ -725,6 +726,7 @@ def _rsqrt(x):
 #: Primitives computed at trace time when every operand is a constant (``jnp.var``'s ``N - ddof``, its
 #: ``where(N - ddof > 0, ..., nan)``): ``f(operand arrays, params) -> array``.
 FOLDABLE: dict[str, Callable[[list, dict], Any]] = {
+    "abs": lambda a, p: np.abs(a[0]),
     "add": lambda a, p: a[0] + a[1],
     "convert_element_type": lambda a, p: a[0],
     "div": lambda a, p: a[0] / a[1],

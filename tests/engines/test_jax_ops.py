@@ -25,6 +25,7 @@ from planner.engines.jax_regions import lowered_ops  # noqa: E402
 # One sample per op: operand shapes and dtypes, attributes. Shapes are small and uneven so that an
 # axis mix-up (transpose, reduction axes, padding) changes the values. An op missing here fails below.
 SAMPLES = {
+    "abs": ([(3, 4)], ["f32"], {}),
     "add": ([(3, 4), (4,)], ["f32", "f32"], {}),
     "cast": ([(3, 4)], ["f32"], {"dtype": "bf16"}),
     "concat": ([(2, 3), (4, 3)], ["f32", "f32"], {"axis": 0}),
@@ -49,10 +50,12 @@ SAMPLES = {
     "relu": ([(3, 4)], ["f32"], {}),
     "reshape": ([(4, 6)], ["f32"], {"shape": [2, -1, 3]}),
     "rmsnorm": ([(3, 8), (8,)], ["f32", "f32"], {}),
+    "rsqrt": ([(3, 4)], ["f32"], {}),
     "sharding_constraint": ([(3, 4)], ["f32"], {}),
     "sigmoid": ([(3, 4)], ["f32"], {}),
     "slice": ([(5, 6)], ["f32"], {"starts": [1, 2], "stops": [4, 6]}),
     "softmax": ([(3, 4, 5)], ["f32"], {"axis": 1}),
+    "sqrt": ([(3, 4)], ["f32"], {}),
     "sub": ([(3, 4), (3, 4)], ["f32", "f32"], {}),
     "sum": ([(3, 4, 5)], ["i32"], {}),
     "tanh": ([(3, 4)], ["f32"], {}),
@@ -67,7 +70,7 @@ def _inputs(name, shapes, dtypes, rng):
             x = rng.standard_normal(shape)
             if name == "div" and k == 1:
                 x = np.sign(x) * (0.5 + np.abs(x))  # away from 0
-            if name == "log":
+            if name in ("log", "sqrt", "rsqrt"):
                 x = 0.5 + np.abs(x)  # its domain, away from 0
             out.append(x.astype(numpy_dtype(dtype)))
         else:  # indices and labels within what their op accepts; other integers small and signed

@@ -117,6 +117,9 @@ CASES = {
     "gather_rows": (lambda t, i: jnp.take(t, i, axis=0, mode="clip"), [(10, 4), IDX], {"gather": 1}),
     "integer_pow": (lambda x: x ** 3, [(4, 8)], {"mul": 2}),
     "square": (jnp.square, [(4, 8)], {"mul": 1}),
+    "abs": (jnp.abs, [(4, 8)], {"abs": 1}),
+    "sqrt_of_a_norm": (lambda x: jnp.sqrt(jnp.sum(x * x, axis=-1)), [(4, 8)], {"mul": 1, "sum": 1, "sqrt": 1}),
+    "rsqrt": (lambda x: jax.lax.rsqrt(x * x + 1.0), [(4, 8)], {"mul": 1, "add": 1, "rsqrt": 1}),
     "broadcast_materialised": (lambda b: jnp.broadcast_to(b, (4, 8)), [(8,)], {"add": 1}),
     "custom_vjp_inlined": (lambda x: _custom_vjp()(x) * 2.0, [(4, 8)], {"tanh": 1, "mul": 1}),
     "jit_inlined": (lambda x: jax.jit(lambda y: jnp.exp(y) + 1.0)(x), [(4, 8)], {"exp": 1, "add": 1}),
@@ -170,13 +173,22 @@ def test_unsupported_primitive_names_it_and_its_line():
     assert _line_of(f, "jnp.sin") in e.value.where
 
 
-def test_sqrt_outside_a_layer_norm_is_refused_with_its_line():
-    def f(x):
-        return jnp.sqrt(x * x + 1.0)
+def test_abs_sqrt_and_rsqrt_outside_a_norm_have_jaxs_gradients():
+    # outside a layer or RMS norm they are the catalogue's own ops; abs's sub-gradient at 0 is JAX's (+1), so the
+    # zeros of x are in the test
+    from graphs.gradients import reference_gradients
 
-    with pytest.raises(ModelError, match="primitive 'sqrt'.*inside a layer norm") as e:
-        trace(f, np.ones((4, 8), np.float32))
-    assert _line_of(f, "jnp.sqrt") in e.value.where
+    def loss(x, w):
+        h = x @ w
+        return jnp.sum(jnp.abs(h) + jnp.sqrt(h * h + 1.0) * jax.lax.rsqrt(jnp.abs(h) + 2.0))
+
+    x, w = _args([(4, 6), (6, 8)], seed=5)
+    x[0] = 0.0  # a row of h exactly 0
+    traced = trace_function(loss, x, w, params=("w",))
+    assert {"abs", "sqrt", "rsqrt"} <= {op.op for op in traced.graph.ops}
+    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
+    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
+    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
 
 
 def test_a_captured_array_of_different_values_is_refused():

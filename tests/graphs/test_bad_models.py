@@ -14,7 +14,7 @@ CASES = [
     ("syntax_error.yaml", 6, "YAML syntax error: while parsing a flow mapping (started at line 5)"),
     ("missing_name.yaml", 2, "missing `name`"),
     ("unknown_top_level_key.yaml", 8, "unknown top-level key 'output'; did you mean outputs?"),
-    ("unknown_op.yaml", 9, "op 'mm2': unknown op 'matmull'; did you mean matmul? (known ops: add, all_gather,"),
+    ("unknown_op.yaml", 9, "op 'mm2': unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather,"),
     ("wrong_arity.yaml", 8, "op 'act': relu takes 1 input, got 2 (a, b)"),
     ("shape_mismatch.yaml", 9, "op 'dense': matmul contracts 64 with 32: inputs x (64x64) and w (32x16)"),
     ("undefined_tensor.yaml", 8, "op 'dense1' reads tensor 'w_1', which is not defined; did you mean w1?"),

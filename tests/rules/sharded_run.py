@@ -80,7 +80,7 @@ def example_arrays(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
         if dtype.startswith("i"):
             low = 0 if case.op in ("gather", "cross_entropy") else -int_high(case, i)
             out.append(rng.integers(low, int_high(case, i), shape).astype(np.int64))
-        elif case.op == "log":
+        elif case.op in ("log", "sqrt", "rsqrt"):
             out.append(0.5 + np.abs(rng.standard_normal(shape)))  # its domain, away from 0
         else:
             out.append(rng.standard_normal(shape))

@@ -12,6 +12,7 @@ SPEC_OPS += ["psum", "pmean", "pbroadcast", "all_gather", "psum_scatter", "all_t
 SPEC_OPS += ["all_gather_invariant", "pscatter"]  # seed 004's invariant gather and its transpose, in regions
 SPEC_OPS += ["log"]  # jax.nn.log_softmax's logarithm (the JAX frontend reads it)
 SPEC_OPS += ["min", "minimum"]  # the minimum beside the maximum (a pending minimum, as JAX's reduce_min / pmin)
+SPEC_OPS += ["abs", "rsqrt", "sqrt"]  # JAX primitives of losses and norms written by hand (the frontend reads them)
 
 
 def test_registry_has_exactly_the_spec_ops_in_alphabetical_order():
@@ -27,7 +28,7 @@ def test_unknown_op_suggests_and_lists_known_ops():
     with pytest.raises(ModelError) as e:
         get_op("softmx")
     assert "did you mean softmax?" in e.value.message
-    assert "known ops: add, all_gather" in e.value.message
+    assert "known ops: abs, add, all_gather" in e.value.message
 
 
 def test_unknown_attribute_lists_the_valid_ones():
