@@ -19,7 +19,9 @@ Mappings (operands are values, literals become ``const`` tensors):
   the operands' dtype adds a ``cast``;
 - ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``; ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
-  ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand;
+  ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand; ``stack`` -> a size-1
+  ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
+  them;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
@@ -460,6 +462,43 @@ def _concatenate(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "concat", ins, axis=int(eqn.params["dimension"]))
 
 
+def _with_shape(w: Walker, eqn, x: str, shape: tuple[int, ...]) -> str:
+    """``x`` reshaped to ``shape`` (a constant: the constant of that shape)."""
+    if w.shape(x) == shape:
+        return x
+    const = w.p.const_value(x)
+    if const is not None:
+        return w.p.const(const, shape, w.p.values[x].dtype)
+    return w.add(eqn, "reshape", [x], shape, w.p.values[x].dtype, shape=shape)
+
+
+def _stack(w: Walker, eqn, ins) -> str:
+    """``jnp.stack`` (a primitive in JAX 0.10): each operand with a size-1 dimension at ``axis``, concatenated
+    along it, as JAX lowers it (``broadcast_in_dim`` then ``concatenate``)."""
+    axis = int(eqn.params["axis"])
+    pieces = [_with_shape(w, eqn, x, w.shape(x)[:axis] + (1,) + w.shape(x)[axis:]) for x in ins]
+    if len(pieces) == 1:
+        return w.emit(eqn, "reshape", ins, shape=tuple(eqn.outvars[0].aval.shape))
+    return w.emit(eqn, "concat", pieces, axis=axis)
+
+
+def _tile(w: Walker, eqn, ins) -> str:
+    """``jnp.tile`` (a primitive in JAX 0.10), as JAX lowers it: a size-1 dimension before each repeated one, a
+    broadcast of those to the repeats (materialised: an ``add`` of zeros), and a reshape merging each pair."""
+    reps = tuple(int(r) for r in eqn.params["reps"])
+    shape = w.shape(ins[0])
+    if len(reps) != len(shape):
+        raise ModelError(f"tile with {len(reps)} repeats of a rank-{len(shape)} array has no op in shardplan's "
+                         "catalogue; reshape it to that rank first", where=w.where(eqn))
+    if all(r == 1 for r in reps):
+        return ins[0]
+    split = tuple(x for r, d in zip(reps, shape) for x in ((1, d) if r != 1 else (d,)))
+    grown = tuple(x for r, d in zip(reps, shape) for x in ((r, d) if r != 1 else (d,)))
+    dtype = w.p.values[ins[0]].dtype
+    mid = w.add(eqn, "broadcast", [_with_shape(w, eqn, ins[0], split)], grown, dtype, shape=grown)
+    return w.emit(eqn, "reshape", [mid], shape=tuple(eqn.outvars[0].aval.shape))
+
+
 def _slice(w: Walker, eqn, ins) -> str:
     strides = eqn.params.get("strides")
     if strides is not None and any(int(s) != 1 for s in strides):
@@ -711,9 +750,11 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "sqrt": _simple("sqrt"),
     "square": _simple("square"),
     "squeeze": _reshape,
+    "stack": _stack,
     "stop_gradient": _simple("stop_gradient"),
     "sub": _simple("sub"),
     "tanh": _simple("tanh"),
+    "tile": _tile,
     "transpose": _transpose,
 }
 

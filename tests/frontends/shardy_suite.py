@@ -575,6 +575,158 @@ def xent_vocab_parallel(x, w, y):
     return -jnp.sum(jax.nn.log_softmax(x @ w, axis=-1) * y)
 
 
+# first written as held-out programs of this session: an LLM block's usual pieces (SwiGLU, multi-head attention,
+# rotary halves, pooling, MSE), losses with abs and sqrt, stack and tile
+def swiglu(x, wg, wu, wd):
+    return (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def mha_2d(x, wq, wk, wv, wo):
+    b, s, d = x.shape
+    h = 4
+    q = (x @ wq).reshape(b, s, h, d // h)
+    k = (x @ wk).reshape(b, s, h, d // h)
+    v = (x @ wv).reshape(b, s, h, d // h)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 4.0, axis=-1)
+    o = jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(b, s, d)
+    return o @ wo
+
+
+def ln_res(x, w, g, b):
+    h = x + jnp.tanh(x @ w)
+    m = h.mean(-1, keepdims=True)
+    v = ((h - m) ** 2).mean(-1, keepdims=True)
+    return (h - m) / jnp.sqrt(v + 1e-5) * g + b
+
+
+def gather_emb_mm(t, ids, w):
+    return jnp.take(t, ids, axis=0) @ w
+
+
+def moe_gate(x, wg, we):
+    g = jax.nn.softmax(x @ wg, axis=-1)
+    e = jnp.einsum("td,edf->tef", x, we)
+    return jnp.einsum("te,tef->tf", g, e)
+
+
+def concat_heads(a, b, w):
+    return jnp.concatenate([a, b], axis=-1) @ w
+
+
+def split_half(x, w):
+    h = x @ w
+    a, b = h[:, :32], h[:, 32:]
+    return a * jax.nn.sigmoid(b)
+
+
+def bmm3d(a, b):
+    return jnp.einsum("bij,bjk->bik", a, b)
+
+
+def transpose_mm2(x, w):
+    return (x.T @ w).T
+
+
+def rms_mm_3d(x, g, w):
+    r = x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * g
+    return r @ w
+
+
+def constrained_chain(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(x @ w1, NamedSharding(_MESH["2d"], P("dp", None)))
+    return h @ w2
+
+
+def mean_pool(x, w):
+    return jnp.mean(x, axis=1) @ w
+
+
+def max_pool(x):
+    return jnp.max(x, axis=1)
+
+
+def scale_softmax(x):
+    return jax.nn.softmax(x * 0.125, axis=-1)
+
+
+def resid_gelu_3d(x, w1, w2):
+    return x + jax.nn.gelu(x @ w1) @ w2
+
+
+def outer3(a, b):
+    return a[:, None] * b[None, :]
+
+
+def neg_exp_sum(x):
+    return jnp.sum(jnp.exp(-x), axis=0)
+
+
+def two_heads(x, w1, w2):
+    return x @ w1, x @ w2
+
+
+def dp_mse(x, w, y):
+    return jnp.mean((x @ w - y) ** 2)
+
+
+def einsum_proj(x, w):
+    return jnp.einsum("bsd,df->bsf", x, w)
+
+
+def abs_mean(x):
+    return jnp.mean(jnp.abs(x))
+
+
+def square_norm(x):
+    return jnp.sqrt(jnp.sum(x * x, axis=-1))
+
+
+def stack2(a, b):
+    return jnp.stack([a, b], axis=0)
+
+
+def tile_rows(x):
+    return jnp.tile(x, (2, 1))
+
+
+def rotary(x, c, s):
+    x1, x2 = x[..., :16], x[..., 16:]
+    return jnp.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], axis=-1)
+
+
+def flatten_bs(x, w):
+    return x.reshape(-1, 32) @ w
+
+
+def clip(x):
+    return jnp.clip(x, -1.0, 1.0)
+
+
+def head_merge_4d(x, w):
+    b, h, s, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, h * d) @ w
+
+
+def bias3d(x, w, b):
+    return x @ w + b
+
+
+def expand_dims_mul(x, y):
+    return x[:, :, None] * y[:, None, :]
+
+
+def sum_keep(x):
+    return x / jnp.sum(x, axis=-1, keepdims=True)
+
+
+def swap_axes(x, w):
+    return jnp.swapaxes(x, 0, 1) @ w
+
+
+def silu_mm(x, w):
+    return jax.nn.silu(x) @ w
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -723,6 +875,44 @@ def suite() -> dict:
         "sum_two_of_three": (sum_two_of_three, "3d", [((4, 8, 16), P("a", "b", "c"))]),
         "xent_vocab_parallel": (xent_vocab_parallel, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
                                                             ((16, 64), P("dp"))]),
+        "swiglu": (swiglu, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
+                                  ((64, 32), P("tp"))]),
+        "mha_2d": (mha_2d, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp")), ((32, 32), P(None, "tp")),
+                                  ((32, 32), P(None, "tp")), ((32, 32), P("tp"))]),
+        "ln_res": (ln_res, "2d", [((16, 32), P("dp")), ((32, 32), P()), ((32,), P()), ((32,), P())]),
+        "gather_emb_mm": (gather_emb_mm, "2d", [((64, 32), P(None, "tp")), (((16,), "i32"), P("dp")),
+                                                ((32, 16), P("tp"))]),
+        "moe_gate": (moe_gate, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
+        "concat_heads": (concat_heads, "1d", [((16, 16), P("d")), ((16, 16), P("d")), ((32, 8), P())]),
+        "split_half": (split_half, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "bmm3d": (bmm3d, "3d", [((4, 8, 16), P("a", "b")), ((4, 16, 8), P("a", None, "c"))]),
+        "transpose_mm2": (transpose_mm2, "1d", [((16, 32), P("d")), ((16, 8), P("d"))]),
+        "rms_mm_3d": (rms_mm_3d, "3d", [((16, 32), P("a")), ((32,), P()), ((32, 64), P(None, ("b", "c")))]),
+        "constrained_chain": (constrained_chain, "2d", [((16, 32), P(None, "tp")), ((32, 64), P("tp")),
+                                                        ((64, 32), P())]),
+        "mean_pool": (mean_pool, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 16), P())]),
+        "max_pool": (max_pool, "1d", [((4, 8, 32), P(None, "d"))]),
+        "scale_softmax": (scale_softmax, "2d", [((16, 32), P("dp", "tp"))]),
+        "resid_gelu_3d": (resid_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")),
+                                                ((64, 32), P("c"))]),
+        "outer3": (outer3, "2d", [((16,), P("tp")), ((32,), P("dp"))]),
+        "neg_exp_sum": (neg_exp_sum, "1d", [((16, 32), P("d"))]),
+        "two_heads": (two_heads, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 16), P())]),
+        "dp_mse": (dp_mse, "2d", [((16, 32), P("dp")), ((32, 8), P()), ((16, 8), P("dp"))]),
+        "einsum_proj": (einsum_proj, "3d", [((2, 8, 32), P("a", "b")), ((32, 16), P(None, "c"))]),
+        "abs_mean": (abs_mean, "2d", [((16, 32), P("dp", "tp"))]),
+        "square_norm": (square_norm, "2d", [((16, 32), P("dp", "tp"))]),
+        "stack2": (stack2, "1d", [((16, 32), P("d")), ((16, 32), P("d"))]),
+        "tile_rows": (tile_rows, "1d", [((16, 32), P(None, "d"))]),
+        "rotary": (rotary, "2d", [((16, 32), P("dp")), ((16, 16), P("dp")), ((16, 16), P("dp"))]),
+        "flatten_bs": (flatten_bs, "2d", [((2, 8, 32), P("dp", "tp")), ((32, 16), P())]),
+        "clip": (clip, "1d", [((16, 32), P("d"))]),
+        "head_merge_4d": (head_merge_4d, "2d", [((2, 4, 8, 8), P("dp", "tp")), ((32, 16), P())]),
+        "bias3d": (bias3d, "3d", [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))), ((64,), P(("b", "c")))]),
+        "expand_dims_mul": (expand_dims_mul, "2d", [((8, 16), P("dp")), ((8, 16), P("dp", "tp"))]),
+        "sum_keep": (sum_keep, "2d", [((16, 32), P("dp", "tp"))]),
+        "swap_axes": (swap_axes, "2d", [((8, 2, 32), P("dp")), ((32, 16), P(None, "tp"))]),
+        "silu_mm": (silu_mm, "1d", [((16, 32), P("d")), ((32, 16), P())]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

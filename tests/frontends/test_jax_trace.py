@@ -118,6 +118,14 @@ CASES = {
     "integer_pow": (lambda x: x ** 3, [(4, 8)], {"mul": 2}),
     "square": (jnp.square, [(4, 8)], {"mul": 1}),
     "abs": (jnp.abs, [(4, 8)], {"abs": 1}),
+    "stack": (lambda x, y: jnp.stack([x, y], axis=1), [(4, 8), (4, 8)], {"reshape": 2, "concat": 1}),
+    "stack_with_a_constant": (lambda x: jnp.stack([x, 2.0 * jnp.ones((4, 8))], axis=-1), [(4, 8)],
+                              {"reshape": 1, "concat": 1}),
+    # JAX's lowering: (4, 8) -> (1, 4, 8), broadcast to (2, 4, 8) (an add of zeros, which reads the (4, 8) the
+    # numpy way: the leading-ones reshape is absorbed), -> (8, 8)
+    "tile": (lambda x: jnp.tile(x, (2, 1)), [(4, 8)], {"add": 1, "reshape": 1}),
+    # jnp.tile first makes x (1, 4, 8); then (1, 1, 4, 1, 8), broadcast to (3, 1, 4, 2, 8), -> (3, 4, 16)
+    "tile_adding_a_dimension": (lambda x: jnp.tile(x, (3, 1, 2)), [(4, 8)], {"reshape": 3, "add": 1}),
     "sqrt_of_a_norm": (lambda x: jnp.sqrt(jnp.sum(x * x, axis=-1)), [(4, 8)], {"mul": 1, "sum": 1, "sqrt": 1}),
     "rsqrt": (lambda x: jax.lax.rsqrt(x * x + 1.0), [(4, 8)], {"mul": 1, "add": 1, "rsqrt": 1}),
     "broadcast_materialised": (lambda b: jnp.broadcast_to(b, (4, 8)), [(8,)], {"add": 1}),
