@@ -127,8 +127,9 @@ INVARIANT = "invariant"
 
 # -- the step kinds' kernels on the simulated devices -------------------------------------------
 # ``net`` counts what each device receives: ``net.send(src, dst, data)`` delivers ``data`` (free from a
-# device to itself) and ``net.begin_step()`` opens a new step; ``members`` are the group's device ids
-# in member order.
+# device to itself) and ``net.begin_step()`` opens a new step, which the caller does once for all the groups of
+# one collective (they run at once: a device's bytes per step are its group's); ``members`` are the group's
+# device ids in member order.
 
 def ring_all_gather(net, members, items: list) -> list[list]:
     """Ring all-gather of one item per member; returns every member's list of all items."""
@@ -380,13 +381,11 @@ def _kernel_pscatter(net, members, blocks, attrs):
 def _kernel_all_to_all(net, members, blocks, attrs):
     p = len(members)
     pieces = [np.split(b, p, axis=attrs["split_dim"]) for b in blocks]  # pieces[m][n]: from member m to member n
-    net.begin_step()
     return [np.concatenate(got, axis=attrs["concat_dim"]) for got in exchange(net, members, pieces)]
 
 
 def _kernel_ppermute(net, members, blocks, attrs):
     out = [np.zeros_like(b) for b in blocks]
-    net.begin_step()
     got = permute(net, [(int(members[src]), int(members[dst]), blocks[src]) for src, dst in attrs["perm"]])
     for src, dst in attrs["perm"]:
         out[dst] = got[int(members[dst])]

@@ -44,6 +44,7 @@ def run_collective(op, blocks: list, mesh, net: Network, dtype: str, transposed:
     scale = transposed and primitive(kind).mean_of is not None  # pmean's transpose: pbroadcast / G
     net.itemsize = dtype_itemsize(dtype)
     out: list = [None] * mesh.size
+    net.begin_step()  # every group at once: one step
     for members in collective_groups(mesh, tuple(attrs["axes"])):
         group = [np.asarray(blocks[int(d)]) for d in members] if op.inputs else []
         res = run_kernel(name, net, members, group, params)

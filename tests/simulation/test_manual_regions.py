@@ -120,3 +120,33 @@ def test_a_free_axis_in_the_in_sharding_shards_the_body_and_trains_exactly(searc
     assert p.tensors["mlp/x"].sharding.dims_text().startswith('[{"dp"')  # the free axis crosses the boundary
     for t in graph.manual_regions[0].body_tensors:
         assert "tp" not in {a.name for a in p.tensors[t].sharding.used_axes()}, t
+
+
+SWAP_AND_SHIFT = """
+name: swap_and_shift
+mesh: {dp: 2, tp: 4}
+tensors:
+  x: {shape: [16, 32], kind: param}
+regions:
+  - name: body
+    manual_axes: [dp, tp]
+    inputs: [x]
+    in_shardings: ['[{}, {"tp"}]']
+    outputs: [z]
+    out_shardings: ['[{"tp"}, {"dp"}]']
+    ops:
+      - {name: swap, op: all_to_all, axes: [tp], split_dim: 0, concat_dim: 1, inputs: [x], output: y}
+      - {name: shift, op: ppermute, axes: [tp], perm: [[0, 1], [1, 2], [2, 3], [3, 0]], inputs: [y], output: s}
+      - {name: act, op: tanh, inputs: [s], output: t}
+      - {name: keep, op: pscatter, axes: [dp], dim: 1, inputs: [t], output: z}
+outputs: [z]
+"""
+
+
+def test_a_body_collective_over_one_axis_of_two_counts_each_devices_bytes_once():
+    # the all_to_all and the ppermute run over tp in two groups (one per dp coordinate) at once: a device receives
+    # 3/4 of its [16, 8] f32 block (384 B) in the all_to_all and its whole [4, 32] block (512 B) in the ppermute,
+    # once each, not once per group; the backward moves the same through their transposes
+    r = _simulated(plan(load_model_text(SWAP_AND_SHIFT), training=True))
+    assert r.phases["forward"]["measured_comm_bytes_per_device"] == 384 + 512
+    assert r.phases["forward"]["collectives"] == {"AllToAll": 1, "CollectivePermute": 1}
