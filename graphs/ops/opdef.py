@@ -241,6 +241,9 @@ class OpDef:
     #: an AllReduce over that dimension's axes (JAX 0.10.2: a sum over [{"dp"}, {"tp"}] all-reduces over tp,
     #: then over dp; a dimension on two axes is one AllReduce over both); a dot's pending sum is one AllReduce
     reduces_by_dimension: bool = False
+    #: operands JAX's explicit mode requires sharded alike when all have the result's shape (its select_n: the
+    #: cases and the predicate); where jnp.where broadcasts one, they take the consensus (JAX 0.10.2, probed)
+    sharded_alike: tuple[int, ...] = ()
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

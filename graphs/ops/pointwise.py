@@ -1,5 +1,5 @@
-"""Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, abs, sqrt, rsqrt, cast) and binary with
-broadcasting.
+"""Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, abs, sqrt, rsqrt, cast), binary with
+broadcasting, ``comparison`` (a bool result) and ``select`` (``jnp.where``).
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
@@ -10,13 +10,18 @@ read once, every result element written once.
 Binary ops (add, sub, mul, div, maximum, minimum) broadcast the numpy way: shapes are
 right-aligned and a dimension of size 1 (or a missing one) stretches to the
 other's size. Both operands must have the same dtype (insert a ``cast``).
+``comparison(a, b)`` with attribute ``direction`` (``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge``: StableHLO's
+comparison directions) broadcasts the same way and gives a bool array; ``select(pred, on_true, on_false)``
+is ``jnp.where``: a bool ``pred`` and two operands of one dtype, all three broadcast together.
 
 VJPs: a broadcast operand's gradient is the cotangent summed over the dimensions
 it was stretched along (:func:`unbroadcast`). Sub-gradients at kinks: ``relu`` has
 gradient 0 at ``x == 0`` (and below); ``maximum`` (``minimum``) gives the cotangent to
 the larger (smaller) operand and splits it equally on ties; ``abs`` gives ``+dy`` where ``x >= 0`` (0
 included) and ``-dy`` below, as JAX does. ``exp``, ``sigmoid``, ``tanh``, ``relu``, ``sqrt`` and ``rsqrt``
-read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. A cast
+read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. ``select`` gives the cotangent
+to the operand each element was chosen from (zeros to the other); ``comparison``'s bool result and ``select``'s
+predicate take no gradient. A cast
 between float types passes the cotangent through; a cast to an integer or bool
 type, or from one, has no gradient (its VJP raises ModelError).
 
@@ -404,3 +409,75 @@ MUL = _binary("mul", np.multiply, _mul_jax, vjp=_binary_vjp("mul", lambda i, a, 
               multilinear=True)
 SUB = _binary("sub", np.subtract, _sub_jax,
               vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)), reads_inputs=False)
+
+
+# -- comparison and select ---------------------------------------------------------------
+
+#: StableHLO's comparison directions, each with its numpy function
+COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+               "ge": np.greater_equal}
+
+
+def _compare_infer(shapes, dtypes, attrs, names=None):
+    direction = attrs.get("direction")
+    if direction not in COMPARISONS:
+        raise ModelError(f"comparison attribute direction must be one of {', '.join(COMPARISONS)}, got {direction!r}")
+    same_dtype("comparison", dtypes, names)
+    return broadcast_shapes(shapes, "comparison", names), "bool"
+
+
+def _compare_reference(arrays, attrs):
+    return COMPARISONS[attrs["direction"]](np.asarray(arrays[0]), np.asarray(arrays[1]))
+
+
+def _no_gradient_vjp(name: str):
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        if wrt:
+            raise ModelError(f"{name} has no gradient: its result is bool")
+        return ()
+
+    return vjp
+
+
+def _compare_jax(jnp, lax, a, attrs):
+    import operator
+
+    ops = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+           "ge": operator.ge}
+    return ops[attrs["direction"]](a[0], a[1])
+
+
+COMPARISON = OpDef("comparison", "pointwise", 2, 2, (("direction", REQUIRED),), _compare_infer, _elementwise_flops,
+                _compare_reference, vjp=_no_gradient_vjp("comparison"), vjp_reads_inputs=False, **_BINARY_TRAITS,
+                jax_form=_compare_jax)
+
+
+def _select_infer(shapes, dtypes, attrs, names=None):
+    if dtypes[0] != "bool":
+        raise ModelError(f"select needs a bool predicate, but {operand(names, shapes, 0)} is {dtypes[0]}")
+    dtype = same_dtype("select", dtypes[1:], names[1:] if names else None)
+    return broadcast_shapes(shapes, "select", names), dtype
+
+
+def _select_reference(arrays, attrs):
+    return np.where(np.asarray(arrays[0]), np.asarray(arrays[1]), np.asarray(arrays[2]))
+
+
+def _select_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("select", arrays, wrt, ("predicate", "on_true", "on_false"))
+    cot = np.asarray(cotangent)
+    pred = np.broadcast_to(np.asarray(arrays[0]), cot.shape)
+    zero = np.zeros((), cot.dtype)
+    out = []
+    for i in wrt:
+        g = np.where(pred, cot, zero) if i == 1 else np.where(pred, zero, cot)
+        out.append(fresh(unbroadcast(g, np.shape(arrays[i])), cot.dtype, cot))
+    return tuple(out)
+
+
+def _select_jax(jnp, lax, a, attrs):
+    return jnp.where(a[0], a[1], a[2])
+
+
+SELECT = OpDef("select", "pointwise", 3, 3, (), _select_infer, _elementwise_flops, _select_reference,
+               vjp=_select_vjp, **_BINARY_TRAITS, jax_form=_select_jax, sharded_alike=(0, 1, 2))

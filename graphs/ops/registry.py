@@ -10,7 +10,7 @@ the others by hand. Every op has an entry; none is deliberately left without one
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, axis_index, cast, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, log, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, rsqrt, sharding_constraint, sigmoid, slice, softmax, sqrt, sub, sum, tanh, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, axis_index, cast, comparison, concat, conv2d, cross_entropy, div, einsum, exp, gather, gelu, layernorm, log, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pbroadcast, pmean, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, rsqrt, select, sharding_constraint, sigmoid, slice, softmax, sqrt, sub, sum, tanh, transpose)
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "abs": pointwise.ABS,
     "add": pointwise.ADD,
     "cast": pointwise.CAST,
+    "comparison": pointwise.COMPARISON,
     "concat": shape_ops.CONCAT,
     "conv2d": conv.CONV2D,
     "cross_entropy": loss.CROSS_ENTROPY,
@@ -52,6 +53,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "reshape": shape_ops.RESHAPE,
     "rmsnorm": normalization.RMSNORM,
     "rsqrt": pointwise.RSQRT,
+    "select": pointwise.SELECT,
     "sharding_constraint": annotation.SHARDING_CONSTRAINT,
     "sigmoid": pointwise.SIGMOID,
     "slice": shape_ops.SLICE,

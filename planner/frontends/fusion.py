@@ -40,6 +40,8 @@ CONSTANT_RTOL = 1e-6
 """float32 rounds the constants JAX writes into a jaxpr; 1e-6 relative admits that (2**-24 ~ 6e-8), no more."""
 
 _BINARY = ("add", "sub", "mul", "div", "maximum")
+#: The elementwise ops that broadcast their operands the numpy way (and so absorb a broadcast operand).
+_BROADCASTING = (*_BINARY, "minimum", "comparison", "select")
 _FLOATS = ("f32", "bf16", "f16")
 
 
@@ -358,20 +360,19 @@ def _absorb_broadcasts(p: Trace) -> None:
     while changed:
         changed = False
         for n in p.walk():
-            if n.op not in _BINARY:
+            if n.op not in _BROADCASTING:
                 continue
-            for i in (0, 1):
+            for i in range(len(n.inputs)):
                 small = _smaller(p, n.inputs[i])
                 if small is None:
                     continue
-                shapes = [p.values[small].shape, p.values[n.inputs[1 - i]].shape]
+                inputs = list(n.inputs)
+                inputs[i] = small
                 try:
-                    fits = broadcast_shapes(shapes if i == 0 else shapes[::-1]) == p.values[n.out].shape
+                    fits = broadcast_shapes([p.values[x].shape for x in inputs]) == p.values[n.out].shape
                 except ShardplanError:
                     fits = False
                 if fits:
-                    inputs = list(n.inputs)
-                    inputs[i] = small
                     n = p.replace(n, n.op, inputs, **dict(n.attrs))
                     changed = True
 
@@ -379,8 +380,6 @@ def _absorb_broadcasts(p: Trace) -> None:
 _UNFOLDED = {
     "stop_gradient": "stop_gradient is supported inside jax.nn.softmax only (the catalogue has no op that blocks "
                      "gradients)",
-    "lt": "comparisons are read between constants and in t[i]'s index wrap only; trace the forward function instead "
-          "of its jax.grad and plan it with --training, which derives the backward",
 }
 
 

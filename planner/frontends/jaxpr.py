@@ -28,12 +28,15 @@ Mappings (operands are values, literals become ``const`` tensors):
 - ``gather`` of whole rows of a table by a trailing index vector (``jnp.take(t, i, axis=0)``) ->
   ``gather`` (indices in range; JAX's clip and fill modes agree with it there);
 - ``integer_pow``, ``square``, ``stop_gradient`` become internal nodes for
-  :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so do ``lt`` and the ``select_n(i < 0, i, i + n)`` with which
-  ``t[i]`` wraps negative indices (kept only where a ``gather`` reads it: its indices are in range);
+  :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
+  the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
+  reads it: its indices are in range);
+- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``select_n(p, a, b)`` of a
+  bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an integer ``select_n`` of more
+  cases is refused;
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
   (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive);
-- ``add_any`` (``jax.grad``'s sum of cotangents) -> ``add``; other comparisons and ``select_n`` on
-  data (``jnp.where``, ``jax.grad``'s relu) are refused, advising to trace the forward function.
+- ``add_any`` (``jax.grad``'s sum of cotangents) -> ``add``.
 
 Shardings the program states are read, never dropped (:meth:`Walker.sharded`):
 ``sharding_constraint``, ``reshard``, ``device_put`` and a nested jit's ``in_shardings`` / ``out_shardings`` ->
@@ -128,10 +131,6 @@ def _types_text(axes) -> str:
     return "(" + ", ".join(f"{n}: {t}" for n, _, t in axes) + ")"
 
 
-#: Comparisons and choices jax.grad writes for relu, max, abs and jnp.where: what to do instead.
-_GRAD_ADVICE = ("comparisons and select_n (jnp.where, and the backward jax.grad writes for relu, max or abs) have "
-                "no op in shardplan's catalogue; trace the forward function instead and plan it with --training, "
-                "which derives the backward from the catalogue's gradients")
 
 
 class Walker:
@@ -237,9 +236,8 @@ class Walker:
             if name in _CALLS:
                 outs = self.call(eqn, ins)
             elif handler is None and not (name in FOLDABLE and self.constants(ins)):
-                advice = _GRAD_ADVICE if name in _COMPARISONS else (
-                    f"rewrite that line with supported operations or leave it outside the traced function "
-                    f"(supported: {', '.join(sorted([*PRIMITIVES, *_CALLS]))})")
+                advice = (f"rewrite that line with supported operations or leave it outside the traced function "
+                          f"(supported: {', '.join(sorted([*PRIMITIVES, *_CALLS]))})")
                 outs = self.refused(eqn, ins, f"JAX primitive {name!r} has no op in shardplan's catalogue; {advice}")
             else:
                 try:
@@ -528,21 +526,28 @@ def _gather(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "gather", [ins[0], indices])
 
 
+def _compare(direction: str) -> Callable:
+    return lambda w, eqn, ins: w.emit(eqn, "comparison", ins, direction=direction)
+
+
 def _select_n(w: Walker, eqn, ins) -> str:
-    """A constant choice; or ``jnp``'s index wrap ``select_n(i < 0, i, i + n)`` (``t[i]``), which is ``i`` for a
-    gather's in-range indices."""
+    """A constant choice; ``jnp``'s index wrap ``select_n(i < 0, i, i + n)`` (``t[i]``), which is ``i`` for a
+    gather's in-range indices; else ``select(p, on_true, on_false)`` of a bool predicate (``select_n`` takes
+    the false case first)."""
     choice = w.p.const_value(ins[0])
     if choice is not None:  # a choice made by constants (jnp.var's where(N - ddof > 0, ...))
         return ins[1 + int(choice)]
     test = w.p.producer(ins[0])
-    if (len(ins) == 3 and test is not None and test.op == "lt" and test.inputs[0] == ins[1]
-            and w.p.const_value(test.inputs[1]) == 0.0):
+    if (len(ins) == 3 and test is not None and test.op == "comparison" and test.attr("direction") == "lt"
+            and test.inputs[0] == ins[1] and w.p.const_value(test.inputs[1]) == 0.0):
         shifted = w.p.producer(ins[2])
         if shifted is not None and shifted.op == "add" and ins[1] in shifted.inputs:
             return w.emit(eqn, "index_wrap", [ins[1]])
-    raise ModelError(f"JAX primitive 'select_n' is read only as a choice between constants or the index wrap of "
-                     f"t[i]; {_GRAD_ADVICE}",
-                     where=w.where(eqn))
+    if len(ins) != 3 or w.p.values[ins[0]].dtype != "bool":
+        raise ModelError(f"JAX primitive 'select_n' with an integer case index ({len(ins) - 1} cases) has no op in "
+                         "shardplan's catalogue; choose between two values with a bool predicate (jnp.where)",
+                         where=w.where(eqn))
+    return w.emit(eqn, "select", [ins[0], ins[2], ins[1]])
 
 
 def _integer_pow(w: Walker, eqn, ins) -> str:
@@ -699,9 +704,6 @@ def _shard_map(w: Walker, eqn, ins) -> list[str]:
     return outs
 
 
-#: Comparisons: computed when their operands are constants (FOLDABLE), ``lt`` in t[i]'s index wrap, else refused.
-_COMPARISONS = ("eq", "ge", "gt", "le", "lt", "ne")
-
 #: Primitives whose ``sharding`` parameter is what their handler reads (not a result sharding to add).
 _OWN_SHARDINGS = ("reshard", "sharding_constraint", "shard_map")
 
@@ -721,12 +723,17 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "device_put": _device_put,
     "div": _simple("div"),
     "dot_general": _dot_general,
+    "eq": _compare("eq"),
+    "ge": _compare("ge"),
+    "gt": _compare("gt"),
+    "le": _compare("le"),
+    "lt": _compare("lt"),
+    "ne": _compare("ne"),
     "exp": _simple("exp"),
     "gather": _gather,
     "integer_pow": _integer_pow,
     "log": _simple("log"),
     "logistic": _simple("sigmoid"),
-    "lt": _simple("lt"),
     "max": _max,
     "min": _min,
     "mul": _simple("mul"),

@@ -229,6 +229,12 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
     if (only_in_result or moved) and family == "shape" and not in_region:
         dims = _positional(ctx, ins, [t.shape for t in in_specs], out_spec.shape, mesh)
         return [tuple(a) for a in dims], ()
+    alike = get_op(op.op).sharded_alike
+    full = all(tuple(in_specs[i].shape) == tuple(out_spec.shape) for i in alike)
+    if full and len({ins[i].layout_only().dims_text() for i in alike}) > 1:  # JAX's select: cases (and predicate) alike
+        raise ctx.error("needs its inputs of the result's shape sharded alike (JAX's select: the cases, and a "
+                        "predicate that is not a scalar), and they are not: "
+                        + ", ".join(f"input {i} {ins[i].layout_only().dims_text()}" for i in alike))
     # a dot (JAX's dot_general): two operands on the matmul units, no windowed factor (a convolution's)
     dot = get_op(op.op).matmul_units and len(ins) == 2 and FactorKind.NEED_REPLICATION not in rule.factor_kinds
     chosen: list[tuple[AxisRef, ...]] = []

@@ -727,6 +727,36 @@ def silu_mm(x, w):
     return jax.nn.silu(x) @ w
 
 
+# comparisons and jnp.where (select): leaky relu, a masked fill, a hinge loss, jax.grad's relu backward
+def leaky_mm(x, w):
+    return jax.nn.leaky_relu(x @ w, 0.1)
+
+
+def where_bcast(x, b):
+    return jnp.where(x > b, x, b)
+
+
+def relu_grad(x):
+    return jax.grad(lambda z: jnp.sum(jax.nn.relu(z)))(x)
+
+
+def mask_select(x, m):
+    return jnp.where(m > 0, x, -1e9)
+
+
+def hinge(x, w, y):
+    return jnp.mean(jnp.maximum(0.0, 1.0 - (x @ w) * y))
+
+
+def where_3d(x, w):
+    h = x @ w
+    return jnp.where(h > 0, h, jnp.exp(h) - 1.0)
+
+
+def cmp_cast(x):
+    return jnp.sum((x > 0).astype(jnp.float32), axis=1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -913,6 +943,13 @@ def suite() -> dict:
         "sum_keep": (sum_keep, "2d", [((16, 32), P("dp", "tp"))]),
         "swap_axes": (swap_axes, "2d", [((8, 2, 32), P("dp")), ((32, 16), P(None, "tp"))]),
         "silu_mm": (silu_mm, "1d", [((16, 32), P("d")), ((32, 16), P())]),
+        "leaky_mm": (leaky_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "where_bcast": (where_bcast, "2d", [((16, 32), P("dp", "tp")), ((32,), P("tp"))]),
+        "relu_grad": (relu_grad, "1d", [((16, 32), P("d"))]),
+        "mask_select": (mask_select, "2d", [((16, 32), P("dp")), ((16, 32), P(None, "tp"))]),
+        "hinge": (hinge, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp")), ((16, 8), P("dp"))]),
+        "where_3d": (where_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c"))]),
+        "cmp_cast": (cmp_cast, "1d", [((16, 32), P(None, "d"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
@@ -920,11 +957,13 @@ ANCHORS = {"matmul": "dot", "einsum": "dot", "transpose": "transpose", "reshape"
            "concat": "concatenate", "slice": "slice", "sum": "reduce", "max": "reduce", "add": "add",
            "sub": "subtract", "mul": "multiply", "div": "divide", "tanh": "tanh", "exp": "exponential",
            "relu": "maximum", "maximum": "maximum", "min": "reduce", "minimum": "minimum",
-           "sigmoid": "logistic", "neg": "negate"}
+           "sigmoid": "logistic", "neg": "negate", "comparison": "compare", "select": "select", "abs": "abs",
+           "sqrt": "sqrt", "rsqrt": "rsqrt"}
 _HLO = {"dot": "dot", "dot_general": "dot", **{k: k for k in ("transpose", "reshape", "gather", "concatenate", "slice",
                                                               "reduce", "add", "subtract", "multiply", "divide",
                                                               "tanh", "exponential", "maximum", "minimum",
-                                                              "logistic", "negate")}}
+                                                              "logistic", "negate", "compare", "select", "abs",
+                                                              "sqrt", "rsqrt")}}
 
 
 def _norm(dims: str) -> str:

@@ -118,6 +118,10 @@ CASES = {
     "integer_pow": (lambda x: x ** 3, [(4, 8)], {"mul": 2}),
     "square": (jnp.square, [(4, 8)], {"mul": 1}),
     "abs": (jnp.abs, [(4, 8)], {"abs": 1}),
+    "where": (lambda x, y: jnp.where(x > y, x, y * 2.0), [(4, 8), (8,)], {"comparison": 1, "mul": 1, "select": 1}),
+    "where_scalar_branch": (lambda x: jnp.where(x >= 0.5, 1.0, x), [(4, 8)], {"comparison": 1, "select": 1}),
+    "comparison_cast": (lambda x: (x != 0.0).astype(jnp.float32) * x, [(4, 8)],
+                        {"comparison": 1, "cast": 1, "mul": 1}),
     "stack": (lambda x, y: jnp.stack([x, y], axis=1), [(4, 8), (4, 8)], {"reshape": 2, "concat": 1}),
     "stack_with_a_constant": (lambda x: jnp.stack([x, 2.0 * jnp.ones((4, 8))], axis=-1), [(4, 8)],
                               {"reshape": 1, "concat": 1}),
@@ -288,13 +292,30 @@ def test_indexing_a_table_drops_the_negative_index_wrap_for_the_gather():
     assert check_against_jax(lambda t, i: t[i], _args([(10, 4), IDX])) == Counter({"gather": 1})
 
 
-def test_jnp_where_is_refused_with_its_line():
-    def f(x):
-        return jnp.where(x > 0, x, 0.1 * x)
+def test_jnp_where_and_leaky_relu_have_jaxs_gradients():
+    # jnp.where(p, a, b) is select_n(p, b, a): the catalogue's select(p, a, b); its gradient goes to the operand
+    # each element was chosen from (the 0.1 * x branch gets 0.1 where x <= 0)
+    from graphs.gradients import reference_gradients
 
-    with pytest.raises(ModelError, match="'(gt|select_n)'") as e:
-        trace(f, np.ones((4, 8), np.float32))
-    assert _line_of(f, "jnp.where") in e.value.where
+    def loss(x, w):
+        h = x @ w
+        return jnp.sum(jnp.where(h > 0, h, 0.1 * h) + jax.nn.leaky_relu(h, 0.2) * jnp.where(h <= 0.5, 1.0, h))
+
+    x, w = _args([(4, 6), (6, 8)], seed=7)
+    traced = trace_function(loss, x, w, params=("w",))
+    assert Counter(op.op for op in traced.graph.ops)["select"] == 3
+    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
+    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
+    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+
+
+def test_select_n_of_more_than_two_cases_is_refused_with_its_line():
+    def f(i, x):
+        return jax.lax.select_n(i, x, 2.0 * x, 3.0 * x)
+
+    with pytest.raises(ModelError, match="'select_n' with an integer case index \\(3 cases\\)") as e:
+        trace(f, np.zeros((4, 8), np.int32), np.ones((4, 8), np.float32))
+    assert _line_of(f, "jax.lax.select_n") in e.value.where
 
 
 def test_results_that_are_arguments_or_repeated_are_copies():

@@ -378,6 +378,20 @@ PROGRAMS = {
     "max_all_axes": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("max", ["a"], "m", {"axes": (0, 1)})]),
     "minimum_3d": prog(M3, {"a": ((2, 4, 8), P("X", "Y", "Z")), "b": ((2, 4, 8), P("X", "Y", "Z"))},
         [("minimum", ["a", "b"], "c", {})]),
+    # -- comparison and select (jnp.where): JAX wants the cases and the predicate sharded alike unless one is
+    # broadcast ------------------------------------------------------------------------------------------
+    "where_consensus": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P(None, "Y"))},
+        [("comparison", ["a", "b"], "p", {"direction": "gt"}), ("select", ["p", "a", "b"], "c", {})]),
+    "where_broadcast_3d": prog(M3, {"a": ((2, 4, 8), P("X", "Y", None)), "b": ((8,), P("Z"))},
+        [("comparison", ["a", "b"], "p", {"direction": "le"}), ("select", ["p", "b", "a"], "c", {})]),
+    "where_pred_differs": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P("X", None)),
+                                    "q": ((8, 16), P(None, "Y"))},
+        [("comparison", ["q", "q"], "p", {"direction": "gt"}), ("select", ["p", "a", "b"], "c", {})]),
+    "where_cases_alike": prog(M1, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P("X", None))},
+        [("comparison", ["a", "b"], "p", {"direction": "ge"}), ("select", ["p", "a", "b"], "c", {}),
+         ("tanh", ["c"], "t", {})]),
+    "where_conflict": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P("Y", None))},
+        [("comparison", ["a", "b"], "p", {"direction": "eq"})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
@@ -402,6 +416,8 @@ PROBLEMS = {
                                     r"reads input \d with pending sums"),
     "a sharding that splits a dimension unevenly": (r"does not evenly divide the dimension size",
                                                     r"which does not evenly divide the dimension size"),
+    "select's inputs sharded differently": (r"select cases must have the same shardings|select `which` must be",
+                                            r"needs its inputs of the result's shape sharded alike"),
 }
 
 OUT_SHARDING = "out_sharding"

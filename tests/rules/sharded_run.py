@@ -80,6 +80,8 @@ def example_arrays(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
         if dtype.startswith("i"):
             low = 0 if case.op in ("gather", "cross_entropy") else -int_high(case, i)
             out.append(rng.integers(low, int_high(case, i), shape).astype(np.int64))
+        elif dtype == "bool":
+            out.append(rng.random(shape) < 0.5)
         elif case.op in ("log", "sqrt", "rsqrt"):
             out.append(0.5 + np.abs(rng.standard_normal(shape)))  # its domain, away from 0
         else:
@@ -90,7 +92,7 @@ def example_arrays(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
 def block_of(x: np.ndarray, sharding: TensorSharding, device: int, rng: np.random.Generator) -> np.ndarray:
     """Device ``device``'s padded block of ``x``; padding is garbage."""
     local = sharding.local_shape(x.shape)
-    if np.issubdtype(x.dtype, np.integer):
+    if np.issubdtype(x.dtype, np.integer) or x.dtype == bool:
         block = rng.integers(-1000, 1000, local).astype(x.dtype)
     else:
         block = np.full(local, np.nan, dtype=x.dtype)

@@ -186,3 +186,25 @@ def test_abs_sqrt_and_rsqrt_train_exactly_on_a_sharded_matmul(search):
     r = simulate(p, seed=1)
     assert r.ok and set(r.gradients) == {"w"}
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp", "propagate"])
+def test_a_leaky_relu_written_with_comparison_and_select_trains_exactly(search):
+    # jnp.where(h > 0, h, 0.1 * h): the cotangent goes to the branch each element came from, on every device's
+    # block; the comparison's bool result takes none
+    from graphs.graph_builder import GraphBuilder
+
+    g = GraphBuilder("leaky", {"dp": 2, "tp": 4})
+    g.tensor("x", [16, 32], sharding='[{"dp"}, {}]')
+    g.param("w", [32, 64], sharding='[{}, {"tp"}]')
+    g.const("zero", [], value=0.0)
+    g.const("slope", [], value=0.1)
+    h = g.op("matmul", ["x", "w"], output="h", name="mm")
+    positive = g.op("comparison", [h, "zero"], output="p", name="positive", direction="gt")
+    small = g.op("mul", [h, "slope"], output="s", name="scaled")
+    a = g.op("select", [positive, h, small], output="a", name="leaky")
+    g.op("sum", [g.op("mul", [a, a], output="q", name="square")], output="loss", name="total")
+    p = plan(g.build(), search=search, training=True)
+    r = simulate(p, seed=4)
+    assert r.ok and set(r.gradients) == {"w"}
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device == p.totals.comm_bytes_per_device
