@@ -1,5 +1,5 @@
 """Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, abs, sqrt, rsqrt, cast), binary with
-broadcasting, ``comparison`` (a bool result) and ``select`` (``jnp.where``).
+broadcasting, ``comparison`` and ``is_finite`` (bool results) and ``select`` (``jnp.where``).
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
@@ -481,3 +481,18 @@ def _select_jax(jnp, lax, a, attrs):
 
 SELECT = OpDef("select", "pointwise", 3, 3, (), _select_infer, _elementwise_flops, _select_reference,
                vjp=_select_vjp, **_BINARY_TRAITS, jax_form=_select_jax, sharded_alike=(0, 1, 2))
+
+
+def _is_finite_infer(shapes, dtypes, attrs, names=None):
+    need_float("is_finite", dtypes[0], names)
+    return tuple(shapes[0]), "bool"
+
+
+def _is_finite_jax(jnp, lax, a, attrs):
+    return jnp.isfinite(a[0])
+
+
+# neither infinite nor NaN (jax.nn.logsumexp guards its shift with it): a bool result, no gradient
+IS_FINITE = OpDef("is_finite", "pointwise", 1, 1, (), _is_finite_infer, _elementwise_flops,
+                  lambda arrays, attrs: np.isfinite(np.asarray(arrays[0])), vjp=_no_gradient_vjp("is_finite"),
+                  vjp_reads_inputs=False, **_UNARY_TRAITS, jax_form=_is_finite_jax)

@@ -31,7 +31,7 @@ Mappings (operands are values, literals become ``const`` tensors):
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
   reads it: its indices are in range);
-- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``select_n(p, a, b)`` of a
+- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``; ``select_n(p, a, b)`` of a
   bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an integer ``select_n`` of more
   cases is refused;
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
@@ -732,6 +732,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "exp": _simple("exp"),
     "gather": _gather,
     "integer_pow": _integer_pow,
+    "is_finite": _simple("is_finite"),
     "log": _simple("log"),
     "logistic": _simple("sigmoid"),
     "max": _max,

@@ -757,6 +757,23 @@ def cmp_cast(x):
     return jnp.sum((x > 0).astype(jnp.float32), axis=1)
 
 
+# jax.nn.logsumexp (its guarded max, is_finite and select read op by op; the shift's stop_gradient dropped)
+def lse_rows(x, w):
+    return jax.nn.logsumexp(x @ w, axis=-1)
+
+
+def lse_loss(x, w, y):
+    return jnp.mean(jax.nn.logsumexp(x @ w, axis=-1) - jnp.sum((x @ w) * y, axis=-1))
+
+
+def lse_keep(x):
+    return x - jax.nn.logsumexp(x, axis=-1, keepdims=True)
+
+
+def lse_1d(x):
+    return jax.nn.logsumexp(x, axis=0)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -950,6 +967,10 @@ def suite() -> dict:
         "hinge": (hinge, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp")), ((16, 8), P("dp"))]),
         "where_3d": (where_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c"))]),
         "cmp_cast": (cmp_cast, "1d", [((16, 32), P(None, "d"))]),
+        "lse_rows": (lse_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "lse_loss": (lse_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((16, 64), P("dp"))]),
+        "lse_keep": (lse_keep, "2d", [((16, 32), P("dp", "tp"))]),
+        "lse_1d": (lse_1d, "1d", [((16, 32), P("d"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

@@ -100,6 +100,10 @@ CASES = {
     "log": (lambda x: jnp.log(jnp.exp(x) + 1.0), [(4, 8)], {"exp": 1, "add": 1, "log": 1}),
     "log_softmax": (lambda x: jax.nn.log_softmax(x, axis=-1), [(4, 8)], {"softmax": 1, "log": 1}),
     "log_softmax_axis0": (lambda x: jax.nn.log_softmax(x, axis=0), [(4, 8)], {"softmax": 1, "log": 1}),
+    # its jaxpr op by op: the guarded max (max, maximum with -inf, is_finite, select), then log|sum(exp(x - m))| + m
+    "logsumexp": (lambda x: jax.nn.logsumexp(x, axis=-1), [(4, 8)],
+                  {"max": 1, "maximum": 1, "is_finite": 1, "select": 1, "reshape": 1, "sub": 1, "exp": 1, "sum": 1,
+                   "abs": 1, "log": 1, "add": 1}),
     "log_softmax_by_hand": (lambda x: x - jnp.log(jnp.sum(jnp.exp(x), axis=-1, keepdims=True)), [(4, 8)],
                             {"softmax": 1, "log": 1}),
     "layernorm_weight_bias": (_layer_norm, [(4, 8), (8,), (8,)], {"layernorm": 1}),
@@ -159,6 +163,49 @@ def test_log_softmax_read_as_log_of_softmax_has_jaxs_gradient():
     np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
     assert Counter(op.op for op in traced.graph.ops) == Counter({"matmul": 1, "softmax": 1, "log": 1, "mul": 1,
                                                                  "sum": 1})
+
+
+def test_logsumexp_drops_its_shifts_stop_gradient_and_has_jaxs_gradient():
+    # log(sum(exp(x - m))) + m does not depend on m, so m's stop_gradient changes no gradient: the traced graph reads
+    # m directly (no stop_gradient left) and the gradient is JAX's up to rounding (the max's share cancels)
+    from graphs.gradients import reference_gradients
+
+    def loss(x, w):
+        return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1)) + jnp.sum(jax.nn.logsumexp(x @ w, axis=0, keepdims=True))
+
+    x, w = _args([(4, 6), (6, 8)], seed=11)
+    traced = trace_function(loss, x, w, params=("w",))
+    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
+    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
+    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("search", ["bfs", "ilp"])
+def test_a_logsumexp_loss_over_a_vocabulary_parallel_head_trains_exactly_on_the_simulator(search):
+    # the guarded max over the sharded vocabulary is a pending maximum all-reduced by max, the sum of exponentials
+    # a pending sum; gradients equal the single-device reference's and the bytes are as predicted
+    from planner.api import plan
+    from planner.simulation.run import simulate
+
+    def loss(x, w):
+        return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1))
+
+    x, w = _args([(8, 16), (16, 32)], seed=2)
+    traced = trace_function(loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
+                            shardings=['[{"dp"}, {}]', '[{}, {"tp"}]'])
+    p = plan(traced.graph, search=search, training=True)
+    r = simulate(p, seed=3)
+    assert r.ok and set(r.gradients) == {"w"}
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def test_a_stop_gradient_outside_softmax_and_logsumexp_is_refused_with_its_line():
+    def f(x):
+        return jnp.tanh(x) + jax.lax.stop_gradient(x) * x
+
+    with pytest.raises(ModelError, match="primitive 'stop_gradient'") as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert _line_of(f, "jax.lax.stop_gradient") in e.value.where
 
 
 def test_cast_to_bf16_matches_jax_to_bf16_rounding():

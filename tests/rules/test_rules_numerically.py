@@ -28,6 +28,7 @@ CASES = [
     Case("sigmoid", "sigmoid", ((5, 3),), {}),
     Case("neg", "neg", ((4, 3),), {}),
     Case("abs", "abs", ((4, 3),), {}),
+    Case("is_finite", "is_finite", ((4, 3),), {}),
     Case("comparison", "comparison", ((4, 3), (3,)), {"direction": "gt"}),
     Case("select", "select", ((4, 3), (4, 3), (1, 3)), {}, ("bool", "f32", "f32")),
     Case("sqrt", "sqrt", ((5, 3),), {}),
