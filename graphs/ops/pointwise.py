@@ -1,4 +1,4 @@
-"""Elementwise ops: unary (relu, gelu, tanh, exp, log, sigmoid, neg, abs, sqrt, rsqrt, cast), binary with
+"""Elementwise ops: unary (relu, gelu, tanh, exp, expm1, log, log1p, sigmoid, neg, abs, sqrt, rsqrt, cast), binary with
 broadcasting, ``comparison`` and ``is_finite`` (bool results) and ``select`` (``jnp.where``).
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
@@ -238,6 +238,14 @@ def _tanh_jax(jnp, lax, a, attrs):
     return jnp.tanh(a[0])
 
 
+def _expm1_jax(jnp, lax, a, attrs):
+    return jnp.expm1(a[0])
+
+
+def _log1p_jax(jnp, lax, a, attrs):
+    return jnp.log1p(a[0])
+
+
 def _abs_jax(jnp, lax, a, attrs):
     return jnp.abs(a[0])
 
@@ -270,6 +278,12 @@ SIGMOID = _unary("sigmoid", _sigmoid, floats_only=True, jax_form=_sigmoid_jax,
                  vjp=_unary_vjp("sigmoid", _sigmoid_grad), reads_inputs=False, reads_result=True)
 TANH = _unary("tanh", np.tanh, floats_only=True, jax_form=_tanh_jax,
               vjp=_unary_vjp("tanh", _tanh_grad), reads_inputs=False, reads_result=True)
+# exp(x) - 1 and log(1 + x), exact near 0 (jax.nn.elu, softplus and log_sigmoid use them): d expm1 = dx (r + 1),
+# d log1p = dx / (1 + x)
+EXPM1 = _unary("expm1", np.expm1, floats_only=True, jax_form=_expm1_jax,
+               vjp=_unary_vjp("expm1", lambda x, r, c: c * (r + 1.0)), reads_inputs=False, reads_result=True)
+LOG1P = _unary("log1p", np.log1p, floats_only=True, jax_form=_log1p_jax,
+               vjp=_unary_vjp("log1p", lambda x, r, c: c / (x + 1.0)))
 # JAX's sub-gradient: +dy where x >= 0 (x = 0 included), -dy below
 ABS = _unary("abs", np.abs, floats_only=False, jax_form=_abs_jax,
              vjp=_unary_vjp("abs", lambda x, r, c: np.where(x >= 0, c, np.negative(c))))

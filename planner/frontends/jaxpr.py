@@ -11,7 +11,8 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 
 Mappings (operands are values, literals become ``const`` tensors):
 
-- ``add``, ``sub``, ``mul``, ``div``, ``neg``, ``exp``, ``tanh``, ``abs``, ``sqrt``, ``rsqrt``; ``logistic`` -> ``sigmoid``;
+- ``add``, ``sub``, ``mul``, ``div``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``, ``rsqrt``;
+  ``logistic`` -> ``sigmoid``;
   ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
   primitives broadcast size-1 and scalar operands as numpy does, and so do ours;
 - ``dot_general`` -> ``matmul`` (with ``transpose_a`` / ``transpose_b``) where it fits, else an
@@ -31,8 +32,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
   reads it: its indices are in range);
-- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``; ``select_n(p, a, b)`` of a
-  bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an integer ``select_n`` of more
+- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``;
+  ``select_n(p, a, b)`` of a bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an integer ``select_n`` of more
   cases is refused;
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
   (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive);
@@ -730,10 +731,12 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "lt": _compare("lt"),
     "ne": _compare("ne"),
     "exp": _simple("exp"),
+    "expm1": _simple("expm1"),
     "gather": _gather,
     "integer_pow": _integer_pow,
     "is_finite": _simple("is_finite"),
     "log": _simple("log"),
+    "log1p": _simple("log1p"),
     "logistic": _simple("sigmoid"),
     "max": _max,
     "min": _min,

@@ -35,11 +35,13 @@ SAMPLES = {
     "div": ([(3, 4), (3, 4)], ["f32", "f32"], {}),
     "einsum": ([(2, 3, 4), (4, 5)], ["f32", "f32"], {"equation": "bsh,hf->bfs"}),
     "exp": ([(3, 4)], ["f32"], {}),
+    "expm1": ([(3, 4)], ["f32"], {}),
     "gather": ([(10, 4), (2, 3)], ["f32", "i32"], {}),
     "gelu": ([(3, 4)], ["f32"], {}),
     "is_finite": ([(3, 4)], ["f32"], {}),
     "layernorm": ([(3, 8), (8,), (8,)], ["f32", "f32", "f32"], {"eps": 1e-3}),
     "log": ([(3, 4)], ["f32"], {}),
+    "log1p": ([(3, 4)], ["f32"], {}),
     "matmul": ([(2, 5, 3), (4, 5)], ["f32", "f32"], {"transpose_a": True, "transpose_b": True}),
     "max": ([(3, 4, 5)], ["i32"], {"axes": [0, -1], "keepdims": True}),
     "maximum": ([(3, 4), (3, 1)], ["f32", "f32"], {}),
@@ -73,7 +75,7 @@ def _inputs(name, shapes, dtypes, rng):
             x = rng.standard_normal(shape)
             if name == "div" and k == 1:
                 x = np.sign(x) * (0.5 + np.abs(x))  # away from 0
-            if name in ("log", "sqrt", "rsqrt"):
+            if name in ("log", "log1p", "sqrt", "rsqrt"):
                 x = 0.5 + np.abs(x)  # its domain, away from 0
             out.append(x.astype(numpy_dtype(dtype)))
         else:  # indices and labels within what their op accepts; other integers small and signed

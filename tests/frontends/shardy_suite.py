@@ -774,6 +774,55 @@ def lse_1d(x):
     return jax.nn.logsumexp(x, axis=0)
 
 
+# gathers, MoE dispatch and combine, constraints on 2x2x2, full attention, grouped-query scores
+def emb_lookup_3d(t, ids):
+    return jnp.take(t, ids, axis=0)
+
+
+def emb_then_ln(t, ids, g):
+    e = t[ids]
+    m = e.mean(-1, keepdims=True)
+    v = ((e - m) ** 2).mean(-1, keepdims=True)
+    return (e - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+
+def tied_head(t, ids):
+    e = jnp.take(t, ids, axis=0)
+    return e @ t.T
+
+
+def moe_top1(x, wg, we):
+    g = jax.nn.softmax(x @ wg, axis=-1)
+    h = jnp.einsum("td,edh->teh", x, we)
+    return jnp.sum(g[:, :, None] * h, axis=1)
+
+
+def moe_dispatch_combine(d, x, w1, w2):
+    xe = jnp.einsum("tec,td->ecd", d, x)
+    h = jax.nn.relu(jnp.einsum("ecd,edf->ecf", xe, w1))
+    ye = jnp.einsum("ecf,efd->ecd", h, w2)
+    return jnp.einsum("tec,ecd->td", d, ye)
+
+
+def constraint_3d(x, w):
+    h = x @ w
+    h = jax.lax.with_sharding_constraint(h, NamedSharding(_MESH["3d"], P(("a", "b"), "c")))
+    return jnp.tanh(h)
+
+
+def attn_3d_full(x, wq, wk, wv):
+    q = x @ wq
+    k = x @ wk
+    v = x @ wv
+    s = jnp.einsum("bqd,bkd->bqk", q, k) / 8.0
+    return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(s, axis=-1), v)
+
+
+def gqa(q, k):
+    q = q.reshape(2, 8, 2, 2, 8)
+    return jnp.einsum("bsghd,btgd->bghst", q, k)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -971,6 +1020,16 @@ def suite() -> dict:
         "lse_loss": (lse_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((16, 64), P("dp"))]),
         "lse_keep": (lse_keep, "2d", [((16, 32), P("dp", "tp"))]),
         "lse_1d": (lse_1d, "1d", [((16, 32), P("d"))]),
+        "emb_lookup_3d": (emb_lookup_3d, "3d", [((64, 32), P(None, ("b", "c"))), (((4, 8), "i32"), P("a"))]),
+        "emb_then_ln": (emb_then_ln, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp")), ((32,), P())]),
+        "tied_head": (tied_head, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp"))]),
+        "moe_top1": (moe_top1, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
+        "moe_dispatch_combine": (moe_dispatch_combine, "2d", [((16, 4, 4), P("dp")), ((16, 32), P("dp")),
+                                                              ((4, 32, 64), P("tp")), ((4, 64, 32), P("tp"))]),
+        "constraint_3d": (constraint_3d, "3d", [((16, 32), P("a")), ((32, 64), P(None, "c"))]),
+        "attn_3d_full": (attn_3d_full, "3d", [((2, 8, 32), P("a", "b")), ((32, 32), P(None, "c")),
+                                              ((32, 32), P(None, "c")), ((32, 32), P(None, "c"))]),
+        "gqa": (gqa, "2d", [((2, 8, 32), P("dp", None, "tp")), ((2, 8, 2, 8), P("dp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

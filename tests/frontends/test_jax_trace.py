@@ -122,6 +122,9 @@ CASES = {
     "integer_pow": (lambda x: x ** 3, [(4, 8)], {"mul": 2}),
     "square": (jnp.square, [(4, 8)], {"mul": 1}),
     "abs": (jnp.abs, [(4, 8)], {"abs": 1}),
+    # where(x > 0, x, expm1(where(x > 0, 0, x))): JAX keeps expm1 off the large positives
+    "elu": (jax.nn.elu, [(4, 8)], {"comparison": 2, "expm1": 1, "mul": 1, "select": 2}),
+    "log1p": (lambda x: jnp.log1p(jnp.exp(x)), [(4, 8)], {"exp": 1, "log1p": 1}),
     "where": (lambda x, y: jnp.where(x > y, x, y * 2.0), [(4, 8), (8,)], {"comparison": 1, "mul": 1, "select": 1}),
     "where_scalar_branch": (lambda x: jnp.where(x >= 0.5, 1.0, x), [(4, 8)], {"comparison": 1, "select": 1}),
     "comparison_cast": (lambda x: (x != 0.0).astype(jnp.float32) * x, [(4, 8)],
@@ -197,6 +200,22 @@ def test_a_logsumexp_loss_over_a_vocabulary_parallel_head_trains_exactly_on_the_
     r = simulate(p, seed=3)
     assert r.ok and set(r.gradients) == {"w"}
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def test_elu_softplus_and_log_sigmoid_have_jaxs_gradients():
+    # softplus and log_sigmoid are custom_jvp functions (logaddexp); their bodies are inlined and differentiated by
+    # the catalogue's rules, which give JAX's gradient of the same function
+    from graphs.gradients import reference_gradients
+
+    def loss(x, w):
+        h = x @ w
+        return jnp.sum(jax.nn.elu(h) * jax.nn.softplus(h) - jax.nn.log_sigmoid(h))
+
+    x, w = _args([(4, 6), (6, 8)], seed=13)
+    traced = trace_function(loss, x, w, params=("w",))
+    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
+    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
+    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
 
 
 def test_a_stop_gradient_outside_softmax_and_logsumexp_is_refused_with_its_line():

@@ -29,6 +29,8 @@ CASES = [
     Case("neg", "neg", ((4, 3),), {}),
     Case("abs", "abs", ((4, 3),), {}),
     Case("is_finite", "is_finite", ((4, 3),), {}),
+    Case("expm1", "expm1", ((4, 3),), {}),
+    Case("log1p", "log1p", ((4, 3),), {}),
     Case("comparison", "comparison", ((4, 3), (3,)), {"direction": "gt"}),
     Case("select", "select", ((4, 3), (4, 3), (1, 3)), {}, ("bool", "f32", "f32")),
     Case("sqrt", "sqrt", ((5, 3),), {}),
