@@ -39,6 +39,7 @@ from graphs.ops.common import (
     same_dtype,
     shape_text,
 )
+from graphs.dtypes import check_dtype, numpy_dtype
 from graphs.ops.opdef import REQUIRED, OpDef, check_wrt, no_bytes_accessed
 from planner.errors import ModelError, RuleError
 
@@ -301,3 +302,65 @@ SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)
               rule="shape_ops.slice_", jax_form=_slice_jax, local_reference=_slice_local_reference,
               local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local, bytes_accessed=_slice_bytes,
               keeps_pending=True)
+
+
+# -- iota -------------------------------------------------------------------------------------
+
+def _iota_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[int, ...], int, str]:
+    shape = check_int_list(attrs.get("shape"), "iota attribute shape")
+    if any(d < 1 for d in shape):
+        raise ModelError(f"iota attribute shape {list(shape)} must have sizes >= 1")
+    dim = normalize_axis(attrs.get("dimension", 0), len(shape), "iota dimension") if shape else 0
+    return shape, dim, check_dtype(attrs.get("dtype", "i32"))
+
+
+def _iota_infer(shapes, dtypes, attrs, names=None):
+    shape, _, dtype = _iota_attrs(attrs)
+    if not shape:
+        raise ModelError("iota needs a shape of rank >= 1")
+    return shape, dtype
+
+
+def _iota_canonical(shapes, attrs):
+    shape, dim, dtype = _iota_attrs(attrs)
+    return {**attrs, "shape": shape, "dimension": dim, "dtype": dtype}
+
+
+def _counting(start: int, shape: Sequence[int], dim: int, dtype: str) -> np.ndarray:
+    """``start, start + 1, ...`` along ``dim`` of an array of ``shape``."""
+    line = np.arange(start, start + shape[dim]).reshape([-1 if k == dim else 1 for k in range(len(shape))])
+    return np.broadcast_to(line, tuple(shape)).astype(numpy_dtype(dtype))
+
+
+def _iota_reference(arrays, attrs):
+    return _counting(0, attrs["shape"], attrs["dimension"], attrs["dtype"])
+
+
+def _iota_local_reference(arrays, attrs, ctx, rule):
+    """A device's block counts from where it starts along the counted dimension (its padding counts on)."""
+    block = ctx.result
+    return _counting(block.ranges[attrs["dimension"]][0], block.local_shape, attrs["dimension"], attrs["dtype"])
+
+
+def _iota_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    return ()  # no operands
+
+
+def _iota_jax(jnp, lax, a, attrs):
+    names = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
+    return lax.broadcasted_iota(jnp.dtype(names[attrs["dtype"]]), tuple(attrs["shape"]), attrs["dimension"])
+
+
+def _iota_jax_local(jnp, lax, a, attrs, ctx):
+    names = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
+    d = attrs["dimension"]
+    start = ctx.start(0, d)
+    return lax.broadcasted_iota(jnp.dtype(names[attrs["dtype"]]), ctx.local_shapes[0], d) + jnp.asarray(start).astype(
+        jnp.dtype(names[attrs["dtype"]]))
+
+
+# 0, 1, 2, ... along one dimension (jnp.arange, jax.nn.one_hot, jnp.tril's masks): no inputs, no gradient
+IOTA = OpDef("iota", "shape", 0, 0, (("shape", REQUIRED), ("dimension", 0), ("dtype", "i32")), _iota_infer,
+             lambda in_shapes, out_shape, attrs: 0, _iota_reference, _iota_canonical, vjp=lambda *a: (),
+             vjp_reads_inputs=False, rule="shape_ops.iota", jax_form=_iota_jax,
+             local_reference=_iota_local_reference, local_vjp=_iota_local_vjp, jax_local_form=_iota_jax_local)

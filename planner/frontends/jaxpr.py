@@ -22,7 +22,7 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
-  them;
+  them; ``pad`` by a constant at the edges -> a ``concat`` of constant blocks per padded dimension; ``iota``;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
@@ -481,6 +481,36 @@ def _stack(w: Walker, eqn, ins) -> str:
     return w.emit(eqn, "concat", pieces, axis=axis)
 
 
+def _pad(w: Walker, eqn, ins) -> str:
+    """``jnp.pad`` / ``lax.pad`` with a constant value and no interior padding: each padded dimension a ``concat``
+    of the constant's blocks around the operand (negative padding, a slice, and interior padding are refused)."""
+    config = [tuple(int(v) for v in c) for c in eqn.params["padding_config"]]
+    value = w.p.const_value(ins[1])
+    if value is None or any(lo < 0 or hi < 0 or inner for lo, hi, inner in config):
+        raise ModelError("pad with a computed value, negative or interior padding has no op in shardplan's "
+                         "catalogue; pad by a constant, at the edges", where=w.where(eqn))
+    x = ins[0]
+    dtype = w.p.values[x].dtype
+    padded = [d for d, (lo, hi, _) in enumerate(config) if lo or hi]
+    for k, d in enumerate(padded):
+        lo, hi, _ = config[d]
+        shape = w.shape(x)
+        pieces = [w.p.const(value, shape[:d] + (n,) + shape[d + 1:], dtype) if n else None for n in (lo, hi)]
+        parts = [p for p in (pieces[0], x, pieces[1]) if p is not None]
+        if k == len(padded) - 1:
+            return w.emit(eqn, "concat", parts, axis=d)
+        out = shape[:d] + (shape[d] + lo + hi,) + shape[d + 1:]
+        x = w.add(eqn, "concat", parts, out, dtype, axis=d)
+    return x
+
+
+def _iota(w: Walker, eqn, ins) -> str:
+    """``lax.iota`` / ``broadcasted_iota`` (``jnp.arange``, ``jax.nn.one_hot``, ``jnp.tril``) -> ``iota``."""
+    aval = eqn.outvars[0].aval
+    return w.emit(eqn, "iota", [], shape=tuple(int(d) for d in aval.shape), dimension=int(eqn.params["dimension"]),
+                  dtype=dtype_of(aval, "the result of iota"))
+
+
 def _tile(w: Walker, eqn, ins) -> str:
     """``jnp.tile`` (a primitive in JAX 0.10), as JAX lowers it: a size-1 dimension before each repeated one, a
     broadcast of those to the repeats (materialised: an ``add`` of zeros), and a reshape merging each pair."""
@@ -734,6 +764,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "expm1": _simple("expm1"),
     "gather": _gather,
     "integer_pow": _integer_pow,
+    "iota": _iota,
     "is_finite": _simple("is_finite"),
     "log": _simple("log"),
     "log1p": _simple("log1p"),
@@ -761,6 +792,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "sqrt": _simple("sqrt"),
     "square": _simple("square"),
     "squeeze": _reshape,
+    "pad": _pad,
     "stack": _stack,
     "stop_gradient": _simple("stop_gradient"),
     "sub": _simple("sub"),

@@ -124,8 +124,11 @@ class Trace:
     def const(self, value: float, shape, dtype: str) -> str:
         """A constant of ``shape`` whose every element is ``value`` (one per distinct constant)."""
         key = (float(value), tuple(shape), dtype)
-        if self._consts.get(key) not in self.declared:  # new, or pruned since
-            self._consts[key] = self.declare(f"%c{len(self._consts)}", shape, dtype, "const", float(value))
+        if self._consts.get(key) not in self.declared:  # new, or pruned since: a name no value has
+            n = len(self._consts)
+            while f"%c{n}" in self.values:
+                n += 1
+            self._consts[key] = self.declare(f"%c{n}", shape, dtype, "const", float(value))
         return self._consts[key]
 
     def add(self, op: str, inputs, out_shape, dtype: str, /, *, where: str = "", primitive: str = "", out: str | None = None,

@@ -86,3 +86,10 @@ def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
     b.operand(ins)
     b.result(outs)
     return b.build(by_appearance=True)
+
+
+def iota(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """No operands: one factor per result dimension, each device counting its own block."""
+    b = RuleBuilder()
+    b.result([(b.factor(d),) for d in out_shape])
+    return b.build()

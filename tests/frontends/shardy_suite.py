@@ -823,6 +823,28 @@ def gqa(q, k):
     return jnp.einsum("bsghd,btgd->bghst", q, k)
 
 
+# iota (jax.nn.one_hot, a jnp.tril causal mask), jnp.pad, log_sigmoid (log1p), jax.grad of relu
+def one_hot_dispatch(ids, x):
+    return jnp.einsum("te,td->ed", jax.nn.one_hot(ids, 4), x)
+
+
+def causal_mask(s):
+    m = jnp.tril(jnp.ones((16, 16), bool))
+    return jnp.where(m, s, -1e9)
+
+
+def pad_seq(x):
+    return jnp.pad(x, ((0, 0), (1, 0)))
+
+
+def log_sigmoid_loss(x, w):
+    return -jnp.mean(jax.nn.log_sigmoid(x @ w))
+
+
+def where_relu_grad(x):
+    return jax.grad(lambda z: jnp.sum(jax.nn.relu(z)))(x)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1030,6 +1052,11 @@ def suite() -> dict:
         "attn_3d_full": (attn_3d_full, "3d", [((2, 8, 32), P("a", "b")), ((32, 32), P(None, "c")),
                                               ((32, 32), P(None, "c")), ((32, 32), P(None, "c"))]),
         "gqa": (gqa, "2d", [((2, 8, 32), P("dp", None, "tp")), ((2, 8, 2, 8), P("dp"))]),
+        "one_hot_dispatch": (one_hot_dispatch, "2d", [(((16,), "i32"), P("dp")), ((16, 32), P("dp", "tp"))]),
+        "causal_mask": (causal_mask, "1d", [((16, 16), P("d"))]),
+        "pad_seq": (pad_seq, "1d", [((16, 32), P("d"))]),
+        "log_sigmoid_loss": (log_sigmoid_loss, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp"))]),
+        "where_relu_grad": (where_relu_grad, "1d", [((16, 32), P("d"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

@@ -12,6 +12,7 @@ jnp = jax.numpy
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from graphs.evaluate import run_reference  # noqa: E402
+from graphs.gradients import reference_gradients  # noqa: E402
 from planner.errors import ModelError  # noqa: E402
 from planner.frontends.jax import trace, trace_function  # noqa: E402
 
@@ -45,6 +46,17 @@ def check_against_jax(fn, args, rtol=F32_RTOL):
         assert ours[name].shape == expected.shape, name
         np.testing.assert_allclose(ours[name], expected, rtol=rtol, atol=rtol * max(1.0, np.abs(expected).max()))
     return Counter(op.op for op in traced.graph.ops)
+
+
+def check_gradient_against_jax(loss, args, param: str, **trace_kw):
+    """Trace ``loss`` with ``param`` (an argument name) a parameter; the graph's reference gradient of it must be
+    ``jax.grad``'s (float32 against float64: :data:`F32_RTOL`). Returns the traced function."""
+    names = list(inspect.signature(loss).parameters)
+    traced = trace_function(loss, *args, params=(param,), **trace_kw)
+    _, grads = reference_gradients(traced.graph, _feeds(traced, args))
+    expected = np.asarray(jax.grad(loss, argnums=names.index(param))(*args), np.float64)
+    np.testing.assert_allclose(grads[param], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+    return traced
 
 
 IDX = np.array([[3, 0, 9], [9, 1, 2]], np.int32)  # rows of a 10-row table, in range
@@ -125,6 +137,15 @@ CASES = {
     # where(x > 0, x, expm1(where(x > 0, 0, x))): JAX keeps expm1 off the large positives
     "elu": (jax.nn.elu, [(4, 8)], {"comparison": 2, "expm1": 1, "mul": 1, "select": 2}),
     "log1p": (lambda x: jnp.log1p(jnp.exp(x)), [(4, 8)], {"exp": 1, "log1p": 1}),
+    "pad": (lambda x: jnp.pad(x, ((0, 0), (1, 2))), [(4, 8)], {"concat": 1}),
+    "arange": (lambda x: x * jnp.arange(8.0), [(4, 8)], {"iota": 1, "mul": 1}),
+    # ids[:, None] == iota(1, 4), cast to f32
+    "one_hot": (lambda i: jax.nn.one_hot(i, 10), [IDX[0]], {"reshape": 1, "iota": 1, "comparison": 1, "cast": 1}),
+    # tril: iota(rows) + 0 >= iota(cols) chooses the mask, then the where
+    "causal_mask": (lambda s: jnp.where(jnp.tril(jnp.ones((8, 8), bool)), s, -1e9), [(8, 8)],
+                    {"iota": 2, "add": 1, "comparison": 1, "select": 2}),
+    "pad_two_dimensions_by_a_value": (lambda x: jnp.pad(x, ((1, 0), (0, 3)), constant_values=2.0), [(4, 8)],
+                                      {"concat": 2}),
     "where": (lambda x, y: jnp.where(x > y, x, y * 2.0), [(4, 8), (8,)], {"comparison": 1, "mul": 1, "select": 1}),
     "where_scalar_branch": (lambda x: jnp.where(x >= 0.5, 1.0, x), [(4, 8)], {"comparison": 1, "select": 1}),
     "comparison_cast": (lambda x: (x != 0.0).astype(jnp.float32) * x, [(4, 8)],
@@ -154,16 +175,11 @@ def test_traced_primitive_computes_what_jax_computes(case):
 def test_log_softmax_read_as_log_of_softmax_has_jaxs_gradient():
     # jax.nn.log_softmax's stop_gradient on the max is the fused softmax's own shift (log-softmax does not change
     # when a row shifts alike), so the gradient of sum(log_softmax(x @ w) * c) w.r.t. w is JAX's
-    from graphs.gradients import reference_gradients
-
     def loss(x, w, c):
         return jnp.sum(jax.nn.log_softmax(x @ w, axis=-1) * c)
 
     x, w, c = _args([(4, 6), (6, 8), (4, 8)], seed=3)
-    traced = trace_function(loss, x, w, c, params=("w",))
-    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w, c]))
-    expected = np.asarray(jax.grad(loss, argnums=1)(x, w, c), np.float64)
-    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+    traced = check_gradient_against_jax(loss, [x, w, c], "w")
     assert Counter(op.op for op in traced.graph.ops) == Counter({"matmul": 1, "softmax": 1, "log": 1, "mul": 1,
                                                                  "sum": 1})
 
@@ -171,16 +187,11 @@ def test_log_softmax_read_as_log_of_softmax_has_jaxs_gradient():
 def test_logsumexp_drops_its_shifts_stop_gradient_and_has_jaxs_gradient():
     # log(sum(exp(x - m))) + m does not depend on m, so m's stop_gradient changes no gradient: the traced graph reads
     # m directly (no stop_gradient left) and the gradient is JAX's up to rounding (the max's share cancels)
-    from graphs.gradients import reference_gradients
-
     def loss(x, w):
         return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1)) + jnp.sum(jax.nn.logsumexp(x @ w, axis=0, keepdims=True))
 
     x, w = _args([(4, 6), (6, 8)], seed=11)
-    traced = trace_function(loss, x, w, params=("w",))
-    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
-    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
-    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+    traced = check_gradient_against_jax(loss, [x, w], "w")
 
 
 @pytest.mark.parametrize("search", ["bfs", "ilp"])
@@ -205,17 +216,35 @@ def test_a_logsumexp_loss_over_a_vocabulary_parallel_head_trains_exactly_on_the_
 def test_elu_softplus_and_log_sigmoid_have_jaxs_gradients():
     # softplus and log_sigmoid are custom_jvp functions (logaddexp); their bodies are inlined and differentiated by
     # the catalogue's rules, which give JAX's gradient of the same function
-    from graphs.gradients import reference_gradients
-
     def loss(x, w):
         h = x @ w
         return jnp.sum(jax.nn.elu(h) * jax.nn.softplus(h) - jax.nn.log_sigmoid(h))
 
     x, w = _args([(4, 6), (6, 8)], seed=13)
-    traced = trace_function(loss, x, w, params=("w",))
-    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
-    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
-    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+    traced = check_gradient_against_jax(loss, [x, w], "w")
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_causal_attention_with_a_tril_mask_has_jaxs_gradient_and_trains_exactly_when_sharded(search):
+    # the mask is two iotas compared: each device counts its own block of rows and columns, so a sequence-sharded
+    # score matrix masks what the single-device one masks
+    from planner.api import plan
+    from planner.simulation.run import simulate
+
+    def loss(x, wq, wk):
+        s = (x @ wq) @ (x @ wk).T
+        return jnp.sum(jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((8, 8), bool)), s, -1e9), axis=-1) * s)
+
+    x, wq, wk = _args([(8, 16), (16, 8), (16, 8)], seed=17)
+    traced = check_gradient_against_jax(loss, [x, wq, wk], "wq", mesh={"dp": 2, "tp": 4},
+                                        shardings=['[{"tp"}, {}]', '[{}, {}]', '[{}, {}]'])
+    assert Counter(op.op for op in traced.graph.ops)["iota"] == 2
+    traced = trace_function(loss, x, wq, wk, params=("wq", "wk"), mesh={"dp": 2, "tp": 4},
+                            shardings=['[{"tp"}, {}]', '[{}, {}]', '[{}, {}]'])
+    p = plan(traced.graph, search=search, training=True)
+    r = simulate(p, seed=5)
+    assert r.ok and set(r.gradients) == {"wq", "wk"}
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
 def test_a_stop_gradient_outside_softmax_and_logsumexp_is_refused_with_its_line():
@@ -254,19 +283,14 @@ def test_unsupported_primitive_names_it_and_its_line():
 def test_abs_sqrt_and_rsqrt_outside_a_norm_have_jaxs_gradients():
     # outside a layer or RMS norm they are the catalogue's own ops; abs's sub-gradient at 0 is JAX's (+1), so the
     # zeros of x are in the test
-    from graphs.gradients import reference_gradients
-
     def loss(x, w):
         h = x @ w
         return jnp.sum(jnp.abs(h) + jnp.sqrt(h * h + 1.0) * jax.lax.rsqrt(jnp.abs(h) + 2.0))
 
     x, w = _args([(4, 6), (6, 8)], seed=5)
     x[0] = 0.0  # a row of h exactly 0
-    traced = trace_function(loss, x, w, params=("w",))
+    traced = check_gradient_against_jax(loss, [x, w], "w")
     assert {"abs", "sqrt", "rsqrt"} <= {op.op for op in traced.graph.ops}
-    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
-    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
-    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
 
 
 def test_a_captured_array_of_different_values_is_refused():
@@ -361,18 +385,22 @@ def test_indexing_a_table_drops_the_negative_index_wrap_for_the_gather():
 def test_jnp_where_and_leaky_relu_have_jaxs_gradients():
     # jnp.where(p, a, b) is select_n(p, b, a): the catalogue's select(p, a, b); its gradient goes to the operand
     # each element was chosen from (the 0.1 * x branch gets 0.1 where x <= 0)
-    from graphs.gradients import reference_gradients
-
     def loss(x, w):
         h = x @ w
         return jnp.sum(jnp.where(h > 0, h, 0.1 * h) + jax.nn.leaky_relu(h, 0.2) * jnp.where(h <= 0.5, 1.0, h))
 
     x, w = _args([(4, 6), (6, 8)], seed=7)
-    traced = trace_function(loss, x, w, params=("w",))
+    traced = check_gradient_against_jax(loss, [x, w], "w")
     assert Counter(op.op for op in traced.graph.ops)["select"] == 3
-    _, grads = reference_gradients(traced.graph, _feeds(traced, [x, w]))
-    expected = np.asarray(jax.grad(loss, argnums=1)(x, w), np.float64)
-    np.testing.assert_allclose(grads["w"], expected, rtol=F32_RTOL, atol=F32_RTOL * np.abs(expected).max())
+
+
+def test_interior_padding_is_refused_with_its_line():
+    def f(x):
+        return jax.lax.pad(x, 0.0, ((0, 0, 1), (0, 0, 0)))
+
+    with pytest.raises(ModelError, match="pad with a computed value, negative or interior padding") as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert _line_of(f, "jax.lax.pad") in e.value.where
 
 
 def test_select_n_of_more_than_two_cases_is_refused_with_its_line():

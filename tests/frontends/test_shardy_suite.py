@@ -69,7 +69,9 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "lse_rows", "lse_loss", "lse_keep", "lse_1d",
          # gathers, MoE dispatch and combine, constraints on 2x2x2, full attention, grouped-query scores
          "emb_lookup_3d", "emb_then_ln", "tied_head", "moe_top1", "moe_dispatch_combine", "constraint_3d",
-         "attn_3d_full", "gqa")
+         "attn_3d_full", "gqa",
+         # iota (jax.nn.one_hot, a jnp.tril causal mask), jnp.pad, log_sigmoid (log1p), jax.grad of relu
+         "one_hot_dispatch", "causal_mask", "pad_seq", "log_sigmoid_loss", "where_relu_grad")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -118,7 +120,7 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but 49 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
+    # (all but 53 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
     # compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
@@ -132,7 +134,7 @@ def test_each_function_is_compared_at_its_matmuls_and_results(suite):
                         "sum_two_of_three", "max_pool", "scale_softmax", "outer3", "neg_exp_sum", "abs_mean",
                         "square_norm", "stack2", "tile_rows", "rotary", "clip", "expand_dims_mul", "sum_keep",
                         "where_bcast", "relu_grad", "mask_select", "cmp_cast", "lse_keep", "lse_1d", "emb_lookup_3d",
-                        "emb_then_ln"):
+                        "emb_then_ln", "one_hot_dispatch", "causal_mask", "pad_seq", "where_relu_grad"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 

@@ -48,11 +48,12 @@ def _exec_copy(f):
     return copy
 
 
-def test_the_catalogue_has_jax_forms_and_the_seven_local_ones():
+def test_the_catalogue_has_jax_forms_and_the_eight_local_ones():
     # the ops whose local instance differs from their global form: padding masked (cross_entropy, max, mean, min),
-    # indices shifted (gather), shapes localised (reshape, slice)
+    # indices shifted (gather), shapes localised (reshape, slice), counting from the block's start (iota)
     assert len(FORMS) >= 29
-    assert [name for name, _ in LOCAL_FORMS] == ["cross_entropy", "gather", "max", "mean", "min", "reshape", "slice"]
+    assert [name for name, _ in LOCAL_FORMS] == ["cross_entropy", "gather", "iota", "max", "mean", "min", "reshape",
+                                                 "slice"]
 
 
 @pytest.mark.parametrize("name, field", FORMS + LOCAL_FORMS, ids=lambda v: v)

@@ -14,7 +14,8 @@ SPEC_OPS += ["log"]  # jax.nn.log_softmax's logarithm (the JAX frontend reads it
 SPEC_OPS += ["min", "minimum"]  # the minimum beside the maximum (a pending minimum, as JAX's reduce_min / pmin)
 SPEC_OPS += ["abs", "rsqrt", "sqrt"]  # JAX primitives of losses and norms written by hand (the frontend reads them)
 SPEC_OPS += ["comparison", "is_finite", "select"]
-SPEC_OPS += ["expm1", "log1p"]  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
+SPEC_OPS += ["expm1", "log1p"]
+SPEC_OPS += ["iota"]  # jnp.arange, jax.nn.one_hot and jnp.tril's masks (the frontend reads lax.iota)  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
 
 
 def test_registry_has_exactly_the_spec_ops_in_alphabetical_order():
