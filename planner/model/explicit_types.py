@@ -203,8 +203,11 @@ def _dot_factor(ctx: _OpContext, rule: OpShardingRule, per_operand, f: int) -> t
 
 
 def _positional(ctx: _OpContext, ins: Sequence[TensorSharding], in_shapes, out_shape, mesh: Mesh):
-    """JAX's rules of concatenate (every operand sharded alike; the result as they are) and slice (the
-    result as the operand, each sliced sharded dimension divisible by its axes)."""
+    """JAX's rules of concatenate (every operand sharded alike; the result as they are), slice (the
+    result as the operand, each sliced sharded dimension divisible by its axes) and iota (no operand: the
+    result replicated, as JAX types ``lax.iota`` without a ``sharding``)."""
+    if not ins:
+        return [() for _ in out_shape]
     if len(ins) > 1:
         if len({s.layout_only().dims_text() for s in ins}) > 1:
             raise ctx.error("needs every input sharded alike, and they are not")

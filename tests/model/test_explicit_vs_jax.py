@@ -392,6 +392,14 @@ PROGRAMS = {
          ("tanh", ["c"], "t", {})]),
     "where_conflict": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P("Y", None))},
         [("comparison", ["a", "b"], "p", {"direction": "eq"})]),
+    # -- iota (replicated, as JAX types lax.iota without a sharding), expm1, log1p, is_finite ---------------
+    "iota_then_add": prog(M2, {"a": ((8, 16), P("X", "Y"))},
+        [("iota", [], "i", {"shape": (8, 16), "dimension": 1, "dtype": "f32"}), ("add", ["a", "i"], "c", {})]),
+    "iota_mask": prog(M2, {"s": ((8, 8), P("X", None))},
+        [("iota", [], "r", {"shape": (8, 8), "dimension": 0}), ("iota", [], "c", {"shape": (8, 8), "dimension": 1}),
+         ("comparison", ["r", "c"], "m", {"direction": "ge"}), ("select", ["m", "s", "s"], "o", {})]),
+    "abs_expm1": prog(M1, {"a": ((8, 16), P("X", None))},
+        [("expm1", ["a"], "b", {}), ("log1p", ["b"], "c", {}), ("is_finite", ["c"], "d", {})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
