@@ -573,6 +573,18 @@ def test_the_suite_has_thirty_programs_on_1d_to_3d_meshes():
     assert {len(p["mesh"]) for p in PROGRAMS.values()} == {1, 2, 3}
 
 
+def test_no_program_name_is_written_twice():
+    # a dict literal keeps the last of two equal keys: a program written later under a taken name would replace one
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(__file__).read_text())
+    [literal] = [n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                 and any(getattr(t, "id", None) == "PROGRAMS" for t in n.targets)]
+    names = [k.value for k in literal.keys]
+    assert len(names) == len(set(names)) == len(PROGRAMS)
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_explicit_mode_types_the_program_as_jax_does(name, jax_results):
     graph = build(PROGRAMS[name])
