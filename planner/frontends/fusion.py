@@ -50,7 +50,8 @@ def fuse(p: Trace) -> None:
     ``shard_alike``) that a rewrite folds away is an error: the sharding would be lost."""
     p.prune()
     kept = {v: p.producer(v) for v in [*p.shardings, *(v for g in p.shard_as for v in g)] if p.producer(v)}
-    for rewrite in (_logsumexp_shifts, _means, _softmaxes, _log_softmaxes, _layernorms, _gelus, _absorb_broadcasts, _lower, _absorb_broadcasts):
+    for rewrite in (_logsumexp_shifts, _means, _softmaxes, _log_softmaxes, _layernorms, _gelus, _absorb_broadcasts,
+                    _lower, _absorb_broadcasts):
         rewrite(p)
         p.prune()
     for v, node in kept.items():

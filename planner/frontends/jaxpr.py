@@ -33,8 +33,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
   reads it: its indices are in range);
 - ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``;
-  ``select_n(p, a, b)`` of a bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an integer ``select_n`` of more
-  cases is refused;
+  ``select_n(p, a, b)`` of a bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an
+  integer ``select_n`` of more cases is refused;
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
   (``jnp.var`` divides by ``N - ddof`` and chooses NaN when that is not positive);
 - ``add_any`` (``jax.grad``'s sum of cotangents) -> ``add``.

@@ -94,7 +94,8 @@ def op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Trans
         groups = node.pending_groups(s) if m.options.reshard_policy == "xla" else ()
         out.append(Transfer(op.output, s.result, final, "forward", groups=groups))
         if m.options.training and m.needs_grad.get(op.output, False):
-            out.append(Transfer(op.output, s.result, final, "backward", groups=groups))  # the seeded cotangent goes back
+            # the seeded cotangent goes back
+            out.append(Transfer(op.output, s.result, final, "backward", groups=groups))
     if m.options.training:
         for t, k in own if own is not None else own_params(graph, node, m.private_sources):
             if m.needs_grad.get(t, False):
