@@ -213,15 +213,31 @@ def test_a_logsumexp_loss_over_a_vocabulary_parallel_head_trains_exactly_on_the_
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
+def _elu_softplus_loss(x, w):
+    h = x @ w
+    return jnp.sum(jax.nn.elu(h) * jax.nn.softplus(h) - jax.nn.log_sigmoid(h))
+
+
 def test_elu_softplus_and_log_sigmoid_have_jaxs_gradients():
     # softplus and log_sigmoid are custom_jvp functions (logaddexp); their bodies are inlined and differentiated by
     # the catalogue's rules, which give JAX's gradient of the same function
-    def loss(x, w):
-        h = x @ w
-        return jnp.sum(jax.nn.elu(h) * jax.nn.softplus(h) - jax.nn.log_sigmoid(h))
-
     x, w = _args([(4, 6), (6, 8)], seed=13)
-    traced = check_gradient_against_jax(loss, [x, w], "w")
+    check_gradient_against_jax(_elu_softplus_loss, [x, w], "w")
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_elu_softplus_and_log_sigmoid_train_exactly_on_a_sharded_matmul(search):
+    # expm1, log1p, the comparisons and selects of their bodies on each device's block of a column-parallel
+    # product: gradients equal the single-device reference's and the bytes are as predicted
+    from planner.api import plan
+    from planner.simulation.run import simulate
+
+    x, w = _args([(8, 16), (16, 32)], seed=6)
+    traced = trace_function(_elu_softplus_loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
+                            shardings=['[{"dp"}, {}]', '[{}, {"tp"}]'])
+    r = simulate(plan(traced.graph, search=search, training=True), seed=2)
+    assert r.ok and set(r.gradients) == {"w"}
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
 @pytest.mark.parametrize("search", ["bfs", "propagate"])
