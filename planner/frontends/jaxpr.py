@@ -59,6 +59,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from graphs.ops.pointwise import COMPARISONS
+from graphs.ops.registry import get_op
 from planner.errors import ModelError
 from planner.frontends.trace import Region, Trace
 
@@ -802,11 +804,6 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
 }
 
 
-
-def _rsqrt(x):
-    return 1.0 / np.sqrt(x)
-
-
 #: Primitives computed at trace time when every operand is a constant (``jnp.var``'s ``N - ddof``, its
 #: ``where(N - ddof > 0, ..., nan)``): ``f(operand arrays, params) -> array``.
 FOLDABLE: dict[str, Callable[[list, dict], Any]] = {
@@ -814,23 +811,18 @@ FOLDABLE: dict[str, Callable[[list, dict], Any]] = {
     "add": lambda a, p: a[0] + a[1],
     "convert_element_type": lambda a, p: a[0],
     "div": lambda a, p: a[0] / a[1],
-    "eq": lambda a, p: a[0] == a[1],
     "exp": lambda a, p: np.exp(a[0]),
-    "ge": lambda a, p: a[0] >= a[1],
-    "gt": lambda a, p: a[0] > a[1],
     "integer_pow": lambda a, p: a[0] ** p["y"],
-    "le": lambda a, p: a[0] <= a[1],
     "log": lambda a, p: np.log(a[0]),
-    "lt": lambda a, p: a[0] < a[1],
     "max": lambda a, p: np.maximum(a[0], a[1]),
     "min": lambda a, p: np.minimum(a[0], a[1]),
     "mul": lambda a, p: a[0] * a[1],
-    "ne": lambda a, p: a[0] != a[1],
     "neg": lambda a, p: -a[0],
-    "rsqrt": lambda a, p: _rsqrt(a[0]),
+    "rsqrt": lambda a, p: get_op("rsqrt").reference(a, p),
     "select_n": lambda a, p: np.choose(a[0].astype(int), a[1:]),
     "sqrt": lambda a, p: np.sqrt(a[0]),
     "square": lambda a, p: a[0] * a[0],
     "sub": lambda a, p: a[0] - a[1],
     "tanh": lambda a, p: np.tanh(a[0]),
 }
+FOLDABLE.update({name: (lambda fn: lambda a, p: fn(a[0], a[1]))(fn) for name, fn in COMPARISONS.items()})

@@ -19,7 +19,7 @@ from planner.redistribution.transpose import transpose_plan
 from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
-           "op_moves", "producer_side_entry", "reader_entry", "reader_side", "reshard_plan"]
+           "op_moves", "completion_order", "producer_side", "reader_entry", "reader_side", "reshard_plan"]
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,9 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
     """The redistributions link ``k`` makes under ``choice`` (the costs price exactly these)."""
     link = m.flows[k]
     t = link.tensor
-    u = m.nodes[link.producer]
-    src, groups = producer_side_entry(m, u, choice[link.producer])
+    u, c = m.nodes[link.producer], choice[link.producer]
+    src, groups = (u.layouts[c], ()) if isinstance(u, SourceNode) else (
+        u.strategies[c].result, completion_order(m, u, u.strategies[c]))
     layouts: dict[TensorSharding, None] = {}
     grads: dict[tuple, None] = {}
     for v, ks in zip(link.readers, link.operands):
@@ -64,13 +65,18 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
     return out
 
 
-def producer_side_entry(m: Model, node, candidate: int) -> tuple[TensorSharding, tuple]:
-    """A producer candidate's result (or stored source) layout, and the order the ``xla`` redistribution
-    policy completes its pending reduction in (:meth:`OpNode.pending_groups`; () under ``cheapest``)."""
+def completion_order(m: Model, node: OpNode, s: Strategy) -> tuple[tuple[AxisRef, ...], ...]:
+    """The order the ``xla`` redistribution policy completes the pending reduction of ``node``'s result under
+    ``s`` in (:meth:`OpNode.pending_groups`); () under ``cheapest``, whose engine chooses its own."""
+    return node.pending_groups(s) if m.options.reshard_policy == "xla" else ()
+
+
+def producer_side(m: Model, node) -> list[tuple[TensorSharding, tuple]]:
+    """Per candidate of a producer: the layout its result (or stored source) has, and its
+    :func:`completion_order`."""
     if isinstance(node, SourceNode):
-        return node.layouts[candidate], ()
-    s = node.strategies[candidate]
-    return s.result, node.pending_groups(s) if m.options.reshard_policy == "xla" else ()
+        return [(lay, ()) for lay in node.layouts]
+    return [(s.result, completion_order(m, node, s)) for s in node.strategies]
 
 
 def fanout_layouts(m: Model, k: int, choice) -> list[TensorSharding]:
@@ -91,7 +97,7 @@ def op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Trans
     out: list[Transfer] = []
     if op.output in graph.outputs:
         final = m.final_layout(op.name, s)
-        groups = node.pending_groups(s) if m.options.reshard_policy == "xla" else ()
+        groups = completion_order(m, node, s)
         out.append(Transfer(op.output, s.result, final, "forward", groups=groups))
         if m.options.training and m.needs_grad.get(op.output, False):
             # the seeded cotangent goes back

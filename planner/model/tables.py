@@ -20,7 +20,7 @@ from planner.caches import BoundedCache
 from planner.enumeration import Strategy
 from planner.ir.sharding import TensorSharding
 from planner.model.op_collectives import op_collectives_time_s
-from planner.model.moves import move_time_s, op_moves, own_params, producer_side_entry, reader_side, reshard_plan
+from planner.model.moves import move_time_s, op_moves, own_params, producer_side, reader_side, reshard_plan
 from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
@@ -155,12 +155,6 @@ def _classes(items) -> tuple[np.ndarray, list]:
     return idx, list(seen)
 
 
-def _producer_side(m: Model, node) -> list:
-    """Per candidate of a producer: the layout its result (or stored source) has, and how the redistribution
-    policy completes its pending reduction (:func:`~planner.model.moves.producer_side_entry`)."""
-    return [producer_side_entry(m, node, c) for c in range(node.candidates())]
-
-
 TABLES = BoundedCache("cost tables", maxsize=4096)
 """Edge and fanout cost tables by value (shape, dtype, layouts, cluster): identical layers share them."""
 
@@ -172,7 +166,7 @@ def _label(m: Model, link: Flow) -> str:
 
 def data_edge(m: Model, link: Flow) -> Edge:
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes(_producer_side(m, m.nodes[link.producer]))
+    u_class, u_uniq = _classes(producer_side(m, m.nodes[link.producer]))
     v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
     args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
             m.reshard_pieces, m.options.reshard_policy)
@@ -184,7 +178,7 @@ def fanout_edge(m: Model, link: Flow) -> Fanout:
     """Columns: each distinct layout a reader needs (forward) and each distinct ``(layout, pending)``
     cotangent coming back (backward); a reader candidate needs a set of columns."""
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes(_producer_side(m, m.nodes[link.producer]))
+    u_class, u_uniq = _classes(producer_side(m, m.nodes[link.producer]))
     column: dict[tuple, int] = {}
     needs = []
     for v, ks in zip(link.readers, link.operands):

@@ -56,8 +56,8 @@ def typed_graph(graph, types: Mapping[str, TensorSharding], outputs_layout: str)
 
     tensors = [replace(t, sharding=typed(t.name)) if graph.consumers(t.name) else t
                for t in graph.tensors.values() if t.kind != "activation"]
-    ops = [replace(op, out_sharding=delivered(op)) if op.output in graph.outputs and delivered(op) is not None
-           else op for op in graph.ops]
+    ops = [replace(op, out_sharding=d) if op.output in graph.outputs and (d := delivered(op)) is not None else op
+           for op in graph.ops]
     return ComputationGraph(graph.name, dict(graph.meshes), tensors, ops, graph.outputs, (), cluster=graph.cluster,
                             manual_regions=graph.manual_regions,
                             outputs_layout=graph.outputs_layout, source=graph.source)
