@@ -15,7 +15,8 @@ PACKAGES = ("planner", "costmodels", "graphs")
 
 # Private control-flow signals that are raised and caught inside one module and never
 # escape it; anything else must be defined in planner.errors.
-PRIVATE_SIGNALS = {"planner.searches.ilp._Infeasible", "planner.model.explicit_types._Unsupported"}
+PRIVATE_SIGNALS = {"planner.searches.ilp._Infeasible", "planner.model.explicit_types._Unsupported",
+                   "planner.redistribution.xla_route._NoRoute", "planner.redistribution.xla_route._Unmodelled"}
 
 
 def _modules():

@@ -9,11 +9,14 @@ The rules, in XLA's order:
   sharded destination: the product is all-reduced whole and the shard sliced from it); the result of a
   reduction (sum, mean, max, min) is completed one reduced dimension at a time instead, the last first, as XLA
   partitions a reduce (``groups``);
-* the layout then changes as the engine's cheapest plan changes it: XLA slices before it gathers, gathers
-  trailing axes only, and swaps an axis between two dimensions with one ``AllToAll``, as the engine does (the
-  goldens of tests/redistribution/test_xla_policy.py compile such reshards with XLA). Where XLA moves an
-  axis between dimensions of unlike extent it may slice, ``CollectivePermute`` the slices and gather them
-  (``[{"tp"}, {"dp"}]`` to ``[{"dp"}, {}]``); the engine finds its own cheapest there.
+* the layout then changes along XLA's route (:mod:`planner.redistribution.xla_route`: a CollectivePermute
+  where only the devices' order differs, an AllToAll per pair of dimensions that trade tiles, a slice out of
+  the replicas, an AllGather of what the target tiles less, the dimensions whose tile counts agree set aside,
+  two dimensions trading a factor split and merged back, else every dimension gathered and the target
+  sliced), each hop one collective of the engine. The goldens of tests/redistribution/test_xla_policy.py
+  compile every reshard of a matrix on a 2x4 mesh, and samples on 2x2x2 and of rank 3, with XLA and compare
+  each collective in order. Where the route leaves a named layout (a dimension tiled unevenly, XLA's padding
+  and halos) the engine's cheapest plan stands in.
 
 Mesh changes and pending maxima keep the engine's plan (XLA has no rule of its own to emulate there).
 """
@@ -24,7 +27,8 @@ from graphs.dtypes import dtype_itemsize
 from planner.caches import memoize
 from planner.errors import ReshardError
 from planner.ir.sharding import PENDING_SUM, TensorSharding
-from planner.redistribution.engine import all_reduce_step, reshard_for_planning
+from planner.redistribution.engine import all_reduce_step, reshard, reshard_for_planning
+from planner.redistribution.xla_route import xla_route
 from planner.redistribution.steps import ReshardPlan, Step
 
 __all__ = ["POLICIES", "reshard_like_xla", "reshard_with_policy"]
@@ -67,6 +71,38 @@ def reshard_like_xla(shape, dtype, source: TensorSharding, destination: TensorSh
         steps.append(all_reduce_step(shape, dtype_itemsize(dtype), state, after, group, cluster))
         state = after
     if state != dst:
-        steps += reshard_for_planning(shape, dtype, state, dst, cluster, within).steps
+        steps += _layout_steps(shape, dtype, state, dst, cluster, within)
     return ReshardPlan(shape, dtype, source, destination, tuple(steps))
 
+
+def _layout_steps(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster, within) -> list[Step]:
+    """XLA's route between two layouts (:func:`~planner.redistribution.xla_route.xla_route`), each hop the
+    engine's one collective; the engine's cheapest plan where the route is not modelled."""
+    route = xla_route(shape, source, destination)
+    if route is not None:
+        steps, state = [], source
+        try:
+            for _, layout in route:
+                steps += _one_hop(shape, dtype, state, layout, cluster)
+                state = layout
+            return steps
+        except ReshardError:
+            pass
+    return list(reshard_for_planning(shape, dtype, source, destination, cluster, within).steps)
+
+
+def _one_hop(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster) -> list[Step]:
+    """The engine's plan of one hop of XLA's route: one collective (whole axes where they do, sub-axes where the
+    hop splits an axis), fewest bytes."""
+    plans = []
+    for pieces in ("axes", "primes"):
+        try:
+            plans.append(reshard(shape, dtype, source, destination, cluster, objective="bytes", pieces=pieces,
+                                 ties="any").steps)
+        except ReshardError:
+            continue
+        if len(plans[-1]) == 1:
+            return list(plans[-1])
+    if not plans:
+        raise ReshardError(f"no plan from {source} to {destination}")
+    return list(min(plans, key=len))

@@ -845,6 +845,66 @@ def where_relu_grad(x):
     return jax.grad(lambda z: jnp.sum(jax.nn.relu(z)))(x)
 
 
+# constraints that move a value between layouts, first written as held-out programs: XLA's own reshards (axes
+# swapped, merged, split and rotated between dimensions, to and from partial replication, on 1-D to 3-D meshes)
+def constraint_open_dim(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P("dp", P.UNCONSTRAINED)))
+    return h * 2.0
+
+
+def swap_constraint(x):
+    return jax.lax.with_sharding_constraint(x * 2.0, NamedSharding(_MESH["2d"], P("tp", "dp"))) + 1.0
+
+
+def double_constraint(x):
+    a = jax.lax.with_sharding_constraint(x, NamedSharding(_MESH["2d"], P("dp", "tp")))
+    b = jax.lax.with_sharding_constraint(a * 2.0, NamedSharding(_MESH["2d"], P("tp", "dp")))
+    return b + 1.0
+
+
+def merge_axes_rows(x):
+    return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["2d"], P(("dp", "tp"), None))) * 3.0
+
+
+def split_axes_cols(x):
+    return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["2d"], P("dp", "tp"))) * 3.0
+
+
+def rotate_3d(x):
+    return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["3d"], P(("b", "c"), "a"))) - 1.0
+
+
+def cycle_3d(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["3d"], P("c", ("a", "b"))))
+    return jnp.tanh(h)
+
+
+def to_partial(x):
+    return jax.lax.with_sharding_constraint(jnp.exp(x), NamedSharding(_MESH["2d"], P(None, "tp"))) + x.sum()
+
+
+def seq_to_heads(x):
+    # sequence-parallel [b, s/tp, h] to head-parallel [b, s, h/tp] (Megatron's sequence -> tensor transition)
+    return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["2d"], P("dp", None, "tp"))) * 2.0
+
+
+def transpose_constraint(x):
+    return jax.lax.with_sharding_constraint(jnp.tanh(x).T, NamedSharding(_MESH["2d"], P("dp", "tp"))) * 2.0
+
+
+def fsdp_gather(x, w):
+    w2 = jax.lax.with_sharding_constraint(w, NamedSharding(_MESH["2d"], P(None, "tp")))
+    return x @ w2
+
+
+def regroup_1d(x):
+    return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["1d"], P(None, "d"))) + 1.0
+
+
+def minor_major_3d(x):
+    return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["3d"], P(("c", "b", "a"), None))) * 2.0
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1057,6 +1117,19 @@ def suite() -> dict:
         "pad_seq": (pad_seq, "1d", [((16, 32), P("d"))]),
         "log_sigmoid_loss": (log_sigmoid_loss, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp"))]),
         "where_relu_grad": (where_relu_grad, "1d", [((16, 32), P("d"))]),
+        "constraint_open_dim": (constraint_open_dim, "2d", [((16, 32), P(None, "tp")), ((32, 64), P(None, "tp"))]),
+        "swap_constraint": (swap_constraint, "2d", [((16, 32), P("dp", "tp"))]),
+        "double_constraint": (double_constraint, "2d", [((16, 32), P())]),
+        "merge_axes_rows": (merge_axes_rows, "2d", [((16, 32), P("dp", "tp"))]),
+        "split_axes_cols": (split_axes_cols, "2d", [((16, 32), P(None, ("dp", "tp")))]),
+        "rotate_3d": (rotate_3d, "3d", [((16, 32), P("a", ("b", "c")))]),
+        "cycle_3d": (cycle_3d, "3d", [((16, 32), P("a", "b")), ((32, 64), P(None, "c"))]),
+        "to_partial": (to_partial, "2d", [((16, 32), P("dp", "tp"))]),
+        "seq_to_heads": (seq_to_heads, "2d", [((2, 16, 32), P("dp", "tp"))]),
+        "transpose_constraint": (transpose_constraint, "2d", [((32, 16), P("dp", "tp"))]),
+        "fsdp_gather": (fsdp_gather, "2d", [((16, 32), P("dp")), ((32, 64), P("dp", "tp"))]),
+        "regroup_1d": (regroup_1d, "1d", [((16, 32), P("d"))]),
+        "minor_major_3d": (minor_major_3d, "3d", [((16, 32), P(("a", "b"), "c"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

@@ -71,19 +71,16 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "emb_lookup_3d", "emb_then_ln", "tied_head", "moe_top1", "moe_dispatch_combine", "constraint_3d",
          "attn_3d_full", "gqa",
          # iota (jax.nn.one_hot, a jnp.tril causal mask), jnp.pad, log_sigmoid (log1p), jax.grad of relu
-         "one_hot_dispatch", "causal_mask", "pad_seq", "log_sigmoid_loss", "where_relu_grad")
+         "one_hot_dispatch", "causal_mask", "pad_seq", "log_sigmoid_loss", "where_relu_grad",
+         # constraints that move a value between layouts: XLA's own reshards (axes swapped, merged, split and
+         # rotated between dimensions, to and from partial replication, on 1-D to 3-D meshes)
+         "constraint_open_dim", "swap_constraint", "double_constraint", "merge_axes_rows", "split_axes_cols",
+         "rotate_3d", "cycle_3d", "to_partial", "seq_to_heads", "transpose_constraint", "fsdp_gather", "regroup_1d",
+         "minor_major_3d")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # x[{}, {"tp"}] @ w1[{}, {"tp"}] then relu constrained to [{"dp"}, {}]: both gather the relu's input on tp
-    # (1536 B) and read x as [{"dp"}, {}] in the dot, but XLA's dot partitioner first groups the devices by tp
-    # (w1's columns are the result's) and reshards x to its sharding without the group's axis, gathering x whole
-    # (1536 B), then slices its dp rows in each group; the plan's move of x from [{}, {"tp"}] to [{"dp"}, {}] is
-    # XLA's own reshard of it, slice then gather the half kept (768 B; tests/redistribution/test_xla_policy.py,
-    # slice_then_gather): plan 2 AllGather 2304 B, XLA 3072 B. A move knows its two layouts, not the reading
-    # dot's groups, which it would need to pass through x replicated over tp; kept.
-    "constrained_mlp": "AllGather 2304 B vs 3072 B",
     # batch dimension sharded on dp on one side, the weight's columns on dp too: plan AllGather 1024 B, XLA
     # AllGather 1536 B + CollectivePermute 512 B (it slices x's rows over tp, permutes the slices and gathers
     # them over the tp group), its partitioner's reshard through a collective-permute of slices, which the
@@ -120,7 +117,7 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but 53 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
+    # (all but 63 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
     # compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
@@ -134,7 +131,9 @@ def test_each_function_is_compared_at_its_matmuls_and_results(suite):
                         "sum_two_of_three", "max_pool", "scale_softmax", "outer3", "neg_exp_sum", "abs_mean",
                         "square_norm", "stack2", "tile_rows", "rotary", "clip", "expand_dims_mul", "sum_keep",
                         "where_bcast", "relu_grad", "mask_select", "cmp_cast", "lse_keep", "lse_1d", "emb_lookup_3d",
-                        "emb_then_ln", "one_hot_dispatch", "causal_mask", "pad_seq", "where_relu_grad"):
+                        "emb_then_ln", "one_hot_dispatch", "causal_mask", "pad_seq", "where_relu_grad",
+                        "swap_constraint", "double_constraint", "merge_axes_rows", "split_axes_cols", "rotate_3d",
+                        "to_partial", "seq_to_heads", "transpose_constraint", "regroup_1d", "minor_major_3d"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 

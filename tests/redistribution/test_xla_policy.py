@@ -1,6 +1,7 @@
 """The ``xla`` redistribution policy moves what XLA's SPMD partitioner compiles for the same reshard: goldens
 against XLA's HLO (JAX on 8 host CPU devices, at test time) and the rules they pin."""
 
+import itertools
 import json
 
 import pytest
@@ -76,10 +77,6 @@ from planner.engines.xla_hlo import collectives
 mesh = jax.make_mesh((2, 4), ("dp", "tp"))
 s = lambda spec: NamedSharding(mesh, P(*spec))
 out = {}
-for name, (a, b) in json.loads(sys.argv[2]).items():
-    f = jax.jit(lambda x: x * 2, in_shardings=s(a), out_shardings=s(b))
-    hlo = f.lower(jax.ShapeDtypeStruct((16, 32), jnp.float32)).compile().as_text()
-    out[name] = [[c.kind, c.bytes_per_device] for c in collectives(hlo, 8)]
 f = jax.jit(lambda x, w: x @ w, in_shardings=(s([None, ("dp", "tp")]), s([("dp", "tp"), None])),
             out_shardings=s([None, None]))
 hlo = f.lower(jax.ShapeDtypeStruct((8, 16), jnp.float32), jax.ShapeDtypeStruct((16, 64), jnp.float32)).compile()
@@ -90,24 +87,86 @@ out["pending_sharded"] = [[c.kind, c.bytes_per_device] for c in collectives(hlo.
 print(json.dumps(out))
 """
 
-#: reshards of f32[16, 32] on dp=2 x tp=4 as PartitionSpecs and as the planner's shardings
-_CASES = {
-    "slice_then_gather": (([None, "tp"], ["dp", None]), ('[{}, {"tp"}]', '[{"dp"}, {}]')),
-    "gather_trailing": ((["dp", "tp"], ["dp", None]), ('[{"dp"}, {"tp"}]', '[{"dp"}, {}]')),
-    "finer": ((["dp", None], ["dp", "tp"]), ('[{"dp"}, {}]', '[{"dp"}, {"tp"}]')),
-    "swap": ((["tp", None], [None, "tp"]), ('[{"tp"}, {}]', '[{}, {"tp"}]')),
-}
+#: one reshard as XLA compiles it: the value pinned in the source layout by a constraint (on Auto axes, so that
+#: propagation moves nothing else), then returned in the destination layout
+_RESHARDS = """
+import json, sys
+import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+from planner.engines.xla_hlo import collectives
+sizes, names, shape, cases = json.loads(sys.argv[2])
+mesh = jax.make_mesh(tuple(sizes), tuple(names), axis_types=(AxisType.Auto,) * len(sizes))
+s = lambda spec: NamedSharding(mesh, P(*[tuple(d) if d else None for d in spec]))
+out = []
+for a, b in cases:
+    f = jax.jit(lambda x: jax.lax.with_sharding_constraint(x * 2, s(a)), in_shardings=s(a), out_shardings=s(b))
+    hlo = f.lower(jax.ShapeDtypeStruct(tuple(shape), jnp.float32)).compile().as_text()
+    out.append([[c.kind, c.bytes_per_device] for c in collectives(hlo, 8)])
+print(json.dumps(out))
+"""
+
+
+def _layouts(names, rank):
+    """Every layout of a rank-``rank`` tensor on mesh axes ``names``: per dimension an ordered tuple of axes,
+    no axis twice."""
+    orders = [list(p) for r in range(len(names) + 1) for c in itertools.combinations(names, r)
+              for p in itertools.permutations(c)]
+    return [combo for combo in itertools.product(orders, repeat=rank)
+            if len([a for d in combo for a in d]) == len({a for d in combo for a in d})]
+
+
+def _text(layout) -> str:
+    return "[" + ", ".join("{" + ", ".join(f'"{a}"' for a in d) + "}" for d in layout) + "]"
+
+
+def _compare_reshards(sizes, names, shape, pairs):
+    """``{(source, destination): (XLA's moves, the policy's)}`` for the pairs that differ."""
+    mesh = parse_mesh("@m = <[" + ", ".join(f'"{n}"={k}' for n, k in zip(names, sizes)) + "]>")
+    xla = run_on_eight_devices(_RESHARDS, json.dumps([sizes, names, shape, pairs]))
+    differ = {}
+    for (a, b), moves in zip(pairs, xla):
+        want = [(_KIND[kind], n) for kind, n in moves]
+        got = _moves(reshard_like_xla(tuple(shape), "f32", parse_sharding(_text(a), mesh),
+                                      parse_sharding(_text(b), mesh), CLUSTER))
+        if got != want:
+            differ[(_text(a), _text(b))] = (want, got)
+    return differ
+
+
 _KIND = {"all-gather": "AllGather", "all-to-all": "AllToAll", "all-reduce": "AllReduce",
          "reduce-scatter": "ReduceScatter", "collective-permute": "CollectivePermute"}
 
 
 @pytest.mark.slow
-def test_the_policy_moves_xlas_kinds_and_bytes_per_device():
+def test_the_policy_completes_pending_sums_as_xla_compiles_a_dot():
     pytest.importorskip("jax")
-    xla = run_on_eight_devices(_XLA, json.dumps({k: v[0] for k, v in _CASES.items()}))
-    ours = {k: _moves(reshard_like_xla((16, 32), "f32", _s(a), _s(b), CLUSTER)) for k, (_, (a, b)) in _CASES.items()}
-    ours["pending"] = _moves(reshard_like_xla((8, 64), "f32", _s('[{}, {}], unreduced={"dp", "tp"}'), _s("[{}, {}]"),
-                                              CLUSTER))
-    ours["pending_sharded"] = _moves(reshard_like_xla((8, 64), "f32", _s('[{}, {}], unreduced={"tp"}'),
-                                                      _s('[{}, {"tp"}]'), CLUSTER))
+    xla = run_on_eight_devices(_XLA)
+    ours = {"pending": _moves(reshard_like_xla((8, 64), "f32", _s('[{}, {}], unreduced={"dp", "tp"}'),
+                                               _s("[{}, {}]"), CLUSTER)),
+            "pending_sharded": _moves(reshard_like_xla((8, 64), "f32", _s('[{}, {}], unreduced={"tp"}'),
+                                                       _s('[{}, {"tp"}]'), CLUSTER))}
     assert ours == {k: [(_KIND[kind], b) for kind, b in v] for k, v in xla.items()}
+
+
+@pytest.mark.slow
+def test_every_reshard_of_a_matrix_on_a_2x4_mesh_moves_xlas_collectives_in_order():
+    # all 110 ordered pairs of distinct layouts of f32[16, 32] on dp=2 x tp=4: kind and bytes of each
+    # collective, in XLA's order (expected values: XLA's compiled HLO, at test time)
+    pytest.importorskip("jax")
+    layouts = _layouts(("dp", "tp"), 2)
+    pairs = [(a, b) for a in layouts for b in layouts if a != b]
+    assert len(pairs) == 110
+    assert _compare_reshards([2, 4], ["dp", "tp"], [16, 32], pairs) == {}
+
+
+@pytest.mark.slow
+def test_reshards_on_a_2x2x2_mesh_and_of_a_rank_3_tensor_move_xlas_collectives_in_order():
+    # every 17th pair of layouts of f32[16, 32] on a=b=c=2 (2x2x2: axes swapped, split and merged between
+    # dimensions, partly replicated), and every 5th of f32[8, 8, 16] on dp=2 x tp=4
+    pytest.importorskip("jax")
+    three = _layouts(("a", "b", "c"), 2)
+    pairs = [(a, b) for a in three for b in three if a != b][::17]
+    assert _compare_reshards([2, 2, 2], ["a", "b", "c"], [16, 32], pairs) == {}
+    rank3 = _layouts(("dp", "tp"), 3)
+    pairs = [(a, b) for a in rank3 for b in rank3 if a != b][::5]
+    assert _compare_reshards([2, 4], ["dp", "tp"], [8, 8, 16], pairs) == {}
