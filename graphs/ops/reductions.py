@@ -1,4 +1,4 @@
-"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``.
+"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``; and ``argmax``, ``argmin`` over one.
 
 Attributes: ``axes`` (a list of dimensions, negative counting from the end; absent
 or null means every dimension) and ``keepdims`` (keep reduced dimensions as size
@@ -16,12 +16,18 @@ divides it by the number of reduced elements (both read only the input's shape);
 ``max`` (``min``) sends it to the positions equal to the maximum (minimum), split
 equally among tied positions (reads the input and its result).
 
+``argmax`` (``argmin``) gives the index of the first maximum (minimum) along its one ``axis``, as
+``jnp.argmax``: attributes ``axis`` (required) and ``index_dtype`` (``i32``, default, or ``i64``); the result
+drops that axis. 1 FLOP per input element; an integer result, so no gradient.
+
 >>> SUM.infer([(4, 8, 16)], ["f32"], {"axes": [-1, 0]})
 ((8,), 'f32')
 >>> MEAN.infer([(4, 8)], ["f32"], {"keepdims": True})
 ((1, 1), 'f32')
 >>> MEAN.flops([(4, 8)], (), {})
 33
+>>> ARGMAX.infer([(4, 8)], ["f32"], {"axis": -1}), ARGMAX.reference([np.array([[1, 3, 3], [2, 0, 1]])], {"axis": 1})
+(((4,), 'i32'), array([1, 0], dtype=int32))
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from graphs.dtypes import check_dtype, numpy_dtype
 from graphs.ops.common import Shape, check_bool, need_float, need_numeric, normalize_axis, numel
-from graphs.ops.opdef import OpDef, check_wrt
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError
 
 
@@ -241,3 +248,53 @@ SUM = _reduction("sum", np.sum, floats_only=False, extra_per_output=0, rule="red
                  keeps_pending=True)
 
 _BY_NAME = {"max": MAX, "min": MIN}
+
+
+# -- argmax and argmin: the index of the first maximum (minimum) along one axis ------------------------------------
+
+def _arg_attrs(name: str, shape: Sequence[int], attrs: Mapping[str, Any]) -> tuple[int, str]:
+    if not shape:
+        raise ModelError(f"{name} needs an operand of rank >= 1 (it reduces one axis)")
+    axis = normalize_axis(attrs.get("axis"), len(shape), f"{name} axis")
+    dtype = check_dtype(attrs.get("index_dtype", "i32"))
+    if dtype not in ("i32", "i64"):
+        raise ModelError(f"{name} attribute index_dtype must be i32 or i64, got {dtype}")
+    return axis, dtype
+
+
+def _arg(name: str, pick, jax_form) -> OpDef:
+    def infer(shapes, dtypes, attrs, names=None):
+        need_numeric(name, dtypes, names)
+        axis, dtype = _arg_attrs(name, shapes[0], attrs)
+        return tuple(d for i, d in enumerate(shapes[0]) if i != axis), dtype
+
+    def canonical(shapes, attrs):
+        axis, dtype = _arg_attrs(name, shapes[0], attrs)
+        return {**attrs, "axis": axis, "index_dtype": dtype}
+
+    def reference(arrays, attrs):
+        return np.asarray(pick(np.asarray(arrays[0]), axis=attrs["axis"])).astype(
+            numpy_dtype(attrs.get("index_dtype", "i32")))
+
+    def vjp(arrays, attrs, result, cotangent, wrt):
+        if wrt:
+            raise ModelError(f"{name} has no gradient: its result is an integer index")
+        return ()
+
+    return OpDef(name, "reduction", 1, 1, (("axis", REQUIRED), ("index_dtype", "i32")), infer,
+                 lambda in_shapes, out_shape, attrs: numel(in_shapes[0]), reference, canonical, vjp=vjp,
+                 vjp_reads_inputs=False, rule="reductions.arg_", jax_form=jax_form)
+
+
+def _argmax_jax(jnp, lax, a, attrs):
+    names = {"i32": "int32", "i64": "int64"}
+    return jnp.argmax(a[0], axis=attrs["axis"]).astype(jnp.dtype(names[attrs.get("index_dtype", "i32")]))
+
+
+def _argmin_jax(jnp, lax, a, attrs):
+    names = {"i32": "int32", "i64": "int64"}
+    return jnp.argmin(a[0], axis=attrs["axis"]).astype(jnp.dtype(names[attrs.get("index_dtype", "i32")]))
+
+
+ARGMAX = _arg("argmax", np.argmax, _argmax_jax)
+ARGMIN = _arg("argmin", np.argmin, _argmin_jax)

@@ -26,6 +26,8 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     **collectives.COLLECTIVES,  # one per primitive of planner.collectives a manual region's body may apply
     "abs": pointwise.ABS,
     "add": pointwise.ADD,
+    "argmax": reductions.ARGMAX,
+    "argmin": reductions.ARGMIN,
     "cast": pointwise.CAST,
     "comparison": pointwise.COMPARISON,
     "concat": shape_ops.CONCAT,

@@ -18,7 +18,8 @@ Mappings (operands are values, literals become ``const`` tensors):
 - ``dot_general`` -> ``matmul`` (with ``transpose_a`` / ``transpose_b``) where it fits, else an
   ``einsum`` whose equation spells the dimension numbers; a ``preferred_element_type`` other than
   the operands' dtype adds a ``cast``;
-- ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``; ``reshape``, ``squeeze`` -> ``reshape``;
+- ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``, ``argmax``, ``argmin``; ``reshape``,
+  ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
@@ -418,6 +419,15 @@ def _reduce(op: str) -> Callable:
     return handler
 
 
+def _arg(op: str) -> Callable:
+    """``jnp.argmax`` / ``argmin`` (lax's ``argmax`` over one axis) -> ``argmax`` / ``argmin``."""
+    def handler(w, eqn, ins):
+        (axis,) = eqn.params["axes"]
+        return w.emit(eqn, op, ins, axis=int(axis), index_dtype=dtype_of(eqn.outvars[0].aval, f"the index of {op}"))
+
+    return handler
+
+
 def _reshape(w: Walker, eqn, ins) -> str:
     if eqn.primitive.name == "reshape" and eqn.params.get("dimensions") is not None:
         raise ModelError("reshape with a dimensions permutation has no op in shardplan's catalogue; transpose first",
@@ -762,6 +772,8 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "le": _compare("le"),
     "lt": _compare("lt"),
     "ne": _compare("ne"),
+    "argmax": _arg("argmax"),
+    "argmin": _arg("argmin"),
     "exp": _simple("exp"),
     "expm1": _simple("expm1"),
     "gather": _gather,

@@ -6,7 +6,8 @@ a partial result and the value unreduced. ``sum`` and ``mean`` leave a pending s
 leaves a pending maximum (``unreduced=max{...}``): each device reduces its block
 and the AllReduce that completes the value takes the maximum, as XLA partitions a
 reduce over a sharded dimension, instead of gathering the input (``min`` likewise,
-pending a minimum). Other dimensions
+pending a minimum). ``argmax`` and ``argmin`` need their axis whole: it is ``NEED_REPLICATION`` (the index
+of a maximum is global; XLA instead gathers each device's maximum and its index). Other dimensions
 pass through; with ``keepdims`` a reduced dimension of the result has size 1 and
 maps to ``()``.
 
@@ -16,6 +17,8 @@ maps to ``()``.
 '([i,j])->([i,1]) {i=4,j=8} reduction=max{j}'
 >>> str(min_([(4, 8)], (4,), {"axes": (1,), "keepdims": False}))
 '([i,j])->([i]) {i=4,j=8} reduction=min{j}'
+>>> str(arg_([(4, 8)], (4,), {"axis": 1}))
+'([i,j])->([i]) {i=4,j=8} need_replication={j}'
 """
 
 from __future__ import annotations
@@ -48,3 +51,8 @@ def min_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs
     """Reduced dimensions are reductions, pending a minimum."""
     return reduction_rule(in_shapes[0], _axes(in_shapes, attrs), bool(attrs.get("keepdims", False)),
                           FactorKind.REDUCTION, PENDING_MIN)
+
+
+def arg_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """``argmax`` / ``argmin``: the reduced axis needs replication; the others pass through."""
+    return reduction_rule(in_shapes[0], (attrs["axis"],), False, FactorKind.NEED_REPLICATION)

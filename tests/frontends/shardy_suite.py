@@ -905,6 +905,36 @@ def minor_major_3d(x):
     return jax.lax.with_sharding_constraint(jnp.tanh(x), NamedSharding(_MESH["3d"], P(("c", "b", "a"), None))) * 2.0
 
 
+# argmax and argmin: a top-1 router's expert choice, accuracy against labels, over sharded and unsharded axes
+def argmax_route(x, wg):
+    return jnp.argmax(x @ wg, axis=-1)
+
+
+def top1_dispatch(x, wg, we):
+    logits = x @ wg
+    probs = jax.nn.softmax(logits, axis=-1)
+    choice = jax.nn.one_hot(jnp.argmax(logits, axis=-1), 4, dtype=x.dtype)
+    gate = jnp.sum(probs * choice, axis=-1, keepdims=True)
+    h = jnp.einsum("td,edh->teh", x, we)
+    return gate * jnp.einsum("te,teh->th", choice, h)
+
+
+def argmax_sharded(x):
+    return jnp.argmax(x, axis=1)
+
+
+def argmin_rows(x, w):
+    return jnp.argmin(x @ w, axis=0)
+
+
+def accuracy(logits, labels):
+    return jnp.mean((jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32))
+
+
+def argmax_3d(x):
+    return jnp.argmax(jnp.tanh(x), axis=-1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1130,6 +1160,12 @@ def suite() -> dict:
         "fsdp_gather": (fsdp_gather, "2d", [((16, 32), P("dp")), ((32, 64), P("dp", "tp"))]),
         "regroup_1d": (regroup_1d, "1d", [((16, 32), P("d"))]),
         "minor_major_3d": (minor_major_3d, "3d", [((16, 32), P(("a", "b"), "c"))]),
+        "argmax_route": (argmax_route, "2d", [((16, 32), P("dp")), ((32, 4), P())]),
+        "top1_dispatch": (top1_dispatch, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
+        "argmax_sharded": (argmax_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "argmin_rows": (argmin_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "accuracy": (accuracy, "2d", [((16, 32), P("dp")), (((16,), "i32"), P("dp"))]),
+        "argmax_3d": (argmax_3d, "3d", [((4, 8, 16), P("a", ("b", "c")))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

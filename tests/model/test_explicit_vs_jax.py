@@ -401,6 +401,12 @@ PROGRAMS = {
          ("comparison", ["r", "c"], "m", {"direction": "ge"}), ("select", ["m", "s", "s"], "o", {})]),
     "abs_expm1": prog(M1, {"a": ((8, 16), P("X", None))},
         [("expm1", ["a"], "b", {}), ("log1p", ["b"], "c", {}), ("is_finite", ["c"], "d", {})]),
+    # argmax and argmin: JAX types the index replicated on the reduced axis, sharded or not
+    "argmax_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("argmax", ["a"], "i", {"axis": 1})]),
+    "argmax_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("argmax", ["a"], "i", {"axis": 1})]),
+    "argmin_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("argmin", ["a"], "i", {"axis": 0})]),
+    "argmax_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", None))},
+                      [("argmax", ["a"], "i", {"axis": 2, "index_dtype": "i32"})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.

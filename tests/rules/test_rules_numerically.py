@@ -29,6 +29,8 @@ CASES = [
     Case("neg", "neg", ((4, 3),), {}),
     Case("abs", "abs", ((4, 3),), {}),
     Case("is_finite", "is_finite", ((4, 3),), {}),
+    Case("argmax", "argmax", ((4, 6),), {"axis": 1}),
+    Case("argmin", "argmin", ((4, 6, 2),), {"axis": 1}),
     Case("iota", "iota", (), {"shape": (4, 6), "dimension": 1}),
     Case("expm1", "expm1", ((4, 3),), {}),
     Case("log1p", "log1p", ((4, 3),), {}),
