@@ -1,4 +1,5 @@
-"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``; and ``argmax``, ``argmin`` over one.
+"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``; ``argmax``, ``argmin`` over one; and the
+cumulative sum ``cumsum`` along one.
 
 Attributes: ``axes`` (a list of dimensions, negative counting from the end; absent
 or null means every dimension) and ``keepdims`` (keep reduced dimensions as size
@@ -20,6 +21,10 @@ equally among tied positions (reads the input and its result).
 ``jnp.argmax``: attributes ``axis`` (required) and ``index_dtype`` (``i32``, default, or ``i64``); the result
 drops that axis. 1 FLOP per input element; an integer result, so no gradient.
 
+``cumsum`` gives the running sum along its one ``axis`` (``reverse``: from the end), as ``jnp.cumsum`` /
+``lax.cumsum``: the same shape and dtype, 1 FLOP per element; its VJP is the cumulative sum of the cotangent the
+other way (JAX's transpose of ``cumsum``).
+
 >>> SUM.infer([(4, 8, 16)], ["f32"], {"axes": [-1, 0]})
 ((8,), 'f32')
 >>> MEAN.infer([(4, 8)], ["f32"], {"keepdims": True})
@@ -28,6 +33,9 @@ drops that axis. 1 FLOP per input element; an integer result, so no gradient.
 33
 >>> ARGMAX.infer([(4, 8)], ["f32"], {"axis": -1}), ARGMAX.reference([np.array([[1, 3, 3], [2, 0, 1]])], {"axis": 1})
 (((4,), 'i32'), array([1, 0], dtype=int32))
+>>> x = np.array([1, 2, 3])
+>>> CUMSUM.reference([x], {"axis": 0}), CUMSUM.reference([x], {"axis": 0, "reverse": True})
+(array([1, 3, 6]), array([6, 5, 3]))
 """
 
 from __future__ import annotations
@@ -298,3 +306,48 @@ def _argmin_jax(jnp, lax, a, attrs):
 
 ARGMAX = _arg("argmax", np.argmax, _argmax_jax)
 ARGMIN = _arg("argmin", np.argmin, _argmin_jax)
+
+
+# -- cumsum: the running sum along one axis --------------------------------------------------------------------------
+
+def _cumsum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+def _cumsum_attrs(shape: Sequence[int], attrs: Mapping[str, Any]) -> tuple[int, bool]:
+    if not shape:
+        raise ModelError("cumsum needs an operand of rank >= 1 (it sums along one axis)")
+    return (normalize_axis(attrs.get("axis"), len(shape), "cumsum axis"),
+            check_bool(attrs.get("reverse", False), "cumsum attribute reverse"))
+
+
+def _cumsum_infer(shapes, dtypes, attrs, names=None):
+    need_numeric("cumsum", dtypes, names)
+    _cumsum_attrs(shapes[0], attrs)
+    return tuple(shapes[0]), dtypes[0]
+
+
+def _cumsum_canonical(shapes, attrs):
+    axis, reverse = _cumsum_attrs(shapes[0], attrs)
+    return {**attrs, "axis": axis, "reverse": reverse}
+
+
+def _cumsum_reference(arrays, attrs):
+    return _cumsum(np.asarray(arrays[0]), attrs["axis"], attrs.get("reverse", False))
+
+
+def _cumsum_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("cumsum", arrays, wrt)
+    cot = np.asarray(cotangent)
+    return tuple(_cumsum(cot, attrs["axis"], not attrs.get("reverse", False)) for _ in wrt)
+
+
+def _cumsum_jax(jnp, lax, a, attrs):
+    return lax.cumsum(a[0], axis=attrs["axis"], reverse=attrs.get("reverse", False))
+
+
+CUMSUM = OpDef("cumsum", "reduction", 1, 1, (("axis", REQUIRED), ("reverse", False)), _cumsum_infer,
+               lambda in_shapes, out_shape, attrs: numel(in_shapes[0]), _cumsum_reference, _cumsum_canonical,
+               vjp=_cumsum_vjp, vjp_reads_inputs=False, rule="reductions.cumsum_", jax_form=_cumsum_jax)

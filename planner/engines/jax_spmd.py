@@ -203,8 +203,9 @@ def lowering_problem(plan) -> str | None:
             return (f"op {c.op.name!r} ({c.op.op}) normalises over a sharded dimension, whose statistics this "
                     "lowering does not AllReduce: lower it with constraints (XLA partitions it)")
         if permutation_axes(c.rule, c.strategy):
-            return (f"op {c.op.name!r} ({c.op.op}) moves blocks along a sharded dimension, whose exchanges this "
-                    "lowering does not run: lower it with constraints (XLA partitions it)")
+            return (f"op {c.op.name!r} ({c.op.op}) exchanges blocks along a sharded dimension (a concatenate, a "
+                    "slice or a scan along it), which this lowering does not run: lower it with constraints (XLA "
+                    "partitions it)")
     return padding_problem(plan)
 
 

@@ -18,8 +18,8 @@ Mappings (operands are values, literals become ``const`` tensors):
 - ``dot_general`` -> ``matmul`` (with ``transpose_a`` / ``transpose_b``) where it fits, else an
   ``einsum`` whose equation spells the dimension numbers; a ``preferred_element_type`` other than
   the operands' dtype adds a ``cast``;
-- ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``, ``argmax``, ``argmin``; ``reshape``,
-  ``squeeze`` -> ``reshape``;
+- ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``, ``argmax``, ``argmin``, ``cumsum``;
+  ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
@@ -428,6 +428,11 @@ def _arg(op: str) -> Callable:
     return handler
 
 
+def _cumsum(w: Walker, eqn, ins) -> str:
+    """``jnp.cumsum`` / ``lax.cumsum`` -> ``cumsum``."""
+    return w.emit(eqn, "cumsum", ins, axis=int(eqn.params["axis"]), reverse=bool(eqn.params["reverse"]))
+
+
 def _reshape(w: Walker, eqn, ins) -> str:
     if eqn.primitive.name == "reshape" and eqn.params.get("dimensions") is not None:
         raise ModelError("reshape with a dimensions permutation has no op in shardplan's catalogue; transpose first",
@@ -774,6 +779,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "ne": _compare("ne"),
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
+    "cumsum": _cumsum,
     "exp": _simple("exp"),
     "expm1": _simple("expm1"),
     "gather": _gather,

@@ -257,6 +257,8 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
             axes = ()
         elif axes and kind is FactorKind.NEED_REPLICATION and (family != "normalization" or in_region):
             _needs_replication(ctx, rule, f, axes)
+        elif axes and kind is FactorKind.PERMUTATION and rule.whole_permutation and not in_region:
+            _needs_replication(ctx, rule, f, axes)  # JAX's cumulative reductions: "unsharded over the axis"
         chosen.append(axes)
     dims = [tuple(a for f in factors for a in chosen[f]) for factors in rule.result]
     used = [a for axes in dims for a in axes]

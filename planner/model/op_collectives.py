@@ -10,15 +10,17 @@ Two kinds of op communicate inside their own instruction:
   over the factor's axes complete them, and each device finishes its own block
   (:func:`statistic_collectives`; which statistics each AllReduce carries is the op's
   ``OpDef.statistics``, as XLA compiles it);
-* an op with a sharded ``PERMUTATION`` factor (a concatenate or a slice along a sharded dimension):
+* an op with a sharded ``PERMUTATION`` factor (a concatenate, a slice or a scan along a sharded dimension):
   each operand's block is moved off that dimension by an AllToAll onto the first other dimension those
   axes divide, the op runs locally, and one AllToAll moves the result back; with no such dimension each
   operand is AllGathered along it and each device slices its block of the local result
   (:func:`permutation_exchanges`), as XLA's SPMD partitioner compiles a concatenate. A slice is XLA's
   halo exchange instead: CollectivePermutes bring each device the window of its result block
-  (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers. The backward is what XLA
-  compiles for the transposes: a concat's slices of each operand's piece out of the cotangent, a slice's
-  zero pad of it, each a halo exchange of that window (or one AllGather of the cotangent and local cuts).
+  (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers; a scan (``cumsum``, a rule's
+  ``whole_permutation``) gathers its operand along it and each device keeps its block of the result. The
+  backward is what XLA compiles for the transposes: a concat's slices of each operand's piece out of the
+  cotangent, a slice's zero pad of it, each a halo exchange of that window (or one AllGather of the cotangent
+  and local cuts); a scan's gathered cotangent, its transpose local.
 
 Each :class:`~planner.partitioning.program.Compute` carries its forward collectives and each
 :class:`~planner.partitioning.program.Backprop` its backward ones (:func:`op_collectives`); the cost
@@ -172,8 +174,8 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
     held = strategy.result.dim_axes
     result, operands = strategy.result, strategy.operands
     # XLA moves a concat's axes onto the first other dimension they divide beside the axes it already has; it
-    # never moves a slice's
-    target = None if rule.window_start is not None else next(
+    # never moves a slice's, nor a scan's (it gathers the dimension)
+    target = None if rule.window_start is not None or rule.whole_permutation else next(
         (d for d, n in enumerate(out_shape) if d != ax and n % (p * math.prod(a.size_in(mesh) for a in held[d])) == 0),
         None)
 
@@ -194,6 +196,9 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
 
     sizes = [rule.tensor_shape(k)[ax] for k in range(len(operands))]
     if wrt is not None:
+        if rule.whole_permutation:  # a scan's backward: the cotangent gathered, its transpose local, each block kept
+            return (Exchange("AllGather", RESULT, axes, (ax,), result, off(result)),
+                    Exchange("Slice", 0, axes, (ax,), off(operands[0]), operands[0]))
         if rule.window_start is not None:  # a slice's backward: XLA's exchange for the zero pad of the cotangent
             move = halo(0, result, operands[0], out_shape[ax], sizes[0], -rule.window_start)
             if move is not None:

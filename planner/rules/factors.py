@@ -99,6 +99,10 @@ class OpShardingRule:
     #: a slice's first kept index along its permutation factor's dimension of operand 0 (the result is that
     #: window of the operand); None for a rule whose permutation factor joins pieces (a concat) or without one
     window_start: int | None = None
+    #: the op reads its permutation factor's dimension whole on each device (a scan along it, ``cumsum``):
+    #: sharded, each device gathers it, computes, and keeps its block of the result, as XLA partitions a
+    #: reduce-window over a sharded dimension (the backward gathers the cotangent likewise)
+    whole_permutation: bool = False
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -150,6 +154,10 @@ class OpShardingRule:
         if self.window_start is not None and (len(self.operands) != 1 or len(self.factors_of_kind(
                 FactorKind.PERMUTATION)) != 1 or self.window_start < 0):
             raise RuleError("window_start belongs to a rule of one operand and one permutation factor")
+        if self.whole_permutation and (len(self.operands) != 1 or len(self.factors_of_kind(
+                FactorKind.PERMUTATION)) != 1 or self.window_start is not None or self.operand_sizes):
+            raise RuleError("whole_permutation belongs to a rule of one operand and one permutation factor of one "
+                            "size, no window")
         for i, d, size in self.operand_sizes:
             if not (0 <= i < len(self.operands) and 0 <= d < len(self.operands[i])):
                 raise RuleError(f"operand_sizes names dimension {d} of operand {i}, which the rule lacks")
@@ -248,6 +256,7 @@ class OpShardingRule:
                             (FactorKind.PERMUTATION, "permutation")):
             factors = self.factors_of_kind(kind)
             if factors:
-                kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else ""
+                kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else \
+                    "whole" if kind is FactorKind.PERMUTATION and self.whole_permutation else ""
                 text += f" {label}={kind}{self._names_text(factors)}"
         return text

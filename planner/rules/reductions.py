@@ -7,7 +7,10 @@ leaves a pending maximum (``unreduced=max{...}``): each device reduces its block
 and the AllReduce that completes the value takes the maximum, as XLA partitions a
 reduce over a sharded dimension, instead of gathering the input (``min`` likewise,
 pending a minimum). ``argmax`` and ``argmin`` need their axis whole: it is ``NEED_REPLICATION`` (the index
-of a maximum is global; XLA instead gathers each device's maximum and its index). Other dimensions
+of a maximum is global; XLA instead gathers each device's maximum and its index). ``cumsum``'s axis is one
+``PERMUTATION`` factor of its operand and result read whole (``whole_permutation``): sharded, the operand is
+gathered along it and each device keeps its block of the running sum, as XLA partitions the reduce-window
+``jnp.cumsum`` lowers to (Shardy keeps the axis sharded). Other dimensions
 pass through; with ``keepdims`` a reduced dimension of the result has size 1 and
 maps to ``()``.
 
@@ -19,13 +22,15 @@ maps to ``()``.
 '([i,j])->([i]) {i=4,j=8} reduction=min{j}'
 >>> str(arg_([(4, 8)], (4,), {"axis": 1}))
 '([i,j])->([i]) {i=4,j=8} need_replication={j}'
+>>> str(cumsum_([(4, 8)], (4, 8), {"axis": 0}))
+'([i,j])->([i,j]) {i=4,j=8} permutation=whole{i}'
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from planner.rules.builder import reduction_rule
+from planner.rules.builder import RuleBuilder, reduction_rule
 from planner.ir.sharding import PENDING_MAX, PENDING_MIN
 from planner.rules.factors import FactorKind, OpShardingRule
 
@@ -56,3 +61,14 @@ def min_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs
 def arg_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
     """``argmax`` / ``argmin``: the reduced axis needs replication; the others pass through."""
     return reduction_rule(in_shapes[0], (attrs["axis"],), False, FactorKind.NEED_REPLICATION)
+
+
+def cumsum_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]
+            ) -> OpShardingRule:
+    """The summed axis is a permutation factor read whole; the others pass through."""
+    b = RuleBuilder()
+    factors = [b.factor(n, FactorKind.PERMUTATION if d == attrs["axis"] else FactorKind.PASS_THROUGH)
+               for d, n in enumerate(in_shapes[0])]
+    b.operand([(f,) for f in factors])
+    b.result([(f,) for f in factors])
+    return b.build(whole_permutation=True)

@@ -1,10 +1,11 @@
-"""An op along a sharded permuted dimension (a concatenate, a slice), run as the exchanges the plan prices
+"""An op along a sharded permuted dimension (a concatenate, a slice, a scan), run as the exchanges the plan prices
 (:func:`planner.model.op_collectives.permutation_exchanges`).
 
 Forward, a concat: each operand moves off the permuted dimension (an AllToAll onto another dimension, or
 an AllGather along it), each device runs the op's ordinary local instance on its blocks, and the result
 moves back (an AllToAll, or each device keeping its own part); a slice: XLA's halo exchange brings each
-device its window (:class:`_Halo`). Backward, as XLA compiles the transposes: a halo exchange per operand
+device its window (:class:`_Halo`); a scan: its operand gathered along it, each device keeping its block of the
+local result. Backward, as XLA compiles the transposes: a halo exchange per operand
 of its window of the cotangent (a concat's piece, a slice's zero pad), or the cotangent gathered once and
 each operand's part cut (or padded) locally. Bytes are counted on the phase's
 :class:`~planner.simulation.collectives.Network` at the declared dtype, as the plan's
@@ -171,7 +172,8 @@ def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
             if move.kind == "AllGather":
                 gathered = _run(move, cotangent, costs, net)
                 continue
-            if ins.rule.window_start is not None:  # a slice: its VJP (the pad) on the gathered cotangent
+            if ins.rule.window_start is not None or ins.rule.whole_permutation:  # a slice (its pad), a scan: its
+                # VJP on the gathered cotangent
                 blocks = [local_vjp(ins.op, ins.rule, [None], None, gathered.blocks[d], LocalContext.for_device(
                     (move.before,), ins.in_shapes, gathered.sharding, ins.out_shape, d), (0,))[0] for d in range(n)]
             else:  # a concat: the operand's piece of the gathered cotangent

@@ -40,6 +40,7 @@ SAMPLES = {
     "gelu": ([(3, 4)], ["f32"], {}),
     "argmax": ([(3, 4)], ["f32"], {"axis": 1}),
     "argmin": ([(3, 4, 2)], ["f32"], {"axis": 0, "index_dtype": "i64"}),
+    "cumsum": ([(3, 4)], ["f32"], {"axis": 1, "reverse": True}),
     "iota": ([], [], {"shape": [3, 4], "dimension": 1}),
     "is_finite": ([(3, 4)], ["f32"], {}),
     "layernorm": ([(3, 8), (8,), (8,)], ["f32", "f32", "f32"], {"eps": 1e-3}),

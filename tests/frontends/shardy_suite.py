@@ -935,6 +935,29 @@ def argmax_3d(x):
     return jnp.argmax(jnp.tanh(x), axis=-1)
 
 
+# cumsum (a running sum, GShard's capacity positions) along sharded and unsharded axes: XLA gathers a sharded one
+def cumsum_sharded(x):
+    return jnp.cumsum(jnp.tanh(x), axis=1)
+
+
+def cumsum_free(x):
+    return jnp.cumsum(x, axis=1) * 2.0
+
+
+def capacity_positions(x, wg):
+    # GShard: each token's position in its expert's buffer, the running count of earlier tokens sent there
+    mask = jax.nn.one_hot(jnp.argmax(x @ wg, axis=-1), 4, dtype=x.dtype)
+    return (jnp.cumsum(mask, axis=0) - 1.0) * mask
+
+
+def reverse_scan_3d(x):
+    return jax.lax.cumsum(jnp.exp(x), axis=2, reverse=True)
+
+
+def cumsum_mm(x, w):
+    return jnp.cumsum(x @ w, axis=0)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1166,6 +1189,11 @@ def suite() -> dict:
         "argmin_rows": (argmin_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "accuracy": (accuracy, "2d", [((16, 32), P("dp")), (((16,), "i32"), P("dp"))]),
         "argmax_3d": (argmax_3d, "3d", [((4, 8, 16), P("a", ("b", "c")))]),
+        "cumsum_sharded": (cumsum_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "cumsum_free": (cumsum_free, "2d", [((16, 32), P("dp"))]),
+        "capacity_positions": (capacity_positions, "2d", [((16, 32), P("dp")), ((32, 4), P())]),
+        "reverse_scan_3d": (reverse_scan_3d, "3d", [((4, 8, 16), P("a", None, ("b", "c")))]),
+        "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

@@ -405,6 +405,10 @@ PROGRAMS = {
     "argmax_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("argmax", ["a"], "i", {"axis": 1})]),
     "argmax_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("argmax", ["a"], "i", {"axis": 1})]),
     "argmin_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("argmin", ["a"], "i", {"axis": 0})]),
+    # cumsum: along an unsharded axis the running sum keeps the input's type; along a sharded one JAX raises
+    "cumsum_free_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("cumsum", ["a"], "c", {"axis": 0, "reverse": True})]),
+    "cumsum_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("cumsum", ["a"], "c", {"axis": 1})]),
+    "cumsum_3d": prog(M3, {"a": ((4, 8, 16), P(("X", "Y"), None, "Z"))}, [("cumsum", ["a"], "c", {"axis": 1})]),
     "argmax_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", None))},
                       [("argmax", ["a"], "i", {"axis": 2, "index_dtype": "i32"})]),
 }
@@ -433,6 +437,8 @@ PROBLEMS = {
                                                     r"which does not evenly divide the dimension size"),
     "select's inputs sharded differently": (r"select cases must have the same shardings|select `which` must be",
                                             r"needs its inputs of the result's shape sharded alike"),
+    "a cumulative sum along a sharded dimension": (r"Input should be unsharded over the axis being reduced",
+                                                   r"but cumsum needs that dimension replicated"),
 }
 
 OUT_SHARDING = "out_sharding"

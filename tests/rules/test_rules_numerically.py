@@ -31,6 +31,8 @@ CASES = [
     Case("is_finite", "is_finite", ((4, 3),), {}),
     Case("argmax", "argmax", ((4, 6),), {"axis": 1}),
     Case("argmin", "argmin", ((4, 6, 2),), {"axis": 1}),
+    Case("cumsum", "cumsum", ((6, 4),), {"axis": 0}),
+    Case("cumsum_reverse", "cumsum", ((4, 6),), {"axis": 1, "reverse": True}),
     Case("iota", "iota", (), {"shape": (4, 6), "dimension": 1}),
     Case("expm1", "expm1", ((4, 3),), {}),
     Case("log1p", "log1p", ((4, 3),), {}),
