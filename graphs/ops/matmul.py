@@ -295,4 +295,4 @@ def _einsum_jax(jnp, lax, a, attrs):
 
 EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference,
                vjp=_einsum_vjp, multilinear=True, rule="matmul.einsum", jax_form=_einsum_jax,
-               matmul_units=True)
+               matmul_units=True, reduces_by_dimension=True)

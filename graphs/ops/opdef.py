@@ -239,7 +239,8 @@ class OpDef:
     keeps_pending: bool = False
     #: a reduction XLA's partitioner completes one sharded reduced dimension at a time, the last first, each by
     #: an AllReduce over that dimension's axes (JAX 0.10.2: a sum over [{"dp"}, {"tp"}] all-reduces over tp,
-    #: then over dp; a dimension on two axes is one AllReduce over both); a dot's pending sum is one AllReduce
+    #: then over dp; a dimension on two axes is one AllReduce over both); a dot likewise, one contracting
+    #: dimension at a time in reverse order of its dimension numbers (an einsum's letters in order)
     reduces_by_dimension: bool = False
     #: operands JAX's explicit mode requires sharded alike when all have the result's shape (its select_n: the
     #: cases and the predicate); where jnp.where broadcasts one, they take the consensus (JAX 0.10.2, probed)

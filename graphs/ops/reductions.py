@@ -1,5 +1,5 @@
-"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``; ``argmax``, ``argmin`` over one; and the
-cumulative sum ``cumsum`` along one.
+"""Reductions over a list of axes: ``sum``, ``mean``, ``max``, ``min``; ``argmax``, ``argmin`` over one; the
+cumulative sum ``cumsum`` along one; and ``top_k`` along one.
 
 Attributes: ``axes`` (a list of dimensions, negative counting from the end; absent
 or null means every dimension) and ``keepdims`` (keep reduced dimensions as size
@@ -25,6 +25,11 @@ drops that axis. 1 FLOP per input element; an integer result, so no gradient.
 ``lax.cumsum``: the same shape and dtype, 1 FLOP per element; its VJP is the cumulative sum of the cotangent the
 other way (JAX's transpose of ``cumsum``).
 
+``top_k`` gives the ``k`` largest elements along its ``axis`` in descending order (ties: the lower index first),
+as ``lax.top_k``: attribute ``returns`` picks the ``values`` (the operand's dtype; the cotangent goes back to the
+positions they came from) or their ``indices`` (``i32``, no gradient); the result's ``axis`` has size ``k``.
+``lax.top_k``'s two results are two such ops. ``k`` FLOPs per input element (a partial sort).
+
 >>> SUM.infer([(4, 8, 16)], ["f32"], {"axes": [-1, 0]})
 ((8,), 'f32')
 >>> MEAN.infer([(4, 8)], ["f32"], {"keepdims": True})
@@ -33,6 +38,8 @@ other way (JAX's transpose of ``cumsum``).
 33
 >>> ARGMAX.infer([(4, 8)], ["f32"], {"axis": -1}), ARGMAX.reference([np.array([[1, 3, 3], [2, 0, 1]])], {"axis": 1})
 (((4,), 'i32'), array([1, 0], dtype=int32))
+>>> TOP_K.reference([np.array([[1, 3, 3, 2]])], {"k": 3, "axis": 1, "returns": "indices"})
+array([[1, 2, 3]], dtype=int32)
 >>> x = np.array([1, 2, 3])
 >>> CUMSUM.reference([x], {"axis": 0}), CUMSUM.reference([x], {"axis": 0, "reverse": True})
 (array([1, 3, 6]), array([6, 5, 3]))
@@ -351,3 +358,71 @@ def _cumsum_jax(jnp, lax, a, attrs):
 CUMSUM = OpDef("cumsum", "reduction", 1, 1, (("axis", REQUIRED), ("reverse", False)), _cumsum_infer,
                lambda in_shapes, out_shape, attrs: numel(in_shapes[0]), _cumsum_reference, _cumsum_canonical,
                vjp=_cumsum_vjp, vjp_reads_inputs=False, rule="reductions.cumsum_", jax_form=_cumsum_jax)
+
+
+# -- top_k: the k largest along one axis, values or indices ----------------------------------------------------------
+
+TOP_K_RETURNS = ("values", "indices")
+
+
+def _top_k_attrs(shape: Sequence[int], attrs: Mapping[str, Any]) -> tuple[int, int, str]:
+    if not shape:
+        raise ModelError("top_k needs an operand of rank >= 1 (it selects along one axis)")
+    axis = normalize_axis(attrs.get("axis", -1), len(shape), "top_k axis")
+    k = attrs.get("k")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= shape[axis]:
+        raise ModelError(f"top_k attribute k must be a whole number from 1 to the axis's size {shape[axis]}, "
+                         f"got {k!r}")
+    returns = attrs.get("returns", "values")
+    if returns not in TOP_K_RETURNS:
+        raise ModelError(f"top_k attribute returns must be one of {', '.join(TOP_K_RETURNS)}, got {returns!r}")
+    return axis, int(k), returns
+
+
+def _top_k_infer(shapes, dtypes, attrs, names=None):
+    need_numeric("top_k", dtypes, names)
+    axis, k, returns = _top_k_attrs(shapes[0], attrs)
+    shape = tuple(k if d == axis else n for d, n in enumerate(shapes[0]))
+    return shape, dtypes[0] if returns == "values" else "i32"
+
+
+def _top_k_canonical(shapes, attrs):
+    axis, k, returns = _top_k_attrs(shapes[0], attrs)
+    return {**attrs, "axis": axis, "k": k, "returns": returns}
+
+
+def _top_k_indices(x: np.ndarray, axis: int, k: int) -> np.ndarray:
+    """The positions of the ``k`` largest along ``axis``, largest first, ties by the lower index (lax.top_k)."""
+    return np.take(np.argsort(-x, axis=axis, kind="stable"), np.arange(k), axis=axis)
+
+
+def _top_k_reference(arrays, attrs):
+    x = np.asarray(arrays[0])
+    axis = attrs.get("axis", -1) % x.ndim
+    idx = _top_k_indices(x, axis, attrs["k"])
+    if attrs.get("returns", "values") == "indices":
+        return idx.astype(np.int32)
+    return np.take_along_axis(x, idx, axis=axis)
+
+
+def _top_k_vjp(arrays, attrs, result, cotangent, wrt):
+    if attrs.get("returns", "values") == "indices":
+        if wrt:
+            raise ModelError("top_k's indices have no gradient: they are integers")
+        return ()
+    check_wrt("top_k", arrays, wrt)
+    x, cot = np.asarray(arrays[0]), np.asarray(cotangent)
+    axis = attrs.get("axis", -1) % x.ndim
+    g = np.zeros(x.shape, cot.dtype)
+    np.put_along_axis(g, _top_k_indices(x, axis, attrs["k"]), cot, axis=axis)
+    return tuple(g for _ in wrt)
+
+
+def _top_k_jax(jnp, lax, a, attrs):
+    values, indices = lax.top_k(a[0], attrs["k"], axis=attrs.get("axis", -1))
+    return values if attrs.get("returns", "values") == "values" else indices
+
+
+TOP_K = OpDef("top_k", "selection", 1, 1, (("k", REQUIRED), ("axis", -1), ("returns", "values")), _top_k_infer,
+              lambda in_shapes, out_shape, attrs: numel(in_shapes[0]) * int(attrs["k"]), _top_k_reference,
+              _top_k_canonical, vjp=_top_k_vjp, rule="reductions.top_k_", jax_form=_top_k_jax)

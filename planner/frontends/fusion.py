@@ -280,9 +280,19 @@ def _normalised(p: Trace, n: TracedOp) -> tuple[str, str, float] | None:
         sub = _is(p, centred, "sub")
         mu = _last_mean(p, sub.inputs[1]) if sub is not None else None
         if mu is not None and _same(p, mu.inputs[0], sub.inputs[0]):
+            # XLA reduces every mean as written: a variance centred on a mean of its own (jnp.var's) is one
+            # reduction more than a layernorm's two statistics, so that form stays op by op
+            if not all(a == centred or _centred_on(p, a, sub.inputs[1]) for a in sq.inputs):
+                return None
             return "layernorm", sub.inputs[0], eps
         return "rmsnorm", centred, eps
     return None
+
+
+def _centred_on(p: Trace, name: str, mean: str) -> bool:
+    """Whether ``name`` is ``x - mean`` for that very ``mean`` value."""
+    sub = _is(p, name, "sub")
+    return sub is not None and sub.inputs[1] == mean
 
 
 def _vector(p: Trace, name: str, size: int) -> str | None:

@@ -19,6 +19,7 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``einsum`` whose equation spells the dimension numbers; a ``preferred_element_type`` other than
   the operands' dtype adds a ``cast``;
 - ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``, ``argmax``, ``argmin``, ``cumsum``;
+  ``top_k`` -> two ``top_k`` ops (its values and its indices);
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand; ``stack`` -> a size-1
@@ -400,9 +401,13 @@ def _as_matmul(p: int, q: int, lc, rc, lb, rb) -> dict | None:
 
 
 def _equation(p: int, q: int, lc, rc, lb, rb) -> str:
-    """The einsum spelling of dot_general's dimension numbers: batch, lhs free, rhs free."""
+    """The einsum spelling of dot_general's dimension numbers: batch, lhs free, rhs free. The contracting letters
+    are in the order of the dimension numbers (``lc``), as the einsum's completion of a pending sum reads them
+    (:meth:`planner.model.nodes.OpNode.pending_groups`: XLA reduces the last contracting dimension first)."""
     letters = iter(string.ascii_letters)
     left = [next(letters) for _ in range(p)]
+    for i, c in zip(lc, sorted(left[i] for i in lc)):
+        left[i] = c
     right = [""] * q
     for i, j in (*zip(lb, rb), *zip(lc, rc)):
         right[j] = left[i]
@@ -431,6 +436,16 @@ def _arg(op: str) -> Callable:
 def _cumsum(w: Walker, eqn, ins) -> str:
     """``jnp.cumsum`` / ``lax.cumsum`` -> ``cumsum``."""
     return w.emit(eqn, "cumsum", ins, axis=int(eqn.params["axis"]), reverse=bool(eqn.params["reverse"]))
+
+
+def _top_k(w: Walker, eqn, ins) -> list[str]:
+    """``lax.top_k`` -> two ``top_k`` ops, its ``values`` and its ``indices``."""
+    axis, k = int(eqn.params.get("axis", -1)), int(eqn.params["k"])
+    values, indices = (eqn.outvars[0].aval, eqn.outvars[1].aval)
+    return [w.add(eqn, "top_k", ins, tuple(values.shape), dtype_of(values, "the values of top_k"), k=k, axis=axis,
+                  returns="values"),
+            w.add(eqn, "top_k", ins, tuple(indices.shape), dtype_of(indices, "the indices of top_k"), k=k, axis=axis,
+                  returns="indices")]
 
 
 def _reshape(w: Walker, eqn, ins) -> str:
@@ -818,6 +833,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "sub": _simple("sub"),
     "tanh": _simple("tanh"),
     "tile": _tile,
+    "top_k": _top_k,
     "transpose": _transpose,
 }
 

@@ -40,7 +40,7 @@ from planner.model.annotations import satisfies
 from planner.model.options import Options
 from planner.model.problem import SearchProblem
 from planner.redistribution import reshard_for_planning
-from planner.rules.factors import OpShardingRule
+from planner.rules.factors import FactorKind, OpShardingRule
 from planner.training.gradients import operand_gradient
 
 __all__ = ["Flow", "Model", "OpNode", "PlanNode", "SourceNode", "final_layout"]
@@ -69,13 +69,17 @@ class OpNode:
         return len(self.strategies)
 
     def pending_groups(self, s: Strategy) -> tuple[tuple[AxisRef, ...], ...]:
-        """The order XLA completes the result's pending reduction in: for a reduction that completes by dimension
-        (``OpDef.reduces_by_dimension``), the axes of each reduced dimension of its operand, the last dimension
-        first; () when one AllReduce over every pending axis is how XLA completes it."""
+        """The order XLA completes the result's pending reduction in, for an op that completes it by dimension
+        (``OpDef.reduces_by_dimension``): the axes of each reduced factor, in reverse order of the factors' names
+        (a reduction's are its dimensions in order; an einsum's its letters, as ``jnp.einsum`` orders the
+        contracting dimensions of its ``dot_general``); () when one AllReduce over every pending axis is how
+        XLA completes it."""
         if not s.result.unreduced or not get_op(self.op.op).reduces_by_dimension:
             return ()
         pending = set(s.result.unreduced)
-        groups = tuple(g for g in (tuple(a for a in d.axes if a in pending) for d in reversed(s.operands[0].dims)) if g)
+        reduced = sorted((f for f, kind in enumerate(self.rule.factor_kinds) if kind is FactorKind.REDUCTION),
+                         key=lambda f: self.rule.factor_names[f], reverse=True)
+        groups = tuple(g for g in (tuple(a for a in s.factor_axes[f] if a in pending) for f in reduced) if g)
         if len(groups) < 2 or {a for g in groups for a in g} != pending:
             return ()  # one dimension, or sub-axes the result's pending axes merged: one AllReduce
         return groups

@@ -10,7 +10,8 @@ pending a minimum). ``argmax`` and ``argmin`` need their axis whole: it is ``NEE
 of a maximum is global; XLA instead gathers each device's maximum and its index). ``cumsum``'s axis is one
 ``PERMUTATION`` factor of its operand and result read whole (``whole_permutation``): sharded, the operand is
 gathered along it and each device keeps its block of the running sum, as XLA partitions the reduce-window
-``jnp.cumsum`` lowers to (Shardy keeps the axis sharded). Other dimensions
+``jnp.cumsum`` lowers to (Shardy keeps the axis sharded). ``top_k``'s axis needs replication in its operand
+and its result (of size ``k``). Other dimensions
 pass through; with ``keepdims`` a reduced dimension of the result has size 1 and
 maps to ``()``.
 
@@ -24,6 +25,8 @@ maps to ``()``.
 '([i,j])->([i]) {i=4,j=8} need_replication={j}'
 >>> str(cumsum_([(4, 8)], (4, 8), {"axis": 0}))
 '([i,j])->([i,j]) {i=4,j=8} permutation=whole{i}'
+>>> str(top_k_([(4, 8)], (4, 2), {"axis": 1, "k": 2}))
+'([i,j])->([i,k]) {i=4,j=8,k=2} need_replication={j,k}'
 """
 
 from __future__ import annotations
@@ -72,3 +75,17 @@ def cumsum_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], at
     b.operand([(f,) for f in factors])
     b.result([(f,) for f in factors])
     return b.build(whole_permutation=True)
+
+
+def top_k_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]
+           ) -> OpShardingRule:
+    """The selected axis needs replication on both sides (its sizes differ: ``n`` in, ``k`` out); the others pass
+    through."""
+    b = RuleBuilder()
+    axis = attrs["axis"]
+    factors = [b.factor(n, FactorKind.NEED_REPLICATION if d == axis else FactorKind.PASS_THROUGH)
+               for d, n in enumerate(in_shapes[0])]
+    b.operand([(f,) for f in factors])
+    b.result([(b.factor(out_shape[axis], FactorKind.NEED_REPLICATION),) if d == axis else (f,)
+              for d, f in enumerate(factors)])
+    return b.build()

@@ -42,6 +42,7 @@ SAMPLES = {
     "argmin": ([(3, 4, 2)], ["f32"], {"axis": 0, "index_dtype": "i64"}),
     "cumsum": ([(3, 4)], ["f32"], {"axis": 1, "reverse": True}),
     "iota": ([], [], {"shape": [3, 4], "dimension": 1}),
+    "top_k": ([(3, 5)], ["f32"], {"k": 2}),
     "is_finite": ([(3, 4)], ["f32"], {}),
     "layernorm": ([(3, 8), (8,), (8,)], ["f32", "f32", "f32"], {"eps": 1e-3}),
     "log": ([(3, 4)], ["f32"], {}),

@@ -958,6 +958,62 @@ def cumsum_mm(x, w):
     return jnp.cumsum(x @ w, axis=0)
 
 
+# dots contracting several sharded dimensions (XLA completes one contracting dimension at a time, the last of its
+# dimension numbers first), and layer norms whose variance reduces a mean of its own
+def dot_sum(x, y):
+    return jnp.einsum("ij,ij->", x, y)
+
+
+def dot_sum_swapped(x, y):
+    return jnp.einsum("ba,ab->", x, y)
+
+
+def batch_inner(x, y):
+    return jnp.einsum("bij,bij->b", x, y)
+
+
+def two_contract(x, y):
+    return jnp.einsum("aij,ijb->ab", x, y)
+
+
+def frobenius(x, y):
+    return jnp.sum(x * y)
+
+
+def dot_3d(x, y):
+    return jnp.einsum("ijk,ijk->", x, y)
+
+
+def ln_var_form(x):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5)
+
+
+def ln_mean_twice(x, g):
+    var = ((x - x.mean(-1, keepdims=True)) ** 2).mean(-1, keepdims=True)
+    return (x - x.mean(-1, keepdims=True)) / jnp.sqrt(var + 1e-6) * g
+
+
+# lax.top_k: a top-2 router's gates and experts; XLA gathers the operand of its TopK whole
+def top2_gates(x, wg):
+    gates, experts = jax.lax.top_k(x @ wg, 2)
+    return jax.nn.softmax(gates, axis=-1), experts
+
+
+def top2_dispatch(x, wg, we):
+    gates, experts = jax.lax.top_k(x @ wg, 2)
+    combine = jnp.einsum("tk,tke->te", jax.nn.softmax(gates, axis=-1), jax.nn.one_hot(experts, 4, dtype=x.dtype))
+    return jnp.einsum("te,td,edh->th", combine, x, we)
+
+
+def top_k_3d(x):
+    return jax.lax.top_k(jnp.tanh(x), 3)[0]
+
+
+def top_k_rows(x):
+    return jax.lax.top_k(x, 2, axis=0)[1]
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1193,6 +1249,18 @@ def suite() -> dict:
         "cumsum_free": (cumsum_free, "2d", [((16, 32), P("dp"))]),
         "capacity_positions": (capacity_positions, "2d", [((16, 32), P("dp")), ((32, 4), P())]),
         "reverse_scan_3d": (reverse_scan_3d, "3d", [((4, 8, 16), P("a", None, ("b", "c")))]),
+        "dot_sum": (dot_sum, "2d", [((16, 32), P("dp", "tp")), ((16, 32), P("dp", "tp"))]),
+        "dot_sum_swapped": (dot_sum_swapped, "2d", [((16, 32), P("dp", "tp")), ((32, 16), P("tp", "dp"))]),
+        "batch_inner": (batch_inner, "2d", [((4, 16, 32), P(None, "dp", "tp")), ((4, 16, 32), P(None, "dp", "tp"))]),
+        "two_contract": (two_contract, "2d", [((8, 16, 32), P(None, "dp", "tp")), ((16, 32, 8), P("dp", "tp", None))]),
+        "frobenius": (frobenius, "2d", [((16, 32), P("tp", "dp")), ((16, 32), P("tp", "dp"))]),
+        "dot_3d": (dot_3d, "3d", [((4, 8, 16), P("c", "a", "b")), ((4, 8, 16), P("c", "a", "b"))]),
+        "ln_var_form": (ln_var_form, "2d", [((16, 32), P("dp", "tp"))]),
+        "ln_mean_twice": (ln_mean_twice, "2d", [((16, 32), P("dp", "tp")), ((32,), P("tp"))]),
+        "top2_gates": (top2_gates, "2d", [((16, 32), P("dp")), ((32, 8), P())]),
+        "top2_dispatch": (top2_dispatch, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
+        "top_k_3d": (top_k_3d, "3d", [((4, 8, 16), P("a", ("b", "c")))]),
+        "top_k_rows": (top_k_rows, "2d", [((16, 32), P(None, "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 

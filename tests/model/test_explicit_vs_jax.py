@@ -406,9 +406,17 @@ PROGRAMS = {
     "argmax_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("argmax", ["a"], "i", {"axis": 1})]),
     "argmin_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("argmin", ["a"], "i", {"axis": 0})]),
     # cumsum: along an unsharded axis the running sum keeps the input's type; along a sharded one JAX raises
-    "cumsum_free_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("cumsum", ["a"], "c", {"axis": 0, "reverse": True})]),
+    "cumsum_free_axis": prog(M2, {"a": ((8, 16), P("X", None))},
+                             [("cumsum", ["a"], "c", {"axis": 1, "reverse": True})]),
+    "cumsum_sharded_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("cumsum", ["a"], "c", {"axis": 0})]),
     "cumsum_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("cumsum", ["a"], "c", {"axis": 1})]),
     "cumsum_3d": prog(M3, {"a": ((4, 8, 16), P(("X", "Y"), None, "Z"))}, [("cumsum", ["a"], "c", {"axis": 1})]),
+    # top_k: the k-dimension replicated, the others kept; along a sharded axis JAX raises
+    "top_k_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("top_k", ["a"], "v", {"k": 2})]),
+    "top_k_indices": prog(M2, {"a": ((8, 16), P("X", None))}, [("top_k", ["a"], "i", {"k": 3, "returns": "indices"})]),
+    "top_k_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("top_k", ["a"], "v", {"k": 2})]),
+    "top_k_axis_0": prog(M3, {"a": ((8, 4, 4), P(None, "X", ("Y", "Z")))},
+                         [("top_k", ["a"], "v", {"k": 2, "axis": 0})]),
     "argmax_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", None))},
                       [("argmax", ["a"], "i", {"axis": 2, "index_dtype": "i32"})]),
 }
@@ -439,6 +447,8 @@ PROBLEMS = {
                                             r"needs its inputs of the result's shape sharded alike"),
     "a cumulative sum along a sharded dimension": (r"Input should be unsharded over the axis being reduced",
                                                    r"but cumsum needs that dimension replicated"),
+    "top_k along a sharded dimension": (r"should be unsharded over the axis along which to compute the top_k",
+                                        r"but top_k needs that dimension replicated"),
 }
 
 OUT_SHARDING = "out_sharding"

@@ -34,6 +34,8 @@ CASES = [
     Case("cumsum", "cumsum", ((6, 4),), {"axis": 0}),
     Case("cumsum_reverse", "cumsum", ((4, 6),), {"axis": 1, "reverse": True}),
     Case("iota", "iota", (), {"shape": (4, 6), "dimension": 1}),
+    Case("top_k", "top_k", ((5, 6),), {"k": 2}),
+    Case("top_k_indices", "top_k", ((6, 5),), {"k": 3, "axis": 0, "returns": "indices"}),
     Case("expm1", "expm1", ((4, 3),), {}),
     Case("log1p", "log1p", ((4, 3),), {}),
     Case("comparison", "comparison", ((4, 3), (3,)), {"direction": "gt"}),

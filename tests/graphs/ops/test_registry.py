@@ -16,6 +16,7 @@ SPEC_OPS += ["abs", "rsqrt", "sqrt"]  # JAX primitives of losses and norms writt
 SPEC_OPS += ["comparison", "is_finite", "select"]
 SPEC_OPS += ["expm1", "log1p"]
 SPEC_OPS += ["argmax", "argmin"]  # jnp.argmax / argmin: a router's expert choice (the frontend reads them)
+SPEC_OPS += ["top_k"]  # lax.top_k: a top-2 router's experts and gates (the frontend reads its two results)
 SPEC_OPS += ["cumsum"]  # jnp.cumsum: an expert's capacity positions in a GShard dispatch (the frontend reads it)
 SPEC_OPS += ["iota"]  # jnp.arange, jax.nn.one_hot and jnp.tril's masks (the frontend reads lax.iota)  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
 
