@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.ir.axis import axes_for_digit, merge_adjacent, prime_factors
-from planner.ir.mesh import Mesh
 from planner.ir.sharding import DimSharding, TensorSharding
 
 __all__ = ["xla_route"]
@@ -111,7 +110,7 @@ class _Unmodelled(Exception):
     """XLA's route leaves what this emulation models."""
 
 
-def _primes(mesh: Mesh, stride: int, size: int) -> tuple[Digit, ...]:
+def _primes(stride: int, size: int) -> tuple[Digit, ...]:
     """The prime digits of ``(stride, size)``, major to minor."""
     out, place = [], stride * size
     for p in reversed(prime_factors(size)):
@@ -134,9 +133,11 @@ def _split(digits: tuple[Digit, ...], major: int) -> tuple[tuple[Digit, ...], tu
 
 def _of(sharding: TensorSharding) -> _Tiles:
     mesh = sharding.mesh
-    everything = tuple(d for a in mesh.axes for d in _primes(mesh, *mesh.digit(a.name)))
-    dims = tuple(tuple(d for a in dim.axes for d in _primes(mesh, *a.digit(mesh))) for dim in sharding.dims)
-    used = {d for dim in dims for d in dim}
+    everything = tuple(d for a in mesh.axes for d in _primes(*mesh.digit(a.name)))
+    dims = tuple(tuple(d for a in dim.axes for d in _primes(*a.digit(mesh))) for dim in sharding.dims)
+    used = [d for dim in dims for d in dim]
+    if len(set(used)) != len(used) or not set(used) <= set(everything):
+        raise _Unmodelled("sub-axes that cut an axis's primes another way")  # e.g. "x":(1)2 of x=6
     return _Tiles(dims, tuple(d for d in everything if d not in used), everything)
 
 
@@ -385,7 +386,9 @@ def _regroup(digits: tuple[Digit, ...], sizes) -> tuple[tuple[Digit, ...], ...]:
 
 def _merge_or_split(a: _Tiles, b: _Tiles, shape, depth):
     """XLA's PatternMatchMergeOrSplitSharding: two dimensions whose tile counts trade a factor are resharded as
-    three, dimension ``i`` split in two (its major part one element per device), then merged back."""
+    three, dimension ``i`` split in two (its major part one element per device), then merged back. None where no
+    pair matches; ``()`` where one matches but the reshard would replicate the tensor (XLA then tries nothing
+    else of its complex handling)."""
     if a.partial() != b.partial() or (a.partial() and a.replicas() != b.replicas()):
         return None
     sa, sb = a.counts(), b.counts()
@@ -421,17 +424,13 @@ def _merge_or_split(a: _Tiles, b: _Tiles, shape, depth):
             sizes = list(before.counts())
             k = j + (1 if j > i else 0)
             sizes[i + 1], sizes[k] = sizes[k], sizes[i + 1]
-            flat = tuple(d for dim in b.dims for d in dim)
-            target = _Tiles(_regroup(flat + (b.repl if b.partial() else ()), sizes + ([b.replicas()] if b.partial()
-                                                                                       else []))[:len(sizes)],
-                            b.repl if b.partial() else (), b.ctx)
-            if not b.partial():
-                target = _Tiles(target.dims, b.repl, b.ctx)
+            # the target's tile assignment reshaped to the split dimensions (its replicas, alike, stay last)
+            target = _Tiles(_regroup(tuple(d for dim in b.dims for d in dim), sizes), b.repl, b.ctx)
             split = tuple(shape[:i]) + (new, shape[i] // new) + tuple(shape[i + 1:])
             try:
                 inner = _route(before, target, split, depth + 1, False)
             except _NoRoute:
-                return None
+                return ()  # matched, but XLA's inner reshard would replicate: XLA gives the pattern up
             hops = []
             for kind, t in inner:
                 if _size(t.dims[i]) != new and t.dims[i + 1]:
@@ -442,7 +441,7 @@ def _merge_or_split(a: _Tiles, b: _Tiles, shape, depth):
             try:
                 return hops + _route(merged, b, shape, depth + 1, False)
             except _NoRoute:
-                return None
+                return ()
     return None
 
 
@@ -453,7 +452,7 @@ def _complex(a: _Tiles, b: _Tiles, shape, depth):
     tensor."""
     hops = _merge_or_split(a, b, shape, depth)
     if hops is not None:
-        return hops
+        return hops or None
     if b.partial():
         held = a.replicas() if a.partial() else 1
         for i, c in enumerate(a.counts()):
@@ -510,10 +509,10 @@ def xla_route(shape, source: TensorSharding, destination: TensorSharding) -> lis
     pending axes, on one mesh), as ``(kind, layout)``; hops that change only the order of replicas (no data
     moves in a named layout) are left out. None where the route leaves what this emulation models: a
     dimension the route tiles unevenly, or pieces that do not line up."""
-    a, b = _of(source), _of(destination)
-    if any(n % c for t in (a, b) for n, c in zip(shape, t.counts())):
-        return None  # XLA pads an uneven layout and exchanges halos: not modelled here
     try:
+        a, b = _of(source), _of(destination)
+        if any(n % c for t in (a, b) for n, c in zip(shape, t.counts())):
+            return None  # XLA pads an uneven layout and exchanges halos: not modelled here
         hops = _route(a, b, tuple(shape))
     except (_Unmodelled, _NoRoute):
         return None

@@ -10,6 +10,7 @@ from costmodels import load_cluster
 from planner.ir import parse_mesh, parse_sharding
 from planner.redistribution import reshard_for_planning
 from planner.redistribution.xla_policy import reshard_like_xla, reshard_with_policy
+from planner.redistribution.xla_route import xla_route
 from tests.jax_devices import run_on_eight_devices
 
 MESH = parse_mesh('@m = <["dp"=2, "tp"=4]>')
@@ -170,3 +171,24 @@ def test_reshards_on_a_2x2x2_mesh_and_of_a_rank_3_tensor_move_xlas_collectives_i
     rank3 = _layouts(("dp", "tp"), 3)
     pairs = [(a, b) for a in rank3 for b in rank3 if a != b][::5]
     assert _compare_reshards([2, 4], ["dp", "tp"], [8, 8, 16], pairs) == {}
+
+
+def test_xlas_route_swaps_two_dimensions_tiles_by_an_all_to_all_and_fixes_the_order_by_a_permute():
+    # [dp, tp] -> [tp, dp] on 2x4: tile counts (2, 4) -> (4, 2) are a permutation: one AllToAll moves tp's minor
+    # half to the rows (XLA's GetAllToAllSharding), leaving [{dp, tp:(2)2}, {tp:(1)2}], and a CollectivePermute
+    # puts the devices in the target's order
+    route = xla_route((16, 32), _s('[{"dp"}, {"tp"}]'), _s('[{"tp"}, {"dp"}]'))
+    assert [(kind, str(layout.dims_text())) for kind, layout in route] == [
+        ("AllToAll", '[{"dp", "tp":(2)2}, {"tp":(1)2}]'), ("CollectivePermute", '[{"tp"}, {"dp"}]')]
+
+
+def test_xlas_route_is_none_where_a_layout_is_uneven_or_cuts_an_axis_another_way():
+    assert xla_route((15, 32), _s('[{"dp"}, {"tp"}]'), _s('[{"tp"}, {"dp"}]')) is None  # XLA pads and halos
+    six = parse_mesh('@m = <["x"=6]>')
+    # "x":(1)2 is the major factor 2 of x=6, while x's prime digits are 3 (major) and 2: not modelled
+    assert xla_route((12, 12), parse_sharding('[{"x":(1)2}, {"x":(2)3}]', six), parse_sharding('[{"x"}, {}]', six)) \
+        is None
+    # the engine's plan stands in
+    plan = reshard_like_xla((12, 12), "f32", parse_sharding('[{"x":(1)2}, {"x":(2)3}]', six),
+                            parse_sharding('[{"x"}, {}]', six), CLUSTER)
+    assert plan.steps and plan.steps[-1].after == parse_sharding('[{"x"}, {}]', six)
