@@ -242,6 +242,10 @@ class OpDef:
     #: then over dp; a dimension on two axes is one AllReduce over both); a dot likewise, one contracting
     #: dimension at a time in reverse order of its dimension numbers (an einsum's letters in order)
     reduces_by_dimension: bool = False
+    #: Shardy registers a sharding rule for the op; without one (a CHLO op such as ``chlo.erf``) Shardy's
+    #: propagation passes no sharding between the op's operands and its result, so ``--search propagate`` does
+    #: not either (each side keeps what its other readers and writers give it)
+    shardy_rule: bool = True
     #: operands JAX's explicit mode requires sharded alike when all have the result's shape (its select_n: the
     #: cases and the predicate); where jnp.where broadcasts one, they take the consensus (JAX 0.10.2, probed)
     sharded_alike: tuple[int, ...] = ()

@@ -1,4 +1,5 @@
-"""Elementwise ops: unary (relu, gelu, tanh, exp, expm1, log, log1p, sigmoid, neg, abs, sqrt, rsqrt, cast), binary with
+"""Elementwise ops: unary (relu, gelu, tanh, exp, expm1, log, log1p, erf, erfc, sigmoid, neg, abs, sqrt, rsqrt, cast),
+binary with
 broadcasting, ``comparison`` and ``is_finite`` (bool results) and ``select`` (``jnp.where``).
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
@@ -36,6 +37,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
+import scipy.special
 
 from graphs.dtypes import check_dtype, is_float, numpy_dtype
 from graphs.ops.common import Shape, need_float, need_numeric, numel, operand, same_dtype
@@ -111,7 +113,8 @@ _UNARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shar
 _BINARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True)
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool, jax_form: Callable,
-           vjp: Callable | None = None, reads_inputs: bool = True, reads_result: bool = False) -> OpDef:
+           vjp: Callable | None = None, reads_inputs: bool = True, reads_result: bool = False,
+           shardy_rule: bool = True) -> OpDef:
     def infer(shapes, dtypes, attrs, names=None):
         if floats_only:
             need_float(name, dtypes[0], names)
@@ -123,7 +126,8 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool,
         return fn(np.asarray(arrays[0]))
 
     return OpDef(name, "pointwise", 1, 1, (), infer, _elementwise_flops, reference, vjp=vjp,
-                 vjp_reads_inputs=reads_inputs, vjp_reads_result=reads_result, **_UNARY_TRAITS, jax_form=jax_form)
+                 vjp_reads_inputs=reads_inputs, vjp_reads_result=reads_result, **_UNARY_TRAITS, jax_form=jax_form,
+                 shardy_rule=shardy_rule)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
@@ -258,6 +262,19 @@ def _rsqrt_jax(jnp, lax, a, attrs):
     return lax.rsqrt(a[0])
 
 
+def _erf_jax(jnp, lax, a, attrs):
+    return lax.erf(a[0])
+
+
+def _erfc_jax(jnp, lax, a, attrs):
+    return lax.erfc(a[0])
+
+
+def _erf_slope(x: np.ndarray) -> np.ndarray:
+    """d erf(x) / dx = 2 exp(-x^2) / sqrt(pi)."""
+    return (2.0 / np.sqrt(np.pi)) * np.exp(-np.square(x))
+
+
 def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(np.sqrt(x))
 
@@ -284,6 +301,12 @@ EXPM1 = _unary("expm1", np.expm1, floats_only=True, jax_form=_expm1_jax,
                vjp=_unary_vjp("expm1", lambda x, r, c: c * (r + 1.0)), reads_inputs=False, reads_result=True)
 LOG1P = _unary("log1p", np.log1p, floats_only=True, jax_form=_log1p_jax,
                vjp=_unary_vjp("log1p", lambda x, r, c: c / (x + 1.0)))
+# the error function and its complement (jax.nn.gelu's exact form reads erfc): d erf = dx 2 exp(-x^2) / sqrt(pi),
+# d erfc = -d erf
+ERF = _unary("erf", scipy.special.erf, floats_only=True, jax_form=_erf_jax,
+             vjp=_unary_vjp("erf", lambda x, r, c: c * _erf_slope(x).astype(c.dtype)), shardy_rule=False)
+ERFC = _unary("erfc", scipy.special.erfc, floats_only=True, jax_form=_erfc_jax,
+              vjp=_unary_vjp("erfc", lambda x, r, c: c * -_erf_slope(x).astype(c.dtype)), shardy_rule=False)
 # JAX's sub-gradient: +dy where x >= 0 (x = 0 included), -dy below
 ABS = _unary("abs", np.abs, floats_only=False, jax_form=_abs_jax,
              vjp=_unary_vjp("abs", lambda x, r, c: np.where(x >= 0, c, np.negative(c))))

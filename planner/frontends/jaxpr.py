@@ -22,7 +22,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``top_k`` -> two ``top_k`` ops (its values and its indices);
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
-  ``concatenate`` -> ``concat``; ``slice`` without strides; ``copy`` is the operand; ``stack`` -> a size-1
+  ``concatenate`` -> ``concat``; ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
+  operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
   them; ``pad`` by a constant at the edges -> a ``concat`` of constant blocks per padded dimension; ``iota``;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
@@ -569,6 +570,20 @@ def _slice(w: Walker, eqn, ins) -> str:
                   stops=tuple(int(s) for s in eqn.params["limit_indices"]))
 
 
+def _split(w: Walker, eqn, ins) -> list[str]:
+    """``jnp.split`` (a primitive in JAX 0.10) -> one ``slice`` per piece, as JAX lowers it."""
+    axis, shape = int(eqn.params["axis"]), w.shape(ins[0])
+    outs, start = [], 0
+    for size, var in zip(eqn.params["sizes"], eqn.outvars):
+        starts, stops = [0] * len(shape), list(shape)
+        starts[axis], stops[axis] = start, start + int(size)
+        start += int(size)
+        outs.append(ins[0] if int(size) == shape[axis] else
+                    w.add(eqn, "slice", ins, tuple(var.aval.shape), dtype_of(var.aval, "a piece of split"),
+                          starts=tuple(starts), stops=tuple(stops)))
+    return outs
+
+
 def _gather(w: Walker, eqn, ins) -> str:
     dn = eqn.params["dimension_numbers"]
     table, idx = w.shape(ins[0]), w.shape(ins[1])
@@ -795,6 +810,8 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
     "cumsum": _cumsum,
+    "erf": _simple("erf"),
+    "erfc": _simple("erfc"),
     "exp": _simple("exp"),
     "expm1": _simple("expm1"),
     "gather": _gather,
@@ -824,6 +841,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "shard_map": _shard_map,
     "sharding_constraint": _sharding_constraint,
     "slice": _slice,
+    "split": _split,
     "sqrt": _simple("sqrt"),
     "square": _simple("square"),
     "squeeze": _reshape,

@@ -28,8 +28,8 @@ from planner.caches import memoize
 from planner.errors import ReshardError
 from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.redistribution.engine import all_reduce_step, reshard, reshard_for_planning
-from planner.redistribution.xla_route import xla_route
 from planner.redistribution.steps import ReshardPlan, Step
+from planner.redistribution.xla_route import xla_route
 
 __all__ = ["POLICIES", "reshard_like_xla", "reshard_with_policy"]
 

@@ -1014,6 +1014,42 @@ def top_k_rows(x):
     return jax.lax.top_k(x, 2, axis=0)[1]
 
 
+# jnp.split (a JAX 0.10 primitive, a slice per piece): SwiGLU and GLU halves, a fused qkv projection's thirds
+def swiglu_split(x, w, wo):
+    a, b = jnp.split(x @ w, 2, axis=-1)
+    return (jax.nn.silu(a) * b) @ wo
+
+
+def qkv_split(x, wqkv):
+    q, k, v = jnp.split(x @ wqkv, 3, axis=-1)
+    s = jnp.einsum("bqd,bkd->bqk", q, k)
+    return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(s, axis=-1), v)
+
+
+def glu_nn(x, w):
+    return jax.nn.glu(x @ w, axis=-1)
+
+
+def split_rows(x):
+    a, b = jnp.split(jnp.tanh(x), 2, axis=0)
+    return a * b
+
+
+def split_uneven(x):
+    a, b, c = jnp.split(x, [4, 12], axis=1)
+    return jnp.sum(a) + jnp.sum(b * 2.0) + jnp.sum(c)
+
+
+# the error function (jax.nn.gelu's exact form reads erfc): a CHLO op Shardy has no rule for, so nothing propagates
+# through it
+def gelu_exact_mlp(x, w1, w2):
+    return jax.nn.gelu(x @ w1, approximate=False) @ w2
+
+
+def erf_3d(x):
+    return jax.scipy.special.erf(x) * 0.5
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1261,6 +1297,13 @@ def suite() -> dict:
         "top2_dispatch": (top2_dispatch, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
         "top_k_3d": (top_k_3d, "3d", [((4, 8, 16), P("a", ("b", "c")))]),
         "top_k_rows": (top_k_rows, "2d", [((16, 32), P(None, "tp"))]),
+        "swiglu_split": (swiglu_split, "2d", [((16, 32), P("dp")), ((32, 128), P(None, "tp")), ((64, 32), P("tp"))]),
+        "qkv_split": (qkv_split, "2d", [((2, 8, 32), P("dp")), ((32, 96), P())]),
+        "glu_nn": (glu_nn, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
+        "split_rows": (split_rows, "2d", [((16, 32), P("dp", "tp"))]),
+        "split_uneven": (split_uneven, "1d", [((16, 32), P("d"))]),
+        "gelu_exact_mlp": (gelu_exact_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
+        "erf_3d": (erf_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 

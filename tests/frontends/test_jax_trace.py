@@ -537,3 +537,39 @@ def test_a_top2_router_has_jaxs_gradients_through_its_top_k():
 def test_a_top2_router_trains_exactly_with_tokens_over_dp(search):
     _trains_exactly(_top2_router_loss, [(16, 8), (8, 4), (4, 8, 6)], ("wg", "we"),
                     ['[{"dp"}, {}]', '[{}, {}]', '[{"tp"}, {}, {}]'], search, seed=5)
+
+
+def _swiglu_split_loss(x, w, wo):
+    a, b = jnp.split(x @ w, 2, axis=-1)
+    return jnp.sum(jnp.tanh((jax.nn.silu(a) * b) @ wo))
+
+
+def test_jnp_split_is_a_slice_per_piece_with_jaxs_gradient():
+    x, w, wo = _args([(4, 6), (6, 8), (4, 3)], seed=29)
+    traced = check_gradient_against_jax(_swiglu_split_loss, [x, w, wo], "w")
+    assert Counter(op.op for op in traced.graph.ops)["slice"] == 2
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_split_swiglu_trains_exactly_with_its_projection_over_tp(search):
+    # the two halves of a column-parallel projection: each a slice of a tp-sharded dimension (a halo exchange)
+    _trains_exactly(_swiglu_split_loss, [(16, 8), (8, 32), (16, 8)], ("w", "wo"),
+                    ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{"tp"}, {}]'], search, seed=6)
+
+
+def _gelu_exact_loss(x, w1, w2):
+    return jnp.sum(jnp.tanh(jax.nn.gelu(x @ w1, approximate=False) @ w2))
+
+
+def test_the_exact_gelu_reads_erfc_with_jaxs_gradient():
+    x, w1, w2 = _args([(4, 6), (6, 8), (8, 3)], seed=31)
+    traced = check_gradient_against_jax(_gelu_exact_loss, [x, w1, w2], "w1")
+    assert Counter(op.op for op in traced.graph.ops)["erfc"] == 1
+    assert check_against_jax(lambda a: jax.scipy.special.erf(a) * 2.0, _args([(4, 8)])) == Counter({"erf": 1,
+                                                                                                    "mul": 1})
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_an_exact_gelu_mlp_trains_exactly_when_sharded(search):
+    _trains_exactly(_gelu_exact_loss, [(16, 8), (8, 32), (32, 8)], ("w1", "w2"),
+                    ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{"tp"}, {}]'], search, seed=7)

@@ -28,6 +28,8 @@ CASES = [
     Case("sigmoid", "sigmoid", ((5, 3),), {}),
     Case("neg", "neg", ((4, 3),), {}),
     Case("abs", "abs", ((4, 3),), {}),
+    Case("erf", "erf", ((5, 3),), {}),
+    Case("erfc", "erfc", ((3, 5),), {}),
     Case("is_finite", "is_finite", ((4, 3),), {}),
     Case("argmax", "argmax", ((4, 6),), {"axis": 1}),
     Case("argmin", "argmin", ((4, 6, 2),), {"axis": 1}),

@@ -52,7 +52,8 @@ A ``shard_as`` group whose members' annotations differ, and a ``shard_like`` gro
 (soft), propagate between their members like an identity op; at the end of each phase
 the members of such a ``shard_as`` group are made identical (the common prefix of
 their dimensions). A ``propagation_barrier`` op lets shardings through only in its
-``allowed_direction``. A ``sharding_constraint`` op's result is annotated (its
+``allowed_direction``; an op Shardy has no sharding rule for (``OpDef.shardy_rule``: ``erf``, ``erfc``,
+CHLO ops) lets none through. A ``sharding_constraint`` op's result is annotated (its
 ``out_sharding``) and propagates from there; a fully closed one is also copied onto
 its input, as Shardy's import pass does (:meth:`Propagator._apply_constraints`).
 
@@ -434,6 +435,8 @@ class Propagator:
     # -- one op ----------------------------------------------------------------------------
     def _visit_op(self, i: int, level: Level) -> list[str]:
         op, rule, opdef = self.ops[i], self.rules[i], self.op_defs[i]
+        if not opdef.shardy_rule:  # Shardy has no rule for it (a CHLO op): nothing passes through
+            return []
         pass_through_op = opdef.passes_shardings
         if level.pass_through_ops and not pass_through_op:
             return []

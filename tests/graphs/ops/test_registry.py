@@ -15,6 +15,7 @@ SPEC_OPS += ["min", "minimum"]  # the minimum beside the maximum (a pending mini
 SPEC_OPS += ["abs", "rsqrt", "sqrt"]  # JAX primitives of losses and norms written by hand (the frontend reads them)
 SPEC_OPS += ["comparison", "is_finite", "select"]
 SPEC_OPS += ["expm1", "log1p"]
+SPEC_OPS += ["erf", "erfc"]  # jax.nn.gelu(approximate=False) reads erfc (the frontend reads both)
 SPEC_OPS += ["argmax", "argmin"]  # jnp.argmax / argmin: a router's expert choice (the frontend reads them)
 SPEC_OPS += ["top_k"]  # lax.top_k: a top-2 router's experts and gates (the frontend reads its two results)
 SPEC_OPS += ["cumsum"]  # jnp.cumsum: an expert's capacity positions in a GShard dispatch (the frontend reads it)
