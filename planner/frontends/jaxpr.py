@@ -273,6 +273,8 @@ class Walker:
                              "frontend reads one", where=self.where(eqn))
         v = outs[0]
         text = self.sharding_text(given, len(self.shape(v)), f"the out_sharding of {eqn.primitive.name}", typed=True)
+        if _unconstrained(text):  # every dimension open and empty (JAX under an Auto mesh): it constrains nothing
+            return outs
         made = self.p.producer(v)
         if made is not None and any(n is made for n in self.p.nodes[start:]) and v not in self.p.shardings:
             self.p.shardings[v] = text
@@ -344,6 +346,13 @@ class Walker:
 
     def shape(self, value: str) -> tuple[int, ...]:
         return self.p.values[value].shape
+
+
+def _unconstrained(text: str) -> bool:
+    """Whether sharding ``text`` leaves every dimension open and unsharded (``[{?}, {?}]``)."""
+    dims = text.strip()
+    return dims.startswith("[") and dims.endswith("]") and all(
+        d.strip() == "{?}" for d in dims[1:-1].split(",")) if dims != "[]" else False
 
 
 def _scalar(value, what: str) -> float:

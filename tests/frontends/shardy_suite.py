@@ -1050,6 +1050,89 @@ def erf_3d(x):
     return jax.scipy.special.erf(x) * 0.5
 
 
+# held-out programs of this session's second batch: a causal mask under an Auto mesh, RMS norm into a split SwiGLU, a
+# top-2 MoE with capacity positions, embeddings, losses and norms on 1-D to 3-D meshes
+def mlp_bias_3d(x, w1, b1, w2):
+    return jax.nn.relu(x @ w1 + b1) @ w2
+
+
+def causal_attn(x, wq, wk, wv):
+    q = (x @ wq).reshape(2, 8, 4, 8)
+    k = (x @ wk).reshape(2, 8, 4, 8)
+    v = (x @ wv).reshape(2, 8, 4, 8)
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(8.0)
+    mask = jnp.tril(jnp.ones((8, 8), bool))
+    p = jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", p, v).reshape(2, 8, 32)
+
+
+def rms_swiglu(x, g, w, wo):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * g
+    a, b = jnp.split(h @ w, 2, axis=-1)
+    return (jax.nn.silu(a) * b) @ wo
+
+
+def emb_pos_ln(t, ids, pos):
+    e = jnp.take(t, ids, axis=0) + pos
+    m = e.mean(-1, keepdims=True)
+    c = e - m
+    return c * jax.lax.rsqrt((c * c).mean(-1, keepdims=True) + 1e-5)
+
+
+def moe_capacity(x, wg, we):
+    logits = x @ wg
+    gates, experts = jax.lax.top_k(logits, 2)
+    mask = jax.nn.one_hot(experts[:, 0], 4, dtype=x.dtype)
+    pos = jnp.cumsum(mask, axis=0) * mask
+    keep = (pos <= 8.0).astype(x.dtype) * mask
+    h = jnp.einsum("td,edh->teh", x, we)
+    return jnp.einsum("te,teh->th", keep * jax.nn.softmax(gates, -1)[:, :1], h)
+
+
+def heads_concat_proj(a, b, w):
+    return jnp.concatenate([a, b], axis=-1) @ w
+
+
+def first_half_mm(x, w):
+    return x[:, :16] @ w
+
+
+def heads_constraint(x, w):
+    h = (x @ w).reshape(16, 4, 16)
+    h = jax.lax.with_sharding_constraint(h, NamedSharding(_MESH["2d"], P("dp", "tp", None)))
+    return jnp.tanh(h)
+
+
+def emb_2d_ids(t, ids):
+    return jnp.take(t, ids, axis=0).sum(axis=1)
+
+
+def ce_one_hot(logits, labels):
+    lp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.sum(jax.nn.one_hot(labels, 64) * lp, axis=-1))
+
+
+def seq_attn_1d(x, wq, wk):
+    s = jnp.einsum("bqd,bkd->bqk", x @ wq, x @ wk)
+    return jax.nn.softmax(s, axis=-1).sum(axis=-1)
+
+
+def qkv_3d(x, w):
+    q, k, v = jnp.split(x @ w, 3, axis=-1)
+    return q * k + v
+
+
+def res_ln_3d(x, w, g, b):
+    h = x + jnp.tanh(x @ w)
+    m = h.mean(-1, keepdims=True)
+    v = ((h - m) ** 2).mean(-1, keepdims=True)
+    return (h - m) * jax.lax.rsqrt(v + 1e-5) * g + b
+
+
+def heads_softmax_pool(x):
+    return jax.nn.softmax(x, axis=1).mean(axis=2)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1304,6 +1387,25 @@ def suite() -> dict:
         "split_uneven": (split_uneven, "1d", [((16, 32), P("d"))]),
         "gelu_exact_mlp": (gelu_exact_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
         "erf_3d": (erf_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "mlp_bias_3d": (mlp_bias_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c")),
+                                            ((64, 32), P("c"))]),
+        "causal_attn": (causal_attn, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp")),
+                                            ((32, 32), P(None, "tp")), ((32, 32), P(None, "tp"))]),
+        "rms_swiglu": (rms_swiglu, "2d", [((16, 32), P("dp")), ((32,), P()), ((32, 128), P(None, "tp")),
+                                          ((64, 32), P("tp"))]),
+        "emb_pos_ln": (emb_pos_ln, "2d", [((64, 32), P("tp")), (((16,), "i32"), P("dp")), ((16, 32), P())]),
+        "moe_capacity": (moe_capacity, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
+        "heads_concat_proj": (heads_concat_proj, "2d", [((16, 16), P("dp")), ((16, 16), P("dp")),
+                                                        ((32, 64), P(None, "tp"))]),
+        "first_half_mm": (first_half_mm, "2d", [((16, 32), P("dp", "tp")), ((16, 8), P())]),
+        "heads_constraint": (heads_constraint, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
+        "emb_2d_ids": (emb_2d_ids, "2d", [((64, 32), P(None, "tp")), (((8, 4), "i32"), P("dp"))]),
+        "ce_one_hot": (ce_one_hot, "2d", [((16, 64), P("dp", "tp")), (((16,), "i32"), P("dp"))]),
+        "seq_attn_1d": (seq_attn_1d, "1d", [((2, 16, 32), P(None, "d")), ((32, 32), P()), ((32, 32), P())]),
+        "qkv_3d": (qkv_3d, "3d", [((16, 32), P("a")), ((32, 96), P(None, ("b", "c")))]),
+        "res_ln_3d": (res_ln_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 32), P(None, "c")), ((32,), P()),
+                                        ((32,), P())]),
+        "heads_softmax_pool": (heads_softmax_pool, "2d", [((4, 8, 16), P("dp", "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 
