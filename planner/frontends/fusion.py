@@ -452,9 +452,23 @@ def _lower(p: Trace) -> None:
             p.replace(n, "add", [n.inputs[0], p.const(0.0, v.shape, v.dtype)])
 
 
+def _refused_reader(p: Trace, name: str, depth: int) -> TracedOp | None:
+    """A ``refused`` node reading ``name``, or what is computed from it within ``depth`` ops."""
+    for r in p.readers(name):
+        if r.op == "refused":
+            return r
+        found = _refused_reader(p, r.out, depth - 1) if depth > 1 else None
+        if found is not None:
+            return found
+    return None
+
+
 def _unwrap_indices(p: Trace, n: TracedOp) -> None:
     """``t[i]``'s negative-index wrap is ``i`` where gathers read it (their indices are in range), else an error."""
     readers = p.readers(n.out)
+    refused = _refused_reader(p, n.out, depth=4)
+    if refused is not None:  # the gather reading it has no op (not whole rows): that is the error to report
+        raise ModelError(refused.attr("message"), where=refused.where or None)
     if n.out in p.outputs or not readers or any(r.op != "gather" or r.inputs[0] == n.out for r in readers):
         raise ModelError("JAX primitive 'select_n' (jnp.where, lax.select) has no op in shardplan's catalogue; the "
                          "negative-index wrap of t[i] is supported where only a gather reads it", where=n.where)

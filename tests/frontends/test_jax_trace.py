@@ -573,3 +573,13 @@ def test_the_exact_gelu_reads_erfc_with_jaxs_gradient():
 def test_an_exact_gelu_mlp_trains_exactly_when_sharded(search):
     _trains_exactly(_gelu_exact_loss, [(16, 8), (8, 32), (32, 8)], ("w1", "w2"),
                     ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{"tp"}, {}]'], search, seed=7)
+
+
+def test_a_gather_along_another_axis_is_refused_as_a_gather_not_as_its_index_wrap():
+    # jnp.take(x, i, axis=1) and take_along_axis wrap negative indices (a select_n) before a gather of another
+    # form than whole rows: the error names the gather, the op missing from the catalogue
+    with pytest.raises(ModelError, match="gather other than whole rows"):
+        trace_function(lambda x, i: jnp.take(x, i, axis=1), *_args([(4, 8), np.array([1, 2], np.int32)]))
+    with pytest.raises(ModelError, match="gather other than whole rows"):
+        trace_function(lambda x, i: jnp.take_along_axis(x, i[:, None], axis=-1),
+                       *_args([(4, 8), np.array([1, 2, 0, 3], np.int32)]))
