@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
-import scipy.special
 
 from graphs.dtypes import check_dtype, is_float, numpy_dtype
 from graphs.ops.common import Shape, need_float, need_numeric, numel, operand, same_dtype
@@ -270,6 +269,18 @@ def _erfc_jax(jnp, lax, a, attrs):
     return lax.erfc(a[0])
 
 
+def _erf(x: np.ndarray) -> np.ndarray:
+    import scipy.special  # here, not at import: scipy.special loads numpy.ma, which planning never needs
+
+    return scipy.special.erf(x)
+
+
+def _erfc(x: np.ndarray) -> np.ndarray:
+    import scipy.special
+
+    return scipy.special.erfc(x)
+
+
 def _erf_slope(x: np.ndarray) -> np.ndarray:
     """d erf(x) / dx = 2 exp(-x^2) / sqrt(pi)."""
     return (2.0 / np.sqrt(np.pi)) * np.exp(-np.square(x))
@@ -303,9 +314,9 @@ LOG1P = _unary("log1p", np.log1p, floats_only=True, jax_form=_log1p_jax,
                vjp=_unary_vjp("log1p", lambda x, r, c: c / (x + 1.0)))
 # the error function and its complement (jax.nn.gelu's exact form reads erfc): d erf = dx 2 exp(-x^2) / sqrt(pi),
 # d erfc = -d erf
-ERF = _unary("erf", scipy.special.erf, floats_only=True, jax_form=_erf_jax,
+ERF = _unary("erf", _erf, floats_only=True, jax_form=_erf_jax,
              vjp=_unary_vjp("erf", lambda x, r, c: c * _erf_slope(x).astype(c.dtype)), shardy_rule=False)
-ERFC = _unary("erfc", scipy.special.erfc, floats_only=True, jax_form=_erfc_jax,
+ERFC = _unary("erfc", _erfc, floats_only=True, jax_form=_erfc_jax,
               vjp=_unary_vjp("erfc", lambda x, r, c: c * -_erf_slope(x).astype(c.dtype)), shardy_rule=False)
 # JAX's sub-gradient: +dy where x >= 0 (x = 0 included), -dy below
 ABS = _unary("abs", np.abs, floats_only=False, jax_form=_abs_jax,
