@@ -1,8 +1,9 @@
 """The ``xla`` redistribution policy moves what XLA's SPMD partitioner compiles for the same reshard: goldens
 against XLA's HLO (JAX on 8 host CPU devices, at test time) and the rules they pin."""
 
-import itertools
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from planner.redistribution import reshard_for_planning
 from planner.redistribution.xla_policy import reshard_like_xla, reshard_with_policy
 from planner.redistribution.xla_route import xla_route
 from tests.jax_devices import run_on_eight_devices
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MESH = parse_mesh('@m = <["dp"=2, "tp"=4]>')
 CLUSTER = load_cluster(None)
@@ -88,54 +91,20 @@ out["pending_sharded"] = [[c.kind, c.bytes_per_device] for c in collectives(hlo.
 print(json.dumps(out))
 """
 
-#: one reshard as XLA compiles it: the value pinned in the source layout by a constraint (on Auto axes, so that
-#: propagation moves nothing else), then returned in the destination layout
-_RESHARDS = """
-import json, sys
-import jax, jax.numpy as jnp
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-from planner.engines.xla_hlo import collectives
-sizes, names, shape, cases = json.loads(sys.argv[2])
-mesh = jax.make_mesh(tuple(sizes), tuple(names), axis_types=(AxisType.Auto,) * len(sizes))
-s = lambda spec: NamedSharding(mesh, P(*[tuple(d) if d else None for d in spec]))
-out = []
-for a, b in cases:
-    f = jax.jit(lambda x: jax.lax.with_sharding_constraint(x * 2, s(a)), in_shardings=s(a), out_shardings=s(b))
-    hlo = f.lower(jax.ShapeDtypeStruct(tuple(shape), jnp.float32)).compile().as_text()
-    out.append([[c.kind, c.bytes_per_device] for c in collectives(hlo, 8)])
-print(json.dumps(out))
-"""
-
-
-def _layouts(names, rank):
-    """Every layout of a rank-``rank`` tensor on mesh axes ``names``: per dimension an ordered tuple of axes,
-    no axis twice."""
-    orders = [list(p) for r in range(len(names) + 1) for c in itertools.combinations(names, r)
-              for p in itertools.permutations(c)]
-    return [combo for combo in itertools.product(orders, repeat=rank)
-            if len([a for d in combo for a in d]) == len({a for d in combo for a in d})]
-
-
-def _text(layout) -> str:
-    return "[" + ", ".join("{" + ", ".join(f'"{a}"' for a in d) + "}" for d in layout) + "]"
+def _benchmark():
+    """benchmarks/xla_reshard.py, which compiles reshards with XLA and compares the policy's moves."""
+    spec = importlib.util.spec_from_file_location("xla_reshard_benchmark", ROOT / "benchmarks" / "xla_reshard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _compare_reshards(sizes, names, shape, pairs):
     """``{(source, destination): (XLA's moves, the policy's)}`` for the pairs that differ."""
-    mesh = parse_mesh("@m = <[" + ", ".join(f'"{n}"={k}' for n, k in zip(names, sizes)) + "]>")
-    xla = run_on_eight_devices(_RESHARDS, json.dumps([sizes, names, shape, pairs]))
-    differ = {}
-    for (a, b), moves in zip(pairs, xla):
-        want = [(_KIND[kind], n) for kind, n in moves]
-        got = _moves(reshard_like_xla(tuple(shape), "f32", parse_sharding(_text(a), mesh),
-                                      parse_sharding(_text(b), mesh), CLUSTER))
-        if got != want:
-            differ[(_text(a), _text(b))] = (want, got)
-    return differ
+    rows = _benchmark().compare(sizes, names, shape, [[list(map(list, a)), list(map(list, b))] for a, b in pairs],
+                                CLUSTER)
+    return {(r["source"], r["destination"]): (r["xla"], r["policy"]) for r in rows if r["policy"] != r["xla"]}
 
-
-_KIND = {"all-gather": "AllGather", "all-to-all": "AllToAll", "all-reduce": "AllReduce",
-         "reduce-scatter": "ReduceScatter", "collective-permute": "CollectivePermute"}
 
 
 @pytest.mark.slow
@@ -146,7 +115,7 @@ def test_the_policy_completes_pending_sums_as_xla_compiles_a_dot():
                                                _s("[{}, {}]"), CLUSTER)),
             "pending_sharded": _moves(reshard_like_xla((8, 64), "f32", _s('[{}, {}], unreduced={"tp"}'),
                                                        _s('[{}, {"tp"}]'), CLUSTER))}
-    assert ours == {k: [(_KIND[kind], b) for kind, b in v] for k, v in xla.items()}
+    assert ours == {k: [(_benchmark().KINDS[kind], b) for kind, b in v] for k, v in xla.items()}
 
 
 @pytest.mark.slow
@@ -154,7 +123,7 @@ def test_every_reshard_of_a_matrix_on_a_2x4_mesh_moves_xlas_collectives_in_order
     # all 110 ordered pairs of distinct layouts of f32[16, 32] on dp=2 x tp=4: kind and bytes of each
     # collective, in XLA's order (expected values: XLA's compiled HLO, at test time)
     pytest.importorskip("jax")
-    layouts = _layouts(("dp", "tp"), 2)
+    layouts = _benchmark().layouts(("dp", "tp"), 2)
     pairs = [(a, b) for a in layouts for b in layouts if a != b]
     assert len(pairs) == 110
     assert _compare_reshards([2, 4], ["dp", "tp"], [16, 32], pairs) == {}
@@ -165,10 +134,10 @@ def test_reshards_on_a_2x2x2_mesh_and_of_a_rank_3_tensor_move_xlas_collectives_i
     # every 17th pair of layouts of f32[16, 32] on a=b=c=2 (2x2x2: axes swapped, split and merged between
     # dimensions, partly replicated), and every 5th of f32[8, 8, 16] on dp=2 x tp=4
     pytest.importorskip("jax")
-    three = _layouts(("a", "b", "c"), 2)
+    three = _benchmark().layouts(("a", "b", "c"), 2)
     pairs = [(a, b) for a in three for b in three if a != b][::17]
     assert _compare_reshards([2, 2, 2], ["a", "b", "c"], [16, 32], pairs) == {}
-    rank3 = _layouts(("dp", "tp"), 3)
+    rank3 = _benchmark().layouts(("dp", "tp"), 3)
     pairs = [(a, b) for a in rank3 for b in rank3 if a != b][::5]
     assert _compare_reshards([2, 4], ["dp", "tp"], [8, 8, 16], pairs) == {}
 
