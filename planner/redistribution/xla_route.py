@@ -65,21 +65,21 @@ class _Tiles:
         return self.counts() + ((self.replicas(),) if self.partial() else ())
 
     def devices(self) -> np.ndarray:
-        """The tile assignment: the in-context device number at each tile (and replica) index."""
-        pos = np.arange(_size(self.ctx))
-        number = np.zeros_like(pos)
-        values = {}
-        for stride, size in self.ctx:  # the in-context number: ctx's digits, major to minor
-            values[(stride, size)] = _digit_values(stride, size, self.ctx, pos)
-            number = number * size + values[(stride, size)]
+        """The tile assignment: the in-context device number at each tile (and replica) index. A device's number
+        is the mixed radix of its ``ctx`` digits, major first, so each digit's value is read off the number."""
+        number = np.arange(_size(self.ctx))
+        values, place = {}, 1
+        for d in reversed(self.ctx):
+            values[d] = (number // place) % d[1]
+            place *= d[1]
         index = []
         for digits in (*self.dims, *((self.repl,) if self.partial() else ())):
-            i = np.zeros_like(pos)
+            i = np.zeros_like(number)
             for d in digits:
                 i = i * d[1] + values[d]
             index.append(i)
         out = np.zeros(self.assignment_dims() or (1,), dtype=np.int64)
-        out[tuple(index) if index else (np.zeros_like(pos),)] = number
+        out[tuple(index) if index else (np.zeros_like(number),)] = number
         return out
 
     def same(self, other: "_Tiles") -> bool:
@@ -93,17 +93,6 @@ def _size(digits) -> int:
     for _, s in digits:
         n *= s
     return n
-
-
-def _digit_values(stride: int, size: int, ctx: tuple[Digit, ...], pos: np.ndarray) -> np.ndarray:
-    """The value of digit ``(stride, size)`` on each device numbered by ``ctx`` (``pos``: the numbers)."""
-    # a device's number is the mixed radix of its ctx digits, major first: read the digit at its place in ctx
-    place = 1
-    for d in reversed(ctx):
-        if d == (stride, size):
-            return (pos // place) % size
-        place *= d[1]
-    raise ValueError((stride, size))
 
 
 class _Unmodelled(Exception):
