@@ -13,6 +13,7 @@ preset            what it describes
 ``h100-measured`` ``h100`` with its compute part measured on an H100 by ``shardplan calibrate``
 ``ib-cluster``    several ``nvlink-node`` nodes over InfiniBand NDR, 50 GB/s per GPU
 ``h200``          one 8-GPU H200 SXM node: the H100's compute, 141 GB of HBM3e at 4.8 TB/s
+``h200-measured`` ``h200`` with its compute part measured on an H200 by ``shardplan calibrate``
 ``a100-node``     one 8-GPU A100 SXM4 80GB node: NVLink 300 GB/s, HDR 25 GB/s per GPU, 312 TFLOP/s, 2 TB/s
 ``a100``          the same node as ``a100-node``, by its GPU's name
 ``tpu-v4``        a TPU v4 pod slice: 275 TFLOP/s bf16, 1.2 TB/s HBM2, ICI 268 GB/s per chip
@@ -23,7 +24,7 @@ Each also has the compute keys of :mod:`costmodels.roofline` (per-dtype peaks, v
 rate, memory bandwidth, kernel overhead, matmul efficiency curve).
 
 >>> preset_names()
-('a100', 'a100-node', 'default', 'h100', 'h100-measured', 'h200', 'ib-cluster', 'nvlink-node', 'tpu-v4', 'tpu-v5p')
+('a100', 'a100-node', 'default', 'h100', 'h100-measured', 'h200', 'h200-measured', 'ib-cluster', 'nvlink-node', 'tpu-v4', 'tpu-v5p')
 >>> preset_path("nvlink-node").name
 'nvlink-node.yaml'
 """
@@ -54,7 +55,7 @@ def preset_path(name: str) -> Path:
     >>> preset_path("nvlink")
     Traceback (most recent call last):
     ...
-    planner.errors.ClusterError: unknown cluster preset 'nvlink'; the presets are a100, a100-node, default, h100, h100-measured, h200, ib-cluster, nvlink-node, tpu-v4, tpu-v5p (or give the path of a cluster YAML file)
+    planner.errors.ClusterError: unknown cluster preset 'nvlink'; the presets are a100, a100-node, default, h100, h100-measured, h200, h200-measured, ib-cluster, nvlink-node, tpu-v4, tpu-v5p (or give the path of a cluster YAML file)
     """
     names = preset_names()
     if name not in names:

@@ -110,7 +110,7 @@ def test_unknown_preset_lists_the_presets():
         load_cluster("dgx", where="model.yaml:3")
     assert str(info.value) == (
         "model.yaml:3: unknown cluster preset 'dgx'; the presets are a100, a100-node, default, h100, h100-measured, h200, "
-        "ib-cluster, nvlink-node, tpu-v4, tpu-v5p (or give the path of a cluster YAML file)"
+        "h200-measured, ib-cluster, nvlink-node, tpu-v4, tpu-v5p (or give the path of a cluster YAML file)"
     )
 
 
@@ -187,7 +187,7 @@ def test_missing_values_without_a_preset_suggest_one():
     assert str(info.value) == (
         "model.yaml:5: the cluster description lacks device_peak_flops, device_memory_bytes, intra_node, "
         "inter_node; give them, or name a base preset to start from "
-        "(preset: one of a100, a100-node, default, h100, h100-measured, h200, ib-cluster, nvlink-node, tpu-v4, tpu-v5p)"
+        "(preset: one of a100, a100-node, default, h100, h100-measured, h200, h200-measured, ib-cluster, nvlink-node, tpu-v4, tpu-v5p)"
     )
 
 

@@ -17,17 +17,18 @@ from planner.ir.mesh import Mesh
 
 
 def test_the_documented_presets_ship():
-    assert preset_names() == ("a100", "a100-node", "default", "h100", "h100-measured", "h200", "ib-cluster",
-                              "nvlink-node", "tpu-v4", "tpu-v5p")
+    assert preset_names() == ("a100", "a100-node", "default", "h100", "h100-measured", "h200", "h200-measured",
+                              "ib-cluster", "nvlink-node", "tpu-v4", "tpu-v5p")
 
 
-def test_the_measured_h100_keeps_the_h100_node_and_memory():
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_a_measured_preset_keeps_its_base_node_and_memory(gpu):
     # with --only compute, memory and node size come from the base preset, not from JAX's allocator limit
-    measured, h100 = load_cluster("h100-measured"), load_cluster("h100")
-    assert (measured.device_memory_bytes, measured.devices_per_node) == (h100.device_memory_bytes,
-                                                                        h100.devices_per_node)
-    assert (measured.intra_node, measured.inter_node) == (h100.intra_node, h100.inter_node)
-    assert measured.roofline != h100.roofline
+    measured, base = load_cluster(f"{gpu}-measured"), load_cluster(gpu)
+    assert (measured.device_memory_bytes, measured.devices_per_node) == (base.device_memory_bytes,
+                                                                        base.devices_per_node)
+    assert (measured.intra_node, measured.inter_node) == (base.intra_node, base.inter_node)
+    assert measured.roofline != base.roofline
 
 
 @pytest.mark.parametrize("name", preset_names())
