@@ -33,14 +33,22 @@ _INT_HIGH_DEFAULT = 10
 
 def _int_high(graph: ComputationGraph, tensor: str) -> int:
     """The exclusive upper bound of valid values of an integer tensor, from the consumers that index with it
-    (:attr:`~graphs.ops.opdef.OpDef.indexes`)."""
+    (:attr:`~graphs.ops.opdef.OpDef.indexes`), also through ops that only move values (the ``shape`` family: a
+    reshape adding take_along_axis's trailing dimension)."""
+    return min(_index_bounds(graph, tensor), default=_INT_HIGH_DEFAULT)
+
+
+def _index_bounds(graph: ComputationGraph, tensor: str) -> list[int]:
     bounds = []
     for op_name, i in graph.consumers(tensor):
         op = graph.op(op_name)
-        for k, j, d in graph.op_def(op_name).indexes:
+        opdef = graph.op_def(op_name)
+        for k, j, d in opdef.indexed(op.attrs_dict):
             if k == i:
                 bounds.append(graph.tensors[op.inputs[j]].shape[d])
-    return min(bounds, default=_INT_HIGH_DEFAULT)
+        if opdef.family == "shape":
+            bounds += _index_bounds(graph, op.output)
+    return bounds
 
 
 def _fan_in(graph: ComputationGraph, t) -> int:

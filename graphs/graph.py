@@ -313,7 +313,7 @@ class ComputationGraph:
             shape, dtype = opdef.infer(shapes, [t.dtype for t in ins], attrs, names=op.inputs)
             attrs = opdef.canonical(shapes, attrs)
             self._check_strategy(op, opdef, ins)
-            self._check_constant_indices(opdef, ins)
+            self._check_constant_indices(opdef, ins, attrs)
             self._check_out_sharding(op, opdef, shape, dtype)
             out = TensorSpec(op.output, shape, dtype, "activation", op.out_sharding, op.line)
             check_op_flops(opdef.flops(shapes, shape, attrs), f"this {opdef.name}")  # priced as a float
@@ -334,10 +334,10 @@ class ComputationGraph:
         )
 
     @staticmethod
-    def _check_constant_indices(opdef: OpDef, ins: list[TensorSpec]) -> None:
+    def _check_constant_indices(opdef: OpDef, ins: list[TensorSpec], attrs: Mapping[str, Any]) -> None:
         """A constant that an op indexes with (gather's indices, cross_entropy's labels: ``OpDef.indexes``) lies in
         ``[0, size)`` of the dimension it indexes: the reference would fail on it only when run."""
-        for i, j, d in opdef.indexes:
+        for i, j, d in opdef.indexed(attrs):
             index, indexed = ins[i], ins[j]
             if index.value is None:
                 continue

@@ -1,4 +1,4 @@
-"""``gather`` (embedding lookup): rows of a table picked by integer indices.
+"""``gather`` (embedding lookup): rows of a table picked by integer indices; ``take_along_axis``.
 
 Inputs ``[table (V, H...), indices (any shape, i32 or i64)]``; the result has shape
 ``indices.shape + table.shape[1:]`` and the table's dtype. Indices must lie in
@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from graphs.ops.common import need_int, need_rank
-from graphs.ops.opdef import OpDef, check_wrt
+from graphs.ops.common import need_int, need_rank, normalize_axis, operand
+from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError, RuleError
 
 
@@ -107,8 +107,111 @@ def _gather_jax_local(jnp, lax, a, attrs, ctx):
     return jnp.where(hit.reshape(hit.shape + (1,) * (table.ndim - 1)), rows, jnp.zeros((), rows.dtype))
 
 
-GATHER = OpDef("gather", "gather", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp,
+GATHER = OpDef("gather", "indexing", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp,
                rule="gather.gather", indexes=((1, 0, 0),), fan_in_dims=((0, ()),),
                jax_form=_gather_jax,
                local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,),
                jax_local_form=_gather_jax_local, bytes_accessed=_gather_bytes)
+
+
+# -- take_along_axis: one element per index along an axis ----------------------------------------------------------
+#
+# Inputs ``[x (..., V, ...), indices (..., K, ...)]`` of one rank, equal outside ``axis``; the result has the
+# indices' shape and x's dtype: ``result[..., k, ...] = x[..., indices[..., k, ...], ...]`` (``jnp.take_along_axis``,
+# a cross-entropy's pick of each label's log-probability). 0 FLOPs; bytes: the indices and twice the result (the
+# elements picked, then written). VJP: the cotangent scatter-added at the indices along ``axis``.
+
+
+def _along_axis(shapes, attrs, names=None) -> int:
+    need_rank("take_along_axis", shapes, names, 0, 1, "the operand")
+    x, idx = shapes
+    axis = normalize_axis(attrs.get("axis"), len(x), "take_along_axis axis")
+    if len(idx) != len(x) or any(a != b for d, (a, b) in enumerate(zip(x, idx)) if d != axis):
+        raise ModelError(f"take_along_axis indices {operand(names, shapes, 1)} must have the rank of the operand "
+                         f"{operand(names, shapes, 0)} and its size in every dimension but axis {axis}")
+    return axis
+
+
+def _tal_infer(shapes, dtypes, attrs, names=None):
+    _along_axis(shapes, attrs, names)
+    need_int("take_along_axis", dtypes[1], names, 1, "indices")
+    return tuple(shapes[1]), dtypes[0]
+
+
+def _tal_canonical(shapes, attrs):
+    return {**attrs, "axis": _along_axis(shapes, attrs)}
+
+
+def _tal_bytes(in_shapes, out_shape, itemsizes, attrs):
+    picked = math.prod(out_shape)
+    return math.prod(in_shapes[1]) * itemsizes[1] + picked * itemsizes[0] + picked * itemsizes[2]
+
+
+def _tal_reference(arrays, attrs):
+    x, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
+    axis = attrs["axis"]
+    if idx.size and (idx.min() < 0 or idx.max() >= x.shape[axis]):
+        raise ModelError(f"take_along_axis's indices hold {idx.min()} to {idx.max()} with the data drawn for the "
+                         f"model's inputs, outside [0, {x.shape[axis]:,}) along axis {axis}; feed the indices from "
+                         "an input (drawn inside that range) or bound what computes them")
+    return np.take_along_axis(x, idx.astype(np.int64), axis=axis)
+
+
+def _scatter_along(shape, idx, cot, axis, dtype):
+    """Zeros of ``shape`` with ``cot`` added at ``idx`` along ``axis`` (repeated indices add up)."""
+    grad = np.zeros(shape, dtype=dtype)
+    where = list(np.indices(idx.shape, sparse=True))
+    where[axis] = idx
+    np.add.at(grad, tuple(where), cot)
+    return grad
+
+
+def _tal_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("take_along_axis", arrays, wrt, ("operand", "indices"))
+    cot = np.asarray(cotangent)
+    idx = np.asarray(arrays[1]).astype(np.int64)
+    return tuple(_scatter_along(np.shape(arrays[0]), idx, cot, attrs["axis"], cot.dtype) for _ in wrt)
+
+
+def _tal_local_reference(arrays, attrs, ctx, rule):
+    """With ``axis`` sharded, a device picks only the indices that fall in its positions, zeros for the others."""
+    x, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
+    axis = attrs["axis"]
+    lo, hi = ctx.operands[0].ranges[axis]
+    shifted = idx.astype(np.int64) - lo
+    hit = (shifted >= 0) & (shifted < hi - lo)
+    picked = np.take_along_axis(x, np.where(hit, shifted, 0), axis=axis)
+    return np.where(hit, picked, np.zeros((), picked.dtype))
+
+
+def _tal_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    """The cotangent scatter-added at the indices that fall in this device's positions along ``axis``."""
+    if wrt != (0,):
+        raise RuleError("take_along_axis: only the operand (operand 0) has a cotangent; the indices are integers")
+    block, axis = ctx.operands[0], attrs["axis"]
+    lo, hi = block.ranges[axis]
+    shifted = np.asarray(arrays[1]).astype(np.int64) - lo
+    hit = (shifted >= 0) & (shifted < hi - lo)
+    cot = np.where(hit, cotangent, np.zeros((), cotangent.dtype))
+    return [_scatter_along(block.local_shape, np.where(hit, shifted, 0), cot, axis, cotangent.dtype)]
+
+
+def _tal_jax(jnp, lax, a, attrs):
+    return jnp.take_along_axis(a[0], a[1], axis=attrs["axis"])
+
+
+def _tal_jax_local(jnp, lax, a, attrs, ctx):
+    """This device's positions ``[p0, p0 + n)`` along ``axis`` picked, zeros for indices outside them."""
+    x, idx = a
+    axis = attrs["axis"]
+    shifted = idx.astype(jnp.int32) - ctx.start(0, axis)
+    hit = (shifted >= 0) & (shifted < x.shape[axis])
+    picked = jnp.take_along_axis(x, jnp.where(hit, shifted, 0), axis=axis)
+    return jnp.where(hit, picked, jnp.zeros((), picked.dtype))
+
+
+TAKE_ALONG_AXIS = OpDef("take_along_axis", "indexing", 2, 2, (("axis", REQUIRED),), _tal_infer,
+                        lambda in_shapes, out_shape, attrs: 0, _tal_reference, _tal_canonical, vjp=_tal_vjp,
+                        rule="gather.take_along_axis", indexes=((1, 0, "axis"),), fan_in_dims=((0, ()),),
+                        jax_form=_tal_jax, local_reference=_tal_local_reference, local_vjp=_tal_local_vjp,
+                        local_vjp_reads=(1,), jax_local_form=_tal_jax_local, bytes_accessed=_tal_bytes)

@@ -67,7 +67,8 @@ module keeps a list of op names:
   interleave a merged dimension's padding with its elements.
 - ``indexes``: ``(i, j, d)`` triples: operand ``i`` holds integer indices into
   dimension ``d`` of operand ``j`` (gather's indices into its table's rows); example
-  inputs draw such an operand inside ``[0, size)``.
+  inputs draw such an operand inside ``[0, size)``. ``d`` may name the attribute that holds
+  the dimension (take_along_axis's ``"axis"``): :meth:`OpDef.indexed` reads it.
 - ``fan_in_dims``: ``(i, dims)`` pairs: a result element sums operand ``i`` over
   those of its dimensions, where that is not every dimension but the last (conv2d's
   weight: all but the first; a gather's table: none, rows are looked up). Example
@@ -222,7 +223,7 @@ class OpDef:
     follows_operand: bool = False
     passes_shardings: bool = False
     keeps_padding: bool = True
-    indexes: tuple[tuple[int, int, int], ...] = ()
+    indexes: tuple[tuple[int, int, int | str], ...] = ()
     fan_in_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
     jax_form: Callable[..., Any] | None = None
     local_reference: Callable[..., Any] | None = None
@@ -249,6 +250,15 @@ class OpDef:
     #: operands JAX's explicit mode requires sharded alike when all have the result's shape (its select_n: the
     #: cases and the predicate); where jnp.where broadcasts one, they take the consensus (JAX 0.10.2, probed)
     sharded_alike: tuple[int, ...] = ()
+
+    def indexed(self, attrs: Mapping[str, Any]) -> tuple[tuple[int, int, int], ...]:
+        """:attr:`indexes` with each dimension an attribute names read from ``attrs`` (canonical).
+
+        >>> from graphs.ops.registry import get_op
+        >>> get_op("take_along_axis").indexed({"axis": 1}), get_op("gather").indexed({})
+        (((1, 0, 1),), ((1, 0, 0),))
+        """
+        return tuple((i, j, int(attrs[d]) if isinstance(d, str) else d) for i, j, d in self.indexes)
 
     def vjp_inputs(self, wrt: Sequence[int], n: int) -> tuple[int, ...]:
         """The operands the VJP reads for the cotangents of ``wrt`` (the others may be stand-ins).

@@ -464,16 +464,21 @@ def _refused_reader(p: Trace, name: str, depth: int) -> TracedOp | None:
 
 
 def _unwrap_indices(p: Trace, n: TracedOp) -> None:
-    """``t[i]``'s negative-index wrap is ``i`` where gathers read it (their indices are in range), else an error."""
+    """``t[i]``'s negative-index wrap is ``i`` where gathers (``gather``, ``take_along_axis``) read it as their
+    indices (in range), else an error."""
     readers = p.readers(n.out)
     refused = _refused_reader(p, n.out, depth=4)
     if refused is not None:  # the gather reading it has no op (not whole rows): that is the error to report
         raise ModelError(refused.attr("message"), where=refused.where or None)
-    if n.out in p.outputs or not readers or any(r.op != "gather" or r.inputs[0] == n.out for r in readers):
+    if n.out in p.outputs or not readers or any(r.op not in _INDEXING or r.inputs[0] == n.out for r in readers):
         raise ModelError("JAX primitive 'select_n' (jnp.where, lax.select) has no op in shardplan's catalogue; the "
                          "negative-index wrap of t[i] is supported where only a gather reads it", where=n.where)
     for r in readers:
-        p.replace(r, "gather", [r.inputs[0], n.inputs[0]])
+        p.replace(r, r.op, [r.inputs[0], n.inputs[0]], **dict(r.attrs))
+
+
+_INDEXING = ("gather", "take_along_axis")
+"""The ops whose second operand indexes their first (in range: JAX's negative-index wrap is the identity there)."""
 
 
 def _power(p: Trace, n: TracedOp, x: str, y: int) -> None:

@@ -30,7 +30,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
 - ``gather`` of whole rows of a table by a trailing index vector (``jnp.take(t, i, axis=0)``) ->
-  ``gather`` (indices in range; JAX's clip and fill modes agree with it there);
+  ``gather``; of one element per index along an axis, the other dimensions batched (``jnp.take_along_axis``) ->
+  ``take_along_axis`` (indices in range; JAX's clip and fill modes agree with both there);
 - ``integer_pow``, ``square``, ``stop_gradient`` become internal nodes for
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
@@ -594,8 +595,13 @@ def _split(w: Walker, eqn, ins) -> list[str]:
 
 
 def _gather(w: Walker, eqn, ins) -> str:
+    """Whole rows of a table (``jnp.take(t, i, axis=0)``, ``t[i]``) -> ``gather``; one element per index along an
+    axis, the other dimensions batched (``jnp.take_along_axis``) -> ``take_along_axis``."""
     dn = eqn.params["dimension_numbers"]
     table, idx = w.shape(ins[0]), w.shape(ins[1])
+    along = _along_axis(dn, eqn.params["slice_sizes"], table, idx)
+    if along is not None:
+        return w.emit(eqn, "take_along_axis", [ins[0], _index_vector_dropped(w, eqn, ins[1], idx[:-1])], axis=along)
     rows = (tuple(dn.collapsed_slice_dims) == (0,) and tuple(dn.start_index_map) == (0,)
             and not tuple(getattr(dn, "operand_batching_dims", ()))
             and tuple(eqn.params["slice_sizes"]) == (1, *table[1:])
@@ -603,14 +609,31 @@ def _gather(w: Walker, eqn, ins) -> str:
             and tuple(dn.offset_dims) == tuple(range(len(idx) - 1, len(idx) - 1 + len(table) - 1)))
     if not rows:
         raise ModelError("gather other than whole rows of a table by an index array (jnp.take(table, indices, "
-                         f"axis=0)) has no op in shardplan's catalogue; got {dn}", where=w.where(eqn))
-    batch = idx[:-1]
-    producer = w.p.producer(ins[1])
+                         f"axis=0)) or jnp.take_along_axis has no op in shardplan's catalogue; got {dn}",
+                         where=w.where(eqn))
+    return w.emit(eqn, "gather", [ins[0], _index_vector_dropped(w, eqn, ins[1], idx[:-1])])
+
+
+def _along_axis(dn, slice_sizes, operand: tuple, idx: tuple) -> int | None:
+    """The axis of a ``jnp.take_along_axis`` gather (one index per element along it, every other dimension a
+    batching dimension of operand and indices alike, a trailing index vector of 1); None for another gather."""
+    if len(dn.collapsed_slice_dims) != 1 or len(idx) != len(operand) + 1 or idx[-1] != 1:
+        return None
+    axis = int(dn.collapsed_slice_dims[0])
+    others = tuple(d for d in range(len(operand)) if d != axis)
+    fits = (tuple(dn.start_index_map) == (axis,) and not tuple(dn.offset_dims)
+            and tuple(dn.operand_batching_dims) == others and tuple(dn.start_indices_batching_dims) == others
+            and all(int(s) == 1 for s in slice_sizes)
+            and all(idx[d] == operand[d] for d in others))
+    return axis if fits else None
+
+
+def _index_vector_dropped(w: Walker, eqn, indices: str, batch: tuple) -> str:
+    """A gather's indices without their trailing index vector of 1 (the dimension jnp added, or a reshape)."""
+    producer = w.p.producer(indices)
     if producer is not None and producer.op == "reshape" and w.shape(producer.inputs[0]) == batch:
-        indices = producer.inputs[0]  # the index vector dimension jnp added
-    else:
-        indices = w.add(eqn, "reshape", [ins[1]], batch, w.p.values[ins[1]].dtype, shape=batch)
-    return w.emit(eqn, "gather", [ins[0], indices])
+        return producer.inputs[0]
+    return w.add(eqn, "reshape", [indices], batch, w.p.values[indices].dtype, shape=batch)
 
 
 def _compare(direction: str) -> Callable:

@@ -36,7 +36,11 @@ the same programs through JAX):
   of its piece), a merge of one run of dimensions keeps their axes when the sharded
   ones are the most major; any other reshape of a sharded tensor is an error.
 
-Other need-replication factors (a sharded gather or loss axis; collectives inside
+- **gathers** (``gather``, ``take_along_axis``) are JAX's rule: the indexed dimension and the
+  indices' own dimensions replicated, batch dimensions sharded alike (else an error asking
+  for an out_sharding); the result takes the indices' and the operand's other axes.
+
+Other need-replication factors (a sharded loss axis; collectives inside
 manual regions) are errors. In an ``auto_axes`` region the region's axes are Auto:
 its ops are typed without them and its outputs leave typed by its out-shardings.
 Op strategies are ignored in this mode.
@@ -232,6 +236,8 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
     if (only_in_result or moved) and family == "shape" and not in_region:
         dims = _positional(ctx, ins, [t.shape for t in in_specs], out_spec.shape, mesh)
         return [tuple(a) for a in dims], ()
+    if family == "indexing" and not in_region:
+        _gather_resolves(ctx, rule, per_operand)
     alike = get_op(op.op).sharded_alike
     full = all(tuple(in_specs[i].shape) == tuple(out_spec.shape) for i in alike)
     if full and len({ins[i].layout_only().dims_text() for i in alike}) > 1:  # JAX's select: cases (and predicate) alike
@@ -272,6 +278,30 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
         raise ctx.error(f"cannot shard its result: {e.message}") from None
     pending = tuple(a for a in sort_axes(summed, mesh) if not any(a.overlaps(b) for b in used))
     return dims, pending
+
+
+def _gather_resolves(ctx: _OpContext, rule: OpShardingRule, per_operand) -> None:
+    """JAX's typing of a gather (``_gather_spec_computation``): the operand's indexed dimension replicated, every
+    dimension of the indices that is not a batch dimension shared with the operand replicated (its backward
+    would scatter across devices), and a batch dimension sharded alike wherever both shard it; else JAX asks for
+    an out_sharding."""
+    for f in range(rule.num_factors):
+        sides = {i: per_operand[i][f] for i, _ in _factor_dims(rule, f)}
+        sharded = {i: axes for i, axes in sides.items() if axes}
+        if not sharded:
+            continue
+        if rule.factor_kinds[f] is FactorKind.REDUCTION:
+            why = "the dimension it indexes into"
+        elif 0 not in sides:
+            why = "a dimension of its indices that the operand does not share"
+        elif len(set(sharded.values())) > 1:
+            why = "a batch dimension, differently in the operand and the indices"
+        else:
+            continue
+        i, d = next((i, d) for i, d in _factor_dims(rule, f) if i in sharded)
+        names = ", ".join(map(_axis_text, sharded[i]))
+        raise ctx.error(f"shards {why} (input {i} dimension {d}, over {names}): the gather's result type cannot "
+                        "be resolved unambiguously (reshard the operands first, or see below)")
 
 
 def _needs_replication(ctx: _OpContext, rule: OpShardingRule, f: int, axes) -> None:

@@ -1,4 +1,5 @@
-"""Rule of ``gather`` (embedding lookup): ``table [V, H...]``, ``indices [I...]`` -> ``[I..., H...]``.
+"""Rules of ``gather`` (embedding lookup): ``table [V, H...]``, ``indices [I...]`` -> ``[I..., H...]``, and of
+``take_along_axis``.
 
 The vocabulary ``V`` is a ``REDUCTION`` factor: a device holding rows ``[v0, v1)``
 looks up the indices that fall there and contributes zeros for the others, so
@@ -27,4 +28,27 @@ def gather(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
     b.operand([(v,)] + [(f,) for f in hidden])
     b.operand([(f,) for f in idx])
     b.result([(f,) for f in idx + hidden])
+    return b.build()
+
+
+def take_along_axis(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...],
+                    attrs: Mapping[str, Any]) -> OpShardingRule:
+    """``x [..., V, ...]``, ``indices [..., K, ...]`` -> ``[..., K, ...]`` along ``axis``: ``V`` a reduction (a
+    device holding positions ``[v0, v1)`` picks the indices that fall there and gives zeros for the others, a
+    pending sum, as XLA's masked gather and AllReduce); ``K`` and every other dimension pass through, the others
+    shared by all three.
+
+    >>> str(take_along_axis([(8, 100), (8, 1)], (8, 1), {"axis": 1}))
+    '([i,v],[i,k])->([i,k]) {i=8,k=1,v=100} reduction={v}'
+    """
+    x, indices = in_shapes
+    axis = attrs["axis"]
+    b = RuleBuilder()
+    factors = [b.factor(x[d], FactorKind.REDUCTION, name="v") if d == axis else b.factor(x[d], name=None)
+               for d in range(len(x))]
+    k = b.factor(indices[axis], name="k")
+    picked = [(k,) if d == axis else (f,) for d, f in enumerate(factors)]
+    b.operand([(f,) for f in factors])
+    b.operand(picked)
+    b.result(picked)
     return b.build()

@@ -41,6 +41,7 @@ SAMPLES = {
     "argmax": ([(3, 4)], ["f32"], {"axis": 1}),
     "argmin": ([(3, 4, 2)], ["f32"], {"axis": 0, "index_dtype": "i64"}),
     "cumsum": ([(3, 4)], ["f32"], {"axis": 1, "reverse": True}),
+    "take_along_axis": ([(3, 5, 4), (3, 2, 4)], ["f32", "i32"], {"axis": 1}),
     "iota": ([], [], {"shape": [3, 4], "dimension": 1}),
     "top_k": ([(3, 5)], ["f32"], {"k": 2}),
     "erf": ([(3, 4)], ["f32"], {}),
@@ -75,7 +76,9 @@ SAMPLES = {
 }
 
 
-def _inputs(name, shapes, dtypes, rng):
+def _inputs(name, shapes, dtypes, rng, attrs=None):
+    op = get_op(name)
+    bounds = {i: shapes[j][d] for i, j, d in op.indexed(op.canonical(shapes, op.with_defaults(attrs or {})))}
     out = []
     for k, (shape, dtype) in enumerate(zip(shapes, dtypes)):
         if is_float(dtype):
@@ -86,8 +89,8 @@ def _inputs(name, shapes, dtypes, rng):
                 x = 0.5 + np.abs(x)  # its domain, away from 0
             out.append(x.astype(numpy_dtype(dtype)))
         else:  # indices and labels within what their op accepts; other integers small and signed
-            high = shapes[0][0] if name == "gather" else shapes[0][-1] if name == "cross_entropy" else 10
-            low = 0 if name in ("gather", "cross_entropy") else -10
+            high = bounds.get(k, 10)
+            low = 0 if k in bounds else -10
             out.append(rng.integers(low, high, shape).astype(numpy_dtype(dtype)))
     return out
 
@@ -108,7 +111,7 @@ def test_jax_op_computes_what_the_numpy_reference_computes(name):
     shapes, dtypes, attrs = SAMPLES[name]
     opdef = get_op(name)
     attrs = opdef.canonical([tuple(s) for s in shapes], opdef.with_defaults(attrs))  # as a graph stores them
-    arrays = _inputs(name, shapes, dtypes, np.random.default_rng(0))
+    arrays = _inputs(name, shapes, dtypes, np.random.default_rng(0), attrs)
     want = np.asarray(opdef.reference(arrays, attrs))
     got = jax_op(name)([jax.numpy.asarray(a) for a in arrays], attrs)
     out_dtype = opdef.infer([tuple(s) for s in shapes], dtypes, attrs)[1]

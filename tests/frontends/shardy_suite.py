@@ -1133,6 +1133,37 @@ def heads_softmax_pool(x):
     return jax.nn.softmax(x, axis=1).mean(axis=2)
 
 
+# jnp.take_along_axis: a cross-entropy's pick of each label's log-probability, along sharded and unsharded axes
+def tal_vocab(x, idx):
+    return jnp.take_along_axis(x, idx, axis=1)
+
+
+def tal_rows(x, idx):
+    return jnp.take_along_axis(jnp.tanh(x), idx, axis=1)
+
+
+def tal_idx_sharded(x, idx):
+    return jnp.take_along_axis(x + 1.0, idx, axis=1)
+
+
+def tal_axis0(x, idx):
+    return jnp.take_along_axis(x, idx, axis=0)
+
+
+def ce_take(logits, labels):
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
+
+
+def ce_take_lm(x, w, labels):
+    logp = jax.nn.log_softmax(x @ w, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0])
+
+
+def tal_3d(x, idx):
+    return jnp.take_along_axis(x * 2.0, idx, axis=2)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1406,6 +1437,14 @@ def suite() -> dict:
         "res_ln_3d": (res_ln_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 32), P(None, "c")), ((32,), P()),
                                         ((32,), P())]),
         "heads_softmax_pool": (heads_softmax_pool, "2d", [((4, 8, 16), P("dp", "tp"))]),
+        "tal_vocab": (tal_vocab, "2d", [((16, 32), P("dp", "tp")), (((16, 1), "i32"), P("dp"))]),
+        "tal_rows": (tal_rows, "2d", [((16, 32), P("dp")), (((16, 3), "i32"), P("dp"))]),
+        "tal_idx_sharded": (tal_idx_sharded, "2d", [((16, 32), P()), (((16, 8), "i32"), P(None, "tp"))]),
+        "tal_axis0": (tal_axis0, "2d", [((16, 32), P("dp", "tp")), (((1, 32), "i32"), P(None, "tp"))]),
+        "ce_take": (ce_take, "2d", [((16, 32), P("dp", "tp")), (((16,), "i32"), P("dp"))]),
+        "ce_take_lm": (ce_take_lm, "2d", [((2, 8, 16), P("dp")), ((16, 32), P(None, "tp")),
+                                          (((2, 8), "i32"), P("dp"))]),
+        "tal_3d": (tal_3d, "3d", [((4, 8, 16), P("a", None, ("b", "c"))), (((4, 8, 2), "i32"), P("a"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 

@@ -48,12 +48,13 @@ def _exec_copy(f):
     return copy
 
 
-def test_the_catalogue_has_jax_forms_and_the_eight_local_ones():
+def test_the_catalogue_has_jax_forms_and_the_nine_local_ones():
     # the ops whose local instance differs from their global form: padding masked (cross_entropy, max, mean, min),
-    # indices shifted (gather), shapes localised (reshape, slice), counting from the block's start (iota)
+    # indices shifted (gather, take_along_axis), shapes localised (reshape, slice), counting from the block's
+    # start (iota)
     assert len(FORMS) >= 29
     assert [name for name, _ in LOCAL_FORMS] == ["cross_entropy", "gather", "iota", "max", "mean", "min", "reshape",
-                                                 "slice"]
+                                                 "slice", "take_along_axis"]
 
 
 @pytest.mark.parametrize("name, field", FORMS + LOCAL_FORMS, ids=lambda v: v)
@@ -101,7 +102,7 @@ def _sample(name):
     opdef = OPS[name]
     shapes = [tuple(s) for s in shapes]
     attrs = opdef.canonical(shapes, opdef.with_defaults(attrs))
-    arrays = _inputs(name, shapes, dtypes, np.random.default_rng(0))
+    arrays = _inputs(name, shapes, dtypes, np.random.default_rng(0), attrs)
     out_shape = opdef.infer(shapes, dtypes, attrs)[0]
     return arrays, attrs, shapes + [tuple(out_shape)]
 

@@ -419,6 +419,28 @@ PROGRAMS = {
                          [("top_k", ["a"], "v", {"k": 2, "axis": 0})]),
     "argmax_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", None))},
                       [("argmax", ["a"], "i", {"axis": 2, "index_dtype": "i32"})]),
+    # gathers (JAX's _gather_spec_computation): the indexed dimension and the indices' own dimensions replicated,
+    # batch dimensions resolved (consensus); else JAX asks for an out_sharding
+    "take_along_free_axis": prog(M2, {"a": ((8, 16), P("X", None)), "i": ((8, 2), P("X", None), "i32")},
+                                 [("take_along_axis", ["a", "i"], "c", {"axis": 1})]),
+    "take_along_batch_from_operand": prog(M2, {"a": ((8, 16), P("X", None)), "i": ((8, 4), P(None, None), "i32")},
+                                          [("take_along_axis", ["a", "i"], "c", {"axis": 1})]),
+    "take_along_batch_from_indices": prog(M2, {"a": ((8, 16), P(None, None)), "i": ((8, 4), P("X", None), "i32")},
+                                          [("take_along_axis", ["a", "i"], "c", {"axis": 1})]),
+    "take_along_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y")), "i": ((8, 2), P("X", None), "i32")},
+                                    [("take_along_axis", ["a", "i"], "c", {"axis": 1})]),
+    "take_along_indices_sharded": prog(M2, {"a": ((8, 16), P("X", None)), "i": ((8, 4), P("X", "Y"), "i32")},
+                                       [("take_along_axis", ["a", "i"], "c", {"axis": 1})]),
+    "take_along_axis_0_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z")), "i": ((2, 8, 16), P(None, "Y", "Z"), "i32")},
+                                 [("take_along_axis", ["a", "i"], "c", {"axis": 0})]),
+    "take_along_batch_conflict": prog(M2, {"a": ((8, 16), P("X", None)), "i": ((8, 4), P("Y", None), "i32")},
+                                      [("take_along_axis", ["a", "i"], "c", {"axis": 1})]),
+    "gather_hidden_sharded": prog(M2, {"t": ((16, 8), P(None, "Y")), "i": ((8,), P(None), "i32")},
+                                  [("gather", ["t", "i"], "c", {})]),
+    "gather_tokens_sharded": prog(M2, {"t": ((16, 8), P(None, None)), "i": ((8,), P("X"), "i32")},
+                                  [("gather", ["t", "i"], "c", {})]),
+    "gather_vocab_sharded": prog(M2, {"t": ((16, 8), P("Y", None)), "i": ((8,), P(None), "i32")},
+                                 [("gather", ["t", "i"], "c", {})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
@@ -447,6 +469,8 @@ PROBLEMS = {
                                             r"needs its inputs of the result's shape sharded alike"),
     "a cumulative sum along a sharded dimension": (r"Input should be unsharded over the axis being reduced",
                                                    r"but cumsum needs that dimension replicated"),
+    "a gather JAX cannot type": (r"out sharding could not be resolved unambiguously",
+                                 r"the gather's result type cannot be resolved unambiguously"),
     "top_k along a sharded dimension": (r"should be unsharded over the axis along which to compute the top_k",
                                         r"but top_k needs that dimension replicated"),
 }
@@ -524,8 +548,9 @@ RUNNER = textwrap.dedent('''
                     types[t] = read(value)  # back in the caller: typed by its out_sharding
             return [env[o] for o in p["outputs"]]
         with jax.set_mesh(mesh):
-            args = [jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec(dims)))
-                    for shape, dims in p["input_types"]]
+            args = [jax.ShapeDtypeStruct(shape, {"f32": jnp.float32, "i32": jnp.int32}[dtype],
+                                         sharding=NamedSharding(mesh, spec(dims)))
+                    for shape, dims, dtype in p["input_types"]]
             try:
                 jax.jit(program).trace(*args)
                 results[name] = {"types": types}
@@ -538,8 +563,8 @@ RUNNER = textwrap.dedent('''
 def build(program):
     """The program as a shardplan graph."""
     b = GraphBuilder("p", program["mesh"])
-    for name, (shape, sharding) in program["tensors"].items():
-        b.tensor(name, list(shape), sharding=sharding)
+    for name, (shape, sharding, *dtype) in program["tensors"].items():  # f32 unless a third entry says
+        b.tensor(name, list(shape), dtype=dtype[0] if dtype else "f32", sharding=sharding)
     for k, (kind, ins, out, attrs) in enumerate(program["ops"]):
         b.op(kind, ins, output=out, name=f"{kind}{k}", **attrs)
     for r, (axes, ops, outs) in enumerate(program["auto_axes"]):
@@ -579,8 +604,8 @@ def _for_jax(graph):
                for r in graph.axis_regions]
     return {"mesh": dict((a.name, a.size) for a in graph.mesh.axes), "regions": regions,
             "inputs": [t.name for t in inputs],
-            "input_types": [(tuple(t.shape), _dims(t.sharding)["dims"] if t.sharding is not None else [[]] * t.rank)
-                            for t in inputs],
+            "input_types": [(tuple(t.shape), _dims(t.sharding)["dims"] if t.sharding is not None else [[]] * t.rank,
+                             t.dtype) for t in inputs],
             "ops": ops, "outputs": [op.output for op in graph.ops if op.output not in used]}
 
 

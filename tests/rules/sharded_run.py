@@ -67,18 +67,20 @@ class Case:
 
 def int_high(case: Case, i: int) -> int:
     """The exclusive upper bound for integer operand ``i`` (indices, labels) of ``case``."""
-    if case.op == "gather":
-        return case.shapes[0][0]
-    if case.op == "cross_entropy":
-        return case.shapes[0][-1]
-    return 50
+    return _index_bounds(case).get(i, 50)
+
+
+def _index_bounds(case: Case) -> dict[int, int]:
+    """The integer operands ``case`` indexes with (gather's indices, cross_entropy's labels): the size they
+    index (:meth:`~graphs.ops.opdef.OpDef.indexed`)."""
+    return {i: case.shapes[j][d] for i, j, d in get_op(case.op).indexed(case.canonical_attrs())}
 
 
 def example_arrays(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
     out = []
     for i, (shape, dtype) in enumerate(zip(case.shapes, case.dtype_list())):
         if dtype.startswith("i"):
-            low = 0 if case.op in ("gather", "cross_entropy") else -int_high(case, i)
+            low = 0 if i in _index_bounds(case) else -int_high(case, i)
             out.append(rng.integers(low, int_high(case, i), shape).astype(np.int64))
         elif dtype == "bool":
             out.append(rng.random(shape) < 0.5)

@@ -92,6 +92,8 @@ CASES = [
     # gather, loss, conv
     Case("gather", "gather", ((7, 3), (5,)), {}, ("f32", "i32")),
     Case("gather_3d_table", "gather", ((9, 2, 3), (2, 3)), {}, ("f32", "i32")),
+    Case("take_along_axis", "take_along_axis", ((6, 7), (6, 2)), {"axis": 1}, ("f32", "i32")),
+    Case("take_along_axis_0", "take_along_axis", ((5, 4, 6), (3, 4, 6)), {"axis": 0}, ("f32", "i32")),
     Case("cross_entropy", "cross_entropy", ((5, 7), (5,)), {}, ("f32", "i32")),
     Case("cross_entropy_3d", "cross_entropy", ((2, 3, 4), (2, 3)), {}, ("f32", "i32")),
     Case("conv2d", "conv2d", ((3, 3, 5, 5), (4, 3, 3, 3)), {"padding": 1, "stride": 2}),
