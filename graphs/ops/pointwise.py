@@ -410,6 +410,14 @@ def _div_grad(i, x0, x1, cot):
     return g
 
 
+def _pow_grad(i, x0, x1, cot):
+    # JAX's pow rules for a float exponent: d/dx = y * x ** (y - 1); d/dy = log(x) * x ** y, with log(1) where x
+    # is 0 (so a zero base gives a zero exponent gradient, as JAX's _replace_zero)
+    if i == 0:
+        return cot * (x1 * np.power(x0, x1 - 1))
+    return cot * (np.log(np.where(x0 == 0, np.ones((), np.asarray(x0).dtype), x0)) * np.power(x0, x1))
+
+
 def _maximum_grad(i, x0, x1, cot):
     # the larger operand gets the cotangent; ties split it equally
     a, b = (x0, x1) if i == 0 else (x1, x0)
@@ -440,6 +448,10 @@ def _minimum_jax(jnp, lax, a, attrs):
     return jnp.minimum(a[0], a[1])
 
 
+def _pow_jax(jnp, lax, a, attrs):
+    return jnp.power(a[0], a[1])
+
+
 def _mul_jax(jnp, lax, a, attrs):
     return jnp.multiply(a[0], a[1])
 
@@ -453,6 +465,7 @@ ADD = _binary("add", np.add, _add_jax, vjp=_binary_vjp("add", lambda i, a, b, c:
 DIV = _binary("div", np.divide, _div_jax, floats_only=True, vjp=_binary_vjp("div", _div_grad))
 MAXIMUM = _binary("maximum", np.maximum, _maximum_jax, vjp=_binary_vjp("maximum", _maximum_grad))
 MINIMUM = _binary("minimum", np.minimum, _minimum_jax, vjp=_binary_vjp("minimum", _minimum_grad))
+POW = _binary("pow", np.power, _pow_jax, floats_only=True, vjp=_binary_vjp("pow", _pow_grad))
 MUL = _binary("mul", np.multiply, _mul_jax, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
               multilinear=True)
 SUB = _binary("sub", np.subtract, _sub_jax,

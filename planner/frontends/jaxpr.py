@@ -11,7 +11,7 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 
 Mappings (operands are values, literals become ``const`` tensors):
 
-- ``add``, ``sub``, ``mul``, ``div``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``, ``rsqrt``;
+- ``add``, ``sub``, ``mul``, ``div``, ``pow``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``, ``rsqrt``;
   ``logistic`` -> ``sigmoid``;
   ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
   primitives broadcast size-1 and scalar operands as numpy does, and so do ours;
@@ -832,6 +832,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "copy_p": lambda w, eqn, ins: ins[0],
     "device_put": _device_put,
     "div": _simple("div"),
+    "pow": _simple("pow"),
     "dot_general": _dot_general,
     "eq": _compare("eq"),
     "ge": _compare("ge"),
@@ -902,6 +903,7 @@ FOLDABLE: dict[str, Callable[[list, dict], Any]] = {
     "min": lambda a, p: np.minimum(a[0], a[1]),
     "mul": lambda a, p: a[0] * a[1],
     "neg": lambda a, p: -a[0],
+    "pow": lambda a, p: np.power(a[0], a[1]),
     "rsqrt": lambda a, p: get_op("rsqrt").reference(a, p),
     "select_n": lambda a, p: np.choose(a[0].astype(int), a[1:]),
     "sqrt": lambda a, p: np.sqrt(a[0]),

@@ -50,6 +50,7 @@ SAMPLES = {
     "layernorm": ([(3, 8), (8,), (8,)], ["f32", "f32", "f32"], {"eps": 1e-3}),
     "log": ([(3, 4)], ["f32"], {}),
     "log1p": ([(3, 4)], ["f32"], {}),
+    "pow": ([(3, 4), (4,)], ["f32", "f32"], {}),
     "matmul": ([(2, 5, 3), (4, 5)], ["f32", "f32"], {"transpose_a": True, "transpose_b": True}),
     "max": ([(3, 4, 5)], ["i32"], {"axes": [0, -1], "keepdims": True}),
     "maximum": ([(3, 4), (3, 1)], ["f32", "f32"], {}),
@@ -85,7 +86,7 @@ def _inputs(name, shapes, dtypes, rng, attrs=None):
             x = rng.standard_normal(shape)
             if name == "div" and k == 1:
                 x = np.sign(x) * (0.5 + np.abs(x))  # away from 0
-            if name in ("log", "log1p", "sqrt", "rsqrt"):
+            if name in ("log", "log1p", "sqrt", "rsqrt", "pow"):
                 x = 0.5 + np.abs(x)  # its domain, away from 0
             out.append(x.astype(numpy_dtype(dtype)))
         else:  # indices and labels within what their op accepts; other integers small and signed

@@ -1164,6 +1164,27 @@ def tal_3d(x, idx):
     return jnp.take_along_axis(x * 2.0, idx, axis=2)
 
 
+# lax.pow (x ** 0.5, x ** 2.0, 2.0 ** x, x ** y): elementwise, Shardy's pointwise rule
+def pow_half(x, w):
+    return jnp.abs(x @ w) ** 0.5
+
+
+def pow_var(x):
+    return jnp.mean((x - x.mean(-1, keepdims=True)) ** 2.0, axis=-1)
+
+
+def pow_arrays(x, y):
+    return jnp.abs(x) ** y
+
+
+def pow_base(x, w):
+    return 2.0 ** jnp.tanh(x @ w)
+
+
+def pow_3d(x):
+    return jnp.sum(jnp.abs(x) ** 1.5, axis=1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1445,6 +1466,11 @@ def suite() -> dict:
         "ce_take_lm": (ce_take_lm, "2d", [((2, 8, 16), P("dp")), ((16, 32), P(None, "tp")),
                                           (((2, 8), "i32"), P("dp"))]),
         "tal_3d": (tal_3d, "3d", [((4, 8, 16), P("a", None, ("b", "c"))), (((4, 8, 2), "i32"), P("a"))]),
+        "pow_half": (pow_half, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "pow_var": (pow_var, "2d", [((16, 32), P("dp", "tp"))]),
+        "pow_arrays": (pow_arrays, "2d", [((16, 32), P("dp")), ((16, 32), P(None, "tp"))]),
+        "pow_base": (pow_base, "1d", [((16, 32), P("d")), ((32, 16), P())]),
+        "pow_3d": (pow_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 

@@ -612,3 +612,17 @@ def test_a_picked_cross_entropy_over_sharded_classes_trains_exactly(search):
     r = simulate(p, seed=2)
     assert r.ok and set(r.gradients) == {"w"}
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def _power_loss(x, w, e):
+    # lax.pow of a float exponent, as users write it: a square root, a float square, a constant base, an array
+    # exponent
+    h = jnp.abs(x @ w) + 0.5
+    return jnp.sum(h ** 0.5 + (h - h.mean(-1, keepdims=True)) ** 2.0 + 2.0 ** jnp.tanh(h) + h ** e)
+
+
+@pytest.mark.parametrize("param", ["w", "e"])
+def test_pow_has_jaxs_gradient_in_base_and_exponent(param):
+    x, w, e = _args([(4, 6), (6, 8), (8,)], seed=11)
+    traced = check_gradient_against_jax(_power_loss, [x, w, e], param)
+    assert Counter(op.op for op in traced.graph.ops)["pow"] == 4

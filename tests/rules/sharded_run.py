@@ -84,7 +84,7 @@ def example_arrays(case: Case, rng: np.random.Generator) -> list[np.ndarray]:
             out.append(rng.integers(low, int_high(case, i), shape).astype(np.int64))
         elif dtype == "bool":
             out.append(rng.random(shape) < 0.5)
-        elif case.op in ("log", "log1p", "sqrt", "rsqrt"):
+        elif case.op in ("log", "log1p", "sqrt", "rsqrt", "pow"):
             out.append(0.5 + np.abs(rng.standard_normal(shape)))  # its domain, away from 0
         else:
             out.append(rng.standard_normal(shape))

@@ -40,6 +40,7 @@ CASES = [
     Case("top_k_indices", "top_k", ((6, 5),), {"k": 3, "axis": 0, "returns": "indices"}),
     Case("expm1", "expm1", ((4, 3),), {}),
     Case("log1p", "log1p", ((4, 3),), {}),
+    Case("pow", "pow", ((4, 6), (6,)), {}),
     Case("comparison", "comparison", ((4, 3), (3,)), {"direction": "gt"}),
     Case("select", "select", ((4, 3), (4, 3), (1, 3)), {}, ("bool", "f32", "f32")),
     Case("sqrt", "sqrt", ((5, 3),), {}),
