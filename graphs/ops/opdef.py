@@ -235,6 +235,11 @@ class OpDef:
     #: with its statistic factor sharded (a normalisation): the AllReduces of its forward and of its
     #: backward, in order, each the reductions (``"sum"``, ``"max"``) of the statistics it carries
     statistics: tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]] = ((), ())
+    #: with its statistic factor sharded and reduced away (argmax, argmin): the statistics each device takes of
+    #: its block, in order, each AllGathered over the factor's axes, of the local result's size: ``"operand"``
+    #: (the extreme, in the operand's dtype) or ``"result"`` (its global index, in the result's dtype); then each
+    #: device picks among the gathered ones, as XLA partitions a variadic reduce (JAX 0.10.2: two AllGathers)
+    gathered_statistics: tuple[str, ...] = ()
     #: linear in its operands jointly, so JAX's explicit mode types a sum pending over mesh axes through it: every
     #: operand pending over the same axes gives a result pending over them (JAX 0.10's unreduced rules)
     keeps_pending: bool = False

@@ -298,17 +298,19 @@ def _arg(name: str, pick, jax_form) -> OpDef:
 
     return OpDef(name, "reduction", 1, 1, (("axis", REQUIRED), ("index_dtype", "i32")), infer,
                  lambda in_shapes, out_shape, attrs: numel(in_shapes[0]), reference, canonical, vjp=vjp,
-                 vjp_reads_inputs=False, rule="reductions.arg_", jax_form=jax_form)
+                 vjp_reads_inputs=False, rule="reductions.arg_", jax_form=jax_form,
+                 gathered_statistics=("operand", "result"))
 
 
 def _argmax_jax(jnp, lax, a, attrs):
+    # lax.argmax computes in the index dtype itself (jnp.argmax would in int64 under x64, and XLA would move that)
     names = {"i32": "int32", "i64": "int64"}
-    return jnp.argmax(a[0], axis=attrs["axis"]).astype(jnp.dtype(names[attrs.get("index_dtype", "i32")]))
+    return lax.argmax(a[0], attrs["axis"], jnp.dtype(names[attrs.get("index_dtype", "i32")]))
 
 
 def _argmin_jax(jnp, lax, a, attrs):
     names = {"i32": "int32", "i64": "int64"}
-    return jnp.argmin(a[0], axis=attrs["axis"]).astype(jnp.dtype(names[attrs.get("index_dtype", "i32")]))
+    return lax.argmin(a[0], attrs["axis"], jnp.dtype(names[attrs.get("index_dtype", "i32")]))
 
 
 ARGMAX = _arg("argmax", np.argmax, _argmax_jax)

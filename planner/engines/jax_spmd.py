@@ -200,8 +200,9 @@ def lowering_problem(plan) -> str | None:
                             "over and has no cast back to invariant")
     for c in plan.program.computes():
         if statistic_axes(c.rule, c.strategy):
-            return (f"op {c.op.name!r} ({c.op.op}) normalises over a sharded dimension, whose statistics this "
-                    "lowering does not AllReduce: lower it with constraints (XLA partitions it)")
+            return (f"op {c.op.name!r} ({c.op.op}) reduces over a sharded dimension through statistics (a "
+                    "normalisation's AllReduces, an argmax's gathered extremes) this lowering does not communicate: "
+                    "lower it with constraints (XLA partitions it)")
         if permutation_axes(c.rule, c.strategy):
             return (f"op {c.op.name!r} ({c.op.op}) exchanges blocks along a sharded dimension (a concatenate, a "
                     "slice or a scan along it), which this lowering does not run: lower it with constraints (XLA "

@@ -9,7 +9,9 @@ Two kinds of op communicate inside their own instruction:
   reduces its block to partial statistics (the tensor with that dimension of size 1), AllReduces
   over the factor's axes complete them, and each device finishes its own block
   (:func:`statistic_collectives`; which statistics each AllReduce carries is the op's
-  ``OpDef.statistics``, as XLA compiles it);
+  ``OpDef.statistics``, as XLA compiles it). A statistic factor the op reduces away (argmax's axis) is
+  completed by AllGathers of its ``OpDef.gathered_statistics`` instead (the block's extreme and its global
+  index), after which each device picks among them;
 * an op with a sharded ``PERMUTATION`` factor (a concatenate, a slice or a scan along a sharded dimension):
   each operand's block is moved off that dimension by an AllToAll onto the first other dimension those
   axes divide, the op runs locally, and one AllToAll moves the result back; with no such dimension each
@@ -105,8 +107,13 @@ def statistic_axes(rule, strategy) -> tuple[AxisRef, ...]:
 def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False) -> tuple[OpCollective, ...]:
     """The AllReduces of ``op``'s statistics under ``strategy`` (forward, or backward with ``transposed``):
     one per entry of its ``OpDef.statistics``, each of as many statistics as the entry names, every statistic
-    the local result with its statistic dimensions of size 1; empty unless a ``STATISTIC`` factor is sharded."""
-    forward, backward = get_op(op.op).statistics
+    the local result with its statistic dimensions of size 1; or the forward's AllGathers of its
+    ``OpDef.gathered_statistics``, each of the local result's size per member; empty unless a ``STATISTIC``
+    factor is sharded."""
+    opdef = get_op(op.op)
+    forward, backward = opdef.statistics
+    if opdef.gathered_statistics:
+        return () if transposed else _gathered_statistics(graph, op, strategy, cluster)
     if not forward and not backward:
         return ()
     out = graph.tensor(op.output)
@@ -130,6 +137,27 @@ def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False
         n = elements * len(reductions)
         cost = RING.cost(kind.name, p, kind.unit_bytes(n, n, p, itemsize), link)
         collectives.append(OpCollective("+".join(reductions), kind.name, axes, p, cost.bytes_per_device, cost.time_s))
+    return tuple(collectives)
+
+
+def _gathered_statistics(graph, op, strategy, cluster) -> tuple[OpCollective, ...]:
+    """One AllGather per ``OpDef.gathered_statistics`` entry over the sharded statistic's axes: each member
+    contributes the local result's elements, in the operand's dtype (``operand``) or the result's (``result``)."""
+    out = graph.tensor(op.output)
+    rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], out.shape)
+    axes = statistic_axes(rule, strategy)
+    if not axes:
+        return ()
+    mesh = strategy.result.mesh
+    p = math.prod(a.size_in(mesh) for a in axes)
+    elements = math.prod(strategy.result.local_shape(out.shape))
+    link = cluster.link_for(mesh, list(axes))
+    kind = step_kind("AllGather")
+    collectives = []
+    for source in get_op(op.op).gathered_statistics:
+        itemsize = dtype_itemsize(graph.tensor(op.inputs[0]).dtype if source == "operand" else out.dtype)
+        cost = RING.cost(kind.name, p, kind.unit_bytes(elements, elements * p, p, itemsize), link)
+        collectives.append(OpCollective(kind.primitive, kind.name, axes, p, cost.bytes_per_device, cost.time_s))
     return tuple(collectives)
 
 
@@ -278,7 +306,7 @@ def op_collectives(graph, op, strategy, cluster, transposed: bool = False,
         return (c,) if not transposed or 0 in wrt else ()
     if transposed and not wrt:
         return ()
-    if get_op(op.op).statistics != ((), ()):
+    if get_op(op.op).statistics != ((), ()) or get_op(op.op).gathered_statistics:
         return statistic_collectives(graph, op, strategy, cluster, transposed) if not transposed or 0 in wrt else ()
     return permutation_collectives(graph, op, strategy, cluster, tuple(wrt) if transposed else None, rule)
 

@@ -132,6 +132,8 @@ class Compute:
     collectives: tuple[OpCollective, ...] = ()
     manual: tuple | None = None
     backward_time_s: float = 0.0
+    #: the operands' dtypes (``dtype`` is the result's)
+    in_dtypes: tuple[str, ...] = ()
 
     @property
     def forward_time_s(self) -> float:
@@ -269,7 +271,8 @@ def lower(m: Model, choice) -> Program:
         total_s = forward_s * (1 + operand_gradients(op, m.options.training, m.needs_grad))
         instructions.append(Compute(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs), out.shape,
                                     out.dtype, total_s, op_collectives(graph, op, s, m.cluster, rule=node.rule),
-                                    manual_types(graph, op, variance), max(0.0, total_s - forward_s)))
+                                    manual_types(graph, op, variance), max(0.0, total_s - forward_s),
+                                    tuple(graph.tensor(t).dtype for t in op.inputs)))
         instructions += after[op.name]
         if op.output in graph_outputs:
             outputs[op.output] = m.final_layout(op.name, s)

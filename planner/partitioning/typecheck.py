@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphs.ops.collectives import COLLECTIVE_OPS
+from graphs.ops.registry import get_op
 from planner.collectives import primitive, result_variance, step_kind
 from planner.errors import VarianceError
 from planner.ir.axis import AxisRef, merge_adjacent, sort_axes
@@ -172,7 +173,8 @@ def manual_atoms(names, mesh) -> frozenset:
 
 
 def check_compute(ins, where: str) -> None:
-    """A local op: its result varies where its (pbroadcast) operands do, or more through a local slice.
+    """A local op: its result varies where its (pbroadcast) operands do, or more through a local slice; an op
+    that gathers its statistics (argmax over a sharded axis) is invariant over the axes it gathers over.
 
     In a manual region a value also varies over the manual axes ``ins.manual`` names; a body
     collective's manual types follow its primitive (checked when they are derived,
@@ -187,6 +189,8 @@ def check_compute(ins, where: str) -> None:
         if s.operands else frozenset()
     res = variance(s.result) | manual_atoms(extra_out, mesh)
     lost = op_var - res
+    if lost and get_op(ins.op.op).gathered_statistics:  # its AllGathers give every device all the statistics
+        lost -= frozenset().union(*(_atoms(a, mesh) for c in ins.collectives for a in c.axes))
     if lost:
         axis = variance_text(frozenset({min(lost)}), s.result.mesh)
         raise VarianceError(

@@ -69,7 +69,9 @@ class FactorKind(enum.Enum):
     PERMUTATION = "permutation"
     #: reduced over and broadcast back by the op (a normalised axis): sharding it leaves the result
     #: sharded alike and costs small AllReduces of the op's statistics over its axes
-    #: (:mod:`planner.model.op_collectives`); its axes must divide it (padding would enter the statistics)
+    #: (:mod:`planner.model.op_collectives`); its axes must divide it (padding would enter the statistics).
+    #: Absent from the result, it is reduced away by statistics each device gathers (argmax's maximum and
+    #: index): the result is replicated over its axes
     STATISTIC = "statistic"
 
 
@@ -145,7 +147,7 @@ class OpShardingRule:
             name = self.factor_names[f]
             if f not in seen_in_operands and f not in in_result:
                 raise RuleError(f"factor {name} appears in no dimension")
-            if kind in (FactorKind.PASS_THROUGH, FactorKind.STATISTIC) and f not in in_result:
+            if kind is FactorKind.PASS_THROUGH and f not in in_result:
                 raise RuleError(f"{kind.value.replace('_', '-')} factor {name} must appear in the result")
             if kind is FactorKind.REDUCTION and f in in_result:
                 raise RuleError(f"reduction factor {name} may not appear in the result")

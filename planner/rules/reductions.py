@@ -6,8 +6,10 @@ a partial result and the value unreduced. ``sum`` and ``mean`` leave a pending s
 leaves a pending maximum (``unreduced=max{...}``): each device reduces its block
 and the AllReduce that completes the value takes the maximum, as XLA partitions a
 reduce over a sharded dimension, instead of gathering the input (``min`` likewise,
-pending a minimum). ``argmax`` and ``argmin`` need their axis whole: it is ``NEED_REPLICATION`` (the index
-of a maximum is global; XLA instead gathers each device's maximum and its index). ``cumsum``'s axis is one
+pending a minimum). ``argmax``'s and ``argmin``'s axis is a ``STATISTIC`` factor reduced away: sharded, each
+device takes the maximum (minimum) of its block and that element's global index, both statistics are
+AllGathered over the axis's mesh axes and each device picks the first extreme among them, as XLA partitions
+the variadic reduce they lower to (``OpDef.gathered_statistics``). ``cumsum``'s axis is one
 ``PERMUTATION`` factor of its operand and result read whole (``whole_permutation``): sharded, the operand is
 gathered along it and each device keeps its block of the running sum, as XLA partitions the reduce-window
 ``jnp.cumsum`` lowers to (Shardy keeps the axis sharded). ``top_k``'s axis needs replication in its operand
@@ -22,7 +24,7 @@ maps to ``()``.
 >>> str(min_([(4, 8)], (4,), {"axes": (1,), "keepdims": False}))
 '([i,j])->([i]) {i=4,j=8} reduction=min{j}'
 >>> str(arg_([(4, 8)], (4,), {"axis": 1}))
-'([i,j])->([i]) {i=4,j=8} need_replication={j}'
+'([i,j])->([i]) {i=4,j=8} statistic={j}'
 >>> str(cumsum_([(4, 8)], (4, 8), {"axis": 0}))
 '([i,j])->([i,j]) {i=4,j=8} permutation=whole{i}'
 >>> str(top_k_([(4, 8)], (4, 2), {"axis": 1, "k": 2}))
@@ -62,8 +64,9 @@ def min_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs
 
 
 def arg_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
-    """``argmax`` / ``argmin``: the reduced axis needs replication; the others pass through."""
-    return reduction_rule(in_shapes[0], (attrs["axis"],), False, FactorKind.NEED_REPLICATION)
+    """``argmax`` / ``argmin``: the reduced axis a statistic (gathered extremes and their indices); the others pass
+    through."""
+    return reduction_rule(in_shapes[0], (attrs["axis"],), False, FactorKind.STATISTIC)
 
 
 def cumsum_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]

@@ -7,6 +7,10 @@ them (bytes counted on the phase's :class:`~planner.simulation.collectives.Netwo
 device finishes its own block. The AllReduces are the op's ``OpDef.statistics``, in order;
 several statistics of one AllReduce travel stacked. The backward reuses the forward's statistics
 (kept per device, as XLA keeps them as residuals) and AllReduces only its own.
+
+An op that reduces its statistic axis away (``argmax``, ``argmin``: ``OpDef.gathered_statistics``) takes each
+block's extreme and its global index instead; ring AllGathers bring every member of a group all of them, and
+each device picks the first extreme, in block order (its lowest global index), by the op's own reference.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 from graphs.dtypes import dtype_itemsize
 from graphs.ops import get_op
 from graphs.ops.normalization import DEFAULT_EPS, LAYERNORM, SOFTMAX
-from planner.collectives import ring_all_reduce
+from planner.collectives import ring_all_gather, ring_all_reduce
 from planner.errors import SimulationMismatch
 from planner.model.op_collectives import statistic_axes
 from planner.rules.factors import FactorKind
@@ -74,10 +78,46 @@ def _contexts(ins, n):
     return [LocalContext.for_device(s.operands, ins.in_shapes, s.result, ins.out_shape, d) for d in range(n)]
 
 
+def _gathered(ins, operands, net) -> list[np.ndarray]:
+    """Every device's result block of an op that gathers its statistics (argmax, argmin over a sharded axis)."""
+    op, s = ins.op, ins.strategy
+    opdef = get_op(op.op)
+    attrs = op.attrs_dict
+    axis = attrs["axis"]
+    n = s.result.mesh.size
+    ctxs = _contexts(ins, n)
+    picks, values = [], []
+    for d in range(n):
+        block = zero_padding(np.asarray(operands[0].blocks[d]), ctxs[d].operands[0])
+        local = np.asarray(opdef.reference([block], attrs))
+        values.append(np.take_along_axis(block, np.expand_dims(local.astype(np.int64), axis), axis)[
+            (slice(None),) * axis + (0,)])
+        picks.append(local + ctxs[d].operands[0].ranges[axis][0])
+    gathered = {}
+    for source, items in zip(opdef.gathered_statistics, (values, picks)):
+        # bytes counted per element of the declared dtype: the operand's for its extremes, the result's for indices
+        saved, net.itemsize = net.itemsize, dtype_itemsize(ins.in_dtypes[0] if source == "operand" else ins.dtype)
+        net.begin_step()
+        for members in groups(s.result, statistic_axes(ins.rule, s)):
+            got = ring_all_gather(net, members, [(r, items[int(m)]) for r, m in enumerate(members)])
+            for r, m in enumerate(members):
+                gathered[(source, int(m))] = np.stack([data for _, data in got[r]], axis=axis)
+        net.itemsize = saved
+    out = []
+    for d in range(n):
+        first = np.asarray(opdef.reference([gathered[("operand", d)]], attrs)).astype(np.int64)
+        index = np.take_along_axis(gathered[("result", d)], np.expand_dims(first, axis), axis)
+        out.append(index[(slice(None),) * axis + (0,)].astype(picks[d].dtype))
+    return out
+
+
 def forward(ins, operands, net) -> tuple[list[np.ndarray], list[dict]]:
-    """Every device's result block of normalisation ``ins`` (a Compute) and what its backward keeps."""
+    """Every device's result block of normalisation ``ins`` (a Compute) and what its backward keeps; of an op
+    that gathers its statistics (argmax), its result blocks and nothing kept."""
     op, s = ins.op, ins.strategy
     n = s.result.mesh.size
+    if get_op(op.op).gathered_statistics:
+        return _gathered(ins, operands, net), [{} for _ in range(n)]
     ctxs = _contexts(ins, n)
     xs = [[zero_padding(np.asarray(a.blocks[d]), ctxs[d].operands[k]) for k, a in enumerate(operands)]
           for d in range(n)]

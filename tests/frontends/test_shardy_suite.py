@@ -78,6 +78,7 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "rotate_3d", "cycle_3d", "to_partial", "seq_to_heads", "transpose_constraint", "fsdp_gather", "regroup_1d",
          "minor_major_3d",
          # argmax and argmin: a top-1 router's expert choice, accuracy against labels, over sharded and unsharded axes
+         # (over a sharded one XLA gathers each block's extreme and its index)
          "argmax_route", "top1_dispatch", "argmax_sharded", "argmin_rows", "accuracy", "argmax_3d",
          # cumsum (a running sum, GShard's capacity positions) along sharded and unsharded axes: XLA gathers a
          # sharded one
@@ -115,15 +116,6 @@ BYTES_DIFFER = {
     # (1792 B: the redistribution engine moves a padded layout by gathering) and slices; XLA computes the window
     # in the delivered layout, CollectivePermute 4 x 192 B and AllGather 256 B over c
     "uneven_rows_3d": "AllGather 1792 B + CollectivePermute 256 B vs CollectivePermute 768 B + AllGather 256 B",
-    # argmax (argmin) over a sharded axis: the plan gathers the input along it (the axis needs replication) and
-    # takes the index locally; XLA takes each device's maximum and its global index and gathers both pairs
-    # (values and indices, one element per shard and row). f32[16, 32] on dp x tp over its columns: plan 768 B,
-    # XLA 2 x 96 B; argmin of a [16, 64] product over its dp rows: plan 512 B, XLA 2 x 64 B; in the router,
-    # where Shardy shards the logits' expert axis over tp (from the experts' einsum), one element per device:
-    # plan 96 B, XLA 2 x 96 B
-    "argmax_sharded": "AllGather 768 B vs 2 AllGather 192 B",
-    "argmin_rows": "AllGather 512 B vs 2 AllGather 128 B",
-    "top1_dispatch": "AllGather 96 B + 4 AllReduce 912 B vs 2 AllGather 192 B + 3 AllReduce 912 B",
     # lax.top_k along an unsharded axis: the plan selects within each device's block (the other dimensions pass
     # through, as Shardy shards the results); XLA's TopK is not partitioned: it gathers the operand whole, then
     # slices the results (logits f32[16, 8] over dp: 256 B; f32[4, 8, 16] over a and b x c: 2 gathers, 1792 B;

@@ -96,3 +96,35 @@ def test_a_statistic_sharded_by_a_sub_axis_all_reduces_over_it(search):
     r = simulate(p)
     assert r.ok, r
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+ARG = """
+name: pick
+mesh: {{x: 2, y: 4}}
+tensors:
+  a: {{shape: [8, 32], kind: input, sharding: '[{{"x"}}, {{"y"}}]'}}
+  zero: {{shape: [], kind: const, value: 0.0}}
+ops:
+  - {{name: t, op: comparison, inputs: [a, zero], output: p, direction: gt}}
+  - {{name: c, op: cast, inputs: [p], output: v, dtype: {dtype}}}
+  - {{name: m, op: {op}, inputs: [v], output: i, axis: 1, out_sharding: '[{{"x"}}]'}}
+outputs: [i]
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_an_argmax_over_a_sharded_axis_gathers_each_blocks_extreme_and_index(op, dtype):
+    # the 32 columns on y = 4 (8 each), rows on x: each device's first extreme of its 4 rows and its global index
+    # are AllGathered over y (ring: 3 rounds of 4 elements, the extreme in the operand's dtype, the index in i32),
+    # as XLA partitions it (propagate; bfs and ilp may gather the columns instead: one collective, less latency);
+    # the values are 0 and 1 (the sign of a normal draw), so extremes tie across blocks and the first in block
+    # order, the lowest index, must win, as numpy's
+    p = plan(ARG.format(op=op, dtype=dtype), search="propagate")
+    [compute] = [c for c in p.program.computes() if c.op.name == "m"]
+    itemsize = {"f32": 4, "bf16": 2}[dtype]
+    assert [(c.kind, c.group_size, c.bytes_per_device) for c in compute.collectives] == \
+        [("AllGather", 4, 3 * 4 * itemsize), ("AllGather", 4, 3 * 4 * 4)]
+    r = simulate(p)
+    assert r.ok, r
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
