@@ -240,6 +240,10 @@ class OpDef:
     #: (the extreme, in the operand's dtype) or ``"result"`` (its global index, in the result's dtype); then each
     #: device picks among the gathered ones, as XLA partitions a variadic reduce (JAX 0.10.2: two AllGathers)
     gathered_statistics: tuple[str, ...] = ()
+    #: its backward runs with its ``PERMUTATION`` factor sharded (a concat's pieces, a slice's pad, a scan's
+    #: gathered cotangent); False (``sort``, whose transpose scatters by the keys' order): a training step that
+    #: computes its operand gradients keeps the factor whole
+    permutation_backward: bool = True
     #: linear in its operands jointly, so JAX's explicit mode types a sum pending over mesh axes through it: every
     #: operand pending over the same axes gives a result pending over them (JAX 0.10's unreduced rules)
     keeps_pending: bool = False
@@ -253,7 +257,8 @@ class OpDef:
     #: not either (each side keeps what its other readers and writers give it)
     shardy_rule: bool = True
     #: operands JAX's explicit mode requires sharded alike when all have the result's shape (its select_n: the
-    #: cases and the predicate); where jnp.where broadcasts one, they take the consensus (JAX 0.10.2, probed)
+    #: cases and the predicate; its sort: keys and payload); where jnp.where broadcasts one, they take the
+    #: consensus (JAX 0.10.2, probed)
     sharded_alike: tuple[int, ...] = ()
 
     def indexed(self, attrs: Mapping[str, Any]) -> tuple[tuple[int, int, int], ...]:

@@ -428,3 +428,72 @@ def _top_k_jax(jnp, lax, a, attrs):
 TOP_K = OpDef("top_k", "selection", 1, 1, (("k", REQUIRED), ("axis", -1), ("returns", "values")), _top_k_infer,
               lambda in_shapes, out_shape, attrs: numel(in_shapes[0]) * int(attrs["k"]), _top_k_reference,
               _top_k_canonical, vjp=_top_k_vjp, rule="reductions.top_k_", jax_form=_top_k_jax)
+
+
+# -- sort: keys in order along one axis, a payload permuted alike ------------------------------------------------------
+
+SORT_RETURNS = ("keys", "payload")
+
+
+def _sort_attrs(shapes: Sequence[Shape], attrs: Mapping[str, Any]) -> tuple[int, str]:
+    if not shapes[0]:
+        raise ModelError("sort needs operands of rank >= 1 (it orders along one axis)")
+    if len(shapes) == 2 and tuple(shapes[1]) != tuple(shapes[0]):
+        raise ModelError(f"sort's payload must have its keys' shape {tuple(shapes[0])}, got {tuple(shapes[1])}")
+    axis = normalize_axis(attrs.get("axis", -1), len(shapes[0]), "sort axis")
+    returns = attrs.get("returns", "keys")
+    if returns not in SORT_RETURNS or (returns == "payload" and len(shapes) < 2):
+        raise ModelError(f"sort attribute returns must be keys, or payload when a payload is given; got {returns!r}")
+    return axis, returns
+
+
+def _sort_infer(shapes, dtypes, attrs, names=None):
+    need_numeric("sort", dtypes[:1], names)
+    _, returns = _sort_attrs(shapes, attrs)
+    return tuple(shapes[0]), dtypes[SORT_RETURNS.index(returns)]
+
+
+def _sort_canonical(shapes, attrs):
+    axis, returns = _sort_attrs(shapes, attrs)
+    return {**attrs, "axis": axis, "returns": returns}
+
+
+def _sort_flops(in_shapes, out_shape, attrs):
+    n = in_shapes[0][attrs.get("axis", -1) % len(in_shapes[0])]
+    return numel(in_shapes[0]) * max(1, math.ceil(math.log2(n))) if n > 1 else 0  # comparisons
+
+
+def _sort_order(keys: np.ndarray, axis: int) -> np.ndarray:
+    """The keys' ascending order along ``axis``, ties by position, NaN last (a stable lax.sort)."""
+    return np.argsort(keys, axis=axis, kind="stable")
+
+
+def _sort_reference(arrays, attrs):
+    axis = attrs["axis"]
+    order = _sort_order(np.asarray(arrays[0]), axis)
+    return np.take_along_axis(np.asarray(arrays[SORT_RETURNS.index(attrs["returns"])]), order, axis=axis)
+
+
+def _sort_vjp(arrays, attrs, result, cotangent, wrt):
+    """The returned operand's cotangent put back where each element came from; the other's is zero (the keys
+    only choose the order)."""
+    check_wrt("sort", arrays, wrt, ("keys", "payload"))
+    axis, cot = attrs["axis"], np.asarray(cotangent)
+    order = _sort_order(np.asarray(arrays[0]), axis)
+    out = []
+    for k in wrt:
+        g = np.zeros(np.shape(arrays[k]), dtype=cot.dtype)
+        if k == SORT_RETURNS.index(attrs["returns"]):
+            np.put_along_axis(g, order, cot, axis=axis)
+        out.append(g)
+    return tuple(out)
+
+
+def _sort_jax(jnp, lax, a, attrs):
+    out = lax.sort(tuple(a), dimension=attrs["axis"], is_stable=True, num_keys=1)
+    return out[1] if attrs.get("returns", "keys") == "payload" else out[0]
+
+
+SORT = OpDef("sort", "selection", 1, 2, (("axis", -1), ("returns", "keys")), _sort_infer, _sort_flops,
+             _sort_reference, _sort_canonical, vjp=_sort_vjp, rule="reductions.sort_", jax_form=_sort_jax,
+             permutation_backward=False, sharded_alike=(0, 1))

@@ -272,28 +272,53 @@ def _slice_jax(jnp, lax, a, attrs):
     return a[0][tuple(slice(lo, hi) for lo, hi in zip(attrs["starts"], attrs["stops"]))]
 
 
-def _local_index(attrs, block) -> tuple[slice, ...]:
-    """The slice of a device's block: a sliced dimension is whole on every device (the rule says so)."""
-    index = []
+def _local_index(attrs, block) -> tuple[tuple[slice, ...], bool]:
+    """The slice of a device's block, and whether the device holds it: a sliced dimension is whole on every
+    device (the rule says so), except one cut to a single position (a reduction factor), which only the device
+    whose block holds that position gives (the others give zeros)."""
+    index, held = [], True
     for d, (start, stop) in enumerate(zip(attrs["starts"], attrs["stops"])):
-        whole = (start, stop) == (0, block.global_shape[d])
-        index.append(slice(None) if whole else slice(start, stop))
-    return tuple(index)
+        lo, hi = block.ranges[d]
+        if (start, stop) == (0, block.global_shape[d]):
+            index.append(slice(None))
+        elif (lo, hi) == (0, block.global_shape[d]):
+            index.append(slice(start, stop))
+        else:  # one position of a sharded dimension
+            held = held and lo <= start < hi
+            index.append(slice(start - lo, start - lo + 1) if lo <= start < hi else slice(0, 1))
+    return tuple(index), held
 
 
 def _slice_jax_local(jnp, lax, a, attrs, ctx):
-    whole = [(lo, hi) == (0, n) for lo, hi, n in zip(attrs["starts"], attrs["stops"], ctx.global_shapes[0])]
-    return a[0][tuple(slice(None) if w else slice(lo, hi) for w, lo, hi in zip(whole, attrs["starts"], attrs["stops"]))]
+    """Whole dimensions sliced as they are; a sharded one cut to a single position read at its offset in this
+    block, zero on the devices whose block does not hold it."""
+    x, held = a[0], None
+    for d, (lo, hi, n, local) in enumerate(zip(attrs["starts"], attrs["stops"], ctx.global_shapes[0],
+                                               ctx.local_shapes[0])):
+        if (lo, hi) == (0, n):
+            continue
+        if local == n:
+            x = lax.slice_in_dim(x, lo, hi, axis=d)
+            continue
+        at = lo - ctx.start(0, d)
+        here = (at >= 0) & (at < local)
+        x = lax.dynamic_slice_in_dim(x, jnp.clip(at, 0, local - 1), 1, axis=d)
+        held = here if held is None else held & here
+    return x if held is None else jnp.where(held, x, jnp.zeros((), x.dtype))
 
 
 def _slice_local_reference(arrays, attrs, ctx, rule):
-    return np.asarray(arrays[0])[_local_index(attrs, ctx.operands[0])]
+    index, held = _local_index(attrs, ctx.operands[0])
+    out = np.asarray(arrays[0])[index]
+    return out if held else np.zeros_like(out)
 
 
 def _slice_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     block = ctx.operands[0]
     out = np.zeros(block.local_shape, dtype=cotangent.dtype)
-    out[_local_index(attrs, block)] = cotangent
+    index, held = _local_index(attrs, block)
+    if held:
+        out[index] = cotangent
     return [out]
 
 

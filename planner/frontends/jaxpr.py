@@ -19,7 +19,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``einsum`` whose equation spells the dimension numbers; a ``preferred_element_type`` other than
   the operands' dtype adds a ``cast``;
 - ``reduce_sum`` -> ``sum``, ``reduce_max`` -> ``max``, ``reduce_min`` -> ``min``, ``argmax``, ``argmin``, ``cumsum``;
-  ``top_k`` -> two ``top_k`` ops (its values and its indices);
+  ``top_k`` -> two ``top_k`` ops (its values and its indices); ``sort`` by one key with at most one payload
+  (``jnp.sort``, ``jnp.argsort``) -> a ``sort`` op per result;
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
@@ -459,6 +460,18 @@ def _top_k(w: Walker, eqn, ins) -> list[str]:
                   returns="indices")]
 
 
+def _sort(w: Walker, eqn, ins) -> list[str]:
+    """``lax.sort`` of keys and at most one payload by the keys (``jnp.sort``, ``jnp.argsort``: its payload an
+    iota) -> a ``sort`` op per result, the keys sorted and the payload permuted alike."""
+    if int(eqn.params.get("num_keys", 1)) != 1 or len(ins) > 2:
+        raise ModelError(f"lax.sort of {len(ins)} operands by {eqn.params.get('num_keys')} keys has no op in "
+                         "shardplan's catalogue; sort by one key, with at most one payload (jnp.sort, jnp.argsort)",
+                         where=w.where(eqn))
+    axis = int(eqn.params["dimension"])
+    return [w.add(eqn, "sort", ins, tuple(v.aval.shape), dtype_of(v.aval, f"the {returns} of sort"), axis=axis,
+                  returns=returns) for v, returns in zip(eqn.outvars, ("keys", "payload"))]
+
+
 def _reshape(w: Walker, eqn, ins) -> str:
     if eqn.primitive.name == "reshape" and eqn.params.get("dimensions") is not None:
         raise ModelError("reshape with a dimensions permutation has no op in shardplan's catalogue; transpose first",
@@ -884,6 +897,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "sub": _simple("sub"),
     "tanh": _simple("tanh"),
     "tile": _tile,
+    "sort": _sort,
     "top_k": _top_k,
     "transpose": _transpose,
 }

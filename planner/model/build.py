@@ -20,6 +20,7 @@ from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.model.annotations import annotations_at, satisfies, where
 from planner.model.axis_types import region_result_bound, restrict
 from planner.model.manual import manual_pending, manual_variance, region_candidates
+from planner.model.op_collectives import permutation_axes
 from planner.model.nodes import Flow, Model, OpNode, PlanNode, SourceNode
 from planner.model.options import OUTPUT_LAYOUTS, Options
 from planner.model.phases import restrict_annotation, restrict_factor_axes
@@ -29,6 +30,7 @@ from planner.progress import SILENT, Progress, counted, task
 from planner.rules.projection import strategy_to_factor_axes
 from planner.rules.registry import rule_for
 from graphs.gradients import requires_grad
+from graphs.ops import get_op
 
 __all__ = ["build_model", "constraints"]
 
@@ -104,7 +106,7 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     progress = progress or SILENT
     for op in counted(progress, "strategies", graph.ops):
         op_index[op.name] = len(nodes)
-        node = _op_node(graph, op, mesh, pieces, annotations, user_strategies, options)
+        node = _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, needs)
         if variance:
             node = replace(node, manual_pending=manual_pending(graph, op, variance))
         nodes.append(node)
@@ -153,12 +155,21 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
     return replace(stub, problem=problem)
 
 
-def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> OpNode:
+def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, needs) -> OpNode:
     shapes = [graph.tensor(t).shape for t in op.inputs]
     out = graph.tensor(op.output)
     rule = rule_for(op, shapes, out.shape)
+    # an op whose backward runs only with its permutation factor whole (sort), in a step that runs that backward
+    # (its result needs a gradient: not an argsort's integer indices)
+    whole_for_backward = options.training and not get_op(op.op).permutation_backward and needs.get(op.output, False)
     if op.name in options.fixed_strategies:  # explicit mode, propagation: the op computes its tensors' shardings
         fixed = make_strategy(rule, options.fixed_strategies[op.name], mesh)
+        if whole_for_backward and permutation_axes(rule, fixed):
+            raise PlanningError(
+                f"op {op.name!r} ({op.op}) runs along a dimension sharded by "
+                f"{{{', '.join(map(str, permutation_axes(rule, fixed)))}}}, and a training step needs its operand "
+                "gradients, whose backward (a scatter by the keys' order) is planned with that dimension whole; "
+                "replicate it for training", where=where(graph, op.line))
         if options.training and fixed.result.unreduced and rule.reduction != PENDING_SUM:
             raise PlanningError(
                 f"op {op.name!r} ({op.op}) reduces over dimensions sharded by "
@@ -174,6 +185,8 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options) -> 
     else:
         candidates = list(enumerate_strategies(rule, mesh, pieces))
     candidates = region_candidates(graph, op, rule, candidates)
+    if whole_for_backward:
+        candidates = [s for s in candidates if not permutation_axes(rule, s)]
     if options.training and rule.reduction != PENDING_SUM:
         # a pending maximum has no transpose (JAX's pmax none): a training step reduces max's axes unsharded
         candidates = [s for s in candidates if not s.result.unreduced]

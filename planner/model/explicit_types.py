@@ -238,11 +238,11 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
         return [tuple(a) for a in dims], ()
     if family == "indexing" and not in_region:
         _gather_resolves(ctx, rule, per_operand)
-    alike = get_op(op.op).sharded_alike
+    alike = tuple(i for i in get_op(op.op).sharded_alike if i < len(ins))
     full = all(tuple(in_specs[i].shape) == tuple(out_spec.shape) for i in alike)
     if full and len({ins[i].layout_only().dims_text() for i in alike}) > 1:  # JAX's select: cases (and predicate) alike
         raise ctx.error("needs its inputs of the result's shape sharded alike (JAX's select: the cases, and a "
-                        "predicate that is not a scalar), and they are not: "
+                        "predicate that is not a scalar; its sort: keys and payload), and they are not: "
                         + ", ".join(f"input {i} {ins[i].layout_only().dims_text()}" for i in alike))
     # a dot (JAX's dot_general): two operands on the matmul units, no windowed factor (a convolution's)
     dot = get_op(op.op).matmul_units and len(ins) == 2 and FactorKind.NEED_REPLICATION not in rule.factor_kinds
@@ -263,8 +263,9 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
             axes = ()
         elif axes and kind is FactorKind.NEED_REPLICATION and (family != "normalization" or in_region):
             _needs_replication(ctx, rule, f, axes)
-        elif axes and kind is FactorKind.PERMUTATION and rule.whole_permutation and not in_region:
-            _needs_replication(ctx, rule, f, axes)  # JAX's cumulative reductions: "unsharded over the axis"
+        elif axes and kind is FactorKind.PERMUTATION and (rule.whole_permutation or family == "selection") \
+                and not in_region:  # JAX's cumulative reductions and sort: "unsharded over the axis"
+            _needs_replication(ctx, rule, f, axes)
         chosen.append(axes)
     dims = [tuple(a for f in factors for a in chosen[f]) for factors in rule.result]
     used = [a for axes in dims for a in axes]

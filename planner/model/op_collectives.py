@@ -268,14 +268,14 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
     if not exchanges:
         return ()
     mesh = strategy.result.mesh
-    itemsize = dtype_itemsize(out.dtype)
     link = cluster.link_for(mesh, list(exchanges[0].axes))
     collectives = []
     for e in exchanges:
         if e.kind == "Slice":
             continue
         # the tensor that moves: the operand or the result (forward), the result's cotangent (backward)
-        shape = out.shape if e.which == RESULT or wrt is not None else graph.tensor(op.inputs[e.which]).shape
+        moved = out if e.which == RESULT or wrt is not None else graph.tensor(op.inputs[e.which])
+        shape, itemsize = moved.shape, dtype_itemsize(moved.dtype)
         p = math.prod(a.size_in(mesh) for a in e.axes)
         kind = step_kind(e.kind)
         if e.kind == "CollectivePermute":  # each permute's buffer: its range of a block, times the other dims

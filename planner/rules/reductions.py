@@ -13,7 +13,9 @@ the variadic reduce they lower to (``OpDef.gathered_statistics``). ``cumsum``'s 
 ``PERMUTATION`` factor of its operand and result read whole (``whole_permutation``): sharded, the operand is
 gathered along it and each device keeps its block of the running sum, as XLA partitions the reduce-window
 ``jnp.cumsum`` lowers to (Shardy keeps the axis sharded). ``top_k``'s axis needs replication in its operand
-and its result (of size ``k``). Other dimensions
+and its result (of size ``k``). ``sort``'s axis is one ``PERMUTATION`` factor of keys, payload and result: sharded,
+each operand moves off it by an AllToAll, the sort runs locally and one AllToAll moves the result back, as XLA
+partitions a sort (a concat's exchange). Other dimensions
 pass through; with ``keepdims`` a reduced dimension of the result has size 1 and
 maps to ``()``.
 
@@ -27,6 +29,10 @@ maps to ``()``.
 '([i,j])->([i]) {i=4,j=8} statistic={j}'
 >>> str(cumsum_([(4, 8)], (4, 8), {"axis": 0}))
 '([i,j])->([i,j]) {i=4,j=8} permutation=whole{i}'
+>>> str(sort_([(4, 8), (4, 8)], (4, 8), {"axis": 1}))
+'([i,j],[i,j])->([i,j]) {i=4,j=8} permutation={j}'
+>>> str(sort_([(8,)], (8,), {"axis": 0}))
+'([i])->([j]) {i=8,j=8} need_replication={i,j}'
 >>> str(top_k_([(4, 8)], (4, 2), {"axis": 1, "k": 2}))
 '([i,j])->([i,k]) {i=4,j=8,k=2} need_replication={j,k}'
 """
@@ -78,6 +84,29 @@ def cumsum_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], at
     b.operand([(f,) for f in factors])
     b.result([(f,) for f in factors])
     return b.build(whole_permutation=True)
+
+
+def sort_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]
+          ) -> OpShardingRule:
+    """The sorted axis is a permutation factor of keys, payload and result: sharded, each operand moves off it
+    by an AllToAll, the sort runs locally and the result moves back, as XLA partitions a sort; the others pass
+    through. With no other dimension of size > 1 (a 1-D sort) Shardy relates the tensors by no factor along the
+    axis: each has its own, which needs replication (XLA gathers)."""
+    b = RuleBuilder()
+    axis, shape = attrs["axis"], in_shapes[0]
+    along = any(n > 1 for d, n in enumerate(shape) if d != axis)
+    factors = [b.factor(n, FactorKind.PERMUTATION if along else FactorKind.NEED_REPLICATION) if d == axis
+               else b.factor(n) for d, n in enumerate(shape)]
+
+    def dims():  # the axis's own factor per tensor where Shardy relates none
+        return [(f if along or d != axis else b.factor(shape[d], FactorKind.NEED_REPLICATION),)
+                for d, f in enumerate(factors)]
+
+    b.operand([(f,) for f in factors])
+    for _ in in_shapes[1:]:
+        b.operand(dims())
+    b.result(dims())
+    return b.build()
 
 
 def top_k_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]

@@ -60,12 +60,15 @@ def concat(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
 def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
     """One sliced dimension is a permutation factor of the result's size (the input keeps its own size);
     several sliced dimensions need replication, each with one factor for the input side and one for the
-    result; untouched dims pass through."""
+    result; untouched dims pass through. A dimension cut to one position (``x[:, 0]``, ``x[:, -1]``) is a
+    reduction on the input side instead: the device holding that position gives it, the others zeros, and the
+    result is a pending sum over its axes (XLA's masked AllReduce), never a gather of the dimension."""
     shape = in_shapes[0]
     cut = [d for d, (size, start, stop) in enumerate(zip(shape, attrs["starts"], attrs["stops"]))
            if (start, stop) != (0, size)]
+    picked = {d for d in cut if out_shape[d] == 1}
     b = RuleBuilder()
-    if len(cut) == 1:
+    if len(cut) == 1 and not picked:
         factors = [b.factor(size, FactorKind.PERMUTATION if d in cut else FactorKind.PASS_THROUGH)
                    for d, size in enumerate(out_shape)]
         b.operand([(f,) for f in factors], {cut[0]: shape[cut[0]]})
@@ -78,7 +81,7 @@ def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
             ins.append((f,))
             outs.append((f,))
         else:
-            ins.append((b.factor(size, _NR),))
+            ins.append((b.factor(size, FactorKind.REDUCTION if d in picked else _NR),))
             outs.append(None)
     for d, size in enumerate(out_shape):
         if outs[d] is None:

@@ -33,8 +33,9 @@ def sharded_permutation(rule, strategy) -> bool:
     return bool(permutation_axes(rule, strategy))
 
 
-def _run(move, arr: DistributedArray, costs, net) -> DistributedArray:
-    """One exchange on ``arr``, its bytes and time the next of the plan's collectives (none for a slice)."""
+def _run(move, arr: DistributedArray, costs, net, dtype: str | None = None) -> DistributedArray:
+    """One exchange on ``arr``, its bytes and time the next of the plan's collectives (none for a slice); its
+    bytes counted at ``dtype`` (the moving tensor's declared one), where given."""
     if arr.sharding != move.before:
         raise SimulationMismatch(f"a {move.kind} of a permuted dimension expects {move.before}, got {arr.sharding}")
     if move.kind == "Slice":
@@ -44,7 +45,13 @@ def _run(move, arr: DistributedArray, costs, net) -> DistributedArray:
         if c is None or c.kind != move.kind:
             raise SimulationMismatch(f"the plan lists no {move.kind} for this exchange of a permuted dimension")
         nbytes, seconds = c.bytes_per_device, c.time_s
-    return run_step(arr, Step(move.kind, move.axes, move.dims, move.before, move.after, nbytes, seconds), net)
+    saved = net.itemsize
+    if dtype is not None:
+        net.itemsize = dtype_itemsize(dtype)
+    try:
+        return run_step(arr, Step(move.kind, move.axes, move.dims, move.before, move.after, nbytes, seconds), net)
+    finally:
+        net.itemsize = saved
 
 
 def _contexts(moves, ins):
@@ -137,7 +144,8 @@ def forward(ins, operands, net) -> DistributedArray:
             halo = _Halo(moves[0], ins.in_shapes[0], ins.out_shape)
             out = halo.run(operands[0], moves[0].after, ins.out_shape, costs, net)
         else:
-            moved = [_run(m, a, costs, net) for m, a in zip(moves, operands)]
+            dtypes = ins.in_dtypes or (ins.dtype,) * len(operands)
+            moved = [_run(m, a, costs, net, dtype) for m, a, dtype in zip(moves, operands, dtypes)]
             blocks = [local_compute(ins.op, ins.rule, [a.blocks[d] for a in moved], ctx)
                       for d, ctx in enumerate(_contexts(moves, ins))]
             out = _run(moves[-1], DistributedArray(moves[-1].before, tuple(ins.out_shape), blocks), costs, net)

@@ -1185,6 +1185,41 @@ def pow_3d(x):
     return jnp.sum(jnp.abs(x) ** 1.5, axis=1)
 
 
+# lax.sort (jnp.sort, jnp.argsort): XLA moves a sharded sorted axis off by an AllToAll and back; a 1-D sort (no other
+# dimension, so Shardy relates no factor along it) is gathered
+def sort_free(x):
+    return jnp.sort(x, axis=1) * 2.0
+
+
+def sort_sharded(x):
+    return jnp.sort(jnp.tanh(x), axis=1)
+
+
+def argsort_sharded(x):
+    return jnp.argsort(x, axis=1)
+
+
+def argsort_rows(x, w):
+    return jnp.argsort(x @ w, axis=0)
+
+
+def sort_3d(x):
+    return jnp.sort(x * 3.0, axis=2)
+
+
+def sorted_dispatch(x, experts):
+    order = jnp.argsort(experts)
+    return jnp.take(x, order, axis=0) * 2.0
+
+
+def argsort_1d(e):
+    return jnp.argsort(e * 2.0)
+
+
+def sort_2d_tp(e):
+    return jnp.sort(e * 2.0, axis=1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1471,6 +1506,14 @@ def suite() -> dict:
         "pow_arrays": (pow_arrays, "2d", [((16, 32), P("dp")), ((16, 32), P(None, "tp"))]),
         "pow_base": (pow_base, "1d", [((16, 32), P("d")), ((32, 16), P())]),
         "pow_3d": (pow_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "sort_free": (sort_free, "2d", [((16, 32), P("dp"))]),
+        "sort_sharded": (sort_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "argsort_sharded": (argsort_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "argsort_rows": (argsort_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "sort_3d": (sort_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "sorted_dispatch": (sorted_dispatch, "1d", [((16, 32), P()), (((16,), "i32"), P("d"))]),
+        "argsort_1d": (argsort_1d, "1d", [((16,), P("d"))]),
+        "sort_2d_tp": (sort_2d_tp, "2d", [((2, 32), P(None, "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 

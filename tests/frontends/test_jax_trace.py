@@ -13,7 +13,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from graphs.evaluate import run_reference  # noqa: E402
 from graphs.gradients import reference_gradients  # noqa: E402
-from planner.errors import ModelError  # noqa: E402
+from planner.errors import ModelError, PlanningError  # noqa: E402
 from planner.frontends.jax import trace, trace_function  # noqa: E402
 
 F32_RTOL = 1e-5
@@ -626,3 +626,68 @@ def test_pow_has_jaxs_gradient_in_base_and_exponent(param):
     x, w, e = _args([(4, 6), (6, 8), (8,)], seed=11)
     traced = check_gradient_against_jax(_power_loss, [x, w, e], param)
     assert Counter(op.op for op in traced.graph.ops)["pow"] == 4
+
+
+def _sorted_loss(x, w):
+    # jnp.sort of a projection (its gradient goes back where each element came from) and jnp.argsort of it (an
+    # iota payload, no gradient) weighting the sorted rows
+    h = jnp.tanh(x @ w)
+    ranks = jnp.argsort(h, axis=0).astype(jnp.float32)
+    return jnp.sum(jnp.sort(h, axis=1) * jnp.linspace(0.0, 1.0, h.shape[1])) + jnp.sum(ranks * h)
+
+
+def test_sort_has_jaxs_gradient():
+    x, w = _args([(6, 4), (4, 8)], seed=19)
+    traced = check_gradient_against_jax(_sorted_loss, [x, w], "w")
+    assert sorted(op.attr("returns") for op in traced.graph.ops if op.op == "sort") == ["keys", "payload"]
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_sort_along_a_sharded_axis_runs_forward_and_trains_whole(search):
+    # forward: the columns sorted along tp move off it by an AllToAll and back (propagate keeps XLA's exchange);
+    # training: the sort's gradient is needed, so its axis is kept whole (bfs gathers it; propagate, which would
+    # keep it sharded, is refused with the reason)
+    from planner.api import plan
+    from planner.simulation.run import simulate
+
+    x, w = _args([(16, 8), (8, 8)], seed=3)
+    traced = trace_function(_sorted_loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
+                            shardings=['[{"dp"}, {}]', '[{}, {"tp"}]'])
+    forward = plan(traced.graph, search=search)
+    r = simulate(forward, seed=2)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+    if search == "propagate":
+        kinds = {c.kind for c in forward.program.op_collectives("forward")}
+        assert "AllToAll" in kinds
+        with pytest.raises(PlanningError, match="a scatter by the keys' order"):
+            plan(traced.graph, search=search, training=True)
+        return
+    r = simulate(plan(traced.graph, search=search, training=True), seed=2)
+    assert r.ok and set(r.gradients) == {"w"}
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def _pooled_loss(x, w):
+    # a classifier on the first position (BERT's CLS pooling) and a head on the last (a language model's next
+    # token): each a single position of the sequence
+    return jnp.sum(jnp.tanh(x[:, 0] @ w)) + jnp.sum((x[:, -1] @ w) ** 2)
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_single_position_of_a_sharded_sequence_is_summed_not_gathered(search):
+    # the sequence sharded over tp: the device holding the position gives it, the others zeros, and an AllReduce
+    # of the [batch, hidden] position completes it (XLA's masked AllReduce); propagate never gathers the
+    # sequence (bfs chooses by its costs). Trained exactly on the simulator, bytes as predicted
+    from planner.api import plan
+    from planner.simulation.run import simulate
+
+    x, w = _args([(4, 16, 8), (8, 6)], seed=8)
+    traced = trace_function(_pooled_loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
+                            shardings=['[{"dp"}, {"tp"}, {}]', '[{}, {}]'])
+    p = plan(traced.graph, search=search, training=True)
+    if search == "propagate":
+        kinds = {step.kind for r in p.program.redistributions() for step in r.plan.steps}
+        assert "AllReduce" in kinds and "AllGather" not in kinds
+    r = simulate(p, seed=2)
+    assert r.ok and set(r.gradients) == {"w"}
+    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device

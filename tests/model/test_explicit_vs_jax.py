@@ -441,6 +441,16 @@ PROGRAMS = {
                                   [("gather", ["t", "i"], "c", {})]),
     "gather_vocab_sharded": prog(M2, {"t": ((16, 8), P("Y", None)), "i": ((8,), P(None), "i32")},
                                  [("gather", ["t", "i"], "c", {})]),
+    # sort (JAX's _sort_sharding_rule): every operand sharded alike and unsharded over the sorted dimension
+    "sort_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("sort", ["a"], "c", {"axis": 1})]),
+    "sort_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("sort", ["a"], "c", {"axis": 1})]),
+    "sort_1d": prog(M1, {"a": ((16,), P("X"))}, [("sort", ["a"], "c", {"axis": 0})]),
+    "sort_payload_alike": prog(M2, {"a": ((8, 16), P("X", None)), "i": ((8, 16), P("X", None), "i32")},
+                               [("sort", ["a", "i"], "c", {"axis": 1, "returns": "payload"})]),
+    "sort_payload_unlike": prog(M2, {"a": ((8, 16), P("X", None)), "i": ((8, 16), P(None, None), "i32")},
+                                [("sort", ["a", "i"], "c", {"axis": 1, "returns": "payload"})]),
+    "sort_3d_rows": prog(M3, {"a": ((4, 8, 16), P(None, "Y", "Z"))}, [("sort", ["a"], "c", {"axis": 0})]),
+    "sort_3d_sharded": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))}, [("sort", ["a"], "c", {"axis": 0})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
@@ -471,6 +481,10 @@ PROBLEMS = {
                                                    r"but cumsum needs that dimension replicated"),
     "a gather JAX cannot type": (r"out sharding could not be resolved unambiguously",
                                  r"the gather's result type cannot be resolved unambiguously"),
+    "a sort along a sharded dimension": (r"Arguments to sort must be unsharded over the sorting dimension",
+                                         r"but sort needs that dimension replicated"),
+    "sort's operands sharded differently": (r"Arguments to sort must have equal shardings",
+                                            r"needs its inputs of the result's shape sharded alike"),
     "top_k along a sharded dimension": (r"should be unsharded over the axis along which to compute the top_k",
                                         r"but top_k needs that dimension replicated"),
 }

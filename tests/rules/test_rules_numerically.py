@@ -90,9 +90,14 @@ CASES = [
     Case("concat_axis1", "concat", ((3, 2), (3, 5)), {"axis": 1}),
     Case("concat_axis0", "concat", ((2, 5), (3, 5), (1, 5)), {"axis": 0}),
     Case("slice_rows", "slice", ((6, 5),), {"starts": [1, 0], "stops": [4, 5]}),
+    Case("slice_first_column", "slice", ((6, 8),), {"starts": [0, 0], "stops": [6, 1]}),  # x[:, :1]
+    Case("slice_last_column", "slice", ((6, 8),), {"starts": [0, 7], "stops": [6, 8]}),  # x[:, -1:]
+    Case("slice_position_and_rows", "slice", ((6, 8),), {"starts": [1, 5], "stops": [4, 6]}),
     # gather, loss, conv
     Case("gather", "gather", ((7, 3), (5,)), {}, ("f32", "i32")),
     Case("gather_3d_table", "gather", ((9, 2, 3), (2, 3)), {}, ("f32", "i32")),
+    Case("sort", "sort", ((6, 8),), {"axis": 1}),
+    Case("sort_payload", "sort", ((8, 6), (8, 6)), {"axis": 0, "returns": "payload"}),
     Case("take_along_axis", "take_along_axis", ((6, 7), (6, 2)), {"axis": 1}, ("f32", "i32")),
     Case("take_along_axis_0", "take_along_axis", ((5, 4, 6), (3, 4, 6)), {"axis": 0}, ("f32", "i32")),
     Case("cross_entropy", "cross_entropy", ((5, 7), (5,)), {}, ("f32", "i32")),
