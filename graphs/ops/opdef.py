@@ -244,6 +244,10 @@ class OpDef:
     #: gathered cotangent); False (``sort``, whose transpose scatters by the keys' order): a training step that
     #: computes its operand gradients keeps the factor whole
     permutation_backward: bool = True
+    #: XLA's SPMD partitioner has no rule for the op (its TopK): it replicates every operand, runs the op whole
+    #: and slices the result to its sharding (DefaultAction), so ``--search propagate``, which plans what XLA
+    #: compiles, computes it replicated; the other searches keep the op's rule (its local instance is exact)
+    xla_replicates: bool = False
     #: linear in its operands jointly, so JAX's explicit mode types a sum pending over mesh axes through it: every
     #: operand pending over the same axes gives a result pending over them (JAX 0.10's unreduced rules)
     keeps_pending: bool = False

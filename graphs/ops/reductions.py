@@ -427,7 +427,7 @@ def _top_k_jax(jnp, lax, a, attrs):
 
 TOP_K = OpDef("top_k", "selection", 1, 1, (("k", REQUIRED), ("axis", -1), ("returns", "values")), _top_k_infer,
               lambda in_shapes, out_shape, attrs: numel(in_shapes[0]) * int(attrs["k"]), _top_k_reference,
-              _top_k_canonical, vjp=_top_k_vjp, rule="reductions.top_k_", jax_form=_top_k_jax)
+              _top_k_canonical, vjp=_top_k_vjp, rule="reductions.top_k_", jax_form=_top_k_jax, xla_replicates=True)
 
 
 # -- sort: keys in order along one axis, a payload permuted alike ------------------------------------------------------

@@ -87,7 +87,8 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # its dimension numbers first), and layer norms whose variance reduces a mean of its own
          "dot_sum", "dot_sum_swapped", "batch_inner", "two_contract", "frobenius", "dot_3d", "ln_var_form",
          "ln_mean_twice",
-         # lax.top_k: a top-2 router's gates and experts; XLA gathers the operand of its TopK whole
+         # lax.top_k: a top-2 router's gates and experts; XLA gathers the operand of its TopK whole (it has no
+         # partitioning rule for it), and so does propagate
          "top2_gates", "top2_dispatch", "top_k_3d", "top_k_rows",
          # jnp.split (a JAX 0.10 primitive, a slice per piece): SwiGLU and GLU halves, a fused qkv projection's thirds
          "swiglu_split", "qkv_split", "glu_nn", "split_rows", "split_uneven",
@@ -120,17 +121,6 @@ BYTES_DIFFER = {
     # (1792 B: the redistribution engine moves a padded layout by gathering) and slices; XLA computes the window
     # in the delivered layout, CollectivePermute 4 x 192 B and AllGather 256 B over c
     "uneven_rows_3d": "AllGather 1792 B + CollectivePermute 256 B vs CollectivePermute 768 B + AllGather 256 B",
-    # lax.top_k along an unsharded axis: the plan selects within each device's block (the other dimensions pass
-    # through, as Shardy shards the results); XLA's TopK is not partitioned: it gathers the operand whole, then
-    # slices the results (logits f32[16, 8] over dp: 256 B; f32[4, 8, 16] over a and b x c: 2 gathers, 1792 B;
-    # f32[16, 32] over tp along the unsharded rows: 1536 B)
-    "top2_gates": "nothing vs AllGather 256 B",
-    "top2_dispatch": "AllReduce 768 B vs AllGather 128 B + AllReduce 768 B",
-    "top_k_3d": "nothing vs 2 AllGather 1792 B",
-    "top_k_rows": "nothing vs AllGather 1536 B",
-    # a top-2 MoE with capacity positions: its top_k as above (XLA gathers the f32[16, 4] logits whole, 128 B,
-    # beside the 32 B both gather)
-    "moe_capacity": "AllGather 32 B vs 2 AllGather 160 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)

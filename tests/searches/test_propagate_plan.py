@@ -389,3 +389,23 @@ def test_a_one_sided_contraction_in_a_manual_body_is_gathered_as_xla_does():
     p = plan(b.build(), search="propagate")
     ours = [[s.kind, s.bytes_per_device] for r in p.reshards for s in r.steps if s.bytes_per_device]
     assert [["AllGather" if kind == "all-gather" else kind, n] for kind, n in xla] == ours == [["AllGather", 3 * 8 * 16 * 4]]
+
+
+def test_a_top_k_is_computed_replicated_as_xla_runs_it_and_its_result_sliced():
+    # XLA's partitioner has no rule for TopK: it gathers the operand whole, runs it, and slices the result to
+    # its sharding (DefaultAction). Logits f32[16, 8] over dp: one AllGather of 8 rows x 8 x 4 B = 256 B per
+    # device (the ring's one round of the other half), then nothing to slice the dp-sharded gates
+    g = GraphBuilder("top2", {"dp": 2, "tp": 4})
+    g.tensor("logits", [16, 8], sharding='[{"dp"}, {}]')
+    g.op("top_k", ["logits"], output="gates", name="pick", k=2)
+    g.op("tanh", ["gates"], output="out", name="act")
+    p = plan(g.build(), search="propagate")
+    [compute] = [c for c in p.program.computes() if c.op.name == "pick"]
+    assert all(not axes for axes in compute.strategy.factor_axes)
+    gathers = [step for r in p.program.redistributions() for step in r.plan.steps if r.tensor == "logits"]
+    assert [(s.kind, s.bytes_per_device) for s in gathers] == [("AllGather", 256)]
+    assert p.tensor("gates").sharding.dims_text() == '[{"dp", ?}, {?}]'  # the value keeps its propagated sharding
+    r = simulate(p)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+    # bfs keeps the rule's local top_k: nothing moves
+    assert plan(g.build(), search="bfs").totals.comm_bytes_per_device == 0

@@ -15,7 +15,9 @@ operands gathered) where XLA's dot partitioner gathers them
 (:func:`_gathered_reductions`); any other factor
 (a contracting dimension the operands disagree on, a dimension the result does not
 have) as the largest operand that shards it has it (ties: the lower operand index),
-so a dot whose operands conflict keeps the larger operand's sharding. Where a tensor's
+so a dot whose operands conflict keeps the larger operand's sharding. An op XLA's partitioner has no rule
+for (``OpDef.xla_replicates``: its TopK) is computed replicated, its operands gathered and its result sliced
+to its sharding, as XLA's DefaultAction does. Where a tensor's
 sharding and what its reader computes on disagree, the plan redistributes
 explicitly. Sources are stored and graph outputs delivered in their propagated
 shardings (:mod:`planner.model.typed`), so the plan is costed, lowered,
@@ -31,6 +33,7 @@ from typing import Sequence
 
 from costmodels.units import format_bytes
 from graphs.axis_regions import region_of
+from graphs.ops import get_op
 from planner.errors import PlanningError, RuleError
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
@@ -94,6 +97,9 @@ def propagate_outcome(graph, mesh: Mesh, cluster, options: Options, how: str = "
         sizes = [graph.tensor(t).nbytes for t in op.inputs]
         free = every - typed_at.get(op.name, frozenset())  # the axes this op computes on as propagated
         prefix = prefixes.get(op.name)
+        if get_op(op.op).xla_replicates and prefix is None:  # XLA runs it whole: operands gathered, result sliced
+            fixed[op.name] = ((),) * rule.num_factors
+            continue
         if graph.manual_regions and prefix is not None:  # a boundary's global side: its manual axes come first
             ins = [restrict(shardings[t], free) for t in op.inputs]
             out = restrict(shardings[op.output], free)
