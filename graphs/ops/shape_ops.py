@@ -1,4 +1,4 @@
-"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``.
+"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``.
 
 - ``reshape(shape)``: the same elements in row-major order; one entry of ``shape`` may
   be -1 and is then inferred. Stored resolved (no -1) in a graph.
@@ -6,6 +6,10 @@
 - ``concat(axis=0)``: joins its inputs along ``axis``; every other dimension must agree.
 - ``slice(starts, stops)``: keeps ``starts[i] <= index < stops[i]`` of every dimension i
   (one entry per dimension, ``0 <= start < stop <= size``; no steps).
+- ``pad(low, high, value=0)``: ``low[i]`` and ``high[i]`` elements of ``value`` before and after dimension i
+  (``jnp.pad`` by a constant, ``lax.pad`` without interior padding); a negative count crops that many
+  elements instead, as ``lax.pad`` does (``x[:, :-1]`` of a pad by one in front is ``pad(low=1, high=-1)``,
+  a shift).
 
 FLOP convention: **0 FLOPs** (data movement only).
 
@@ -15,8 +19,8 @@ elements it keeps and writes them; ``reshape`` is a new view of the same row-maj
 buffer (XLA's bitcast): 0 bytes, and no kernel.
 
 VJPs move the cotangent back (reshape to the input shape, transpose by the inverse
-permutation, split for concat, zero-padded for slice) into fresh arrays; none reads
-input values, only their shapes.
+permutation, split for concat, zero-padded for slice, sliced for pad) into fresh arrays; none
+reads input values, only their shapes.
 
 >>> RESHAPE.infer([(8, 6)], ["f32"], {"shape": [2, -1, 3]})
 ((2, 8, 3), 'f32')
@@ -328,6 +332,67 @@ SLICE = OpDef("slice", "shape", 1, 1, (("starts", REQUIRED), ("stops", REQUIRED)
               local_vjp=_slice_local_vjp, jax_local_form=_slice_jax_local, bytes_accessed=_slice_bytes,
               keeps_pending=True)
 
+
+
+# -- pad --------------------------------------------------------------------------------
+
+def _pad_attrs(shape: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple[tuple[int, ...], tuple[int, ...], float]:
+    low = check_int_list(attrs.get("low"), "pad attribute low")
+    high = check_int_list(attrs.get("high"), "pad attribute high")
+    for what, v in (("low", low), ("high", high)):
+        if len(v) != len(shape):
+            raise ModelError(f"pad {what} needs one count per dimension of the operand (rank {len(shape)}), "
+                             f"got {list(v)}")
+    for d, (n, a, z) in enumerate(zip(shape, low, high)):
+        if n + a + z < 1 or -a > n or -z > n:
+            raise ModelError(f"pad of dimension {d} ({n} elements) by low {a} and high {z} leaves nothing; a "
+                             "negative count crops at most the dimension's size and the result keeps an element")
+    value = attrs.get("value", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"pad attribute value must be a number, got {value!r}")
+    return low, high, float(value)
+
+
+def _pad_infer(shapes, dtypes, attrs, names=None):
+    low, high, _ = _pad_attrs(tuple(shapes[0]), attrs)
+    return tuple(n + a + b for n, a, b in zip(shapes[0], low, high)), dtypes[0]
+
+
+def _pad_canonical(shapes, attrs):
+    low, high, value = _pad_attrs(tuple(shapes[0]), attrs)
+    return {"low": low, "high": high, "value": value}
+
+
+def _pad_reference(arrays, attrs):
+    x = np.asarray(arrays[0])
+    widths = [(max(a, 0), max(z, 0)) for a, z in zip(attrs["low"], attrs["high"])]
+    padded = np.pad(x, widths, constant_values=np.asarray(attrs["value"], x.dtype))
+    # then the crops: a negative count drops that many elements
+    return padded[tuple(slice(max(-a, 0), padded.shape[d] - max(-z, 0))
+                        for d, (a, z) in enumerate(zip(attrs["low"], attrs["high"])))]
+
+
+def _pad_grad(i, arrays, attrs, cot):
+    """The cotangent's elements the operand's land on (a cropped element's is zero)."""
+    shape = np.shape(arrays[0])
+    g = np.zeros(shape, dtype=cot.dtype)
+    src, dst = [], []
+    for n, a, m in zip(shape, attrs["low"], cot.shape):
+        lo, hi = max(0, -a), min(n, m - a)  # the operand's elements inside the result
+        dst.append(slice(lo, hi))
+        src.append(slice(lo + a, hi + a))
+    g[tuple(dst)] = cot[tuple(src)]
+    return g
+
+
+def _pad_jax(jnp, lax, a, attrs):
+    x = a[0]
+    return lax.pad(x, jnp.asarray(attrs["value"], x.dtype), [(lo, hi, 0) for lo, hi in zip(attrs["low"], attrs["high"])])
+
+
+PAD = OpDef("pad", "shape", 1, 1, (("low", REQUIRED), ("high", REQUIRED), ("value", 0.0)), _pad_infer, _no_flops,
+            _pad_reference, _pad_canonical, vjp=_shape_vjp("pad", _pad_grad), vjp_reads_inputs=False,
+            rule="shape_ops.pad", jax_form=_pad_jax)
 
 # -- iota -------------------------------------------------------------------------------------
 

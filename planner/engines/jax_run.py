@@ -320,7 +320,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         args = (params, others)
         pending = {o: int(np.prod([mesh.shape[a] for a in axes])) for o, axes in module["PENDING"].items()}
         if program.training:  # a pending output's cotangent once per stacked partial
-            args += ({n: jax.device_put(module["pad"](n, np.broadcast_to(c, (pending[n], *c.shape)) if n in pending
+            args += ({n: jax.device_put(module["padded"](n, np.broadcast_to(c, (pending[n], *c.shape)) if n in pending
                                                       else c), NamedSharding(mesh, module["OUTPUTS"][n]))
                       for n, c in cots.items() if n in module["OUTPUTS"]},)
     else:
@@ -338,8 +338,8 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
     # the checked values are on the host: the other runs only time the step (the checked run was the first warm-up)
     step_times = time_step(jax, compiled, args, warmup=warmup - 1, repeat=repeat)
     if used == "shard_map":
-        outs = {o: module["unpad"](o, v) for o, v in outs.items()}
-        grads = {n: module["unpad"](n, g) for n, g in grads.items()}
+        outs = {o: module["unpadded"](o, v) for o, v in outs.items()}
+        grads = {n: module["unpadded"](n, g) for n, g in grads.items()}
         outs = {o: _add_partials(v) if o in pending else v for o, v in outs.items()}
         # an input, parameter or constant listed as an output: the program returns only what it computes, and the
         # value is the one placed; a parameter's seeded cotangent is its own term of L, added to its gradient

@@ -37,7 +37,7 @@ sub-axis (:func:`planner.partitioning.split_mesh.split_mesh`).
 
 A layout that splits a dimension unevenly is held as the plan holds it: blocks of ``ceil(n / shards)``, the
 padding at the dimension's end (:func:`padded_shape`). Such arguments enter the ``shard_map`` padded with zeros
-and such outputs leave it padded (the module's ``PADDED``, ``pad``, ``unpad`` and ``place``); a step that splits a
+and such outputs leave it padded (the module's ``PADDED``, ``padded``, ``unpadded`` and ``place``); a step that splits a
 whole dimension unevenly pads it first, one that makes an unevenly split dimension whole cuts the padding after
 (:func:`step_padding`); an op reads its padded operands with their padding zeroed (:func:`zero_padding`), and a
 local instance that counts positions masks them (:meth:`Local.valid`). So the collectives move the plan's padded
@@ -281,8 +281,8 @@ def permute_boxes(jax, x, attrs):
     for d in range(len(shape)):
         at = lax.broadcasted_iota(jnp.int32, shape, d)
         inside = inside & (at >= receive[d, 0]) & (at < receive[d, 1])
-    if any(lo or hi for lo, hi in attrs["pad"]):
-        x = jnp.pad(x, [tuple(p) for p in attrs["pad"]])
+    if any(lo or hi for lo, hi in attrs["margin"]):
+        x = jnp.pad(x, [tuple(p) for p in attrs["margin"]])
     return jnp.where(inside, placed, lax.dynamic_slice(x, list(mine("keep")), shape))
 
 
@@ -602,7 +602,7 @@ def _box_tables(step, shape, names: MeshNames) -> dict | None:
     attrs = {"axes": list(names.axis_names), "perm": sorted((int(pos[s]), int(pos[d])) for d, s in source.items()),
              "shape": [int(n) for n in local], "boxes": [list(b) for b in boxes],
              "size": max(math.prod(b) for b in boxes), "send": send, "receive": receive, "keep": keep,
-             "pad": [[int(a), int(b)] for a, b in zip(lo, hi)]}
+             "margin": [[int(a), int(b)] for a, b in zip(lo, hi)]}
     if len(boxes) > 1:
         attrs["send_box"], attrs["receive_box"] = send_box, receive_box
     return attrs
@@ -996,7 +996,7 @@ def _generate(plan, embed: bool, command: str = "") -> tuple[str, dict]:
         padding[o] = (stack + shape, stack + padded_shape(lay, shape))
     padding = {n: v for n, v in padding.items() if v[0] != v[1]}
     out.append("# arguments and outputs whose layout splits a dimension unevenly: (shape, shape as program() holds it,")
-    out.append("# zeros past the end of each such dimension); pad() and unpad() go between the two")
+    out.append("# zeros past the end of each such dimension); padded() and unpadded() go between the two")
     out.append(f"PADDED = {_literal(padding)}")
     out.append("")
     out.append("")
@@ -1029,7 +1029,7 @@ def shardings(mesh):
     return {name: NamedSharding(mesh, spec) for name, (_, _, spec) in SOURCES.items()}
 
 
-def pad(name, value):
+def padded(name, value):
     """``value`` (an argument or output of the model's shape) as program() holds it: zeros appended where PADDED
     says (numpy in, numpy out)."""
     if name not in PADDED:
@@ -1038,7 +1038,7 @@ def pad(name, value):
     return (np if isinstance(value, np.ndarray) else jnp).pad(value, [(0, p - n) for n, p in zip(shape, padded)])
 
 
-def unpad(name, value):
+def unpadded(name, value):
     """``value`` as program() holds it, cut to the model's shape."""
     return value[tuple(slice(0, n) for n in PADDED[name][0])] if name in PADDED else value
 
@@ -1046,7 +1046,7 @@ def unpad(name, value):
 def place(values, mesh):
     """Arguments of the model's shapes (name -> array), padded and placed where program() takes them."""
     sh = shardings(mesh)
-    return {name: jax.device_put(pad(name, value), sh[name]) for name, value in values.items()}
+    return {name: jax.device_put(padded(name, value), sh[name]) for name, value in values.items()}
 
 
 def spmd(mesh):
@@ -1083,7 +1083,7 @@ def raw_step(mesh):
 
 
 def _read(outputs):
-    outputs = {o: unpad(o, v) for o, v in outputs.items()}
+    outputs = {o: unpadded(o, v) for o, v in outputs.items()}
     return {o: jnp.sum(v, axis=0) if o in PENDING else v for o, v in outputs.items()}
 
 
@@ -1099,10 +1099,10 @@ def step(params, inputs, mesh=None):
     output is a scalar), gradients those of TRAINED by the plan's backward; params and inputs as place() puts them."""
     mesh = make_mesh() if mesh is None else mesh
     shapes = jax.eval_shape(lambda p, i: raw_step(mesh)(p, i)[0], params, inputs)
-    ones = {o: pad(o, jnp.ones(PADDED[o][0] if o in PADDED else s.shape, s.dtype)) for o, s in shapes.items()
+    ones = {o: padded(o, jnp.ones(PADDED[o][0] if o in PADDED else s.shape, s.dtype)) for o, s in shapes.items()
             if jnp.issubdtype(s.dtype, jnp.floating)}
     outs, grads = raw_step(mesh)(params, inputs, ones)
-    return sum(jnp.sum(v) for o, v in _read(outs).items() if o in ones), {n: unpad(n, g) for n, g in grads.items()}
+    return sum(jnp.sum(v) for o, v in _read(outs).items() if o in ones), {n: unpadded(n, g) for n, g in grads.items()}
 '''
 
 

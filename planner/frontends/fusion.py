@@ -21,7 +21,8 @@ The rewritten node recomputes from the pattern's input, so an intermediate anoth
 stays (and is computed as before). Then every elementwise binary op reads a broadcast or
 leading-ones reshape operand as the smaller array (the catalogue broadcasts the numpy way), and
 what is left is lowered: ``integer_pow`` and ``square`` to ``mul`` (``div`` for negative
-powers), a ``broadcast`` nobody absorbed to ``add`` of zeros of its shape. A ``sqrt`` or ``rsqrt``
+powers), a ``broadcast`` nobody absorbed to ``add`` of zeros of its shape; a ``slice`` of a ``pad`` that only
+reads what the pad padded is folded into one ``pad`` (a shift). A ``sqrt`` or ``rsqrt``
 outside these patterns is the catalogue's own; a ``stop_gradient`` outside them has no catalogue
 op: a ModelError naming it and its line.
 """
@@ -51,7 +52,7 @@ def fuse(p: Trace) -> None:
     p.prune()
     kept = {v: p.producer(v) for v in [*p.shardings, *(v for g in p.shard_as for v in g)] if p.producer(v)}
     for rewrite in (_logsumexp_shifts, _means, _softmaxes, _log_softmaxes, _layernorms, _gelus, _absorb_broadcasts,
-                    _lower, _absorb_broadcasts):
+                    _lower, _absorb_broadcasts, _sliced_pads):
         rewrite(p)
         p.prune()
     for v, node in kept.items():
@@ -479,6 +480,27 @@ def _unwrap_indices(p: Trace, n: TracedOp) -> None:
 
 _INDEXING = ("gather", "take_along_axis")
 """The ops whose second operand indexes their first (in range: JAX's negative-index wrap is the identity there)."""
+
+
+def _sliced_pads(p: Trace) -> None:
+    """A ``slice`` of a ``pad`` (its only reader, no sharding stated on the pad) that cuts only dimensions the
+    pad pads is one ``pad`` with those counts lowered (cropping where they go negative): ``x[:, :-1]`` of a pad
+    by one in front is a shift, which XLA's simplifier makes one halo exchange of too."""
+    for n in p.walk():
+        if n.op != "slice":
+            continue
+        pad = p.producer(n.inputs[0])
+        if pad is None or pad.op != "pad" or p.uses(pad.out) != 1 or pad.out in p.shardings:
+            continue
+        shape = p.values[pad.out].shape
+        low, high = list(pad.attr("low")), list(pad.attr("high"))
+        starts, stops = n.attr("starts"), n.attr("stops")
+        if any((a, b) != (0, size) and not (low[d] or high[d])
+               for d, (a, b, size) in enumerate(zip(starts, stops, shape))):
+            continue
+        low = [lo - a for lo, a in zip(low, starts)]
+        high = [hi - (size - b) for hi, b, size in zip(high, stops, shape)]
+        p.replace(n, "pad", [pad.inputs[0]], low=tuple(low), high=tuple(high), value=pad.attr("value"))
 
 
 def _power(p: Trace, n: TracedOp, x: str, y: int) -> None:

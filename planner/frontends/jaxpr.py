@@ -26,7 +26,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
   operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
-  them; ``pad`` by a constant at the edges -> a ``concat`` of constant blocks per padded dimension; ``iota``;
+  them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a ``pad`` along its padded dimension, its only
+  reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is one shift, as XLA simplifies it); ``iota``;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
@@ -538,26 +539,17 @@ def _stack(w: Walker, eqn, ins) -> str:
 
 
 def _pad(w: Walker, eqn, ins) -> str:
-    """``jnp.pad`` / ``lax.pad`` with a constant value and no interior padding: each padded dimension a ``concat``
-    of the constant's blocks around the operand (negative padding, a slice, and interior padding are refused)."""
+    """``jnp.pad`` / ``lax.pad`` by a constant value, at the edges (a negative count crops) -> ``pad`` (interior
+    padding is refused)."""
     config = [tuple(int(v) for v in c) for c in eqn.params["padding_config"]]
     value = w.p.const_value(ins[1])
-    if value is None or any(lo < 0 or hi < 0 or inner for lo, hi, inner in config):
-        raise ModelError("pad with a computed value, negative or interior padding has no op in shardplan's "
-                         "catalogue; pad by a constant, at the edges", where=w.where(eqn))
-    x = ins[0]
-    dtype = w.p.values[x].dtype
-    padded = [d for d, (lo, hi, _) in enumerate(config) if lo or hi]
-    for k, d in enumerate(padded):
-        lo, hi, _ = config[d]
-        shape = w.shape(x)
-        pieces = [w.p.const(value, shape[:d] + (n,) + shape[d + 1:], dtype) if n else None for n in (lo, hi)]
-        parts = [p for p in (pieces[0], x, pieces[1]) if p is not None]
-        if k == len(padded) - 1:
-            return w.emit(eqn, "concat", parts, axis=d)
-        out = shape[:d] + (shape[d] + lo + hi,) + shape[d + 1:]
-        x = w.add(eqn, "concat", parts, out, dtype, axis=d)
-    return x
+    if value is None or any(inner for _, _, inner in config):
+        raise ModelError("pad with a computed value or interior padding has no op in shardplan's catalogue; pad "
+                         "by a constant, at the edges", where=w.where(eqn))
+    if not any(lo or hi for lo, hi, _ in config):
+        return ins[0]
+    return w.emit(eqn, "pad", [ins[0]], low=tuple(lo for lo, _, _ in config), high=tuple(hi for _, hi, _ in config),
+                  value=float(value))
 
 
 def _iota(w: Walker, eqn, ins) -> str:

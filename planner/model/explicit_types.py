@@ -219,7 +219,8 @@ def _positional(ctx: _OpContext, ins: Sequence[TensorSharding], in_shapes, out_s
     for d, (n, m, dim) in enumerate(zip(in_shapes[0], out_shape, ins[0].dims)):
         if n != m and dim.axes and m % _size(dim.axes, mesh):
             names = ", ".join(map(_axis_text, dim.axes))
-            raise ctx.error(f"keeps {m} of the {n} elements of dimension {d}, sharded over {names}, and "
+            change = f"keeps {m} of the {n} elements" if m < n else f"pads to {m} the {n} elements"
+            raise ctx.error(f"{change} of dimension {d}, sharded over {names}, and "
                             f"{_size(dim.axes, mesh)} shards do not divide {m}")
     return [d.axes for d in ins[0].dims]
 

@@ -84,7 +84,7 @@ def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...
 def _compact(n: int, bi: int, p: int, left: list[int], right: list[int]) -> tuple[Permute, ...]:
     """``ExchangeHaloCompact``: each block's window cut at input-block boundaries into pieces, the pieces from
     other blocks grouped into permutes of distinct destinations, a source's pieces in window order."""
-    pad, own = "pad", "own"
+    pad, own = "fill", "own"
     pieces: list[list[dict]] = []
     for i in range(p):
         lo, hi = i * bi - left[i], (i + 1) * bi + right[i]

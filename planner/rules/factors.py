@@ -154,7 +154,7 @@ class OpShardingRule:
             if kind is FactorKind.PERMUTATION and f not in in_result:
                 raise RuleError(f"permutation factor {name} must appear in the result")
         if self.window_start is not None and (len(self.operands) != 1 or len(self.factors_of_kind(
-                FactorKind.PERMUTATION)) != 1 or self.window_start < 0):
+                FactorKind.PERMUTATION)) != 1):
             raise RuleError("window_start belongs to a rule of one operand and one permutation factor")
         if self.whole_permutation and (len(self.operands) != 1 or len(self.factors_of_kind(
                 FactorKind.PERMUTATION)) != 1 or self.window_start is not None or self.operand_sizes):

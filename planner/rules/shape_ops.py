@@ -91,6 +91,30 @@ def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
     return b.build(by_appearance=True)
 
 
+def pad(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """One dimension padded by zeros is a permutation factor of the result's size (the input keeps its own size)
+    windowed at ``-low``: the result's element ``j`` is the input's ``j - low``, zero outside it, so sharded it is
+    XLA's halo exchange (a slice's backward); several padded dimensions, or another pad value, need replication,
+    each with one factor for the input side and one for the result; untouched dims pass through."""
+    shape = in_shapes[0]
+    cut = [d for d, (a, z) in enumerate(zip(attrs["low"], attrs["high"])) if a or z]
+    b = RuleBuilder()
+    if len(cut) == 1 and attrs.get("value", 0.0) == 0:
+        factors = [b.factor(size, FactorKind.PERMUTATION if d in cut else FactorKind.PASS_THROUGH)
+                   for d, size in enumerate(out_shape)]
+        b.operand([(f,) for f in factors], {cut[0]: shape[cut[0]]})
+        b.result([(f,) for f in factors])
+        return b.build(by_appearance=True, window_start=-int(attrs["low"][cut[0]]))
+    ins, outs = [], []
+    for d, size in enumerate(shape):
+        f = b.factor(size, _NR if d in cut else FactorKind.PASS_THROUGH)
+        ins.append((f,))
+        outs.append((b.factor(out_shape[d], _NR),) if d in cut else (f,))
+    b.operand(ins)
+    b.result(outs)
+    return b.build(by_appearance=True)
+
+
 def iota(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
     """No operands: one factor per result dimension, each device counting its own block."""
     b = RuleBuilder()

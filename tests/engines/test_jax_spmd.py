@@ -404,7 +404,7 @@ def test_permute_boxes_of_several_shapes_travel_flat(tmp_path):
         attrs = {"axes": ["d"], "perm": [(0, 1), (1, 0)], "shape": [2, 4], "boxes": [[1, 4], [2, 4]], "size": 8,
                  "send": [[0, 0], [0, 0]], "send_box": [1, 0],  # device 0 sends its rows 0-2, device 1 its row 2
                  "receive": [[[1, 2], [0, 4]], [[0, 2], [0, 4]]], "receive_box": [0, 1],
-                 "keep": [[1, 0], [0, 0]], "pad": [[0, 1], [0, 0]]}  # device 0's rows 1-3 start at its row 1
+                 "keep": [[1, 0], [0, 0]], "margin": [[0, 1], [0, 0]]}  # device 0's rows 1-3 start at its row 1
         a = np.arange(16.0, dtype=np.float32).reshape(4, 4)
         mesh = Mesh(np.array(jax.devices()[:2]), ("d",))
         fn = jax.jit(jax.shard_map(lambda x: permute_boxes(jax, x, attrs), mesh=mesh, in_specs=P("d"),

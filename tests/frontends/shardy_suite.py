@@ -1220,6 +1220,19 @@ def sort_2d_tp(e):
     return jnp.sort(e * 2.0, axis=1)
 
 
+# jnp.pad by zeros along a sharded dimension: XLA's halo exchange (a slice of the pad, a shift, is one)
+def pad_seq_sharded(x):
+    return jnp.tanh(jnp.pad(x, ((0, 0), (4, 4))))
+
+
+def shift_right_pad(x):
+    return jnp.pad(x, ((0, 0), (1, 0)))[:, :-1] * 2.0
+
+
+def pad_rows_sharded(x, w):
+    return jnp.pad(x @ w, ((2, 2), (0, 0)))
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1514,6 +1527,9 @@ def suite() -> dict:
         "sorted_dispatch": (sorted_dispatch, "1d", [((16, 32), P()), (((16,), "i32"), P("d"))]),
         "argsort_1d": (argsort_1d, "1d", [((16,), P("d"))]),
         "sort_2d_tp": (sort_2d_tp, "2d", [((2, 32), P(None, "tp"))]),
+        "pad_seq_sharded": (pad_seq_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "shift_right_pad": (shift_right_pad, "2d", [((16, 32), P("dp", "tp"))]),
+        "pad_rows_sharded": (pad_rows_sharded, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 
