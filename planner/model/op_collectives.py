@@ -112,9 +112,9 @@ def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False
     factor is sharded."""
     opdef = get_op(op.op)
     forward, backward = opdef.statistics
-    if opdef.gathered_statistics:
-        return () if transposed else _gathered_statistics(graph, op, strategy, cluster)
-    if not forward and not backward:
+    gathered = () if transposed else opdef.gathered_statistics
+    reduced = backward if transposed else forward
+    if not gathered and not reduced:
         return ()
     out = graph.tensor(op.output)
     rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], out.shape)
@@ -129,35 +129,19 @@ def statistic_collectives(graph, op, strategy, cluster, transposed: bool = False
             if f in factors:
                 local[d] = 1
     elements = math.prod(local)
-    itemsize = dtype_itemsize(out.dtype)
     link = cluster.link_for(mesh, list(axes))
-    kind = step_kind("AllReduce")
     collectives = []
-    for reductions in backward if transposed else forward:
-        n = elements * len(reductions)
-        cost = RING.cost(kind.name, p, kind.unit_bytes(n, n, p, itemsize), link)
-        collectives.append(OpCollective("+".join(reductions), kind.name, axes, p, cost.bytes_per_device, cost.time_s))
-    return tuple(collectives)
-
-
-def _gathered_statistics(graph, op, strategy, cluster) -> tuple[OpCollective, ...]:
-    """One AllGather per ``OpDef.gathered_statistics`` entry over the sharded statistic's axes: each member
-    contributes the local result's elements, in the operand's dtype (``operand``) or the result's (``result``)."""
-    out = graph.tensor(op.output)
-    rule = rule_for(op, [graph.tensor(t).shape for t in op.inputs], out.shape)
-    axes = statistic_axes(rule, strategy)
-    if not axes:
-        return ()
-    mesh = strategy.result.mesh
-    p = math.prod(a.size_in(mesh) for a in axes)
-    elements = math.prod(strategy.result.local_shape(out.shape))
-    link = cluster.link_for(mesh, list(axes))
-    kind = step_kind("AllGather")
-    collectives = []
-    for source in get_op(op.op).gathered_statistics:
+    gather = step_kind("AllGather")
+    for source in gathered:  # each member's statistic, in the operand's dtype (the extreme) or the result's
         itemsize = dtype_itemsize(graph.tensor(op.inputs[0]).dtype if source == "operand" else out.dtype)
-        cost = RING.cost(kind.name, p, kind.unit_bytes(elements, elements * p, p, itemsize), link)
-        collectives.append(OpCollective(kind.primitive, kind.name, axes, p, cost.bytes_per_device, cost.time_s))
+        cost = RING.cost(gather.name, p, gather.unit_bytes(elements, elements * p, p, itemsize), link)
+        collectives.append(OpCollective(gather.primitive, gather.name, axes, p, cost.bytes_per_device, cost.time_s))
+    reduce = step_kind("AllReduce")
+    for reductions in () if gathered else reduced:
+        n = elements * len(reductions)
+        cost = RING.cost(reduce.name, p, reduce.unit_bytes(n, n, p, dtype_itemsize(out.dtype)), link)
+        collectives.append(OpCollective("+".join(reductions), reduce.name, axes, p, cost.bytes_per_device,
+                                        cost.time_s))
     return tuple(collectives)
 
 

@@ -462,15 +462,21 @@ def test_an_op_the_catalogue_refuses_names_the_users_line():
 def _trains_exactly(loss, shapes, params, shardings, search, seed):
     """``loss`` traced on dp=2 x tp=4 with its arguments so sharded, planned by ``search`` for training and
     simulated: gradients of ``params`` equal the single-device reference's, bytes as predicted. The trace."""
+    return _trained_plan(loss, shapes, params, shardings, search, seed)[0]
+
+
+def _trained_plan(loss, shapes, params, shardings, search, seed):
+    """:func:`_trains_exactly`'s trace and training plan."""
     from planner.api import plan
     from planner.simulation.run import simulate
 
     args = _args(shapes, seed=seed)
     traced = trace_function(loss, *args, params=params, mesh={"dp": 2, "tp": 4}, shardings=shardings)
-    r = simulate(plan(traced.graph, search=search, training=True), seed=2)
+    p = plan(traced.graph, search=search, training=True)
+    r = simulate(p, seed=2)
     assert r.ok and set(r.gradients) == set(params)
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
-    return traced
+    return traced, p
 
 
 def _top1_router_loss(x, wg, we):
@@ -681,19 +687,11 @@ def test_a_single_position_of_a_sharded_sequence_is_summed_not_gathered(search):
     # the sequence sharded over tp: the device holding the position gives it, the others zeros, and an AllReduce
     # of the [batch, hidden] position completes it (XLA's masked AllReduce); propagate never gathers the
     # sequence (bfs chooses by its costs). Trained exactly on the simulator, bytes as predicted
-    from planner.api import plan
-    from planner.simulation.run import simulate
-
-    x, w = _args([(4, 16, 8), (8, 6)], seed=8)
-    traced = trace_function(_pooled_loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
-                            shardings=['[{"dp"}, {"tp"}, {}]', '[{}, {}]'])
-    p = plan(traced.graph, search=search, training=True)
+    _, p = _trained_plan(_pooled_loss, [(4, 16, 8), (8, 6)], ("w",), ['[{"dp"}, {"tp"}, {}]', '[{}, {}]'], search,
+                         seed=8)
     if search == "propagate":
         kinds = {step.kind for r in p.program.redistributions() for step in r.plan.steps}
         assert "AllReduce" in kinds and "AllGather" not in kinds
-    r = simulate(p, seed=2)
-    assert r.ok and set(r.gradients) == {"w"}
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
 def _shifted_loss(x, w):
@@ -714,16 +712,7 @@ def test_pad_and_a_shift_have_jaxs_gradient():
 def test_a_shift_along_a_sharded_sequence_trains_exactly(search):
     # the sequence over tp: the shift and the border are XLA's halo exchanges forward (propagate: each device
     # sends its last position on), and their transposes backward; gradients exact, bytes as predicted
-    from planner.api import plan
-    from planner.simulation.run import simulate
-
-    x, w = _args([(4, 16, 8), (8, 6)], seed=6)
-    traced = trace_function(_shifted_loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
-                            shardings=['[{"dp"}, {"tp"}, {}]', '[{}, {}]'])
-    p = plan(traced.graph, search=search, training=True)
+    _, p = _trained_plan(_shifted_loss, [(4, 16, 8), (8, 6)], ("w",), ['[{"dp"}, {"tp"}, {}]', '[{}, {}]'], search,
+                         seed=6)
     if search == "propagate":
-        kinds = {c.kind for c in p.program.op_collectives("forward")}
-        assert kinds == {"CollectivePermute"}
-    r = simulate(p, seed=2)
-    assert r.ok and set(r.gradients) == {"w"}
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+        assert {c.kind for c in p.program.op_collectives("forward")} == {"CollectivePermute"}
