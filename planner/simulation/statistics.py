@@ -94,7 +94,9 @@ def _gathered(ins, operands, net) -> list[np.ndarray]:
             (slice(None),) * axis + (0,)])
         picks.append(local + ctxs[d].operands[0].ranges[axis][0])
     gathered = {}
-    for source, items in zip(opdef.gathered_statistics, (values, picks)):
+    statistic = {"operand": values, "result": picks}  # OpDef.gathered_statistics names them
+    for source in opdef.gathered_statistics:
+        items = statistic[source]
         # bytes counted per element of the declared dtype: the operand's for its extremes, the result's for indices
         saved, net.itemsize = net.itemsize, dtype_itemsize(ins.in_dtypes[0] if source == "operand" else ins.dtype)
         net.begin_step()
