@@ -2,7 +2,9 @@
 
 Inputs ``[table (V, H...), indices (any shape, i32 or i64)]``; the result has shape
 ``indices.shape + table.shape[1:]`` and the table's dtype. Indices must lie in
-``[0, V)`` (the reference raises otherwise).
+``[0, V)`` (the reference raises otherwise). With ``axis`` (default 0) the slices along that
+dimension are picked, as ``jnp.take(table, indices, axis)``: the result is
+``table.shape[:axis] + indices.shape + table.shape[axis + 1:]``.
 
 FLOP convention: **0 FLOPs** (a lookup moves data).
 
@@ -16,6 +18,8 @@ the indices (and the table's shape).
 
 >>> GATHER.infer([(50257, 768), (8, 1024)], ["f32", "i32"], {})
 ((8, 1024, 768), 'f32')
+>>> GATHER.infer([(16, 32), (8,)], ["f32", "i32"], {"axis": 1})
+((16, 8), 'f32')
 """
 
 from __future__ import annotations
@@ -29,10 +33,20 @@ from graphs.ops.opdef import REQUIRED, OpDef, check_wrt
 from planner.errors import ModelError, RuleError
 
 
-def _gather_infer(shapes, dtypes, attrs, names=None):
+def _gather_axis(shapes, attrs, names=None) -> int:
     need_rank("gather", shapes, names, 0, 1, "the table")
+    return normalize_axis(attrs.get("axis", 0), len(shapes[0]), "gather axis")
+
+
+def _gather_infer(shapes, dtypes, attrs, names=None):
+    axis = _gather_axis(shapes, attrs, names)
     need_int("gather", dtypes[1], names, 1, "indices")
-    return tuple(shapes[1]) + tuple(shapes[0][1:]), dtypes[0]
+    table = tuple(shapes[0])
+    return table[:axis] + tuple(shapes[1]) + table[axis + 1:], dtypes[0]
+
+
+def _gather_canonical(shapes, attrs):
+    return {**attrs, "axis": _gather_axis(shapes, attrs)}
 
 
 def _gather_flops(in_shapes, out_shape, attrs):
@@ -46,69 +60,83 @@ def _gather_bytes(in_shapes, out_shape, itemsizes, attrs):
 
 def _gather_reference(arrays, attrs):
     table, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
-    if idx.size and (idx.min() < 0 or idx.max() >= table.shape[0]):
+    axis = attrs.get("axis", 0)
+    if idx.size and (idx.min() < 0 or idx.max() >= table.shape[axis]):
+        where = "rows" if axis == 0 else f"slices along axis {axis},"
         raise ModelError(f"gather's indices hold {idx.min()} to {idx.max()} with the data drawn for the model's "
-                         f"inputs, outside the table's rows [0, {table.shape[0]:,}); an index must pick a row: feed "
-                         "the indices from an input (drawn inside that range) or bound what computes them")
-    return np.take(table, idx, axis=0)
+                         f"inputs, outside the table's {where} [0, {table.shape[axis]:,}); an index must pick one: "
+                         "feed the indices from an input (drawn inside that range) or bound what computes them")
+    return np.take(table, idx, axis=axis)
+
+
+def _scatter_add(shape, axis, positions, cot, idx_ndim, dtype):
+    """Zeros of ``shape`` with the cotangent's slices added at ``positions`` (flat) along ``axis``."""
+    grad = np.moveaxis(np.zeros(shape, dtype=dtype), axis, 0)
+    moved = np.moveaxis(cot, tuple(range(axis, axis + idx_ndim)), tuple(range(idx_ndim)))
+    np.add.at(grad, positions, moved.reshape((-1,) + moved.shape[idx_ndim:]))
+    return np.moveaxis(grad, 0, axis)
 
 
 def _gather_vjp(arrays, attrs, result, cotangent, wrt):
     check_wrt("gather", arrays, wrt, ("table", "indices"))
     table, idx, cot = arrays[0], np.asarray(arrays[1]), np.asarray(cotangent)
-    shape = np.shape(table)
-    out = []
-    for _ in wrt:
-        g = np.zeros(shape, dtype=cot.dtype)
-        np.add.at(g, idx.reshape(-1), cot.reshape((-1,) + shape[1:]))
-        out.append(g)
-    return tuple(out)
+    axis = attrs.get("axis", 0)
+    return tuple(_scatter_add(np.shape(table), axis, idx.reshape(-1), cot, idx.ndim, cot.dtype) for _ in wrt)
 
 
-def _hits(idx: np.ndarray, table_block) -> tuple[np.ndarray, np.ndarray]:
-    """The indices shifted into a device's table rows ``[v0, v1)``, and which of them land there."""
-    v0, v1 = table_block.ranges[0]
+def _hits(idx: np.ndarray, table_block, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """The indices shifted into a device's table slices ``[v0, v1)`` along ``axis``, and which of them land
+    there."""
+    v0, v1 = table_block.ranges[axis]
     shifted = idx.astype(np.int64) - v0
     return shifted, (shifted >= 0) & (shifted < v1 - v0)
 
 
 def _gather_local_reference(arrays, attrs, ctx, rule):
-    """With a vocabulary-sharded table, a device looks up only its own rows and gives zeros for the others."""
+    """With the table sharded along ``axis`` (a vocabulary), a device looks up only its own slices and gives
+    zeros for the others."""
     table, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
-    shifted, hit = _hits(idx, ctx.operands[0])
-    rows = np.take(table, np.where(hit, shifted, 0), axis=0)
-    hit = hit.reshape(hit.shape + (1,) * (table.ndim - 1))
-    return np.where(hit, rows, np.zeros((), rows.dtype))
+    axis = attrs.get("axis", 0)
+    shifted, hit = _hits(idx, ctx.operands[0], axis)
+    picked = np.take(table, np.where(hit, shifted, 0), axis=axis)
+    hit = hit.reshape((1,) * axis + hit.shape + (1,) * (table.ndim - axis - 1))
+    return np.where(hit, picked, np.zeros((), picked.dtype))
 
 
 def _gather_local_vjp(arrays, attrs, cotangent, ctx, wrt):
-    """The cotangent's rows scatter-added into the table rows this device holds."""
+    """The cotangent's slices scatter-added into the table slices this device holds."""
     if wrt != (0,):
         raise RuleError("gather: only the table (operand 0) has a cotangent; the indices are integers")
     table_block = ctx.operands[0]
     idx = np.asarray(arrays[1])
-    shifted, hit = _hits(idx, table_block)
-    grad = np.zeros(table_block.local_shape, dtype=cotangent.dtype)
-    rows = cotangent.reshape((-1,) + cotangent.shape[idx.ndim:])
-    np.add.at(grad, shifted[hit].reshape(-1), rows[hit.reshape(-1)])
-    return [grad]
+    axis = attrs.get("axis", 0)
+    shifted, hit = _hits(idx, table_block, axis)
+    # the cotangent's index dimensions flattened, the misses dropped (their slices add nothing here)
+    moved = np.moveaxis(cotangent, tuple(range(axis, axis + idx.ndim)), tuple(range(idx.ndim)))
+    kept = moved.reshape((-1,) + moved.shape[idx.ndim:])[hit.reshape(-1)]
+    grad = np.moveaxis(np.zeros(table_block.local_shape, dtype=cotangent.dtype), axis, 0)
+    np.add.at(grad, shifted[hit].reshape(-1), kept)
+    return [np.moveaxis(grad, 0, axis)]
 
 
 def _gather_jax(jnp, lax, a, attrs):
-    return jnp.take(a[0], a[1], axis=0)
+    return jnp.take(a[0], a[1], axis=attrs.get("axis", 0))
 
 
 def _gather_jax_local(jnp, lax, a, attrs, ctx):
-    """This device's table rows ``[v0, v0 + rows)`` looked up, zeros for indices outside them."""
+    """This device's table slices ``[v0, v0 + n)`` along ``axis`` looked up, zeros for indices outside them."""
     table, idx = a
-    shifted = idx.astype(jnp.int32) - ctx.start(0, 0)
-    hit = (shifted >= 0) & (shifted < table.shape[0])
-    rows = jnp.take(table, jnp.where(hit, shifted, 0), axis=0)
-    return jnp.where(hit.reshape(hit.shape + (1,) * (table.ndim - 1)), rows, jnp.zeros((), rows.dtype))
+    axis = attrs.get("axis", 0)
+    shifted = idx.astype(jnp.int32) - ctx.start(0, axis)
+    hit = (shifted >= 0) & (shifted < table.shape[axis])
+    picked = jnp.take(table, jnp.where(hit, shifted, 0), axis=axis)
+    hit = hit.reshape((1,) * axis + hit.shape + (1,) * (table.ndim - axis - 1))
+    return jnp.where(hit, picked, jnp.zeros((), picked.dtype))
 
 
-GATHER = OpDef("gather", "indexing", 2, 2, (), _gather_infer, _gather_flops, _gather_reference, vjp=_gather_vjp,
-               rule="gather.gather", indexes=((1, 0, 0),), fan_in_dims=((0, ()),),
+GATHER = OpDef("gather", "indexing", 2, 2, (("axis", 0),), _gather_infer, _gather_flops, _gather_reference,
+               _gather_canonical, vjp=_gather_vjp, rule="gather.gather", indexes=((1, 0, "axis"),),
+               fan_in_dims=((0, ()),),
                jax_form=_gather_jax,
                local_reference=_gather_local_reference, local_vjp=_gather_local_vjp, local_vjp_reads=(1,),
                jax_local_form=_gather_jax_local, bytes_accessed=_gather_bytes)

@@ -112,7 +112,7 @@ either the raw or the canonical mapping.
 >>> [g.shape for g in mm.vjp([a, b], {"transpose_a": False, "transpose_b": False}, None, np.ones((2, 4)), (0, 1))]
 [(2, 3), (3, 4)]
 >>> mm.rule, get_op("relu").follows_operand, get_op("reshape").passes_shardings, get_op("gather").indexes
-('matmul.matmul', True, True, ((1, 0, 0),))
+('matmul.matmul', True, True, ((1, 0, 'axis'),))
 """
 
 from __future__ import annotations
@@ -269,8 +269,8 @@ class OpDef:
         """:attr:`indexes` with each dimension an attribute names read from ``attrs`` (canonical).
 
         >>> from graphs.ops.registry import get_op
-        >>> get_op("take_along_axis").indexed({"axis": 1}), get_op("gather").indexed({})
-        (((1, 0, 1),), ((1, 0, 0),))
+        >>> get_op("take_along_axis").indexed({"axis": 1}), get_op("cross_entropy").indexed({})
+        (((1, 0, 1),), ((1, 0, -1),))
         """
         return tuple((i, j, int(attrs[d]) if isinstance(d, str) else d) for i, j, d in self.indexes)
 

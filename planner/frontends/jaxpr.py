@@ -31,8 +31,8 @@ Mappings (operands are values, literals become ``const`` tensors):
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
-- ``gather`` of whole rows of a table by a trailing index vector (``jnp.take(t, i, axis=0)``) ->
-  ``gather``; of one element per index along an axis, the other dimensions batched (``jnp.take_along_axis``) ->
+- ``gather`` of whole slices of a table along one axis by a trailing index vector (``jnp.take(t, i, axis)``,
+  ``t[:, i]``) -> ``gather``; of one element per index along an axis, the other dimensions batched (``jnp.take_along_axis``) ->
   ``take_along_axis`` (indices in range; JAX's clip and fill modes agree with both there);
 - ``integer_pow``, ``square``, ``stop_gradient`` become internal nodes for
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
@@ -600,23 +600,27 @@ def _split(w: Walker, eqn, ins) -> list[str]:
 
 
 def _gather(w: Walker, eqn, ins) -> str:
-    """Whole rows of a table (``jnp.take(t, i, axis=0)``, ``t[i]``) -> ``gather``; one element per index along an
-    axis, the other dimensions batched (``jnp.take_along_axis``) -> ``take_along_axis``."""
+    """Whole slices of a table along an axis (``jnp.take(t, i, axis)``, ``t[i]``, ``t[:, i]``) -> ``gather``; one
+    element per index along an axis, the other dimensions batched (``jnp.take_along_axis``) ->
+    ``take_along_axis``."""
     dn = eqn.params["dimension_numbers"]
     table, idx = w.shape(ins[0]), w.shape(ins[1])
     along = _along_axis(dn, eqn.params["slice_sizes"], table, idx)
     if along is not None:
         return w.emit(eqn, "take_along_axis", [ins[0], _index_vector_dropped(w, eqn, ins[1], idx[:-1])], axis=along)
-    rows = (tuple(dn.collapsed_slice_dims) == (0,) and tuple(dn.start_index_map) == (0,)
-            and not tuple(getattr(dn, "operand_batching_dims", ()))
-            and tuple(eqn.params["slice_sizes"]) == (1, *table[1:])
-            and len(idx) >= 1 and idx[-1] == 1
-            and tuple(dn.offset_dims) == tuple(range(len(idx) - 1, len(idx) - 1 + len(table) - 1)))
-    if not rows:
-        raise ModelError("gather other than whole rows of a table by an index array (jnp.take(table, indices, "
-                         f"axis=0)) or jnp.take_along_axis has no op in shardplan's catalogue; got {dn}",
+    collapsed = tuple(dn.collapsed_slice_dims)
+    axis = collapsed[0] if len(collapsed) == 1 else -1
+    whole = (axis >= 0 and tuple(dn.start_index_map) == (axis,)
+             and not tuple(getattr(dn, "operand_batching_dims", ()))
+             and tuple(eqn.params["slice_sizes"]) == (*table[:axis], 1, *table[axis + 1:])
+             and len(idx) >= 1 and idx[-1] == 1
+             and tuple(dn.offset_dims) == (*range(axis), *range(axis + len(idx) - 1, len(idx) - 2 + len(table))))
+    if not whole:
+        raise ModelError("gather other than whole slices of a table by an index array (jnp.take(table, indices, "
+                         f"axis)) or jnp.take_along_axis has no op in shardplan's catalogue; got {dn}",
                          where=w.where(eqn))
-    return w.emit(eqn, "gather", [ins[0], _index_vector_dropped(w, eqn, ins[1], idx[:-1])])
+    indices = _index_vector_dropped(w, eqn, ins[1], idx[:-1])
+    return w.emit(eqn, "gather", [ins[0], indices], **({"axis": axis} if axis else {}))
 
 
 def _along_axis(dn, slice_sizes, operand: tuple, idx: tuple) -> int | None:

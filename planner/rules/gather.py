@@ -19,15 +19,21 @@ from planner.rules.factors import FactorKind, OpShardingRule
 
 
 def gather(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
-    """``V`` reduction, ``H...`` and index dims pass-through."""
+    """``V`` (the table's ``axis``) reduction, the table's other dims and the index dims pass-through.
+
+    >>> str(gather([(16, 32), (8,)], (16, 8), {"axis": 1}))
+    '([i,v],[j])->([i,j]) {i=16,j=8,v=32} reduction={v}'
+    """
     table, indices = in_shapes
+    axis = attrs.get("axis", 0)
     b = RuleBuilder()
-    v = b.factor(table[0], FactorKind.REDUCTION, name="v")
-    hidden = [b.factor(d, name="h" if len(table) == 2 else None) for d in table[1:]]
+    before = [b.factor(d) for d in table[:axis]]
+    v = b.factor(table[axis], FactorKind.REDUCTION, name="v")
+    after = [b.factor(d, name="h" if len(table) == 2 and axis == 0 else None) for d in table[axis + 1:]]
     idx = [b.factor(d) for d in indices]
-    b.operand([(v,)] + [(f,) for f in hidden])
+    b.operand([(f,) for f in before] + [(v,)] + [(f,) for f in after])
     b.operand([(f,) for f in idx])
-    b.result([(f,) for f in idx + hidden])
+    b.result([(f,) for f in before + idx + after])
     return b.build()
 
 

@@ -1233,6 +1233,28 @@ def pad_rows_sharded(x, w):
     return jnp.pad(x @ w, ((2, 2), (0, 0)))
 
 
+# jnp.take along another axis (x[:, idx]): whole slices of a table; along a sharded axis XLA's masked gather
+# and AllReduce
+def take_cols_free(x, idx):
+    return jnp.take(x, idx, axis=1) * 2.0
+
+
+def take_cols_sharded(x, idx):
+    return jnp.take(x, idx, axis=1) * 3.0
+
+
+def index_cols(x, idx):
+    return x[:, idx] * 2.0
+
+
+def take_cols_3d(x, idx):
+    return jnp.take(x, idx, axis=1) * 2.0
+
+
+def take_cols_idx_sharded(x, idx):
+    return jnp.take(x, idx, axis=1) * 4.0
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1529,6 +1551,11 @@ def suite() -> dict:
         "sort_2d_tp": (sort_2d_tp, "2d", [((2, 32), P(None, "tp"))]),
         "pad_seq_sharded": (pad_seq_sharded, "2d", [((16, 32), P("dp", "tp"))]),
         "shift_right_pad": (shift_right_pad, "2d", [((16, 32), P("dp", "tp"))]),
+        "take_cols_free": (take_cols_free, "2d", [((16, 32), P("dp")), (((8,), "i32"), P())]),
+        "take_cols_sharded": (take_cols_sharded, "2d", [((16, 32), P("dp", "tp")), (((8,), "i32"), P())]),
+        "index_cols": (index_cols, "2d", [((16, 32), P("dp", "tp")), (((8,), "i32"), P())]),
+        "take_cols_3d": (take_cols_3d, "2d", [((4, 16, 32), P("dp", None, "tp")), (((8,), "i32"), P())]),
+        "take_cols_idx_sharded": (take_cols_idx_sharded, "2d", [((16, 32), P("dp")), (((8,), "i32"), P("tp"))]),
         "pad_rows_sharded": (pad_rows_sharded, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }

@@ -584,11 +584,36 @@ def test_an_exact_gelu_mlp_trains_exactly_when_sharded(search):
                     ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{"tp"}, {}]'], search, seed=7)
 
 
-def test_a_gather_along_another_axis_is_refused_as_a_gather_not_as_its_index_wrap():
-    # jnp.take(x, i, axis=1) wraps negative indices (a select_n) before a gather of another form than whole rows
-    # or take_along_axis: the error names the gather, the op missing from the catalogue
-    with pytest.raises(ModelError, match="gather other than whole rows"):
-        trace_function(lambda x, i: jnp.take(x, i, axis=1), *_args([(4, 8), np.array([1, 2], np.int32)]))
+def test_a_gather_of_another_form_is_refused_as_a_gather_not_as_its_index_wrap():
+    # x[arange, i] (one element per row, picked by two index vectors) wraps negative indices (a select_n) before a
+    # gather of another form than whole slices or take_along_axis: the error names the gather, the op missing
+    # from the catalogue
+    with pytest.raises(ModelError, match="gather other than whole slices"):
+        trace_function(lambda x, i: x[jnp.arange(4), i], *_args([(4, 8), np.array([1, 2, 0, 3], np.int32)]))
+
+
+def _column_loss(x, w, cols):
+    # columns picked by index (jnp.take along axis 1, x[:, cols]) from a projection: a channel or position
+    # selection
+    h = jnp.tanh(x @ w)
+    return jnp.sum(jnp.take(h, cols, axis=1) ** 2) + jnp.sum(h[:, cols] * 0.5)
+
+
+COLS = np.array([5, 0, 7, 5], np.int32)  # of 8 columns, one twice
+
+
+def test_a_gather_along_another_axis_has_jaxs_gradient():
+    x, w = _args([(6, 4), (4, 8)], seed=23)
+    traced = check_gradient_against_jax(_column_loss, [x, w, COLS], "w")
+    assert [op.attr("axis") for op in traced.graph.ops if op.op == "gather"] == [1, 1]
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_gather_of_tp_sharded_columns_trains_exactly(search):
+    # the columns over tp: each device picks the indices among its columns, zeros elsewhere, and the picks are
+    # summed (XLA's masked gather and AllReduce); the backward scatters into the device's columns
+    _trains_exactly(_column_loss, [(16, 4), (4, 8), COLS], ("w",), ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{}]'], search,
+                    seed=9)
 
 
 LABELS = np.array([[3, 0, 5, 1], [2, 2, 7, 4]], np.int32)  # a class of 8 per (batch, position), in range

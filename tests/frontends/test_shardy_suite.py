@@ -108,7 +108,10 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "sort_free", "sort_sharded", "argsort_sharded", "argsort_rows", "sort_3d", "sorted_dispatch", "argsort_1d",
          "sort_2d_tp",
          # jnp.pad by zeros along a sharded dimension: XLA's halo exchange (a slice of the pad, a shift, is one)
-         "pad_seq_sharded", "shift_right_pad", "pad_rows_sharded")
+         "pad_seq_sharded", "shift_right_pad", "pad_rows_sharded",
+         # jnp.take along another axis (x[:, idx]): whole slices of a table; along a sharded axis XLA's masked gather
+         # and AllReduce
+         "take_cols_free", "take_cols_sharded", "index_cols", "take_cols_3d", "take_cols_idx_sharded")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -149,7 +152,7 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but 99 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
+    # (all but 104 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
     # compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
@@ -171,7 +174,8 @@ def test_each_function_is_compared_at_its_matmuls_and_results(suite):
                         "split_uneven", "erf_3d", "emb_pos_ln", "emb_2d_ids", "ce_one_hot", "heads_softmax_pool",
                         "tal_vocab", "tal_rows", "tal_idx_sharded", "tal_axis0", "ce_take", "tal_3d", "pow_var",
                         "pow_arrays", "pow_3d", "sort_free", "sort_sharded", "argsort_sharded", "sort_3d",
-                        "sorted_dispatch", "argsort_1d", "sort_2d_tp", "pad_seq_sharded", "shift_right_pad"):
+                        "sorted_dispatch", "argsort_1d", "sort_2d_tp", "pad_seq_sharded", "shift_right_pad",
+                        "take_cols_free", "take_cols_sharded", "index_cols", "take_cols_3d", "take_cols_idx_sharded"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 

@@ -441,6 +441,12 @@ PROGRAMS = {
                                   [("gather", ["t", "i"], "c", {})]),
     "gather_vocab_sharded": prog(M2, {"t": ((16, 8), P("Y", None)), "i": ((8,), P(None), "i32")},
                                  [("gather", ["t", "i"], "c", {})]),
+    "gather_columns": prog(M2, {"t": ((8, 16), P("X", None)), "i": ((4,), P(None), "i32")},
+                           [("gather", ["t", "i"], "c", {"axis": 1})]),
+    "gather_sharded_columns": prog(M2, {"t": ((8, 16), P("X", "Y")), "i": ((4,), P(None), "i32")},
+                                   [("gather", ["t", "i"], "c", {"axis": 1})]),
+    "gather_columns_3d": prog(M3, {"t": ((4, 8, 16), P("X", None, ("Y", "Z"))), "i": ((2, 3), P(None, None), "i32")},
+                              [("gather", ["t", "i"], "c", {"axis": 1})]),
     # pad (lax.pad): the operand's sharding kept on every dimension, a padded one too where its shards divide it
     "pad_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("pad", ["a"], "c", {"low": [0, 2], "high": [0, 2]})]),
     "pad_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))},

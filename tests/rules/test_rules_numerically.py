@@ -99,6 +99,7 @@ CASES = [
     # gather, loss, conv
     Case("gather", "gather", ((7, 3), (5,)), {}, ("f32", "i32")),
     Case("gather_3d_table", "gather", ((9, 2, 3), (2, 3)), {}, ("f32", "i32")),
+    Case("gather_columns", "gather", ((3, 8, 2), (2, 3)), {"axis": 1}, ("f32", "i32")),
     Case("sort", "sort", ((6, 8),), {"axis": 1}),
     Case("sort_payload", "sort", ((8, 6), (8, 6)), {"axis": 0, "returns": "payload"}),
     Case("take_along_axis", "take_along_axis", ((6, 7), (6, 2)), {"axis": 1}, ("f32", "i32")),
