@@ -1,4 +1,4 @@
-"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``.
+"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``, ``flip``.
 
 - ``reshape(shape)``: the same elements in row-major order; one entry of ``shape`` may
   be -1 and is then inferred. Stored resolved (no -1) in a graph.
@@ -10,6 +10,7 @@
   (``jnp.pad`` by a constant, ``lax.pad`` without interior padding); a negative count crops that many
   elements instead, as ``lax.pad`` does (``x[:, :-1]`` of a pad by one in front is ``pad(low=1, high=-1)``,
   a shift).
+- ``flip(axes)``: the elements in reverse order along each of ``axes`` (``jnp.flip``, ``lax.rev``).
 
 FLOP convention: **0 FLOPs** (data movement only).
 
@@ -393,6 +394,41 @@ def _pad_jax(jnp, lax, a, attrs):
 PAD = OpDef("pad", "shape", 1, 1, (("low", REQUIRED), ("high", REQUIRED), ("value", 0.0)), _pad_infer, _no_flops,
             _pad_reference, _pad_canonical, vjp=_shape_vjp("pad", _pad_grad), vjp_reads_inputs=False,
             rule="shape_ops.pad", jax_form=_pad_jax)
+
+
+# -- flip -------------------------------------------------------------------------------
+
+def _flip_axes(shape: tuple[int, ...], attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    axes = check_int_list(attrs.get("axes"), "flip attribute axes")
+    out = tuple(sorted({normalize_axis(a, len(shape), "flip axis") for a in axes}))
+    if not out:
+        raise ModelError("flip needs at least one axis to reverse")
+    return out
+
+
+def _flip_infer(shapes, dtypes, attrs, names=None):
+    _flip_axes(tuple(shapes[0]), attrs)
+    return tuple(shapes[0]), dtypes[0]
+
+
+def _flip_canonical(shapes, attrs):
+    return {"axes": _flip_axes(tuple(shapes[0]), attrs)}
+
+
+def _flip_reference(arrays, attrs):
+    return np.flip(np.asarray(arrays[0]), tuple(attrs["axes"]))
+
+
+def _flip_grad(i, arrays, attrs, cot):
+    return np.array(np.flip(cot, tuple(attrs["axes"])))
+
+
+def _flip_jax(jnp, lax, a, attrs):
+    return lax.rev(a[0], tuple(attrs["axes"]))
+
+
+FLIP = OpDef("flip", "shape", 1, 1, (("axes", REQUIRED),), _flip_infer, _no_flops, _flip_reference, _flip_canonical,
+             vjp=_shape_vjp("flip", _flip_grad), vjp_reads_inputs=False, rule="shape_ops.flip", jax_form=_flip_jax)
 
 # -- iota -------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``top_k`` -> two ``top_k`` ops (its values and its indices); ``sort`` by one key with at most one payload
   (``jnp.sort``, ``jnp.argsort``) -> a ``sort`` op per result;
   ``reshape``, ``squeeze`` -> ``reshape``;
-  ``transpose``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
+  ``transpose``; ``rev`` (``jnp.flip``) -> ``flip``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat``; ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
   operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
@@ -893,6 +893,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "sub": _simple("sub"),
     "tanh": _simple("tanh"),
     "tile": _tile,
+    "rev": lambda w, eqn, ins: w.emit(eqn, "flip", ins, axes=tuple(int(d) for d in eqn.params["dimensions"])),
     "sort": _sort,
     "top_k": _top_k,
     "transpose": _transpose,

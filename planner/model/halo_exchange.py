@@ -34,6 +34,8 @@ and tests/model/test_halo_exchange.py compare them with what XLA 0.10.2 compiles
 
 from __future__ import annotations
 
+import math
+
 from planner.caches import memoize
 from planner.ir.layout import devices_to_positions, shard_indices
 
@@ -163,4 +165,30 @@ def device_pairs(layout, axes, dim: int, pairs) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(out, key=lambda pair: pair[1]))
 
 
-__all__ = ["device_pairs", "halo_permutes"]
+def mirror_pairs(layout, dims) -> tuple[tuple[int, int], ...]:
+    """A flip's permute as ``(source, destination)`` device ids: the device holding block ``i`` of ``p`` along
+    each of ``dims`` sends it to the device holding block ``p - 1 - i`` there, the same on every other mesh
+    coordinate (one CollectivePermute, as XLA partitions a reverse); devices that are their own mirror send
+    nothing. Sorted by destination."""
+    import numpy as np  # lazily: `import planner` stays light
+
+    mesh = layout.mesh
+    positions = devices_to_positions(mesh)
+    target = positions.copy()
+    for d in dims:
+        digits = [ref.digit(mesh) for ref in layout.dims[d].axes]
+        index = np.zeros_like(positions)
+        for stride, size in digits:  # the block index along d: its axes' digits, major first
+            index = index * size + (positions // stride) % size
+        count = math.prod(size for _, size in digits)
+        mirrored = count - 1 - index
+        for stride, size in reversed(digits):  # the mirrored index's digits in place of the old ones
+            target += (mirrored % size - (positions // stride) % size) * stride
+            mirrored //= size
+    device = np.empty_like(positions)
+    device[positions] = np.arange(mesh.size)
+    return tuple(sorted(((int(device[t]), d) for d, t in enumerate(target) if device[t] != d),
+                        key=lambda pair: pair[1]))
+
+
+__all__ = ["device_pairs", "halo_permutes", "mirror_pairs"]

@@ -19,7 +19,8 @@ Two kinds of op communicate inside their own instruction:
   (:func:`permutation_exchanges`), as XLA's SPMD partitioner compiles a concatenate. A slice is XLA's
   halo exchange instead: CollectivePermutes bring each device the window of its result block
   (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers; a scan (``cumsum``, a rule's
-  ``whole_permutation``) gathers its operand along it and each device keeps its block of the result. The
+  ``whole_permutation``) gathers its operand along it and each device keeps its block of the result; a flip
+  (``mirrored``) sends each block to the device holding its mirror, one CollectivePermute. The
   backward is what XLA compiles for the transposes: a concat's slices of each operand's piece out of the
   cotangent, a slice's zero pad of it, each a halo exchange of that window (or one AllGather of the cotangent
   and local cuts); a scan's gathered cotangent, its transpose local.
@@ -42,7 +43,7 @@ from graphs.ops import get_op
 from planner.collectives import backprop_primitive, primitive, seed_name, step_kind
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
-from planner.model.halo_exchange import device_pairs, halo_permutes
+from planner.model.halo_exchange import device_pairs, halo_permutes, mirror_pairs
 from planner.rules.factors import RESULT, FactorKind
 from planner.rules.registry import rule_for
 
@@ -160,7 +161,8 @@ class Exchange:
     before: TensorSharding
     after: TensorSharding
     #: a halo exchange's permutes (``kind`` CollectivePermute: the input's window to the output, taken and
-    #: moved at once), each ``(start, limit, pairs)`` (:func:`~planner.model.halo_exchange.halo_permutes`)
+    #: moved at once), each ``(start, limit, pairs)`` (:func:`~planner.model.halo_exchange.halo_permutes`); a
+    #: flip's, its ``(source, destination)`` device ids (:func:`~planner.model.halo_exchange.mirror_pairs`)
     permutes: tuple = ()
     #: a window's first element in its input along ``dims[0]`` (a halo exchange, or a ``Slice`` of a gathered
     #: cotangent): the output's element ``j`` is the input's ``window + j``, zero outside the input
@@ -179,6 +181,12 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
     axes = permutation_axes(rule, strategy)
     if not axes or wrt == ():
         return ()
+    if rule.mirrored:  # a flip, and its backward (itself): each block to its mirror, reversed there
+        dims = tuple(d for d, factors in enumerate(rule.result) if any(
+            strategy.factor_axes[f] for f in factors if rule.factor_kinds[f] is FactorKind.PERMUTATION))
+        before, after = (strategy.result, strategy.operands[0]) if wrt is not None else \
+            (strategy.operands[0], strategy.result)
+        return (Exchange("CollectivePermute", 0, axes, dims, before, after, mirror_pairs(before, dims)),)
     mesh = strategy.result.mesh
     [f] = rule.factors_of_kind(FactorKind.PERMUTATION)
     ax = next(d for d, factors in enumerate(rule.result) if f in factors)
@@ -260,6 +268,13 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
         # the tensor that moves: the operand or the result (forward), the result's cotangent (backward)
         moved = out if e.which == RESULT or wrt is not None else graph.tensor(op.inputs[e.which])
         shape, itemsize = moved.shape, dtype_itemsize(moved.dtype)
+        if rule.mirrored:  # a flip's one permute of whole blocks
+            p = math.prod(a.size_in(mesh) for a in e.axes)
+            nbytes = math.prod(e.before.local_shape(shape)) * itemsize if e.permutes else 0
+            cost = RING.cost(e.kind, p, nbytes, link)
+            collectives.append(OpCollective(step_kind(e.kind).primitive, e.kind, e.axes, p, cost.bytes_per_device,
+                                            cost.time_s, e.permutes))
+            continue
         p = math.prod(a.size_in(mesh) for a in e.axes)
         kind = step_kind(e.kind)
         if e.kind == "CollectivePermute":  # each permute's buffer: its range of a block, times the other dims

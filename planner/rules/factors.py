@@ -105,6 +105,9 @@ class OpShardingRule:
     #: sharded, each device gathers it, computes, and keeps its block of the result, as XLA partitions a
     #: reduce-window over a sharded dimension (the backward gathers the cotangent likewise)
     whole_permutation: bool = False
+    #: the op reverses its permutation factors' dimensions (``flip``): sharded, each device's block goes to the
+    #: device holding the mirrored block, reversed (XLA's one CollectivePermute); its backward is the same
+    mirrored: bool = False
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -160,6 +163,9 @@ class OpShardingRule:
                 FactorKind.PERMUTATION)) != 1 or self.window_start is not None or self.operand_sizes):
             raise RuleError("whole_permutation belongs to a rule of one operand and one permutation factor of one "
                             "size, no window")
+        if self.mirrored and (len(self.operands) != 1 or not self.factors_of_kind(FactorKind.PERMUTATION)
+                              or self.window_start is not None or self.whole_permutation or self.operand_sizes):
+            raise RuleError("mirrored belongs to a rule of one operand and permutation factors of one size")
         for i, d, size in self.operand_sizes:
             if not (0 <= i < len(self.operands) and 0 <= d < len(self.operands[i])):
                 raise RuleError(f"operand_sizes names dimension {d} of operand {i}, which the rule lacks")
@@ -259,6 +265,7 @@ class OpShardingRule:
             factors = self.factors_of_kind(kind)
             if factors:
                 kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else \
-                    "whole" if kind is FactorKind.PERMUTATION and self.whole_permutation else ""
+                    "whole" if kind is FactorKind.PERMUTATION and self.whole_permutation else \
+                    "mirror" if kind is FactorKind.PERMUTATION and self.mirrored else ""
                 text += f" {label}={kind}{self._names_text(factors)}"
         return text

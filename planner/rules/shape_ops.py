@@ -115,6 +115,24 @@ def pad(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs:
     return b.build(by_appearance=True)
 
 
+def flip(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Each reversed dimension (of size > 1) is a mirrored permutation factor: sharded, each device's block goes to
+    the device holding the mirrored block in every reversed dimension, reversed, as XLA partitions a reverse (one
+    CollectivePermute); the others pass through.
+
+    >>> str(flip([(4, 8)], (4, 8), {"axes": (1,)}))
+    '([i,j])->([i,j]) {i=4,j=8} permutation=mirror{j}'
+    """
+    shape = in_shapes[0]
+    reversed_ = [d for d in attrs["axes"] if shape[d] > 1]
+    b = RuleBuilder()
+    factors = [b.factor(n, FactorKind.PERMUTATION if d in reversed_ else FactorKind.PASS_THROUGH)
+               for d, n in enumerate(shape)]
+    b.operand([(f,) for f in factors])
+    b.result([(f,) for f in factors])
+    return b.build(mirrored=bool(reversed_))
+
+
 def iota(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
     """No operands: one factor per result dimension, each device counting its own block."""
     b = RuleBuilder()

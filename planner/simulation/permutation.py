@@ -1,5 +1,5 @@
-"""An op along a sharded permuted dimension (a concatenate, a slice, a scan), run as the exchanges the plan prices
-(:func:`planner.model.op_collectives.permutation_exchanges`).
+"""An op along a sharded permuted dimension (a concatenate, a slice, a scan, a flip), run as the exchanges the plan
+prices (:func:`planner.model.op_collectives.permutation_exchanges`).
 
 Forward, a concat: each operand moves off the permuted dimension (an AllToAll onto another dimension, or
 an AllGather along it), each device runs the op's ordinary local instance on its blocks, and the result
@@ -133,6 +133,18 @@ class _Halo:
         return DistributedArray(layout, tuple(out_shape), blocks)
 
 
+def _mirror(move, arr: DistributedArray, axes, costs, net) -> DistributedArray:
+    """A flip's exchange (``move``: one CollectivePermute of whole blocks to their mirrors, bytes counted), each
+    received block reversed along the flip's ``axes``; a device that is its own mirror reverses its own block."""
+    if next(costs, None) is None:
+        raise SimulationMismatch("the plan lists no permute for this flip of a permuted dimension")
+    out = [np.flip(np.asarray(b), axes) for b in arr.blocks]
+    net.begin_step()
+    for src, dst in move.permutes:
+        out[dst] = np.flip(net.send(src, dst, np.asarray(arr.blocks[src])), axes)
+    return DistributedArray(move.after, arr.shape, out)
+
+
 def forward(ins, operands, net) -> DistributedArray:
     """The result of ``ins`` (a Compute whose permutation factor is sharded), laid out as its strategy's
     result."""
@@ -140,7 +152,9 @@ def forward(ins, operands, net) -> DistributedArray:
     costs = iter(ins.collectives)
     saved, net.itemsize = net.itemsize, dtype_itemsize(ins.dtype)
     try:
-        if moves[0].kind == "CollectivePermute":  # a slice's halo exchange: the operand straight to the result
+        if ins.rule.mirrored:
+            out = _mirror(moves[0], operands[0], tuple(ins.op.attr("axes")), costs, net)
+        elif moves[0].kind == "CollectivePermute":  # a slice's halo exchange: the operand straight to the result
             halo = _Halo(moves[0], ins.in_shapes[0], ins.out_shape)
             out = halo.run(operands[0], moves[0].after, ins.out_shape, costs, net)
         else:
@@ -173,6 +187,9 @@ def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
     try:
         for move in back:
             k = move.which
+            if ins.rule.mirrored:  # a flip's backward: the cotangent flipped back the same way
+                grads[k] = _mirror(move, cotangent, tuple(ins.op.attr("axes")), costs, net)
+                continue
             if move.kind == "CollectivePermute":
                 halo = _Halo(move, ins.out_shape, ins.in_shapes[k])
                 grads[k] = halo.run(cotangent, move.after, ins.in_shapes[k], costs, net)

@@ -1255,6 +1255,28 @@ def take_cols_idx_sharded(x, idx):
     return jnp.take(x, idx, axis=1) * 4.0
 
 
+# jnp.flip (lax.rev): along sharded dimensions each block goes to the device holding its mirror, one
+# CollectivePermute, as XLA
+def flip_sharded(x):
+    return jnp.flip(x, axis=1) * 2.0
+
+
+def flip_free(x):
+    return jnp.flip(jnp.tanh(x), axis=1)
+
+
+def flip_two(x):
+    return jnp.flip(x, axis=(0, 1)) * 2.0
+
+
+def flip_rows_3d(x):
+    return jnp.flip(x, axis=0) * 2.0
+
+
+def reverse_scan(x, w):
+    return jnp.flip(jnp.cumsum(jnp.flip(x @ w, axis=0), axis=0), axis=0)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1556,6 +1578,11 @@ def suite() -> dict:
         "index_cols": (index_cols, "2d", [((16, 32), P("dp", "tp")), (((8,), "i32"), P())]),
         "take_cols_3d": (take_cols_3d, "2d", [((4, 16, 32), P("dp", None, "tp")), (((8,), "i32"), P())]),
         "take_cols_idx_sharded": (take_cols_idx_sharded, "2d", [((16, 32), P("dp")), (((8,), "i32"), P("tp"))]),
+        "flip_sharded": (flip_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "flip_free": (flip_free, "2d", [((16, 32), P("dp"))]),
+        "flip_two": (flip_two, "2d", [((16, 32), P("dp", "tp"))]),
+        "flip_rows_3d": (flip_rows_3d, "3d", [((8, 8, 16), P(("a", "b"), "c"))]),
+        "reverse_scan": (reverse_scan, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "pad_rows_sharded": (pad_rows_sharded, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }

@@ -111,7 +111,10 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "pad_seq_sharded", "shift_right_pad", "pad_rows_sharded",
          # jnp.take along another axis (x[:, idx]): whole slices of a table; along a sharded axis XLA's masked gather
          # and AllReduce
-         "take_cols_free", "take_cols_sharded", "index_cols", "take_cols_3d", "take_cols_idx_sharded")
+         "take_cols_free", "take_cols_sharded", "index_cols", "take_cols_3d", "take_cols_idx_sharded",
+         # jnp.flip (lax.rev): along sharded dimensions each block goes to the device holding its mirror, one
+         # CollectivePermute, as XLA
+         "flip_sharded", "flip_free", "flip_two", "flip_rows_3d", "reverse_scan")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -152,7 +155,7 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but 104 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
+    # (all but 108 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
     # compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
@@ -175,7 +178,8 @@ def test_each_function_is_compared_at_its_matmuls_and_results(suite):
                         "tal_vocab", "tal_rows", "tal_idx_sharded", "tal_axis0", "ce_take", "tal_3d", "pow_var",
                         "pow_arrays", "pow_3d", "sort_free", "sort_sharded", "argsort_sharded", "sort_3d",
                         "sorted_dispatch", "argsort_1d", "sort_2d_tp", "pad_seq_sharded", "shift_right_pad",
-                        "take_cols_free", "take_cols_sharded", "index_cols", "take_cols_3d", "take_cols_idx_sharded"):
+                        "take_cols_free", "take_cols_sharded", "index_cols", "take_cols_3d", "take_cols_idx_sharded",
+                        "flip_sharded", "flip_free", "flip_two", "flip_rows_3d"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 

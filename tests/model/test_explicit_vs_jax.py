@@ -457,6 +457,9 @@ PROGRAMS = {
     "pad_shift": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("pad", ["a"], "c", {"low": [0, 1], "high": [0, -1]})]),
     "pad_three_dims": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))},
                            [("pad", ["a"], "c", {"low": [2, 0, 4], "high": [2, 0, 4]})]),
+    # flip (lax.rev): the operand's sharding kept
+    "flip_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("flip", ["a"], "c", {"axes": [1]})]),
+    "flip_two_axes_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))}, [("flip", ["a"], "c", {"axes": [0, 2]})]),
     # sort (JAX's _sort_sharding_rule): every operand sharded alike and unsharded over the sorted dimension
     "sort_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("sort", ["a"], "c", {"axis": 1})]),
     "sort_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("sort", ["a"], "c", {"axis": 1})]),
