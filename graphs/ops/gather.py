@@ -111,12 +111,11 @@ def _gather_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     idx = np.asarray(arrays[1])
     axis = attrs.get("axis", 0)
     shifted, hit = _hits(idx, table_block, axis)
-    # the cotangent's index dimensions flattened, the misses dropped (their slices add nothing here)
-    moved = np.moveaxis(cotangent, tuple(range(axis, axis + idx.ndim)), tuple(range(idx.ndim)))
-    kept = moved.reshape((-1,) + moved.shape[idx.ndim:])[hit.reshape(-1)]
-    grad = np.moveaxis(np.zeros(table_block.local_shape, dtype=cotangent.dtype), axis, 0)
-    np.add.at(grad, shifted[hit].reshape(-1), kept)
-    return [np.moveaxis(grad, 0, axis)]
+    # the misses' slices add nothing here: their cotangent zeroed, their position any one held
+    held = np.where(hit.reshape((1,) * axis + hit.shape + (1,) * (cotangent.ndim - axis - idx.ndim)), cotangent,
+                    np.zeros((), cotangent.dtype))
+    return [_scatter_add(table_block.local_shape, axis, np.where(hit, shifted, 0).reshape(-1), held, idx.ndim,
+                         cotangent.dtype)]
 
 
 def _gather_jax(jnp, lax, a, attrs):
@@ -170,11 +169,6 @@ def _tal_canonical(shapes, attrs):
     return {**attrs, "axis": _along_axis(shapes, attrs)}
 
 
-def _tal_bytes(in_shapes, out_shape, itemsizes, attrs):
-    picked = math.prod(out_shape)
-    return math.prod(in_shapes[1]) * itemsizes[1] + picked * itemsizes[0] + picked * itemsizes[2]
-
-
 def _tal_reference(arrays, attrs):
     x, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
     axis = attrs["axis"]
@@ -204,11 +198,8 @@ def _tal_vjp(arrays, attrs, result, cotangent, wrt):
 def _tal_local_reference(arrays, attrs, ctx, rule):
     """With ``axis`` sharded, a device picks only the indices that fall in its positions, zeros for the others."""
     x, idx = np.asarray(arrays[0]), np.asarray(arrays[1])
-    axis = attrs["axis"]
-    lo, hi = ctx.operands[0].ranges[axis]
-    shifted = idx.astype(np.int64) - lo
-    hit = (shifted >= 0) & (shifted < hi - lo)
-    picked = np.take_along_axis(x, np.where(hit, shifted, 0), axis=axis)
+    shifted, hit = _hits(idx, ctx.operands[0], attrs["axis"])
+    picked = np.take_along_axis(x, np.where(hit, shifted, 0), axis=attrs["axis"])
     return np.where(hit, picked, np.zeros((), picked.dtype))
 
 
@@ -217,9 +208,7 @@ def _tal_local_vjp(arrays, attrs, cotangent, ctx, wrt):
     if wrt != (0,):
         raise RuleError("take_along_axis: only the operand (operand 0) has a cotangent; the indices are integers")
     block, axis = ctx.operands[0], attrs["axis"]
-    lo, hi = block.ranges[axis]
-    shifted = np.asarray(arrays[1]).astype(np.int64) - lo
-    hit = (shifted >= 0) & (shifted < hi - lo)
+    shifted, hit = _hits(np.asarray(arrays[1]), block, axis)
     cot = np.where(hit, cotangent, np.zeros((), cotangent.dtype))
     return [_scatter_along(block.local_shape, np.where(hit, shifted, 0), cot, axis, cotangent.dtype)]
 
@@ -242,4 +231,4 @@ TAKE_ALONG_AXIS = OpDef("take_along_axis", "indexing", 2, 2, (("axis", REQUIRED)
                         lambda in_shapes, out_shape, attrs: 0, _tal_reference, _tal_canonical, vjp=_tal_vjp,
                         rule="gather.take_along_axis", indexes=((1, 0, "axis"),), fan_in_dims=((0, ()),),
                         jax_form=_tal_jax, local_reference=_tal_local_reference, local_vjp=_tal_local_vjp,
-                        local_vjp_reads=(1,), jax_local_form=_tal_jax_local, bytes_accessed=_tal_bytes)
+                        local_vjp_reads=(1,), jax_local_form=_tal_jax_local, bytes_accessed=_gather_bytes)

@@ -268,14 +268,13 @@ def permutation_collectives(graph, op, strategy, cluster, wrt: tuple[int, ...] |
         # the tensor that moves: the operand or the result (forward), the result's cotangent (backward)
         moved = out if e.which == RESULT or wrt is not None else graph.tensor(op.inputs[e.which])
         shape, itemsize = moved.shape, dtype_itemsize(moved.dtype)
+        p = math.prod(a.size_in(mesh) for a in e.axes)
         if rule.mirrored:  # a flip's one permute of whole blocks
-            p = math.prod(a.size_in(mesh) for a in e.axes)
             nbytes = math.prod(e.before.local_shape(shape)) * itemsize if e.permutes else 0
             cost = RING.cost(e.kind, p, nbytes, link)
             collectives.append(OpCollective(step_kind(e.kind).primitive, e.kind, e.axes, p, cost.bytes_per_device,
                                             cost.time_s, e.permutes))
             continue
-        p = math.prod(a.size_in(mesh) for a in e.axes)
         kind = step_kind(e.kind)
         if e.kind == "CollectivePermute":  # each permute's buffer: its range of a block, times the other dims
             [ax] = e.dims
