@@ -65,13 +65,44 @@ def output_cotangents(graph: ComputationGraph, seed: int = 0, float_dtype=np.flo
 
 def requires_grad(graph: ComputationGraph) -> dict[str, bool]:
     """Tensor name -> whether it needs a gradient: float parameters and every float tensor
-    computed from one (integer and bool tensors never do, e.g. the result of a cast to i32)."""
+    computed from one (integer and bool tensors never do, e.g. the result of a cast to i32), except
+    where gradients are stopped: the result of an op that blocks them (``stop_gradient``,
+    ``OpDef.blocks_gradient``) is a constant, and so is a tensor whose every way to the outputs
+    passes through such an op (``jax.nn.logsumexp``'s maximum: JAX never differentiates it).
+
+    >>> from graphs.graph_builder import GraphBuilder
+    >>> b = GraphBuilder("shifted")
+    >>> x, w = b.tensor("x", (4, 8)), b.param("w", (8, 8))
+    >>> h = b.op("matmul", [x, w], "h")
+    >>> top = b.op("max", [h], "top", axes=[1], keepdims=True)
+    >>> z = b.op("sub", [h, b.op("stop_gradient", [top], "shift")], "z")
+    >>> loss = b.op("sum", [z], "loss")
+    >>> flags = requires_grad(b.build())
+    >>> flags["w"], flags["h"], flags["top"], flags["shift"], flags["z"]
+    (True, True, False, False, True)
+    """
     flags: dict[str, bool] = {}
     for t in graph.tensors.values():
         if t.kind != "activation":
             flags[t.name] = t.kind == "param" and is_float(t.dtype)
+    blocked = False
     for op in graph.ops:
-        flags[op.output] = is_float(graph.tensors[op.output].dtype) and any(flags[t] for t in op.inputs)
+        stops = get_op(op.op).blocks_gradient
+        blocked |= stops
+        flags[op.output] = not stops and is_float(graph.tensors[op.output].dtype) and any(flags[t] for t in op.inputs)
+    if blocked:
+        # walking back from the outputs: which tensors reach them at all, and which through differentiated ops;
+        # one that reaches them only through a stopped gradient needs none (one that does not reach them keeps
+        # its flag: what is not on the way to an output is left as it was)
+        reach, live = set(graph.outputs), {o for o in graph.outputs if flags[o]}
+        for op in reversed(graph.ops):
+            if op.output in reach:
+                reach.update(op.inputs)
+            if op.output in live:
+                live.update(t for t in op.inputs if flags[t])
+        for op in graph.ops:
+            if op.output in reach and op.output not in live:
+                flags[op.output] = False
     return {name: flags[name] for name in graph.tensors}
 
 

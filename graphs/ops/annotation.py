@@ -1,11 +1,11 @@
-"""Annotation ops: identities that carry sharding intent (Shardy's ShardingConstraintOp and PropagationBarrierOp).
+"""Annotation ops: identities that carry intent, about shardings (Shardy's ShardingConstraintOp and
+PropagationBarrierOp) or about gradients (JAX's ``stop_gradient``).
 
-Both take one operand of any shape and dtype and return it unchanged: no
+Each takes one operand of any shape and dtype and returns it unchanged: no
 computation (**0 FLOPs**, and 0 bytes accessed: no kernel), the reference returns its operand (not a copy, like
-``cast`` on float64 and ``reshape``), the VJP passes the cotangent through (fresh,
-or in the cotangent's own buffer through ``vjp_in_place``). Their sharding rule is
+``cast`` on float64 and ``reshape``). Their sharding rule is
 the elementwise pass-through of :mod:`planner.rules.pointwise`. They are a module of
-their own because what they mean is about shardings, not values:
+their own because what they mean is not about values:
 
 - ``sharding_constraint`` pins the sharding of *one use* of a tensor: its result is
   a new tensor whose ``out_sharding`` (required, :attr:`OpDef.requires_out_sharding`;
@@ -20,6 +20,14 @@ their own because what they mean is about shardings, not values:
   Read the direction with :func:`barrier_direction` and ask about one direction
   with :func:`barrier_allows`; both take an :class:`~graphs.specs.OpSpec` of a
   built graph (its attributes hold the default when the model gave none).
+
+  The VJP of both passes the cotangent through (fresh, or in the cotangent's own buffer through
+  ``vjp_in_place``).
+- ``stop_gradient`` (``jax.lax.stop_gradient``) makes its result a constant to the backward
+  (:attr:`~graphs.ops.opdef.OpDef.blocks_gradient`): no cotangent flows to its operand, so
+  nothing is differentiated through it (its VJP, as JAX defines it, is zeros: a training step never
+  runs it, :func:`graphs.gradients.requires_grad` leaves its result out). JAX lowers it to nothing (no HLO op),
+  so Shardy sees its operand used directly: it passes shardings through.
 
 >>> SHARDING_CONSTRAINT.infer([(4, 8)], ["bf16"], {}), SHARDING_CONSTRAINT.flops([(4, 8)], (4, 8), {})
 (((4, 8), 'bf16'), 0)
@@ -98,6 +106,22 @@ PROPAGATION_BARRIER = OpDef("propagation_barrier", "annotation", 1, 1, (("allowe
                             _barrier_infer, _zero_flops, _identity_reference, vjp=_barrier_vjp,
                             vjp_reads_inputs=False, vjp_in_place=_barrier_vjp_in_place,
                             bytes_accessed=no_bytes_accessed, **_TRAITS)
+
+
+def _stop_gradient_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("stop_gradient", arrays, wrt)
+    cot = np.asarray(cotangent)
+    return tuple(np.zeros(cot.shape, cot.dtype) for _ in wrt)
+
+
+def _stop_gradient_jax(jnp, lax, a, attrs):
+    return lax.stop_gradient(a[0])
+
+
+STOP_GRADIENT = OpDef("stop_gradient", "annotation", 1, 1, (), _identity_infer, _zero_flops, _identity_reference,
+                      vjp=_stop_gradient_vjp, vjp_reads_inputs=False, blocks_gradient=True,
+                      bytes_accessed=no_bytes_accessed, rule="pointwise.elementwise", elementwise=True,
+                      passes_shardings=True, jax_form=_stop_gradient_jax)
 
 
 def is_sharding_constraint(op: Any) -> bool:

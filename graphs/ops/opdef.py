@@ -38,7 +38,7 @@ ints; ``()`` is a scalar) and the op's attributes as a mapping:
   (gather's indices, cross_entropy's labels) are not differentiable: asking for
   one raises :class:`~planner.errors.ModelError` (see :func:`check_wrt`), and so
   does a cast to an integer or bool dtype. ``vjp`` is None for an op that cannot
-  be trained (none of the catalogue today).
+  be trained (none of the catalogue today); ``stop_gradient``'s is zeros (``blocks_gradient``).
 - ``requires_out_sharding``: the op means nothing without an ``out_sharding``
   (``sharding_constraint``); a graph refuses such an op without one.
 
@@ -264,6 +264,10 @@ class OpDef:
     #: cases and the predicate; its sort: keys and payload); where jnp.where broadcasts one, they take the
     #: consensus (JAX 0.10.2, probed)
     sharded_alike: tuple[int, ...] = ()
+    #: its result carries no gradient back to its operand (JAX's ``stop_gradient``): the result is a constant to
+    #: the backward, so :func:`graphs.gradients.requires_grad` leaves it out, and with it whatever reaches the
+    #: outputs only through such ops (``jax.nn.logsumexp``'s shift: its maximum is not differentiated)
+    blocks_gradient: bool = False
 
     def indexed(self, attrs: Mapping[str, Any]) -> tuple[tuple[int, int, int], ...]:
         """:attr:`indexes` with each dimension an attribute names read from ``attrs`` (canonical).

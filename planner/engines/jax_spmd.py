@@ -328,10 +328,12 @@ class Local:
 
 def all_reduce_extremum(jax, x, attrs):
     """The AllReduce of a value pending a maximum or minimum (a local ``max`` over sharded axes): ``pmax`` or
-    ``pmin`` over ``attrs["axes"]``."""
+    ``pmin`` over ``attrs["axes"]``. A plan keeps a maximum pending only where no gradient flows through it (a
+    training step keeps the axes of a differentiated one whole), so the value is a constant to the backward:
+    stopping its gradient says so to ``jax.grad``, which has no rule for ``pmax``."""
     axes = tuple(attrs["axes"])
     reduce = jax.lax.pmax if attrs["largest"] else jax.lax.pmin
-    return reduce(x, axes[0] if len(axes) == 1 else axes)
+    return reduce(jax.lax.stop_gradient(x), axes[0] if len(axes) == 1 else axes)
 
 
 def zero_padding(jax, x, ctx):

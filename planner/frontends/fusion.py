@@ -22,9 +22,9 @@ stays (and is computed as before). Then every elementwise binary op reads a broa
 leading-ones reshape operand as the smaller array (the catalogue broadcasts the numpy way), and
 what is left is lowered: ``integer_pow`` and ``square`` to ``mul`` (``div`` for negative
 powers), a ``broadcast`` nobody absorbed to ``add`` of zeros of its shape; a ``slice`` of a ``pad`` that only
-reads what the pad padded is folded into one ``pad`` (a shift). A ``sqrt`` or ``rsqrt``
-outside these patterns is the catalogue's own; a ``stop_gradient`` outside them has no catalogue
-op: a ModelError naming it and its line.
+reads what the pad padded is folded into one ``pad`` (a shift). A ``sqrt``, ``rsqrt`` or ``stop_gradient``
+outside these patterns is the catalogue's own (``jax.nn.logsumexp``'s stopped shift stays one: its maximum is
+not differentiated, as in JAX).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def fuse(p: Trace) -> None:
     ``shard_alike``) that a rewrite folds away is an error: the sharding would be lost."""
     p.prune()
     kept = {v: p.producer(v) for v in [*p.shardings, *(v for g in p.shard_as for v in g)] if p.producer(v)}
-    for rewrite in (_logsumexp_shifts, _means, _softmaxes, _log_softmaxes, _layernorms, _gelus, _absorb_broadcasts,
+    for rewrite in (_means, _softmaxes, _log_softmaxes, _layernorms, _gelus, _absorb_broadcasts,
                     _lower, _absorb_broadcasts, _sliced_pads):
         rewrite(p)
         p.prune()
@@ -103,46 +103,6 @@ def _same(p: Trace, a: str, b: str, depth: int = 4) -> bool:
 def _pairs(n: TracedOp):
     """``(a, b)`` and ``(b, a)`` for a commutative node's two operands."""
     return [(n.inputs[0], n.inputs[1]), (n.inputs[1], n.inputs[0])]
-
-
-# -- logsumexp's shift -------------------------------------------------------------------
-
-def _through_broadcast(p: Trace, name: str) -> list[tuple[TracedOp, str]]:
-    """``name``'s readers, each with the value it reads: through one ``reshape`` or ``broadcast`` of it."""
-    out = []
-    for r in p.readers(name):
-        if r.op in ("reshape", "broadcast"):
-            out += [(rr, r.out) for rr in p.readers(r.out)]
-        else:
-            out.append((r, name))
-    return out
-
-
-def _logsumexp_shifts(p: Trace) -> None:
-    """``jax.nn.logsumexp``: ``log(|sum(exp(x - h))|) + h`` with ``h = stop_gradient(max(x) guarded)``. Its value
-    does not depend on ``h`` (any shift gives log(sum(exp(x)))), so its derivative in ``h`` is 0 and the
-    ``stop_gradient`` changes nothing: it is dropped (``h`` read directly), as softmax's own shift is."""
-    for n in p.walk():
-        if n.op != "stop_gradient":
-            continue
-        uses = _through_broadcast(p, n.out)
-        subs = [(r, v) for r, v in uses if r.op == "sub" and r.inputs[1] == v]
-        adds = [(r, v) for r, v in uses if r.op == "add" and v in r.inputs]
-        if len(uses) != 2 or len(subs) != 1 or len(adds) != 1:
-            continue
-        shifted, total = subs[0][0], adds[0][0]
-        log = _is(p, next(x for x in total.inputs if x != adds[0][1]), "log")
-        inner = _is(p, log.inputs[0], "abs") if log is not None else None
-        inner = inner.inputs[0] if inner is not None else (log.inputs[0] if log is not None else None)
-        reshape = _is(p, inner, "reshape") if inner is not None else None
-        summed = _is(p, reshape.inputs[0] if reshape else inner, "sum") if inner is not None else None
-        exp = _is(p, summed.inputs[0], "exp") if summed is not None else None
-        if exp is None or exp.inputs[0] != shifted.out:
-            continue
-        for r, v in _through_broadcast(p, n.out):
-            reader = p.producer(v) if v != n.out else r
-            p.replace(reader, reader.op, [n.inputs[0] if x == n.out else x for x in reader.inputs],
-                      **dict(reader.attrs))
 
 
 # -- mean ---------------------------------------------------------------------------------
@@ -429,17 +389,8 @@ def _absorb_broadcasts(p: Trace) -> None:
                     changed = True
 
 
-_UNFOLDED = {
-    "stop_gradient": "stop_gradient is supported inside jax.nn.softmax only (the catalogue has no op that blocks "
-                     "gradients)",
-}
-
-
 def _lower(p: Trace) -> None:
     for n in p.walk():
-        if n.op in _UNFOLDED:
-            raise ModelError(f"JAX primitive {n.primitive!r} has no op in shardplan's catalogue: {_UNFOLDED[n.op]}",
-                             where=n.where)
         v = p.values[n.out]
         if n.op == "index_wrap":
             _unwrap_indices(p, n)

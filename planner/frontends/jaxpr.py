@@ -34,7 +34,7 @@ Mappings (operands are values, literals become ``const`` tensors):
 - ``gather`` of whole slices of a table along one axis by a trailing index vector (``jnp.take(t, i, axis)``,
   ``t[:, i]``) -> ``gather``; of one element per index along an axis, the other dimensions batched (``jnp.take_along_axis``) ->
   ``take_along_axis`` (indices in range; JAX's clip and fill modes agree with both there);
-- ``integer_pow``, ``square``, ``stop_gradient`` become internal nodes for
+- ``integer_pow`` and ``square`` become internal nodes for
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
   reads it: its indices are in range);

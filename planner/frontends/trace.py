@@ -37,7 +37,7 @@ from graphs import ComputationGraph, GraphBuilder
 from planner.errors import InternalError, ModelError
 
 #: Ops a node may have that the catalogue lacks: folded or lowered by fusion, else an error.
-INTERNAL_OPS = ("broadcast", "index_wrap", "integer_pow", "refused", "square", "stop_gradient")
+INTERNAL_OPS = ("broadcast", "index_wrap", "integer_pow", "refused", "square")
 
 #: The nodes that link a region's body to the values outside it (the builder makes them from the region).
 BOUNDARY = ("manual_enter", "manual_exit")

@@ -170,7 +170,7 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, nee
                 f"{{{', '.join(map(str, permutation_axes(rule, fixed)))}}}, and a training step needs its operand "
                 "gradients, whose backward (a scatter by the keys' order) is planned with that dimension whole; "
                 "replicate it for training", where=where(graph, op.line))
-        if options.training and fixed.result.unreduced and rule.reduction != PENDING_SUM:
+        if options.training and needs.get(op.output, False) and fixed.result.unreduced and rule.reduction != PENDING_SUM:
             raise PlanningError(
                 f"op {op.name!r} ({op.op}) reduces over dimensions sharded by "
                 f"{{{', '.join(map(str, fixed.result.unreduced))}}}, leaving a pending {rule.reduction}imum, which "
@@ -187,8 +187,9 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, nee
     candidates = region_candidates(graph, op, rule, candidates)
     if whole_for_backward:
         candidates = [s for s in candidates if not permutation_axes(rule, s)]
-    if options.training and rule.reduction != PENDING_SUM:
-        # a pending maximum has no transpose (JAX's pmax none): a training step reduces max's axes unsharded
+    if options.training and needs.get(op.output, False) and rule.reduction != PENDING_SUM:
+        # a pending maximum has no transpose (JAX's pmax none): a training step that differentiates a max reduces
+        # its axes unsharded (one whose result needs no gradient, a stopped shift, is free)
         candidates = [s for s in candidates if not s.result.unreduced]
     user = []
     if op.name in user_strategies:

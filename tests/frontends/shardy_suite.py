@@ -757,7 +757,7 @@ def cmp_cast(x):
     return jnp.sum((x > 0).astype(jnp.float32), axis=1)
 
 
-# jax.nn.logsumexp (its guarded max, is_finite and select read op by op; the shift's stop_gradient dropped)
+# jax.nn.logsumexp (its guarded max, is_finite and select read op by op; the shift's stop_gradient kept)
 def lse_rows(x, w):
     return jax.nn.logsumexp(x @ w, axis=-1)
 
@@ -1277,6 +1277,33 @@ def reverse_scan(x, w):
     return jnp.flip(jnp.cumsum(jnp.flip(x @ w, axis=0), axis=0), axis=0)
 
 
+# jax.lax.stop_gradient: optax's cross-entropy shifted by its stopped max (vocabulary parallel), a stopped target,
+# stopped statistics on 1-D and 3-D meshes
+def optax_ce_vp(x, w, labels):
+    logits = x @ w
+    logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    return jnp.mean(jnp.log(jnp.sum(jnp.exp(logits), axis=-1)) - picked)
+
+
+def optax_ce_logits(logits, labels):
+    logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    return jnp.log(jnp.sum(jnp.exp(logits), axis=-1)) - picked
+
+
+def stopped_target(x, w, w2):
+    return jnp.sum((jnp.tanh(x @ w) - jax.lax.stop_gradient(jnp.tanh(x @ w2))) ** 2)
+
+
+def stopped_center_3d(x):
+    return x - jax.lax.stop_gradient(jnp.mean(x, axis=-1, keepdims=True))
+
+
+def stopped_max_1d(x):
+    return jnp.exp(x - jax.lax.stop_gradient(jnp.max(x, axis=0)))
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1474,6 +1501,11 @@ def suite() -> dict:
         "lse_loss": (lse_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((16, 64), P("dp"))]),
         "lse_keep": (lse_keep, "2d", [((16, 32), P("dp", "tp"))]),
         "lse_1d": (lse_1d, "1d", [((16, 32), P("d"))]),
+        "optax_ce_vp": (optax_ce_vp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), (((16,), "i32"), P("dp"))]),
+        "optax_ce_logits": (optax_ce_logits, "2d", [((16, 32), P("dp", "tp")), (((16,), "i32"), P("dp"))]),
+        "stopped_target": (stopped_target, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P("tp"))]),
+        "stopped_center_3d": (stopped_center_3d, "3d", [((8, 8, 16), P("a", "b", "c"))]),
+        "stopped_max_1d": (stopped_max_1d, "1d", [((16, 32), P("d"))]),
         "emb_lookup_3d": (emb_lookup_3d, "3d", [((64, 32), P(None, ("b", "c"))), (((4, 8), "i32"), P("a"))]),
         "emb_then_ln": (emb_then_ln, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp")), ((32,), P())]),
         "tied_head": (tied_head, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp"))]),

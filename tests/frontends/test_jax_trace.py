@@ -12,7 +12,7 @@ jnp = jax.numpy
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from graphs.evaluate import run_reference  # noqa: E402
-from graphs.gradients import reference_gradients  # noqa: E402
+from graphs.gradients import reference_gradients, requires_grad  # noqa: E402
 from planner.errors import ModelError, PlanningError  # noqa: E402
 from planner.frontends.jax import trace, trace_function  # noqa: E402
 
@@ -112,10 +112,11 @@ CASES = {
     "log": (lambda x: jnp.log(jnp.exp(x) + 1.0), [(4, 8)], {"exp": 1, "add": 1, "log": 1}),
     "log_softmax": (lambda x: jax.nn.log_softmax(x, axis=-1), [(4, 8)], {"softmax": 1, "log": 1}),
     "log_softmax_axis0": (lambda x: jax.nn.log_softmax(x, axis=0), [(4, 8)], {"softmax": 1, "log": 1}),
-    # its jaxpr op by op: the guarded max (max, maximum with -inf, is_finite, select), then log|sum(exp(x - m))| + m
+    # its jaxpr op by op: the guarded max (max, maximum with -inf, is_finite, select) and its stop_gradient, then
+    # log|sum(exp(x - m))| + m
     "logsumexp": (lambda x: jax.nn.logsumexp(x, axis=-1), [(4, 8)],
-                  {"max": 1, "maximum": 1, "is_finite": 1, "select": 1, "reshape": 1, "sub": 1, "exp": 1, "sum": 1,
-                   "abs": 1, "log": 1, "add": 1}),
+                  {"max": 1, "maximum": 1, "is_finite": 1, "select": 1, "stop_gradient": 1, "reshape": 1, "sub": 1,
+                   "exp": 1, "sum": 1, "abs": 1, "log": 1, "add": 1}),
     "log_softmax_by_hand": (lambda x: x - jnp.log(jnp.sum(jnp.exp(x), axis=-1, keepdims=True)), [(4, 8)],
                             {"softmax": 1, "log": 1}),
     "layernorm_weight_bias": (_layer_norm, [(4, 8), (8,), (8,)], {"layernorm": 1}),
@@ -188,33 +189,59 @@ def test_log_softmax_read_as_log_of_softmax_has_jaxs_gradient():
                                                                  "sum": 1})
 
 
-def test_logsumexp_drops_its_shifts_stop_gradient_and_has_jaxs_gradient():
-    # log(sum(exp(x - m))) + m does not depend on m, so m's stop_gradient changes no gradient: the traced graph reads
-    # m directly (no stop_gradient left) and the gradient is JAX's up to rounding (the max's share cancels)
+def test_logsumexp_keeps_its_shifts_stop_gradient_and_has_jaxs_gradient():
+    # log(sum(exp(x - m))) + m with m = stop_gradient(max): the max is not differentiated, as in JAX, and the
+    # gradient is JAX's
     def loss(x, w):
         return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1)) + jnp.sum(jax.nn.logsumexp(x @ w, axis=0, keepdims=True))
 
     x, w = _args([(4, 6), (6, 8)], seed=11)
     traced = check_gradient_against_jax(loss, [x, w], "w")
+    ops = Counter(op.op for op in traced.graph.ops)
+    assert ops["stop_gradient"] == ops["max"] == 2
+    flags = requires_grad(traced.graph)
+    assert not any(flags[op.output] for op in traced.graph.ops if op.op == "max")
 
 
-@pytest.mark.parametrize("search", ["bfs", "ilp"])
-def test_a_logsumexp_loss_over_a_vocabulary_parallel_head_trains_exactly_on_the_simulator(search):
-    # the guarded max over the sharded vocabulary is a pending maximum all-reduced by max, the sum of exponentials
-    # a pending sum; gradients equal the single-device reference's and the bytes are as predicted
-    from planner.api import plan
-    from planner.simulation.run import simulate
+def _optax_cross_entropy(x, w, labels):
+    # optax.softmax_cross_entropy_with_integer_labels, as optax writes it: the logits shifted by their stopped
+    # maximum, the label's logit picked, the log of the sum of exponentials
+    logits = x @ w
+    logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    return jnp.mean(jnp.log(jnp.sum(jnp.exp(logits), axis=-1)) - picked)
 
-    def loss(x, w):
-        return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1))
 
-    x, w = _args([(8, 16), (16, 32)], seed=2)
-    traced = trace_function(loss, x, w, params=("w",), mesh={"dp": 2, "tp": 4},
-                            shardings=['[{"dp"}, {}]', '[{}, {"tp"}]'])
-    p = plan(traced.graph, search=search, training=True)
-    r = simulate(p, seed=3)
-    assert r.ok and set(r.gradients) == {"w"}
-    assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+def test_optax_cross_entropy_reads_its_stopped_shift_and_has_jaxs_gradient():
+    x, w = _args([(6, 5), (5, 8)], seed=19)
+    labels = np.array([7, 0, 3, 3, 5, 1], np.int32)
+    traced = check_gradient_against_jax(_optax_cross_entropy, [x, w, labels], "w")
+    assert Counter(op.op for op in traced.graph.ops)["stop_gradient"] == 1
+
+
+def _logsumexp_loss(x, w):
+    return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1))
+
+
+# (loss, its arguments, their shardings): x over dp, the head's vocabulary over tp, the labels over dp
+HEADS = {
+    "logsumexp": (_logsumexp_loss, [(8, 16), (16, 32)], ['[{"dp"}, {}]', '[{}, {"tp"}]']),
+    "optax": (_optax_cross_entropy, [(8, 16), (16, 32), np.array([5, 31, 0, 8, 8, 17, 30, 2], np.int32)],
+              ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{"dp"}]']),
+}
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+@pytest.mark.parametrize("search", ["bfs", "ilp", "propagate"])
+def test_a_stopped_maximum_over_a_vocabulary_parallel_head_trains_exactly_on_the_simulator(search, head):
+    # the max over the sharded vocabulary is only a shift whose gradient is stopped: propagate keeps it a pending
+    # maximum all-reduced by max (as XLA), which no backward differentiates; gradients equal the single-device
+    # reference's and the bytes are as predicted
+    loss, shapes, shardings = HEADS[head]
+    traced, p = _trained_plan(loss, shapes, ("w",), shardings, search, seed=2)
+    if search == "propagate":
+        [top] = [op.name for op in traced.graph.ops if op.op == "max"]
+        assert p.op(top).result_sharding.unreduced  # reduced over the sharded vocabulary, completed by max
 
 
 def _elu_softplus_loss(x, w):
@@ -267,13 +294,17 @@ def test_causal_attention_with_a_tril_mask_has_jaxs_gradient_and_trains_exactly_
     assert r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
 
 
-def test_a_stop_gradient_outside_softmax_and_logsumexp_is_refused_with_its_line():
-    def f(x):
-        return jnp.tanh(x) + jax.lax.stop_gradient(x) * x
+def test_a_stop_gradient_anywhere_is_the_catalogue_op_with_jaxs_gradient():
+    # a target held constant (a target network's output, a straight-through estimator's correction): no gradient
+    # reaches w2, and w's is JAX's
+    def loss(x, w, w2):
+        h = x @ w
+        return jnp.sum((jnp.tanh(h) - jax.lax.stop_gradient(jnp.tanh(x @ w2) + h)) ** 2)
 
-    with pytest.raises(ModelError, match="primitive 'stop_gradient'") as e:
-        trace(f, np.ones((4, 8), np.float32))
-    assert _line_of(f, "jax.lax.stop_gradient") in e.value.where
+    x, w, w2 = _args([(4, 6), (6, 8), (6, 8)], seed=31)
+    traced = check_gradient_against_jax(loss, [x, w, w2], "w")
+    assert Counter(op.op for op in traced.graph.ops)["stop_gradient"] == 1
+    check_gradient_against_jax(loss, [x, w, w2], "w2")  # zeros, as JAX's
 
 
 def test_cast_to_bf16_matches_jax_to_bf16_rounding():

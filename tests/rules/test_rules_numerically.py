@@ -48,6 +48,7 @@ CASES = [
     Case("cast_to_int", "cast", ((5, 3),), {"dtype": "i32"}),
     Case("sharding_constraint", "sharding_constraint", ((5, 3),), {}),
     Case("propagation_barrier_int", "propagation_barrier", ((3, 5),), {"allowed_direction": "both"}, ("i32",)),
+    Case("stop_gradient", "stop_gradient", ((4, 6),), {}),
     Case("add_broadcast_outer", "add", ((5, 1), (1, 6)), {}),
     Case("add_int_bias", "add", ((4, 6), (6,)), {}, ("i32", "i32")),
     Case("sub", "sub", ((3, 5), (3, 5)), {}),

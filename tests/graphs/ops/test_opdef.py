@@ -74,7 +74,7 @@ def test_elementwise_ops_pass_shardings_with_the_pointwise_rule():
         if op.elementwise:
             assert op.passes_shardings and op.rule == "pointwise.elementwise", name
     assert {n for n, op in OPS.items() if op.elementwise} == (
-        {n for n, op in OPS.items() if op.family == "pointwise"} | {"propagation_barrier", "sharding_constraint"})
+        {n for n, op in OPS.items() if op.family == "pointwise"} | {"propagation_barrier", "sharding_constraint", "stop_gradient"})
 
 
 def test_shardys_pass_through_ops_are_the_elementwise_ops_reshape_and_transpose():

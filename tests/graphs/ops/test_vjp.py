@@ -110,6 +110,18 @@ def test_annotation_vjps_pass_the_cotangent_through():
         np.testing.assert_array_equal(g, cot)
 
 
+def test_stop_gradient_sends_no_cotangent_back():
+    # its value is the identity's, but JAX defines its derivative as zero: the VJP is zeros of the cotangent's
+    # shape and dtype, whatever the cotangent
+    rng = np.random.default_rng(13)
+    op = get_op("stop_gradient")
+    assert op.blocks_gradient and op.reference([np.arange(3.0)], {}).tolist() == [0.0, 1.0, 2.0]
+    for shape in [(), (5,), (3, 4)]:
+        cot = normal(rng, shape).astype(np.float32)
+        (g,) = op.vjp([shape_stand_in(shape, np.float64)], {}, None, cot, (0,))
+        assert g.shape == shape and g.dtype == np.float32 and not np.any(g)
+
+
 def test_relu_and_maximum_subgradients_at_kinks():
     relu, maximum = get_op("relu"), get_op("maximum")
     x = np.array([-1.0, 0.0, 2.0])
