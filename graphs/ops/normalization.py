@@ -239,8 +239,9 @@ def _rmsnorm_jax(jnp, lax, a, attrs):
 LAYERNORM = OpDef("layernorm", "normalization", 1, 3, (("eps", DEFAULT_EPS),), _norm_infer("layernorm"),
                   _norm_flops(LAYERNORM_FLOPS_PER_ELEMENT), _layernorm_reference,
                   vjp=_norm_vjp("layernorm", centre=True), rule="normalization.layernorm", jax_form=_layernorm_jax,
-                  statistics=(((PENDING_SUM,), (PENDING_SUM,)), ((PENDING_SUM, PENDING_SUM),)))
+                  statistics=(((PENDING_SUM,), (PENDING_SUM,)), ((PENDING_SUM, PENDING_SUM),)),
+                  reduces_cotangents_by_dimension=True)
 RMSNORM = OpDef("rmsnorm", "normalization", 1, 2, (("eps", DEFAULT_EPS),), _norm_infer("rmsnorm"),
                 _norm_flops(RMSNORM_FLOPS_PER_ELEMENT), _rmsnorm_reference, vjp=_norm_vjp("rmsnorm", centre=False),
                 rule="normalization.layernorm", jax_form=_rmsnorm_jax,
-                statistics=(((PENDING_SUM,),), ((PENDING_SUM,),)))
+                statistics=(((PENDING_SUM,),), ((PENDING_SUM,),)), reduces_cotangents_by_dimension=True)

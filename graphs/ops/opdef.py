@@ -256,6 +256,12 @@ class OpDef:
     #: then over dp; a dimension on two axes is one AllReduce over both); a dot likewise, one contracting
     #: dimension at a time in reverse order of its dimension numbers (an einsum's letters in order)
     reduces_by_dimension: bool = False
+    #: its VJP sums an operand's cotangent over the dimensions the operand lacks by a dot (a matmul's weight
+    #: gradient over the batch and sequence) or a reduce_sum (a broadcast bias's, a norm weight's), as JAX's
+    #: transposes write them, which XLA's partitioner completes one sharded dimension at a time, the last of the
+    #: other operands' dimensions first (JAX 0.10.2: x [{"dp"}, {"tp"}, {}] @ w gives w's gradient an AllReduce
+    #: over tp, then one over dp)
+    reduces_cotangents_by_dimension: bool = False
     #: Shardy registers a sharding rule for the op; without one (a CHLO op such as ``chlo.erf``) Shardy's
     #: propagation passes no sharding between the op's operands and its result, so ``--search propagate`` does
     #: not either (each side keeps what its other readers and writers give it)

@@ -109,7 +109,8 @@ def fresh(g: np.ndarray, dtype, *avoid) -> np.ndarray:
 #: through, and whose best layout is its operand's (the ILP folds its strategy into its producer's).
 _UNARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True, follows_operand=True)
 #: Binary ops broadcast: their result need not follow either operand.
-_BINARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True)
+_BINARY_TRAITS = dict(rule="pointwise.elementwise", elementwise=True, passes_shardings=True,
+                      reduces_cotangents_by_dimension=True)
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], floats_only: bool, jax_form: Callable,
            vjp: Callable | None = None, reads_inputs: bool = True, reads_result: bool = False,

@@ -15,7 +15,7 @@ from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.model.nodes import Model, OpNode, SourceNode
 from planner.redistribution.steps import ReshardPlan
-from planner.redistribution.transpose import transpose_plan
+from planner.redistribution.transpose import cotangent_layout, transpose_plan
 from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
@@ -38,6 +38,9 @@ class Transfer:
     phase: str  # "forward", "backward" or "gradient"
     pending: tuple[AxisRef, ...] = ()
     groups: tuple[tuple[AxisRef, ...], ...] = ()  # how the xla policy completes the source's pending sum
+    # how the xla policy completes the pending cotangent of a gradient that stays in place
+    # (:meth:`~planner.model.nodes.OpNode.cotangent_groups`)
+    cotangent_groups: tuple[tuple[AxisRef, ...], ...] = ()
 
 
 def _grad_phase(m: Model, tensor: str) -> str:
@@ -54,14 +57,15 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
         u.strategies[c].result, completion_order(m, u, u.strategies[c]))
     layouts: dict[TensorSharding, None] = {}
     grads: dict[tuple, None] = {}
+    xla = m.options.reshard_policy == "xla"
     for v, ks in zip(link.readers, link.operands):
         node = m.nodes[v]
-        lays, gs = reader_entry(node, node.strategies[choice[v]], ks, link.backward)
+        lays, gs = reader_entry(node, node.strategies[choice[v]], ks, link.backward, xla)
         layouts.update(dict.fromkeys(lays))
         grads.update(dict.fromkeys(gs))
     out = [Transfer(t, src, lay, "forward", groups=groups) for lay in layouts]
     phase = _grad_phase(m, t)
-    out += [Transfer(t, src, lay, phase, pending, groups) for lay, pending in grads]
+    out += [Transfer(t, src, lay, phase, pending, groups, cotangent) for lay, pending, cotangent in grads]
     return out
 
 
@@ -105,7 +109,9 @@ def op_moves(graph, node: OpNode, s: Strategy, m: Model, own=None) -> list[Trans
     if m.options.training:
         for t, k in own if own is not None else own_params(graph, node, m.private_sources):
             if m.needs_grad.get(t, False):
-                out.append(Transfer(t, s.operands[k], s.operands[k], "gradient", node.pending(s, k)))
+                groups = node.cotangent_groups(s, k) if m.options.reshard_policy == "xla" else ()
+                out.append(Transfer(t, s.operands[k], s.operands[k], "gradient", node.pending(s, k),
+                                    cotangent_groups=groups))
     return out
 
 
@@ -124,27 +130,35 @@ def move_plan(m: Model, move: Transfer) -> ReshardPlan:
     """The engine's plan for ``move``: forward, or the transpose of the forward move (backward, gradient)."""
     spec = m.graph.tensor(move.tensor)
     return reshard_plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
-                 m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy, move.groups)
+                        m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy,
+                        move.groups, move.cotangent_groups)
 
 
 def reshard_plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
-          within=None, policy="cheapest", groups=()) -> ReshardPlan:
+                 within=None, policy="cheapest", groups=(), cotangent_groups=()) -> ReshardPlan:
     """The redistribution of one move under ``policy`` (:mod:`planner.redistribution.xla_policy`): forward,
-    or the transpose of the forward plan; ``groups``: the order the ``xla`` policy completes a pending sum in."""
+    or the transpose of the forward plan; ``groups``: the order the ``xla`` policy completes a pending sum in;
+    ``cotangent_groups``: the order it completes the cotangent's, where the forward move is none (a gradient
+    reduced in place: XLA's per-dimension AllReduces, as the ``xla`` policy completes a forward sum)."""
     forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy, groups)
     if not backward:
         return forward
+    if policy == "xla" and cotangent_groups and not forward.steps and insert_pbroadcast:
+        return reshard_with_policy(shape, dtype, cotangent_layout(destination, pending), cotangent_layout(source),
+                                   cluster, within, policy, cotangent_groups)
     return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)
 
 
-def reader_side(consumer: OpNode, ks, backward: bool) -> list:
+def reader_side(consumer: OpNode, ks, backward: bool, xla: bool = False) -> list:
     """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
-    the distinct ``(layout, pending)`` its cotangents come back in."""
-    return [reader_entry(consumer, s, ks, backward) for s in consumer.strategies]
+    the distinct ``(layout, pending, cotangent groups)`` its cotangents come back in (the groups: how the
+    ``xla`` policy, ``xla``, completes the pending sum, :meth:`~planner.model.nodes.OpNode.cotangent_groups`)."""
+    return [reader_entry(consumer, s, ks, backward, xla) for s in consumer.strategies]
 
 
-def reader_entry(consumer: OpNode, s: Strategy, ks, backward: bool) -> tuple:
+def reader_entry(consumer: OpNode, s: Strategy, ks, backward: bool, xla: bool = False) -> tuple:
     """One strategy's entry of :func:`reader_side`."""
     layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
-    grads = tuple(dict.fromkeys((s.operands[k], consumer.pending(s, k)) for k in ks)) if backward else ()
+    grads = tuple(dict.fromkeys((s.operands[k], consumer.pending(s, k),
+                                 consumer.cotangent_groups(s, k) if xla else ()) for k in ks)) if backward else ()
     return layouts, grads

@@ -85,6 +85,26 @@ class OpNode:
         return groups
 
 
+    def cotangent_groups(self, s: Strategy, k: int) -> tuple[tuple[AxisRef, ...], ...]:
+        """The order XLA completes operand ``k``'s pending cotangent in, for an op whose VJP sums it over the
+        dimensions the operand lacks by a dot or a reduce_sum (``OpDef.reduces_cotangents_by_dimension``): the
+        axes of each such factor, the last of the other operands' dimensions first (those of the dot's other
+        operand, as JAX's transpose orders its contracting dimensions; then the result's); () when one AllReduce
+        over every pending axis is how XLA completes it (one dimension, or manual axes)."""
+        pending = set(self.pending(s, k))
+        if len(pending) < 2 or not get_op(self.op.op).reduces_cotangents_by_dimension:
+            return ()
+        rule = self.rule
+        mine = {f for dim in rule.operands[k] for f in dim}
+        order: list[int] = []
+        for dims in [*(d for i, d in enumerate(rule.operands) if i != k), rule.result]:
+            order += [f for dim in dims for f in dim if f not in mine and f not in order]
+        groups = tuple(g for g in (tuple(a for a in s.factor_axes[f] if a in pending) for f in reversed(order)) if g)
+        if len(groups) < 2 or {a for g in groups for a in g} != pending:
+            return ()
+        return groups
+
+
 @dataclass(frozen=True, eq=False)
 class SourceNode:
     """A source tensor stored in one of ``layouts`` (read by several ops, or annotated)."""
@@ -187,8 +207,11 @@ class Model:
         return self.layout(tensor, choice)
 
     def keeps_pending(self, tensor: str) -> bool:
-        """A training loss (a scalar graph output) keeps its pending sum: its value is only reported."""
-        return self.options.training and self.graph.tensor(tensor).rank == 0
+        """A training loss (a scalar graph output) keeps its pending sum: its value is only reported. Not under
+        the ``xla`` policy (propagate, which plans what XLA compiles): a JAX training step returns its loss whole
+        (``jax.value_and_grad``), and XLA all-reduces it."""
+        return (self.options.training and self.graph.tensor(tensor).rank == 0
+                and self.options.reshard_policy != "xla")
 
     def final_layout(self, op: str, strategy: Strategy) -> TensorSharding:
         """The layout graph output ``op`` delivers under ``strategy`` (see :func:`final_layout`)."""

@@ -167,7 +167,8 @@ def _label(m: Model, link: Flow) -> str:
 def data_edge(m: Model, link: Flow) -> Edge:
     spec = m.graph.tensor(link.tensor)
     u_class, u_uniq = _classes(producer_side(m, m.nodes[link.producer]))
-    v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward))
+    v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward,
+                                           m.options.reshard_policy == "xla"))
     args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
             m.reshard_pieces, m.options.reshard_policy)
     forward = _table("forward", *args) if link.backward else None  # for reports: the search reads the sum
@@ -183,9 +184,9 @@ def fanout_edge(m: Model, link: Flow) -> Fanout:
     needs = []
     for v, ks in zip(link.readers, link.operands):
         per_candidate = []
-        for layouts, grads in reader_side(m.nodes[v], ks, link.backward):
+        for layouts, grads in reader_side(m.nodes[v], ks, link.backward, m.options.reshard_policy == "xla"):
             cols = {column.setdefault(("forward", lay), len(column)) for lay in layouts}
-            cols |= {column.setdefault(("backward", lay, pending), len(column)) for lay, pending in grads}
+            cols |= {column.setdefault(("backward", *grad), len(column)) for grad in grads}
             per_candidate.append(tuple(sorted(cols)))
         needs.append(tuple(per_candidate))
     table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), m.cluster,
@@ -203,28 +204,28 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
 
     ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
     of the result to each distinct layout, plus the transpose back of each distinct
-    ``(layout, pending)`` cotangent; ``forward``: the same classes, the forward
+    ``(layout, pending, groups)`` cotangent; ``forward``: the same classes, the forward
     redistributions alone. ``fanout``: a column is one forward
-    redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending)``.
+    redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending, groups)``.
     ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`); ``policy``:
     :attr:`Options.reshard_policy`.
     """
     key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within, policy)
 
-    def cost(src, lay, backward=False, pending=()):
+    def cost(src, lay, backward=False, pending=(), cotangent=()):
         return reshard_plan(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
-                            policy, src[1]).time_s
+                            policy, src[1], cotangent).time_s
 
     def cell(a: int, b: int) -> float:
         src, item = u_items[a], v_items[b]
         if kind == "data":
             layouts, grads = item
-            return sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p) for lay, p in grads)
+            return sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p, g) for lay, p, g in grads)
         if kind == "forward":
             return sum(cost(src, lay) for lay in item[0])
         if item[0] == "forward":
             return cost(src, item[1])
-        return cost(src, item[1], True, item[2])
+        return cost(src, item[1], True, item[2], item[3])
 
     return TABLES.get_or_compute(key, lambda: LazyTable((len(u_items), len(v_items)), cell))
 

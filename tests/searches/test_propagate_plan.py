@@ -2,6 +2,7 @@
 disagree, and the plan proven on the simulator like a bfs or ilp plan."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -409,3 +410,39 @@ def test_a_top_k_is_computed_replicated_as_xla_runs_it_and_its_result_sliced():
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
     # bfs keeps the rule's local top_k: nothing moves
     assert plan(g.build(), search="bfs").totals.comm_bytes_per_device == 0
+
+
+def _weight_over_two_dimensions(x_shape, x_sharding, mesh, equation=None):
+    g = GraphBuilder("weight_grad", mesh)
+    g.tensor("x", x_shape, sharding=x_sharding)
+    g.param("w", [32, 32])
+    if equation:
+        g.op("einsum", ["x", "w"], output="h", name="mm", equation=equation)
+    else:
+        g.op("matmul", ["x", "w"], output="h", name="mm")
+    g.op("tanh", ["h"], output="t", name="act")
+    g.op("sum", ["t"], output="loss", name="total")
+    return g.build()
+
+
+@pytest.mark.parametrize("case, order", [
+    # x [batch, sequence, hidden] @ w: w's gradient sums over the batch and the sequence; XLA (JAX 0.10.2, probed by
+    # tests/frontends/training_suite.py) all-reduces it over the sequence's axes first, then the batch's: the last
+    # of x's dimensions first, whichever axes they are on, a dimension on two axes in one AllReduce
+    (((4, 16, 32), '[{"dp"}, {"tp"}, {}]', {"dp": 2, "tp": 4}, None), [("tp",), ("dp",)]),
+    (((4, 16, 32), '[{"tp"}, {"dp"}, {}]', {"dp": 2, "tp": 4}, None), [("dp",), ("tp",)]),
+    (((4, 16, 32), '[{"b", "c"}, {"a"}, {}]', {"a": 2, "b": 2, "c": 2}, None), [("a",), ("b", "c")]),
+    # an einsum whose x orders the sequence first: the batch (x's later dimension) first
+    (((16, 4, 32), '[{"dp"}, {"tp"}, {}]', {"dp": 2, "tp": 4}, "sbh,hf->bsf"), [("tp",), ("dp",)]),
+])
+def test_a_weights_gradient_over_two_sharded_dimensions_is_all_reduced_one_at_a_time_as_xla(case, order):
+    shape, sharding, mesh, equation = case
+    graph = _weight_over_two_dimensions(shape, sharding, mesh, equation)
+    p = plan(graph, search="propagate", training=True)
+    [sync] = p.gradient_syncs
+    assert [(s.kind, tuple(a.name for a in s.axes)) for s in sync.steps] == [("AllReduce", axes) for axes in order]
+    # each an AllReduce of the whole f32[32, 32] (4,096 B) over its group of p devices: 2 (p - 1) / p of it
+    sizes = [math.prod(mesh[a] for a in axes) for axes in order]
+    assert [s.bytes_per_device for s in sync.steps] == [2 * (n - 1) * 4096 // n for n in sizes]
+    r = simulate(p, seed=1)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device

@@ -1,0 +1,75 @@
+"""JAX losses traced by the frontend and planned with ``--search propagate --training`` move, kind by kind, the
+bytes per device XLA's compiled ``jax.value_and_grad`` of the same loss moves (JAX 0.10.2 on 8 host CPU devices):
+the forward, the backward and the gradient reductions, which XLA completes one reduced dimension at a time
+(:meth:`planner.model.nodes.OpNode.cotangent_groups`). The losses and the harness are
+:mod:`tests.frontends.training_suite`; XLA's collectives are read from its HLO at test time."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("jax")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).with_name("training_suite.py")
+
+#: Losses whose training plan moves XLA's bytes per kind.
+AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequence", "einsum_sequence_major",
+         "norm_scale", "rms_scale_3d", "seq_parallel_3d", "reversed_sequence", "optax_cross_entropy",
+         "logsumexp_head", "megatron_mlp")
+
+#: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
+DIFFER = {
+    # a sequence shifted by one position over tp: the forward halo exchange agrees (256 B); its backward is one
+    # exchange the other way in the plan (256 B), where XLA runs JAX's transposes as written, a pad to 17 positions
+    # (uneven over 4 devices: a CollectivePermute of 3 positions, 768 B) and then a slice (512 B)
+    "shifted_sequence": "CollectivePermute 2 x 256 B vs 256 B + 768 B + 512 B",
+}
+
+
+@pytest.fixture(scope="module")
+def compared():
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    r = subprocess.run([sys.executable, str(SCRIPT), str(ROOT), *AGREE, *DIFFER], text=True, capture_output=True,
+                       env=env, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _same(by_kind: dict) -> bool:
+    return all(k["plan"][1] == k["xla"][1] for k in by_kind.values())
+
+
+@pytest.mark.slow
+def test_every_loss_of_the_suite_is_compared():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from training_suite import suite  # noqa: E402  (imports jax, which this module skips without)
+
+    assert set(AGREE) | set(DIFFER) == set(suite()) and not set(AGREE) & set(DIFFER)
+
+
+@pytest.mark.slow
+def test_a_training_plan_moves_xlas_bytes_kind_by_kind(compared):
+    planned = {name: compared[name] for name in AGREE}
+    # a loss the planner refused is recorded as {"plan": its error}
+    assert {name: v for name, v in planned.items() if isinstance(v.get("plan"), str) or not _same(v)} == {}
+
+
+@pytest.mark.slow
+def test_each_listed_difference_is_still_one(compared):
+    # a loss that now moves XLA's bytes leaves DIFFER, and so joins AGREE
+    assert [name for name in DIFFER if _same(compared[name])] == []
+
+
+@pytest.mark.slow
+def test_the_comparison_is_not_vacuous(compared):
+    # every loss communicates on both sides, and the gradient reductions of weights whose gradient sums over two
+    # sharded dimensions are there: XLA's two AllReduces of the whole weight (4 KiB of f32), not fewer bytes
+    assert all(v and all(k["xla"][0] and k["plan"][0] for k in v.values()) for v in compared.values())
+    # w is 32 x 32 f32 (4,096 B): an AllReduce over tp's 4 devices moves 2 * 3/4 of it, over dp's 2 devices all
+    # of it; the loss's own completions add 32 B (a scalar over 4 devices, then 2)
+    assert compared["seq_parallel_matmul"]["AllReduce"]["plan"][1] == 2 * 3 * 4096 // 4 + 4096 + 32

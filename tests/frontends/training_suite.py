@@ -1,0 +1,148 @@
+"""Training steps of JAX losses, planned by ``--search propagate --training`` and compiled by XLA: the harness of
+:mod:`tests.frontends.test_training_suite`.
+
+Each loss is traced by the frontend with its trained arguments as parameters and planned for training; XLA
+compiles ``jax.value_and_grad`` of the same loss with respect to the same arguments (a training step: the loss
+and its gradients), with the same argument shardings (JAX 0.10.2 on 8 host CPU devices, run in a subprocess that
+sets the device count). What is compared is the bytes per device each collective kind moves
+(:func:`tests.frontends.shardy_suite.collective_bytes`), the plan's forward, backward and gradient reductions
+against every collective of XLA's program.
+
+    python tests/frontends/training_suite.py ROOT [NAMES...]   # prints one JSON line
+"""
+
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shardy_suite import MESHES, collective_bytes  # noqa: E402
+
+
+def _ln(x, s):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * s
+
+
+# a weight whose gradient sums over a batch on dp and a sequence on tp: XLA all-reduces over tp, then over dp
+def seq_parallel_matmul(x, w):
+    return jnp.sum(jnp.tanh(x @ w))
+
+
+# the same with the batch on tp and the sequence on dp: over dp first (the sequence is the later dimension)
+def seq_first_matmul(x, w):
+    return jnp.sum(jnp.tanh(x @ w))
+
+
+# a bias broadcast over a batch and a sequence: its gradient a reduce_sum over both, the sequence first
+def bias_over_batch_and_sequence(x, b):
+    return jnp.sum(jnp.tanh(x + b))
+
+
+# an einsum whose input orders the sequence before the batch: the batch's axes first (the input's later one)
+def einsum_sequence_major(x, w):
+    return jnp.sum(jnp.tanh(jnp.einsum("sbh,hf->bsf", x, w)))
+
+
+# a layer norm's scale and an RMS norm's on 2x2x2 with the sequence over two axes
+def norm_scale(x, s):
+    return jnp.sum(jnp.tanh(_ln(x, s)))
+
+
+def rms_scale_3d(x, s):
+    return jnp.sum(jnp.tanh(x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * s))
+
+
+def seq_parallel_3d(x, w):
+    return jnp.sum(jnp.tanh(x @ w))
+
+
+# a sequence shifted by one position (a pad and a slice: a halo exchange) and a reversed one
+def shifted_sequence(x, w):
+    h = jnp.tanh(x @ w)
+    return jnp.sum(jnp.tanh(jnp.pad(h, ((0, 0), (1, 0), (0, 0)))[:, :-1]) * h)
+
+
+def reversed_sequence(x, w):
+    h = jnp.tanh(x @ w)
+    return jnp.sum(jnp.tanh(jnp.flip(h, axis=1)) * h)
+
+
+# optax's cross-entropy on a vocabulary-parallel head: its shift, a stopped maximum, is never differentiated
+def optax_cross_entropy(x, w, labels):
+    logits = x @ w
+    logits = logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True))
+    picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    return jnp.mean(jnp.log(jnp.sum(jnp.exp(logits), axis=-1)) - picked)
+
+
+def logsumexp_head(x, w):
+    return jnp.sum(jax.nn.logsumexp(x @ w, axis=-1))
+
+
+# a Megatron MLP with data parallelism: the weights' gradients all-reduce over dp
+def megatron_mlp(x, w1, w2):
+    return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
+
+
+def suite() -> dict:
+    """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
+    ``(shape, "i32")`` shape is int32."""
+    return {
+        "seq_parallel_matmul": (seq_parallel_matmul, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 32), P())], (1,)),
+        "seq_first_matmul": (seq_first_matmul, "2d", [((4, 16, 32), P("tp", "dp")), ((32, 32), P())], (1,)),
+        "bias_over_batch_and_sequence": (bias_over_batch_and_sequence, "2d",
+                                         [((4, 16, 32), P("dp", "tp")), ((32,), P())], (1,)),
+        "einsum_sequence_major": (einsum_sequence_major, "2d", [((16, 4, 32), P("dp", "tp")), ((32, 32), P())],
+                                  (1,)),
+        "norm_scale": (norm_scale, "2d", [((4, 16, 32), P("dp", "tp")), ((32,), P())], (1,)),
+        "rms_scale_3d": (rms_scale_3d, "3d", [((4, 16, 32), P("a", ("b", "c"))), ((32,), P())], (1,)),
+        "seq_parallel_3d": (seq_parallel_3d, "3d", [((4, 16, 32), P(("b", "c"), "a")), ((32, 32), P())], (1,)),
+        "shifted_sequence": (shifted_sequence, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 32), P())], (1,)),
+        "reversed_sequence": (reversed_sequence, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 32), P())], (1,)),
+        "optax_cross_entropy": (optax_cross_entropy, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                            (((16,), "i32"), P("dp"))], (1,)),
+        "logsumexp_head": (logsumexp_head, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))], (1,)),
+        "megatron_mlp": (megatron_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                              ((64, 32), P("tp"))], (1, 2)),
+    }
+
+
+def run(root: str, names) -> dict:
+    sys.path.insert(0, root)
+    from planner.api import plan
+    from planner.engines.jax_run import planned_collectives
+    from planner.engines.xla_hlo import collectives as xla_collectives
+    from planner.frontends.jax import trace_function
+
+    meshes = {k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
+              for k, (shape, axes) in MESHES.items()}
+    cases = suite()
+    out = {}
+    for name in names or sorted(cases):
+        fn, mesh_key, specs, trained = cases[name]
+        mesh = meshes[mesh_key]
+        args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
+                else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
+        shardings = [NamedSharding(mesh, spec) for _, spec in specs]
+        compiled = jax.jit(jax.value_and_grad(fn, argnums=trained), in_shardings=shardings).lower(*args).compile()
+        names_ = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+        try:
+            traced = trace_function(fn, *args, params=tuple(names_[i] for i in trained), mesh=mesh,
+                                    shardings=shardings)
+            p = plan(traced.graph, search="propagate", training=True)
+        except Exception as e:  # recorded: a loss the planner refuses is a difference, not a crash
+            out[name] = {"plan": f"{type(e).__name__}: {' '.join(str(e).split())}"}
+            continue
+        out[name] = collective_bytes(planned_collectives(p), xla_collectives(compiled.as_text(), mesh.size))
+    return out
+
+
+if __name__ == "__main__":
+    root, *names = sys.argv[1:]
+    print(json.dumps(run(root, names)))
