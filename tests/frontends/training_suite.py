@@ -3,7 +3,7 @@
 
 Each loss is traced by the frontend with its trained arguments as parameters and planned for training; XLA
 compiles ``jax.value_and_grad`` of the same loss with respect to the same arguments (a training step: the loss
-and its gradients), with the same argument shardings (JAX 0.10.2 on 8 host CPU devices, run in a subprocess that
+whole and each gradient in its parameter's layout, as the plan delivers them), with the same argument shardings (JAX 0.10.2 on 8 host CPU devices, run in a subprocess that
 sets the device count). What is compared is the bytes per device each collective kind moves
 (:func:`tests.frontends.shardy_suite.collective_bytes`), the plan's forward, backward and gradient reductions
 against every collective of XLA's program.
@@ -90,6 +90,55 @@ def megatron_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
 
 
+# attention with head reshapes (Megatron: heads over tp), a pre-norm MLP block with a residual, an embedding lookup
+# over a vocabulary-parallel table, a softmax-gated mixture of experts, an RMS-normed projection on 2x2x2, a log-softmax
+# cross-entropy head, a data-parallel MLP on 8 devices, and a Megatron MLP with the sequence sharded too
+def attention_heads(x, wq, wk, wv, wo):
+    b, s, h = x.shape
+    q = (x @ wq).reshape(b, s, 4, h // 4)
+    k = (x @ wk).reshape(b, s, 4, h // 4)
+    v = (x @ wv).reshape(b, s, 4, h // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 4.0, axis=-1)
+    return jnp.sum(jnp.tanh(jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(b, s, h) @ wo))
+
+
+def pre_norm_block(x, s, b, w1, w2):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    h = (x - m) * jax.lax.rsqrt(jnp.mean((x - m) ** 2, axis=-1, keepdims=True) + 1e-5) * s + b
+    return jnp.sum((x + jax.nn.gelu(h @ w1) @ w2) ** 2)
+
+
+def embedding_lookup(t, ids, w):
+    return jnp.sum(jnp.tanh(jnp.take(t, ids, axis=0) @ w))
+
+
+def gated_experts(x, wg, we):
+    g = jax.nn.softmax(x @ wg, axis=-1)
+    return jnp.sum(jnp.tanh(jnp.einsum("te,teh->th", g, jnp.einsum("td,edh->teh", x, we))))
+
+
+def rms_projection_3d(x, s, w):
+    return jnp.sum(jnp.tanh((x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * s) @ w))
+
+
+def log_softmax_head(x, w, labels):
+    logp = jax.nn.log_softmax(x @ w, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
+
+
+def data_parallel_mlp(x, w1, w2):
+    return jnp.mean(jnp.tanh(x @ w1) @ w2)
+
+
+def megatron_sequence(x, w1, w2):
+    return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
+
+
+# FSDP: the batch and both weights over all 8 devices
+def fully_sharded_mlp(x, w1, w2):
+    return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -110,6 +159,24 @@ def suite() -> dict:
         "logsumexp_head": (logsumexp_head, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))], (1,)),
         "megatron_mlp": (megatron_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
                                               ((64, 32), P("tp"))], (1, 2)),
+        "attention_heads": (attention_heads, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                    ((16, 16), P(None, "tp")), ((16, 16), P(None, "tp")),
+                                                    ((16, 16), P("tp"))], (1, 2, 3, 4)),
+        "pre_norm_block": (pre_norm_block, "2d", [((4, 8, 32), P("dp")), ((32,), P()), ((32,), P()),
+                                                  ((32, 64), P(None, "tp")), ((64, 32), P("tp"))], (1, 2, 3, 4)),
+        "embedding_lookup": (embedding_lookup, "2d", [((64, 32), P(None, "tp")), (((16,), "i32"), P("dp")),
+                                                      ((32, 16), P("tp"))], (0, 2)),
+        "gated_experts": (gated_experts, "2d", [((16, 8), P("dp")), ((8, 4), P()), ((4, 8, 6), P("tp"))], (1, 2)),
+        "rms_projection_3d": (rms_projection_3d, "3d", [((4, 8, 16), P("a", "b")), ((16,), P()),
+                                                        ((16, 32), P(None, "c"))], (1, 2)),
+        "log_softmax_head": (log_softmax_head, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                      (((16,), "i32"), P("dp"))], (1,)),
+        "data_parallel_mlp": (data_parallel_mlp, "1d", [((16, 32), P("d")), ((32, 64), P()), ((64, 32), P())],
+                              (1, 2)),
+        "megatron_sequence": (megatron_sequence, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 64), P(None, "tp")),
+                                                        ((64, 32), P("tp"))], (1, 2)),
+        "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
+                                                        ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
 
 
@@ -130,7 +197,10 @@ def run(root: str, names) -> dict:
         args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
                 else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
         shardings = [NamedSharding(mesh, spec) for _, spec in specs]
-        compiled = jax.jit(jax.value_and_grad(fn, argnums=trained), in_shardings=shardings).lower(*args).compile()
+        # the step returns the loss whole and each gradient in its parameter's layout (to update it in place)
+        out_shardings = (NamedSharding(mesh, P()), tuple(shardings[i] for i in trained))
+        compiled = jax.jit(jax.value_and_grad(fn, argnums=trained), in_shardings=shardings,
+                           out_shardings=out_shardings).lower(*args).compile()
         names_ = fn.__code__.co_varnames[:fn.__code__.co_argcount]
         try:
             traced = trace_function(fn, *args, params=tuple(names_[i] for i in trained), mesh=mesh,
