@@ -170,7 +170,8 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, nee
                 f"{{{', '.join(map(str, permutation_axes(rule, fixed)))}}}, and a training step needs its operand "
                 "gradients, whose backward (a scatter by the keys' order) is planned with that dimension whole; "
                 "replicate it for training", where=where(graph, op.line))
-        if options.training and needs.get(op.output, False) and fixed.result.unreduced and rule.reduction != PENDING_SUM:
+        if (options.training and needs.get(op.output, False) and fixed.result.unreduced
+                and rule.reduction != PENDING_SUM):
             raise PlanningError(
                 f"op {op.name!r} ({op.op}) reduces over dimensions sharded by "
                 f"{{{', '.join(map(str, fixed.result.unreduced))}}}, leaving a pending {rule.reduction}imum, which "

@@ -84,7 +84,6 @@ class OpNode:
             return ()  # one dimension, or sub-axes the result's pending axes merged: one AllReduce
         return groups
 
-
     def cotangent_groups(self, s: Strategy, k: int) -> tuple[tuple[AxisRef, ...], ...]:
         """The order XLA completes operand ``k``'s pending cotangent in, for an op whose VJP sums it over the
         dimensions the operand lacks by a dot or a reduce_sum (``OpDef.reduces_cotangents_by_dimension``): the

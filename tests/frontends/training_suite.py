@@ -3,10 +3,10 @@
 
 Each loss is traced by the frontend with its trained arguments as parameters and planned for training; XLA
 compiles ``jax.value_and_grad`` of the same loss with respect to the same arguments (a training step: the loss
-whole and each gradient in its parameter's layout, as the plan delivers them), with the same argument shardings (JAX 0.10.2 on 8 host CPU devices, run in a subprocess that
-sets the device count). What is compared is the bytes per device each collective kind moves
-(:func:`tests.frontends.shardy_suite.collective_bytes`), the plan's forward, backward and gradient reductions
-against every collective of XLA's program.
+whole and each gradient in its parameter's layout, as the plan delivers them), with the same argument shardings
+(JAX 0.10.2 on 8 host CPU devices, run in a subprocess that sets the device count). What is compared is the bytes
+per device each collective kind moves (:func:`tests.frontends.shardy_suite.collective_bytes`), the plan's forward,
+backward and gradient reductions against every collective of XLA's program.
 
     python tests/frontends/training_suite.py ROOT [NAMES...]   # prints one JSON line
 """

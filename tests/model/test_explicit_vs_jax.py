@@ -473,8 +473,8 @@ PROGRAMS = {
     # stop_gradient: the operand's type, whatever it is sharded over (a stopped shift of optax's cross-entropy)
     "stop_gradient_sharded": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("stop_gradient", ["a"], "c", {})]),
     "stop_gradient_shift": prog(M2, {"a": ((8, 16), P("X", "Y"))},
-                                [("max", ["a"], "m", {"axes": [1], "keepdims": True}), ("stop_gradient", ["m"], "s", {}),
-                                 ("sub", ["a", "s"], "c", {})]),
+                                [("max", ["a"], "m", {"axes": [1], "keepdims": True}),
+                                 ("stop_gradient", ["m"], "s", {}), ("sub", ["a", "s"], "c", {})]),
     "stop_gradient_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))},
                              [("stop_gradient", ["a"], "b", {}), ("mul", ["a", "b"], "c", {})]),
 }
