@@ -131,6 +131,45 @@ def megatron_sequence(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
 
 
+# a GPT block: pre-norm attention with a fused QKV projection split in three, heads and the MLP over tp
+def gpt_block(x, s1, b1, wqkv, wo, s2, b2, w1, w2):
+    batch, seq, hidden = x.shape
+    q, k, v = (t.reshape(batch, seq, 4, hidden // 4) for t in jnp.split((_ln(x, s1) + b1) @ wqkv, 3, axis=-1))
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 4.0, axis=-1)
+    x = x + jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(batch, seq, hidden) @ wo
+    return jnp.sum(x + jax.nn.gelu((_ln(x, s2) + b2) @ w1) @ w2)
+
+
+# tied input and output embeddings over a vocabulary on tp; three layers on 2x2x2; a table's rows over tp; a SwiGLU
+# MLP; a regression whose input is over dp and tp; an MLP with biases; experts over tp with tokens over dp
+def tied_embeddings(t, ids):
+    return jnp.sum(jax.nn.logsumexp(jnp.take(t, ids, axis=0) @ t.T, axis=-1))
+
+
+def three_layers_3d(x, w1, w2, w3):
+    return jnp.sum(jnp.tanh(jnp.tanh(x @ w1) @ w2) @ w3)
+
+
+def table_rows(t, ids, w):
+    return jnp.sum(jnp.tanh(jnp.take(t, ids, axis=0) @ w))
+
+
+def swiglu_mlp(x, wg, wu, wd):
+    return jnp.sum((jax.nn.silu(x @ wg) * (x @ wu)) @ wd)
+
+
+def regression(x, y, w):
+    return jnp.mean((x @ w - y) ** 2)
+
+
+def biased_mlp(x, w1, b1, w2, b2):
+    return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1 + b1) @ w2 + b2))
+
+
+def expert_parallel(x, we):
+    return jnp.sum(jnp.tanh(jnp.einsum("etd,edh->eth", x, we)))
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -172,6 +211,19 @@ def suite() -> dict:
                               (1, 2)),
         "megatron_sequence": (megatron_sequence, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 64), P(None, "tp")),
                                                         ((64, 32), P("tp"))], (1, 2)),
+        "gpt_block": (gpt_block, "2d", [((2, 8, 16), P("dp")), ((16,), P()), ((16,), P()), ((16, 48), P(None, "tp")),
+                                        ((16, 16), P("tp")), ((16,), P()), ((16,), P()), ((16, 32), P(None, "tp")),
+                                        ((32, 16), P("tp"))], (1, 2, 3, 4, 5, 6, 7, 8)),
+        "tied_embeddings": (tied_embeddings, "2d", [((64, 16), P("tp")), (((16,), "i32"), P("dp"))], (0,)),
+        "three_layers_3d": (three_layers_3d, "3d", [((16, 16), P("a")), ((16, 32), P(None, "b")),
+                                                    ((32, 16), P("b", "c")), ((16, 8), P("c"))], (1, 2, 3)),
+        "table_rows": (table_rows, "2d", [((64, 32), P("tp")), (((16,), "i32"), P("dp")), ((32, 16), P())], (0, 2)),
+        "swiglu_mlp": (swiglu_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
+                                          ((64, 32), P("tp"))], (1, 2, 3)),
+        "regression": (regression, "2d", [((16, 32), P("dp", "tp")), ((16, 8), P("dp")), ((32, 8), P("tp"))], (2,)),
+        "biased_mlp": (biased_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64,), P("tp")),
+                                          ((64, 32), P("tp")), ((32,), P())], (1, 2, 3, 4)),
+        "expert_parallel": (expert_parallel, "2d", [((4, 8, 16), P("tp", "dp")), ((4, 16, 8), P("tp"))], (1,)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
