@@ -27,7 +27,8 @@ their own because what they mean is not about values:
   (:attr:`~graphs.ops.opdef.OpDef.blocks_gradient`): no cotangent flows to its operand, so
   nothing is differentiated through it (its VJP, as JAX defines it, is zeros: a training step never
   runs it, :func:`graphs.gradients.requires_grad` leaves its result out). JAX lowers it to nothing (no HLO op),
-  so Shardy sees its operand used directly: it passes shardings through.
+  so Shardy sees its operand used directly: it passes shardings through, and a sum pending over mesh axes
+  stays pending through it (``keeps_pending``: JAX's explicit mode types it so).
 
 >>> SHARDING_CONSTRAINT.infer([(4, 8)], ["bf16"], {}), SHARDING_CONSTRAINT.flops([(4, 8)], (4, 8), {})
 (((4, 8), 'bf16'), 0)
@@ -121,7 +122,7 @@ def _stop_gradient_jax(jnp, lax, a, attrs):
 STOP_GRADIENT = OpDef("stop_gradient", "annotation", 1, 1, (), _identity_infer, _zero_flops, _identity_reference,
                       vjp=_stop_gradient_vjp, vjp_reads_inputs=False, blocks_gradient=True,
                       bytes_accessed=no_bytes_accessed, rule="pointwise.elementwise", elementwise=True,
-                      passes_shardings=True, jax_form=_stop_gradient_jax)
+                      passes_shardings=True, jax_form=_stop_gradient_jax, keeps_pending=True)
 
 
 def is_sharding_constraint(op: Any) -> bool:

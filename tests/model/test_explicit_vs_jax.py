@@ -470,11 +470,13 @@ PROGRAMS = {
                                 [("sort", ["a", "i"], "c", {"axis": 1, "returns": "payload"})]),
     "sort_3d_rows": prog(M3, {"a": ((4, 8, 16), P(None, "Y", "Z"))}, [("sort", ["a"], "c", {"axis": 0})]),
     "sort_3d_sharded": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))}, [("sort", ["a"], "c", {"axis": 0})]),
-    # stop_gradient: the operand's type, whatever it is sharded over (a stopped shift of optax's cross-entropy)
+    # stop_gradient: the operand's type, whatever it is sharded over (a stopped shift of optax's cross-entropy), a
+    # pending sum included
     "stop_gradient_sharded": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("stop_gradient", ["a"], "c", {})]),
     "stop_gradient_shift": prog(M2, {"a": ((8, 16), P("X", "Y"))},
                                 [("max", ["a"], "m", {"axes": [1], "keepdims": True}),
                                  ("stop_gradient", ["m"], "s", {}), ("sub", ["a", "s"], "c", {})]),
+    "stop_gradient_pending": prog(M2, PENDING_IN, [PENDING_C, ("stop_gradient", ["c"], "s", {})]),
     "stop_gradient_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))},
                              [("stop_gradient", ["a"], "b", {}), ("mul", ["a", "b"], "c", {})]),
 }
