@@ -146,7 +146,8 @@ def reshard_plan(shape, dtype, source, destination, backward: bool, pending, clu
     if policy == "xla" and cotangent_groups and not forward.steps and insert_pbroadcast:
         return reshard_with_policy(shape, dtype, cotangent_layout(destination, pending), cotangent_layout(source),
                                    cluster, within, policy, cotangent_groups)
-    return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within)
+    return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within,
+                          policy=policy)
 
 
 def reader_side(consumer: OpNode, ks, backward: bool, xla: bool = False) -> list:

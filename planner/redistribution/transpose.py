@@ -30,7 +30,11 @@ transposed AllGather into a ReduceScatter, before a hop that makes the buffer
 grow, or at the end (``L0``'s cotangent has no pending sums). Each hop is realised
 by the redistribution engine between the two cotangent layouts (a single
 collective, or nothing), so the bytes the planner prices are the bytes the
-simulator moves.
+simulator moves; under the ``xla`` policy (``--search propagate``) by XLA's route
+(:func:`~planner.redistribution.xla_policy.reshard_with_policy`): a pending sum
+completed into a sharded layout is all-reduced whole and sliced, as XLA's partitioner
+writes the backward of an FSDP weight's gather (its CPU pipeline forms no
+reduce-scatter), where the engine reduce-scatters.
 
 With ``insert_pbroadcast=False`` (seed 004's "current" scheme, kept to show what
 the device-variance types save) no value is known to be device-invariant: every
@@ -56,6 +60,7 @@ from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.redistribution.engine import reshard_for_planning
 from planner.redistribution.steps import ReshardPlan
+from planner.redistribution.xla_policy import reshard_with_policy
 
 
 def cotangent_layout(layout: TensorSharding, pending: Sequence[AxisRef] = ()) -> TensorSharding:
@@ -65,18 +70,22 @@ def cotangent_layout(layout: TensorSharding, pending: Sequence[AxisRef] = ()) ->
 
 
 def transpose_plan(forward: ReshardPlan, pending: Sequence[AxisRef], cluster, *,
-                   insert_pbroadcast: bool = True, within: Sequence[AxisRef] | None = None) -> ReshardPlan:
+                   insert_pbroadcast: bool = True, within: Sequence[AxisRef] | None = None,
+                   policy: str = "cheapest") -> ReshardPlan:
     """The backward of ``forward`` for a cotangent pending over ``pending`` (see the module docstring).
 
     The result goes from ``cotangent_layout(forward.destination, pending)`` to
     ``cotangent_layout(forward.source)``. ``within``: the mesh pieces its redistributions may
-    use (see :func:`~planner.redistribution.engine.reshard`).
+    use (see :func:`~planner.redistribution.engine.reshard`); ``policy``: how each hop is
+    realised (:data:`~planner.redistribution.xla_policy.POLICIES`).
     """
-    return _transpose(forward, tuple(pending), cluster, insert_pbroadcast, None if within is None else tuple(within))
+    return _transpose(forward, tuple(pending), cluster, insert_pbroadcast, None if within is None else tuple(within),
+                      policy)
 
 
 @memoize("transposed redistribution plans", maxsize=65536)
-def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast: bool, within=None) -> ReshardPlan:
+def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast: bool, within=None,
+               policy: str = "cheapest") -> ReshardPlan:
     layouts = [forward.source] + [s.after for s in forward.steps]
     if not forward.steps:
         layouts = [forward.source, forward.destination]
@@ -91,7 +100,7 @@ def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast:
     for i in range(len(layouts) - 1, 0, -1):
         target = _next_layout(current, layouts[i - 1], shape, insert_pbroadcast, last=(i == 1))
         if target != current:
-            steps += reshard_for_planning(shape, dtype, current, target, cluster, within).steps
+            steps += reshard_with_policy(shape, dtype, current, target, cluster, within, policy).steps
         current = target
     return ReshardPlan(tuple(shape), dtype, start, cotangent_layout(forward.source), tuple(steps))
 
