@@ -1304,6 +1304,73 @@ def stopped_max_1d(x):
     return jnp.exp(x - jax.lax.stop_gradient(jnp.max(x, axis=0)))
 
 
+# written as held-out programs of this session: grouped-query attention, rotary halves, a residual layer norm on
+# 2x2x2, a top-2 router, a masked mean, concatenated heads, a sliced projection, exact GELU, a scaled embedding,
+# column softmax, a variance, a max minus min, batched matmul on 2x2x2, an MoE dispatch and combine
+def gqa_scores(q, k):
+    B, S, H, D = q.shape
+    k2 = jnp.repeat(k, 2, axis=2)
+    return jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k2), axis=-1)
+
+
+def rotary_halves(x, c, s):
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def residual_ln_3d(x, w, g):
+    h = x @ w
+    m = h.mean(-1, keepdims=True)
+    v = ((h - m) ** 2).mean(-1, keepdims=True)
+    return x + (h - m) * jax.lax.rsqrt(v + 1e-6) * g
+
+
+def top2_router_gates(x, wg):
+    v, i = jax.lax.top_k(x @ wg, 2)
+    return jax.nn.softmax(v, axis=-1)
+
+
+def masked_mean(x, m):
+    return jnp.sum(x * m[..., None], axis=1) / jnp.sum(m, axis=1, keepdims=True)
+
+
+def concat_heads_mm(a, b, w):
+    return jnp.concatenate([a, b], axis=-1) @ w
+
+
+def sliced_projection(x, w):
+    return (x @ w)[:, :, 8:24]
+
+
+def exact_gelu_mlp(x, w1, w2):
+    return jax.nn.gelu(x @ w1, approximate=False) @ w2
+
+
+def scaled_embedding(t, ids):
+    return jnp.take(t, ids, axis=0) * jnp.sqrt(32.0)
+
+
+def softmax_columns(x):
+    return jax.nn.softmax(x, axis=0)
+
+
+def variance_3d(x):
+    return jnp.var(x, axis=-1)
+
+
+def max_minus_min(x):
+    return jnp.max(x, axis=-1) - jnp.min(x, axis=-1)
+
+
+def bmm_3d(a, b):
+    return jnp.einsum("bij,bjk->bik", a, b)
+
+
+def dispatch_combine(x, d):
+    e = jnp.einsum("tec,td->ecd", d, x)
+    return jnp.einsum("tec,ecd->td", d, jnp.tanh(e))
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1506,6 +1573,22 @@ def suite() -> dict:
         "stopped_target": (stopped_target, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P("tp"))]),
         "stopped_center_3d": (stopped_center_3d, "3d", [((8, 8, 16), P("a", "b", "c"))]),
         "stopped_max_1d": (stopped_max_1d, "1d", [((16, 32), P("d"))]),
+        "gqa_scores": (gqa_scores, "2d", [((2, 8, 4, 8), P("dp", None, "tp")), ((2, 8, 2, 8), P("dp", None, None))]),
+        "rotary_halves": (rotary_halves, "2d", [((2, 8, 16), P("dp", "tp")), ((8, 8), P()), ((8, 8), P())]),
+        "residual_ln_3d": (residual_ln_3d, "3d", [((8, 16), P(("a", "b"))), ((16, 16), P(None, "c")),
+                                                        ((16,), P())]),
+        "top2_router_gates": (top2_router_gates, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp"))]),
+        "masked_mean": (masked_mean, "2d", [((4, 16, 32), P("dp", "tp")), ((4, 16), P("dp", "tp"))]),
+        "concat_heads_mm": (concat_heads_mm, "2d", [((16, 16), P("dp", "tp")), ((16, 16), P("dp", "tp")),
+                                                    ((32, 8), P())]),
+        "sliced_projection": (sliced_projection, "2d", [((2, 8, 16), P("dp")), ((16, 32), P(None, "tp"))]),
+        "exact_gelu_mlp": (exact_gelu_mlp, "1d", [((16, 32), P("d")), ((32, 64), P()), ((64, 32), P())]),
+        "scaled_embedding": (scaled_embedding, "2d", [((64, 32), P(None, "tp")), (((4, 8), "i32"), P("dp"))]),
+        "softmax_columns": (softmax_columns, "2d", [((16, 32), P("dp", "tp"))]),
+        "variance_3d": (variance_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "max_minus_min": (max_minus_min, "2d", [((16, 32), P("dp", "tp"))]),
+        "bmm_3d": (bmm_3d, "3d", [((4, 8, 16), P("a", "b")), ((4, 16, 8), P("a", None, "c"))]),
+        "dispatch_combine": (dispatch_combine, "2d", [((16, 8), P("dp")), ((16, 4, 4), P("dp", "tp"))]),
         "emb_lookup_3d": (emb_lookup_3d, "3d", [((64, 32), P(None, ("b", "c"))), (((4, 8), "i32"), P("a"))]),
         "emb_then_ln": (emb_then_ln, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp")), ((32,), P())]),
         "tied_head": (tied_head, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp"))]),
