@@ -1371,6 +1371,29 @@ def dispatch_combine(x, d):
     return jnp.einsum("tec,ecd->td", d, jnp.tanh(e))
 
 
+# jax.shard_map regions (manual computations): a Megatron MLP with its psum, a ring permute, a psum_scatter
+def shard_map_megatron(x, w1, w2):
+    def body(x, w1, w2):
+        return jax.lax.psum(jnp.tanh(x @ w1) @ w2, "tp")
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp"), P(None, "tp"), P("tp")),
+                         out_specs=P("dp"))(x, w1, w2)
+
+
+def shard_map_ring(x, w):
+    def body(x, w):
+        return jax.lax.ppermute(x, "d", [(i, (i + 1) % 8) for i in range(8)]) @ w
+
+    return jax.shard_map(body, mesh=_MESH["1d"], in_specs=(P("d"), P()), out_specs=P("d"))(x, w)
+
+
+def shard_map_psum_scatter(x, w):
+    def body(x, w):
+        return jax.lax.psum_scatter(x @ w, "tp", scatter_dimension=0, tiled=True)
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P(None, "tp"), P("tp")), out_specs=P("tp"))(x, w)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1589,6 +1612,10 @@ def suite() -> dict:
         "max_minus_min": (max_minus_min, "2d", [((16, 32), P("dp", "tp"))]),
         "bmm_3d": (bmm_3d, "3d", [((4, 8, 16), P("a", "b")), ((4, 16, 8), P("a", None, "c"))]),
         "dispatch_combine": (dispatch_combine, "2d", [((16, 8), P("dp")), ((16, 4, 4), P("dp", "tp"))]),
+        "shard_map_megatron": (shard_map_megatron, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                          ((64, 32), P("tp"))]),
+        "shard_map_ring": (shard_map_ring, "1d", [((16, 32), P("d")), ((32, 8), P())]),
+        "shard_map_psum_scatter": (shard_map_psum_scatter, "2d", [((16, 32), P(None, "tp")), ((32, 8), P("tp"))]),
         "emb_lookup_3d": (emb_lookup_3d, "3d", [((64, 32), P(None, ("b", "c"))), (((4, 8), "i32"), P("a"))]),
         "emb_then_ln": (emb_then_ln, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp")), ((32,), P())]),
         "tied_head": (tied_head, "2d", [((64, 32), P("tp")), (((8,), "i32"), P("dp"))]),

@@ -124,7 +124,9 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # and combine
          "gqa_scores", "rotary_halves", "residual_ln_3d", "top2_router_gates", "masked_mean", "concat_heads_mm",
          "sliced_projection", "exact_gelu_mlp", "scaled_embedding", "softmax_columns", "variance_3d",
-         "max_minus_min", "bmm_3d", "dispatch_combine")
+         "max_minus_min", "bmm_3d", "dispatch_combine",
+         # jax.shard_map regions (manual computations): a Megatron MLP with its psum, a ring permute, a psum_scatter
+         "shard_map_megatron", "shard_map_ring", "shard_map_psum_scatter")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
