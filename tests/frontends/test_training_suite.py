@@ -25,7 +25,9 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          "three_layers_3d", "table_rows", "swiglu_mlp", "regression", "biased_mlp", "expert_parallel",
          # FSDP over all 8 devices: XLA's partitioner completes each cotangent sharded onto the devices by an
          # AllReduce of the whole and a slice (CPU forms no reduce-scatter), as the xla policy's transposes do
-         "fully_sharded_mlp")
+         "fully_sharded_mlp",
+         # a shard_map region inside the step, a stopped target, a sharding constraint on the hidden activation
+         "shard_map_mlp", "stopped_target", "constrained_hidden")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {

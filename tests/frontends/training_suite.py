@@ -23,6 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shardy_suite import MESHES, collective_bytes, optax_ce_vp  # noqa: E402
 
 
+_MESH: dict = {}  # filled by run(): making a mesh needs the 8 devices, importing this module does not
+
+
 def _ln(x, s):
     m = jnp.mean(x, axis=-1, keepdims=True)
     v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
@@ -170,6 +173,24 @@ def expert_parallel(x, we):
     return jnp.sum(jnp.tanh(jnp.einsum("etd,edh->eth", x, we)))
 
 
+# a jax.shard_map region (a Megatron MLP with its psum) inside the step, a stopped target, a sharding constraint
+def shard_map_mlp(x, w1, w2):
+    def body(x, w1, w2):
+        return jax.lax.psum(jnp.tanh(x @ w1) @ w2, "tp")
+
+    region = jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp"), P(None, "tp"), P("tp")), out_specs=P("dp"))
+    return jnp.sum(jnp.tanh(region(x, w1, w2)))
+
+
+def stopped_target(x, w, w2):
+    return jnp.sum((jnp.tanh(x @ w) - jax.lax.stop_gradient(jnp.tanh(x @ w2))) ** 2)
+
+
+def constrained_hidden(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(_MESH["2d"], P("dp", None)))
+    return jnp.sum(h @ w2)
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -224,6 +245,12 @@ def suite() -> dict:
         "biased_mlp": (biased_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64,), P("tp")),
                                           ((64, 32), P("tp")), ((32,), P())], (1, 2, 3, 4)),
         "expert_parallel": (expert_parallel, "2d", [((4, 8, 16), P("tp", "dp")), ((4, 16, 8), P("tp"))], (1,)),
+        "shard_map_mlp": (shard_map_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 32), P("tp"))],
+                          (1, 2)),
+        "stopped_target": (stopped_target, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                  ((32, 64), P(None, "tp"))], (1,)),
+        "constrained_hidden": (constrained_hidden, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                          ((64, 8), P())], (1, 2)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
@@ -236,13 +263,13 @@ def run(root: str, names) -> dict:
     from planner.engines.xla_hlo import collectives as xla_collectives
     from planner.frontends.jax import trace_function
 
-    meshes = {k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
-              for k, (shape, axes) in MESHES.items()}
+    _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
+                  for k, (shape, axes) in MESHES.items()})
     cases = suite()
     out = {}
     for name in names or sorted(cases):
         fn, mesh_key, specs, trained = cases[name]
-        mesh = meshes[mesh_key]
+        mesh = _MESH[mesh_key]
         args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
                 else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
         shardings = [NamedSharding(mesh, spec) for _, spec in specs]
