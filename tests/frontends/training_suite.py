@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shardy_suite import MESHES, collective_bytes, optax_ce_vp  # noqa: E402
+from shardy_suite import MESHES, collective_bytes, optax_ce_vp, stopped_target  # noqa: E402
 
 
 _MESH: dict = {}  # filled by run(): making a mesh needs the 8 devices, importing this module does not
@@ -173,17 +173,14 @@ def expert_parallel(x, we):
     return jnp.sum(jnp.tanh(jnp.einsum("etd,edh->eth", x, we)))
 
 
-# a jax.shard_map region (a Megatron MLP with its psum) inside the step, a stopped target, a sharding constraint
+# a jax.shard_map region (a Megatron MLP with its psum) inside the step, a sharding constraint (and the Shardy
+# suite's stopped target)
 def shard_map_mlp(x, w1, w2):
     def body(x, w1, w2):
         return jax.lax.psum(jnp.tanh(x @ w1) @ w2, "tp")
 
     region = jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp"), P(None, "tp"), P("tp")), out_specs=P("dp"))
     return jnp.sum(jnp.tanh(region(x, w1, w2)))
-
-
-def stopped_target(x, w, w2):
-    return jnp.sum((jnp.tanh(x @ w) - jax.lax.stop_gradient(jnp.tanh(x @ w2))) ** 2)
 
 
 def constrained_hidden(x, w1, w2):
