@@ -42,13 +42,24 @@ DIFFER = {
 }
 
 
+#: Losses whose (replicated) weight's gradient sums over two sharded dimensions: each completes it by two
+#: AllReduces whose order is XLA's (the last of the other operand's dimensions first)
+ORDERED = ("seq_parallel_matmul", "seq_first_matmul", "einsum_sequence_major", "seq_parallel_3d",
+           "bias_over_batch_and_sequence", "norm_scale", "rms_scale_3d")
+
+
 @pytest.fixture(scope="module")
-def compared():
+def harness():
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
     r = subprocess.run([sys.executable, str(SCRIPT), str(ROOT), *AGREE, *DIFFER], text=True, capture_output=True,
                        env=env, timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def compared(harness):
+    return harness["bytes"]
 
 
 def _same(by_kind: dict) -> bool:
@@ -85,3 +96,11 @@ def test_the_comparison_is_not_vacuous(compared):
     # w is 32 x 32 f32 (4,096 B): an AllReduce over tp's 4 devices moves 2 * 3/4 of it, over dp's 2 devices all
     # of it; the loss's own completions add 32 B (a scalar over 4 devices, then 2)
     assert compared["seq_parallel_matmul"]["AllReduce"]["plan"][1] == 2 * 3 * 4096 // 4 + 4096 + 32
+
+
+@pytest.mark.slow
+def test_a_gradient_summed_over_two_sharded_dimensions_is_all_reduced_in_xlas_order(harness):
+    # per weight, the device groups of each AllReduce completing its gradient, in order, plan against XLA's HLO
+    groups = {name: harness["groups"][name] for name in ORDERED}
+    assert all(len(v["xla"]) == 2 for g in groups.values() for v in g.values())  # two dimensions: two AllReduces
+    assert {name: g for name, g in groups.items() if any(v["plan"] != v["xla"] for v in g.values())} == {}

@@ -6,7 +6,8 @@ compiles ``jax.value_and_grad`` of the same loss with respect to the same argume
 whole and each gradient in its parameter's layout, as the plan delivers them), with the same argument shardings
 (JAX 0.10.2 on 8 host CPU devices, run in a subprocess that sets the device count). What is compared is the bytes
 per device each collective kind moves (:func:`tests.frontends.shardy_suite.collective_bytes`), the plan's forward,
-backward and gradient reductions against every collective of XLA's program.
+backward and gradient reductions against every collective of XLA's program; and, per trained parameter, the
+device groups of the AllReduces that complete its gradient, in order, on both sides.
 
     python tests/frontends/training_suite.py ROOT [NAMES...]   # prints one JSON line
 """
@@ -263,7 +264,7 @@ def run(root: str, names) -> dict:
     _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
                   for k, (shape, axes) in MESHES.items()})
     cases = suite()
-    out = {}
+    out, groups = {}, {}
     for name in names or sorted(cases):
         fn, mesh_key, specs, trained = cases[name]
         mesh = _MESH[mesh_key]
@@ -280,10 +281,23 @@ def run(root: str, names) -> dict:
                                     shardings=shardings)
             p = plan(traced.graph, search="propagate", training=True)
         except Exception as e:  # recorded: a loss the planner refuses is a difference, not a crash
-            out[name] = {"plan": f"{type(e).__name__}: {' '.join(str(e).split())}"}
+            out[name], groups[name] = {"plan": f"{type(e).__name__}: {' '.join(str(e).split())}"}, {}
             continue
-        out[name] = collective_bytes(planned_collectives(p), xla_collectives(compiled.as_text(), mesh.size))
-    return out
+        planned, theirs = planned_collectives(p), xla_collectives(compiled.as_text(), mesh.size)
+        out[name] = collective_bytes(planned, theirs)
+        groups[name] = {t: gradient_groups(t, specs[i][0], planned, theirs)
+                        for t, i in zip((names_[i] for i in trained), trained)}
+    return {"bytes": out, "groups": groups}
+
+
+def gradient_groups(param: str, shape, planned, compiled) -> dict:
+    """The device groups of each AllReduce that completes ``param``'s gradient, in order: the plan's gradient
+    reductions of it, and XLA's all-reduces of an array of its shape (alone or combined with others)."""
+    array = f"f32[{','.join(map(str, shape))}]"
+    norm = lambda groups: sorted(sorted(g) for g in groups)  # noqa: E731
+    return {"plan": [norm(c.replica_groups) for c in planned
+                     if c.phase == "gradient" and c.tensor == param and c.kind == "AllReduce"],
+            "xla": [norm(c.replica_groups) for c in compiled if c.kind == "all-reduce" and array in c.arrays]}
 
 
 if __name__ == "__main__":
