@@ -189,6 +189,12 @@ def constrained_hidden(x, w1, w2):
     return jnp.sum(h @ w2)
 
 
+# an activation read by three column-parallel projections (q, k and v of an attention over tp)
+def three_projections(x, w0, wq, wk, wv):
+    h = jnp.tanh(x @ w0)
+    return jnp.sum(jnp.tanh(h @ wq) * jnp.tanh(h @ wk) + jnp.tanh(h @ wv))
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -249,6 +255,9 @@ def suite() -> dict:
                                                   ((32, 64), P(None, "tp"))], (1,)),
         "constrained_hidden": (constrained_hidden, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
                                                           ((64, 8), P())], (1, 2)),
+        "three_projections": (three_projections, "2d", [((16, 32), P("dp")), ((32, 32), P()),
+                                                        ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
+                                                        ((32, 64), P(None, "tp"))], (1, 2, 3, 4)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
