@@ -152,8 +152,9 @@ def reshard_plan(shape, dtype, source, destination, backward: bool, pending, clu
 
 def reader_side(consumer: OpNode, ks, backward: bool, xla: bool = False) -> list:
     """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
-    the distinct ``(layout, pending, cotangent groups)`` its cotangents come back in (the groups: how the
-    ``xla`` policy, ``xla``, completes the pending sum, :meth:`~planner.model.nodes.OpNode.cotangent_groups`)."""
+    the distinct ``(layout, pending, cotangent groups)`` its cotangents come back in (with ``xla``, the groups
+    are how the xla policy completes the pending sum, :meth:`~planner.model.nodes.OpNode.cotangent_groups`;
+    else none)."""
     return [reader_entry(consumer, s, ks, backward, xla) for s in consumer.strategies]
 
 
