@@ -1822,6 +1822,26 @@ def collective_bytes(planned, compiled) -> dict:
     return out
 
 
+def make_meshes() -> None:
+    """Fill :data:`_MESH` with the suite's meshes (on the 8 devices, Auto axes)."""
+    _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
+                  for k, (shape, axes) in MESHES.items()})
+
+
+def mesh_of(key: str):
+    """The suite's mesh ``key`` (``"1d"``, ``"2d"``, ``"3d"``), once :func:`make_meshes` made them."""
+    return _MESH[key]
+
+
+def arguments(mesh_key: str, specs) -> tuple:
+    """A case's mesh, its arguments as ``ShapeDtypeStruct``\ s (an ``(shape, "i32")`` shape is int32) and their
+    ``NamedSharding``\ s."""
+    mesh = mesh_of(mesh_key)
+    args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
+            else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
+    return mesh, args, [NamedSharding(mesh, spec) for _, spec in specs]
+
+
 def run(root: str, dump: str, names) -> dict:
     sys.path.insert(0, root)
     from planner.api import plan
@@ -1829,16 +1849,12 @@ def run(root: str, dump: str, names) -> dict:
     from planner.engines.xla_hlo import collectives as xla_collectives
     from planner.frontends.jax import trace_function
 
-    _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
-                  for k, (shape, axes) in MESHES.items()})
+    make_meshes()
     cases = suite()
     out, bytes_out = {}, {}
     for name in names or sorted(cases):
         fn, mesh_key, specs = cases[name]
-        mesh = _MESH[mesh_key]
-        args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
-                else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
-        shardings = [NamedSharding(mesh, spec) for _, spec in specs]
+        mesh, args, shardings = arguments(mesh_key, specs)
         compiled = jax.jit(fn, in_shardings=shardings).lower(*args).compile()
         [path] = glob.glob(os.path.join(dump, "shardy", f"module_*.jit_{name}", "02.after_propagation.mlir"))
         theirs, their_outs = shardy_anchors(open(path).read())

@@ -21,10 +21,8 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shardy_suite import MESHES, collective_bytes, optax_ce_vp, stopped_target  # noqa: E402
-
-
-_MESH: dict = {}  # filled by run(): making a mesh needs the 8 devices, importing this module does not
+from shardy_suite import (arguments, collective_bytes, make_meshes, mesh_of, optax_ce_vp,  # noqa: E402
+                          stopped_target)
 
 
 def _ln(x, s):
@@ -180,12 +178,12 @@ def shard_map_mlp(x, w1, w2):
     def body(x, w1, w2):
         return jax.lax.psum(jnp.tanh(x @ w1) @ w2, "tp")
 
-    region = jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp"), P(None, "tp"), P("tp")), out_specs=P("dp"))
+    region = jax.shard_map(body, mesh=mesh_of("2d"), in_specs=(P("dp"), P(None, "tp"), P("tp")), out_specs=P("dp"))
     return jnp.sum(jnp.tanh(region(x, w1, w2)))
 
 
 def constrained_hidden(x, w1, w2):
-    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(_MESH["2d"], P("dp", None)))
+    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(mesh_of("2d"), P("dp", None)))
     return jnp.sum(h @ w2)
 
 
@@ -270,16 +268,12 @@ def run(root: str, names) -> dict:
     from planner.engines.xla_hlo import collectives as xla_collectives
     from planner.frontends.jax import trace_function
 
-    _MESH.update({k: jax.make_mesh(shape, axes, axis_types=(jax.sharding.AxisType.Auto,) * len(axes))
-                  for k, (shape, axes) in MESHES.items()})
+    make_meshes()
     cases = suite()
     out, groups = {}, {}
     for name in names or sorted(cases):
         fn, mesh_key, specs, trained = cases[name]
-        mesh = _MESH[mesh_key]
-        args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)
-                else jax.ShapeDtypeStruct(s, jnp.float32) for s, _ in specs]
-        shardings = [NamedSharding(mesh, spec) for _, spec in specs]
+        mesh, args, shardings = arguments(mesh_key, specs)
         # the step returns the loss whole and each gradient in its parameter's layout (to update it in place)
         out_shardings = (NamedSharding(mesh, P()), tuple(shardings[i] for i in trained))
         compiled = jax.jit(jax.value_and_grad(fn, argnums=trained), in_shardings=shardings,
