@@ -15,7 +15,7 @@ from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.model.nodes import Model, OpNode, SourceNode
 from planner.redistribution.steps import ReshardPlan
-from planner.redistribution.transpose import cotangent_layout, transpose_plan
+from planner.redistribution.transpose import transpose_plan
 from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
@@ -38,8 +38,7 @@ class Transfer:
     phase: str  # "forward", "backward" or "gradient"
     pending: tuple[AxisRef, ...] = ()
     groups: tuple[tuple[AxisRef, ...], ...] = ()  # how the xla policy completes the source's pending sum
-    # how the xla policy completes the pending cotangent of a gradient that stays in place
-    # (:meth:`~planner.model.nodes.OpNode.cotangent_groups`)
+    # how the xla policy completes the cotangent's pending sum (:meth:`~planner.model.nodes.OpNode.cotangent_groups`)
     cotangent_groups: tuple[tuple[AxisRef, ...], ...] = ()
 
 
@@ -138,16 +137,13 @@ def reshard_plan(shape, dtype, source, destination, backward: bool, pending, clu
                  within=None, policy="cheapest", groups=(), cotangent_groups=()) -> ReshardPlan:
     """The redistribution of one move under ``policy`` (:mod:`planner.redistribution.xla_policy`): forward,
     or the transpose of the forward plan; ``groups``: the order the ``xla`` policy completes a pending sum in;
-    ``cotangent_groups``: the order it completes the cotangent's, where the forward move is none (a gradient
-    reduced in place: XLA's per-dimension AllReduces, as the ``xla`` policy completes a forward sum)."""
+    ``cotangent_groups``: the order it completes the cotangent's (XLA's per-dimension AllReduces, as the ``xla``
+    policy completes a forward sum)."""
     forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy, groups)
     if not backward:
         return forward
-    if policy == "xla" and cotangent_groups and not forward.steps and insert_pbroadcast:
-        return reshard_with_policy(shape, dtype, cotangent_layout(destination, pending), cotangent_layout(source),
-                                   cluster, within, policy, cotangent_groups)
     return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within,
-                          policy=policy)
+                          policy=policy, groups=cotangent_groups if insert_pbroadcast else ())
 
 
 def reader_side(consumer: OpNode, ks, backward: bool, xla: bool = False) -> list:

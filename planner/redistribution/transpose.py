@@ -71,21 +71,23 @@ def cotangent_layout(layout: TensorSharding, pending: Sequence[AxisRef] = ()) ->
 
 def transpose_plan(forward: ReshardPlan, pending: Sequence[AxisRef], cluster, *,
                    insert_pbroadcast: bool = True, within: Sequence[AxisRef] | None = None,
-                   policy: str = "cheapest") -> ReshardPlan:
+                   policy: str = "cheapest", groups: Sequence[Sequence[AxisRef]] = ()) -> ReshardPlan:
     """The backward of ``forward`` for a cotangent pending over ``pending`` (see the module docstring).
 
     The result goes from ``cotangent_layout(forward.destination, pending)`` to
     ``cotangent_layout(forward.source)``. ``within``: the mesh pieces its redistributions may
     use (see :func:`~planner.redistribution.engine.reshard`); ``policy``: how each hop is
-    realised (:data:`~planner.redistribution.xla_policy.POLICIES`).
+    realised (:data:`~planner.redistribution.xla_policy.POLICIES`); ``groups``: the order the
+    ``xla`` policy completes ``pending`` in, one group of axes at a time
+    (:meth:`~planner.model.nodes.OpNode.cotangent_groups`).
     """
     return _transpose(forward, tuple(pending), cluster, insert_pbroadcast, None if within is None else tuple(within),
-                      policy)
+                      policy, tuple(tuple(g) for g in groups))
 
 
 @memoize("transposed redistribution plans", maxsize=65536)
 def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast: bool, within=None,
-               policy: str = "cheapest") -> ReshardPlan:
+               policy: str = "cheapest", groups: tuple = ()) -> ReshardPlan:
     layouts = [forward.source] + [s.after for s in forward.steps]
     if not forward.steps:
         layouts = [forward.source, forward.destination]
@@ -100,7 +102,8 @@ def _transpose(forward: ReshardPlan, pending: tuple, cluster, insert_pbroadcast:
     for i in range(len(layouts) - 1, 0, -1):
         target = _next_layout(current, layouts[i - 1], shape, insert_pbroadcast, last=(i == 1))
         if target != current:
-            steps += reshard_with_policy(shape, dtype, current, target, cluster, within, policy).steps
+            steps += reshard_with_policy(shape, dtype, current, target, cluster, within, policy,
+                                         groups if current.unreduced else ()).steps
         current = target
     return ReshardPlan(tuple(shape), dtype, start, cotangent_layout(forward.source), tuple(steps))
 
