@@ -24,7 +24,8 @@ out as Python source by :func:`module_source`, one line per op:
 * ``check_vma`` stays on, so JAX types every value varying or invariant over each axis as seed 004 does. An
   operand that does not vary where its op does is ``pbroadcast`` once per value and axes and shared by every
   reader, as the plan's program does, so the backward adds the readers' cotangents before the one ``psum``
-  that transposes it;
+  that transposes it; a reader whose pending cotangent the plan completes by itself (propagate's, as XLA does:
+  :func:`~planner.model.moves.split_cotangents`) pbroadcasts the value alone, its ``psum`` that completion;
 * an output delivered as a pending sum leaves the ``shard_map`` stacked over its pending axes (one partial
   per group): returning it reduced would add a collective the plan does not have;
 * with training, ``jax.vjp`` of the ``shard_map`` is the backward: JAX's transposes of these primitives, which
@@ -391,6 +392,7 @@ class _Writer:
         self.indent = "    "
         self.backward = [r for r in plan.program.redistributions() if r.phase != "forward"]
         self.redistributed: set[tuple[str, TensorSharding]] = set()  # values a forward redistribution made
+        self.routed = _routed(plan.program)
 
     def fresh(self, base: str) -> str:
         name = _identifier(base)
@@ -446,9 +448,10 @@ def _casts(program: Program) -> dict[int, tuple[frozenset, int, frozenset]]:
     that the transpose makes grow). Returns ``(fused step indices, position, axes)``: the pbroadcast over
     ``axes`` goes before step ``position`` (``len(steps)``: at the readers, as written)."""
     readers: dict[tuple[str, TensorSharding], list] = {}
+    routed = _routed(program)
     for ins in program.instructions:
         if isinstance(ins, Compute):
-            casts = pbroadcasts(ins.strategy)
+            casts = _shared_casts(ins, routed)
             for k, t in enumerate(ins.op.inputs):
                 readers.setdefault((t, ins.strategy.operands[k]), []).append(casts[k])
     out = {}
@@ -690,14 +693,16 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
     for k, t in enumerate(op.inputs):
         x = w.value(t, s.operands[k])
         axes = names.atoms(casts[k])
-        if axes:  # once per value and axes, shared by every reader
-            key = (t, s.operands[k], axes)
+        if axes:  # once per value and axes, shared by every reader (but a routed one, which has its own)
+            routed = (t, op.name) in w.routed
+            key = (t, s.operands[k], axes, op.name if routed else None)
             if key not in w.casts:
                 w.casts[key] = w.fresh(f"{x}_v")
                 read_as_it_lies = (t, s.operands[k]) not in w.redistributed
-                back = _direct_backward(w, t, s.operands[k], op.name) if read_as_it_lies else None
+                back = _completion(w, t, s.operands[k], op.name) if routed else \
+                    _direct_backward(w, t, s.operands[k], op.name) if read_as_it_lies else None
                 cast = (f"{w.collective('pbroadcast')}(jax, @, {_attrs({'axes': list(axes)})})",
-                        f"pbroadcast {t} over {', '.join(axes)}")
+                        f"pbroadcast {t} over {', '.join(axes)}" + (f" for {op.name} alone" if routed else ""))
                 if back is not None and _communication(back.plan.steps, names) != [("AllReduce", tuple(sorted(axes)))]:
                     forth, backward = w.fresh(f"{w.casts[key]}_forward"), w.fresh(f"{w.casts[key]}_backward")
                     tail = [(f"v = {cast[0].replace('@', 'v', 1)}", cast[1])]
@@ -705,7 +710,8 @@ def _write_compute(w: _Writer, ins: Compute) -> None:
                     _write_steps_function(w, backward, "c", back.plan,
                                           f"the plan's backward of {t}: {back.bytes_per_device:,} B per device", [])
                     w.emit(f"{w.casts[key]} = {w.function('redistributed', redistributed)}(jax, {forth}, "
-                           f"{backward})({x})", f"{cast[1]}, its cotangents summed as the plan does")
+                           f"{backward})({x})", f"{cast[1]}, " + ("its cotangent completed as the plan does" if routed
+                                                                  else "its cotangents summed as the plan does"))
                 else:
                     w.emit(f"{w.casts[key]} = {cast[0].replace('@', x, 1)}", cast[1])
             x = w.casts[key]
@@ -815,23 +821,47 @@ def _direct_backward(w: _Writer, t: str, layout: TensorSharding, reader: str) ->
     home = cotangent_layout(layout)
     for r in w.backward:
         if r.tensor == t and reader in r.readers and r.plan.destination == home \
-                and r.plan.source.with_unreduced(()) == home:
+                and r.plan.source.with_unreduced(()) == home and r.route is None:
             return r
     return None
 
 
 def _pending_of(program: Program, ins: Redistribute) -> frozenset:
-    """The axis pieces every reader of ``ins``'s result pbroadcasts it over."""
-    casts = [pbroadcasts(i.strategy)[k] for i in program.instructions if isinstance(i, Compute)
+    """The axis pieces every reader of ``ins``'s result pbroadcasts it over (a routed reader's own pbroadcast not
+    counted: its cotangent comes back complete)."""
+    routed = _routed(program)
+    casts = [_shared_casts(i, routed)[k] for i in program.instructions if isinstance(i, Compute)
              for k, t in enumerate(i.op.inputs) if t == ins.tensor and i.strategy.operands[k] == ins.destination]
     return frozenset.intersection(*casts) if casts else frozenset()
+
+
+def _routed(program: Program) -> frozenset:
+    """``(tensor, reader)`` pairs whose pending cotangent a redistribution of its own completes (the ``xla``
+    policy: :func:`~planner.model.moves.split_cotangents`): that reader pbroadcasts the value by itself."""
+    return frozenset((r.tensor, r.route) for r in program.redistributions() if r.route)
+
+
+def _shared_casts(ins: Compute, routed: frozenset) -> list:
+    """:func:`pbroadcasts` of ``ins``'s operands, none for those its op pbroadcasts by itself (``routed``)."""
+    return [frozenset() if (t, ins.op.name) in routed else c
+            for t, c in zip(ins.op.inputs, pbroadcasts(ins.strategy))]
+
+
+def _completion(w: _Writer, t: str, layout: TensorSharding, reader: str) -> Redistribute | None:
+    """The plan's completion of the pending cotangent ``reader`` sends to ``t`` (read in ``layout``)."""
+    home = cotangent_layout(layout)
+    for r in w.backward:
+        if r.tensor == t and r.route == reader and r.plan.destination == home:
+            return r
+    return None
 
 
 def _backward_of(ins: Redistribute, backward) -> Redistribute | None:
     """The plan's backward (or gradient) redistribution that takes the cotangent of ``ins``'s readers home."""
     home = cotangent_layout(ins.plan.source)
     for r in backward:
-        if r.tensor == ins.tensor and set(r.readers) == set(ins.readers) and r.plan.destination == home \
+        if r.tensor == ins.tensor and r.route is None and set(r.readers) == set(ins.readers) \
+                and r.plan.destination == home \
                 and r.plan.source.with_unreduced(()) == cotangent_layout(ins.destination):
             return r
     return None

@@ -19,7 +19,8 @@ from planner.redistribution.transpose import transpose_plan
 from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
-           "op_moves", "completion_order", "producer_side", "reader_entry", "reader_side", "reshard_plan"]
+           "op_moves", "completion_order", "producer_side", "reader_entry", "reader_side", "reshard_plan",
+           "split_cotangents"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class Transfer:
     groups: tuple[tuple[AxisRef, ...], ...] = ()  # how the xla policy completes the source's pending sum
     # how the xla policy completes the cotangent's pending sum (:meth:`~planner.model.nodes.OpNode.cotangent_groups`)
     cotangent_groups: tuple[tuple[AxisRef, ...], ...] = ()
+    # the xla policy's completion of one reader's pending cotangent where it lies (``source == destination``): the
+    # op whose cotangent this move completes by itself; the result joins the other readers' cotangents in that
+    # layout, which the link's shared transpose then takes home (:func:`split_cotangents`). None: any other move
+    reader: str | None = None
 
 
 def _grad_phase(m: Model, tensor: str) -> str:
@@ -56,16 +61,33 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
         u.strategies[c].result, completion_order(m, u, u.strategies[c]))
     layouts: dict[TensorSharding, None] = {}
     grads: dict[tuple, None] = {}
+    completions: dict[tuple, None] = {}
     xla = m.options.reshard_policy == "xla"
     for v, ks in zip(link.readers, link.operands):
         node = m.nodes[v]
         lays, gs = reader_entry(node, node.strategies[choice[v]], ks, link.backward, xla)
         layouts.update(dict.fromkeys(lays))
-        grads.update(dict.fromkeys(gs))
+        own, shared = split_cotangents(gs, xla)
+        completions.update(dict.fromkeys((node.name, *c) for c in own))
+        grads.update(dict.fromkeys(shared))
     out = [Transfer(t, src, lay, "forward", groups=groups) for lay in layouts]
     phase = _grad_phase(m, t)
+    out += [Transfer(t, lay, lay, phase, pending, (), cotangent, reader)
+            for reader, lay, pending, cotangent in completions]
     out += [Transfer(t, src, lay, phase, pending, groups, cotangent) for lay, pending, cotangent in grads]
     return out
+
+
+def split_cotangents(grads, xla: bool) -> tuple[tuple, tuple]:
+    """A reader's cotangents ``(layout, pending, cotangent groups)`` as ``(completions, transposes)``: under the
+    ``xla`` policy, each pending one is completed where it lies, by that reader alone (XLA's partitioner all-reduces
+    each dot's partial result as it makes it, so several readers' pending cotangents are not added first), and
+    every cotangent then comes home by the link's transpose of its layout, shared by the readers of that layout.
+    Otherwise no completions: the pending sums travel with the transposes, which add them where it is cheapest."""
+    if not xla:
+        return (), tuple(grads)
+    own = tuple(g for g in grads if g[1])
+    return own, tuple(dict.fromkeys((lay, (), ()) for lay, _, _ in grads))
 
 
 def completion_order(m: Model, node: OpNode, s: Strategy) -> tuple[tuple[AxisRef, ...], ...]:

@@ -20,7 +20,8 @@ from planner.caches import BoundedCache
 from planner.enumeration import Strategy
 from planner.ir.sharding import TensorSharding
 from planner.model.op_collectives import op_collectives_time_s
-from planner.model.moves import move_time_s, op_moves, own_params, producer_side, reader_side, reshard_plan
+from planner.model.moves import (move_time_s, op_moves, own_params, producer_side, reader_side, reshard_plan,
+                                 split_cotangents)
 from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
@@ -176,17 +177,22 @@ def data_edge(m: Model, link: Flow) -> Edge:
 
 
 def fanout_edge(m: Model, link: Flow) -> Fanout:
-    """Columns: each distinct layout a reader needs (forward) and each distinct ``(layout, pending)``
-    cotangent coming back (backward); a reader candidate needs a set of columns."""
+    """Columns: each distinct layout a reader needs (forward), each distinct ``(layout, pending)``
+    cotangent coming back (backward) and, under the ``xla`` policy, each reader's completion of its pending
+    cotangent; a reader candidate needs a set of columns."""
     spec = m.graph.tensor(link.tensor)
     u_class, u_uniq = _classes(producer_side(m, m.nodes[link.producer]))
     column: dict[tuple, int] = {}
     needs = []
-    for v, ks in zip(link.readers, link.operands):
+    xla = m.options.reshard_policy == "xla"
+    for j, (v, ks) in enumerate(zip(link.readers, link.operands)):
         per_candidate = []
-        for layouts, grads in reader_side(m.nodes[v], ks, link.backward, m.options.reshard_policy == "xla"):
+        for layouts, grads in reader_side(m.nodes[v], ks, link.backward, xla):
+            own, shared = split_cotangents(grads, xla)
             cols = {column.setdefault(("forward", lay), len(column)) for lay in layouts}
-            cols |= {column.setdefault(("backward", *grad), len(column)) for grad in grads}
+            cols |= {column.setdefault(("backward", *grad), len(column)) for grad in shared}
+            # a completion is this reader's own (by its place among the readers: alike layers share tables)
+            cols |= {column.setdefault(("complete", *grad, j), len(column)) for grad in own}
             per_candidate.append(tuple(sorted(cols)))
         needs.append(tuple(per_candidate))
     table = _table("fanout", spec.shape, spec.dtype, tuple(u_uniq), tuple(column), m.cluster,
@@ -204,9 +210,11 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
 
     ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
     of the result to each distinct layout, plus the transpose back of each distinct
-    ``(layout, pending, groups)`` cotangent; ``forward``: the same classes, the forward
+    ``(layout, pending, groups)`` cotangent (under the ``xla`` policy, each pending one completed where it
+    lies first, :func:`~planner.model.moves.split_cotangents`); ``forward``: the same classes, the forward
     redistributions alone. ``fanout``: a column is one forward
-    redistribution ``("forward", layout)`` or one transpose ``("backward", layout, pending, groups)``.
+    redistribution ``("forward", layout)``, one transpose ``("backward", layout, pending, groups)`` or one
+    reader's completion ``("complete", layout, pending, groups, reader's place)``.
     ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`); ``policy``:
     :attr:`Options.reshard_policy`.
     """
@@ -216,15 +224,23 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
         return reshard_plan(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
                             policy, src[1], cotangent).time_s
 
+    def complete(lay, pending, cotangent) -> float:
+        return reshard_plan(shape, dtype, lay, lay, True, pending, cluster, insert_pbroadcast, within, policy, (),
+                            cotangent).time_s
+
     def cell(a: int, b: int) -> float:
         src, item = u_items[a], v_items[b]
         if kind == "data":
             layouts, grads = item
-            return sum(cost(src, lay) for lay in layouts) + sum(cost(src, lay, True, p, g) for lay, p, g in grads)
+            own, shared = split_cotangents(grads, policy == "xla")
+            return (sum(cost(src, lay) for lay in layouts) + sum(complete(*grad) for grad in own)
+                    + sum(cost(src, lay, True, p, g) for lay, p, g in shared))
         if kind == "forward":
             return sum(cost(src, lay) for lay in item[0])
         if item[0] == "forward":
             return cost(src, item[1])
+        if item[0] == "complete":
+            return complete(item[1], item[2], item[3])
         return cost(src, item[1], True, item[2], item[3])
 
     return TABLES.get_or_compute(key, lambda: LazyTable((len(u_items), len(v_items)), cell))

@@ -74,7 +74,9 @@ class Redistribute:
     delivery). Backward and gradient: the transpose of such a redistribution,
     carrying the summed cotangents of ``readers`` (empty: the seeded cotangent of a
     graph output) home to ``producer`` (None: a parameter, whose gradient it
-    reduces); ``plan.source`` is where those cotangents were added up.
+    reduces); ``plan.source`` is where those cotangents were added up. ``route`` (the ``xla`` policy's
+    completions, :func:`~planner.model.moves.split_cotangents`): the one reader whose pending cotangent this
+    completes where it lies; the result joins the other readers' cotangents at ``plan.destination``, not home.
     """
 
     tensor: str
@@ -82,6 +84,7 @@ class Redistribute:
     readers: tuple[str, ...]
     phase: str
     plan: ReshardPlan
+    route: str | None = None
 
     @property
     def source(self) -> TensorSharding:
@@ -163,6 +166,28 @@ class Backprop:
     cotangents: tuple[TensorSharding, ...]
     collectives: tuple[OpCollective, ...] = ()  # the op's own backward collectives (a body collective's transpose)
     manual: tuple | None = None  # as Compute's
+    # per ``wrt``: whether a :class:`Redistribute` routed to this op completes that cotangent by itself
+    routed: tuple[bool, ...] = ()
+
+
+def cotangent_key(ins: Backprop, j: int) -> tuple:
+    """Where operand ``ins.wrt[j]``'s cotangent waits for the redistribution that takes it on:
+    ``(tensor, layout, route)``, the readers' cotangents of one key added up (:func:`transposed_key`)."""
+    layout = ins.cotangents[j]
+    routed = bool(ins.routed) and ins.routed[j]
+    return (ins.op.inputs[ins.wrt[j]], cotangent_layout(layout.with_unreduced(()), layout.unreduced),
+            ins.op.name if routed else None)
+
+
+def transposed_key(ins: Redistribute) -> tuple:
+    """The :func:`cotangent_key` of the cotangents backward redistribution ``ins`` takes on."""
+    return (ins.tensor, ins.plan.source, ins.route)
+
+
+def completed_key(ins: Redistribute) -> tuple | None:
+    """Where a completion (``ins.route``) leaves its result, to be added to the other readers' cotangents; None
+    for any other redistribution (its result goes home)."""
+    return (ins.tensor, ins.plan.destination, None) if ins.route else None
 
 
 Instruction = Union[Load, Redistribute, Compute, Backprop]
@@ -231,12 +256,15 @@ def lower(m: Model, choice) -> Program:
         node = m.nodes[i]
         return node.name if isinstance(node, OpNode) else None
 
+    xla = m.options.reshard_policy == "xla"
+
     for k, link in enumerate(m.flows):
         for move in link_moves(m, k, choice):
             plan = move_plan(m, move)
-            readers = tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
-                            if any(_reads(m.nodes[v], m.nodes[v].strategies[choice[v]], j, move) for j in ks))
-            r = Redistribute(move.tensor, name(link.producer), readers, move.phase, plan)
+            readers = (move.reader,) if move.reader else \
+                tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
+                      if any(_reads(m.nodes[v], m.nodes[v].strategies[choice[v]], j, move, xla) for j in ks))
+            r = Redistribute(move.tensor, name(link.producer), readers, move.phase, plan, move.reader)
             if move.phase == "forward":
                 if plan.steps:
                     before[min(readers, key=position.get)].append(r)
@@ -296,11 +324,12 @@ def typecheck(program: Program) -> None:
             check_backprop(ins, f"instruction {n} (backward of op {ins.op.name!r}, {ins.op.op})")
 
 
-def _reads(node: OpNode, s, j: int, move: Transfer) -> bool:
-    """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns."""
+def _reads(node: OpNode, s, j: int, move: Transfer, xla: bool = False) -> bool:
+    """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns (under
+    the ``xla`` policy a transpose carries every reader's cotangent of its layout, the pending ones completed)."""
     if s.operands[j] != move.destination:
         return False
-    return move.phase == "forward" or node.operand_gradient(s, j).unreduced == move.pending
+    return move.phase == "forward" or xla or node.operand_gradient(s, j).unreduced == move.pending
 
 
 def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
@@ -318,6 +347,7 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
     for t, op_name in first_reader.items():
         if graph.producer(t) is None and m.needs_grad.get(t, False):
             sources_after.setdefault(op_name, []).append(t)
+    routed = {(r.tensor, r.route) for rs in back_of.values() for r in rs if r.route}
     out: list[Instruction] = []
     for op in reversed(graph.ops):
         if not m.needs_grad.get(op.output, False):
@@ -327,11 +357,13 @@ def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:
         node = m.nodes[i]
         s = node.strategies[choice[i]]
         wrt = tuple(k for k, t in enumerate(op.inputs) if m.needs_grad.get(t, False))
+        cotangents = tuple(node.operand_gradient(s, k) for k in wrt)
         out.append(Backprop(op, node.rule, s, tuple(graph.tensor(t).shape for t in op.inputs),
-                            graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt,
-                            tuple(node.operand_gradient(s, k) for k in wrt),
+                            graph.tensor(op.output).shape, graph.tensor(op.output).dtype, wrt, cotangents,
                             op_collectives(graph, op, s, m.cluster, transposed=True, wrt=wrt, rule=node.rule),
-                            manual_types(graph, op, variance)))
+                            manual_types(graph, op, variance),
+                            tuple(bool(c.unreduced) and (op.inputs[k], op.name) in routed
+                                  for k, c in zip(wrt, cotangents))))
         out += own_grads[op.name]
         for t in sources_after.get(op.name, []):
             out += back_of.get(t, [])

@@ -50,7 +50,8 @@ from typing import Iterable
 
 from costmodels.units import format_seconds
 from planner.errors import PlanningError, quote
-from planner.partitioning.program import Backprop, Compute, Program, Redistribute
+from planner.partitioning.program import (Backprop, Compute, Program, Redistribute, completed_key,
+                                         transposed_key)
 from planner.redistribution import step_link
 
 __all__ = ["MODES", "PHASES", "PhaseTimes", "Schedule", "schedule"]
@@ -186,6 +187,7 @@ def _async(program: Program, cluster) -> Schedule:
     backward_s: dict[str, float] = {}  # op -> its Backprop's compute time
     back_done: dict[str, float] = {}  # op -> when its Backprop is done
     cotangent: dict[str, float] = {}  # tensor -> when its cotangent is home (so far)
+    completed: dict[tuple, float] = {}  # where readers' completed cotangents are added -> when the last is done
     compute = {"forward": 0.0, "backward": 0.0, "gradient": 0.0}
     for ins in program.instructions:
         if isinstance(ins, Compute):
@@ -210,10 +212,14 @@ def _async(program: Program, cluster) -> Schedule:
             if ins.phase == "forward":
                 arrived[(ins.tensor, ins.destination)] = dev.redistribute(ins, made.get(ins.tensor, 0.0))
                 continue
-            # the cotangents it carries: its readers' Backprops, or a graph output's seed once the output is made
+            # the cotangents it carries: its readers' Backprops (and their completions by themselves), or a graph
+            # output's seed once the output is made
             ready = max((back_done.get(r, 0.0) for r in ins.readers), default=made.get(ins.tensor, 0.0))
+            ready = max(ready, completed.get(transposed_key(ins), 0.0))
             done = dev.redistribute(ins, ready)
-            if ins.phase == "backward":
+            if ins.route:
+                completed[completed_key(ins)] = max(completed.get(completed_key(ins), 0.0), done)
+            elif ins.phase == "backward":
                 cotangent[ins.tensor] = max(cotangent.get(ins.tensor, 0.0), done)
     hidden = {ph: 0.0 for ph in PHASES}
     comm = {ph: 0.0 for ph in PHASES}

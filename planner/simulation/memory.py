@@ -36,7 +36,7 @@ from graphs.gradients import backward_schedule
 from graphs.ops.collectives import is_collective
 from graphs.ops.registry import get_op
 from planner.limits import format_bytes
-from planner.partitioning import Backprop, Compute, Load, Redistribute
+from planner.partitioning import Backprop, Compute, Load, Redistribute, completed_key, cotangent_key, transposed_key
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.local_vjp import local_vjp_inputs
 
@@ -284,7 +284,7 @@ class _DeviceWalk:
             arr = self.new(self.block(ins.plan.source, self.graph.tensor(t).shape, t))
             made, arrays = self.size[arr], 1
         else:
-            arr = self.cot_in.pop((t, ins.plan.source), None)
+            arr = self.cot_in.pop(transposed_key(ins), None)
             if arr is None:
                 return  # the simulator reports the missing cotangent itself
         if ins.plan.steps:
@@ -293,13 +293,15 @@ class _DeviceWalk:
             made, arrays = made + nbytes, arrays + 1
         else:
             out, scratch = arr, 0
-        home = self.gradients if self.graph.producer(t) is None else self.cot_out
-        if t in home:  # a sum of cotangents: both addends and the sum at once
+        joins = completed_key(ins)  # one reader's cotangent completed: added to the others' of its layout
+        home, key = (self.cot_in, joins) if joins is not None else \
+            (self.gradients if self.graph.producer(t) is None else self.cot_out, t)
+        if key in home:  # a sum of cotangents: both addends and the sum at once
             total = self.new(self.size[out])
             made, arrays = made + self.size[total], arrays + 1
             out = total
         self.account(before, made, arrays, scratch)
-        home[t] = out
+        home[key] = out
 
     def backprop(self, ins: Backprop, before: set[int]) -> None:
         op = ins.op
@@ -310,11 +312,11 @@ class _DeviceWalk:
         if cot is None:
             return
         made, arrays, reads = 0, 0, [self.size[cot]]
-        for k, layout in zip(ins.wrt, ins.cotangents):
+        for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = op.inputs[k]
             grad = self.block(layout, ins.in_shapes[k], t)
             reads.append(grad)
-            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            key = cotangent_key(ins, j)
             for _ in range(2 if key in self.cot_in else 1):  # a sum of two cotangents: the addends and the sum
                 ident = self.new(grad)
                 made, arrays = made + grad, arrays + 1

@@ -64,7 +64,8 @@ from graphs.gradients import output_cotangents, reference_gradients
 from planner.collectives import STEP_KINDS
 from planner.errors import PlanningError, SimulationMismatch, quote
 from planner.ir.mesh import Mesh
-from planner.partitioning import Backprop, Compute, Load, Redistribute, lower
+from planner.partitioning import (Backprop, Compute, Load, Redistribute, completed_key, cotangent_key, lower,
+                                  transposed_key)
 from planner.progress import SILENT, Progress
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
@@ -476,7 +477,7 @@ class _PipelineRun:
                     for i in c.stage_layers(k):
                         layer = self.s.layers[i]
                         for ins in layer.gradient:
-                            if not _local(ins):
+                            if not _local(ins, layer):
                                 self._param_redistribute(g, layer, ins, "gradient")
                 self._account(g)
         self._sync()
@@ -514,9 +515,10 @@ class _PipelineRun:
     def _zero_gradient(self, g: _Group, layer: _Layer, real: str, load) -> None:
         """A parameter's zero gradient accumulator: in its layout, or where its cotangents are added up until its
         reduction inside the stage mesh."""
-        pending = [ins for ins in layer.gradient if layer.name(ins.tensor) == real and not _local(ins)]
+        pending = [ins for ins in layer.gradient if layer.name(ins.tensor) == real and not _local(ins, layer)]
         for ins in pending:
-            g.param_cot.setdefault((real, ins.plan.source), _zeros(ins.plan.source, load.shape, self.s.float_dtype))
+            g.param_cot.setdefault(_real_key(transposed_key(ins), real),
+                                   _zeros(ins.plan.source, load.shape, self.s.float_dtype))
         if not pending:
             g.grads[real] = _zeros(load.layout, load.shape, self.s.float_dtype)
 
@@ -812,7 +814,7 @@ class _PipelineRun:
             else:
                 self._backprop(g, P, layer, ins)
                 for grad in layer.gradient:  # slicing the parameters' cotangents home as they come
-                    if _local(grad):
+                    if _local(grad, layer):
                         self._param_redistribute(g, layer, grad, "gradient")
             self._account(g)
         if c.recompute == "full":
@@ -828,7 +830,7 @@ class _PipelineRun:
         names = [real for real, _ in self.params_of_layer[i]]
         for g in groups:
             for ins in layer.gradient:
-                if not _local(ins):
+                if not _local(ins, layer):
                     self._param_redistribute(g, layer, ins, "gradient")
             self._account(g)
         dp = self.c.dp
@@ -854,11 +856,15 @@ class _PipelineRun:
                 return
             arr = DistributedArray.from_global(np.asarray(cots[real], dtype=self.s.float_dtype), ins.plan.source)
         else:
-            arr = P.cot_in.pop((real, ins.plan.source), None)
+            arr = P.cot_in.pop(_real_key(transposed_key(ins), real), None)
             if arr is None:
                 arr = _zeros(ins.plan.source, self.s.graph.tensor(real).shape, self.s.float_dtype)
         out, _ = execute(ins.plan, arr, g.nets["backward"])
         g.counts["backward"].update(s.kind for s in ins.plan.steps if s.kind != "Slice")
+        if completed_key(ins) is not None:  # one reader's cotangent completed: added to the others' of its layout
+            key = _real_key(completed_key(ins), real)
+            P.cot_in[key] = add_cotangents(P.cot_in.get(key), out)
+            return
         if self.s.graph.producer(real) is None:
             return  # an input's cotangent: nothing to send it to
         P.cot_out[real] = add_cotangents(P.cot_out.get(real), out)
@@ -868,11 +874,15 @@ class _PipelineRun:
         once a step on the accumulated cotangents, except those that only slice (no bytes), which run every
         microbatch so that the gradient accumulates in the parameter's own layout."""
         real = layer.name(ins.tensor)
-        arr = g.param_cot.pop((real, ins.plan.source), None)
+        arr = g.param_cot.pop(_real_key(transposed_key(ins), real), None)
         if arr is None:
             return
         out, _ = execute(ins.plan, arr, g.nets[phase])
         g.counts[phase].update(s.kind for s in ins.plan.steps if s.kind != "Slice")
+        if completed_key(ins) is not None:  # one reader's cotangent completed: added to the others' of its layout
+            key = _real_key(completed_key(ins), real)
+            g.param_cot[key] = add_cotangents(g.param_cot.get(key), out)
+            return
         g.grads[real] = add_cotangents(g.grads.get(real), out)
 
     def _backprop(self, g, P, layer, ins: Backprop) -> None:
@@ -904,7 +914,7 @@ class _PipelineRun:
         for jj, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
             t = layer.name(op.inputs[k])
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][jj] for d in range(n)])
-            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            key = _real_key(cotangent_key(ins, jj), t)
             store = g.param_cot if self.s.graph.tensor(t).kind == "param" else P.cot_in
             store[key] = add_cotangents(store.get(key), arr)
 
@@ -1004,7 +1014,7 @@ class _PipelineRun:
 
         for t, a in g.params.items():
             add(a, t, "parameters")
-        for (t, _), a in g.param_cot.items():
+        for (t, *_), a in g.param_cot.items():
             add(a, t, "gradients")
         for t, a in g.grads.items():
             add(a, t, "gradients")
@@ -1015,7 +1025,7 @@ class _PipelineRun:
                 add(a, t, "activations")
             for t, a in P.residuals.values():
                 add(a, t, "activations")
-            for (t, _), a in P.cot_in.items():
+            for (t, *_), a in P.cot_in.items():
                 add(a, t, "activations")
             for t, a in P.cot_out.items():
                 add(a, t, "activations")
@@ -1063,9 +1073,11 @@ class _AllOps:
 _ALL = _AllOps()
 
 
-def _local(ins: Redistribute) -> bool:
-    """Whether a redistribution moves no bytes (its steps only slice)."""
-    return all(step.kind == "Slice" for step in ins.plan.steps)
+def _local(ins: Redistribute, layer: _Layer) -> bool:
+    """Whether a gradient redistribution moves no bytes (its steps only slice) and takes on no reader's completed
+    cotangent (a completion runs once a step, so what it joins waits for it)."""
+    joined = {completed_key(other) for other in layer.gradient if other.route}
+    return all(step.kind == "Slice" for step in ins.plan.steps) and transposed_key(ins) not in joined
 
 
 def _reruns(layer: _Layer, ins, only) -> bool:
@@ -1099,3 +1111,8 @@ def _residual_with(P: _Pass, tensor: str, layout):
 
 def _zeros(layout, shape, float_dtype) -> DistributedArray:
     return DistributedArray.from_global(np.zeros(tuple(shape), dtype=float_dtype), layout)
+
+
+def _real_key(key: tuple, real: str) -> tuple:
+    """A cotangent's key (:func:`~planner.partitioning.cotangent_key`) with its tensor named as in this layer."""
+    return (real, *key[1:])

@@ -47,7 +47,8 @@ from graphs.evaluate import example_inputs, non_finite, non_finite_origin, run_r
 from graphs.gradients import check_differentiable, output_cotangents, reference_gradients
 from planner.errors import ModelError, PlanningError, SimulationMismatch, quote
 from planner.limits import check_simulation_memory
-from planner.partitioning import Backprop, Compute, Load, Redistribute
+from planner.partitioning import (Backprop, Compute, Load, Redistribute, completed_key, cotangent_key,
+                                  transposed_key)
 from planner.progress import SILENT, Progress, counted
 from planner.redistribution.transpose import cotangent_layout
 from planner.simulation.collectives import Network
@@ -356,7 +357,7 @@ class _Run:
             arr = DistributedArray.from_global(self.cotangents[t], ins.plan.source)
             self.seeds.update(id(b if b.base is None else b.base) for b in arr.blocks)
         else:
-            arr = self.cot_in.pop((t, ins.plan.source), None)
+            arr = self.cot_in.pop(transposed_key(ins), None)
             if arr is None:
                 if any(t in self.differentiates.get(r, ()) for r in ins.readers):
                     raise SimulationMismatch(f"the backward of {', '.join(ins.readers)} left no cotangent of {t!r} "
@@ -364,6 +365,10 @@ class _Run:
                 # its readers have no gradient (a cast to an integer): nothing flows back, a zero cotangent
                 arr = self._zeros(ins.plan.source, self.graph.tensor(t).shape)
         out = self._execute(ins, arr)
+        joins = completed_key(ins)
+        if joins is not None:  # one reader's cotangent completed: added to the others' of its layout
+            self.cot_in[joins] = add_cotangents(self.cot_in.get(joins), out)
+            return
         home = self.gradients if self.graph.producer(t) is None else self.cot_out
         home[t] = add_cotangents(home.get(t), out)
 
@@ -415,9 +420,8 @@ class _Run:
         """The operands' cotangents (``per_device[d][j]``: device ``d``'s block of ``ins.wrt[j]``'s) to their
         transposed redistributions."""
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
-            t = ins.op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [per_device[d][j] for d in range(self.n)])
-            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            key = cotangent_key(ins, j)
             self.cot_in[key] = add_cotangents(self.cot_in.get(key), arr)
 
     def _backprop_in_region(self, ins: Backprop, cot: DistributedArray, operands, result) -> None:
@@ -442,10 +446,9 @@ class _Run:
                                                  None if result is None else result.blocks[d], cot.blocks[d], ctx,
                                                  ins.wrt, donate=False)))
         for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
-            t = op.inputs[k]
             arr = DistributedArray(layout, tuple(ins.in_shapes[k]), [frozen_block(per_device[d][j]) for d in range(self.n)],
                                    op.op != "manual_enter")
-            key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
+            key = cotangent_key(ins, j)
             self.cot_in[key] = add_cotangents(self.cot_in.get(key), arr)
 
     def _zeros(self, layout, shape) -> DistributedArray:

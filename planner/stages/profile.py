@@ -41,7 +41,8 @@ from planner.ir.sharding import TensorSharding
 from planner.model.decision import Decision
 from planner.model.options import Options
 from planner.model.request import Request
-from planner.partitioning import Backprop, Compute, Load, Redistribute, lower
+from planner.partitioning import (Backprop, Compute, Load, Redistribute, completed_key, cotangent_key, lower,
+                                  transposed_key)
 from planner.redistribution.transpose import cotangent_layout
 from planner.searches import search_named
 from planner.stages.layers import Layer, layers_of, representatives
@@ -494,8 +495,12 @@ class _Holding:
                     if real in self.graph.outputs and self.graph.producer(real) is not None:
                         out = self._new(self.graph.tensor(real).shape, ins.plan.destination, real)
                         self.cot_out[real] = out
+                elif completed_key(ins) is not None:  # one reader's cotangent completed, joining the others'
+                    self.cot_in.pop(transposed_key(ins), None)
+                    self.cot_in[completed_key(ins)] = self._new(self.graph.tensor(real).shape, ins.plan.destination,
+                                                                real)
                 else:
-                    self.cot_in.pop((real, ins.plan.source), None)
+                    self.cot_in.pop(transposed_key(ins), None)
                     if self.graph.producer(real) is not None:
                         self.cot_out[real] = self._new(self.graph.tensor(real).shape, ins.plan.destination, real)
             else:
@@ -504,12 +509,11 @@ class _Holding:
                 for k in range(len(op.inputs)):
                     self.residuals.pop((op.name, "operand", k), None)
                 self.residuals.pop((op.name, "result"), None)
-                for k, layout in zip(ins.wrt, ins.cotangents):
+                for j, (k, layout) in enumerate(zip(ins.wrt, ins.cotangents)):
                     t = op.inputs[k]
                     if t in self.params:
                         continue
-                    key = (t, cotangent_layout(layout.with_unreduced(()), layout.unreduced))
-                    self.cot_in[key] = self._new(ins.in_shapes[k], layout, t)
+                    self.cot_in[cotangent_key(ins, j)] = self._new(ins.in_shapes[k], layout, t)
             peak = max(peak, self.held())
         return peak
 

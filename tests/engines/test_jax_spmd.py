@@ -176,6 +176,38 @@ def test_uneven_layouts_run_padded_and_xla_moves_the_predicted_bytes(tmp_path):
 
 
 @pytest.mark.slow
+def test_each_readers_completed_cotangent_runs_on_xla_with_the_predicted_bytes(tmp_path):
+    """propagate's training plans complete each reader's pending cotangent by itself (an activation read by two
+    column-parallel projections, a weight read by two matmuls over the batch): as one shard_map, where each such
+    reader pbroadcasts the value alone (its psum is that reader's completion), and under --lowering constraints,
+    where XLA's partitioner decides, XLA moves the plan's bytes kind by kind and the gradients match."""
+    pytest.importorskip("jax")
+    from tests.engines.test_jax_run import _RUN_ALL
+    from tests.model.test_moves import TIED_WEIGHT, TWO_READERS
+
+    argvs = {}
+    for name, text in (("activation", TWO_READERS), ("weight", TIED_WEIGHT)):
+        model = tmp_path / f"{name}.yaml"
+        model.write_text(text)
+        for lowering in ("shard_map", "constraints"):
+            argvs[f"{name}-{lowering}"] = ["run", str(model), "--training", "--search", "propagate", "--lowering",
+                                           lowering, "--repeat", "1", "--format", "json", "--quiet"]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", _RUN_ALL, json.dumps(argvs)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.splitlines()[-1])
+    assert sorted(results) == sorted(argvs)
+    for name, (status, out, err) in results.items():
+        assert status == 0, (name, err)
+        d = json.loads(out)
+        assert d["ok"] and d["gradients"], (name, d["outputs"], d["gradients"])
+        assert d["xla_comm_bytes_per_device"] == d["predicted_comm_bytes_per_device"], (name, d["verdict"])
+        for kind, k in d["by_kind"].items():
+            assert k["xla_bytes_per_device"] == k["predicted_bytes_per_device"], (name, kind)
+
+
+@pytest.mark.slow
 def test_the_exported_module_runs_matches_the_reference_and_compiles_the_plans_collectives(tmp_path):
     pytest.importorskip("jax")
     r = shardplan("export", "configs/ffn.yaml", "--to", "jax-module", "--training", "--out", str(tmp_path / "step.py"))

@@ -27,7 +27,10 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # AllReduce of the whole and a slice (CPU forms no reduce-scatter), as the xla policy's transposes do
          "fully_sharded_mlp",
          # a shard_map region inside the step, a stopped target, a sharding constraint on the hidden activation
-         "shard_map_mlp", "stopped_target", "constrained_hidden")
+         "shard_map_mlp", "stopped_target", "constrained_hidden",
+         # several readers' pending cotangents of one value: XLA's partitioner all-reduces each dot's partial result
+         # as it makes it, and the xla policy completes each reader's where it lies, before they are added
+         "three_projections", "three_projections_3d", "tied_weight", "projection_and_square")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -39,11 +42,6 @@ DIFFER = {
     # qkv functions too); backward, JAX transposes the split into one concatenate, which XLA runs as AllToAlls
     # (4, 576 B), where the plan pads each slice's cotangent back and sums them (AllGathers, 3 x 384 B)
     "gpt_block": "AllGather 1,152 B vs AllToAll 576 B (AllReduce 5,384 B and CollectivePermute 1,280 B agree)",
-    # an activation read by three column-parallel projections: each reader's cotangent comes back pending over tp;
-    # the plan adds the three while pending and all-reduces the sum once, where XLA's partitioner completes each
-    # backward dot by its own AllReduce (two more of f32[8, 32], 1,536 B each; configs/transformer_block.yaml's q,
-    # k and v likewise: XLA 1.25x the plan's bytes under --lowering constraints)
-    "three_projections": "AllReduce 11,808 B vs 14,880 B",
 }
 
 

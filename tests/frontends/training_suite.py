@@ -193,6 +193,23 @@ def three_projections(x, w0, wq, wk, wv):
     return jnp.sum(jnp.tanh(h @ wq) * jnp.tanh(h @ wk) + jnp.tanh(h @ wv))
 
 
+# one weight read by two matmuls over the batch (a tied projection): each one's gradient is pending over dp
+def tied_weight(x1, x2, w):
+    return jnp.sum(jnp.tanh(x1 @ w) * jnp.tanh(x2 @ w))
+
+
+# an activation read by a column-parallel projection (its cotangent pending over tp) and a square (whole)
+def projection_and_square(x, w0, wq):
+    h = jnp.tanh(x @ w0)
+    return jnp.sum(jnp.tanh(h @ wq)) + jnp.sum(h * h)
+
+
+# q, k and v of 3-D attention-like projections on a 2x2x2 mesh: the activation's rows over a, features over b
+def three_projections_3d(x, w0, wq, wk, wv):
+    h = jnp.tanh(x @ w0)
+    return jnp.sum(jnp.tanh(h @ wq) * jnp.tanh(h @ wk) - jnp.tanh(h @ wv))
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -256,6 +273,13 @@ def suite() -> dict:
         "three_projections": (three_projections, "2d", [((16, 32), P("dp")), ((32, 32), P()),
                                                         ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
                                                         ((32, 64), P(None, "tp"))], (1, 2, 3, 4)),
+        "tied_weight": (tied_weight, "2d", [((16, 32), P("dp")), ((16, 32), P("dp")), ((32, 32), P())], (2,)),
+        "projection_and_square": (projection_and_square, "2d", [((16, 32), P("dp")), ((32, 32), P()),
+                                                                ((32, 64), P(None, "tp"))], (1, 2)),
+        "three_projections_3d": (three_projections_3d, "3d", [((16, 32), P("a")), ((32, 32), P()),
+                                                              ((32, 64), P(None, ("b", "c"))),
+                                                              ((32, 64), P(None, ("b", "c"))),
+                                                              ((32, 64), P(None, "c"))], (1, 2, 3, 4)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
