@@ -210,6 +210,60 @@ def three_projections_3d(x, w0, wq, wk, wv):
     return jnp.sum(jnp.tanh(h @ wq) * jnp.tanh(h @ wk) - jnp.tanh(h @ wv))
 
 
+# held-out losses of session 45, written after the per-reader completions: a SwiGLU MLP over dp and tp, one weight
+# applied twice (shared layers), a pre-norm residual MLP, pre-norm attention with a residual, a label-smoothed
+# cross-entropy, an embedding plus positions, a 1-D layer-normed MLP, a query and a fused key-value on 2x2x2, a gate
+# and an up projection on 2x2x2, and two readers of a sequence-parallel input
+def _ln_bias(x, s, b):
+    return _ln(x, s) + b
+
+
+def swiglu_over_dp_and_tp(x, wg, wu, wd):
+    return jnp.sum(jnp.tanh((jax.nn.silu(x @ wg) * (x @ wu)) @ wd))
+
+
+def shared_layers(x, w):
+    return jnp.sum(jnp.tanh(jnp.tanh(x @ w) @ w))
+
+
+def residual_block(x, s, b, w1, w2):
+    return jnp.sum(jnp.tanh(x + jax.nn.gelu(_ln_bias(x, s, b) @ w1) @ w2))
+
+
+def attention_residual(x, s, b, wq, wk, wv, wo):
+    batch, seq, hidden = x.shape
+    h = _ln_bias(x, s, b)
+    q, k, v = ((h @ w).reshape(batch, seq, 4, hidden // 4) for w in (wq, wk, wv))
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) * 0.5, axis=-1)
+    return jnp.sum((x + jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(batch, seq, hidden) @ wo) ** 2)
+
+
+def smoothed_cross_entropy(x, w, labels):
+    logp = jax.nn.log_softmax(x @ w, axis=-1)
+    nll = -jnp.take_along_axis(logp, labels[:, None], axis=-1)[:, 0]
+    return jnp.mean(0.9 * nll - 0.1 * jnp.mean(logp, axis=-1))
+
+
+def embedding_with_positions(t, pos, ids, w):
+    return jnp.sum(jnp.tanh((jnp.take(t, ids, axis=0) + pos) @ w))
+
+
+def layer_normed_mlp_1d(x, w1, s, b, w2):
+    return jnp.mean((_ln_bias(x @ w1, s, b) @ w2) ** 2)
+
+
+def query_and_fused_key_value_3d(x, wq, wkv):
+    return jnp.sum(jnp.tanh(x @ wq) * jnp.tanh(x @ wkv))
+
+
+def gate_and_up_3d(x, wg, wu):
+    return jnp.sum(jax.nn.gelu(x @ wg) * (x @ wu))
+
+
+def two_readers_of_a_sequence(x, w1, w2):
+    return jnp.sum(jnp.tanh(x @ w1) + jnp.tanh(x @ w2))
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -280,6 +334,30 @@ def suite() -> dict:
                                                               ((32, 64), P(None, ("b", "c"))),
                                                               ((32, 64), P(None, ("b", "c"))),
                                                               ((32, 64), P(None, "c"))], (1, 2, 3, 4)),
+        "swiglu_over_dp_and_tp": (swiglu_over_dp_and_tp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                                ((32, 64), P(None, "tp")), ((64, 32), P("tp"))],
+                                  (1, 2, 3)),
+        "shared_layers": (shared_layers, "2d", [((16, 32), P("dp")), ((32, 32), P(None, "tp"))], (1,)),
+        "residual_block": (residual_block, "2d", [((4, 8, 32), P("dp")), ((32,), P()), ((32,), P()),
+                                                  ((32, 64), P(None, "tp")), ((64, 32), P("tp"))], (1, 2, 3, 4)),
+        "attention_residual": (attention_residual, "2d", [((2, 8, 16), P("dp")), ((16,), P()), ((16,), P()),
+                                                          ((16, 16), P(None, "tp")), ((16, 16), P(None, "tp")),
+                                                          ((16, 16), P(None, "tp")), ((16, 16), P("tp"))],
+                               (1, 2, 3, 4, 5, 6)),
+        "smoothed_cross_entropy": (smoothed_cross_entropy, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                                  (((16,), "i32"), P("dp"))], (1,)),
+        "embedding_with_positions": (embedding_with_positions, "2d", [((64, 32), P("tp")), ((8, 32), P()),
+                                                                      (((4, 8), "i32"), P("dp")), ((32, 16), P())],
+                                     (0, 1, 3)),
+        "layer_normed_mlp_1d": (layer_normed_mlp_1d, "1d", [((16, 32), P("d")), ((32, 64), P()), ((64,), P()),
+                                                            ((64,), P()), ((64, 16), P())], (1, 2, 3, 4)),
+        "query_and_fused_key_value_3d": (query_and_fused_key_value_3d, "3d",
+                                         [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))),
+                                          ((32, 64), P(None, "b"))], (1, 2)),
+        "gate_and_up_3d": (gate_and_up_3d, "3d", [((4, 8, 32), P("a", "b")), ((32, 64), P(None, "c")),
+                                                  ((32, 64), P(None, "c"))], (1, 2)),
+        "two_readers_of_a_sequence": (two_readers_of_a_sequence, "2d", [((4, 16, 32), P("dp", "tp")),
+                                                                        ((32, 32), P()), ((32, 32), P())], (1, 2)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
