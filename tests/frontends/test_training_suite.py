@@ -31,8 +31,8 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # several readers' pending cotangents of one value: XLA's partitioner all-reduces each dot's partial result
          # as it makes it, and the xla policy completes each reader's where it lies, before they are added
          "three_projections", "three_projections_3d", "tied_weight", "projection_and_square",
-         # held-out losses written after that change (two of them, shared_layers and attention_residual, differed
-         # before it)
+         # common blocks: gated and residual MLPs, attention with a residual, a weight applied twice, heads,
+         # embeddings, norms on 1-D to 3-D meshes
          "swiglu_over_dp_and_tp", "shared_layers", "residual_block", "attention_residual", "smoothed_cross_entropy",
          "embedding_with_positions", "layer_normed_mlp_1d", "query_and_fused_key_value_3d", "gate_and_up_3d",
          "two_readers_of_a_sequence")

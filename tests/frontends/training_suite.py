@@ -210,10 +210,9 @@ def three_projections_3d(x, w0, wq, wk, wv):
     return jnp.sum(jnp.tanh(h @ wq) * jnp.tanh(h @ wk) - jnp.tanh(h @ wv))
 
 
-# held-out losses of session 45, written after the per-reader completions: a SwiGLU MLP over dp and tp, one weight
-# applied twice (shared layers), a pre-norm residual MLP, pre-norm attention with a residual, a label-smoothed
-# cross-entropy, an embedding plus positions, a 1-D layer-normed MLP, a query and a fused key-value on 2x2x2, a gate
-# and an up projection on 2x2x2, and two readers of a sequence-parallel input
+# a SwiGLU MLP over dp and tp, one weight applied twice (shared layers), a pre-norm residual MLP, pre-norm attention
+# with a residual, a label-smoothed cross-entropy, an embedding plus positions, a 1-D layer-normed MLP, a query and a
+# fused key-value on 2x2x2, a gate and an up projection on 2x2x2, and two readers of a sequence-parallel input
 def _ln_bias(x, s, b):
     return _ln(x, s) + b
 
