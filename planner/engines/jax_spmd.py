@@ -786,7 +786,7 @@ def _write_custom(w: _Writer, ins: Redistribute, back: Redistribute, x: str, tar
     engine re-plans the cotangent's way home: :func:`planner.redistribution.transpose.transpose_plan`): a
     ``custom_vjp`` (:func:`redistributed`) whose forward is the plan's steps and whose backward the plan's."""
     forth, backward = w.fresh(f"{target}_forward"), w.fresh(f"{target}_backward")
-    pending = _pending_of(w.plan.program, ins)
+    pending = _pending_of(w.plan.program, ins, w.routed)
     axes = list(w.names.atoms(pending))
     cast = [(f"v = {w.collective('pbroadcast')}(jax, v, {_attrs({'axes': axes})})",
              f"pbroadcast over {', '.join(axes)} for its readers")] if pending else []
@@ -826,10 +826,9 @@ def _direct_backward(w: _Writer, t: str, layout: TensorSharding, reader: str) ->
     return None
 
 
-def _pending_of(program: Program, ins: Redistribute) -> frozenset:
-    """The axis pieces every reader of ``ins``'s result pbroadcasts it over (a routed reader's own pbroadcast not
-    counted: its cotangent comes back complete)."""
-    routed = _routed(program)
+def _pending_of(program: Program, ins: Redistribute, routed: frozenset) -> frozenset:
+    """The axis pieces every reader of ``ins``'s result pbroadcasts it over (a ``routed`` reader's own pbroadcast
+    not counted: its cotangent comes back complete)."""
     casts = [_shared_casts(i, routed)[k] for i in program.instructions if isinstance(i, Compute)
              for k, t in enumerate(i.op.inputs) if t == ins.tensor and i.strategy.operands[k] == ins.destination]
     return frozenset.intersection(*casts) if casts else frozenset()
