@@ -1394,6 +1394,11 @@ def shard_map_psum_scatter(x, w):
     return jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P(None, "tp"), P("tp")), out_specs=P("tp"))(x, w)
 
 
+# queries against keys of the same rows on 2x2x2: the result's rows and columns both want a
+def queries_times_keys_3d(x, wq, wk):
+    return (x @ wq) @ (x @ wk).T
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1469,6 +1474,8 @@ def suite() -> dict:
         "moe_token_sharded": (moe_token_sharded, "2d", [((16, 4, 8), P("dp")), ((16, 32), P("dp")),
                                                         ((4, 32, 64), P("tp"))]),
         "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
+        "queries_times_keys_3d": (queries_times_keys_3d, "3d", [((16, 32), P("a")), ((32, 16), P(None, "b")),
+                                                                ((32, 16), P(None, "b"))]),
         "mlp3": (mlp3, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 64), P("tp")), ((64, 32), P())]),
         "gelu_mlp_1d": (gelu_mlp_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
         "attn_rows": (attn_rows, "1d", [((16, 32), P("d")), ((32, 32), P()), ((32, 32), P())]),

@@ -126,7 +126,9 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "sliced_projection", "exact_gelu_mlp", "scaled_embedding", "softmax_columns", "variance_3d",
          "max_minus_min", "bmm_3d", "dispatch_combine",
          # jax.shard_map regions (manual computations): a Megatron MLP with its psum, a ring permute, a psum_scatter
-         "shard_map_megatron", "shard_map_ring", "shard_map_psum_scatter")
+         "shard_map_megatron", "shard_map_ring", "shard_map_psum_scatter",
+         # queries against keys of the same rows on 2x2x2: the result's rows and columns both want a
+         "queries_times_keys_3d")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -141,6 +143,11 @@ BYTES_DIFFER = {
     # (1792 B: the redistribution engine moves a padded layout by gathering) and slices; XLA computes the window
     # in the delivered layout, CollectivePermute 4 x 192 B and AllGather 256 B over c
     "uneven_rows_3d": "AllGather 1792 B + CollectivePermute 256 B vs CollectivePermute 768 B + AllGather 256 B",
+    # (x @ wq) @ (x @ wk).T with x's rows on a and the features on b: the result keeps a on its rows, so the keys'
+    # transpose gives up a on its columns. The plan gathers it over a (256 B); XLA's dot partitioner groups the
+    # devices by the result's a and reshards inside each group: a CollectivePermute trading a for c (256 B), then
+    # the AllGather over c (a move knows its two layouts, not the reading dot's groups)
+    "queries_times_keys_3d": "AllGather 256 B vs CollectivePermute 256 B + AllGather 256 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)

@@ -35,7 +35,8 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # embeddings, norms on 1-D to 3-D meshes
          "swiglu_over_dp_and_tp", "shared_layers", "residual_block", "attention_residual", "smoothed_cross_entropy",
          "embedding_with_positions", "layer_normed_mlp_1d", "query_and_fused_key_value_3d", "gate_and_up_3d",
-         "two_readers_of_a_sequence")
+         "two_readers_of_a_sequence", "fsdp_and_tp_3d", "two_residual_layers", "multi_query_attention",
+         "rms_gated_residual", "head_tied_to_a_parallel_table", "biased_layers", "mean_pooled_classifier")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -47,6 +48,10 @@ DIFFER = {
     # qkv functions too); backward, JAX transposes the split into one concatenate, which XLA runs as AllToAlls
     # (4, 576 B), where the plan pads each slice's cotangent back and sums them (AllGathers, 3 x 384 B)
     "gpt_block": "AllGather 1,152 B vs AllToAll 576 B (AllReduce 5,384 B and CollectivePermute 1,280 B agree)",
+    # queries against keys of the same rows on 2x2x2 (the Shardy suite's queries_times_keys_3d): XLA's dot
+    # partitioner reshards the keys' transpose inside the groups of the result's a, by a CollectivePermute trading a
+    # for c (forward and backward, 256 B each), where the plan gathers over a
+    "query_key_scores_3d": "CollectivePermute 0 B vs 512 B (AllGather 256 B and AllReduce 3,080 B agree)",
 }
 
 

@@ -263,6 +263,47 @@ def two_readers_of_a_sequence(x, w1, w2):
     return jnp.sum(jnp.tanh(x @ w1) + jnp.tanh(x @ w2))
 
 
+# FSDP and tensor parallelism together on 2x2x2, two residual MLP layers, multi-query attention (one key and value
+# head), an RMS-normed gated MLP with a residual, a head tied to a vocabulary-parallel table, biases on both
+# layers, a mean-pooled classifier over a sequence on tp, and queries against keys of the same rows on 2x2x2
+def fsdp_and_tp_3d(x, w1, w2):
+    return jnp.sum(jnp.tanh(jax.nn.gelu(x @ w1) @ w2))
+
+
+def two_residual_layers(x, w1, w2, w3, w4):
+    h = x + jnp.tanh(x @ w1) @ w2
+    return jnp.sum(jnp.tanh(h + jnp.tanh(h @ w3) @ w4))
+
+
+def multi_query_attention(x, wq, wk, wv):
+    batch, seq, hidden = x.shape
+    q = (x @ wq).reshape(batch, seq, 4, hidden // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkd->bhqk", q, x @ wk), axis=-1)
+    return jnp.sum(jnp.einsum("bhqk,bkd->bqhd", a, x @ wv) ** 2)
+
+
+def rms_gated_residual(x, s, wg, wu, wd):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * s
+    return jnp.sum((x + (jax.nn.silu(h @ wg) * (h @ wu)) @ wd) ** 2)
+
+
+def head_tied_to_a_parallel_table(x, t, labels):
+    logp = jax.nn.log_softmax(x @ t.T, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
+
+
+def biased_layers(x, w1, b1, w2, b2):
+    return jnp.sum(jnp.tanh(jnp.tanh(x @ w1 + b1) @ w2 + b2))
+
+
+def mean_pooled_classifier(x, w, c):
+    return jnp.sum(jnp.tanh(jnp.mean(jnp.tanh(x @ w), axis=1) @ c))
+
+
+def query_key_scores_3d(x, wq, wk):
+    return jnp.sum(jax.nn.softmax((x @ wq) @ (x @ wk).T, axis=-1))
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -357,6 +398,25 @@ def suite() -> dict:
                                                   ((32, 64), P(None, "c"))], (1, 2)),
         "two_readers_of_a_sequence": (two_readers_of_a_sequence, "2d", [((4, 16, 32), P("dp", "tp")),
                                                                         ((32, 32), P()), ((32, 32), P())], (1, 2)),
+        "fsdp_and_tp_3d": (fsdp_and_tp_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P("a", "c")),
+                                                  ((64, 32), P("c", "a"))], (1, 2)),
+        "two_residual_layers": (two_residual_layers, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                            ((64, 32), P("tp")), ((32, 64), P(None, "tp")),
+                                                            ((64, 32), P("tp"))], (1, 2, 3, 4)),
+        "multi_query_attention": (multi_query_attention, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                                ((16, 4), P()), ((16, 4), P())], (1, 2, 3)),
+        "rms_gated_residual": (rms_gated_residual, "2d", [((4, 8, 32), P("dp")), ((32,), P()),
+                                                          ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
+                                                          ((64, 32), P("tp"))], (1, 2, 3, 4)),
+        "head_tied_to_a_parallel_table": (head_tied_to_a_parallel_table, "2d",
+                                          [((16, 32), P("dp")), ((64, 32), P("tp")), (((16,), "i32"), P("dp"))],
+                                          (1,)),
+        "biased_layers": (biased_layers, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64,), P("tp")),
+                                                ((64, 32), P("tp")), ((32,), P())], (1, 2, 3, 4)),
+        "mean_pooled_classifier": (mean_pooled_classifier, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 32), P()),
+                                                                  ((32, 8), P())], (1, 2)),
+        "query_key_scores_3d": (query_key_scores_3d, "3d", [((16, 32), P("a")), ((32, 16), P(None, "b")),
+                                                            ((32, 16), P(None, "b"))], (1, 2)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
