@@ -1399,6 +1399,28 @@ def queries_times_keys_3d(x, wq, wk):
     return (x @ wq) @ (x @ wk).T
 
 
+# the same with no free axis (2-D; b and c both on the keys), another free axis, a Gram matrix and swapped axes on
+# 2x2x2
+def queries_times_keys_2d(x, wq, wk):
+    return (x @ wq) @ (x @ wk).T
+
+
+def queries_times_keys_3d_c(x, wq, wk):
+    return (x @ wq) @ (x @ wk).T
+
+
+def queries_times_keys_3d_bc(x, wq, wk):
+    return (x @ wq) @ (x @ wk).T
+
+
+def gram_3d(x):
+    return x @ x.T
+
+
+def swapped_axes_matmul_3d(a, b):
+    return a @ b
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1476,6 +1498,15 @@ def suite() -> dict:
         "batch_conflict": (batch_conflict, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "dp"))]),
         "queries_times_keys_3d": (queries_times_keys_3d, "3d", [((16, 32), P("a")), ((32, 16), P(None, "b")),
                                                                 ((32, 16), P(None, "b"))]),
+        "queries_times_keys_2d": (queries_times_keys_2d, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                ((32, 16), P(None, "tp"))]),
+        "queries_times_keys_3d_c": (queries_times_keys_3d_c, "3d", [((16, 32), P("a")), ((32, 16), P(None, "c")),
+                                                                    ((32, 16), P(None, "c"))]),
+        "queries_times_keys_3d_bc": (queries_times_keys_3d_bc, "3d", [((16, 32), P("a")),
+                                                                      ((32, 16), P(None, ("b", "c"))),
+                                                                      ((32, 16), P(None, ("b", "c")))]),
+        "gram_3d": (gram_3d, "3d", [((16, 32), P("a", "b"))]),
+        "swapped_axes_matmul_3d": (swapped_axes_matmul_3d, "3d", [((16, 32), P("a", "b")), ((32, 16), P("b", "a"))]),
         "mlp3": (mlp3, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 64), P("tp")), ((64, 32), P())]),
         "gelu_mlp_1d": (gelu_mlp_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
         "attn_rows": (attn_rows, "1d", [((16, 32), P("d")), ((32, 32), P()), ((32, 32), P())]),

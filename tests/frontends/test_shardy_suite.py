@@ -127,8 +127,10 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "max_minus_min", "bmm_3d", "dispatch_combine",
          # jax.shard_map regions (manual computations): a Megatron MLP with its psum, a ring permute, a psum_scatter
          "shard_map_megatron", "shard_map_ring", "shard_map_psum_scatter",
-         # queries against keys of the same rows on 2x2x2: the result's rows and columns both want a
-         "queries_times_keys_3d")
+         # queries against keys of the same rows on 2x2x2: the result's rows and columns both want a; the same with
+         # no free axis, another free axis, a Gram matrix and swapped axes
+         "queries_times_keys_3d", "queries_times_keys_2d", "queries_times_keys_3d_c", "queries_times_keys_3d_bc",
+         "gram_3d", "swapped_axes_matmul_3d")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -148,6 +150,12 @@ BYTES_DIFFER = {
     # devices by the result's a and reshards inside each group: a CollectivePermute trading a for c (256 B), then
     # the AllGather over c (a move knows its two layouts, not the reading dot's groups)
     "queries_times_keys_3d": "AllGather 256 B vs CollectivePermute 256 B + AllGather 256 B",
+    # likewise where the other operand holds the result's row axis on its columns and a mesh axis is free (c here,
+    # b above): a trade by CollectivePermute before the gather. With no free axis (queries_times_keys_2d,
+    # queries_times_keys_3d_bc) XLA gathers over the row axis as the plan does
+    "queries_times_keys_3d_c": "AllGather 256 B vs CollectivePermute 256 B + AllGather 256 B",
+    "gram_3d": "AllGather 512 B vs CollectivePermute 512 B + AllGather 512 B",
+    "swapped_axes_matmul_3d": "AllGather 512 B vs CollectivePermute 512 B + AllGather 512 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)
