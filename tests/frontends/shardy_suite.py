@@ -1421,6 +1421,59 @@ def swapped_axes_matmul_3d(a, b):
     return a @ b
 
 
+# a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on 2x2x2,
+# concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a constraint then a
+# projection, a residual stack
+def gated_mlp_3d(x, wg, wu, wd):
+    return (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def attention_heads_3d(x, wq, wk, wv):
+    B, S, H = x.shape
+    q = (x @ wq).reshape(B, S, 4, H // 4)
+    k = (x @ wk).reshape(B, S, 4, H // 4)
+    v = (x @ wv).reshape(B, S, 4, H // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k), axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, S, H)
+
+
+def rms_then_proj_1d(x, s, w):
+    return (x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * s) @ w
+
+
+def softmax_rows_3d(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def concat_features(a, b, w):
+    return jnp.tanh(jnp.concatenate([a, b], axis=0)) @ w
+
+
+def slice_then_matmul(x, w):
+    return x[:, 4:12] @ w
+
+
+def embed_then_norm(t, ids, s):
+    e = jnp.take(t, ids, axis=0)
+    m = e.mean(-1, keepdims=True)
+    return (e - m) * jax.lax.rsqrt(((e - m) ** 2).mean(-1, keepdims=True) + 1e-5) * s
+
+
+def expert_combine(x, wg, we):
+    g = jax.nn.softmax(x @ wg, axis=-1)
+    return jnp.einsum("te,teh->th", g, jnp.einsum("td,edh->teh", x, we))
+
+
+def constraint_then_proj(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), NamedSharding(_MESH["2d"], P(None, "tp")))
+    return h @ w2
+
+
+def residual_stack(x, w1, w2):
+    h = x + jnp.tanh(x @ w1)
+    return h + jnp.tanh(h @ w2)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1507,6 +1560,20 @@ def suite() -> dict:
                                                                       ((32, 16), P(None, ("b", "c")))]),
         "gram_3d": (gram_3d, "3d", [((16, 32), P("a", "b"))]),
         "swapped_axes_matmul_3d": (swapped_axes_matmul_3d, "3d", [((16, 32), P("a", "b")), ((32, 16), P("b", "a"))]),
+        "gated_mlp_3d": (gated_mlp_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")),
+                                              ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
+        "attention_heads_3d": (attention_heads_3d, "3d", [((2, 8, 16), P("a")), ((16, 16), P(None, ("b", "c"))),
+                                                          ((16, 16), P(None, ("b", "c"))),
+                                                          ((16, 16), P(None, ("b", "c")))]),
+        "rms_then_proj_1d": (rms_then_proj_1d, "1d", [((16, 32), P("d")), ((32,), P()), ((32, 64), P())]),
+        "softmax_rows_3d": (softmax_rows_3d, "3d", [((8, 16, 32), P("a", "b", "c"))]),
+        "concat_features": (concat_features, "2d", [((8, 32), P("dp")), ((8, 32), P("dp")), ((32, 16), P(None, "tp"))]),
+        "slice_then_matmul": (slice_then_matmul, "2d", [((16, 16), P("dp", "tp")), ((8, 32), P())]),
+        "embed_then_norm": (embed_then_norm, "2d", [((64, 32), P("tp")), (((4, 8), "i32"), P("dp")), ((32,), P())]),
+        "expert_combine": (expert_combine, "2d", [((16, 8), P("dp")), ((8, 4), P()), ((4, 8, 6), P("tp"))]),
+        "constraint_then_proj": (constraint_then_proj, "2d", [((16, 32), P("dp")), ((32, 64), P()),
+                                                              ((64, 16), P("tp"))]),
+        "residual_stack": (residual_stack, "2d", [((16, 32), P("dp", "tp")), ((32, 32), P()), ((32, 32), P())]),
         "mlp3": (mlp3, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 64), P("tp")), ((64, 32), P())]),
         "gelu_mlp_1d": (gelu_mlp_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
         "attn_rows": (attn_rows, "1d", [((16, 32), P("d")), ((32, 32), P()), ((32, 32), P())]),
