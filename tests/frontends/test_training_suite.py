@@ -36,7 +36,9 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          "swiglu_over_dp_and_tp", "shared_layers", "residual_block", "attention_residual", "smoothed_cross_entropy",
          "embedding_with_positions", "layer_normed_mlp_1d", "query_and_fused_key_value_3d", "gate_and_up_3d",
          "two_readers_of_a_sequence", "fsdp_and_tp_3d", "two_residual_layers", "multi_query_attention",
-         "rms_gated_residual", "head_tied_to_a_parallel_table", "biased_layers", "mean_pooled_classifier")
+         "rms_gated_residual", "head_tied_to_a_parallel_table", "biased_layers", "mean_pooled_classifier",
+         "sequence_mean_head", "layer_norm_projection_3d", "data_parallel_three_layers_1d", "heads_then_out_projection",
+         "cosine_loss", "rowwise_dot", "logsumexp_cross_entropy")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -52,6 +54,10 @@ DIFFER = {
     # partitioner reshards the keys' transpose inside the groups of the result's a, by a CollectivePermute trading a
     # for c (forward and backward, 256 B each), where the plan gathers over a
     "query_key_scores_3d": "CollectivePermute 0 B vs 512 B (AllGather 256 B and AllReduce 3,080 B agree)",
+    # a top-2 router over logits whose rows are on dp: both gather the logits for top_k (128 B). Backward, the plan
+    # takes the top values' cotangent back through the transpose of their slice onto dp, an AllGather (64 B), and
+    # runs top_k's VJP replicated; XLA scatters it into the logits' cotangent where the rows lie, moving nothing
+    "top_two_router": "AllGather 2 (192 B) vs 1 (128 B) (AllReduce 392 B agrees)",
 }
 
 

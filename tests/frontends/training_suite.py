@@ -304,6 +304,47 @@ def query_key_scores_3d(x, wq, wk):
     return jnp.sum(jax.nn.softmax((x @ wq) @ (x @ wk).T, axis=-1))
 
 
+# a top-2 router beside experts over tp, a sequence-mean head, a layer norm on 2x2x2, a data-parallel MLP on 1-D,
+# heads reshaped back before an out projection, a cosine loss, a row-wise dot with a target over dp and tp, a
+# cross-entropy over a vocabulary on tp written with logsumexp
+def top_two_router(x, wg, we):
+    g = jax.nn.softmax(jax.lax.top_k(x @ wg, 2)[0], axis=-1)
+    return jnp.sum(jnp.tanh(jnp.einsum("td,edh->teh", x, we)) * jnp.sum(g))
+
+
+def sequence_mean_head(x, w, c):
+    return jnp.sum(jnp.mean(jnp.tanh(x @ w), axis=1) @ c)
+
+
+def layer_norm_projection_3d(x, s, b, w):
+    return jnp.sum(jnp.tanh(_ln_bias(x, s, b) @ w))
+
+
+def data_parallel_three_layers_1d(x, w1, w2, w3):
+    return jnp.mean((jnp.tanh(jnp.tanh(x @ w1) @ w2) @ w3) ** 2)
+
+
+def heads_then_out_projection(x, wq, wo):
+    batch, seq, hidden = x.shape
+    q = (x @ wq).reshape(batch, seq, 4, hidden // 4)
+    return jnp.sum(jnp.tanh(q.reshape(batch, seq, hidden) @ wo))
+
+
+def cosine_loss(x, w, y):
+    h = x @ w
+    return -jnp.mean(jnp.sum(h * jax.lax.rsqrt(jnp.sum(h * h, axis=-1, keepdims=True) + 1e-6) * y, axis=-1))
+
+
+def rowwise_dot(a, w, b):
+    return jnp.sum(jnp.sum(jnp.tanh(a @ w) * b, axis=-1) ** 2)
+
+
+def logsumexp_cross_entropy(x, w, labels):
+    logits = x @ w
+    picked = jnp.take_along_axis(logits, labels[:, None], axis=-1)[:, 0]
+    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
+
+
 # FSDP: the batch and both weights over all 8 devices
 def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
@@ -417,6 +458,24 @@ def suite() -> dict:
                                                                   ((32, 8), P())], (1, 2)),
         "query_key_scores_3d": (query_key_scores_3d, "3d", [((16, 32), P("a")), ((32, 16), P(None, "b")),
                                                             ((32, 16), P(None, "b"))], (1, 2)),
+        "top_two_router": (top_two_router, "2d", [((16, 8), P("dp")), ((8, 4), P()), ((4, 8, 6), P("tp"))], (1, 2)),
+        "sequence_mean_head": (sequence_mean_head, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 32), P()),
+                                                          ((32, 8), P())], (1, 2)),
+        "layer_norm_projection_3d": (layer_norm_projection_3d, "3d", [((4, 8, 32), P("a", "b")), ((32,), P()),
+                                                                      ((32,), P()), ((32, 16), P(None, "c"))],
+                                     (1, 2, 3)),
+        "data_parallel_three_layers_1d": (data_parallel_three_layers_1d, "1d",
+                                          [((16, 32), P("d")), ((32, 32), P()), ((32, 32), P()), ((32, 8), P())],
+                                          (1, 2, 3)),
+        "heads_then_out_projection": (heads_then_out_projection, "2d", [((2, 8, 16), P("dp")),
+                                                                        ((16, 16), P(None, "tp")),
+                                                                        ((16, 16), P("tp"))], (1, 2)),
+        "cosine_loss": (cosine_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((16, 64), P("dp"))],
+                        (1,)),
+        "rowwise_dot": (rowwise_dot, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                            ((16, 64), P("dp", "tp"))], (1,)),
+        "logsumexp_cross_entropy": (logsumexp_cross_entropy, "2d", [((16, 32), P("dp")), ((32, 128), P(None, "tp")),
+                                                                    (((16,), "i32"), P("dp"))], (1,)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
     }
