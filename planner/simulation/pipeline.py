@@ -133,6 +133,10 @@ class _Layer:
     names: dict
     core: frozenset  # real names of the ops selective recomputation recomputes
 
+    def __post_init__(self) -> None:
+        # where the gradient completions of single readers leave their results (what :func:`_local` asks)
+        self.joined = frozenset(completed_key(ins) for ins in self.gradient if ins.route)
+
     def name(self, t: str) -> str:
         return self.names.get(t, t)
 
@@ -1076,8 +1080,7 @@ _ALL = _AllOps()
 def _local(ins: Redistribute, layer: _Layer) -> bool:
     """Whether a gradient redistribution moves no bytes (its steps only slice) and takes on no reader's completed
     cotangent (a completion runs once a step, so what it joins waits for it)."""
-    joined = {completed_key(other) for other in layer.gradient if other.route}
-    return all(step.kind == "Slice" for step in ins.plan.steps) and transposed_key(ins) not in joined
+    return all(step.kind == "Slice" for step in ins.plan.steps) and transposed_key(ins) not in layer.joined
 
 
 def _reruns(layer: _Layer, ins, only) -> bool:
