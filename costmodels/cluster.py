@@ -131,6 +131,10 @@ class Cluster:
     axis_links: tuple[tuple[str, Link], ...] = ()
     roofline: Roofline = Roofline()
     _overrides: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:  # computed once: clusters key the planner's caches
+        return self._hash
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -161,6 +165,9 @@ class Cluster:
             overrides[axis] = link
         object.__setattr__(self, "axis_links", tuple(sorted(overrides.items())))
         object.__setattr__(self, "_overrides", overrides)
+        object.__setattr__(self, "_hash", hash((self.name, self.device_peak_flops, self.device_memory_bytes,
+                                                self.devices_per_node, self.intra_node, self.inter_node,
+                                                self.axis_links, self.roofline)))
 
     def link_for(
         self,

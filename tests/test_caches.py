@@ -170,3 +170,21 @@ def test_clear_caches_by_name_clears_only_those():
     assert kept, "clearing one cache by name emptied the others too"
     with pytest.raises(KeyError):
         clear_caches("no such cache")
+
+
+def test_meshes_and_clusters_built_apart_hash_alike_and_a_changed_one_is_another_key():
+    # both key the planner's caches and hash once, when built: equal values must give equal hashes, and a
+    # replaced field must give a new hash (dataclasses.replace builds anew)
+    from dataclasses import replace
+
+    from costmodels import load_cluster
+    from planner.ir.mesh import Mesh
+
+    a, b = Mesh.from_sizes("m", {"x": 2, "y": 4}), Mesh.from_sizes("m", {"x": 2, "y": 4})
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    c = Mesh.from_sizes("m", {"x": 4, "y": 2})
+    assert c != a and len({a, c}) == 2
+    one, two = load_cluster("h100"), load_cluster("h100")
+    assert one == two and hash(one) == hash(two)
+    other = replace(one, device_memory_bytes=one.device_memory_bytes // 2)
+    assert other != one and len({one, other}) == 2 and hash(replace(other)) == hash(other)

@@ -73,6 +73,10 @@ class Mesh:
     device_ids: tuple[int, ...] | None = None
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
     _size: int = field(default=0, init=False, repr=False, compare=False, hash=False)
+    _hash: int = field(default=0, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:  # computed once: meshes key the planner's caches
+        return self._hash
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME.match(self.name):
@@ -101,6 +105,7 @@ class Mesh:
                 raise MeshError(
                     f"mesh @{self.name}: device_ids must be a permutation of 0..{n - 1}, got {list(ids)}"
                 )
+        object.__setattr__(self, "_hash", hash((self.name, self.axes, self.device_ids)))
 
     # -- construction -------------------------------------------------------
     @classmethod

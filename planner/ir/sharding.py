@@ -261,6 +261,26 @@ class TensorSharding:
             new.append(replace(old, axes=merge_adjacent(tuple(axes), self.mesh)))
         return replace(self, dims=tuple(new))
 
+    def permuted(self, order: Sequence[int]) -> "TensorSharding":
+        """The same sharding with dimension ``j`` the old dimension ``order[j]`` (a permutation of ``range(rank)``).
+        A valid sharding's dimensions in another order are valid, so nothing is checked again (the engine renames
+        thousands of shardings per model this way).
+
+        >>> from planner.ir.mesh import Mesh
+        >>> m = Mesh.from_sizes("m", {"x": 2, "y": 4})
+        >>> str(TensorSharding.build(m, [["x"], [], ["y"]]).permuted((2, 0, 1)))
+        'sharding<@m, [{"y"}, {"x"}, {}]>'
+        """
+        if sorted(order) != list(range(len(self.dims))):
+            raise ShardingError(f"{list(order)} is not an order of the {len(self.dims)} dimensions of {self}")
+        out = object.__new__(TensorSharding)
+        dims = tuple(self.dims[i] for i in order)
+        for name, value in (("mesh", self.mesh), ("dims", dims), ("replicated", self.replicated),
+                            ("unreduced", self.unreduced), ("reduction", self.reduction),
+                            ("_hash", hash((self.mesh, dims, self.replicated, self.unreduced, self.reduction)))):
+            object.__setattr__(out, name, value)
+        return out
+
     def with_unreduced(self, axes: Iterable[AxisRef], reduction: str | None = None) -> "TensorSharding":
         """The same layout pending over ``axes``, reduced by ``reduction`` (default: the kind pending now;
         a pending sum when nothing is)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.caches import memoize
 from planner.enumeration import Strategy
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
@@ -155,12 +156,13 @@ def move_plan(m: Model, move: Transfer) -> ReshardPlan:
                         move.groups, move.cotangent_groups)
 
 
+@memoize("planned moves", maxsize=65536)
 def reshard_plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
                  within=None, policy="cheapest", groups=(), cotangent_groups=()) -> ReshardPlan:
     """The redistribution of one move under ``policy`` (:mod:`planner.redistribution.xla_policy`): forward,
     or the transpose of the forward plan; ``groups``: the order the ``xla`` policy completes a pending sum in;
     ``cotangent_groups``: the order it completes the cotangent's (XLA's per-dimension AllReduces, as the ``xla``
-    policy completes a forward sum)."""
+    policy completes a forward sum). Cached: a model's alike layers ask for the same moves again and again."""
     forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy, groups)
     if not backward:
         return forward

@@ -30,7 +30,9 @@ CollectivePermute moves blocks to the devices that hold them in the destination
 mesh's order (only where they differ).
 
 Plans are cached by ``(shape, dtype, source, destination, cluster)`` (the
-``redistribution plans`` cache of :mod:`planner.caches`).
+``redistribution plans`` cache of :mod:`planner.caches`); searches over whole axes once per
+class of problems alike up to the order and size of even dimensions (the ``canonical
+redistribution searches`` cache, :func:`_search`).
 
 >>> from planner.ir import parse_mesh, parse_sharding
 >>> m = parse_mesh('@m = <["x"=2, "y"=4]>')
@@ -264,7 +266,60 @@ def _move_cost(pc: Pieces, move: Move, cluster: Cluster) -> CollectiveCost:
 def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool,
             primes: bool = True, exhaustive: bool = False, within=None,
             ties: bool = True) -> tuple[list[Step], bool]:
-    """The steps from ``source`` to ``destination``, and whether they are the exhaustive search's."""
+    """The steps from ``source`` to ``destination``, and whether they are the exhaustive search's.
+
+    Searches over whole axes (the planner's) run once per class of alike problems: a dimension's
+    size only matters through the pieces that split it evenly, so dimensions every split of the mesh divides
+    (or of one size) and split alike by both shardings are interchangeable, and a model's many tensors of one
+    size and rank (attention's heads, queries and keys) pose the same problem in other dimension orders. It is
+    solved in a canonical order (:func:`_canonical`) and its steps renamed back."""
+    if primes or source.mesh != destination.mesh:
+        return _search_here(shape, itemsize, source, destination, cluster, by_time, primes, exhaustive, within, ties)
+    order, canonical = _canonical(shape, source, destination)
+    steps, exact = _canonical_search(canonical, itemsize, source.permuted(order), destination.permuted(order),
+                                     cluster, by_time, exhaustive, within, ties)
+    if order == tuple(range(len(order))):
+        return list(steps), exact
+    back = [0] * len(order)
+    for j, i in enumerate(order):
+        back[i] = j
+    return [Step(s.kind, s.axes, tuple(order[d] for d in s.dims), s.before.permuted(back),
+                 s.after.permuted(back), s.bytes_per_device, s.time_s, s.pairs) for s in steps], exact
+
+
+def _canonical(shape, source: TensorSharding, destination: TensorSharding) -> tuple[tuple[int, ...], tuple]:
+    """The dimension order and shape the problem is solved in: dimensions that the mesh's size divides first,
+    then the others by size, each group ordered by how the source and then the destination split them; the
+    divided dimensions' sizes become the mesh's size but the first, which keeps the tensor's size (every local
+    block, and so every step's bytes, is as large as before)."""
+    devices = destination.mesh.size
+    keys = []
+    for i, (size, a, b) in enumerate(zip(shape, source.dims, destination.dims)):
+        even = size > 0 and size % devices == 0
+        keys.append((not even, 0 if even else size, tuple(map(str, a.axes)), tuple(map(str, b.axes)), i))
+    keys.sort()
+    order = tuple(k[-1] for k in keys)
+    sizes = [shape[i] for i in order]
+    even = sum(1 for k in keys if not k[0])
+    if even:
+        total = 1
+        for i in order[:even]:
+            total *= shape[i]
+        sizes[:even] = [total // devices ** (even - 1)] + [devices] * (even - 1)
+    return order, tuple(sizes)
+
+
+@memoize("canonical redistribution searches", maxsize=65536)
+def _canonical_search(shape, itemsize, source, destination, cluster, by_time, exhaustive, within,
+                      ties) -> tuple[tuple, bool]:
+    steps, exact = _search_here(shape, itemsize, source, destination, cluster, by_time, False, exhaustive, within,
+                                ties)
+    return tuple(steps), exact
+
+
+def _search_here(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time: bool,
+                 primes: bool, exhaustive: bool, within, ties: bool) -> tuple[list[Step], bool]:
+    """:func:`_search` in the dimension order given."""
     pc = Pieces.refine(destination.mesh, shape, [source, destination], primes, within)
     start, goal = pc.state_of(source), pc.state_of(destination)
     if start == goal:

@@ -103,6 +103,28 @@ def _refine(maps: list[list[int]], size: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(first, dtype=np.intp), np.array(inverse, dtype=np.intp)
 
 
+def _least(parts: list[np.ndarray], shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Over the first axis of the table ``sum(parts)`` (each part broadcast to ``shape``): the index of the least
+    entry (the first among equal ones, as ``argmin``) and that entry, per cell of the other axes. The table is
+    summed one slice of the first axis at a time and compared whole slice against whole slice: the first axis is
+    short (a variable's classes) and the others long, where ``argmin`` pays per cell and the table in full would
+    be as many times larger as the first axis is long."""
+    rest = shape[1:]
+    least = np.empty(rest)
+    best = np.zeros(rest, dtype=np.intp)
+    row = np.empty(rest)
+    for k in range(shape[0]):
+        into = least if k == 0 else row
+        into[...] = parts[0][k if parts[0].shape[0] > 1 else 0]
+        for part in parts[1:]:
+            np.add(into, part[k if part.shape[0] > 1 else 0], out=into)
+        if k:
+            lower = row < least
+            np.copyto(least, row, where=lower)
+            best[lower] = k
+    return best, least
+
+
 def minimise(sizes: Sequence[int], factors: Sequence[Factor],
              max_cells: int | None = None) -> tuple[tuple[int, ...], float]:
     """The assignment (one candidate per variable) of least total cost, and that cost.
@@ -157,28 +179,26 @@ def minimise(sizes: Sequence[int], factors: Sequence[Factor],
         if cells > max_cells:
             raise TooLarge(cells, max_cells)
         done[v] = True
-        shape = tuple(len(refined[w][0]) for w in scope)
-        table = np.zeros((1,) * len(scope))
+        rest = tuple(w for w in scope if w != v)
+        order = (v,) + rest  # v first: its candidates are compared slice by slice (:func:`_least`)
+        shape = tuple(len(refined[w][0]) for w in order)
+        parts = []
         for i in sorted(holding[v]):
             f = live.pop(i)
             del maps[i]
             part = f.table
-            expand = [1] * len(scope)
+            expand = [1] * len(order)
             for a, w in enumerate(f.scope):
                 part = part.take(f.candidates(a, sizes[w])[refined[w][0]], axis=a)
-                expand[scope.index(w)] = shape[scope.index(w)]
-            table = table + part.reshape(expand)
+                expand[order.index(w)] = shape[order.index(w)]
+            parts.append(np.moveaxis(part, f.scope.index(v), 0).reshape(expand))
             for w in f.scope:
                 if w != v:
                     holding[w].discard(i)
         holding[v].clear()
-        table = np.broadcast_to(table, shape)
-        axis = scope.index(v)
-        best = table.argmin(axis=axis)  # the lowest refined class, so the lowest candidate, among equal minima
-        rest = scope[:axis] + scope[axis + 1:]
+        best, least = _least(parts or [np.zeros((1,) * len(order))], shape)
         steps.append((v, rest, tuple(refined[w][1] for w in rest), refined[v][0][best]))
-        live[next_id] = Factor(rest, np.take_along_axis(table, np.expand_dims(best, axis), axis).squeeze(axis),
-                               tuple(refined[w][1] for w in rest))
+        live[next_id] = Factor(rest, least, tuple(refined[w][1] for w in rest))
         maps[next_id] = [refined[w][1].tolist() for w in rest]
         for w in rest:
             holding[w].add(next_id)

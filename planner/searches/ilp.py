@@ -754,12 +754,19 @@ def _fanout_factor(fanout: _ClassFanout) -> elimination.Factor | None:
     if math.prod(shape) * max(layouts, 1) > elimination.MAX_CELLS:
         return None
     axes = len(owners)
-    needed = np.zeros(shape + (layouts,), dtype=bool)
-    for a, mask in enumerate(masks):
-        needed |= mask.reshape([-1 if i == a else 1 for i in range(axes)] + [layouts])
     u = owners.index(fanout.u)
-    charge = fanout.cost[rows[u]].reshape([-1 if i == u else 1 for i in range(axes)] + [layouts])
-    return elimination.Factor(owners, (needed * charge).sum(axis=-1), tuple(classes))
+    # the layouts a cell needs, as bits: the union of its owners' masks, then the distinct unions priced once
+    # per producer row (cells far outnumber the unions; each union is summed as one row, as a cell would be)
+    words = np.zeros(shape + (-(-layouts // 8),), dtype=np.uint8)
+    for a, mask in enumerate(masks):
+        words |= np.packbits(mask, axis=1).reshape([-1 if i == a else 1 for i in range(axes)] + [words.shape[-1]])
+    flat = np.ascontiguousarray(words.reshape(-1, words.shape[-1]))
+    unions, which = np.unique(flat.view(np.dtype((np.void, flat.shape[1]))).ravel(), return_inverse=True)
+    needed = np.unpackbits(np.frombuffer(unions.tobytes(), dtype=np.uint8).reshape(len(unions), -1), axis=1,
+                           count=layouts).astype(bool)
+    priced = (needed[None, :, :] * fanout.cost[rows[u]][:, None, :]).sum(axis=-1)  # (producer row, union)
+    row = np.broadcast_to(np.arange(shape[u]).reshape([-1 if i == u else 1 for i in range(axes)]), shape)
+    return elimination.Factor(owners, priced[row.ravel(), which.ravel()].reshape(shape), tuple(classes))
 
 
 def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.searches.elimination import Factor, Infeasible, TooLarge, minimise
+from planner.searches.elimination import Factor, Infeasible, TooLarge, _least, minimise
 
 
 def enumerate_minimum(sizes, factors):
@@ -109,3 +109,21 @@ def test_malformed_factors_are_rejected():
         Factor((0,), np.zeros(2), (np.array([0, 2]),))
     with pytest.raises(ValueError, match="does not match the 3 candidates"):
         minimise((3,), [Factor((0,), np.zeros(2))])
+
+
+def test_least_over_summed_parts_is_argmin_and_min_of_the_whole_table():
+    # small integer costs give many equal minima: the first index among them wins, as argmin picks it;
+    # parts of size 1 along an axis broadcast, inf entries (forbidden) lose to any finite one
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        shape = tuple(int(n) for n in rng.integers(1, 5, size=int(rng.integers(1, 4))))
+        parts = []
+        for _ in range(int(rng.integers(1, 4))):
+            own = tuple(n if rng.random() < 0.7 else 1 for n in shape)
+            part = rng.integers(0, 3, size=own).astype(float)
+            part[rng.random(own) < 0.1] = np.inf
+            parts.append(part)
+        table = np.broadcast_to(sum(parts[1:], parts[0]), shape)
+        best, least = _least(parts, shape)
+        assert np.array_equal(best, table.argmin(axis=0))
+        assert np.array_equal(least, table.min(axis=0))

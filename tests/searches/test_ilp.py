@@ -499,3 +499,28 @@ def test_progress_hears_the_solver_that_runs_and_highs_bound_and_gap():
     heard = _Heard()
     solve_ilp(problem, solver="auto", progress=heard)  # auto: variable elimination solves it, no MIP
     assert ("begin", "ILP solve (elimination)") in heard.calls and not any("HiGHS" in c[1] for c in heard.calls)
+
+
+def test_a_fanout_table_charges_each_layout_some_participant_needs_once():
+    # by its definition, per assignment of candidates: the producer's row of costs, summed over the layouts the
+    # producer (here also a reader) or any reader needs; the table read through its classes must give exactly that
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        layouts = int(rng.integers(1, 12))
+        u_class = rng.integers(0, 3, size=int(rng.integers(1, 5)))
+        cost = rng.random((int(u_class.max()) + 1, layouts))
+        owners = sorted(int(o) for o in rng.choice([0, 2, 3, 4], size=int(rng.integers(1, 4)), replace=False))
+        readers = tuple((o, rng.random((len(u_class) if o == 0 else int(rng.integers(1, 5)), layouts)) < 0.3)
+                        for o in owners)
+        fanout = ilp._ClassFanout(0, u_class, readers, cost)
+        factor = ilp._fanout_factor(fanout)
+        need = dict(readers)
+        sizes = [len(u_class) if o == 0 else need[o].shape[0] for o in factor.scope]
+        for choice in itertools.product(*(range(n) for n in sizes)):
+            picked = dict(zip(factor.scope, choice))
+            needed = np.zeros(layouts, dtype=bool)
+            for o, mask in need.items():
+                needed |= mask[picked[o]]
+            expected = (needed * cost[u_class[picked[0]]]).sum()
+            cell = tuple(factor.candidates(a, n)[k] for a, (n, k) in enumerate(zip(sizes, choice)))
+            assert factor.table[cell] == expected
