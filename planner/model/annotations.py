@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from planner.caches import memoize
 from planner.errors import PlanningError, ShardingError
 from planner.ir.axis import AxisRef, axes_for_digit
 from planner.ir.equivalence import equivalent_sharding
@@ -49,6 +50,7 @@ def _cuts(mesh: Mesh, *shardings: TensorSharding) -> dict[str, set[int]]:
     return cuts
 
 
+@memoize("annotation checks", maxsize=65536)  # a model's alike layers ask the same questions
 def satisfies(candidate: TensorSharding, annotation: TensorSharding) -> bool:
     """Whether a layout honours an annotation's closed/open dims and replicated axes.
 
