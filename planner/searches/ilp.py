@@ -755,18 +755,23 @@ def _fanout_factor(fanout: _ClassFanout) -> elimination.Factor | None:
         return None
     axes = len(owners)
     u = owners.index(fanout.u)
-    # the layouts a cell needs, as bits: the union of its owners' masks, then the distinct unions priced once
-    # per producer row (cells far outnumber the unions; each union is summed as one row, as a cell would be)
+    if not layouts:
+        return elimination.Factor(owners, np.zeros(shape), tuple(classes))
+    # the layouts a cell needs, as bits: the union of its owners' masks; then each distinct (producer class,
+    # union) is priced once, summed as one row as a cell would be (cells far outnumber them, and they are at most
+    # as many as the cells, so this stays within the limit above)
     words = np.zeros(shape + (-(-layouts // 8),), dtype=np.uint8)
     for a, mask in enumerate(masks):
         words |= np.packbits(mask, axis=1).reshape([-1 if i == a else 1 for i in range(axes)] + [words.shape[-1]])
-    flat = np.ascontiguousarray(words.reshape(-1, words.shape[-1]))
-    unions, which = np.unique(flat.view(np.dtype((np.void, flat.shape[1]))).ravel(), return_inverse=True)
-    needed = np.unpackbits(np.frombuffer(unions.tobytes(), dtype=np.uint8).reshape(len(unions), -1), axis=1,
-                           count=layouts).astype(bool)
-    priced = (needed[None, :, :] * fanout.cost[rows[u]][:, None, :]).sum(axis=-1)  # (producer row, union)
-    row = np.broadcast_to(np.arange(shape[u]).reshape([-1 if i == u else 1 for i in range(axes)]), shape)
-    return elimination.Factor(owners, priced[row.ravel(), which.ravel()].reshape(shape), tuple(classes))
+    producer = np.broadcast_to(np.arange(shape[u], dtype=np.uint32).reshape([-1 if i == u else 1 for i in
+                                                                               range(axes)]), shape)
+    keys = np.hstack([producer.reshape(-1, 1).view(np.uint8), words.reshape(-1, words.shape[-1])])
+    keys = np.ascontiguousarray(keys)
+    distinct, which = np.unique(keys.view(np.dtype((np.void, keys.shape[1]))).ravel(), return_inverse=True)
+    distinct = np.frombuffer(distinct.tobytes(), dtype=np.uint8).reshape(len(distinct), -1)
+    needed = np.unpackbits(distinct[:, 4:], axis=1, count=layouts).astype(bool)
+    charge = fanout.cost[rows[u][np.ascontiguousarray(distinct[:, :4]).view(np.uint32).ravel()]]
+    return elimination.Factor(owners, (needed * charge).sum(axis=-1)[which.ravel()].reshape(shape), tuple(classes))
 
 
 def _read_choice(data: _Data, model: _Model) -> tuple[int, ...]:
