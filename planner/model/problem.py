@@ -132,6 +132,8 @@ class LazyTable:
             key = (key, slice(None))
         if len(key) != 2:
             raise IndexError(f"a cost table has 2 dimensions; got the index {key!r}")
+        if not self._left and self._values is not None:  # every cell known (a table identical layers share)
+            return self._values[key]
         rows = distinct(np.arange(self.shape[0])[key[0]])
         cols = distinct(np.arange(self.shape[1])[key[1]])
         self._fill(rows, cols)

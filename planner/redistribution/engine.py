@@ -296,7 +296,8 @@ def _canonical(shape, source: TensorSharding, destination: TensorSharding) -> tu
     keys = []
     for i, (size, a, b) in enumerate(zip(shape, source.dims, destination.dims)):
         even = size > 0 and size % devices == 0
-        keys.append((not even, 0 if even else size, tuple(map(str, a.axes)), tuple(map(str, b.axes)), i))
+        keys.append((not even, 0 if even else size, [(r.name, r.pre_size, r.size or 0) for r in a.axes],
+                     [(r.name, r.pre_size, r.size or 0) for r in b.axes], i))
     keys.sort()
     order = tuple(k[-1] for k in keys)
     sizes = [shape[i] for i in order]
