@@ -6,7 +6,8 @@ time to enumerate and to build the model, truly cold (after ``planner.clear_cach
 and warm (the same call again, caches kept), and to fill every cell of its lazy cost tables
 (cold), median of --repeat, plus the distinct
 redistributions the engine planned (the work the caches save: identical layers
-share their tables).
+share their tables) and the searches they took (alike problems, the same up to the order
+of their dimensions, share one search).
 
     python benchmarks/tables.py [--layers 1 12 48] [--repeat 3]
 """
@@ -35,7 +36,7 @@ def main() -> None:
     cluster = load_cluster(None)
     print(f"{'layers':>6}  {'ops':>5}  {'candidates':>10}  {'edges':>6}  {'table cells':>11}  "
           f"{'enumerate cold s':>16}  {'enumerate warm s':>16}  {'build cold s':>12}  {'build warm s':>12}  "
-          f"{'fill cold s':>11}  {'distinct reshards':>17}")
+          f"{'fill cold s':>11}  {'distinct reshards':>17}  {'searches':>8}")
     for layers in args.layers:
         graph = load_model_text(gpt(layers))
         enum_t = {"cold": [], "warm": []}
@@ -63,11 +64,12 @@ def main() -> None:
             m.problem.dense()  # every cell of the lazy tables: the redistributions the ILP reads
             fill_t.append(time.perf_counter() - t0)
         reshards = cache_stats()["redistribution plans"]["size"]
+        searches = cache_stats()["canonical redistribution searches"]["size"]
         cells = sum(math.prod(e.class_cost.shape) for e in m.problem.edges)  # lazy tables have a shape only
         med = statistics.median
         print(f"{layers:>6}  {len(graph.ops):>5}  {m.problem.variables:>10}  {len(m.problem.edges):>6}  {cells:>11}  "
               f"{med(enum_t['cold']):>16.3f}  {med(enum_t['warm']):>16.3f}  {med(build_t['cold']):>12.3f}  "
-              f"{med(build_t['warm']):>12.3f}  {med(fill_t):>11.3f}  {reshards:>17}")
+              f"{med(build_t['warm']):>12.3f}  {med(fill_t):>11.3f}  {reshards:>17}  {searches:>8}")
     print("\nbuild s: enumeration, constraints, node costs and every edge's lazy cost table (no cell computed yet);")
     print("fill s: every cell of those tables computed (the redistribution engine), as the ILP reads them.")
     print("cold: right after planner.clear_caches(); warm: the same call again with the caches it filled;")
