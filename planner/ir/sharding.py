@@ -46,6 +46,10 @@ class DimSharding:
     axes: tuple[AxisRef, ...] = ()
     is_open: bool = False
     priority: int = 0
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:  # computed once: every sharding's hash hashes its dimensions
+        return self._hash
 
     def __post_init__(self):
         object.__setattr__(self, "axes", tuple(self.axes))
@@ -56,6 +60,7 @@ class DimSharding:
                 f"a closed empty dimension {{}} takes no priority (got p{self.priority}); "
                 "remove the priority or open the dimension with {?}"
             )
+        object.__setattr__(self, "_hash", hash((self.axes, self.is_open, self.priority)))
 
     @property
     def is_closed(self) -> bool:
@@ -271,14 +276,18 @@ class TensorSharding:
         >>> str(TensorSharding.build(m, [["x"], [], ["y"]]).permuted((2, 0, 1)))
         'sharding<@m, [{"y"}, {"x"}, {}]>'
         """
-        if sorted(order) != list(range(len(self.dims))):
-            raise ShardingError(f"{list(order)} is not an order of the {len(self.dims)} dimensions of {self}")
-        out = object.__new__(TensorSharding)
+        n = len(self.dims)
+        if len(order) != n or set(order) != set(range(n)):
+            raise ShardingError(f"{list(order)} is not an order of the {n} dimensions of {self}")
         dims = tuple(self.dims[i] for i in order)
-        for name, value in (("mesh", self.mesh), ("dims", dims), ("replicated", self.replicated),
-                            ("unreduced", self.unreduced), ("reduction", self.reduction),
-                            ("_hash", hash((self.mesh, dims, self.replicated, self.unreduced, self.reduction)))):
-            object.__setattr__(out, name, value)
+        out = object.__new__(TensorSharding)
+        put = object.__setattr__
+        put(out, "mesh", self.mesh)
+        put(out, "dims", dims)
+        put(out, "replicated", self.replicated)
+        put(out, "unreduced", self.unreduced)
+        put(out, "reduction", self.reduction)
+        put(out, "_hash", hash((self.mesh, dims, self.replicated, self.unreduced, self.reduction)))
         return out
 
     def with_unreduced(self, axes: Iterable[AxisRef], reduction: str | None = None) -> "TensorSharding":
