@@ -228,12 +228,20 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
         return reshard_plan(shape, dtype, lay, lay, True, pending, cluster, insert_pbroadcast, within, policy, (),
                             cotangent).time_s
 
+    columns: dict[int, tuple] = {}  # data: a reader class's shared cotangents and its completions' seconds
+
+    def column(b: int) -> tuple:
+        """What a data column is, alike for every producer row: split once, its completions priced once."""
+        if b not in columns:
+            own, shared = split_cotangents(v_items[b][1], policy == "xla")
+            columns[b] = (shared, sum(complete(*grad) for grad in own))
+        return columns[b]
+
     def cell(a: int, b: int) -> float:
         src, item = u_items[a], v_items[b]
         if kind == "data":
-            layouts, grads = item
-            own, shared = split_cotangents(grads, policy == "xla")
-            return (sum(cost(src, lay) for lay in layouts) + sum(complete(*grad) for grad in own)
+            shared, completing = column(b)
+            return (sum(cost(src, lay) for lay in item[0]) + completing
                     + sum(cost(src, lay, True, p, g) for lay, p, g in shared))
         if kind == "forward":
             return sum(cost(src, lay) for lay in item[0])
