@@ -146,6 +146,7 @@ MATMUL = OpDef(
     "matmul", "matmul", 2, 2, (("transpose_a", False), ("transpose_b", False)),
     _matmul_infer, _matmul_flops, _matmul_reference, vjp=_matmul_vjp, multilinear=True,
     rule="matmul.matmul", jax_form=_matmul_jax, matmul_units=True, reduces_cotangents_by_dimension=True,
+    xla_groups_operands=True,
 )
 
 
@@ -295,4 +296,5 @@ def _einsum_jax(jnp, lax, a, attrs):
 
 EINSUM = OpDef("einsum", "matmul", 1, None, (("equation", REQUIRED),), _einsum_infer, _einsum_flops, _einsum_reference,
                vjp=_einsum_vjp, multilinear=True, rule="matmul.einsum", jax_form=_einsum_jax,
-               matmul_units=True, reduces_by_dimension=True, reduces_cotangents_by_dimension=True)
+               matmul_units=True, reduces_by_dimension=True, reduces_cotangents_by_dimension=True,
+               xla_groups_operands=True)

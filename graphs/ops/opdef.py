@@ -262,6 +262,13 @@ class OpDef:
     #: other operands' dimensions first (JAX 0.10.2: x [{"dp"}, {"tp"}, {}] @ w gives w's gradient an AllReduce
     #: over tp, then one over dp)
     reduces_cotangents_by_dimension: bool = False
+    #: XLA's dot partitioner groups the devices by the mesh axes its result takes from one operand's kept
+    #: dimensions; the other operand, holding one of those axes on a kept dimension of its own that it must give
+    #: up, is first moved onto the mesh axes free inside each group (one CollectivePermute), then resharded
+    #: inside the group (JAX 0.10.2: ``x[{"a"}, {}] @ w[{}, {"a"}]`` on 2x2x2 permutes ``w`` to ``[{}, {"b", "c"}]``
+    #: and gathers it over b and c, 2048 B a device where a gather over a moves 1024 B); the ``xla``
+    #: redistribution policy does the same (:meth:`planner.model.nodes.OpNode.regroup`)
+    xla_groups_operands: bool = False
     #: Shardy registers a sharding rule for the op; without one (a CHLO op such as ``chlo.erf``) Shardy's
     #: propagation passes no sharding between the op's operands and its result, so ``--search propagate`` does
     #: not either (each side keeps what its other readers and writers give it)

@@ -46,6 +46,9 @@ class Transfer:
     # op whose cotangent this move completes by itself; the result joins the other readers' cotangents in that
     # layout, which the link's shared transpose then takes home (:func:`split_cotangents`). None: any other move
     reader: str | None = None
+    # under the xla policy, how the reading dot groups the devices (:meth:`OpNode.regroup`; a backward move: of the
+    # forward move it transposes); () otherwise
+    regroup: tuple = ()
 
 
 def _grad_phase(m: Model, tensor: str) -> str:
@@ -60,7 +63,7 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
     u, c = m.nodes[link.producer], choice[link.producer]
     src, groups = (u.layouts[c], ()) if isinstance(u, SourceNode) else (
         u.strategies[c].result, completion_order(m, u, u.strategies[c]))
-    layouts: dict[TensorSharding, None] = {}
+    layouts: dict[tuple, None] = {}  # (layout, regroup)
     grads: dict[tuple, None] = {}
     completions: dict[tuple, None] = {}
     xla = m.options.reshard_policy == "xla"
@@ -71,24 +74,26 @@ def link_moves(m: Model, k: int, choice) -> list[Transfer]:
         own, shared = split_cotangents(gs, xla)
         completions.update(dict.fromkeys((node.name, *c) for c in own))
         grads.update(dict.fromkeys(shared))
-    out = [Transfer(t, src, lay, "forward", groups=groups) for lay in layouts]
+    out = [Transfer(t, src, lay, "forward", groups=groups, regroup=regroup) for lay, regroup in layouts]
     phase = _grad_phase(m, t)
     out += [Transfer(t, lay, lay, phase, pending, (), cotangent, reader)
             for reader, lay, pending, cotangent in completions]
-    out += [Transfer(t, src, lay, phase, pending, groups, cotangent) for lay, pending, cotangent in grads]
+    out += [Transfer(t, src, lay, phase, pending, groups, cotangent, regroup=regroup)
+            for lay, pending, cotangent, regroup in grads]
     return out
 
 
 def split_cotangents(grads, xla: bool) -> tuple[tuple, tuple]:
-    """A reader's cotangents ``(layout, pending, cotangent groups)`` as ``(completions, transposes)``: under the
-    ``xla`` policy, each pending one is completed where it lies, by that reader alone (XLA's partitioner all-reduces
-    each dot's partial result as it makes it, so several readers' pending cotangents are not added first), and
-    every cotangent then comes home by the link's transpose of its layout, shared by the readers of that layout.
+    """A reader's cotangents ``(layout, pending, cotangent groups, regroup)`` as ``(completions, transposes)``:
+    under the ``xla`` policy, each pending one is completed where it lies, by that reader alone (XLA's partitioner
+    all-reduces each dot's partial result as it makes it, so several readers' pending cotangents are not added
+    first), a completion as ``(layout, pending, cotangent groups)``, and every cotangent then comes home by the
+    link's transpose of its forward move (its layout and regroup), shared by the readers of that move.
     Otherwise no completions: the pending sums travel with the transposes, which add them where it is cheapest."""
     if not xla:
         return (), tuple(grads)
-    own = tuple(g for g in grads if g[1])
-    return own, tuple(dict.fromkeys((lay, (), ()) for lay, _, _ in grads))
+    own = tuple(g[:3] for g in grads if g[1])
+    return own, tuple(dict.fromkeys((lay, (), (), regroup) for lay, _, _, regroup in grads))
 
 
 def completion_order(m: Model, node: OpNode, s: Strategy) -> tuple[tuple[AxisRef, ...], ...]:
@@ -107,7 +112,7 @@ def producer_side(m: Model, node) -> list[tuple[TensorSharding, tuple]]:
 
 def fanout_layouts(m: Model, k: int, choice) -> list[TensorSharding]:
     """The distinct layouts the readers of fanout link ``k`` need under ``choice``, in reader order."""
-    return [mv.destination for mv in link_moves(m, k, choice) if mv.phase == "forward"]
+    return list(dict.fromkeys(mv.destination for mv in link_moves(m, k, choice) if mv.phase == "forward"))
 
 
 def node_moves(m: Model, i: int, choice) -> list[Transfer]:
@@ -153,17 +158,19 @@ def move_plan(m: Model, move: Transfer) -> ReshardPlan:
     spec = m.graph.tensor(move.tensor)
     return reshard_plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
                         m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy,
-                        move.groups, move.cotangent_groups)
+                        move.groups, move.cotangent_groups, move.regroup)
 
 
 @memoize("planned moves", maxsize=65536)
 def reshard_plan(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
-                 within=None, policy="cheapest", groups=(), cotangent_groups=()) -> ReshardPlan:
+                 within=None, policy="cheapest", groups=(), cotangent_groups=(), regroup=()) -> ReshardPlan:
     """The redistribution of one move under ``policy`` (:mod:`planner.redistribution.xla_policy`): forward,
     or the transpose of the forward plan; ``groups``: the order the ``xla`` policy completes a pending sum in;
     ``cotangent_groups``: the order it completes the cotangent's (XLA's per-dimension AllReduces, as the ``xla``
-    policy completes a forward sum). Cached: a model's alike layers ask for the same moves again and again."""
-    forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy, groups)
+    policy completes a forward sum); ``regroup``: how the reading dot groups the devices (``xla``:
+    :meth:`~planner.model.nodes.OpNode.regroup`; a backward move transposes the forward move it made).
+    Cached: a model's alike layers ask for the same moves again and again."""
+    forward = reshard_with_policy(shape, dtype, source, destination, cluster, within, policy, groups, regroup)
     if not backward:
         return forward
     return transpose_plan(forward, pending, cluster, insert_pbroadcast=insert_pbroadcast, within=within,
@@ -171,16 +178,19 @@ def reshard_plan(shape, dtype, source, destination, backward: bool, pending, clu
 
 
 def reader_side(consumer: OpNode, ks, backward: bool, xla: bool = False) -> list:
-    """Per strategy of a reader: the distinct layouts its reads need and, with ``backward``,
-    the distinct ``(layout, pending, cotangent groups)`` its cotangents come back in (with ``xla``, the groups
-    are how the xla policy completes the pending sum, :meth:`~planner.model.nodes.OpNode.cotangent_groups`;
-    else none)."""
+    """Per strategy of a reader: the distinct ``(layout, regroup)`` its reads need (with ``xla``, how a dot
+    groups the devices, :meth:`~planner.model.nodes.OpNode.regroup`; else ()) and, with ``backward``,
+    the distinct ``(layout, pending, cotangent groups, regroup)`` its cotangents come back in (with ``xla``, the
+    groups are how the xla policy completes the pending sum, :meth:`~planner.model.nodes.OpNode.cotangent_groups`,
+    and the regroup that of the forward move they transpose; else none and ())."""
     return [reader_entry(consumer, s, ks, backward, xla) for s in consumer.strategies]
 
 
 def reader_entry(consumer: OpNode, s: Strategy, ks, backward: bool, xla: bool = False) -> tuple:
     """One strategy's entry of :func:`reader_side`."""
-    layouts = tuple(dict.fromkeys(s.operands[k] for k in ks))
+    regroups = [consumer.regroup(s, k) if xla else () for k in ks]
+    layouts = tuple(dict.fromkeys((s.operands[k], r) for k, r in zip(ks, regroups)))
     grads = tuple(dict.fromkeys((s.operands[k], consumer.pending(s, k),
-                                 consumer.cotangent_groups(s, k) if xla else ()) for k in ks)) if backward else ()
+                                 consumer.cotangent_groups(s, k) if xla else (), r)
+                                for k, r in zip(ks, regroups))) if backward else ()
     return layouts, grads

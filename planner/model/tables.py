@@ -209,20 +209,21 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
     neighbour; the ILP reads every cell).
 
     ``data``: a reader class is ``(layouts, cotangents)``: the forward redistribution
-    of the result to each distinct layout, plus the transpose back of each distinct
-    ``(layout, pending, groups)`` cotangent (under the ``xla`` policy, each pending one completed where it
+    of the result to each distinct ``(layout, regroup)``, plus the transpose back of each distinct
+    ``(layout, pending, groups, regroup)`` cotangent (under the ``xla`` policy, each pending one completed where it
     lies first, :func:`~planner.model.moves.split_cotangents`); ``forward``: the same classes, the forward
     redistributions alone. ``fanout``: a column is one forward
-    redistribution ``("forward", layout)``, one transpose ``("backward", layout, pending, groups)`` or one
+    redistribution ``("forward", (layout, regroup))``, one transpose
+    ``("backward", layout, pending, groups, regroup)`` or one
     reader's completion ``("complete", layout, pending, groups, reader's place)``.
     ``within``: the mesh pieces the redistributions may use (:attr:`Model.reshard_pieces`); ``policy``:
     :attr:`Options.reshard_policy`.
     """
     key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within, policy)
 
-    def cost(src, lay, backward=False, pending=(), cotangent=()):
+    def cost(src, lay, backward=False, pending=(), cotangent=(), regroup=()):
         return reshard_plan(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
-                            policy, src[1], cotangent).time_s
+                            policy, src[1], cotangent, regroup).time_s
 
     def complete(lay, pending, cotangent) -> float:
         return reshard_plan(shape, dtype, lay, lay, True, pending, cluster, insert_pbroadcast, within, policy, (),
@@ -241,15 +242,15 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
         src, item = u_items[a], v_items[b]
         if kind == "data":
             shared, completing = column(b)
-            return (sum(cost(src, lay) for lay in item[0]) + completing
-                    + sum(cost(src, lay, True, p, g) for lay, p, g in shared))
+            return (sum(cost(src, lay, regroup=regroup) for lay, regroup in item[0]) + completing
+                    + sum(cost(src, lay, True, p, g, rg) for lay, p, g, rg in shared))
         if kind == "forward":
-            return sum(cost(src, lay) for lay in item[0])
+            return sum(cost(src, lay, regroup=regroup) for lay, regroup in item[0])
         if item[0] == "forward":
-            return cost(src, item[1])
+            return cost(src, item[1][0], regroup=item[1][1])
         if item[0] == "complete":
             return complete(item[1], item[2], item[3])
-        return cost(src, item[1], True, item[2], item[3])
+        return cost(src, item[1], True, item[2], item[3], item[4])
 
     return TABLES.get_or_compute(key, lambda: LazyTable((len(u_items), len(v_items)), cell))
 

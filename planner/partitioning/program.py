@@ -326,10 +326,14 @@ def typecheck(program: Program) -> None:
 
 def _reads(node: OpNode, s, j: int, move: Transfer, xla: bool = False) -> bool:
     """Whether operand ``j`` of ``node`` under ``s`` is what ``move`` (forward, or its transpose) concerns (under
-    the ``xla`` policy a transpose carries every reader's cotangent of its layout, the pending ones completed)."""
+    the ``xla`` policy a transpose carries every reader's cotangent of its layout, the pending ones completed; there
+    a move, forward or transposed, is the one of the reading dot's device groups,
+    :meth:`~planner.model.nodes.OpNode.regroup`)."""
     if s.operands[j] != move.destination:
         return False
-    return move.phase == "forward" or xla or node.operand_gradient(s, j).unreduced == move.pending
+    if xla:
+        return node.regroup(s, j) == move.regroup
+    return move.phase == "forward" or node.operand_gradient(s, j).unreduced == move.pending
 
 
 def _backward(m: Model, choice, back_of, own_grads) -> list[Instruction]:

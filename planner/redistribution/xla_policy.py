@@ -13,7 +13,11 @@ The rules, in XLA's order:
   where only the devices' order differs, an AllToAll per pair of dimensions that trade tiles, a slice out of
   the replicas, an AllGather of what the target tiles less, the dimensions whose tile counts agree set aside,
   two dimensions trading a factor split and merged back, else every dimension gathered and the target
-  sliced), each hop one collective of the engine. The goldens of tests/redistribution/test_xla_policy.py
+  sliced), each hop one collective of the engine;
+* an operand of a dot that groups the devices (:func:`regrouped`: XLA's dot partitioner groups them by the mesh
+  axes the result takes from the other operand) and holds one of those axes on a dimension the result keeps
+  is first moved onto the axes free inside each group by one CollectivePermute, then resharded along the route
+  (tests/frontends/test_shardy_suite.py compiles such dots). The goldens of tests/redistribution/test_xla_policy.py
   compile every reshard of a matrix on a 2x4 mesh, and samples on 2x2x2 and of rank 3, with XLA and compare
   each collective in order. Where the route leaves a named layout (a dimension tiled unevenly, XLA's padding
   and halos) the engine's cheapest plan stands in.
@@ -23,39 +27,46 @@ Mesh changes and pending maxima keep the engine's plan (XLA has no rule of its o
 
 from __future__ import annotations
 
+import math
+
 from graphs.dtypes import dtype_itemsize
 from planner.caches import memoize
 from planner.errors import ReshardError
+from planner.ir.axis import AxisRef
 from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.redistribution.engine import all_reduce_step, reshard, reshard_for_planning
 from planner.redistribution.steps import ReshardPlan, Step
 from planner.redistribution.xla_route import xla_route
 
-__all__ = ["POLICIES", "reshard_like_xla", "reshard_with_policy"]
+__all__ = ["POLICIES", "regrouped", "reshard_like_xla", "reshard_with_policy"]
 
 POLICIES = ("cheapest", "xla")
 """``cheapest``: the engine's cheapest plan (bfs, ilp, auto); ``xla``: XLA's partitioner's moves (propagate)."""
 
 
 def reshard_with_policy(shape, dtype, source, destination, cluster, within=None, policy="cheapest",
-                        groups=()) -> ReshardPlan:
+                        groups=(), regroup=()) -> ReshardPlan:
     """The planner's redistribution of one tensor under ``policy`` (one of :data:`POLICIES`); ``groups``: the
-    order the ``xla`` policy completes the source's pending reduction in (see :func:`reshard_like_xla`)."""
+    order the ``xla`` policy completes the source's pending reduction in, ``regroup``: how the reading dot groups
+    the devices (see :func:`reshard_like_xla`)."""
     if policy not in POLICIES:
         raise ReshardError(f"unknown redistribution policy {policy!r}; use one of {', '.join(POLICIES)}")
     if policy == "xla":
-        return reshard_like_xla(tuple(shape), dtype, source, destination, cluster, within, tuple(groups))
+        return reshard_like_xla(tuple(shape), dtype, source, destination, cluster, within, tuple(groups),
+                                tuple(regroup))
     return reshard_for_planning(shape, dtype, source, destination, cluster, within)
 
 
 @memoize("XLA redistribution plans", maxsize=65536)
 def reshard_like_xla(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster,
-                     within=None, groups=()) -> ReshardPlan:
+                     within=None, groups=(), regroup=()) -> ReshardPlan:
     """The moves XLA's partitioner makes from ``source`` to ``destination`` (see the module docstring).
 
     ``groups`` (a reduction that completes by dimension: :meth:`planner.model.nodes.OpNode.pending_groups`): the
     pending axes are completed one group at a time, in order, each by an AllReduce (of the kind pending: a
-    maximum too); otherwise by one AllReduce over all of them (a pending maximum keeps the engine's plan)."""
+    maximum too); otherwise by one AllReduce over all of them (a pending maximum keeps the engine's plan).
+    ``regroup`` (the reader is a dot: :meth:`planner.model.nodes.OpNode.regroup`): where :func:`regrouped` gives
+    a layout, the source goes there first."""
     src, dst = source.layout_only(), destination.layout_only()
     if (src.mesh != dst.mesh or (src.unreduced and src.reduction != PENDING_SUM and not groups)
             or not set(dst.unreduced) <= set(src.unreduced)):
@@ -70,9 +81,62 @@ def reshard_like_xla(shape, dtype, source: TensorSharding, destination: TensorSh
         after = state.with_unreduced(tuple(a for a in state.unreduced if a not in group))
         steps.append(all_reduce_step(shape, dtype_itemsize(dtype), state, after, group, cluster))
         state = after
+    if state != dst and regroup and not steps:
+        steps += _regroup_steps(shape, dtype, state, dst, cluster, regroup)
+        state = steps[-1].after if steps else state
     if state != dst:
         steps += _layout_steps(shape, dtype, state, dst, cluster, within)
     return ReshardPlan(shape, dtype, source, destination, tuple(steps))
+
+
+def regrouped(shape, source: TensorSharding, destination: TensorSharding, regroup) -> TensorSharding | None:
+    """Where XLA's dot partitioner moves an operand in ``source`` before resharding it to ``destination`` inside
+    the device groups of ``regroup = (dims, axes)`` (:meth:`planner.model.nodes.OpNode.regroup`: the operand's
+    dimensions the result keeps, the axes the devices are grouped by); None: straight along the route.
+
+    The grouping axes the source holds and the destination drops (all on one kept dimension) are replaced, where
+    they stood, by every mesh axis free inside a group (unused by the source, the destination and the grouping
+    axes), in mesh order, when those are at least as many devices; the dimension must divide evenly. The
+    destination must only drop axes (XLA then gathers inside each group). JAX 0.10.2, probed on 2x4 and 2x2x2:
+    ``[{}, {"a"}]`` read by a dot grouped by ``a`` goes to ``[{}, {"b", "c"}]``, then is gathered over b and c;
+    with no free axis (``[{"b", "c"}, {"a"}]``) or too few (``tp`` of 4 against ``dp`` of 2 free) XLA gathers over
+    the grouping axis itself; a grouping axis on a contracting dimension XLA keeps split inside the group, which
+    changes the dot's own strategy, and is left to the route. Whole axes only."""
+    if not regroup or source.unreduced or destination.unreduced:
+        return None
+    dims, axes = regroup
+    held = source.sharding_axes()
+    kept = set(destination.sharding_axes())
+    grouped = [a for a in axes if a in held and a not in kept]
+    if not grouped or not all(a.is_full for a in (*held, *axes)):
+        return None
+    where = {i for i, d in enumerate(source.dims) if any(a in grouped for a in d.axes)}
+    if len(where) != 1 or not where <= set(dims) or not kept <= set(held) - set(grouped):
+        return None
+    (d,) = where
+    mesh = source.mesh
+    taken = {a.name for a in (*held, *axes, *kept)}
+    free = [AxisRef(n) for n in mesh.axis_names if n not in taken and mesh.axis_size(n) > 1]
+    if not free or math.prod(a.size_in(mesh) for a in free) < math.prod(a.size_in(mesh) for a in grouped):
+        return None
+    old = source.dims[d].axes
+    at = min(old.index(a) for a in grouped)
+    new = [a for a in old if a not in grouped]
+    new[at:at] = free
+    if shape[d] % math.prod(a.size_in(mesh) for a in new):
+        return None
+    return source.with_dims([new if i == d else dim.axes for i, dim in enumerate(source.dims)])
+
+
+def _regroup_steps(shape, dtype, source, destination, cluster, regroup) -> list[Step]:
+    """The CollectivePermute to :func:`regrouped`'s layout (the engine's one collective), or none."""
+    target = regrouped(shape, source, destination, regroup)
+    if target is None or target == destination:
+        return []
+    try:
+        return _one_hop(shape, dtype, source, target, cluster)
+    except ReshardError:
+        return []
 
 
 def _layout_steps(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster, within) -> list[Step]:

@@ -1421,6 +1421,50 @@ def swapped_axes_matmul_3d(a, b):
     return a @ b
 
 
+# dots whose operands hold the same mesh axis on dimensions the result keeps (XLA groups the devices by the result's
+# axis and first moves the other operand onto the axes free in each group): rows against columns with two free axes,
+# the right-hand side first, a merged row axis, an axis pair, batched, a contracting split beside, too few free
+# devices, none free; and with the axis on the contracting dimension (XLA keeps it split inside each group)
+def rows_cols_same_axis(x, w):
+    return x @ w
+
+
+def rhs_axis_wins(x, w):
+    return x @ w
+
+
+def merged_rows_axis(x, w):
+    return x @ w
+
+
+def axis_pair_cols(x, w):
+    return x @ w
+
+
+def batched_cols_conflict(x, y):
+    return jnp.einsum("bij,bjk->bik", x, y)
+
+
+def batched_sharded_conflict(x, y):
+    return jnp.einsum("bij,bjk->bik", x, y)
+
+
+def conflict_contracting_split(x, w):
+    return x @ w
+
+
+def conflict_too_few_free(x, w):
+    return x @ w
+
+
+def conflict_1d(x, w):
+    return x @ w
+
+
+def conflict_on_contracting(x, w):
+    return x @ w
+
+
 # a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on 2x2x2,
 # concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a constraint then a
 # projection, a residual stack
@@ -1560,6 +1604,19 @@ def suite() -> dict:
                                                                       ((32, 16), P(None, ("b", "c")))]),
         "gram_3d": (gram_3d, "3d", [((16, 32), P("a", "b"))]),
         "swapped_axes_matmul_3d": (swapped_axes_matmul_3d, "3d", [((16, 32), P("a", "b")), ((32, 16), P("b", "a"))]),
+        "rows_cols_same_axis": (rows_cols_same_axis, "3d", [((16, 32), P("a")), ((32, 16), P(None, "a"))]),
+        "rhs_axis_wins": (rhs_axis_wins, "3d", [((16, 32), P("b")), ((32, 16), P(None, "b"))]),
+        "merged_rows_axis": (merged_rows_axis, "3d", [((16, 32), P(("a", "b"))), ((32, 16), P(None, "a"))]),
+        "axis_pair_cols": (axis_pair_cols, "3d", [((16, 32), P("a")), ((32, 16), P(None, ("a", "b")))]),
+        "batched_cols_conflict": (batched_cols_conflict, "3d", [((4, 16, 32), P(None, "a")),
+                                                                ((4, 32, 16), P(None, None, "a"))]),
+        "batched_sharded_conflict": (batched_sharded_conflict, "3d", [((4, 16, 32), P("b", "a")),
+                                                                      ((4, 32, 16), P("b", None, "a"))]),
+        "conflict_contracting_split": (conflict_contracting_split, "3d", [((16, 32), P("a")),
+                                                                          ((32, 16), P("b", "a"))]),
+        "conflict_too_few_free": (conflict_too_few_free, "2d", [((16, 32), P("tp")), ((32, 64), P(None, "tp"))]),
+        "conflict_1d": (conflict_1d, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d"))]),
+        "conflict_on_contracting": (conflict_on_contracting, "3d", [((16, 32), P("a")), ((32, 16), P("a"))]),
         "gated_mlp_3d": (gated_mlp_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")),
                                               ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
         "attention_heads_3d": (attention_heads_3d, "3d", [((2, 8, 16), P("a")), ((16, 16), P(None, ("b", "c"))),

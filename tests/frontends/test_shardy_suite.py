@@ -131,6 +131,12 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # no free axis, another free axis, a Gram matrix and swapped axes
          "queries_times_keys_3d", "queries_times_keys_2d", "queries_times_keys_3d_c", "queries_times_keys_3d_bc",
          "gram_3d", "swapped_axes_matmul_3d",
+         # operands holding the result's axis on a kept dimension: XLA's dot partitioner groups the devices by it and
+         # permutes the other operand onto the axes free in each group before gathering it there (the xla policy's
+         # regrouping, planner/redistribution/xla_policy.py); with too few or no free axes it gathers directly
+         "rows_cols_same_axis", "rhs_axis_wins", "merged_rows_axis", "axis_pair_cols", "batched_cols_conflict",
+         "batched_sharded_conflict", "conflict_contracting_split", "conflict_too_few_free", "conflict_1d",
+         "conflict_on_contracting",
          # a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on
          # 2x2x2, concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a
          # constraint then a projection, a residual stack
@@ -140,27 +146,16 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # batch dimension sharded on dp on one side, the weight's columns on dp too: plan AllGather 1024 B, XLA
-    # AllGather 1536 B + CollectivePermute 512 B (it slices x's rows over tp, permutes the slices and gathers
-    # them over the tp group), its partitioner's reshard through a collective-permute of slices, which the
-    # xla redistribution policy leaves to the engine's cheapest plan
-    "batch_conflict": "AllGather vs AllGather + CollectivePermute",
     # x[4:] of 16 rows on a*b*c: the slice's window holds 12 rows padded to 16 over the 8 devices, and the result
     # is delivered on a*b (3 rows each). The plan halo-exchanges the window as XLA does, then gathers it whole
     # (1792 B: the redistribution engine moves a padded layout by gathering) and slices; XLA computes the window
     # in the delivered layout, CollectivePermute 4 x 192 B and AllGather 256 B over c
     "uneven_rows_3d": "AllGather 1792 B + CollectivePermute 256 B vs CollectivePermute 768 B + AllGather 256 B",
-    # (x @ wq) @ (x @ wk).T with x's rows on a and the features on b: the result keeps a on its rows, so the keys'
-    # transpose gives up a on its columns. The plan gathers it over a (256 B); XLA's dot partitioner groups the
-    # devices by the result's a and reshards inside each group: a CollectivePermute trading a for c (256 B), then
-    # the AllGather over c (a move knows its two layouts, not the reading dot's groups)
-    "queries_times_keys_3d": "AllGather 256 B vs CollectivePermute 256 B + AllGather 256 B",
-    # likewise where the other operand holds the result's row axis on its columns and a mesh axis is free (c here,
-    # b above): a trade by CollectivePermute before the gather. With no free axis (queries_times_keys_2d,
-    # queries_times_keys_3d_bc) XLA gathers over the row axis as the plan does
-    "queries_times_keys_3d_c": "AllGather 256 B vs CollectivePermute 256 B + AllGather 256 B",
-    "gram_3d": "AllGather 512 B vs CollectivePermute 512 B + AllGather 512 B",
-    "swapped_axes_matmul_3d": "AllGather 512 B vs CollectivePermute 512 B + AllGather 512 B",
+    # x[{"a"}, {}] @ w[{"a"}, {}]: the result keeps a on its rows, so w gives up a on its contracting dimension. The
+    # plan gathers w over a (1024 B); XLA permutes w onto b and c (512 B), slices x's columns to match, and
+    # all-reduces the partial product over b and c (768 B): it changes the dot's strategy inside each group of a,
+    # which a move before the dot does not model
+    "conflict_on_contracting": "AllGather 1024 B vs CollectivePermute 512 B + AllReduce 768 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)

@@ -38,7 +38,11 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          "two_readers_of_a_sequence", "fsdp_and_tp_3d", "two_residual_layers", "multi_query_attention",
          "rms_gated_residual", "head_tied_to_a_parallel_table", "biased_layers", "mean_pooled_classifier",
          "sequence_mean_head", "layer_norm_projection_3d", "data_parallel_three_layers_1d", "heads_then_out_projection",
-         "cosine_loss", "rowwise_dot", "logsumexp_cross_entropy")
+         "cosine_loss", "rowwise_dot", "logsumexp_cross_entropy",
+         # queries against keys of the same rows on 2x2x2: XLA's dot partitioner groups the devices by the result's
+         # a and permutes the keys' transpose onto c before gathering it there; backward, the transpose of both
+         # (an AllReduce over c, the permute back), as the xla policy moves it
+         "query_key_scores_3d")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -50,10 +54,6 @@ DIFFER = {
     # qkv functions too); backward, JAX transposes the split into one concatenate, which XLA runs as AllToAlls
     # (4, 576 B), where the plan pads each slice's cotangent back and sums them (AllGathers, 3 x 384 B)
     "gpt_block": "AllGather 1,152 B vs AllToAll 576 B (AllReduce 5,384 B and CollectivePermute 1,280 B agree)",
-    # queries against keys of the same rows on 2x2x2 (the Shardy suite's queries_times_keys_3d): XLA's dot
-    # partitioner reshards the keys' transpose inside the groups of the result's a, by a CollectivePermute trading a
-    # for c (forward and backward, 256 B each), where the plan gathers over a
-    "query_key_scores_3d": "CollectivePermute 0 B vs 512 B (AllGather 256 B and AllReduce 3,080 B agree)",
     # a top-2 router over logits whose rows are on dp: both gather the logits for top_k (128 B). Backward, the plan
     # takes the top values' cotangent back through the transpose of their slice onto dp, an AllGather (64 B), and
     # runs top_k's VJP replicated; XLA scatters it into the logits' cotangent where the rows lie, moving nothing

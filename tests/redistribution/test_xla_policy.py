@@ -10,7 +10,7 @@ import pytest
 from costmodels import load_cluster
 from planner.ir import parse_mesh, parse_sharding
 from planner.redistribution import reshard_for_planning
-from planner.redistribution.xla_policy import reshard_like_xla, reshard_with_policy
+from planner.redistribution.xla_policy import regrouped, reshard_like_xla, reshard_with_policy
 from planner.redistribution.xla_route import xla_route
 from tests.jax_devices import run_on_eight_devices
 
@@ -161,3 +161,54 @@ def test_xlas_route_is_none_where_a_layout_is_uneven_or_cuts_an_axis_another_way
     plan = reshard_like_xla((12, 12), "f32", parse_sharding('[{"x":(1)2}, {"x":(2)3}]', six),
                             parse_sharding('[{"x"}, {}]', six), CLUSTER)
     assert plan.steps and plan.steps[-1].after == parse_sharding('[{"x"}, {}]', six)
+
+
+MESH3 = parse_mesh('@m = <["a"=2, "b"=2, "c"=2]>')
+
+
+def _s3(text):
+    return parse_sharding(text, MESH3)
+
+
+def _regroup(dims, *axes):
+    """A dot's ``regroup`` (``OpNode.regroup``): the operand's kept dimensions, the grouping axes by name."""
+    return tuple(dims), tuple(a for name in axes for a in _s3(f'[{{"{name}"}}]').dims[0].axes)
+
+
+def test_a_dot_operand_holding_the_grouping_axis_is_permuted_onto_the_free_axes_then_gathered():
+    # w f32[32, 16] on [{}, {"a"}] (1024 B a device) read whole by a dot grouped by a (x[{"a"}, {}] @ w): a free,
+    # b and c are free in each group of a, so w goes to [{}, {"b", "c"}] (each device keeps or receives the quarter
+    # of the columns it needs: 512 B), then is gathered over b and c (3 of 4 quarters: 1536 B), as XLA compiles it
+    src, dst = _s3('[{}, {"a"}]'), _s3("[{}, {}]")
+    regroup = _regroup((1,), "a")
+    plan = reshard_with_policy((32, 16), "f32", src, dst, CLUSTER, policy="xla", regroup=regroup)
+    assert _moves(plan) == [("CollectivePermute", 512), ("AllGather", 1536)]
+    assert plan.steps[0].after.dims_text() == '[{}, {"b", "c"}]' and plan.steps[-1].after == dst
+    # without the dot's groups (or under the cheapest policy) one gather over a: 1024 B
+    assert _moves(reshard_with_policy((32, 16), "f32", src, dst, CLUSTER, policy="xla")) == [("AllGather", 1024)]
+    assert _moves(reshard_with_policy((32, 16), "f32", src, dst, CLUSTER, regroup=regroup)) == [("AllGather", 1024)]
+
+
+def test_regrouping_replaces_the_grouping_axis_where_it_stood_by_the_free_axes_left():
+    # b is the operand's own (kept by the destination), so c alone is free: [{"b"}, {"a"}] -> [{"b"}, {"c"}]
+    assert regrouped((32, 16), _s3('[{"b"}, {"a"}]'), _s3('[{"b"}, {}]'), _regroup((1,), "a")) == _s3('[{"b"}, {"c"}]')
+    # a pair of axes on the dimension: the grouping one is replaced in place
+    assert regrouped((32, 16), _s3('[{}, {"a", "b"}]'), _s3("[{}, {}]"), _regroup((1,), "a")) == _s3('[{}, {"c", "b"}]')
+
+
+@pytest.mark.parametrize("src, dst, regroup, why", [
+    ('[{"b", "c"}, {"a"}]', "[{}, {}]", ((1,), "a"), "no axis is free in a group"),
+    # w [k, n] keeps n (dimension 1): a on k, the contracting dimension
+    ('[{"a"}, {}]', "[{}, {}]", ((1,), "a"), "XLA keeps a contracting dimension split inside each group"),
+    ('[{}, {"a"}]', '[{}, {"b"}]', ((1,), "a"), "the destination adds an axis: one permute, as the route"),
+    ('[{}, {"a"}]', '[{}, {"a"}]', ((1,), "a"), "the destination keeps the axis"),
+])
+def test_regrouping_leaves_the_route_alone(src, dst, regroup, why):
+    assert regrouped((32, 16), _s3(src), _s3(dst), _regroup(*regroup)) is None, why
+
+
+def test_too_few_free_devices_leave_the_grouping_axis_to_be_gathered_directly():
+    # tp (4) against dp (2) free on 2x4: XLA gathers over tp
+    src, dst = _s('[{"tp"}, {}]'), _s("[{}, {}]")
+    regroup = ((0,), tuple(src.dims[0].axes))
+    assert regrouped((16, 32), src, dst, regroup) is None

@@ -446,3 +446,21 @@ def test_a_weights_gradient_over_two_sharded_dimensions_is_all_reduced_one_at_a_
     assert [s.bytes_per_device for s in sync.steps] == [2 * (n - 1) * 4096 // n for n in sizes]
     r = simulate(p, seed=1)
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_dot_grouped_by_the_results_axis_permutes_the_other_operand_onto_the_free_axes_and_runs_exactly(training):
+    # x[{"a"}, {}] @ w[{}, {"a"}] on 2x2x2: the result keeps a on its rows, so XLA's dot partitioner groups the
+    # devices by a and moves w (f32[32, 16], 1024 B a device) onto b and c first (512 B), then gathers it over
+    # them (1536 B); the plan makes the same moves (tests/frontends/test_shardy_suite.py compiles it with XLA)
+    g = GraphBuilder("grouped", {"a": 2, "b": 2, "c": 2})
+    g.tensor("x", [16, 32], sharding='[{"a"}, {}]')
+    g.param("w", [32, 16], sharding='[{}, {"a"}]')
+    g.op("matmul", ["x", "w"], output="y", name="dot")
+    p = plan(g.build(), search="propagate", training=training)
+    assert p.op("dot").result_sharding.dims_text() == '[{"a"}, {}]'
+    (r,) = [r for r in p.reshards if r.tensor == "w" and r.phase == "forward"]
+    assert [(s.kind, s.bytes_per_device) for s in r.steps if s.kind != "Slice"] == [("CollectivePermute", 512),
+                                                                                  ("AllGather", 1536)]
+    result = simulate(p, seed=4)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
