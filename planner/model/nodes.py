@@ -84,21 +84,15 @@ class OpNode:
             return ()  # one dimension, or sub-axes the result's pending axes merged: one AllReduce
         return groups
 
-    def regroup(self, s: Strategy, k: int) -> tuple:
+    def regroup(self, s: Strategy, k: int) -> tuple[AxisRef, ...]:
         """How XLA's dot partitioner groups the devices when operand ``k`` is read under ``s``, for an op it
-        partitions so (``OpDef.xla_groups_operands``): ``(dims, axes)``, the operand's dimensions the result keeps
-        and the mesh axes the result is split over that the operand's layout under ``s`` lacks (the axes the
-        devices are grouped by); () for any other op, or when there are none. The ``xla`` redistribution policy
-        reads it (:func:`planner.redistribution.xla_policy.regrouped`)."""
+        partitions so (``OpDef.xla_groups_operands``): the mesh axes the result is split over that the operand's
+        layout under ``s`` lacks (the axes the devices are grouped by); () for any other op, or when there are
+        none. The ``xla`` redistribution policy reads it (:func:`planner.redistribution.xla_policy.regrouped`)."""
         if not get_op(self.op.op).xla_groups_operands:
             return ()
         mine = set(s.operands[k].sharding_axes())
-        axes = tuple(a for a in s.result.sharding_axes() if a not in mine)
-        if not axes:
-            return ()
-        kept = {f for dim in self.rule.result for f in dim}
-        dims = tuple(i for i, dim in enumerate(self.rule.operands[k]) if dim and all(f in kept for f in dim))
-        return (dims, axes) if dims else ()
+        return tuple(a for a in s.result.sharding_axes() if a not in mine)
 
     def cotangent_groups(self, s: Strategy, k: int) -> tuple[tuple[AxisRef, ...], ...]:
         """The order XLA completes operand ``k``'s pending cotangent in, for an op whose VJP sums it over the

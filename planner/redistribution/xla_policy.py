@@ -13,14 +13,14 @@ The rules, in XLA's order:
   where only the devices' order differs, an AllToAll per pair of dimensions that trade tiles, a slice out of
   the replicas, an AllGather of what the target tiles less, the dimensions whose tile counts agree set aside,
   two dimensions trading a factor split and merged back, else every dimension gathered and the target
-  sliced), each hop one collective of the engine;
-* an operand of a dot that groups the devices (:func:`regrouped`: XLA's dot partitioner groups them by the mesh
-  axes the result takes from the other operand) and holds one of those axes on a dimension the result keeps
-  is first moved onto the axes free inside each group by one CollectivePermute, then resharded along the route
-  (tests/frontends/test_shardy_suite.py compiles such dots). The goldens of tests/redistribution/test_xla_policy.py
+  sliced), each hop one collective of the engine. The goldens of tests/redistribution/test_xla_policy.py
   compile every reshard of a matrix on a 2x4 mesh, and samples on 2x2x2 and of rank 3, with XLA and compare
   each collective in order. Where the route leaves a named layout (a dimension tiled unevenly, XLA's padding
-  and halos) the engine's cheapest plan stands in.
+  and halos) the engine's cheapest plan stands in;
+* an operand of a dot that groups the devices (:func:`regrouped`: XLA's dot partitioner groups them by the mesh
+  axes the result takes from the other operand) and holds one of those axes that it must give up is first moved
+  onto the axes free inside each group by one CollectivePermute, then resharded along the route
+  (tests/frontends/test_shardy_suite.py compiles such dots).
 
 Mesh changes and pending maxima keep the engine's plan (XLA has no rule of its own to emulate there).
 """
@@ -89,29 +89,29 @@ def reshard_like_xla(shape, dtype, source: TensorSharding, destination: TensorSh
     return ReshardPlan(shape, dtype, source, destination, tuple(steps))
 
 
-def regrouped(shape, source: TensorSharding, destination: TensorSharding, regroup) -> TensorSharding | None:
+def regrouped(shape, source: TensorSharding, destination: TensorSharding, axes) -> TensorSharding | None:
     """Where XLA's dot partitioner moves an operand in ``source`` before resharding it to ``destination`` inside
-    the device groups of ``regroup = (dims, axes)`` (:meth:`planner.model.nodes.OpNode.regroup`: the operand's
-    dimensions the result keeps, the axes the devices are grouped by); None: straight along the route.
+    the device groups of ``axes`` (:meth:`planner.model.nodes.OpNode.regroup`: the axes the devices are grouped
+    by); None: straight along the route.
 
-    The grouping axes the source holds and the destination drops (all on one kept dimension) are replaced, where
-    they stood, by every mesh axis free inside a group (unused by the source, the destination and the grouping
-    axes), in mesh order, when those are at least as many devices; the dimension must divide evenly. The
-    destination must only drop axes (XLA then gathers inside each group). JAX 0.10.2, probed on 2x4 and 2x2x2:
-    ``[{}, {"a"}]`` read by a dot grouped by ``a`` goes to ``[{}, {"b", "c"}]``, then is gathered over b and c;
-    with no free axis (``[{"b", "c"}, {"a"}]``) or too few (``tp`` of 4 against ``dp`` of 2 free) XLA gathers over
-    the grouping axis itself; a grouping axis on a contracting dimension XLA keeps split inside the group, which
-    changes the dot's own strategy, and is left to the route. Whole axes only."""
-    if not regroup or source.unreduced or destination.unreduced:
+    The grouping axes the source holds and the destination drops (all on one dimension) are replaced, where they
+    stood, by every mesh axis free inside a group (unused by the source, the destination and the grouping axes),
+    in mesh order, when those are at least as many devices; the dimension must divide evenly. The destination
+    must only drop axes (XLA then gathers inside each group). JAX 0.10.2, probed on 2x4 and 2x2x2: ``[{}, {"a"}]``
+    read whole by a dot grouped by ``a`` goes to ``[{}, {"b", "c"}]``, then is gathered over b and c, on a kept
+    dimension or a contracting one; with no free axis (``[{"b", "c"}, {"a"}]``) or too few (``tp`` of 4 against
+    ``dp`` of 2 free) XLA gathers over the grouping axis itself. A contraction XLA keeps split on the free axes
+    (:func:`planner.searches.propagate.plan.op_factor_axes`) is a destination with those axes: one permute along
+    the route. Whole axes only."""
+    if not axes or source.unreduced or destination.unreduced:
         return None
-    dims, axes = regroup
     held = source.sharding_axes()
     kept = set(destination.sharding_axes())
     grouped = [a for a in axes if a in held and a not in kept]
     if not grouped or not all(a.is_full for a in (*held, *axes)):
         return None
     where = {i for i, d in enumerate(source.dims) if any(a in grouped for a in d.axes)}
-    if len(where) != 1 or not where <= set(dims) or not kept <= set(held) - set(grouped):
+    if len(where) != 1 or not kept <= set(held) - set(grouped):
         return None
     (d,) = where
     mesh = source.mesh

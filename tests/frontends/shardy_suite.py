@@ -1465,6 +1465,33 @@ def conflict_on_contracting(x, w):
     return x @ w
 
 
+# the grouping axis on a contracting dimension: kept split on the free axes and all-reduced (2x4, 2x2x2 with the
+# result's columns on b, the left operand's), or gathered there where that moves fewer bytes, or with the other
+# operand's contraction on another axis
+def fsdp_weight_free_tp(x, w):
+    return x @ w
+
+
+def contracting_conflict_cols_b(x, w):
+    return x @ w
+
+
+def lhs_contracting_conflict(x, w):
+    return x @ w
+
+
+def contracting_gathered(x, w):
+    return x @ w
+
+
+def contracting_gathered_2d(x, w):
+    return x @ w
+
+
+def contracting_beside_other_split(x, w):
+    return x @ w
+
+
 # a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on 2x2x2,
 # concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a constraint then a
 # projection, a residual stack
@@ -1617,6 +1644,15 @@ def suite() -> dict:
         "conflict_too_few_free": (conflict_too_few_free, "2d", [((16, 32), P("tp")), ((32, 64), P(None, "tp"))]),
         "conflict_1d": (conflict_1d, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d"))]),
         "conflict_on_contracting": (conflict_on_contracting, "3d", [((16, 32), P("a")), ((32, 16), P("a"))]),
+        "fsdp_weight_free_tp": (fsdp_weight_free_tp, "2d", [((16, 32), P("dp")), ((32, 64), P("dp"))]),
+        "contracting_conflict_cols_b": (contracting_conflict_cols_b, "3d", [((16, 32), P("a")),
+                                                                            ((32, 16), P("a", "b"))]),
+        "lhs_contracting_conflict": (lhs_contracting_conflict, "3d", [((16, 32), P(None, "a")),
+                                                                      ((32, 16), P(None, "a"))]),
+        "contracting_gathered": (contracting_gathered, "3d", [((64, 32), P("a")), ((32, 8), P("a"))]),
+        "contracting_gathered_2d": (contracting_gathered_2d, "2d", [((64, 32), P("dp")), ((32, 8), P("dp"))]),
+        "contracting_beside_other_split": (contracting_beside_other_split, "3d", [((64, 32), P("a", "c")),
+                                                                                  ((32, 8), P("a"))]),
         "gated_mlp_3d": (gated_mlp_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")),
                                               ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
         "attention_heads_3d": (attention_heads_3d, "3d", [((2, 8, 16), P("a")), ((16, 16), P(None, ("b", "c"))),

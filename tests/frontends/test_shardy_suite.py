@@ -136,7 +136,10 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # regrouping, planner/redistribution/xla_policy.py); with too few or no free axes it gathers directly
          "rows_cols_same_axis", "rhs_axis_wins", "merged_rows_axis", "axis_pair_cols", "batched_cols_conflict",
          "batched_sharded_conflict", "conflict_contracting_split", "conflict_too_few_free", "conflict_1d",
-         "conflict_on_contracting",
+         # the grouping axis on a contracting dimension: permuted onto the free axes, then kept split there and the
+         # product all-reduced, or gathered there where that moves fewer bytes (propagate's op_factor_axes)
+         "conflict_on_contracting", "fsdp_weight_free_tp", "contracting_conflict_cols_b", "lhs_contracting_conflict",
+         "contracting_gathered", "contracting_gathered_2d", "contracting_beside_other_split",
          # a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on
          # 2x2x2, concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a
          # constraint then a projection, a residual stack
@@ -151,11 +154,6 @@ BYTES_DIFFER = {
     # (1792 B: the redistribution engine moves a padded layout by gathering) and slices; XLA computes the window
     # in the delivered layout, CollectivePermute 4 x 192 B and AllGather 256 B over c
     "uneven_rows_3d": "AllGather 1792 B + CollectivePermute 256 B vs CollectivePermute 768 B + AllGather 256 B",
-    # x[{"a"}, {}] @ w[{"a"}, {}]: the result keeps a on its rows, so w gives up a on its contracting dimension. The
-    # plan gathers w over a (1024 B); XLA permutes w onto b and c (512 B), slices x's columns to match, and
-    # all-reduces the partial product over b and c (768 B): it changes the dot's strategy inside each group of a,
-    # which a move before the dot does not model
-    "conflict_on_contracting": "AllGather 1024 B vs CollectivePermute 512 B + AllReduce 768 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)

@@ -170,9 +170,9 @@ def _s3(text):
     return parse_sharding(text, MESH3)
 
 
-def _regroup(dims, *axes):
-    """A dot's ``regroup`` (``OpNode.regroup``): the operand's kept dimensions, the grouping axes by name."""
-    return tuple(dims), tuple(a for name in axes for a in _s3(f'[{{"{name}"}}]').dims[0].axes)
+def _regroup(*axes):
+    """A dot's ``regroup`` (``OpNode.regroup``): the grouping axes, by name."""
+    return tuple(a for name in axes for a in _s3(f'[{{"{name}"}}]').dims[0].axes)
 
 
 def test_a_dot_operand_holding_the_grouping_axis_is_permuted_onto_the_free_axes_then_gathered():
@@ -180,7 +180,7 @@ def test_a_dot_operand_holding_the_grouping_axis_is_permuted_onto_the_free_axes_
     # b and c are free in each group of a, so w goes to [{}, {"b", "c"}] (each device keeps or receives the quarter
     # of the columns it needs: 512 B), then is gathered over b and c (3 of 4 quarters: 1536 B), as XLA compiles it
     src, dst = _s3('[{}, {"a"}]'), _s3("[{}, {}]")
-    regroup = _regroup((1,), "a")
+    regroup = _regroup("a")
     plan = reshard_with_policy((32, 16), "f32", src, dst, CLUSTER, policy="xla", regroup=regroup)
     assert _moves(plan) == [("CollectivePermute", 512), ("AllGather", 1536)]
     assert plan.steps[0].after.dims_text() == '[{}, {"b", "c"}]' and plan.steps[-1].after == dst
@@ -191,20 +191,23 @@ def test_a_dot_operand_holding_the_grouping_axis_is_permuted_onto_the_free_axes_
 
 def test_regrouping_replaces_the_grouping_axis_where_it_stood_by_the_free_axes_left():
     # b is the operand's own (kept by the destination), so c alone is free: [{"b"}, {"a"}] -> [{"b"}, {"c"}]
-    assert regrouped((32, 16), _s3('[{"b"}, {"a"}]'), _s3('[{"b"}, {}]'), _regroup((1,), "a")) == _s3('[{"b"}, {"c"}]')
+    assert regrouped((32, 16), _s3('[{"b"}, {"a"}]'), _s3('[{"b"}, {}]'), _regroup("a")) == _s3('[{"b"}, {"c"}]')
     # a pair of axes on the dimension: the grouping one is replaced in place
-    assert regrouped((32, 16), _s3('[{}, {"a", "b"}]'), _s3("[{}, {}]"), _regroup((1,), "a")) == _s3('[{}, {"c", "b"}]')
+    assert regrouped((32, 16), _s3('[{}, {"a", "b"}]'), _s3("[{}, {}]"), _regroup("a")) == _s3('[{}, {"c", "b"}]')
+    # a contracting dimension gathered whole is regrouped alike (x[{"a"}, {"b"}] @ w[{"a"}, {}]: XLA gathers x over b,
+    # permutes w onto b and c, gathers it there)
+    assert regrouped((32, 16), _s3('[{"a"}, {}]'), _s3("[{}, {}]"), _regroup("a")) == _s3('[{"b", "c"}, {}]')
 
 
-@pytest.mark.parametrize("src, dst, regroup, why", [
-    ('[{"b", "c"}, {"a"}]', "[{}, {}]", ((1,), "a"), "no axis is free in a group"),
-    # w [k, n] keeps n (dimension 1): a on k, the contracting dimension
-    ('[{"a"}, {}]', "[{}, {}]", ((1,), "a"), "XLA keeps a contracting dimension split inside each group"),
-    ('[{}, {"a"}]', '[{}, {"b"}]', ((1,), "a"), "the destination adds an axis: one permute, as the route"),
-    ('[{}, {"a"}]', '[{}, {"a"}]', ((1,), "a"), "the destination keeps the axis"),
+@pytest.mark.parametrize("src, dst, why", [
+    ('[{"b", "c"}, {"a"}]', "[{}, {}]", "no axis is free in a group"),
+    ('[{"a"}, {}]', '[{"b", "c"}, {}]', "the destination adds axes (a contraction XLA keeps split on the free ones): "
+                                       "one permute, as the route"),
+    ('[{}, {"a"}]', '[{}, {"b"}]', "the destination adds an axis"),
+    ('[{}, {"a"}]', '[{}, {"a"}]', "the destination keeps the axis"),
 ])
-def test_regrouping_leaves_the_route_alone(src, dst, regroup, why):
-    assert regrouped((32, 16), _s3(src), _s3(dst), _regroup(*regroup)) is None, why
+def test_regrouping_leaves_the_route_alone(src, dst, why):
+    assert regrouped((32, 16), _s3(src), _s3(dst), _regroup("a")) is None, why
 
 
 def test_too_few_free_devices_leave_the_grouping_axis_to_be_gathered_directly():

@@ -464,3 +464,23 @@ def test_a_dot_grouped_by_the_results_axis_permutes_the_other_operand_onto_the_f
                                                                                   ("AllGather", 1536)]
     result = simulate(p, seed=4)
     assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_weight_split_on_the_batchs_axis_is_permuted_onto_the_free_axis_and_its_contraction_kept_split(training):
+    # x[{"dp"}, {}] @ w[{"dp"}, {}] on 2x4 (an FSDP weight, tp unused): the result keeps dp on its rows, so XLA moves
+    # w (f32[32, 64]) onto tp, the axis free in each group of dp (2048 B), slices x's columns to match, and
+    # all-reduces the product (f32[8, 64] a device) over tp: 2 * 3/4 * 2048 = 3072 B, fewer than gathering w's
+    # four quarters inside the group (3 * 2048 = 6144 B)
+    g = GraphBuilder("fsdp_free_tp", {"dp": 2, "tp": 4})
+    g.tensor("x", [16, 32], sharding='[{"dp"}, {}]')
+    g.param("w", [32, 64], sharding='[{"dp"}, {}]')
+    g.op("matmul", ["x", "w"], output="y", name="dot")
+    p = plan(g.build(), search="propagate", training=training)
+    assert p.op("dot").result_sharding.dims_text() == '[{"dp"}, {}], unreduced={"tp"}'
+    (r,) = [r for r in p.reshards if r.tensor == "w" and r.phase == "forward"]
+    assert [(s.kind, s.bytes_per_device) for s in r.steps if s.kind != "Slice"] == [("CollectivePermute", 2048)]
+    (y,) = [r for r in p.reshards if r.tensor == "y" and r.phase == "forward"]
+    assert [(s.kind, s.bytes_per_device) for s in y.steps] == [("AllReduce", 3072)]
+    result = simulate(p, seed=5)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device

@@ -11,7 +11,8 @@ factor the op's result carries is computed as the result is sharded, unsharded w
 the result leaves it unsharded (XLA computes an op in its result's sharding and
 reshards the operands to it, e.g. before a closed constraint); a contraction that
 some operands of a dot shard and the others do not is computed unsharded (those
-operands gathered) where XLA's dot partitioner gathers them
+operands gathered) where XLA's dot partitioner gathers them, or on the mesh axes
+free in its device groups where it moves the one sharding operand there and reduces
 (:func:`_gathered_reductions`); any other factor
 (a contracting dimension the operands disagree on, a dimension the result does not
 have) as the largest operand that shards it has it (ties: the lower operand index),
@@ -35,6 +36,7 @@ from costmodels.units import format_bytes
 from graphs.axis_regions import region_of
 from graphs.ops import get_op
 from planner.errors import PlanningError, RuleError
+from planner.ir.axis import AxisRef
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
@@ -167,8 +169,14 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
             continue
         chosen, decided[f] = trial, True
     if result_bytes is not None:
-        for f in _gathered_reductions(rule, operands, result, operand_bytes, result_bytes, mesh, decided):
-            decided[f] = True
+        for f, axes in _gathered_reductions(rule, operands, result, operand_bytes, result_bytes, mesh, decided).items():
+            trial = list(chosen)
+            trial[f] = tuple(chosen[f]) + axes
+            try:
+                check_factor_axes(rule, tuple(trial), mesh)
+            except RuleError:
+                continue
+            chosen, decided[f] = trial, True
     for which, sharding in order:
         try:
             proj = factor_axes_from_tensor(rule, which, sharding)
@@ -194,41 +202,61 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
 
 
 def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding], result: TensorSharding,
-                         operand_bytes: Sequence[int], result_bytes: int, mesh: Mesh, decided) -> list[int]:
+                         operand_bytes: Sequence[int], result_bytes: int, mesh: Mesh, decided) -> dict[int, tuple]:
     """Reduction factors of a multi-operand op (a dot, an einsum) that some operands shard and the others do
-    not, where XLA's dot partitioner gathers the sharded operands rather than compute partial sums.
+    not, as XLA's dot partitioner computes them: ``{factor: ()}`` where it gathers the sharded operands rather
+    than compute partial sums, ``{factor: axes}`` where it moves the one sharding operand onto ``axes`` and
+    computes partial sums over them.
 
     XLA first groups the devices by the axes on which an operand already shards a batch or non-contracting
-    dimension exactly as the result does (each group then partitions the rest of the dot alone). Where the
-    contraction's axes do not partition a whole group, it gathers the operand, whatever the bytes
-    (``x[{}, {"dp"}] @ w[{}, {}]`` on a 2x4 ``dp``, ``tp`` mesh); where they do, it gathers only if that
-    receives fewer bytes per device than all-reducing the partial result (``2 (n-1)/n`` of its shard), and
-    otherwise slices the other operands to match and all-reduces (``x[{}, {"dp"}] @ w[{}, {"tp"}]``)."""
+    dimension exactly as the result does (each group then partitions the rest of the dot alone). An operand that
+    alone shards the contraction, on grouping axes, is first moved onto the mesh axes no operand and not the result
+    use, free in each group, where they are as many devices (the ``xla`` policy's
+    :func:`~planner.redistribution.xla_policy.regrouped`: ``x[{"a"}, {}] @ w[{"a"}, {}]`` on 2x2x2 moves ``w`` to
+    ``[{"b", "c"}, {}]``). Where the contraction's axes do not partition a whole group, it gathers the operand,
+    whatever the bytes (``x[{}, {"dp"}] @ w[{}, {}]`` on a 2x4 ``dp``, ``tp`` mesh); where they do, it gathers
+    only if that receives fewer bytes per device than all-reducing the partial result (``2 (n-1)/n`` of its
+    shard), and otherwise slices the other operands to match and all-reduces (``x[{}, {"dp"}] @ w[{}, {"tp"}]``;
+    ``w`` moved onto b and c above, ``x`` sliced and the product all-reduced over b and c, JAX 0.10.2)."""
     if len(operands) < 2:
-        return []
+        return {}
     try:
         projs = [factor_axes_from_tensor(rule, k, s) for k, s in enumerate(operands)]
         wanted = factor_axes_from_tensor(rule, RESULT, result)
     except RuleError:
-        return []
+        return {}
     grouped = {a for f, axes in enumerate(wanted) if axes and rule.factor_kinds[f] is not FactorKind.REDUCTION
                and any(tuple(proj[f]) == tuple(axes) for proj in projs) for a in axes}
-    out = []
+    taken = {a.name for axes in (*wanted, *(axes for proj in projs for axes in proj)) for a in axes}
+    free = tuple(AxisRef(n) for n in mesh.axis_names if n not in taken and mesh.axis_size(n) > 1)
+    out: dict[int, tuple] = {}
     for f in range(rule.num_factors):
         if decided[f] or rule.factor_kinds[f] is not FactorKind.REDUCTION:
             continue
         sharding = [k for k, proj in enumerate(projs) if proj[f]]
         if not sharding:
             continue
-        if math.prod(a.size_in(mesh) for a in grouped | {a for proj in projs for a in proj[f]}) < mesh.size:
-            out.append(f)  # the contraction does not partition a whole group
+        axes = {k: tuple(projs[k][f]) for k in sharding}
+        shards = {k: operands[k].num_shards() for k in sharding}
+        moved = ()
+        if len(sharding) == 1 and free and set(axes[sharding[0]]) <= grouped \
+                and all(a.is_full for a in axes[sharding[0]]) \
+                and math.prod(a.size_in(mesh) for a in free) >= math.prod(a.size_in(mesh) for a in axes[sharding[0]]):
+            (k,) = sharding
+            shards[k] = shards[k] // math.prod(a.size_in(mesh) for a in axes[k]) * math.prod(
+                a.size_in(mesh) for a in free)
+            moved = axes[k] = free
+        if math.prod(a.size_in(mesh) for a in grouped | {a for k in sharding for a in axes[k]}) < mesh.size:
+            out[f] = ()  # the contraction does not partition a whole group
             continue
-        group = [math.prod(a.size_in(mesh) for a in proj[f]) for proj in projs]  # the factor's group per operand
-        gather = sum(operand_bytes[k] / operands[k].num_shards() * (group[k] - 1) for k in sharding)
+        group = {k: math.prod(a.size_in(mesh) for a in axes[k]) for k in sharding}  # the factor's group per operand
+        gather = sum(operand_bytes[k] / shards[k] * (group[k] - 1) for k in sharding)
         n = group[min(sharding, key=lambda k: (-operand_bytes[k], k))]  # the widest operand's
         reduce = 2 * (n - 1) / n * result_bytes / result.num_shards()
         if gather < reduce:
-            out.append(f)
+            out[f] = ()
+        elif moved:
+            out[f] = moved
     return out
 
 
