@@ -1545,6 +1545,132 @@ def residual_stack(x, w1, w2):
     return h + jnp.tanh(h @ w2)
 
 
+# held-out programs of this session's third batch: FSDP with tensor parallelism on 2x2x2, attention with heads and an
+# out projection, sequence-sharded scores, norms, a vocabulary-parallel loss, concat and slices, gathers, MoE
+# dispatch, constraints, grouped-query scores, an outer product whose operands conflict
+def mlp_fsdp_tp_3d(x, w1, w2):
+    return jax.nn.gelu(x @ w1) @ w2
+
+
+def attn_heads_out_2d(x, wq, wk, wv, wo):
+    B, S_, H = x.shape
+    q = (x @ wq).reshape(B, S_, 4, H // 4)
+    k = (x @ wk).reshape(B, S_, 4, H // 4)
+    v = (x @ wv).reshape(B, S_, 4, H // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / 4.0, axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, S_, H) @ wo
+
+
+def attn_seq_sharded(x, wq, wk):
+    q = x @ wq
+    k = x @ wk
+    return jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k), axis=-1)
+
+
+def ln_mlp_1d(x, s, b, w):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return jax.nn.relu(((x - m) * jax.lax.rsqrt(v + 1e-5) * s + b) @ w)
+
+
+def ce_vocab_3d(h, w, labels):
+    lp = jax.nn.log_softmax(h @ w, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], axis=-1))
+
+
+def concat_then_mm(a, b, w):
+    return jnp.concatenate([a, b], axis=1) @ w
+
+
+def mid_slice_2d(x):
+    return x[:, 8:24] * 2.0
+
+
+def take_table_cols(t, ids):
+    return jnp.take(t, ids, axis=0).sum(axis=1)
+
+
+def moe_dispatch_einsum(x, mask, we):
+    e = jnp.einsum("tec,th->ech", mask, x)
+    return jnp.einsum("ech,ehf->ecf", e, we)
+
+
+def constraint_move(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P("tp", "dp")))
+    return jnp.tanh(h)
+
+
+def rms_3d_hidden_c(x, g):
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+
+
+def megatron_1d_pair(x, w1, w2):
+    return jnp.tanh(x @ w1) @ w2
+
+
+def seq_mean_mm(x, w):
+    return x.mean(axis=1) @ w
+
+
+def bmm_batch_a_contract_b(x, y):
+    return jnp.einsum("bij,bjk->bik", x, y)
+
+
+def merge_heads_3d(x, w):
+    B, S_, N, D = x.shape
+    return x.reshape(B, S_, N * D) @ w
+
+
+def transpose_mm_3d(x, w):
+    return x.T @ w
+
+
+def merged_rows_conflict(x, w):
+    return x @ w
+
+
+def residual_ln_2d(x, w, s):
+    h = x + x @ w
+    m = h.mean(-1, keepdims=True)
+    return (h - m) * jax.lax.rsqrt(((h - m) ** 2).mean(-1, keepdims=True) + 1e-5) * s
+
+
+def masked_softmax_3d(x, mask):
+    return jax.nn.softmax(jnp.where(mask > 0, x, -1e9), axis=-1)
+
+
+def gqa_2d(q, k):
+    B, S_, H, D = q.shape
+    qg = q.reshape(B, S_, 2, H // 2, D)
+    return jnp.einsum("bqgjd,bkgd->bgjqk", qg, k)
+
+
+def emb_pos_ln_3d(t, ids, pos, s):
+    e = jnp.take(t, ids, axis=0) + pos
+    m = e.mean(-1, keepdims=True)
+    return (e - m) * jax.lax.rsqrt(((e - m) ** 2).mean(-1, keepdims=True) + 1e-5) * s
+
+
+def max_pool_seq(x):
+    return jnp.max(x, axis=1)
+
+
+def batch_conflict_einsum(x, y):
+    return jnp.einsum("bsh,bhk->bsk", x, y)
+
+
+def outer_conflict(a, b):
+    return a[:, None] * b[None, :]
+
+
+def two_layer_3d(x, w1, w2, w3):
+    return jnp.tanh(jnp.tanh(x @ w1) @ w2) @ w3
+
+
+def swiglu_2d(x, wg, wu, wd):
+    return (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -1865,6 +1991,42 @@ def suite() -> dict:
         "top_k_3d": (top_k_3d, "3d", [((4, 8, 16), P("a", ("b", "c")))]),
         "top_k_rows": (top_k_rows, "2d", [((16, 32), P(None, "tp"))]),
         "swiglu_split": (swiglu_split, "2d", [((16, 32), P("dp")), ((32, 128), P(None, "tp")), ((64, 32), P("tp"))]),
+        "mlp_fsdp_tp_3d": (mlp_fsdp_tp_3d, "3d", [((16, 32), P("a")), ((32, 64), P("b", "c")),
+                                                  ((64, 32), P("c", "b"))]),
+        "attn_heads_out_2d": (attn_heads_out_2d, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                        ((16, 16), P(None, "tp")), ((16, 16), P(None, "tp")),
+                                                        ((16, 16), P("tp"))]),
+        "attn_seq_sharded": (attn_seq_sharded, "2d", [((2, 8, 16), P("dp", "tp")), ((16, 16), P()), ((16, 16), P())]),
+        "ln_mlp_1d": (ln_mlp_1d, "1d", [((16, 32), P("d")), ((32,), P()), ((32,), P()), ((32, 64), P(None, "d"))]),
+        "ce_vocab_3d": (ce_vocab_3d, "3d", [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))),
+                                            (((16,), "i32"), P("a"))]),
+        "concat_then_mm": (concat_then_mm, "2d", [((16, 16), P("dp", "tp")), ((16, 16), P("dp", "tp")),
+                                                  ((32, 8), P())]),
+        "mid_slice_2d": (mid_slice_2d, "2d", [((16, 32), P("dp", "tp"))]),
+        "take_table_cols": (take_table_cols, "2d", [((64, 32), P(None, "tp")), (((8, 4), "i32"), P("dp"))]),
+        "moe_dispatch_einsum": (moe_dispatch_einsum, "2d", [((16, 32), P("dp")), ((16, 4, 8), P("dp")),
+                                                            ((4, 32, 64), P("tp"))]),
+        "constraint_move": (constraint_move, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp"))]),
+        "rms_3d_hidden_c": (rms_3d_hidden_c, "3d", [((4, 8, 32), P("a", "b", "c")), ((32,), P("c"))]),
+        "megatron_1d_pair": (megatron_1d_pair, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
+        "seq_mean_mm": (seq_mean_mm, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 16), P())]),
+        "bmm_batch_a_contract_b": (bmm_batch_a_contract_b, "3d", [((4, 8, 16), P("a", None, "b")),
+                                                                  ((4, 16, 8), P("a", "b"))]),
+        "merge_heads_3d": (merge_heads_3d, "3d", [((2, 8, 4, 8), P("a", None, "b", "c")), ((32, 16), P())]),
+        "transpose_mm_3d": (transpose_mm_3d, "3d", [((32, 16), P("a", "b")), ((32, 8), P("a"))]),
+        "merged_rows_conflict": (merged_rows_conflict, "2d", [((16, 32), P(("dp", "tp"))), ((32, 16), P(None, "tp"))]),
+        "residual_ln_2d": (residual_ln_2d, "2d", [((16, 32), P("dp", "tp")), ((32, 32), P()), ((32,), P("tp"))]),
+        "masked_softmax_3d": (masked_softmax_3d, "3d", [((4, 8, 16), P("a", "b")), (((4, 8, 16), "i32"), P("a"))]),
+        "gqa_2d": (gqa_2d, "2d", [((2, 8, 4, 8), P("dp", None, "tp")), ((2, 8, 2, 8), P("dp"))]),
+        "emb_pos_ln_3d": (emb_pos_ln_3d, "3d", [((64, 32), P(None, "c")), (((4, 8), "i32"), P("a", "b")),
+                                                ((8, 32), P()), ((32,), P())]),
+        "max_pool_seq": (max_pool_seq, "2d", [((4, 16, 32), P("dp", "tp"))]),
+        "batch_conflict_einsum": (batch_conflict_einsum, "3d", [((4, 8, 16), P("a")), ((4, 16, 8), P("b"))]),
+        "outer_conflict": (outer_conflict, "2d", [((16,), P("dp")), ((32,), P("dp"))]),
+        "two_layer_3d": (two_layer_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 32), P(None, "c")),
+                                              ((32, 32), P("c")), ((32, 16), P())]),
+        "swiglu_2d": (swiglu_2d, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
+                                        ((64, 32), P("tp"))]),
         "qkv_split": (qkv_split, "2d", [((2, 8, 32), P("dp")), ((32, 96), P())]),
         "glu_nn": (glu_nn, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
         "split_rows": (split_rows, "2d", [((16, 32), P("dp", "tp"))]),

@@ -36,3 +36,15 @@ def test_larger_tensor_goes_before_operand_order():
     g.param("B", [16, 64], sharding='[{?}, {"a", ?}]')
     g.op("matmul", ["A", "B"], output="C", name="dot")
     assert shardings(g.build(), "aggressive")["C"] == '[{?}, {"a", ?}]'
+
+
+def test_an_elementwise_operand_counts_at_its_broadcast_size():
+    # z = x * y, x f32[16, 1] holding "a" on its rows and y f32[32] (broadcast over the rows) on the columns: JAX
+    # lowers the implicit broadcast to broadcast_in_dim, so Shardy's multiply sees two f32[16, 32] operands, the same
+    # size: the lower operand index goes first, although y itself is the larger (JAX 0.10.2: a[:, None] * b[None, :]
+    # gives the product a's rows, tests/frontends/test_shardy_suite.py's outer_conflict)
+    g = GraphBuilder("broadcast", {"a": 2})
+    g.tensor("x", [16, 1], sharding='[{"a", ?}, {?}]')
+    g.tensor("y", [32], sharding='[{"a", ?}]')
+    g.op("mul", ["x", "y"], output="z", name="mul")
+    assert shardings(g.build(), "aggressive")["z"] == '[{"a", ?}, {?}]'

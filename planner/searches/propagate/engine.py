@@ -31,7 +31,8 @@ plain comparisons.
   of the op wants or uses, and at the first one any tensor of the op cannot hold
   (:meth:`Propagator.truncated`), so every tensor grows to the same list;
 * ``aggressive``: conflicts between factors are resolved instead: factors are taken
-  in the order of the size of the tensor their axes come from (larger first, then for
+  in the order of the size of the tensor their axes come from (larger first, an
+  elementwise op's operand at its broadcast size, then for
   an elementwise op the most sharded, then operand index, the result last), each
   tensor keeps what does not conflict with what it already got, results grow first and
   an elementwise op's operands take no more than its result then holds;
