@@ -1671,6 +1671,110 @@ def swiglu_2d(x, wg, wu, wd):
     return (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
 
 
+# held-out programs of this session's fourth batch, all equal when first run: heads split before a softmax, a residual
+# layer norm, a top-1 MoE gate, gathers, softmax over a parallel vocabulary, constraints on attention and in a chain,
+# concat then a norm, slices, a three-operand einsum, flattening, masks, positions, a batch-last dot_general, a cross-
+# entropy by logsumexp
+def heads_split_3d(x, w):
+    B, S_, H = x.shape
+    return jax.nn.softmax((x @ w).reshape(B, S_, 4, 8), axis=-1)
+
+
+def ln_residual_3d(x, w, g, b):
+    h = x + jnp.tanh(x @ w)
+    m = h.mean(-1, keepdims=True)
+    v = ((h - m) ** 2).mean(-1, keepdims=True)
+    return (h - m) * jax.lax.rsqrt(v + 1e-5) * g + b
+
+
+def moe_top1_gate(x, wg, we):
+    logits = x @ wg
+    gate = jax.nn.softmax(logits, axis=-1)
+    idx = jnp.argmax(gate, axis=-1)
+    onehot = jax.nn.one_hot(idx, 4)
+    return jnp.einsum("te,th,ehf->tf", onehot * gate, x, we)
+
+
+def gather_ids_sharded_2d(t, ids):
+    return jnp.take(t, ids, axis=0) @ t.T
+
+
+def softmax_vocab_2d(h, w):
+    return jax.nn.softmax(h @ w, axis=-1)
+
+
+def attention_constraint(x, wq, wk):
+    q = jax.lax.with_sharding_constraint(x @ wq, NamedSharding(_MESH["2d"], P("dp", None)))
+    k = x @ wk
+    return q @ k.T
+
+
+def concat_rows_then_norm(a, b):
+    c = jnp.concatenate([a, b], axis=0)
+    return c / jnp.sqrt(jnp.sum(c * c, axis=-1, keepdims=True))
+
+
+def slice_cols_sharded_3d(x, w):
+    return x[:, :16] @ w
+
+
+def einsum_three_operands(a, b, c):
+    return jnp.einsum("ij,jk,kl->il", a, b, c)
+
+
+def reshape_flatten_sharded_3d(x, w):
+    return x.reshape(-1, x.shape[-1]) @ w
+
+
+def mean_then_broadcast_mul(x):
+    return x * x.mean(axis=0, keepdims=True)
+
+
+def relu_mlp_1d_fsdp(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def scores_mask_softmax(q, k):
+    s = q @ k.T
+    mask = jnp.tril(jnp.ones((16, 16), bool))
+    return jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+
+
+def weighted_sum_rows(x, w):
+    return jnp.sum(x * w[:, None], axis=0)
+
+
+def two_constraints_chain(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["3d"], P("a", "b")))
+    h = jax.lax.with_sharding_constraint(jnp.tanh(h), NamedSharding(_MESH["3d"], P("b", "a")))
+    return h * 2.0
+
+
+def embed_sum_positions(t, ids, pos):
+    return jnp.take(t, ids, axis=0) + pos[None]
+
+
+def swap_then_mm(x, w):
+    return jnp.swapaxes(x, 0, 1) @ w
+
+
+def dot_general_batch_last(a, b):
+    return jnp.einsum("ijb,jkb->ikb", a, b)
+
+
+def max_minus_mean(x):
+    return jnp.max(x, axis=-1) - jnp.mean(x, axis=-1)
+
+
+def xent_logits_rows(h, w, y):
+    logits = h @ w
+    return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - jnp.sum(logits * y, axis=-1))
+
+
+def gated_residual_1d(x, w):
+    return x + jax.nn.sigmoid(x @ w) * x
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2027,6 +2131,35 @@ def suite() -> dict:
                                               ((32, 32), P("c")), ((32, 16), P())]),
         "swiglu_2d": (swiglu_2d, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((32, 64), P(None, "tp")),
                                         ((64, 32), P("tp"))]),
+        "heads_split_3d": (heads_split_3d, "3d", [((2, 8, 16), P("a", "b")), ((16, 32), P(None, "c"))]),
+        "ln_residual_3d": (ln_residual_3d, "3d", [((16, 32), P(("a", "b"), "c")), ((32, 32), P()), ((32,), P()),
+                                                  ((32,), P())]),
+        "moe_top1_gate": (moe_top1_gate, "2d", [((16, 32), P("dp")), ((32, 4), P()), ((4, 32, 16), P("tp"))]),
+        "gather_ids_sharded_2d": (gather_ids_sharded_2d, "2d", [((64, 32), P("tp")), (((16,), "i32"), P("dp"))]),
+        "softmax_vocab_2d": (softmax_vocab_2d, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "attention_constraint": (attention_constraint, "2d", [((16, 32), P("dp", "tp")), ((32, 16), P()),
+                                                              ((32, 16), P())]),
+        "concat_rows_then_norm": (concat_rows_then_norm, "2d", [((8, 32), P("dp", "tp")), ((8, 32), P("dp", "tp"))]),
+        "slice_cols_sharded_3d": (slice_cols_sharded_3d, "3d", [((16, 32), P("a", ("b", "c"))), ((16, 8), P())]),
+        "einsum_three_operands": (einsum_three_operands, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                ((16, 8), P())]),
+        "reshape_flatten_sharded_3d": (reshape_flatten_sharded_3d, "3d", [((4, 8, 16), P("a", "b", "c")),
+                                                                          ((16, 8), P())]),
+        "mean_then_broadcast_mul": (mean_then_broadcast_mul, "2d", [((16, 32), P("dp", "tp"))]),
+        "relu_mlp_1d_fsdp": (relu_mlp_1d_fsdp, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d")),
+                                                      ((64, 32), P("d"))]),
+        "scores_mask_softmax": (scores_mask_softmax, "2d", [((16, 32), P("dp", "tp")), ((16, 32), P("dp", "tp"))]),
+        "weighted_sum_rows": (weighted_sum_rows, "2d", [((16, 32), P("dp", "tp")), ((16,), P("dp"))]),
+        "two_constraints_chain": (two_constraints_chain, "3d", [((16, 32), P("a")), ((32, 16), P())]),
+        "embed_sum_positions": (embed_sum_positions, "3d", [((64, 16), P(None, "a")),
+                                                            (((4, 8), "i32"), P("b", "c")), ((8, 16), P())]),
+        "swap_then_mm": (swap_then_mm, "2d", [((8, 4, 16), P("dp", "tp")), ((16, 8), P())]),
+        "dot_general_batch_last": (dot_general_batch_last, "3d", [((8, 16, 4), P("a", None, "b")),
+                                                                  ((16, 8, 4), P(None, "c", "b"))]),
+        "max_minus_mean": (max_minus_mean, "3d", [((8, 16), P("a", ("b", "c")))]),
+        "xent_logits_rows": (xent_logits_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                      ((16, 64), P("dp", "tp"))]),
+        "gated_residual_1d": (gated_residual_1d, "1d", [((16, 32), P("d")), ((32, 32), P())]),
         "qkv_split": (qkv_split, "2d", [((2, 8, 32), P("dp")), ((32, 96), P())]),
         "glu_nn": (glu_nn, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
         "split_rows": (split_rows, "2d", [((16, 32), P("dp", "tp"))]),

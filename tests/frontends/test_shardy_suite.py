@@ -152,7 +152,16 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "mid_slice_2d", "take_table_cols", "moe_dispatch_einsum", "constraint_move", "rms_3d_hidden_c",
          "megatron_1d_pair", "seq_mean_mm", "bmm_batch_a_contract_b", "merge_heads_3d", "transpose_mm_3d",
          "merged_rows_conflict", "residual_ln_2d", "masked_softmax_3d", "gqa_2d", "emb_pos_ln_3d", "max_pool_seq",
-         "batch_conflict_einsum", "outer_conflict", "two_layer_3d", "swiglu_2d")
+         "batch_conflict_einsum", "outer_conflict", "two_layer_3d", "swiglu_2d",
+         # held-out programs of this session's fourth batch, all equal when first run: heads split before a
+         # softmax, a residual layer norm, a top-1 MoE gate, gathers, softmax over a parallel vocabulary,
+         # constraints on attention and in a chain, concat then a norm, slices, a three-operand einsum,
+         # flattening, masks, positions, a batch-last dot_general, a cross-entropy by logsumexp
+         "heads_split_3d", "ln_residual_3d", "moe_top1_gate", "gather_ids_sharded_2d", "softmax_vocab_2d",
+         "attention_constraint", "concat_rows_then_norm", "slice_cols_sharded_3d", "einsum_three_operands",
+         "reshape_flatten_sharded_3d", "mean_then_broadcast_mul", "relu_mlp_1d_fsdp", "scores_mask_softmax",
+         "weighted_sum_rows", "two_constraints_chain", "embed_sum_positions", "swap_then_mm",
+         "dot_general_batch_last", "max_minus_mean", "xent_logits_rows", "gated_residual_1d")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -193,7 +202,7 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but 126 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
+    # (all but 131 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
     # compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
@@ -221,7 +230,9 @@ def test_each_function_is_compared_at_its_matmuls_and_results(suite):
                         "stopped_center_3d", "stopped_max_1d", "rotary_halves", "masked_mean", "scaled_embedding",
                         "softmax_columns", "variance_3d", "max_minus_min", "softmax_rows_3d", "embed_then_norm",
                         "mid_slice_2d", "take_table_cols", "rms_3d_hidden_c", "masked_softmax_3d", "emb_pos_ln_3d",
-                        "max_pool_seq", "outer_conflict"):
+                        "max_pool_seq", "outer_conflict", "concat_rows_then_norm",
+                        "mean_then_broadcast_mul", "weighted_sum_rows", "max_minus_mean",
+                        "embed_sum_positions"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 
