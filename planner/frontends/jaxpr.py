@@ -33,7 +33,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   materialised as ``add`` of zeros of the broadcast shape;
 - ``gather`` of whole slices of a table along one axis by a trailing index vector (``jnp.take(t, i, axis)``,
   ``t[:, i]``) -> ``gather``; of one element per index along an axis, the other dimensions batched (``jnp.take_along_axis``) ->
-  ``take_along_axis`` (indices in range; JAX's clip and fill modes agree with both there);
+  ``take_along_axis`` (indices in range; JAX's clip and fill modes agree with both there); one element per row of a
+  matrix picked by ``x[jnp.arange(n), labels]`` -> ``take_along_axis`` of the labels along the columns, reshaped;
 - ``integer_pow`` and ``square`` become internal nodes for
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
@@ -608,6 +609,9 @@ def _gather(w: Walker, eqn, ins) -> str:
     along = _along_axis(dn, eqn.params["slice_sizes"], table, idx)
     if along is not None:
         return w.emit(eqn, "take_along_axis", [ins[0], _index_vector_dropped(w, eqn, ins[1], idx[:-1])], axis=along)
+    picked = _picked_by_rows(w, eqn, ins)
+    if picked is not None:
+        return picked
     collapsed = tuple(dn.collapsed_slice_dims)
     axis = collapsed[0] if len(collapsed) == 1 else -1
     whole = (axis >= 0 and tuple(dn.start_index_map) == (axis,)
@@ -621,6 +625,40 @@ def _gather(w: Walker, eqn, ins) -> str:
                          where=w.where(eqn))
     indices = _index_vector_dropped(w, eqn, ins[1], idx[:-1])
     return w.emit(eqn, "gather", [ins[0], indices], **({"axis": axis} if axis else {}))
+
+
+def _picked_by_rows(w: Walker, eqn, ins) -> str | None:
+    """``x[jnp.arange(n), labels]`` (one element per row of a matrix, the rows' indices ``arange`` over its first
+    dimension, their columns ``labels``): ``take_along_axis`` of ``labels[:, None]`` along the columns, reshaped
+    to ``(n,)``, the same values; None for another gather."""
+    dn = eqn.params["dimension_numbers"]
+    table, idx = w.shape(ins[0]), w.shape(ins[1])
+    if (len(table) != 2 or tuple(dn.collapsed_slice_dims) != (0, 1) or tuple(dn.start_index_map) != (0, 1)
+            or tuple(dn.offset_dims) or tuple(getattr(dn, "operand_batching_dims", ()))
+            or tuple(int(s) for s in eqn.params["slice_sizes"]) != (1, 1) or idx != (table[0], 2)):
+        return None
+    joined = w.p.producer(ins[1])
+    if joined is None or joined.op != "concat" or joined.attr("axis") not in (1, -1) or len(joined.inputs) != 2:
+        return None
+    rows, cols = joined.inputs
+    if not _is_arange(w, rows, table[0]) or w.shape(cols) != (table[0], 1):
+        return None
+    column = w.p.producer(cols)
+    wrap = w.p.producer(column.inputs[0]) if column is not None and column.op == "reshape" else None
+    if wrap is not None and wrap.op == "index_wrap":  # jnp's wrap of the labels before the column: in range, the labels
+        cols = w.add(eqn, "reshape", [wrap.inputs[0]], (table[0], 1), w.p.values[cols].dtype, shape=(table[0], 1))
+    picked = w.add(eqn, "take_along_axis", [ins[0], cols], (table[0], 1), w.p.values[ins[0]].dtype, axis=1)
+    return w.emit(eqn, "reshape", [picked], shape=(table[0],))
+
+
+def _is_arange(w: Walker, name: str, n: int) -> bool:
+    """Whether ``name`` is ``jnp.arange(n)`` as a column (an ``iota`` of ``n`` along its first dimension, through
+    jnp's index wrap and the reshape to ``(n, 1)``)."""
+    node = w.p.producer(name)
+    while node is not None and node.op in ("reshape", "index_wrap") and w.shape(node.inputs[0]) in ((n,), (n, 1)):
+        node = w.p.producer(node.inputs[0])
+    return (node is not None and node.op == "iota" and node.attr("dimension") == 0
+            and tuple(node.attr("shape")) in ((n,), (n, 1)))
 
 
 def _along_axis(dn, slice_sizes, operand: tuple, idx: tuple) -> int | None:

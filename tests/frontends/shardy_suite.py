@@ -1492,6 +1492,12 @@ def contracting_beside_other_split(x, w):
     return x @ w
 
 
+# a cross-entropy as JAX's tutorials write it, each row's label picked by logp[jnp.arange(n), labels]
+def ce_arange_pick(h, w, labels):
+    lp = jax.nn.log_softmax(h @ w, axis=-1)
+    return -jnp.mean(lp[jnp.arange(16), labels])
+
+
 # a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on 2x2x2,
 # concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a constraint then a
 # projection, a residual stack
@@ -1875,6 +1881,8 @@ def suite() -> dict:
         "conflict_1d": (conflict_1d, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d"))]),
         "conflict_on_contracting": (conflict_on_contracting, "3d", [((16, 32), P("a")), ((32, 16), P("a"))]),
         "fsdp_weight_free_tp": (fsdp_weight_free_tp, "2d", [((16, 32), P("dp")), ((32, 64), P("dp"))]),
+        "ce_arange_pick": (ce_arange_pick, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                  (((16,), "i32"), P("dp"))]),
         "contracting_conflict_cols_b": (contracting_conflict_cols_b, "3d", [((16, 32), P("a")),
                                                                             ((32, 16), P("a", "b"))]),
         "lhs_contracting_conflict": (lhs_contracting_conflict, "3d", [((16, 32), P(None, "a")),

@@ -616,11 +616,35 @@ def test_an_exact_gelu_mlp_trains_exactly_when_sharded(search):
 
 
 def test_a_gather_of_another_form_is_refused_as_a_gather_not_as_its_index_wrap():
-    # x[arange, i] (one element per row, picked by two index vectors) wraps negative indices (a select_n) before a
-    # gather of another form than whole slices or take_along_axis: the error names the gather, the op missing
-    # from the catalogue
+    # x[i, j] (one element per pair of index vectors, the rows' not arange) wraps negative indices (select_n)
+    # before a gather of another form than whole slices or take_along_axis: the error names the gather, the op
+    # missing from the catalogue
+    rows, cols = np.array([1, 1, 0, 3], np.int32), np.array([1, 2, 0, 3], np.int32)
     with pytest.raises(ModelError, match="gather other than whole slices"):
-        trace_function(lambda x, i: x[jnp.arange(4), i], *_args([(4, 8), np.array([1, 2, 0, 3], np.int32)]))
+        trace_function(lambda x, i, j: x[i, j], *_args([(4, 8), rows, cols]))
+
+
+ROW_LABELS = np.array([3, 0, 7, 1, 2, 2, 5, 4], np.int32)  # a class of 8 per row, in range
+
+
+def _rows_picked_loss(x, w, labels):
+    # a cross-entropy as JAX's tutorials write it: each row's label picked by logp[jnp.arange(n), labels]
+    logp = jax.nn.log_softmax(jnp.tanh(x) @ w, axis=-1)
+    return -jnp.mean(logp[jnp.arange(8), labels])
+
+
+def test_rows_picked_by_arange_are_take_along_axis_with_jaxs_gradient():
+    x, w = _args([(8, 6), (6, 8)], seed=6)
+    traced = check_gradient_against_jax(_rows_picked_loss, [x, w, ROW_LABELS], "w")
+    [op] = [op for op in traced.graph.ops if op.op == "take_along_axis"]
+    assert op.attr("axis") == 1 and traced.graph.tensor(op.inputs[1]).shape == (8, 1)
+    assert "gather" not in {op.op for op in traced.graph.ops}
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_rows_picked_by_arange_over_sharded_classes_train_exactly(search):
+    _trains_exactly(_rows_picked_loss, [(8, 6), (6, 8), ROW_LABELS], ("w",),
+                    ['[{"dp"}, {}]', '[{}, {"tp"}]', '[{"dp"}]'], search, seed=8)
 
 
 def _column_loss(x, w, cols):

@@ -140,6 +140,8 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # product all-reduced, or gathered there where that moves fewer bytes (propagate's op_factor_axes)
          "conflict_on_contracting", "fsdp_weight_free_tp", "contracting_conflict_cols_b", "lhs_contracting_conflict",
          "contracting_gathered", "contracting_gathered_2d", "contracting_beside_other_split",
+         # logp[jnp.arange(n), labels], read as take_along_axis of the labels along the classes
+         "ce_arange_pick",
          # a gated MLP and attention heads on 2x2x2, an RMS norm then a projection on 1-D, softmax over rows on
          # 2x2x2, concatenated rows, a slice then a matmul, an embedding then a layer norm, an expert combine, a
          # constraint then a projection, a residual stack
@@ -176,6 +178,12 @@ BYTES_DIFFER = {
     # broadcast_in_dim JAX lowers the implicit broadcast to), then swaps the f32[16, 32] product's axis from columns
     # to rows by an AllToAll (512 B): the plan has no broadcast op of its own to move after
     "outer_conflict": "AllGather 64 B vs AllToAll 512 B",
+    # logp[jnp.arange(16), labels] with logp's rows on dp and classes on tp: both give the pick the labels' dp. The
+    # plan reads it as take_along_axis (each device picks its rows' labels among its classes, an AllReduce over tp of
+    # f32[8, 1]); XLA's gather of points (Shardy's rule: both of logp's dimensions reduced) gathers the f32[16, 2]
+    # index pairs over dp (64 B), picks among each device's block of logp, and all-reduces the f32[16] picks over tp
+    # and over dp before the mean
+    "ce_arange_pick": "AllReduce 152 B vs AllGather 64 B + AllReduce 264 B",
 }
 
 BYTES_AGREE = tuple(name for name in AGREE if name not in BYTES_DIFFER)
