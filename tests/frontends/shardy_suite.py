@@ -1781,6 +1781,74 @@ def gated_residual_1d(x, w):
     return x + jax.nn.sigmoid(x @ w) * x
 
 
+# held-out programs of this session's fifth batch, all equal when first run: heads split, transposed and merged on
+# 2x2x2, reshapes of sharded rows, flattening, an MoE capacity einsum, norms over two sharded axes, a cumulative sum,
+# a broadcast product summed, three-way concat, a merged-axes constraint, argmax then a lookup, two residual paths
+def split_heads_merge_3d(x, wq, wo):
+    B, S_, H = x.shape
+    q = (x @ wq).reshape(B, S_, 8, H // 8).transpose(0, 2, 1, 3)
+    s = jax.nn.softmax(q @ q.transpose(0, 1, 3, 2), axis=-1)
+    o = (s @ q).transpose(0, 2, 1, 3).reshape(B, S_, H)
+    return o @ wo
+
+
+def reshape_rows_8_to_2x4(x, w):
+    return (x.reshape(2, 4, 32) @ w).sum(axis=1)
+
+
+def flatten_batch_seq_1d(x, w):
+    return (x.reshape(-1, 16) @ w).reshape(4, 8, 8)
+
+
+def moe_capacity_einsum_3d(x, d, we):
+    e = jnp.einsum("gsec,gsm->egcm", d, x)
+    return jnp.einsum("egcm,emh->egch", e, we)
+
+
+def norm_over_two_axes(x):
+    m = x.mean(axis=(1, 2), keepdims=True)
+    return x - m
+
+
+def scan_free_cumsum_mm(x, w):
+    return jnp.cumsum(x, axis=0) @ w
+
+
+def ln_no_affine_3d(x):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / jnp.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+
+def expand_then_sum(x, w):
+    return jnp.sum(x[:, :, None] * w[None, :, :], axis=1)
+
+
+def split_rows_merge_cols(x):
+    return x.reshape(4, 4, 8, 4).transpose(0, 2, 1, 3).reshape(32, 16)
+
+
+def concat_three_sharded(a, b, c):
+    return jnp.concatenate([a, b, c], axis=-1) * 2.0
+
+
+def heads_last_dim_3d(x, w):
+    return (x @ w).reshape(16, 4, 8).sum(-1)
+
+
+def constraint_sub_axis(x, w):
+    h = x @ w
+    return jax.lax.with_sharding_constraint(h, NamedSharding(_MESH["2d"], P(("dp", "tp"))))
+
+
+def argmax_then_take(x, t):
+    i = jnp.argmax(x, axis=-1)
+    return jnp.take(t, i, axis=0)
+
+
+def residual_two_paths_3d(x, w1, w2):
+    return x + jnp.tanh(x @ w1) @ w2 + jax.nn.relu(x @ w1) @ w2
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2168,6 +2236,24 @@ def suite() -> dict:
         "xent_logits_rows": (xent_logits_rows, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
                                                       ((16, 64), P("dp", "tp"))]),
         "gated_residual_1d": (gated_residual_1d, "1d", [((16, 32), P("d")), ((32, 32), P())]),
+        "split_heads_merge_3d": (split_heads_merge_3d, "3d", [((2, 8, 32), P("a", None, "b")),
+                                                              ((32, 32), P(None, "c")), ((32, 32), P("c"))]),
+        "reshape_rows_8_to_2x4": (reshape_rows_8_to_2x4, "2d", [((8, 32), P("tp")), ((32, 16), P(None, "dp"))]),
+        "flatten_batch_seq_1d": (flatten_batch_seq_1d, "1d", [((4, 8, 16), P(None, "d")), ((16, 8), P())]),
+        "moe_capacity_einsum_3d": (moe_capacity_einsum_3d, "3d", [((2, 8, 16), P("a")), ((2, 8, 4, 2), P("a")),
+                                                                  ((4, 16, 32), P("b", None, "c"))]),
+        "norm_over_two_axes": (norm_over_two_axes, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "scan_free_cumsum_mm": (scan_free_cumsum_mm, "2d", [((16, 32), P(None, "tp")), ((32, 16), P("tp"))]),
+        "ln_no_affine_3d": (ln_no_affine_3d, "3d", [((2, 8, 32), P("a", "b", "c"))]),
+        "expand_then_sum": (expand_then_sum, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P("tp"))]),
+        "split_rows_merge_cols": (split_rows_merge_cols, "2d", [((16, 32), P("dp", "tp"))]),
+        "concat_three_sharded": (concat_three_sharded, "3d", [((8, 16), P("a", "b")), ((8, 16), P("a", "b")),
+                                                              ((8, 16), P("a", "b"))]),
+        "heads_last_dim_3d": (heads_last_dim_3d, "3d", [((16, 32), P("a")), ((32, 32), P(None, ("b", "c")))]),
+        "constraint_sub_axis": (constraint_sub_axis, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp"))]),
+        "argmax_then_take": (argmax_then_take, "2d", [((16, 8), P("dp", "tp")), ((8, 32), P(None, "tp"))]),
+        "residual_two_paths_3d": (residual_two_paths_3d, "3d", [((16, 32), P(("a", "b"))),
+                                                                ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
         "qkv_split": (qkv_split, "2d", [((2, 8, 32), P("dp")), ((32, 96), P())]),
         "glu_nn": (glu_nn, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
         "split_rows": (split_rows, "2d", [((16, 32), P("dp", "tp"))]),
