@@ -1849,6 +1849,67 @@ def residual_two_paths_3d(x, w1, w2):
     return x + jnp.tanh(x @ w1) @ w2 + jax.nn.relu(x @ w1) @ w2
 
 
+# jax.shard_map regions of this session's sixth batch, all equal when first run: an all_gather into a matmul, a pmean
+# loss, an all_to_all, a region then global code, a psum over two axes, a ppermute on 2x2x2, a psum_scatter along
+# columns, a region manual over one axis
+def sm_all_gather_mm(x, w):
+    def body(x, w):
+        return jax.lax.all_gather(x, "tp", axis=1, tiled=True) @ w
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp", "tp"), P()), out_specs=P("dp", "tp"))(x, w)
+
+
+def sm_pmean_loss(x, w):
+    def body(x, w):
+        return jax.lax.pmean(jnp.sum((x @ w) ** 2, keepdims=True), "d")
+
+    return jax.shard_map(body, mesh=_MESH["1d"], in_specs=(P("d"), P()), out_specs=P())(x, w)
+
+
+def sm_all_to_all(x):
+    def body(x):
+        return jax.lax.all_to_all(x, "tp", split_axis=1, concat_axis=0, tiled=True)
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=P("tp"), out_specs=P(None, "tp"))(x)
+
+
+def sm_then_global(x, w1, w2):
+    def body(x, w1):
+        return jnp.tanh(x @ w1)
+
+    h = jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp"), P(None, "tp")), out_specs=P("dp", "tp"))(x, w1)
+    return h @ w2
+
+
+def sm_psum_two_axes(x, w):
+    def body(x, w):
+        return jax.lax.psum(x @ w, ("b", "c"))
+
+    return jax.shard_map(body, mesh=_MESH["3d"], in_specs=(P("a", ("b", "c")), P(("b", "c"))), out_specs=P("a"))(x, w)
+
+
+def sm_ring_shift_3d(x):
+    def body(x):
+        return jax.lax.ppermute(x, "b", [(0, 1), (1, 0)]) * 2.0
+
+    return jax.shard_map(body, mesh=_MESH["3d"], in_specs=P("a", "b"), out_specs=P("a", "b"))(x)
+
+
+def sm_reduce_scatter_rows(x, w):
+    def body(x, w):
+        return jax.lax.psum_scatter(x @ w, "d", scatter_dimension=1, tiled=True)
+
+    return jax.shard_map(body, mesh=_MESH["1d"], in_specs=(P(None, "d"), P("d")), out_specs=P(None, "d"))(x, w)
+
+
+def sm_partial_auto(x, w):
+    def body(x, w):
+        return jax.lax.psum(x @ w, "tp")
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P(None, "tp"), P("tp")), out_specs=P(),
+                         axis_names={"tp"})(x, w)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2254,6 +2315,14 @@ def suite() -> dict:
         "argmax_then_take": (argmax_then_take, "2d", [((16, 8), P("dp", "tp")), ((8, 32), P(None, "tp"))]),
         "residual_two_paths_3d": (residual_two_paths_3d, "3d", [((16, 32), P(("a", "b"))),
                                                                 ((32, 64), P(None, "c")), ((64, 32), P("c"))]),
+        "sm_all_gather_mm": (sm_all_gather_mm, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P())]),
+        "sm_pmean_loss": (sm_pmean_loss, "1d", [((16, 32), P("d")), ((32, 8), P())]),
+        "sm_all_to_all": (sm_all_to_all, "2d", [((16, 32), P("tp"))]),
+        "sm_then_global": (sm_then_global, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")), ((64, 16), P())]),
+        "sm_psum_two_axes": (sm_psum_two_axes, "3d", [((16, 32), P("a", ("b", "c"))), ((32, 8), P(("b", "c")))]),
+        "sm_ring_shift_3d": (sm_ring_shift_3d, "3d", [((16, 32), P("a", "b"))]),
+        "sm_reduce_scatter_rows": (sm_reduce_scatter_rows, "1d", [((16, 32), P(None, "d")), ((32, 64), P("d"))]),
+        "sm_partial_auto": (sm_partial_auto, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P("tp"))]),
         "qkv_split": (qkv_split, "2d", [((2, 8, 32), P("dp")), ((32, 96), P())]),
         "glu_nn": (glu_nn, "2d", [((16, 32), P("dp")), ((32, 64), P())]),
         "split_rows": (split_rows, "2d", [((16, 32), P("dp", "tp"))]),
