@@ -350,6 +350,40 @@ def fully_sharded_mlp(x, w1, w2):
     return jnp.sum(jnp.tanh(jax.nn.relu(x @ w1) @ w2))
 
 
+# held-out losses of a later session, equal when first run: FSDP with tensor parallelism on 2x2x2, an attention block
+# with heads and an out projection, an RMS norm into a SwiGLU on 1-D, a bias and gelu on 2x2x2
+def fsdp_tp_mlp_3d(x, w1, w2):
+    return jnp.mean(jax.nn.gelu(x @ w1) @ w2)
+
+
+def attention_block_2d(x, wq, wk, wv, wo):
+    B, S, H = x.shape
+    q = (x @ wq).reshape(B, S, 4, H // 4)
+    k = (x @ wk).reshape(B, S, 4, H // 4)
+    v = (x @ wv).reshape(B, S, 4, H // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k), axis=-1)
+    return jnp.sum(jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, S, H) @ wo)
+
+
+def rms_swiglu_1d(x, g, wg, wu, wd):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    return jnp.sum(((jax.nn.silu(h @ wg) * (h @ wu)) @ wd) ** 2)
+
+
+def bias_gelu_3d(x, w, b):
+    return jnp.sum(jax.nn.gelu(x @ w + b))
+
+
+# a weight holding the batch's axis on its columns (2x2x2) and an FSDP weight with tp free (2x4): the forward dots
+# group the devices as XLA's partitioner does (the Shardy suite's rows_cols_same_axis and fsdp_weight_free_tp)
+def grouped_dot_loss(x, w):
+    return jnp.sum(jnp.tanh(x @ w) ** 2)
+
+
+def fsdp_free_tp_loss(x, w):
+    return jnp.mean((x @ w) ** 2)
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -478,6 +512,17 @@ def suite() -> dict:
                                                                     (((16,), "i32"), P("dp"))], (1,)),
         "fully_sharded_mlp": (fully_sharded_mlp, "2d", [((16, 32), P(("dp", "tp"))), ((32, 64), P(("dp", "tp"))),
                                                         ((64, 32), P(None, ("dp", "tp")))], (1, 2)),
+        "fsdp_tp_mlp_3d": (fsdp_tp_mlp_3d, "3d", [((16, 32), P("a")), ((32, 64), P("b", "c")),
+                                                  ((64, 32), P("c", "b"))], (1, 2)),
+        "attention_block_2d": (attention_block_2d, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                          ((16, 16), P(None, "tp")), ((16, 16), P(None, "tp")),
+                                                          ((16, 16), P("tp"))], (1, 2, 3, 4)),
+        "rms_swiglu_1d": (rms_swiglu_1d, "1d", [((16, 32), P("d")), ((32,), P()), ((32, 64), P(None, "d")),
+                                                ((32, 64), P(None, "d")), ((64, 32), P("d"))], (1, 2, 3, 4)),
+        "grouped_dot_loss": (grouped_dot_loss, "3d", [((16, 32), P("a")), ((32, 16), P(None, "a"))], (1,)),
+        "fsdp_free_tp_loss": (fsdp_free_tp_loss, "2d", [((16, 32), P("dp")), ((32, 64), P("dp"))], (1,)),
+        "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
+                         (1, 2)),
     }
 
 
