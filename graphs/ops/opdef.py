@@ -263,9 +263,9 @@ class OpDef:
     #: over tp, then one over dp)
     reduces_cotangents_by_dimension: bool = False
     #: XLA's dot partitioner groups the devices by the mesh axes its result takes from one operand's kept
-    #: dimensions; the other operand, holding one of those axes on a kept dimension of its own that it must give
-    #: up, is first moved onto the mesh axes free inside each group (one CollectivePermute), then resharded
-    #: inside the group (JAX 0.10.2: ``x[{"a"}, {}] @ w[{}, {"a"}]`` on 2x2x2 permutes ``w`` to ``[{}, {"b", "c"}]``
+    #: dimensions; the other operand, holding one of those axes on a dimension of its own that it must give up,
+    #: is first moved onto the mesh axes free inside each group (one CollectivePermute), then resharded inside
+    #: the group (JAX 0.10.2: ``x[{"a"}, {}] @ w[{}, {"a"}]`` on 2x2x2 permutes ``w`` to ``[{}, {"b", "c"}]``
     #: and gathers it over b and c, 2048 B a device where a gather over a moves 1024 B); the ``xla``
     #: redistribution policy does the same (:meth:`planner.model.nodes.OpNode.regroup`)
     xla_groups_operands: bool = False

@@ -160,23 +160,23 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
     order = [(RESULT, result)] + sorted(enumerate(operands), key=lambda ks: (-operand_bytes[ks[0]], ks[0]))
     chosen: list[tuple] = list(prefix) if prefix is not None else [()] * rule.num_factors
     decided = [False] * rule.num_factors
-    for f, axes in _agreed_reductions(rule, operands).items():  # the operands' agreed contraction stays
+
+    def take(f: int, axes) -> None:
+        """Factor ``f`` decided with ``axes`` added, where the factor sharding stays valid."""
+        nonlocal chosen
         trial = list(chosen)
-        trial[f] = tuple(chosen[f]) + axes
+        trial[f] = tuple(chosen[f]) + tuple(axes)
         try:
             check_factor_axes(rule, tuple(trial), mesh)
         except RuleError:
-            continue
+            return
         chosen, decided[f] = trial, True
+
+    for f, axes in _agreed_reductions(rule, operands).items():  # the operands' agreed contraction stays
+        take(f, axes)
     if result_bytes is not None:
         for f, axes in _gathered_reductions(rule, operands, result, operand_bytes, result_bytes, mesh, decided).items():
-            trial = list(chosen)
-            trial[f] = tuple(chosen[f]) + axes
-            try:
-                check_factor_axes(rule, tuple(trial), mesh)
-            except RuleError:
-                continue
-            chosen, decided[f] = trial, True
+            take(f, axes)
     for which, sharding in order:
         try:
             proj = factor_axes_from_tensor(rule, which, sharding)
@@ -191,13 +191,7 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
                 continue
             if any(a.overlaps(b) for g, held in enumerate(chosen) if g != f for b in held for a in axes):
                 continue
-            trial = list(chosen)
-            trial[f] = tuple(chosen[f]) + tuple(axes)
-            try:
-                check_factor_axes(rule, tuple(trial), mesh)
-            except RuleError:
-                continue
-            chosen, decided[f] = trial, True
+            take(f, axes)
     return tuple(chosen)
 
 
