@@ -188,7 +188,7 @@ def reader_side(consumer: OpNode, ks, backward: bool, xla: bool = False) -> list
 
 def reader_entry(consumer: OpNode, s: Strategy, ks, backward: bool, xla: bool = False) -> tuple:
     """One strategy's entry of :func:`reader_side`."""
-    regroups = [consumer.regroup(s, k) if xla else () for k in ks]
+    regroups = [consumer.regroup(s, k) for k in ks] if xla else [()] * len(ks)
     layouts = tuple(dict.fromkeys((s.operands[k], r) for k, r in zip(ks, regroups)))
     grads = tuple(dict.fromkeys((s.operands[k], consumer.pending(s, k),
                                  consumer.cotangent_groups(s, k) if xla else (), r)

@@ -38,7 +38,7 @@ from planner.redistribution.engine import all_reduce_step, reshard, reshard_for_
 from planner.redistribution.steps import ReshardPlan, Step
 from planner.redistribution.xla_route import xla_route
 
-__all__ = ["POLICIES", "regrouped", "reshard_like_xla", "reshard_with_policy"]
+__all__ = ["POLICIES", "free_in_groups", "regrouped", "reshard_like_xla", "reshard_with_policy"]
 
 POLICIES = ("cheapest", "xla")
 """``cheapest``: the engine's cheapest plan (bfs, ilp, auto); ``xla``: XLA's partitioner's moves (propagate)."""
@@ -115,8 +115,7 @@ def regrouped(shape, source: TensorSharding, destination: TensorSharding, axes) 
         return None
     (d,) = where
     mesh = source.mesh
-    taken = {a.name for a in (*held, *axes, *kept)}
-    free = [AxisRef(n) for n in mesh.axis_names if n not in taken and mesh.axis_size(n) > 1]
+    free = free_in_groups(mesh, (*held, *axes, *kept))
     if not free or math.prod(a.size_in(mesh) for a in free) < math.prod(a.size_in(mesh) for a in grouped):
         return None
     old = source.dims[d].axes
@@ -126,6 +125,14 @@ def regrouped(shape, source: TensorSharding, destination: TensorSharding, axes) 
     if shape[d] % math.prod(a.size_in(mesh) for a in new):
         return None
     return source.with_dims([new if i == d else dim.axes for i, dim in enumerate(source.dims)])
+
+
+def free_in_groups(mesh, used) -> tuple[AxisRef, ...]:
+    """The whole mesh axes (of size > 1) none of ``used`` names, in mesh order: where XLA's dot partitioner moves
+    an operand inside each device group (:func:`regrouped`, and the contractions
+    :func:`planner.searches.propagate.plan.op_factor_axes` keeps split there)."""
+    taken = {a.name for a in used}
+    return tuple(AxisRef(n) for n in mesh.axis_names if n not in taken and mesh.axis_size(n) > 1)
 
 
 def _regroup_steps(shape, dtype, source, destination, cluster, regroup) -> list[Step]:

@@ -36,7 +36,6 @@ from costmodels.units import format_bytes
 from graphs.axis_regions import region_of
 from graphs.ops import get_op
 from planner.errors import PlanningError, RuleError
-from planner.ir.axis import AxisRef
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
@@ -49,6 +48,7 @@ from planner.model.options import Options
 from planner.model.provenance import pinned_reason
 from planner.model.request import Request
 from planner.model.typed import typed_graph, typed_model
+from planner.redistribution.xla_policy import free_in_groups
 from planner.searches import bfs, phased
 from planner.searches.propagate.engine import user_strategies
 from planner.searches.propagate.passes import propagate
@@ -221,8 +221,7 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
         return {}
     grouped = {a for f, axes in enumerate(wanted) if axes and rule.factor_kinds[f] is not FactorKind.REDUCTION
                and any(tuple(proj[f]) == tuple(axes) for proj in projs) for a in axes}
-    taken = {a.name for axes in (*wanted, *(axes for proj in projs for axes in proj)) for a in axes}
-    free = tuple(AxisRef(n) for n in mesh.axis_names if n not in taken and mesh.axis_size(n) > 1)
+    free = free_in_groups(mesh, [a for axes in (*wanted, *(axes for proj in projs for axes in proj)) for a in axes])
     out: dict[int, tuple] = {}
     for f in range(rule.num_factors):
         if decided[f] or rule.factor_kinds[f] is not FactorKind.REDUCTION:
