@@ -324,8 +324,10 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
                                                       else c), NamedSharding(mesh, module["OUTPUTS"][n]))
                       for n, c in cots.items() if n in module["OUTPUTS"]},)
     else:
+        hops = _regroup_hops(program, [a.name for a in plan.mesh.axes] == list(m["axis_names"]), mesh,
+                             NamedSharding, PartitionSpec)
         step, args = _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank,
-                                       NamedSharding, PartitionSpec)
+                                       NamedSharding, PartitionSpec, hops)
     compiled = (step if used == "shard_map" else jax.jit(step)).lower(*args).compile()
     check_compiled_memory(compiled, plan, estimate.runtime + estimate.host_data + estimate.reference,
                           on_host=jax.devices()[0].platform == "cpu")
@@ -423,10 +425,40 @@ def _add_partials(value: np.ndarray) -> np.ndarray:
     return value.astype(np.float64).sum(axis=0) if value.dtype.kind == "f" else value.sum(axis=0)
 
 
+def _regroup_hops(program, whole_axes: bool, mesh, NamedSharding, PartitionSpec) -> dict:
+    """Per ``(op, operand index)`` whose forward move goes through the reading dot's device groups (the ``xla``
+    policy's regroup, :func:`~planner.redistribution.xla_policy.regrouped`): the layouts its steps pass through
+    before the operand's, as NamedShardings. Constrained one after another, they have XLA make the plan's moves:
+    a dot operand constrained straight to its layout is resharded by XLA's general route, not its dot partitioner's
+    grouped one. Left out (XLA's own route then) when the exported mesh splits the plan's axes or a hop holds a
+    sub-axis: a PartitionSpec names whole axes of the exported mesh only."""
+    if not whole_axes:
+        return {}
+    through: dict[tuple, list] = {}
+    for ins in program.instructions:
+        if isinstance(ins, Redistribute) and ins.phase == "forward" and ins.regroup:
+            layouts = [step.after for step in ins.steps[:-1]]
+            if all(ref.is_full for s in layouts for ref in s.used_axes()):
+                for reader in ins.readers:
+                    through[(reader, ins.tensor, ins.destination)] = layouts
+    hops = {}
+    for ins in program.instructions:
+        if isinstance(ins, Compute):
+            for k, t in enumerate(ins.op.inputs):
+                layouts = through.get((ins.op.name, t, ins.strategy.operands[k]))
+                if layouts:
+                    hops[(ins.op.name, k)] = [NamedSharding(mesh, PartitionSpec(*(
+                        None if not d.axes else d.axes[0].name if len(d.axes) == 1 else tuple(a.name for a in d.axes)
+                        for d in s.dims))) for s in layouts]
+    return hops
+
+
 def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank, NamedSharding,
-                      PartitionSpec):
+                      PartitionSpec, hops=None):
     """The plan as a ``jax.numpy`` function, every value constrained to its planned sharding (pending sums
-    left to XLA): ``(step, args)``."""
+    left to XLA), a dot operand the plan moves through the dot's device groups first to each layout it passes
+    (``hops``, :func:`_regroup_hops`): ``(step, args)``."""
+    hops = hops or {}
     constrain = jax.lax.with_sharding_constraint
 
     def placement(name: str):
@@ -454,7 +486,10 @@ def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, fla
             operands = []
             for k, t in enumerate(op.inputs):
                 s = sharding(spec["operands"][k], rank(t))
-                operands.append(_constrained(constrain, values[t], s))
+                value = values[t]
+                for hop in hops.get((op.name, k), ()):
+                    value = _constrained(constrain, value, hop)
+                operands.append(_constrained(constrain, value, s))
             result = jax_op(op.op)(operands, op.attrs_dict)
             s = sharding(spec["result"], rank(op.output))
             values[op.output] = _constrained(constrain, result, s)

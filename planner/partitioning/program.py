@@ -85,6 +85,9 @@ class Redistribute:
     phase: str
     plan: ReshardPlan
     route: str | None = None
+    # under the ``xla`` policy, the reading dot's device groups (:meth:`~planner.model.nodes.OpNode.regroup`) this
+    # move goes through, or the forward move's it transposes; () otherwise
+    regroup: tuple = ()
 
     @property
     def source(self) -> TensorSharding:
@@ -264,7 +267,7 @@ def lower(m: Model, choice) -> Program:
             readers = (move.reader,) if move.reader else \
                 tuple(m.nodes[v].name for v, ks in zip(link.readers, link.operands)
                       if any(_reads(m.nodes[v], m.nodes[v].strategies[choice[v]], j, move, xla) for j in ks))
-            r = Redistribute(move.tensor, name(link.producer), readers, move.phase, plan, move.reader)
+            r = Redistribute(move.tensor, name(link.producer), readers, move.phase, plan, move.reader, move.regroup)
             if move.phase == "forward":
                 if plan.steps:
                     before[min(readers, key=position.get)].append(r)

@@ -293,3 +293,34 @@ def test_legal_models_run_or_are_refused_in_one_line(tmp_path):
         if "--training" in flags:
             assert all(g["ok"] for g in d["gradients"].values()), (name, d)
     assert results["unread_param"][1] and json.loads(results["unread_param"][1])["gradients"]["u"]["max_abs_error"] == 0
+
+
+_GROUPED_DOT = ("name: grouped\nmesh: {a: 2, b: 2, c: 2}\ntensors:\n  x: {shape: [8, 16], dtype: f32}\n"
+                "  w: {shape: [16, 8], dtype: f32, kind: param}\n"
+                "ops:\n  - {name: mm, op: matmul, inputs: [x, w], output: y}\n"
+                "shardings:\n  x: '[{\"a\"}, {}]'\n  w: '[{}, {\"a\"}]'\n")
+
+
+@pytest.mark.slow
+def test_a_dot_grouping_the_devices_runs_the_plans_moves_under_constraints(tmp_path):
+    """Under propagate the dot's weight goes through the device groups of the result's ``a`` (a CollectivePermute
+    onto b and c, then an AllGather there), as XLA's dot partitioner moves it. The constraints lowering pins the
+    operand's layout, which XLA would reach by its general route (an AllGather over a alone); constrained first to
+    the layout the permute makes, XLA moves the plan's collectives, forward and transposed, kind by kind."""
+    pytest.importorskip("jax")
+    model = tmp_path / "grouped.yaml"
+    model.write_text(_GROUPED_DOT)
+    from planner.partitioning.program import Redistribute
+
+    p = plan(model, search="propagate", training=True)
+    [move] = [i for i in p.program.instructions if isinstance(i, Redistribute) and i.phase == "forward"]
+    assert move.tensor == "w" and [s.kind for s in move.steps] == ["CollectivePermute", "AllGather"] and move.regroup
+    r = shardplan("run", str(model), "--search", "propagate", "--training", "--lowering", "constraints",
+                  "--repeat", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["ok"] and all(g["ok"] for g in d["gradients"].values())
+    assert d["by_kind"]["CollectivePermute"]["predicted_count"] > 0
+    for kind, k in d["by_kind"].items():
+        assert (k["xla_count"], k["xla_bytes_per_device"]) == (k["predicted_count"], k["predicted_bytes_per_device"]), \
+            (kind, d["verdict"])
