@@ -18,6 +18,9 @@
 '([i,j])->([i,j]) {i=4,j=6} permutation={i}'
 >>> str(slice_([(8, 6)], (4, 3), {"starts": (2, 0), "stops": (6, 3)}))
 '([i,j])->([k,l]) {i=8,j=6,k=4,l=3} need_replication={i,j,k,l}'
+>>> rule = slice_([(6, 8)], (6, 1), {"starts": (0, 7), "stops": (6, 8)})  # x[:, -1]
+>>> str(rule), rule.admits(1, 4), rule.admits(1, 16)  # split as the input's 8 positions are, past its size
+('([i,j])->([i,j]) {i=6,j=1} permutation={j}', True, False)
 """
 
 from __future__ import annotations
@@ -58,15 +61,17 @@ def concat(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], att
 
 
 def slice_(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
-    """One sliced dimension is a permutation factor of the result's size (the input keeps its own size);
-    several sliced dimensions need replication, each with one factor for the input side and one for the
-    result; untouched dims pass through. A dimension cut to one position (``x[:, 0]``, ``x[:, -1]``) is a
-    reduction on the input side instead: the device holding that position gives it, the others zeros, and the
-    result is a pending sum over its axes (XLA's masked AllReduce), never a gather of the dimension."""
+    """One sliced dimension is a permutation factor of the result's size (the input keeps its own size), also
+    when it keeps one position (``x[:, 0]``, ``x[:, -1]``: Shardy shards the size-1 dimension, the first device
+    along its axes holding the position, :meth:`~planner.rules.factors.OpShardingRule.admits`); several sliced
+    dimensions need replication, each with one factor for the input side and one for the result, except one cut
+    to one position, a reduction on the input side (the device holding that position gives it, the others zeros,
+    and the result is a pending sum over its axes, never a gather of the dimension); untouched dims pass
+    through."""
     shape = in_shapes[0]
     cut = [d for d, (size, start, stop) in enumerate(zip(shape, attrs["starts"], attrs["stops"]))
            if (start, stop) != (0, size)]
-    picked = {d for d in cut if out_shape[d] == 1}
+    picked = {d for d in cut if out_shape[d] == 1} if len(cut) > 1 else set()
     b = RuleBuilder()
     if len(cut) == 1 and not picked:
         factors = [b.factor(size, FactorKind.PERMUTATION if d in cut else FactorKind.PASS_THROUGH)

@@ -272,7 +272,8 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
 
 def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
     fresh = [a for a in step.after.unreduced if a not in arr.sharding.unreduced]
-    if fresh:  # keep a 1/p share: the group's first member keeps the value, the others zero
+    if fresh:  # keep a 1/p share: the group's first member keeps the value, the others zero (a size-1 dimension
+        # split over them: its holder keeps it, the others their padding, zeroed)
         mesh = arr.mesh
         pos = devices_to_positions(mesh)
         keep = np.ones(mesh.size, dtype=bool)
@@ -280,8 +281,9 @@ def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedA
             stride, size = ref.digit(mesh)
             keep &= (pos // stride) % size == 0
         blocks = [b if keep[d] else np.zeros_like(b) for d, b in enumerate(arr.blocks)]
-        arr = DistributedArray(arr.sharding.with_unreduced(arr.sharding.unreduced + tuple(fresh)), arr.shape, blocks,
-                               arr.varying)
+        if step.dims:  # size-1 dimensions made whole: every block already has the new block's shape
+            return DistributedArray(step.after, arr.shape, blocks, arr.varying)
+        arr = DistributedArray(arr.sharding, arr.shape, blocks, arr.varying)
     origins = arr.origins()
     return _rebuild(arr, step.after, lambda d: [(origins[d], arr.blocks[d])])
 

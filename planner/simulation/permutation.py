@@ -75,6 +75,7 @@ class _Halo:
         self.permutes = move.permutes
         self.bi, self.bo = move.before.local_shape(in_shape)[self.ax], move.after.local_shape(out_shape)[self.ax]
         size = in_shape[self.ax]
+        end = move.window + out_shape[self.ax]  # past the window: the output's padding
         ordinal = [int(o) for o in shard_indices(move.before)[:, self.ax]]
         self.senders = [dict((dst, src) for src, dst in device_pairs(move.before, move.axes, self.ax, pairs))
                         for _, _, pairs in self.permutes]
@@ -90,7 +91,7 @@ class _Halo:
                        for k, ((a, b, _), senders) in enumerate(zip(self.permutes, self.senders)) if d in senders]
             segments, at = [], lo
             while at < lo + self.bo:
-                if at < 0 or at >= size:  # the pad's zeros, up to the input or the window's end
+                if at < 0 or at >= size or at >= end:  # the pad's zeros, up to the input or the window's end
                     stop = min(0, lo + self.bo) if at < 0 else lo + self.bo
                     segments.append((None, at - lo, stop - lo, 0))
                     at = stop

@@ -1910,6 +1910,66 @@ def sm_partial_auto(x, w):
                          axis_names={"tp"})(x, w)
 
 
+# single positions (x[:, 0], x[:, -1], x[3]), written as held-out programs: Shardy shards the size-1 dimension; XLA
+# moves the position to the first device along its axes and replicates it by an AllReduce
+def pos_first(x, w):
+    return x[:, 0] @ w
+
+
+def pos_last_3d(x):
+    return jnp.tanh(x[:, -1])
+
+
+def pos_row(x):
+    return jnp.tanh(x[3])
+
+
+def pos_col_sharded(x):
+    return x[:, 5] * 2.0
+
+
+def pos_cls_token(x, w):
+    h = jnp.tanh(x @ w)
+    return h[:, 0, :]
+
+
+def pos_last_2d(x):
+    return jnp.tanh(x[:, -1])
+
+
+def pos_mid_holder(x):
+    return jnp.tanh(x[:, 5])
+
+
+def pos_two_axes_3d(x):
+    return jnp.tanh(x[:, 6, :])
+
+
+def pos_1d(x, w):
+    return x[-1] @ w
+
+
+def pos_then_mm_2d(x, w):
+    return jnp.tanh(x[:, -1] @ w)
+
+
+def pos_sum_after(x):
+    return jnp.sum(x[:, 2] * 3.0, axis=0)
+
+
+def pos_last_token_logits(h, w):
+    return jax.nn.log_softmax(h[:, -1, :] @ w, axis=-1)
+
+
+# single positions where the plan and Shardy still differ (DIFFERS in test_shardy_suite.py)
+def pos_keepdims(x):
+    return jnp.tanh(x[:, 3:4]) * 2.0
+
+
+def pos_two_cuts(x):
+    return x[1, 2] * 2.0
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2383,6 +2443,21 @@ def suite() -> dict:
         "reverse_scan": (reverse_scan, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "pad_rows_sharded": (pad_rows_sharded, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
         "cumsum_mm": (cumsum_mm, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "pos_first": (pos_first, "2d", [((8, 4, 32), P("dp", "tp")), ((32, 16), P())]),
+        "pos_last_3d": (pos_last_3d, "3d", [((8, 8, 16), P("a", "b", "c"))]),
+        "pos_row": (pos_row, "2d", [((16, 32), P("dp", "tp"))]),
+        "pos_col_sharded": (pos_col_sharded, "2d", [((16, 32), P("dp", "tp"))]),
+        "pos_cls_token": (pos_cls_token, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 64), P())]),
+        "pos_last_2d": (pos_last_2d, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "pos_mid_holder": (pos_mid_holder, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "pos_two_axes_3d": (pos_two_axes_3d, "3d", [((4, 8, 16), P("a", ("b", "c")))]),
+        "pos_1d": (pos_1d, "1d", [((16, 32), P("d")), ((32, 8), P(None, "d"))]),
+        "pos_then_mm_2d": (pos_then_mm_2d, "2d", [((8, 16, 32), P(None, "tp")), ((32, 16), P(None, "dp"))]),
+        "pos_sum_after": (pos_sum_after, "2d", [((16, 8, 32), P("dp", "tp", None))]),
+        "pos_last_token_logits": (pos_last_token_logits, "2d", [((4, 8, 32), P("dp", "tp")),
+                                                                ((32, 64), P(None, "tp"))]),
+        "pos_keepdims": (pos_keepdims, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "pos_two_cuts": (pos_two_cuts, "2d", [((4, 8, 32), P("dp", "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

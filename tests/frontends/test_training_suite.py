@@ -44,7 +44,10 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # (an AllReduce over c, the permute back), as the xla policy moves it
          "query_key_scores_3d",
          # held-out losses of a later session, equal when first run
-         "fsdp_tp_mlp_3d", "attention_block_2d", "rms_swiglu_1d", "bias_gelu_3d")
+         "fsdp_tp_mlp_3d", "attention_block_2d", "rms_swiglu_1d", "bias_gelu_3d",
+         # single positions: the position moved to the first device along its axes (a CollectivePermute where
+         # another holds it), all-reduced; backward, its cotangent padded back by the permute's transpose
+         "cls_pool_loss", "last_pos_3d_loss", "mid_pos_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {

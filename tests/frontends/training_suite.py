@@ -384,6 +384,19 @@ def fsdp_free_tp_loss(x, w):
     return jnp.mean((x @ w) ** 2)
 
 
+# single positions, held-out: the first position pooled, the last of a 3-D mesh's sequence, one in the middle of tp
+def cls_pool_loss(x, w):
+    return jnp.sum(jnp.tanh(x[:, 0] @ w) ** 2)
+
+
+def last_pos_3d_loss(x, w):
+    return jnp.sum((x[:, -1] @ w) ** 2)
+
+
+def mid_pos_loss(x, w):
+    return jnp.sum(jnp.tanh(x[:, 5] @ w))
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -521,6 +534,9 @@ def suite() -> dict:
                                                 ((32, 64), P(None, "d")), ((64, 32), P("d"))], (1, 2, 3, 4)),
         "grouped_dot_loss": (grouped_dot_loss, "3d", [((16, 32), P("a")), ((32, 16), P(None, "a"))], (1,)),
         "fsdp_free_tp_loss": (fsdp_free_tp_loss, "2d", [((16, 32), P("dp")), ((32, 64), P("dp"))], (1,)),
+        "cls_pool_loss": (cls_pool_loss, "2d", [((8, 4, 32), P("dp", "tp")), ((32, 16), P())], (1,)),
+        "last_pos_3d_loss": (last_pos_3d_loss, "3d", [((8, 8, 16), P("a", "b")), ((16, 8), P(None, "c"))], (1,)),
+        "mid_pos_loss": (mid_pos_loss, "2d", [((16, 8, 32), P("dp", "tp")), ((32, 16), P())], (1,)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }

@@ -53,6 +53,15 @@ def test_pending_sum_to_a_replicated_consumer_is_an_all_reduce():
     assert p.bytes_per_device == 2 * 3 * (32 * 32 // 4) * 4
 
 
+def test_a_size_1_dimension_split_past_its_size_is_replicated_by_an_all_reduce_of_its_holder():
+    # f32[64, 1, 32] with its size-1 dimension over y (4 devices: the first holds it, the others padding), rows
+    # over x: the holder keeps its block and the others zero theirs (a local Slice), then an AllReduce over y of
+    # the 32 x 32 block, 2 * 3/4 * 4096 B, half of gathering the three blocks of padding (3 * 4096 B)
+    p = plan('[{"x"}, {"y"}, {}]', '[{"x"}, {}, {}]', shape=(64, 1, 32))
+    assert kinds(p) == [("Slice", ['"y"'], [1]), ("AllReduce", ['"y"'], [])]
+    assert p.bytes_per_device == 2 * 3 * (32 * 32 // 4) * 4
+
+
 def test_shard_moving_to_another_mesh_axis_is_one_permute():
     """DTensor gathers and re-slices here; one CollectivePermute reaches the bound."""
     p = plan('[{"x"}, {}]', '[{"y":(1)2}, {}]')

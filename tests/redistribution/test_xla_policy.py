@@ -12,6 +12,7 @@ from planner.ir import parse_mesh, parse_sharding
 from planner.redistribution import reshard_for_planning
 from planner.redistribution.xla_policy import regrouped, reshard_like_xla, reshard_with_policy
 from planner.redistribution.xla_route import xla_route
+from planner.simulation.reshard import verify
 from tests.jax_devices import run_on_eight_devices
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +66,21 @@ def test_a_pending_sum_into_a_sharded_layout_is_all_reduced_whole_then_sliced():
     assert plan.steps[-1].after == dst
     cheapest = reshard_with_policy((8, 64), "f32", src, dst, CLUSTER, policy="cheapest")
     assert [(s.kind, s.bytes_per_device) for s in cheapest.steps] == [("ReduceScatter", 1536)]
+
+
+@pytest.mark.parametrize("mesh_text", ['@m = <["dp"=2, "tp"=4]>', '@m = <["dp"=4, "tp"=2]>'])
+def test_a_size_1_dimension_split_past_its_size_is_replicated_by_an_all_reduce_as_xla_does(mesh_text):
+    # x[:, 0] squeezed (tests/frontends/test_shardy_suite.py: pos_first, pos_row): XLA all-reduces the position
+    # over tp even on 2 devices, where an AllGather of the padding moves as many bytes in fewer rounds (the
+    # engine's cheapest by time); f32[8, 1, 32] with rows on dp: a 32 x (8 / dp) block, 2 (tp - 1) / tp of it
+    mesh = parse_mesh(mesh_text)
+    dp, tp = (a.size for a in mesh.axes)
+    src, dst = parse_sharding('[{"dp"}, {"tp"}, {}]', mesh), parse_sharding('[{"dp"}, {}, {}]', mesh)
+    block = 8 // dp * 32 * 4
+    plan = reshard_like_xla((8, 1, 32), "f32", src, dst, CLUSTER)
+    assert [(s.kind, s.bytes_per_device) for s in plan.steps] == [("Slice", 0),
+                                                                  ("AllReduce", 2 * (tp - 1) * block // tp)]
+    assert verify(plan).verified
 
 
 def test_a_pending_axis_the_destination_keeps_is_not_reduced():

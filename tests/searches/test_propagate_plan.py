@@ -484,3 +484,34 @@ def test_a_weight_split_on_the_batchs_axis_is_permuted_onto_the_free_axis_and_it
     assert [(s.kind, s.bytes_per_device) for s in y.steps] == [("AllReduce", 3072)]
     result = simulate(p, seed=5)
     assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("position, permuted", [(0, 0), (5, 1024), (7, 1024)])
+def test_one_position_keeps_its_axis_on_the_size_1_dimension_and_is_replicated_by_an_all_reduce(
+        training, position, permuted):
+    # x[:, p] of f32[16, 8, 32] on 2x4, its positions over tp (blocks of 2): Shardy shards the size-1 dimension of
+    # the slice over tp, the first device along tp holding it; XLA moves it there from the block holding it (a
+    # CollectivePermute of one position, 8 x 32 x 4 = 1024 B a device, none from block 0), then squeezing it
+    # replicates it by an AllReduce over tp of that one position (2 * 3/4 * 1024 = 1536 B), not a gather of the
+    # padding (3 * 1024 B); tests/frontends/test_shardy_suite.py compiles such slices with XLA
+    g = GraphBuilder("one_position", {"dp": 2, "tp": 4})
+    g.param("x", [16, 8, 32], sharding='[{"dp"}, {"tp"}, {}]')
+    g.op("slice", ["x"], output="s", name="pick", starts=[0, position, 0], stops=[16, position + 1, 32])
+    g.op("reshape", ["s"], output="r", name="squeeze", shape=[16, 32])
+    g.op("tanh", ["r"], output="y", name="act")
+    p = plan(g.build(), search="propagate", training=training)
+    assert p.op("pick").result_sharding.dims_text() == '[{"dp"}, {"tp"}, {}]'
+    assert p.op("squeeze").result_sharding.dims_text() == '[{"dp"}, {}]'
+    forward = [c for c in planned(p) if c[0] == "forward"]
+    assert [c[1:] for c in forward] == ([("CollectivePermute", permuted)] if permuted else []) + [
+        ("AllReduce", 1536)]
+    result = simulate(p, seed=3)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
+
+
+def planned(p):
+    """``(phase, kind, bytes)`` of each collective of ``p``'s program, in order (local slices left out)."""
+    from planner.engines.jax_run import planned_collectives
+
+    return [(c.phase, c.kind, c.bytes_per_device) for c in planned_collectives(p)]
