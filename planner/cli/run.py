@@ -121,7 +121,8 @@ def render(plan, r) -> str:
                                        "XLA / plan")), ""]
     lines += [f"verdict: {v}" for v in r.verdict()]
     if r.unconstrained:
-        lines.append("left to XLA (a pending sum has no PartitionSpec): " + ", ".join(r.unconstrained))
+        lines.append("left to XLA (a pending sum, or a size-1 dimension split past its size, has no "
+                     "PartitionSpec): " + ", ".join(r.unconstrained))
     lines.append(step_time_line(r))
     what = "outputs and gradients" if r.training else "outputs"
     status = f"OK: {what} match the reference" if r.ok else f"FAILED: {what} differ from the reference"

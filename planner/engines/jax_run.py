@@ -7,8 +7,9 @@
   ``export --to jax-module`` writes), with training ``jax.vjp`` of it against the seeded output cotangents;
 * ``constraints``: the graph as a ``jax.numpy`` function (:mod:`planner.engines.jax_ops`) on the mesh of the
   plan's JAX export, every input placed with a ``NamedSharding`` of its layout, every operand, result and
-  output constrained (``with_sharding_constraint``) to the layout the plan gives it; a pending sum has no
-  ``PartitionSpec`` and is left to XLA (:attr:`JaxRunResult.unconstrained` lists them); with training
+  output constrained (``with_sharding_constraint``) to the layout the plan gives it; a pending sum, or a value
+  with a size-1 dimension split past its size (a slice's one position), has no ``PartitionSpec`` and is left to
+  XLA (:attr:`JaxRunResult.unconstrained` lists them); with training
   ``jax.grad`` of ``L = sum_o <cotangent_o, output_o>`` (the reference's objective, :mod:`graphs.gradients`).
 
 Either way it ``jax.jit`` s the step, runs it on the mesh's devices, and compares outputs (and gradients) with
@@ -40,6 +41,7 @@ JAX is imported here, on the first call, with the host devices the mesh needs (:
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -106,7 +108,7 @@ class JaxRunResult:
     planned: tuple[PlannedCollective, ...]
     xla: tuple[XlaCollective, ...]
     predicted_comm_bytes_per_device: int
-    unconstrained: tuple[str, ...] = ()  # values left to XLA: pending sums have no PartitionSpec
+    unconstrained: tuple[str, ...] = ()  # values left to XLA: no PartitionSpec says them (_pending_sums)
     lowering: str = "constraints"       # how the plan was given to XLA: shard_map or constraints
     lowering_note: str = ""             # why auto fell back to constraints
     time_s: float = 0.0
@@ -264,8 +266,9 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
                           "give both >= 1")
     start = time.perf_counter()
     size = plan.mesh.size
-    uneven = uneven_layout(plan)
     why = lowering_problem(plan) if lowering != "constraints" else None
+    # the constraints lowering leaves a size-1 dimension split past its size to XLA (_constrained), not the rest
+    uneven = uneven_layout(plan, positions=lowering == "constraints" or bool(why))
     if uneven and (lowering == "constraints" or why):
         because = "--lowering constraints places every value with a NamedSharding" if lowering == "constraints" \
             else f"the shard_map lowering cannot hold it: {why}"
@@ -520,12 +523,22 @@ def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, fla
 
 
 def _pending_sums(exported: dict, graph) -> tuple[str, ...]:
-    """The values the run leaves to XLA: every op operand, result and output the plan has as a pending sum."""
+    """The values the run leaves to XLA: every op operand, result and output the plan has as a pending sum, or with
+    a size-1 dimension split past its size (:func:`_constrained`)."""
+    mesh = dict(zip(exported["mesh"]["axis_names"], exported["mesh"]["shape"]))
+
+    def left(entry: dict, tensor: str) -> bool:
+        if entry.get("unreduced"):
+            return True
+        return any(n == 1 and math.prod(mesh[a] for a in ([e] if isinstance(e, str) else e or [])
+                                        if a in mesh) > 1
+                   for n, e in zip(graph.tensor(tensor).shape, entry["partition_spec_entries"]))
+
     out = []
     for op in graph.ops:
         spec = exported["ops"][op.name]
-        out += [f"{op.name} operand {k} ({t})" for k, t in enumerate(op.inputs) if spec["operands"][k].get("unreduced")]
-        if spec["result"].get("unreduced"):
+        out += [f"{op.name} operand {k} ({t})" for k, t in enumerate(op.inputs) if left(spec["operands"][k], t)]
+        if left(spec["result"], op.output):
             out.append(f"{op.name} result ({op.output})")
     return tuple(out + [f"output {o}" for o in graph.outputs if exported["outputs"].get(o, {}).get("unreduced")])
 
@@ -536,8 +549,25 @@ def _reference_data(graph, values: dict) -> dict:
 
 
 def _constrained(constrain, value, sharding):
-    """``value`` constrained to ``sharding``; as it is where there is none (a pending sum)."""
-    return value if sharding is None else constrain(value, sharding)
+    """``value`` constrained to ``sharding``; as it is where there is none (a pending sum) or where it splits a
+    dimension unevenly (a size-1 dimension split past its size, which a NamedSharding cannot say: XLA places it,
+    as Shardy places a slice of one position)."""
+    if sharding is None or not _divides(sharding, value.shape):
+        return value
+    return constrain(value, sharding)
+
+
+def _divides(sharding, shape) -> bool:
+    """Whether the NamedSharding ``sharding`` splits every dimension of ``shape`` evenly."""
+    sizes = dict(sharding.mesh.shape)
+    for n, entry in zip(shape, tuple(sharding.spec) + (None,) * (len(shape) - len(sharding.spec))):
+        names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        k = 1
+        for name in names:
+            k *= sizes[name]
+        if n % k:
+            return False
+    return True
 
 
 def _check(got, want: np.ndarray, dtype: str) -> dict:

@@ -101,36 +101,39 @@ def padded_shape(layout: TensorSharding, shape) -> tuple[int, ...]:
     return tuple(k * -(-n // k) for n, k in zip(shape, layout.shard_counts()))
 
 
-def _uneven(layout: TensorSharding, shape, what: str) -> str | None:
+def _uneven(layout: TensorSharding, shape, what: str, positions: bool = False) -> str | None:
     for d, (n, k) in enumerate(zip(shape, layout.shard_counts())):
-        if n % k:
+        if n % k and not (positions and n == 1):
             axes = ", ".join(str(a) for a in layout.dims[d].axes)
             return (f"{what} is laid out as {layout.dims_text()}: its dimension {d} of size {n} does not divide into "
                     f"the {k} shards of mesh axes {axes}")
     return None
 
 
-def uneven_layout(plan) -> str | None:
+def uneven_layout(plan, positions: bool = False) -> str | None:
     """The first layout of ``plan``'s program that does not divide its tensor evenly (None when all do): a
-    ``NamedSharding`` cannot place it (the shard_map lowering pads it: :func:`padding_problem`)."""
+    ``NamedSharding`` cannot place it (the shard_map lowering pads it: :func:`padding_problem`). With
+    ``positions``, a dimension of size 1 split past its size (a slice's one position) does not count: the
+    constraints lowering leaves such a value to XLA."""
     program = plan.program
     for ins in program.instructions:
         why = None
         if isinstance(ins, Load):
-            why = _uneven(ins.layout, ins.shape, f"tensor {ins.tensor!r}")
+            why = _uneven(ins.layout, ins.shape, f"tensor {ins.tensor!r}", positions)
         elif isinstance(ins, Compute):
             layouts = [*ins.strategy.operands, ins.strategy.result]
             shapes = [*ins.in_shapes, ins.out_shape]
             for k, (lay, shape) in enumerate(zip(layouts, shapes)):
                 which = "result" if k == len(shapes) - 1 else f"operand {k}"
-                why = why or _uneven(lay, shape, f"op {ins.op.name!r} {which}")
+                why = why or _uneven(lay, shape, f"op {ins.op.name!r} {which}", positions)
         elif isinstance(ins, Redistribute) and ins.phase == "forward":
             for step in ins.plan.steps:
-                why = why or _uneven(step.after, ins.plan.shape, f"tensor {ins.tensor!r} (after a {step.kind})")
+                why = why or _uneven(step.after, ins.plan.shape, f"tensor {ins.tensor!r} (after a {step.kind})",
+                                     positions)
         if why:
             return why
     for o, layout in program.outputs.items():
-        why = _uneven(layout, plan.graph.tensor(o).shape, f"output {o!r}")
+        why = _uneven(layout, plan.graph.tensor(o).shape, f"output {o!r}", positions)
         if why:
             return why
     return None

@@ -221,6 +221,15 @@ _UNEVEN = ("name: m\nmesh: {x: 2}\ntensors:\n  a: {shape: [7, 15], kind: input, 
            "  w: {shape: [15, 15], kind: param}\nops:\n  - {name: mm, op: matmul, inputs: [a, w], output: o}\n"
            "outputs: [o]\n")
 
+#: x[:, -1] of a sequence split over x, squeezed and projected: under propagate the slice's size-1 dimension stays
+#: split over x (the first device holding the position), which no NamedSharding can say
+_ONE_POSITION = ("name: m\nmesh: {x: 2}\ntensors:\n  h: {shape: [8, 4, 32], kind: param}\n"
+                 "  w: {shape: [32, 16], kind: param}\nops:\n"
+                 "  - {name: pick, op: slice, inputs: [h], output: s, starts: [0, 3, 0], stops: [8, 4, 32]}\n"
+                 "  - {name: squeeze, op: reshape, inputs: [s], output: r, shape: [8, 32]}\n"
+                 "  - {name: proj, op: matmul, inputs: [r, w], output: y}\n"
+                 "shardings:\n  h: '[{}, {\"x\"}, {}]'\noutputs: [y]\n")
+
 LEGAL_MODELS = {
     "unread_param": (_matmul_model("[y]", "  u: {shape: [4], kind: param}\n"), ["--training"], 0, ("u",)),
     "param_output": (_matmul_model("[y, w]"), ["--training"], 0, ("w",)),
@@ -243,6 +252,9 @@ LEGAL_MODELS = {
                      ("m.yaml:10:", "on XLA, the output 'z' (f16) holds inf where the float64 reference is finite")),
     # padded blocks: the shard_map holds them; NamedShardings (--lowering constraints) cannot
     "uneven": (_UNEVEN, ["--training"], 0, ("o", "w")),
+    # a size-1 dimension split past its size: left to XLA under constraints (the default here: shard_map does not
+    # run a slice along a split dimension), which places it as Shardy does
+    "one_position": (_ONE_POSITION, ["--training", "--search", "propagate"], 0, ("y", "h", "w")),
     "uneven_constraints": (_UNEVEN, ["--lowering", "constraints"], 2,
                            ("tensor 'a'", 'dimension 0 of size 7 does not divide into the 2 shards of mesh axes "x"',
                             "a NamedSharding splits only evenly")),
@@ -293,6 +305,10 @@ def test_legal_models_run_or_are_refused_in_one_line(tmp_path):
         if "--training" in flags:
             assert all(g["ok"] for g in d["gradients"].values()), (name, d)
     assert results["unread_param"][1] and json.loads(results["unread_param"][1])["gradients"]["u"]["max_abs_error"] == 0
+    one = json.loads(results["one_position"][1])
+    assert one["lowering"] == "constraints" and "pick result (s)" in one["unconstrained"]
+    # the position all-reduced over x by XLA as by the plan: its f32[8, 1, 32] block, 2 * 1/2 * 1024 B
+    assert one["by_kind"]["AllReduce"]["xla_bytes_per_device"] >= 1024
 
 
 _GROUPED_DOT = ("name: grouped\nmesh: {a: 2, b: 2, c: 2}\ntensors:\n  x: {shape: [8, 16], dtype: f32}\n"
