@@ -30,10 +30,14 @@ and tests/model/test_halo_exchange.py compare them with what XLA 0.10.2 compiles
 ((0, 4, ((0, 1), (1, 2), (2, 4), (3, 6))), (2, 4, ((1, 3), (2, 5), (3, 7))))
 >>> halo_permutes(32, 24, -8, 4)  # x[:, 8:] on 4 devices: each right neighbour's first 6 elements
 ((0, 6, ((1, 0), (2, 1), (3, 2))),)
->>> halo_permutes(8, 1, -7, 4), halo_permutes(8, 1, -1, 4)  # x[:, -1], x[:, 1]: to block 0, or already there
+>>> halo_permutes(8, 1, -7, 4), halo_permutes(32, 1, -5, 4)  # x[:, -1], x[:, 5]: to block 0, or already there
 (((1, 2, ((3, 0),)),), ())
 >>> halo_permutes(1, 8, 7, 4)  # x[:, -1]'s backward: the position's cotangent back to block 3
 ((0, 1, ((0, 3),)),)
+>>> halo_permutes(8, 1, -3, 4)  # x[:, 3] near its block: the neighbour exchange, every block's window moved
+((0, 2, ((1, 0), (2, 1), (3, 2))),)
+>>> halo_permutes(8, 1, -2, 4)  # x[:, 2]: the left halo would serve only blocks past the window: left out
+((0, 1, ((1, 0), (2, 1), (3, 2))),)
 """
 
 from __future__ import annotations
@@ -62,17 +66,17 @@ def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...
     on a dimension of ``n_in`` split ``p`` ways (see the module docstring), in the order it emits them; None
     where it gathers the dimension instead."""
     bi, bo = -(-n_in // p), -(-n_out // p)  # blocks of ceil(size / p), the last one padded
-    if n_out == 1 and 0 <= -low < n_in:
-        # one position (``x[:, -1]``): output block 0 holds it, the others only padding; XLA moves it from the
-        # block holding it, nothing when block 0 does
-        held, at = divmod(-low, bi)
-        return ((at, at + 1, ((held, 0),)),) if held else ()
-    if n_in == 1 and 0 <= low < n_out:  # its backward, a pad of one position: back to the block that holds it
-        held = low // bo
-        return ((0, 1, ((0, held),)),) if held else ()
     left = [(bi - bo) * i + low for i in range(p)]
     right = [(bo - bi) * (i + 1) - low for i in range(p)]
     if max(left + right) > 2 * bo:  # XLA's window of a block is bo elements: the compact exchange
+        if n_out == 1 and 0 <= -low < n_in:
+            # one position (``x[:, -1]``): output block 0 holds it, the others only padding, which the compact
+            # exchange leaves out: the position comes from the block holding it, nothing when block 0 does
+            held, at = divmod(-low, bi)
+            return ((at, at + 1, ((held, 0),)),) if held else ()
+        if n_in == 1 and 0 <= low < n_out:  # its backward, a pad of one position: back to the block holding it
+            held = low // bo
+            return ((0, 1, ((0, held),)),) if held else ()
         return None if 2 * bo >= p * bi else _compact(n_in, bi, p, left, right)
     max_left, max_right = max(left[1:]), max(right[:-1])
     if max_left + max_right + bi >= bi * p and (max_left > bi or max_right > bi):
@@ -92,7 +96,10 @@ def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...
         whole = min(max_right - bi * i, bi)
         skip = max(left_bound - (i + 1) * bi, 0)
         permutes.append((skip, whole, tuple((d, d - i - 1) for d in range(i + 1, p))))
-    return tuple(q for q in permutes if q[2])  # a neighbour past the last block: no pair, XLA removes it
+    # a neighbour past the last block has no pair, and a permute only to blocks wholly past the window (their output
+    # all padding) serves nothing: XLA removes both (probed: x[:, 2] of 8 positions on 4 devices moves the right
+    # neighbour's halo to blocks 0-2 and no left halo)
+    return tuple(q for q in permutes if any(dst * bo < n_out for _, dst in q[2]))
 
 
 def _compact(n: int, bi: int, p: int, left: list[int], right: list[int]) -> tuple[Permute, ...]:

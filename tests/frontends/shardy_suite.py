@@ -1961,13 +1961,48 @@ def pos_last_token_logits(h, w):
     return jax.nn.log_softmax(h[:, -1, :] @ w, axis=-1)
 
 
-# single positions where the plan and Shardy still differ (DIFFERS in test_shardy_suite.py)
-def pos_keepdims(x):
-    return jnp.tanh(x[:, 3:4]) * 2.0
-
-
+# single positions and short windows where the plan and Shardy still differ (DIFFERS in test_shardy_suite.py)
 def pos_two_cuts(x):
     return x[1, 2] * 2.0
+
+
+def win3_of_8(x):
+    return jnp.tanh(x[:, 1:4])
+
+
+def win3_mid(x):
+    return jnp.tanh(x[:, 2:5]) * 2.0
+
+
+def win2_late(x):
+    return jnp.tanh(x[:, 5:7])
+
+
+# held-out: one position through pointwise ops and a dot (x[:, 2:3], x[:, -1:]), in block 0, on two axes, and the tail
+# of a 1-D split: Shardy keeps the axes on the size-1 dimension, XLA drops the halo permutes that only serve blocks
+# past the window
+def pos_one_in_block0(x):
+    return jnp.tanh(x[:, 1])
+
+
+def keep_then_mm(x, w):
+    return jnp.tanh(x[:, 2:3]) @ w
+
+
+def pos_6_3d(x):
+    return x[:, 6] * 2.0
+
+
+def tail_rows_1d(x):
+    return jnp.tanh(x[4:])
+
+
+def pos_last_keep_3d(x):
+    return jnp.tanh(x[:, -1:, :])
+
+
+def pos_keepdims(x):
+    return jnp.tanh(x[:, 3:4]) * 2.0
 
 
 def suite() -> dict:
@@ -2456,8 +2491,16 @@ def suite() -> dict:
         "pos_sum_after": (pos_sum_after, "2d", [((16, 8, 32), P("dp", "tp", None))]),
         "pos_last_token_logits": (pos_last_token_logits, "2d", [((4, 8, 32), P("dp", "tp")),
                                                                 ((32, 64), P(None, "tp"))]),
+        "pos_one_in_block0": (pos_one_in_block0, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "keep_then_mm": (keep_then_mm, "2d", [((16, 8, 32), P("dp", "tp")), ((32, 16), P())]),
+        "pos_6_3d": (pos_6_3d, "3d", [((8, 8, 16), P("a", ("b", "c")))]),
+        "tail_rows_1d": (tail_rows_1d, "1d", [((16, 32), P("d"))]),
+        "pos_last_keep_3d": (pos_last_keep_3d, "3d", [((8, 8, 16), P("a", "b", "c"))]),
         "pos_keepdims": (pos_keepdims, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "pos_two_cuts": (pos_two_cuts, "2d", [((4, 8, 32), P("dp", "tp"))]),
+        "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

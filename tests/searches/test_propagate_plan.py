@@ -515,3 +515,23 @@ def planned(p):
     from planner.engines.jax_run import planned_collectives
 
     return [(c.phase, c.kind, c.bytes_per_device) for c in planned_collectives(p)]
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_one_position_kept_as_a_dimension_stays_split_through_pointwise_ops(training):
+    # x[:, 3:4] of f32[16, 8, 32] on 2x4: Shardy keeps tp on the size-1 dimension through tanh and the multiply (a
+    # pointwise op's minor-most factor split past its size, padded: the values' shardings; the ops compute with
+    # the dimension whole); the slice's window comes from the right neighbour's first two positions (XLA's
+    # neighbour exchange, 8 x 2 x 32 x 4 = 2048 B a device), the halo serving only blocks past the window left
+    # out
+    g = GraphBuilder("keep_one", {"dp": 2, "tp": 4})
+    g.param("x", [16, 8, 32], sharding='[{"dp"}, {"tp"}, {}]')
+    g.op("slice", ["x"], output="s", name="pick", starts=[0, 3, 0], stops=[16, 4, 32])
+    g.op("tanh", ["s"], output="t", name="act")
+    g.op("mul", ["t", "t"], output="y", name="square")
+    p = plan(g.build(), search="propagate", training=training)
+    for value in ("s", "t", "y"):
+        assert p.tensor(value).sharding.layout_only().dims_text() == '[{"dp"}, {"tp"}, {}]', value
+    assert [c[1:] for c in planned(p) if c[0] == "forward"][:1] == [("CollectivePermute", 2048)]
+    result = simulate(p, seed=5)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
