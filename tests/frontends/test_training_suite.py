@@ -46,7 +46,8 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # held-out losses of a later session, equal when first run
          "fsdp_tp_mlp_3d", "attention_block_2d", "rms_swiglu_1d", "bias_gelu_3d",
          # single positions: the position moved to the first device along its axes (a CollectivePermute where
-         # another holds it), all-reduced; backward, its cotangent padded back by the permute's transpose
+         # another holds it), all-reduced; backward (the first two train the sliced tensor), its cotangent padded
+         # back by the permute's transpose
          "cls_pool_loss", "last_pos_3d_loss", "mid_pos_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
@@ -70,6 +71,10 @@ DIFFER = {
                         "1,536 B",
     "fsdp_free_tp_loss": "AllGather 2,048 B vs none, AllReduce 5,128 B vs 7,176 B, CollectivePermute 4,096 B vs "
                          "6,144 B",
+    # x[:, 5] of a sequence over tp, the sequence trained: forward both move the position to the first device (1024
+    # B). Backward, its cotangent comes whole over tp (the projection's weight is replicated): XLA pads it where
+    # the position lies, moving nothing, where the plan takes it to the first device's layout and permutes it back
+    "mid_pos_trained_loss": "CollectivePermute 2 x 1,024 B vs 1 x 1,024 B (AllReduce 3,592 B agrees)",
 }
 
 

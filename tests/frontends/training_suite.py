@@ -534,9 +534,11 @@ def suite() -> dict:
                                                 ((32, 64), P(None, "d")), ((64, 32), P("d"))], (1, 2, 3, 4)),
         "grouped_dot_loss": (grouped_dot_loss, "3d", [((16, 32), P("a")), ((32, 16), P(None, "a"))], (1,)),
         "fsdp_free_tp_loss": (fsdp_free_tp_loss, "2d", [((16, 32), P("dp")), ((32, 64), P("dp"))], (1,)),
-        "cls_pool_loss": (cls_pool_loss, "2d", [((8, 4, 32), P("dp", "tp")), ((32, 16), P())], (1,)),
-        "last_pos_3d_loss": (last_pos_3d_loss, "3d", [((8, 8, 16), P("a", "b")), ((16, 8), P(None, "c"))], (1,)),
+        "cls_pool_loss": (cls_pool_loss, "2d", [((8, 4, 32), P("dp", "tp")), ((32, 16), P())], (0, 1)),
+        "last_pos_3d_loss": (last_pos_3d_loss, "3d", [((8, 8, 16), P("a", "b")), ((16, 8), P(None, "c"))],
+                             (0, 1)),
         "mid_pos_loss": (mid_pos_loss, "2d", [((16, 8, 32), P("dp", "tp")), ((32, 16), P())], (1,)),
+        "mid_pos_trained_loss": (mid_pos_loss, "2d", [((16, 8, 32), P("dp", "tp")), ((32, 16), P())], (0, 1)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }
