@@ -108,7 +108,7 @@ class JaxRunResult:
     planned: tuple[PlannedCollective, ...]
     xla: tuple[XlaCollective, ...]
     predicted_comm_bytes_per_device: int
-    unconstrained: tuple[str, ...] = ()  # values left to XLA: no PartitionSpec says them (_pending_sums)
+    unconstrained: tuple[str, ...] = ()  # values left to XLA: no PartitionSpec says them (_unconstrained)
     lowering: str = "constraints"       # how the plan was given to XLA: shard_map or constraints
     lowering_note: str = ""             # why auto fell back to constraints
     time_s: float = 0.0
@@ -296,10 +296,8 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         """NamedSharding of an exported spec; None for a pending sum (no PartitionSpec says it)."""
         if entry.get("unreduced"):
             return None
-        s = from_partition_spec(entry["partition_spec"], our_mesh, rank)
-        dims = [None if not d.axes else d.axes[0].name if len(d.axes) == 1 else tuple(a.name for a in d.axes)
-                for d in s.dims]
-        return NamedSharding(mesh, PartitionSpec(*dims))
+        return _named(from_partition_spec(entry["partition_spec"], our_mesh, rank), mesh, NamedSharding,
+                      PartitionSpec)
 
     def rank(t: str) -> int:
         return len(graph.tensor(t).shape)
@@ -379,7 +377,7 @@ def run_on_jax(plan, *, devices: int | None = None, seed: int = 0, lowering: str
         planned=planned_collectives(plan),
         xla=collectives(text, size),
         predicted_comm_bytes_per_device=program.comm_bytes_per_device(),
-        unconstrained=_pending_sums(exported, graph) if used == "constraints" else (),
+        unconstrained=_unconstrained(exported, graph) if used == "constraints" else (),
         lowering=used,
         lowering_note=why or "",
         time_s=time.perf_counter() - start,
@@ -450,10 +448,15 @@ def _regroup_hops(program, whole_axes: bool, mesh, NamedSharding, PartitionSpec)
             for k, t in enumerate(ins.op.inputs):
                 layouts = through.get((ins.op.name, t, ins.strategy.operands[k]))
                 if layouts:
-                    hops[(ins.op.name, k)] = [NamedSharding(mesh, PartitionSpec(*(
-                        None if not d.axes else d.axes[0].name if len(d.axes) == 1 else tuple(a.name for a in d.axes)
-                        for d in s.dims))) for s in layouts]
+                    hops[(ins.op.name, k)] = [_named(s, mesh, NamedSharding, PartitionSpec) for s in layouts]
     return hops
+
+
+def _named(layout, mesh, NamedSharding, PartitionSpec):
+    """``layout`` (whole axes of ``mesh``'s names) as a NamedSharding on the JAX ``mesh``."""
+    return NamedSharding(mesh, PartitionSpec(*(
+        None if not d.axes else d.axes[0].name if len(d.axes) == 1 else tuple(a.name for a in d.axes)
+        for d in layout.dims)))
 
 
 def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, flags, sharding, rank, NamedSharding,
@@ -522,7 +525,7 @@ def _constrained_step(jax, jnp, graph, program, exported, mesh, feeds, cots, fla
     return step, args
 
 
-def _pending_sums(exported: dict, graph) -> tuple[str, ...]:
+def _unconstrained(exported: dict, graph) -> tuple[str, ...]:
     """The values the run leaves to XLA: every op operand, result and output the plan has as a pending sum, or with
     a size-1 dimension split past its size (:func:`_constrained`)."""
     mesh = dict(zip(exported["mesh"]["axis_names"], exported["mesh"]["shape"]))
