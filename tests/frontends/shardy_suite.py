@@ -2005,6 +2005,80 @@ def pos_keepdims(x):
     return jnp.tanh(x[:, 3:4]) * 2.0
 
 
+# held-out batch of this session, run once as written: a GELU MLP on 2x2x2, causal attention scores, a residual layer
+# norm, concatenated heads, a column tail slice into a dot, a row gather, an expert combine, a constraint in a chain,
+# an RMS norm on 1-D, softmax over rows on 2x2x2, max minus mean, a transposed dot, SwiGLU on 2x2x2, embeddings plus
+# positions, a cumulative sum
+def ho15_mlp_gelu_3d(x, w1, w2):
+    return jax.nn.gelu(x @ w1) @ w2
+
+
+def ho15_attn_causal(x, wq, wk):
+    B, S_, H = x.shape
+    q = (x @ wq).reshape(B, S_, 4, H // 4)
+    k = (x @ wk).reshape(B, S_, 4, H // 4)
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+    mask = jnp.tril(jnp.ones((S_, S_), dtype=bool))
+    return jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+
+
+def ho15_layernorm_residual(x, w, g):
+    h = x @ w
+    m = h.mean(-1, keepdims=True)
+    v = ((h - m) ** 2).mean(-1, keepdims=True)
+    return x + (h - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+
+def ho15_concat_heads(a, b):
+    return jnp.tanh(jnp.concatenate([a, b], axis=-1))
+
+
+def ho15_slice_tail_cols(x, w):
+    return x[:, 8:] @ w
+
+
+def ho15_gather_rows(t, ids):
+    return jnp.take(t, ids, axis=0) * 2.0
+
+
+def ho15_moe_combine(x, gate, we):
+    h = jnp.einsum("td,edf->tef", x, we)
+    return jnp.einsum("tef,te->tf", h, jax.nn.softmax(gate, axis=-1))
+
+
+def ho15_constraint_chain(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(x @ w1, NamedSharding(_MESH["2d"], P("dp", None)))
+    return jnp.tanh(h) @ w2
+
+
+def ho15_rms_1d(x, w):
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) @ w
+
+
+def ho15_softmax_cols_3d(x):
+    return jax.nn.softmax(x, axis=0)
+
+
+def ho15_reduce_max_mean(x):
+    return jnp.max(x, axis=1) - jnp.mean(x, axis=1)
+
+
+def ho15_transpose_mm(x, w):
+    return (x.T @ w).T
+
+
+def ho15_swiglu_3d(x, wg, wu, wd):
+    return (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def ho15_embed_pos(t, ids, pos):
+    return jnp.take(t, ids, axis=0) + pos
+
+
+def ho15_cumsum_rows(x):
+    return jnp.cumsum(x, axis=1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2497,6 +2571,27 @@ def suite() -> dict:
         "tail_rows_1d": (tail_rows_1d, "1d", [((16, 32), P("d"))]),
         "pos_last_keep_3d": (pos_last_keep_3d, "3d", [((8, 8, 16), P("a", "b", "c"))]),
         "pos_keepdims": (pos_keepdims, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "ho15_mlp_gelu_3d": (ho15_mlp_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")),
+                                                      ((64, 32), P("c"))]),
+        "ho15_attn_causal": (ho15_attn_causal, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                      ((16, 16), P(None, "tp"))]),
+        "ho15_layernorm_residual": (ho15_layernorm_residual, "2d", [((16, 32), P("dp")), ((32, 32), P(None, "tp")),
+                                                                    ((32,), P())]),
+        "ho15_concat_heads": (ho15_concat_heads, "2d", [((16, 16), P("dp", "tp")), ((16, 16), P("dp", "tp"))]),
+        "ho15_slice_tail_cols": (ho15_slice_tail_cols, "2d", [((16, 32), P("dp", "tp")), ((24, 8), P())]),
+        "ho15_gather_rows": (ho15_gather_rows, "2d", [((64, 32), P("dp", "tp")), (((16,), "i32"), P())]),
+        "ho15_moe_combine": (ho15_moe_combine, "2d", [((16, 32), P("dp")), ((16, 4), P("dp")), ((4, 32, 16), P("tp"))]),
+        "ho15_constraint_chain": (ho15_constraint_chain, "2d", [((16, 32), P(None, "tp")), ((32, 64), P()),
+                                                                ((64, 16), P("tp"))]),
+        "ho15_rms_1d": (ho15_rms_1d, "1d", [((16, 32), P(None, "d")), ((32, 16), P("d"))]),
+        "ho15_softmax_cols_3d": (ho15_softmax_cols_3d, "3d", [((16, 32), P("a", ("b", "c")))]),
+        "ho15_reduce_max_mean": (ho15_reduce_max_mean, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho15_transpose_mm": (ho15_transpose_mm, "2d", [((32, 16), P("tp", "dp")), ((32, 8), P("tp"))]),
+        "ho15_swiglu_3d": (ho15_swiglu_3d, "3d", [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))),
+                                                  ((32, 64), P(None, ("b", "c"))), ((64, 32), P(("b", "c")))]),
+        "ho15_embed_pos": (ho15_embed_pos, "2d", [((64, 32), P(None, "tp")), (((4, 8), "i32"), P("dp")),
+                                                  ((8, 32), P())]),
+        "ho15_cumsum_rows": (ho15_cumsum_rows, "2d", [((16, 32), P("dp", "tp"))]),
         "pos_two_cuts": (pos_two_cuts, "2d", [((4, 8, 32), P("dp", "tp"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
