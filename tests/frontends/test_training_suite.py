@@ -48,7 +48,10 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # single positions: the position moved to the first device along its axes (a CollectivePermute where
          # another holds it), all-reduced; backward (the first two train the sliced tensor), its cotangent padded
          # back by the permute's transpose
-         "cls_pool_loss", "last_pos_3d_loss", "mid_pos_loss")
+         "cls_pool_loss", "last_pos_3d_loss", "mid_pos_loss",
+         # held-out losses of this session, equal when first run
+         "ho_bias_mlp_3d", "ho_ln_head_2d", "ho_causal_attn", "ho_embed_pool_cls", "ho_rms_residual_1d",
+         "ho_expert_einsum")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {

@@ -397,6 +397,43 @@ def mid_pos_loss(x, w):
     return jnp.sum(jnp.tanh(x[:, 5] @ w))
 
 
+# held-out losses of this session, equal when first run: a biased MLP on 2x2x2, a layer norm into a head, causal
+# attention, a mean-pooled embedding classifier, an RMS-normed residual on 1-D, an expert-parallel einsum
+def ho_bias_mlp_3d(x, w1, b1, w2):
+    return jnp.mean(jnp.tanh(x @ w1 + b1) @ w2)
+
+
+def ho_ln_head_2d(x, g, w):
+    m = x.mean(-1, keepdims=True)
+    n = (x - m) * jax.lax.rsqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * g
+    return jnp.sum((n @ w) ** 2)
+
+
+def ho_causal_attn(x, wq, wk, wv):
+    B, S_, H = x.shape
+    q = x @ wq
+    k = x @ wk
+    v = x @ wv
+    s = jnp.einsum("bqd,bkd->bqk", q, k)
+    mask = jnp.tril(jnp.ones((S_, S_), dtype=bool))
+    a = jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+    return jnp.sum(jnp.einsum("bqk,bkd->bqd", a, v) ** 2)
+
+
+def ho_embed_pool_cls(t, ids, w):
+    e = jnp.take(t, ids, axis=0)
+    return jnp.sum(jnp.tanh(e.mean(1) @ w))
+
+
+def ho_rms_residual_1d(x, g, w):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    return jnp.sum((x + h @ w) ** 2)
+
+
+def ho_expert_einsum(x, we):
+    return jnp.sum(jnp.tanh(jnp.einsum("etd,edf->etf", x, we)))
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -539,6 +576,30 @@ def suite() -> dict:
                              (0, 1)),
         "mid_pos_loss": (mid_pos_loss, "2d", [((16, 8, 32), P("dp", "tp")), ((32, 16), P())], (1,)),
         "mid_pos_trained_loss": (mid_pos_loss, "2d", [((16, 8, 32), P("dp", "tp")), ((32, 16), P())], (0, 1)),
+        "ho_bias_mlp_3d": (ho_bias_mlp_3d, "3d", [
+            ((16, 32), P(("a", "b"))),
+            ((32, 64), P(None, "c")),
+            ((64,), P("c")),
+            ((64, 16), P("c"))],
+            (1, 2, 3)),
+        "ho_ln_head_2d": (ho_ln_head_2d, "2d", [((16, 32), P("dp")), ((32,), P()), ((32, 64), P(None, "tp"))], (1, 2)),
+        "ho_causal_attn": (ho_causal_attn, "2d", [
+            ((2, 8, 16), P("dp")),
+            ((16, 16), P(None, "tp")),
+            ((16, 16), P(None, "tp")),
+            ((16, 16), P(None, "tp"))],
+            (1, 2, 3)),
+        "ho_embed_pool_cls": (ho_embed_pool_cls, "2d", [
+            ((64, 32), P(None, "tp")),
+            (((4, 8), "i32"), P("dp")),
+            ((32, 8), P())],
+            (0, 2)),
+        "ho_rms_residual_1d": (ho_rms_residual_1d, "1d", [
+            ((16, 32), P("d")),
+            ((32,), P()),
+            ((32, 32), P(None, "d"))],
+            (1, 2)),
+        "ho_expert_einsum": (ho_expert_einsum, "2d", [((4, 8, 16), P("tp")), ((4, 16, 16), P("tp"))], (1,)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }
