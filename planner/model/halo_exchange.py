@@ -21,6 +21,13 @@ of ``(n_in/p - n_out/p) i + low`` elements and a *right halo* of ``(n_out/p - n_
 - gathering: an AllGather of the input along the dimension, then a local window (:func:`halo_permutes`
   returns None).
 
+A window of fewer positions than blocks (``x[:, 1:4]`` on 4 devices: one position per block, the last blocks
+only padding) is first trimmed (``ReshardAsWindowedInput``): the blocks on the right that hold none of the input
+up to the window's end are left out (keeping at least one per position), then, where the window starts further
+right than it has positions, the blocks between its first ``n_out`` and the one it starts in, and each block is
+cut to the part before the window's end (or from where the window starts, when it all lies in the last block
+left); the exchange runs among the blocks left, so fewer and smaller permutes than over all of them.
+
 :func:`halo_permutes` gives the permutes as ``(start, limit, pairs)``: the range ``[start, limit)`` of its
 input block each source sends, and the ``(source, destination)`` block ordinals. The bytes each device
 receives are the range times the block's other dimensions (a permute's buffer). benchmarks/xla_concat_slice.py
@@ -34,10 +41,10 @@ and tests/model/test_halo_exchange.py compare them with what XLA 0.10.2 compiles
 (((1, 2, ((3, 0),)),), ())
 >>> halo_permutes(1, 8, 7, 4)  # x[:, -1]'s backward: the position's cotangent back to block 3
 ((0, 1, ((0, 3),)),)
->>> halo_permutes(8, 1, -3, 4)  # x[:, 3] near its block: the neighbour exchange, every block's window moved
-((0, 2, ((1, 0), (2, 1), (3, 2))),)
->>> halo_permutes(8, 1, -2, 4)  # x[:, 2]: the left halo would serve only blocks past the window: left out
-((0, 1, ((1, 0), (2, 1), (3, 2))),)
+>>> halo_permutes(8, 1, -3, 4)  # x[:, 3]: blocks 2 and 3 left out, a neighbour exchange between 0 and 1
+((0, 2, ((1, 0),)),)
+>>> halo_permutes(8, 3, -1, 4)  # x[:, 1:4]: block 3 holds only padding and is left out
+((1, 2, ((0, 1), (1, 2))),)
 """
 
 from __future__ import annotations
@@ -65,16 +72,55 @@ def halo_permutes(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...
     """XLA's permutes for the window of ``n_out`` elements at padding ``low`` (a slice from ``start``: ``-start``)
     on a dimension of ``n_in`` split ``p`` ways (see the module docstring), in the order it emits them; None
     where it gathers the dimension instead."""
+    if n_out < p and low <= 0 and n_out - low <= n_in:
+        return _trimmed(n_in, n_out, -low, p)
+    return _exchange(n_in, n_out, low, p)
+
+
+def _trimmed(n_in: int, n_out: int, start: int, p: int) -> tuple[Permute, ...] | None:
+    """A slice's window of fewer positions than blocks (``ReshardAsWindowedInput``): each output block holds one
+    position (the last ones only padding), so XLA leaves out the blocks on the right that hold none of the input up
+    to the window's end (keeping one per position), then, when the window starts further right than it has
+    positions, the blocks between the first ``n_out`` and the one the window starts in, and cuts what lies before
+    the window (or past its end) out of each block; the exchange runs among the blocks left. Its ranges are
+    given back in the input's blocks."""
+    bi = -(-n_in // p)
+    limit = start + n_out
+    size, count, skip = bi, p, 0  # each block's part exchanged: ``size`` elements from ``skip``
+    useful = -(-limit // bi)
+    if useful < p:
+        count = max(useful, n_out)
+        if count == 1:  # block 0 holds the whole window
+            return ()
+        if limit < bi and limit < n_in:
+            size = limit
+    blocks = list(range(count))
+    low = -start
+    middle = start // size - n_out
+    if n_out < count and middle > 0:
+        blocks = blocks[:n_out] + blocks[n_out + middle:]
+        count -= middle
+        low += middle * size
+        if -low > size * (count - 1):  # all of the window in the last block left: cut its start off each block
+            skip = -low - size * (count - 1)
+            size -= skip
+            low += skip * count
+            if n_out < size:
+                low += (size - n_out) * (count - 1)
+                size = n_out
+    permutes = _exchange(size * count, n_out, low, count)
+    if permutes is None:
+        return None
+    return tuple((lo + skip, hi + skip, tuple((blocks[a], blocks[b]) for a, b in pairs)) for lo, hi, pairs in permutes)
+
+
+def _exchange(n_in: int, n_out: int, low: int, p: int) -> tuple[Permute, ...] | None:
+    """``ExchangeHaloAndGetValidData`` of ``p`` blocks of ``ceil(n_in / p)`` into blocks of ``ceil(n_out / p)``."""
     bi, bo = -(-n_in // p), -(-n_out // p)  # blocks of ceil(size / p), the last one padded
     left = [(bi - bo) * i + low for i in range(p)]
     right = [(bo - bi) * (i + 1) - low for i in range(p)]
     if max(left + right) > 2 * bo:  # XLA's window of a block is bo elements: the compact exchange
-        if n_out == 1 and 0 <= -low < n_in:
-            # one position (``x[:, -1]``): output block 0 holds it, the others only padding, which the compact
-            # exchange leaves out: the position comes from the block holding it, nothing when block 0 does
-            held, at = divmod(-low, bi)
-            return ((at, at + 1, ((held, 0),)),) if held else ()
-        if n_in == 1 and 0 <= low < n_out:  # its backward, a pad of one position: back to the block holding it
+        if n_in == 1 and 0 <= low < n_out:  # a pad of one position (a slice's backward): back to the block holding it
             held = low // bo
             return ((0, 1, ((0, held),)),) if held else ()
         return None if 2 * bo >= p * bi else _compact(n_in, bi, p, left, right)

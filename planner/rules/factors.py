@@ -228,17 +228,16 @@ class OpShardingRule:
         No axes (``axes_size == 1``) always fit. Otherwise a size-1 factor and a
         ``NEED_REPLICATION`` factor admit nothing; the others admit at most their
         size, and a factor in ``needs_divisible`` only sizes that divide it; a ``PERMUTATION``
-        factor only sizes that divide each of its sizes (a slice's: its input's, and at most its own unless the
-        slice keeps one position).
+        factor only sizes that divide each of its sizes (a slice's: its input's, its own any size).
         """
         if axes_size == 1:
             return True
         size = self.factor_sizes[factor]
         if self.factor_kinds[factor] is FactorKind.PERMUTATION and self.window_start is not None:
-            # a slice's window may split unevenly (its last block padded, as XLA's halo exchange pads it) where the
-            # input splits evenly; a window of one position (``x[:, 0]``) past its size too, its first device
-            # holding it, as Shardy shards the size-1 dimension
-            return (size == 1 or axes_size <= size) and all(n % axes_size == 0 for n in self.factor_extents(factor)[1:])
+            # a slice's window may split unevenly (its last blocks padded, as XLA's halo exchange pads them) where the
+            # input splits evenly, past its size too (``x[:, 0]``, ``x[:, 1:4]`` on 4 devices: a position per block
+            # from the first, the others only padding), as Shardy shards the window's dimension
+            return all(n % axes_size == 0 for n in self.factor_extents(factor)[1:])
         if size == 1 or self.factor_kinds[factor] is FactorKind.NEED_REPLICATION:
             return False
         if axes_size > size:

@@ -1961,7 +1961,8 @@ def pos_last_token_logits(h, w):
     return jax.nn.log_softmax(h[:, -1, :] @ w, axis=-1)
 
 
-# single positions and short windows where the plan and Shardy still differ (DIFFERS in test_shardy_suite.py)
+# single positions and short windows first written where the plan and Shardy differed (two cut dimensions still do:
+# DIFFERS in test_shardy_suite.py)
 def pos_two_cuts(x):
     return x[1, 2] * 2.0
 

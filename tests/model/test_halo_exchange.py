@@ -30,6 +30,24 @@ def test_every_device_receives_its_whole_window_from_distinct_pairs():
             assert set(range(s + bo * i, s + bo * (i + 1))) <= held, (n, m, s, p, i)
 
 
+
+#: windows of fewer positions than blocks (one position per block, the last blocks only padding): every start on
+#: dimensions of one and two blocks' worth per device, four starts on three
+SMALL = [(n, m, s, p) for p in (4, 8) for n in (p, 2 * p, 3 * p) for m in range(1, p)
+         for s in (range(n - m + 1) if n <= 2 * p else sorted({0, 1, (n - m) // 2, n - m}))]
+
+
+def test_a_window_of_fewer_positions_than_blocks_reaches_each_of_its_positions_block():
+    for n, m, s, p in SMALL:
+        permutes = halo_permutes(n, m, -s, p)
+        assert permutes is not None, (n, m, s, p)
+        bi = n // p
+        for i in range(m):  # block i holds position s + i: its own, or received from the block holding it
+            held = set(range(i * bi, (i + 1) * bi))
+            for lo, hi, pairs in permutes:
+                held |= {src * bi + e for src, dst in pairs if dst == i for e in range(lo, hi)}
+            assert s + i in held, (n, m, s, p, i)
+
 SCRIPT = """
 import json, sys
 import jax, jax.numpy as jnp
@@ -98,3 +116,38 @@ def test_the_permutes_are_the_ones_xla_compiles_for_a_slice_and_its_backward_pad
     assert len(GRID) >= 150 and any(c and c[0][0] == "AllGather" for c in pads)  # XLA gathers some pads
     assert [(case, xla) for case, xla, mine in zip(GRID, compiled["slice"], slices) if xla != mine] == []
     assert [(case, xla) for case, xla, mine in zip(GRID, compiled["pad"], pads) if xla != mine] == []
+
+
+SMALL_SCRIPT = """
+import json, sys
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+from planner.engines.xla_hlo import collectives
+meshes = {p: jax.make_mesh((p, 8 // p), ("d", "e"), axis_types=(jax.sharding.AxisType.Auto,) * 2) for p in (4, 8)}
+out = []
+for n, m, s, p in json.loads(sys.stdin.read()):
+    sh = NamedSharding(meshes[p], P(None, "d"))
+    text = jax.jit(lambda x: jnp.tanh(x[:, s:s + m]), in_shardings=sh).lower(
+        jax.ShapeDtypeStruct((3, n), jnp.float32)).compile().as_text()
+    out.append([[c.bytes_per_device, c.replica_groups] for c in collectives(text, 8) if c.our_kind == "CollectivePermute"])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_the_permutes_are_xlas_for_a_window_of_fewer_positions_than_blocks():
+    # Shardy keeps the input's axis on the window (past its size), and XLA trims the blocks that hold nothing of it
+    # before its exchange: each permute's buffer (3 rows of f32) and its pairs of blocks (devices d * 8 // p + e,
+    # read at e = 0), as XLA 0.10.2 compiles them
+    pytest.importorskip("jax")
+    compiled = run_on_eight_devices(SMALL_SCRIPT, stdin=json.dumps(SMALL), timeout=900)
+    assert len(SMALL) >= 150
+
+    def ours(n, m, s, p):
+        return sorted([(hi - lo) * 3 * 4, sorted(pairs)] for lo, hi, pairs in halo_permutes(n, m, -s, p))
+
+    def xla(case, permutes):
+        e = 8 // case[3]
+        return sorted([b, sorted((a // e, d // e) for a, d in pairs if a % e == 0)] for b, pairs in permutes)
+
+    assert [(case, xla(case, c)) for case, c in zip(SMALL, compiled) if xla(case, c) != ours(*case)] == []

@@ -157,6 +157,11 @@ SLICES = {
     "shift right": ("{d: 8}", (16, 16), (0, 1), (16, 16), '[{}, {"d"}]', [16 * 4], [16 * 4]),
     # x[:, :-1]: block i needs [2i, 2i + 2), its own block, forward and backward: nothing moves
     "shift left": ("{d: 8}", (16, 16), (0, 0), (16, 15), '[{}, {"d"}]', [], []),
+    # a window of fewer positions than devices, x[:, 1:4] of 8 over 4 (b_i 2, b_o 1, block 3 only padding, which
+    # XLA trims before its exchange): block i needs position 1 + i, a left halo of i - 1, at most 1: one permute of
+    # 1 column to blocks 1 and 2. Backward, the cotangent's 3 positions (blocks of 1) padded back to 8 (blocks of
+    # 2): block i needs the cotangent's [2i - 1, 2i + 1), right halos of i up to 2: two permutes of 1 column
+    "small window": ("{d: 4}", (16, 8), (0, 1), (16, 4), '[{}, {"d"}]', [16 * 4], [16 * 4] * 2),
 }
 #: a slice whose backward XLA gathers: x[:, :4] of 12 columns over 4 devices (b_i 3, b_o 1). Forward, compact:
 #: block i needs column i; blocks 1 and 3 get theirs in one permute (columns [1, 2) of block 0 and [0, 1) of block

@@ -572,11 +572,9 @@ class Propagator:
     @staticmethod
     def _minor_most_admits(rule, factors, f: int, axes_size: int) -> bool:
         """The minor-most factor of a dimension may be split unevenly (Shardy's ``isMinorMost`` in
-        ``compatiblePrefixNoConflictsWithinFactor``): the dimension is padded; one of size 1 past its size (the
-        first device along the axes holding it, as Shardy keeps a slice's one position split through pointwise
-        ops)."""
-        return (factors[-1] == f and rule.factor_kinds[f] is FactorKind.PASS_THROUGH
-                and 1 < axes_size and (axes_size <= rule.factor_sizes[f] or rule.factor_sizes[f] == 1))
+        ``compatiblePrefixNoConflictsWithinFactor``), past its size too: the dimension is padded (as Shardy keeps
+        a slice's window of fewer positions than devices split through pointwise ops)."""
+        return factors[-1] == f and rule.factor_kinds[f] is FactorKind.PASS_THROUGH and 1 < axes_size
 
     def _project(self, rule: OpShardingRule, which, t: _Tensor):
         """(axes per factor, {factor: (dimension, position)}, atoms that fit no factor) of ``t``."""
