@@ -2080,6 +2080,77 @@ def ho15_cumsum_rows(x):
     return jnp.cumsum(x, axis=1)
 
 
+# held-out batch of this session, written before their first run and run once as written: a biased MLP on 1-D, attention
+# with head reshapes and an output projection, layer norm over a hidden split on 3-D, softmax with a temperature, a
+# concat along the batch, a head slice into a dot, a gather into a dot, an expert dispatch, a constraint to replicated,
+# RMS norm into a dot on 3-D, a residual of two layers on 1-D, mean pooling over a sharded sequence, attention scores on
+# 3-D, a fused QKV split
+def ho16_mlp_bias_1d(x, w1, b1, w2):
+    return jax.nn.relu(x @ w1 + b1) @ w2
+
+
+def ho16_attn_heads_out(x, wq, wk, wv, wo):
+    B, T, H = x.shape
+    q = (x @ wq).reshape(B, T, 4, H // 4)
+    k = (x @ wk).reshape(B, T, 4, H // 4)
+    v = (x @ wv).reshape(B, T, 4, H // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) * 0.5, axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, T, H) @ wo
+
+
+def ho16_layernorm_3d(x, g):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+
+def ho16_softmax_temperature(x):
+    return jax.nn.softmax(x / 0.7, axis=-1)
+
+
+def ho16_concat_batch(a, b, w):
+    return jnp.concatenate([a, b], axis=0) @ w
+
+
+def ho16_slice_head(x, w):
+    return x[:, :16] @ w
+
+
+def ho16_gather_then_mm(t, ids, w):
+    return jnp.take(t, ids, axis=0) @ w
+
+
+def ho16_moe_dispatch(x, mask, we):
+    d = jnp.einsum("td,te->etd", x, mask)
+    return jnp.einsum("etd,edf->etf", d, we)
+
+
+def ho16_constraint_replicate(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P()))
+    return jnp.tanh(h)
+
+
+def ho16_rmsnorm_mlp_3d(x, g, w):
+    return (x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g) @ w
+
+
+def ho16_residual_two_layers_1d(x, w1, w2):
+    return x + jnp.tanh(x @ w1) @ w2
+
+
+def ho16_mean_pool_seq(x, w):
+    return jnp.mean(x, axis=1) @ w
+
+
+def ho16_scores_mask_3d(q, k):
+    return jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k), axis=-1)
+
+
+def ho16_split_qkv(x, w):
+    q, k, v = jnp.split(x @ w, 3, axis=-1)
+    return q * k + v
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2597,6 +2668,28 @@ def suite() -> dict:
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
+        "ho16_mlp_bias_1d": (ho16_mlp_bias_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")), ((64,), P("d")),
+                                                      ((64, 32), P("d"))]),
+        "ho16_attn_heads_out": (ho16_attn_heads_out, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                            ((16, 16), P(None, "tp")), ((16, 16), P(None, "tp")),
+                                                            ((16, 16), P("tp"))]),
+        "ho16_layernorm_3d": (ho16_layernorm_3d, "3d", [((16, 32), P("a", "c")), ((32,), P("c"))]),
+        "ho16_softmax_temperature": (ho16_softmax_temperature, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho16_concat_batch": (ho16_concat_batch, "2d", [((8, 32), P("dp")), ((8, 32), P("dp")), ((32, 16), P())]),
+        "ho16_slice_head": (ho16_slice_head, "2d", [((16, 32), P(None, "tp")), ((16, 8), P())]),
+        "ho16_gather_then_mm": (ho16_gather_then_mm, "2d", [((64, 32), P(None, "tp")), (((16,), "i32"), P("dp")),
+                                                            ((32, 16), P("tp"))]),
+        "ho16_moe_dispatch": (ho16_moe_dispatch, "2d", [((16, 32), P("dp")), ((16, 4), P("dp")),
+                                                        ((4, 32, 32), P("tp"))]),
+        "ho16_constraint_replicate": (ho16_constraint_replicate, "2d", [((16, 32), P("dp")),
+                                                                        ((32, 16), P(None, "tp"))]),
+        "ho16_rmsnorm_mlp_3d": (ho16_rmsnorm_mlp_3d, "3d", [((16, 32), P(("a", "b"))), ((32,), P()),
+                                                            ((32, 64), P(None, "c"))]),
+        "ho16_residual_two_layers_1d": (ho16_residual_two_layers_1d, "1d", [((16, 32), P("d")), ((32, 32), P()),
+                                                                            ((32, 32), P())]),
+        "ho16_mean_pool_seq": (ho16_mean_pool_seq, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 16), P())]),
+        "ho16_scores_mask_3d": (ho16_scores_mask_3d, "3d", [((2, 8, 16), P("a", "b")), ((2, 8, 16), P("a"))]),
+        "ho16_split_qkv": (ho16_split_qkv, "2d", [((16, 32), P("dp")), ((32, 96), P(None, "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
