@@ -51,7 +51,9 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          "cls_pool_loss", "last_pos_3d_loss", "mid_pos_loss",
          # held-out losses of this session, equal when first run
          "ho_bias_mlp_3d", "ho_ln_head_2d", "ho_causal_attn", "ho_embed_pool_cls", "ho_rms_residual_1d",
-         "ho_expert_einsum")
+         "ho_expert_einsum",
+         # a second held-out batch, written before its first run and run once as written
+         "ho11_mlp_1d_mean", "ho11_megatron_mlp_2d", "ho11_onehot_ce", "ho11_layernorm_mlp_3d", "ho11_attn_heads")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -78,6 +80,11 @@ DIFFER = {
     # B). Backward, its cotangent comes whole over tp (the projection's weight is replicated): XLA pads it where
     # the position lies, moving nothing, where the plan takes it to the first device's layout and permutes it back
     "mid_pos_trained_loss": "CollectivePermute 2 x 1,024 B vs 1 x 1,024 B (AllReduce 3,592 B agrees)",
+    # held-out: FSDP weights (w1 rows, w2 columns on dp) under activations on dp and tp: as many bytes in all
+    # (26,120 B), split otherwise. The plan gathers the hidden activation and leaves w2 where it lies, so w2's
+    # gradient needs nothing and w1's is all-reduced over dp and tp (14,336 B); XLA gathers w2 again for the
+    # backward and partitions the gradients' own dots (a [64, 32] over dp, a [64, 16] over tp)
+    "ho11_fsdp_mlp": "AllGather 7,680 B vs 11,776 B, AllReduce 18,440 B vs 14,344 B",
 }
 
 

@@ -434,6 +434,38 @@ def ho_expert_einsum(x, we):
     return jnp.sum(jnp.tanh(jnp.einsum("etd,edf->etf", x, we)))
 
 
+def ho11_mlp_1d_mean(x, w1, w2):
+    return jnp.mean(jnp.tanh(x @ w1) @ w2)
+
+
+def ho11_megatron_mlp_2d(x, w1, w2):
+    return jnp.sum(jax.nn.gelu(x @ w1) @ w2)
+
+
+def ho11_onehot_ce(x, w, onehot):
+    logits = x @ w
+    return -jnp.mean(jnp.sum(onehot * jax.nn.log_softmax(logits, axis=-1), axis=-1))
+
+
+def ho11_layernorm_mlp_3d(x, g, w):
+    m = x.mean(-1, keepdims=True)
+    n = (x - m) * jax.lax.rsqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * g
+    return jnp.sum(jnp.tanh(n @ w))
+
+
+def ho11_attn_heads(x, wq, wk, wv):
+    B, S_, H = x.shape
+    q = (x @ wq).reshape(B, S_, 4, H // 4)
+    k = (x @ wk).reshape(B, S_, 4, H // 4)
+    v = (x @ wv).reshape(B, S_, 4, H // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k), axis=-1)
+    return jnp.sum(jnp.einsum("bhqk,bkhd->bqhd", a, v) ** 2)
+
+
+def ho11_fsdp_mlp(x, w1, w2):
+    return jnp.sum(jax.nn.relu(x @ w1) @ w2)
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -600,6 +632,33 @@ def suite() -> dict:
             ((32, 32), P(None, "d"))],
             (1, 2)),
         "ho_expert_einsum": (ho_expert_einsum, "2d", [((4, 8, 16), P("tp")), ((4, 16, 16), P("tp"))], (1,)),
+        "ho11_mlp_1d_mean": (ho11_mlp_1d_mean, "1d", [((16, 32), P("d")), ((32, 32), P()), ((32, 8), P())], (1, 2)),
+        "ho11_megatron_mlp_2d": (ho11_megatron_mlp_2d, "2d", [
+            ((16, 32), P("dp")),
+            ((32, 64), P(None, "tp")),
+            ((64, 32), P("tp"))],
+            (1, 2)),
+        "ho11_onehot_ce": (ho11_onehot_ce, "2d", [
+            ((16, 32), P("dp")),
+            ((32, 64), P(None, "tp")),
+            ((16, 64), P("dp"))],
+            (1,)),
+        "ho11_layernorm_mlp_3d": (ho11_layernorm_mlp_3d, "3d", [
+            ((16, 32), P(("a", "b"))),
+            ((32,), P()),
+            ((32, 64), P(None, "c"))],
+            (1, 2)),
+        "ho11_attn_heads": (ho11_attn_heads, "2d", [
+            ((2, 8, 16), P("dp")),
+            ((16, 16), P(None, "tp")),
+            ((16, 16), P(None, "tp")),
+            ((16, 16), P(None, "tp"))],
+            (1, 2, 3)),
+        "ho11_fsdp_mlp": (ho11_fsdp_mlp, "2d", [
+            ((16, 32), P(("dp", "tp"))),
+            ((32, 64), P("dp")),
+            ((64, 32), P(None, "dp"))],
+            (1, 2)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }
