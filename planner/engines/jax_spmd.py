@@ -497,6 +497,12 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
     if kind == "Slice":
         before, after = step.before, step.after
         fresh = [a for a in after.unreduced if a not in before.unreduced]
+        if fresh and step.dims and any(after.local_shape(shape)[d] > 1 for d in step.dims):
+            # each device's positions put in place in the whole dimension: only a slice's window of fewer positions
+            # than devices makes such a layout, and this lowering does not run those slices (lowering_problem)
+            raise EngineError(f"a Slice from {before.dims_text()} to {after.dims_text()} puts each device's positions "
+                              "of a dimension split past its size in place, which this lowering does not do: lower "
+                              "it with constraints (XLA partitions it)")
         if fresh:
             attrs = {"axes": list(names.of(fresh))}
             w.emit(f"{target} = {w.function('keep_share', keep_share)}(jax, {x}, {_attrs(attrs)})",

@@ -283,12 +283,14 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
                         yield Move("ReduceScatter", subset, (k,), after, pc.size(subset),
                                    pc.local_elements(after) * itemsize)
 
-    # A dimension of size 1 split past its size (a slice's one position: the first device along its pieces holds
-    # it, the others padding) becomes whole and pending over its pieces where the goal keeps none of them there:
-    # the holder keeps its block, the others zero theirs; an AllReduce then completes it (XLA's replication of
-    # a padded dimension, cheaper than gathering the padding when its pieces are more than two devices).
+    # A dimension split past its size into at least twice as many blocks as positions (a slice's window of fewer
+    # positions than devices: the first devices along its pieces hold a position each, the others padding) becomes
+    # whole and pending over its pieces where the goal keeps none of them there: each holder puts its position in
+    # place in a zeroed dimension, the others zero theirs; an AllReduce then completes it (XLA's replication of
+    # such a dimension, ``ReplicatePartial``; cheaper than gathering the padding when the blocks are more than
+    # twice the positions).
     for k, dim in enumerate(state.dims):
-        if dim and pc.shape[k] == 1 and not set(dim) & set(goal.dims[k]):
+        if dim and 2 * pc.shape[k] <= pc.size(dim) and not set(dim) & set(goal.dims[k]):
             yield Move("Slice", dim, (k,), State(_with_dim(state, k, ()), state.unreduced | set(dim)), 1, 0)
 
     # AllToAll straight into the goal's arrangement of a dimension (slicing free pieces too).

@@ -17,9 +17,10 @@ The rules, in XLA's order:
   compile every reshard of a matrix on a 2x4 mesh, and samples on 2x2x2 and of rank 3, with XLA and compare
   each collective in order. Where the route leaves a named layout (a dimension tiled unevenly, XLA's padding
   and halos) the engine's cheapest plan stands in;
-* a dimension of size 1 split past its size (a slice's one position, held by the first device along its axes)
-  that the destination does not split is replicated by one ``AllReduce`` of that position over its axes, the
-  other devices' padding zeroed first (:func:`_padded_steps`), even where gathering it moves as many bytes;
+* a dimension split into at least twice as many blocks as positions (a slice's window of fewer positions than
+  devices, a position on each of the first devices along its axes) that the destination does not split is
+  replicated by one ``AllReduce`` of those positions over its axes, each put in place in the zeroed dimension
+  (:func:`_padded_steps`), even where gathering it moves as many bytes;
 * an operand of a dot that groups the devices (:func:`regrouped`: XLA's dot partitioner groups them by the mesh
   axes the result takes from the other operand) and holds one of those axes that it must give up is first moved
   onto the axes free inside each group by one CollectivePermute, then resharded along the route
@@ -154,16 +155,20 @@ def _regroup_steps(shape, dtype, source, destination, cluster, regroup) -> list[
 
 
 def _padded_steps(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster) -> list[Step]:
-    """XLA's replication of the size-1 dimensions ``source`` splits past their size and ``destination`` does not
-    (a slice's one position, held by the first device along the axes): every other device zeroes its padding and
-    one AllReduce over those axes completes the value (the engine's masked ``Slice``, then its AllReduce), as XLA
-    replicates a padded dimension; none where there is no such dimension. Probed on JAX 0.10.2: ``x[:, 0]`` of a
-    dimension split over 2 or 4 devices, then squeezed, all-reduces the position over them."""
-    axes = [a for k, n in enumerate(shape) if n == 1 and not destination.dims[k].axes for a in source.dims[k].axes]
+    """XLA's replication of the dimensions ``source`` splits into at least twice as many blocks as positions and
+    ``destination`` does not split (a slice's window of fewer positions than devices, a position on each of the
+    first devices along the axes): every device puts its position in place in the zeroed dimension (the others
+    zero their padding) and one AllReduce over those axes completes the value (the engine's masked ``Slice``,
+    then its AllReduce), as XLA replicates such a dimension (``ReplicatePartial``); none where there is no such
+    dimension. Probed on JAX 0.10.2: ``x[:, 0]`` of a dimension split over 2 or 4 devices, then squeezed,
+    all-reduces the position over them, as ``x[:, 5:7]`` on 4 devices all-reduces its 2 positions."""
+    shards = source.shard_counts()
+    masking = [k for k, (n, c) in enumerate(zip(shape, shards)) if 2 * n <= c and not destination.dims[k].axes]
+    axes = [a for k in masking for a in source.dims[k].axes]
     if not axes or source.unreduced:
         return []
-    masked = source.with_dims([[] if n == 1 and any(a in axes for a in d.axes) else d.axes
-                               for n, d in zip(shape, source.dims)]).with_unreduced(tuple(axes))
+    masked = source.with_dims([[] if k in masking else d.axes for k, d in enumerate(source.dims)]
+                              ).with_unreduced(tuple(axes))
     try:
         hop = _one_hop(shape, dtype, source, masked, cluster)
     except ReshardError:

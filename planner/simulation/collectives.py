@@ -272,8 +272,10 @@ def collective_permute(arr: DistributedArray, step: Step, net: Network) -> Distr
 
 def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedArray:
     fresh = [a for a in step.after.unreduced if a not in arr.sharding.unreduced]
-    if fresh:  # keep a 1/p share: the group's first member keeps the value, the others zero (a size-1 dimension
-        # split over them: its holder keeps it, the others their padding, zeroed)
+    if fresh and step.dims:  # dimensions split past their size made whole, pending over their axes: each device's
+        # positions in place, zeros elsewhere (its padding, and the positions other devices hold)
+        return DistributedArray(step.after, arr.shape, _in_place(arr, step.after), arr.varying)
+    if fresh:  # keep a 1/p share: the group's first member keeps the value, the others zero
         mesh = arr.mesh
         pos = devices_to_positions(mesh)
         keep = np.ones(mesh.size, dtype=bool)
@@ -281,11 +283,26 @@ def local_slice(arr: DistributedArray, step: Step, net: Network) -> DistributedA
             stride, size = ref.digit(mesh)
             keep &= (pos // stride) % size == 0
         blocks = [b if keep[d] else np.zeros_like(b) for d, b in enumerate(arr.blocks)]
-        if step.dims:  # size-1 dimensions made whole: every block already has the new block's shape
-            return DistributedArray(step.after, arr.shape, blocks, arr.varying)
         arr = DistributedArray(arr.sharding, arr.shape, blocks, arr.varying)
     origins = arr.origins()
     return _rebuild(arr, step.after, lambda d: [(origins[d], arr.blocks[d])])
+
+
+def _in_place(arr: DistributedArray, after: TensorSharding) -> list[np.ndarray]:
+    """Each device's block of ``arr`` put where it lies in a zeroed block of ``after`` (its valid part only)."""
+    shape, local = arr.shape, after.local_shape(arr.shape)
+    new_origins, origins = block_origins(after, shape), arr.origins()
+    out = []
+    for d, block in enumerate(arr.blocks):
+        placed = np.zeros(tuple(local), dtype=block.dtype)
+        src, dst = [], []
+        for o, w, n, m, size in zip(origins[d], new_origins[d], block.shape, local, shape):
+            lo, hi = max(o, w), min(o + n, w + m, size)
+            src.append(slice(lo - o, max(lo, hi) - o))
+            dst.append(slice(lo - w, max(lo, hi) - w))
+        placed[tuple(dst)] = block[tuple(src)]
+        out.append(placed)
+    return out
 
 
 EXECUTORS = {

@@ -201,7 +201,8 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "ho15_embed_pos", "ho15_cumsum_rows",
          # a window of 2 or 3 of 8 positions split over tp (4 devices): Shardy splits it over all of tp past its size
          # (a position per device, the last only padding) and keeps it so through pointwise ops; XLA trims the blocks
-         # holding nothing of the window before its halo exchange (planner/model/halo_exchange.py)
+         # holding nothing of the window before its halo exchange (planner/model/halo_exchange.py), and replicates
+         # the 2 positions by an AllReduce, each put in place in a zeroed window, the 3 by an AllGather
          "win3_of_8", "win3_mid", "win2_late",
          # held-out batch of this session, written before their first run and run once as written: a biased MLP on 1-D,
          # attention with head reshapes and an output projection, layer norm over a hidden split on 3-D, softmax with a
@@ -216,10 +217,6 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
 BYTES_DIFFER = {
-    # x[:, 5:7] over tp's 4 devices, delivered whole: both halo-exchange it (2 permutes, 3072 B) and replicate the
-    # padded window; the plan gathers its 4 one-position blocks (AllGather 3072 B), XLA places each device's
-    # position in a zeroed window and all-reduces it (a dimension at most half its devices: as many bytes here)
-    "win2_late": "AllGather 3072 B vs AllReduce 3072 B (CollectivePermute 3072 B agrees)",
     # softmax of an expert gate, gate [16, 4] on dp, its experts split over tp by the combine's einsum: both split
     # the normalised axis over tp. XLA takes the maximum in the gate's own layout (the reduce before the slice
     # onto tp: local) and all-reduces the sum (48 B); the plan's fused softmax reduces both statistics over tp
