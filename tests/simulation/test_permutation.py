@@ -207,3 +207,25 @@ def test_a_slice_of_two_dimensions_needs_them_replicated():
     assert compute.collectives == () and compute.strategy.operands[0].dims_text() == "[{}, {}]"
     r = simulate(p)
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+def test_a_window_of_at_most_half_the_devices_positions_is_replicated_by_an_allreduce_in_place():
+    # x[:, 5:7] of 8 positions over 4 devices: a position on each of devices 0 and 1, devices 2 and 3 only
+    # padding; read whole, each device puts its position in place in a zeroed window (a local Slice) and one
+    # AllReduce of the 6 x 2 f32 window completes it, 2 * 3/4 * 48 B per device (XLA's ReplicatePartial; gathering
+    # the 4 padded blocks would move as many, 3 x 6 x 1 f32)
+    text = """
+name: short
+mesh: {d: 4}
+tensors:
+  x: {shape: [6, 8], kind: param, sharding: '[{}, {"d"}]'}
+ops:
+  - {name: s, op: slice, inputs: [x], output: z, starts: [0, 5], stops: [6, 7]}
+  - {name: t, op: tanh, inputs: [z], output: y, out_sharding: '[{}, {}]'}
+outputs: [y]
+"""
+    p = plan(text, search="propagate", training=True)
+    [move] = [r for r in p.redistributions if r.tensor == "z" and r.phase == "forward"]
+    assert [(s.kind, s.bytes_per_device) for s in move.plan.steps] == [("Slice", 0), ("AllReduce", 72)]
+    r = simulate(p)
+    assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
