@@ -205,12 +205,10 @@ def lowering_problem(plan) -> str | None:
     for c in plan.program.computes():
         if statistic_axes(c.rule, c.strategy):
             return (f"op {c.op.name!r} ({c.op.op}) reduces over a sharded dimension through statistics (a "
-                    "normalisation's AllReduces, an argmax's gathered extremes) this lowering does not communicate: "
-                    "lower it with constraints (XLA partitions it)")
+                    "normalisation's AllReduces, an argmax's gathered extremes) this lowering does not communicate")
         if permutation_axes(c.rule, c.strategy):
             return (f"op {c.op.name!r} ({c.op.op}) exchanges blocks along a sharded dimension (a concatenate, a "
-                    "slice or a scan along it), which this lowering does not run: lower it with constraints (XLA "
-                    "partitions it)")
+                    "slice or a scan along it), which this lowering does not run")
     return padding_problem(plan)
 
 
@@ -501,8 +499,7 @@ def _write_step(w: _Writer, x: str, step, shape, fused: bool, target: str, comme
             # each device's positions put in place in the whole dimension: only a slice's window of fewer positions
             # than devices makes such a layout, and this lowering does not run those slices (lowering_problem)
             raise EngineError(f"a Slice from {before.dims_text()} to {after.dims_text()} puts each device's positions "
-                              "of a dimension split past its size in place, which this lowering does not do: lower "
-                              "it with constraints (XLA partitions it)")
+                              "of a dimension split past its size in place, which this lowering does not do")
         if fresh:
             attrs = {"axes": list(names.of(fresh))}
             w.emit(f"{target} = {w.function('keep_share', keep_share)}(jax, {x}, {_attrs(attrs)})",
