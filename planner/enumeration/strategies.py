@@ -64,18 +64,19 @@ class Strategy:
                                for s in self.splits) + ("," if len(self.splits) == 1 else "") + ")"
 
 
-def make_strategy(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> Strategy:
-    """The strategy of a valid factor sharding (raises RuleError otherwise)."""
+def make_strategy(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh, padded: bool = False) -> Strategy:
+    """The strategy of a valid factor sharding (raises RuleError otherwise); ``padded``: see
+    :func:`~planner.rules.projection.check_factor_axes`."""
     factor_axes = tuple(merge_adjacent(a, mesh) for a in factor_axes)
-    check_factor_axes(rule, factor_axes, mesh)
+    check_factor_axes(rule, factor_axes, mesh, padded)
     divisor = 1
     for axes in factor_axes:
         for a in axes:
             divisor *= a.size_in(mesh)
     return Strategy(
         factor_axes,
-        operand_shardings(rule, factor_axes, mesh),
-        result_sharding(rule, factor_axes, mesh),
+        operand_shardings(rule, factor_axes, mesh, padded),
+        result_sharding(rule, factor_axes, mesh, padded),
         factor_axes_to_strategy(rule, factor_axes, mesh),
         divisor,
     )

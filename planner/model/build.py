@@ -163,7 +163,8 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, nee
     # (its result needs a gradient: not an argsort's integer indices)
     whole_for_backward = options.training and not get_op(op.op).permutation_backward and needs.get(op.output, False)
     if op.name in options.fixed_strategies:  # explicit mode, propagation: the op computes its tensors' shardings
-        fixed = make_strategy(rule, options.fixed_strategies[op.name], mesh)
+        # (checked where they were made: propagation's may split a pass-through factor past its size)
+        fixed = make_strategy(rule, options.fixed_strategies[op.name], mesh, padded=True)
         if whole_for_backward and permutation_axes(rule, fixed):
             raise PlanningError(
                 f"op {op.name!r} ({op.op}) runs along a dimension sharded by "

@@ -250,6 +250,16 @@ class OpShardingRule:
             return all(n % axes_size == 0 for n in self.factor_extents(factor))
         return not self.needs_divisible[factor] or size % axes_size == 0
 
+    def admits_padded(self, factor: int, axes_size: int) -> bool:
+        """:meth:`admits`, or a pass-through factor split past its size where it is the minor-most factor of every
+        dimension it is in (the padding at the end of each: Shardy's ``isMinorMost``, as Shardy keeps a slice's
+        one position split through the ops that read it and XLA computes them on the padded blocks)."""
+        if self.admits(factor, axes_size):
+            return True
+        return (self.factor_kinds[factor] is FactorKind.PASS_THROUGH and axes_size > self.factor_sizes[factor]
+                and all(dim[-1] == factor for which in (*range(len(self.operands)), RESULT)
+                        for dim in self.tensor_dims(which) if factor in dim))
+
     # -- text ----------------------------------------------------------------------
     def _dims_text(self, dims: Dims) -> str:
         return "[" + ",".join("".join(self.factor_names[f] for f in d) or "1" for d in dims) + "]"

@@ -56,8 +56,10 @@ def unsharded(rule: OpShardingRule) -> FactorAxes:
 
 # -- checks -------------------------------------------------------------------------
 
-def check_factor_axes(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> None:
-    """Raise :class:`RuleError` unless ``factor_axes`` is a valid sharding of ``rule``'s factors."""
+def check_factor_axes(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh, padded: bool = False) -> None:
+    """Raise :class:`RuleError` unless ``factor_axes`` is a valid sharding of ``rule``'s factors; ``padded``: a
+    pass-through factor may be split past its size where its dimensions pad (:meth:`OpShardingRule.admits_padded`,
+    propagation's op shardings)."""
     if len(factor_axes) != rule.num_factors:
         raise RuleError(f"a factor sharding needs {rule.num_factors} entries for {rule}, got {len(factor_axes)}")
     seen: list[tuple[AxisRef, int]] = []
@@ -70,7 +72,7 @@ def check_factor_axes(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh)
                     raise RuleError(f"mesh axis {a} is used {where} of {rule}; an axis may shard one factor once")
             seen.append((a, f))
         size = axes_size(axes, mesh)
-        if not rule.admits(f, size):
+        if not (rule.admits_padded(f, size) if padded else rule.admits(f, size)):
             raise RuleError(_refusal(rule, f, axes, size))
     for which in list(range(rule.num_operands)) + [RESULT]:
         for d, factors in enumerate(rule.tensor_dims(which)):
@@ -107,16 +109,17 @@ def _dims_axes(rule: OpShardingRule, which: int | str, factor_axes: FactorAxes) 
     return [[a for f in factors for a in factor_axes[f]] for factors in rule.tensor_dims(which)]
 
 
-def operand_shardings(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> tuple[TensorSharding, ...]:
-    """Every operand's sharding under a valid factor sharding."""
-    check_factor_axes(rule, factor_axes, mesh)
+def operand_shardings(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh,
+                      padded: bool = False) -> tuple[TensorSharding, ...]:
+    """Every operand's sharding under a valid factor sharding (``padded``: :func:`check_factor_axes`)."""
+    check_factor_axes(rule, factor_axes, mesh, padded)
     return tuple(TensorSharding.build(mesh, _dims_axes(rule, i, factor_axes)) for i in range(rule.num_operands))
 
 
-def result_sharding(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> TensorSharding:
+def result_sharding(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh, padded: bool = False) -> TensorSharding:
     """The result's sharding; unreduced on the axes of sharded ``REDUCTION`` factors (mesh order), pending
-    the rule's reduction (a sum, or ``max``'s maximum)."""
-    check_factor_axes(rule, factor_axes, mesh)
+    the rule's reduction (a sum, or ``max``'s maximum); ``padded``: :func:`check_factor_axes`."""
+    check_factor_axes(rule, factor_axes, mesh, padded)
     pending = sort_axes((a for f in rule.factors_of_kind(FactorKind.REDUCTION) for a in factor_axes[f]), mesh)
     return TensorSharding.build(mesh, _dims_axes(rule, RESULT, factor_axes), unreduced=pending,
                                 reduction=rule.reduction)

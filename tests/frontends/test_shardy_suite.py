@@ -189,7 +189,8 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          "pos_last_token_logits",
          # held-out: one position through pointwise ops and a dot (x[:, 2:3], x[:, -1:]), in block 0, on two
          # axes, and the tail of a 1-D split: Shardy keeps the axes on the size-1 dimension, XLA drops the
-         # halo permutes that only serve blocks past the window
+         # halo permutes that only serve blocks past the window; the dot computes on the padded rows and XLA
+         # replicates its f32[8, 1, 16] result (AllReduce 768 B), not its larger operand
          "pos_one_in_block0", "keep_then_mm", "pos_6_3d", "tail_rows_1d", "pos_last_keep_3d", "pos_keepdims",
          # held-out batch of this session, run once as written: a GELU MLP on 2x2x2, causal attention scores,
          # a residual layer norm, concatenated heads, a column tail slice into a dot, a row gather, an expert
@@ -222,10 +223,6 @@ BYTES_DIFFER = {
     # onto tp: local) and all-reduces the sum (48 B); the plan's fused softmax reduces both statistics over tp
     # (2 x 48 B)
     "ho15_moe_combine": "AllReduce 3 (864 B) vs 2 (816 B)",
-    # x[:, 2:3] @ w: both keep tp on the size-1 dimension through the dot; XLA computes the dot there and replicates
-    # its f32[8, 1, 16] result (AllReduce 768 B), where the plan's dot takes the operand replicated (its matmul's
-    # size-1 factor admits no axes), all-reduced before it (f32[8, 1, 32]: 1536 B)
-    "keep_then_mm": "AllReduce 1536 B vs 768 B (CollectivePermute 1024 B agrees)",
     # x[4:] of 16 rows on a*b*c: the slice's window holds 12 rows padded to 16 over the 8 devices, and the result
     # is delivered on a*b (3 rows each). The plan halo-exchanges the window as XLA does, then gathers it whole
     # (1792 B: the redistribution engine moves a padded layout by gathering) and slices; XLA computes the window

@@ -44,6 +44,19 @@ def test_need_replication_and_size_one_factors_admit_nothing():
     assert rule.admits(0, 1) and rule.admits(1, 1)  # no axes always fit
 
 
+def test_a_minor_most_pass_through_factor_admits_padding_past_its_size_only_when_asked():
+    # propagation's op shardings: a slice's one position ([8, 1, 32]) split over 4 devices stays split through the
+    # ops that read it, computed on padded blocks; the enumerated strategies keep to admits()
+    rule = rule_for("tanh", [(8, 1, 32)], (8, 1, 32))
+    assert not rule.admits(1, 4) and rule.admits_padded(1, 4)
+    dot = rule_for("matmul", [(8, 3), (3, 16)], (8, 16))
+    assert dot.factor_kinds[1] is FactorKind.REDUCTION and not dot.admits_padded(1, 4)  # padding would enter a sum
+    assert rule_for("matmul", [(1, 3), (3, 16)], (1, 16)).admits_padded(0, 2)  # the rows, past their size
+    reshaped = reshape_rule((2, 6), (12,))  # i=2, j=6 share the result's dimension, i the more major
+    assert not reshaped.admits_padded(0, 4)  # only the minor-most factor of a dimension pads at its end
+    assert not rule_for("softmax", [(4, 1)], (4, 1), {"axis": 0}).admits_padded(0, 8)  # a statistic never pads
+
+
 def test_statistic_factors_admit_only_dividing_axes():
     # padding would enter a statistic (a padded element of a row changes its max, sum and mean)
     rule = rule_for("softmax", [(6, 3)], (6, 3), {"axis": 0})

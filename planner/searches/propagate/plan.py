@@ -167,7 +167,7 @@ def op_factor_axes(rule: OpShardingRule, operands: Sequence[TensorSharding], res
         trial = list(chosen)
         trial[f] = tuple(chosen[f]) + tuple(axes)
         try:
-            check_factor_axes(rule, tuple(trial), mesh)
+            check_factor_axes(rule, tuple(trial), mesh, padded=True)
         except RuleError:
             return
         chosen, decided[f] = trial, True
