@@ -229,3 +229,40 @@ outputs: [y]
     assert [(s.kind, s.bytes_per_device) for s in move.plan.steps] == [("Slice", 0), ("AllReduce", 72)]
     r = simulate(p)
     assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device
+
+
+PADDED_TAILS = {
+    "dot": "  - {name: m, op: matmul, inputs: [h, w], output: y}",
+    "product": "  - {name: m, op: mul, inputs: [h, z], output: y}",
+    "sum over the window": "  - {name: m, op: sum, inputs: [h], output: y, axes: [1]}",
+}
+
+
+@pytest.mark.parametrize("tail", sorted(PADDED_TAILS))
+@pytest.mark.parametrize("window", [(2, 3), (1, 4)])
+def test_ops_compute_on_a_window_split_past_its_size_and_simulate_exactly(tail, window):
+    # x[:, 2:3] and x[:, 1:4] of 8 positions over 4 devices: propagation keeps d on the window (a position per
+    # device, the others padding) through tanh and the ops after it where the window passes through them (the dot's
+    # rows, the product), as XLA computes on padded blocks; the sum over the window reads it replicated
+    start, stop = window
+    text = f"""
+name: padded
+mesh: {{d: 4}}
+tensors:
+  x: {{shape: [6, 8, 4], kind: param, sharding: '[{{}}, {{"d"}}, {{}}]'}}
+  w: {{shape: [4, 5], kind: param}}
+ops:
+  - {{name: s, op: slice, inputs: [x], output: z, starts: [0, {start}, 0], stops: [6, {stop}, 4]}}
+  - {{name: t, op: tanh, inputs: [z], output: h}}
+{PADDED_TAILS[tail]}
+outputs: [y]
+"""
+    for training in (False, True):
+        p = plan(text.replace("  w: {shape: [4, 5], kind: param}\n", "") if tail != "dot" else text,
+                 search="propagate", training=training)
+        ops = {o.name: o for o in p.ops}
+        assert ops["t"].result_sharding.dims_text() == '[{}, {"d"}, {}]'
+        if tail != "sum over the window":
+            assert ops["m"].result_sharding.dims_text() == '[{}, {"d"}, {}]'
+        r = simulate(p)
+        assert r.ok and r.measured_comm_bytes_per_device == r.predicted_comm_bytes_per_device, (tail, training)
