@@ -618,6 +618,31 @@ PROGRAMS = {
                         [("matmul", ["a", "w"], "y", {})]),
     "ho_tanh_then_slice": prog(M1, {"a": ((16, 8), P("X", None))},
                                [("tanh", ["a"], "t", {}), ("slice", ["t"], "s", {"starts": (0, 2), "stops": (16, 5)})]),
+    # a second held-out batch, written before its first run and run once as written: a dot whose contraction only one
+    # operand shards, an add of conflicting shardings (an error in both), a merge whose minor dimension is sharded (an
+    # error in both), sums and means over sharded dimensions, a transpose, a concat along a sharded dimension, a sum
+    # after exp on 1-D, a batched dot, a slice of a free dimension, softmax over sharded rows, an einsum over heads
+    "ho2_mm_contract_lhs_only": prog(M2, {"a": ((8, 16), P(None, "Y")), "w": ((16, 8), P(None, None))},
+                                     [("matmul", ["a", "w"], "y", {})]),
+    "ho2_add_mismatch": prog(M2, {"a": ((8, 8), P("X", None)), "b": ((8, 8), P(None, "X"))},
+                             [("add", ["a", "b"], "c", {})]),
+    "ho2_reshape_merge_minor_sharded": prog(M2, {"a": ((4, 8), P(None, "Y"))},
+                                            [("reshape", ["a"], "r", {"shape": (32,)})]),
+    "ho2_sum_sharded_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("sum", ["a"], "s", {"axes": (0,)})]),
+    "ho2_mean_two_3d": prog(M3, {"a": ((4, 8, 4), P("X", "Y", "Z"))}, [("mean", ["a"], "m", {"axes": (0, 1)})]),
+    "ho2_transpose_2d": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("transpose", ["a"], "t", {"perm": (1, 0)})]),
+    "ho2_concat_sharded_dim": prog(M2, {"a": ((8, 4), P("X", None)), "b": ((8, 4), P("X", None))},
+                                   [("concat", ["a", "b"], "c", {"axis": 0})]),
+    "ho2_exp_then_sum": prog(M1, {"a": ((16, 8), P(None, "X"))},
+                             [("exp", ["a"], "e", {}), ("sum", ["e"], "s", {"axes": (1,)})]),
+    "ho2_batched_mm": prog(M2, {"a": ((2, 8, 16), P("X", None, None)), "w": ((16, 4), P(None, None))},
+                           [("matmul", ["a", "w"], "y", {})]),
+    "ho2_slice_free_dim": prog(M2, {"a": ((8, 16), P(None, "Y"))},
+                               [("slice", ["a"], "s", {"starts": (2, 0), "stops": (6, 16)})]),
+    "ho2_softmax_sharded_rows": prog(M2, {"a": ((8, 16), P("X", None))}, [("softmax", ["a"], "s", {"axis": 0})]),
+    "ho2_einsum_heads": prog(M2, {"q": ((2, 4, 8, 4), P("X", "Y", None, None)),
+                                  "k": ((2, 4, 8, 4), P("X", "Y", None, None))},
+                             [("einsum", ["q", "k"], "s", {"equation": "bhqd,bhkd->bhqk"})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
