@@ -2151,6 +2151,57 @@ def ho16_split_qkv(x, w):
     return q * k + v
 
 
+# a second held-out batch of this session, written before their first run and run once as written: masked attention
+# scores, an MLP with a dropout-like mask, a tied embedding head, grouped-query scores (keys repeated over heads), a
+# padded sequence, a concat of three into a dot, a top-1 gate (argmax, one-hot, softmax), a post-norm residual on 2x2x2,
+# a swap of axes then a merge into a dot, a vector norm on 2x2x2
+def ho17_masked_scores(q, k, m):
+    s = jnp.einsum("bqd,bkd->bqk", q, k)
+    return jax.nn.softmax(jnp.where(m > 0.5, s, -1e9), axis=-1)
+
+
+def ho17_dropout_mask_mlp(x, w1, keep, w2):
+    return (jax.nn.relu(x @ w1) * keep) @ w2
+
+
+def ho17_tied_head(t, ids):
+    e = jnp.take(t, ids, axis=0)
+    return e @ t.T
+
+
+def ho17_gqa_scores(q, k):
+    kk = jnp.repeat(k, 2, axis=2)
+    return jnp.einsum("bqhd,bkhd->bhqk", q, kk)
+
+
+def ho17_pad_seq(x):
+    return jnp.tanh(jnp.pad(x, ((0, 0), (0, 8))))
+
+
+def ho17_concat_three(a, b, c, w):
+    return jnp.concatenate([a, b, c], axis=-1) @ w
+
+
+def ho17_top1_gate(x, wg):
+    g = x @ wg
+    return jax.nn.one_hot(jnp.argmax(g, axis=-1), 4) * jax.nn.softmax(g, axis=-1)
+
+
+def ho17_post_ln_residual_3d(x, w, g):
+    h = x + jnp.tanh(x @ w)
+    m = h.mean(-1, keepdims=True)
+    v = ((h - m) ** 2).mean(-1, keepdims=True)
+    return (h - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+
+def ho17_swap_then_mm(x, w):
+    return jnp.swapaxes(x, 0, 1).reshape(8, 64) @ w
+
+
+def ho17_sum_sq_norm(x):
+    return x / jnp.sqrt(jnp.sum(x * x, axis=-1, keepdims=True))
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2690,6 +2741,20 @@ def suite() -> dict:
         "ho16_mean_pool_seq": (ho16_mean_pool_seq, "2d", [((4, 8, 32), P("dp", "tp")), ((32, 16), P())]),
         "ho16_scores_mask_3d": (ho16_scores_mask_3d, "3d", [((2, 8, 16), P("a", "b")), ((2, 8, 16), P("a"))]),
         "ho16_split_qkv": (ho16_split_qkv, "2d", [((16, 32), P("dp")), ((32, 96), P(None, "tp"))]),
+        "ho17_masked_scores": (ho17_masked_scores, "2d", [((2, 8, 16), P("dp")), ((2, 8, 16), P("dp")),
+                                                          ((2, 8, 8), P("dp"))]),
+        "ho17_dropout_mask_mlp": (ho17_dropout_mask_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                                ((16, 64), P("dp", "tp")), ((64, 32), P("tp"))]),
+        "ho17_tied_head": (ho17_tied_head, "2d", [((64, 32), P("tp")), (((16,), "i32"), P("dp"))]),
+        "ho17_gqa_scores": (ho17_gqa_scores, "2d", [((2, 8, 4, 8), P("dp", None, "tp")), ((2, 8, 2, 8), P("dp"))]),
+        "ho17_pad_seq": (ho17_pad_seq, "2d", [((16, 24), P("dp", "tp"))]),
+        "ho17_concat_three": (ho17_concat_three, "2d", [((16, 8), P("dp")), ((16, 8), P("dp")),
+                                                        ((16, 16), P("dp")), ((32, 16), P(None, "tp"))]),
+        "ho17_top1_gate": (ho17_top1_gate, "2d", [((16, 32), P("dp")), ((32, 4), P())]),
+        "ho17_post_ln_residual_3d": (ho17_post_ln_residual_3d, "3d", [((16, 32), P(("a", "b"))),
+                                                                      ((32, 32), P(None, "c")), ((32,), P())]),
+        "ho17_swap_then_mm": (ho17_swap_then_mm, "2d", [((4, 8, 16), P("dp", "tp")), ((64, 16), P())]),
+        "ho17_sum_sq_norm": (ho17_sum_sq_norm, "3d", [((16, 32), P("a", ("b", "c")))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
