@@ -256,6 +256,13 @@ def _base_moves(pc: Pieces, state: State, itemsize: int, permutes: bool = True) 
                 yield m
 
 
+def replicates_in_place(size: int, blocks: int) -> bool:
+    """Whether a dimension of ``size`` positions split into ``blocks`` is replicated by putting each device's
+    positions in place in a zeroed dimension and all-reducing it (at least twice as many blocks as positions: XLA's
+    ``ReplicatePartial``), rather than gathered."""
+    return 2 * size <= blocks
+
+
 def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: bool = True) -> Iterator[Move]:
     """Moves aimed at ``goal``: reductions, jumps straight to its dimensions, runs of its slices."""
     local = pc.local_elements(state)
@@ -290,7 +297,7 @@ def _goal_moves(pc: Pieces, state: State, goal: State, itemsize: int, permutes: 
     # such a dimension, ``ReplicatePartial``; cheaper than gathering the padding when the blocks are more than
     # twice the positions).
     for k, dim in enumerate(state.dims):
-        if dim and 2 * pc.shape[k] <= pc.size(dim) and not set(dim) & set(goal.dims[k]):
+        if dim and replicates_in_place(pc.shape[k], pc.size(dim)) and not set(dim) & set(goal.dims[k]):
             yield Move("Slice", dim, (k,), State(_with_dim(state, k, ()), state.unreduced | set(dim)), 1, 0)
 
     # AllToAll straight into the goal's arrangement of a dimension (slicing free pieces too).

@@ -39,6 +39,7 @@ from planner.errors import ReshardError
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.redistribution.engine import all_reduce_step, reshard, reshard_for_planning
+from planner.redistribution.moves import replicates_in_place
 from planner.redistribution.steps import ReshardPlan, Step
 from planner.redistribution.xla_route import xla_route
 
@@ -163,7 +164,8 @@ def _padded_steps(shape, dtype, source: TensorSharding, destination: TensorShard
     dimension. Probed on JAX 0.10.2: ``x[:, 0]`` of a dimension split over 2 or 4 devices, then squeezed,
     all-reduces the position over them, as ``x[:, 5:7]`` on 4 devices all-reduces its 2 positions."""
     shards = source.shard_counts()
-    masking = [k for k, (n, c) in enumerate(zip(shape, shards)) if 2 * n <= c and not destination.dims[k].axes]
+    masking = [k for k, (n, c) in enumerate(zip(shape, shards))
+               if replicates_in_place(n, c) and not destination.dims[k].axes]
     axes = [a for k in masking for a in source.dims[k].axes]
     if not axes or source.unreduced:
         return []
