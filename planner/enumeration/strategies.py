@@ -40,9 +40,9 @@ from planner.ir.sharding import TensorSharding
 from planner.rules.factors import FactorKind, OpShardingRule
 from planner.rules.projection import (
     check_factor_axes,
+    checked_operand_shardings,
+    checked_result_sharding,
     factor_axes_to_strategy,
-    operand_shardings,
-    result_sharding,
 )
 
 FactorAxes = tuple[tuple[AxisRef, ...], ...]
@@ -75,8 +75,8 @@ def make_strategy(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh, pad
             divisor *= a.size_in(mesh)
     return Strategy(
         factor_axes,
-        operand_shardings(rule, factor_axes, mesh, padded),
-        result_sharding(rule, factor_axes, mesh, padded),
+        checked_operand_shardings(rule, factor_axes, mesh),
+        checked_result_sharding(rule, factor_axes, mesh),
         factor_axes_to_strategy(rule, factor_axes, mesh),
         divisor,
     )

@@ -15,13 +15,14 @@ from planner.enumeration import Strategy
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
 from planner.model.nodes import Model, OpNode, SourceNode
+from planner.redistribution.engine import planning_seconds
 from planner.redistribution.steps import ReshardPlan
 from planner.redistribution.transpose import transpose_plan
 from planner.redistribution.xla_policy import reshard_with_policy
 
 __all__ = ["Transfer", "fanout_layouts", "link_moves", "move_plan", "move_time_s", "node_moves", "own_params",
            "op_moves", "completion_order", "producer_side", "reader_entry", "reader_side", "reshard_plan",
-           "split_cotangents"]
+           "reshard_seconds", "split_cotangents"]
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,11 @@ def own_params(graph, node: OpNode, private) -> list[tuple[str, int]]:
 
 
 def move_time_s(m: Model, move: Transfer) -> float:
-    """Seconds the engine's plan for ``move`` takes on the model's cluster."""
-    return move_plan(m, move).time_s
+    """Seconds the engine's plan for ``move`` takes on the model's cluster (:func:`reshard_seconds`)."""
+    spec = m.graph.tensor(move.tensor)
+    return reshard_seconds(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward",
+                           move.pending, m.cluster, m.options.insert_pbroadcast, m.reshard_pieces,
+                           m.options.reshard_policy, move.groups, move.cotangent_groups, move.regroup)
 
 
 def move_plan(m: Model, move: Transfer) -> ReshardPlan:
@@ -159,6 +163,17 @@ def move_plan(m: Model, move: Transfer) -> ReshardPlan:
     return reshard_plan(spec.shape, spec.dtype, move.source, move.destination, move.phase != "forward", move.pending,
                         m.cluster, m.options.insert_pbroadcast, m.reshard_pieces, m.options.reshard_policy,
                         move.groups, move.cotangent_groups, move.regroup)
+
+
+@memoize("planned move seconds", maxsize=65536)
+def reshard_seconds(shape, dtype, source, destination, backward: bool, pending, cluster, insert_pbroadcast=True,
+                    within=None, policy="cheapest", groups=(), cotangent_groups=(), regroup=()) -> float:
+    """``reshard_plan(...).time_s``: a forward move under the ``cheapest`` policy is priced without building its
+    plan (:func:`~planner.redistribution.engine.planning_seconds`); every other move reads its plan."""
+    if not backward and policy == "cheapest":
+        return planning_seconds(shape, dtype, source, destination, cluster, within)
+    return reshard_plan(shape, dtype, source, destination, backward, pending, cluster, insert_pbroadcast, within,
+                        policy, groups, cotangent_groups, regroup).time_s
 
 
 @memoize("planned moves", maxsize=65536)

@@ -20,7 +20,7 @@ from planner.caches import BoundedCache
 from planner.enumeration import Strategy
 from planner.ir.sharding import TensorSharding
 from planner.model.op_collectives import op_collectives_time_s
-from planner.model.moves import (move_time_s, op_moves, own_params, producer_side, reader_side, reshard_plan,
+from planner.model.moves import (move_time_s, op_moves, own_params, producer_side, reader_side, reshard_seconds,
                                  split_cotangents)
 from planner.model.nodes import Flow, Model, SourceNode
 from planner.model.options import OPTIMIZER
@@ -222,12 +222,12 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
     key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within, policy)
 
     def cost(src, lay, backward=False, pending=(), cotangent=(), regroup=()):
-        return reshard_plan(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
-                            policy, src[1], cotangent, regroup).time_s
+        return reshard_seconds(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
+                               policy, src[1], cotangent, regroup)
 
     def complete(lay, pending, cotangent) -> float:
-        return reshard_plan(shape, dtype, lay, lay, True, pending, cluster, insert_pbroadcast, within, policy, (),
-                            cotangent).time_s
+        return reshard_seconds(shape, dtype, lay, lay, True, pending, cluster, insert_pbroadcast, within, policy,
+                               (), cotangent)
 
     columns: dict[int, tuple] = {}  # data: a reader class's shared cotangents and its completions' seconds
 

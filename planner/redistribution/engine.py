@@ -131,6 +131,23 @@ def reshard_for_planning(shape, dtype, source, destination, cluster, within=None
                    ties="any")
 
 
+def planning_seconds(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster,
+                     within=None) -> float:
+    """``reshard_for_planning(...).time_s``, without building the plan: the canonical search's steps summed in
+    their order (renaming the steps back to the tensor's dimensions keeps each step's time). The planner's cost
+    tables read thousands of these and need only the seconds."""
+    source, destination = source.layout_only(), destination.layout_only()
+    if source.mesh != destination.mesh or (source.unreduced and source.reduction != PENDING_SUM):
+        return reshard_for_planning(shape, dtype, source, destination, cluster, within).time_s
+    shape = tuple(int(d) for d in shape)
+    order, canonical = _canonical(shape, source, destination)
+    if order != tuple(range(len(order))):
+        source, destination = source.permuted(order), destination.permuted(order)
+    steps, _ = _canonical_search(canonical, dtype_itemsize(dtype), source, destination, cluster, True, False,
+                                 None if within is None else tuple(within), False)
+    return sum(s.time_s for s in steps)
+
+
 @memoize("default cluster", maxsize=1)
 def _default_cluster() -> Cluster:
     return load_cluster(None)

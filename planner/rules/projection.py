@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from planner.caches import memoize
 from planner.errors import RuleError, ShardingError
 from planner.ir.axis import AxisRef, axes_size, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
@@ -105,24 +106,41 @@ def _refusal(rule: OpShardingRule, f: int, axes: Sequence[AxisRef], size: int) -
 
 # -- factors -> tensors -------------------------------------------------------------
 
-def _dims_axes(rule: OpShardingRule, which: int | str, factor_axes: FactorAxes) -> list[list[AxisRef]]:
-    return [[a for f in factors for a in factor_axes[f]] for factors in rule.tensor_dims(which)]
-
-
 def operand_shardings(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh,
                       padded: bool = False) -> tuple[TensorSharding, ...]:
     """Every operand's sharding under a valid factor sharding (``padded``: :func:`check_factor_axes`)."""
     check_factor_axes(rule, factor_axes, mesh, padded)
-    return tuple(TensorSharding.build(mesh, _dims_axes(rule, i, factor_axes)) for i in range(rule.num_operands))
+    return checked_operand_shardings(rule, factor_axes, mesh)
 
 
 def result_sharding(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh, padded: bool = False) -> TensorSharding:
     """The result's sharding; unreduced on the axes of sharded ``REDUCTION`` factors (mesh order), pending
     the rule's reduction (a sum, or ``max``'s maximum); ``padded``: :func:`check_factor_axes`."""
     check_factor_axes(rule, factor_axes, mesh, padded)
+    return checked_result_sharding(rule, factor_axes, mesh)
+
+
+def checked_operand_shardings(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> tuple[TensorSharding, ...]:
+    """:func:`operand_shardings` of a factor sharding :func:`check_factor_axes` has accepted."""
+    return tuple(_sharding(mesh, _dims_tuple(rule, i, factor_axes)) for i in range(rule.num_operands))
+
+
+def checked_result_sharding(rule: OpShardingRule, factor_axes: FactorAxes, mesh: Mesh) -> TensorSharding:
+    """:func:`result_sharding` of a factor sharding :func:`check_factor_axes` has accepted."""
     pending = sort_axes((a for f in rule.factors_of_kind(FactorKind.REDUCTION) for a in factor_axes[f]), mesh)
-    return TensorSharding.build(mesh, _dims_axes(rule, RESULT, factor_axes), unreduced=pending,
-                                reduction=rule.reduction)
+    return _sharding(mesh, _dims_tuple(rule, RESULT, factor_axes), tuple(pending), rule.reduction)
+
+
+def _dims_tuple(rule: OpShardingRule, which: int | str, factor_axes: FactorAxes) -> tuple[tuple[AxisRef, ...], ...]:
+    return tuple(tuple(a for f in factors for a in factor_axes[f]) for factors in rule.tensor_dims(which))
+
+
+@memoize("factor shardings' tensor shardings", maxsize=65536)
+def _sharding(mesh: Mesh, dims, unreduced=(), reduction=None) -> TensorSharding:
+    """A tensor's sharding from its dimensions' axes: the strategies of many ops and layers share few of them."""
+    if reduction is None:
+        return TensorSharding.build(mesh, dims)
+    return TensorSharding.build(mesh, dims, unreduced=unreduced, reduction=reduction)
 
 
 # -- tensor -> factors ----------------------------------------------------------------

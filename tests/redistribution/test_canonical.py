@@ -10,7 +10,8 @@ from planner.errors import ShardingError
 from planner.ir.mesh import Mesh
 from planner.ir.sharding import TensorSharding
 from planner.redistribution import reshard_for_planning
-from planner.redistribution.engine import _canonical, _canonical_search, _default_cluster, _search_here
+from planner.redistribution.engine import (_canonical, _canonical_search, _default_cluster, _search_here,
+                                           planning_seconds)
 from planner.simulation.reshard import verify
 from tests.redistribution.suite import MESHES_3D
 
@@ -71,6 +72,25 @@ def test_every_renamed_plan_executes_and_is_as_fast_as_the_exhaustive_search_in_
             assert _executes(plan), (shape, src, dst)
             checked += 1
     assert checked >= 40
+
+
+@pytest.mark.parametrize("mesh", (MESH,) + MESHES_3D, ids=lambda m: m.short())
+def test_the_seconds_of_a_planning_move_are_its_plans_to_the_last_bit(mesh):
+    # the cost tables read planning_seconds, the report and the lowering read the plan: one number, so every pair
+    # of layouts of two shapes (even, and with a dimension no split divides), pending sources included, both ways
+    cluster = _default_cluster()
+    layouts = _three(mesh)
+    checked = 0
+    for shape in ((16, 8, 24), (6, 16, 8)):
+        for src, dst in itertools.product(layouts[::3], [d for d in layouts if not d.unreduced][::2]):
+            try:
+                src.local_shape(shape), dst.local_shape(shape)
+            except ShardingError:
+                continue
+            assert planning_seconds(shape, "f32", src, dst, cluster) == \
+                reshard_for_planning(shape, "f32", src, dst, cluster).time_s, (shape, src, dst)
+            checked += 1
+    assert checked >= 100
 
 
 def test_the_canonical_order_puts_dimensions_every_split_divides_first_and_keeps_the_tensors_size():
