@@ -144,13 +144,14 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
             return item
 
         op_memo: dict = {}  # identical layers' ops priced once
+        sides: dict = {}  # and their links' producer and reader classes worked out once
         problem_nodes = tuple(tick(node_costs(stub, i, op_memo)) for i in range(len(nodes_t)))
         problem = SearchProblem(
             problem_nodes,
-            tuple(tick(data_edge(stub, flow)) for flow in edges),
+            tuple(tick(data_edge(stub, flow, sides)) for flow in edges),
             same_groups(stub),
             options.memory_budget,
-            fanouts=tuple(tick(fanout_edge(stub, flow)) for flow in fanouts),
+            fanouts=tuple(tick(fanout_edge(stub, flow, sides)) for flow in fanouts),
         )
     return replace(stub, problem=problem)
 
@@ -183,9 +184,10 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, nee
         prefix = options.prefixes.get(op.name, ((),) * rule.num_factors)
         held = [a for axes in prefix for a in axes]
         new = tuple(p for p in options.phase_new if not any(a.overlaps(p) for a in held))
-        candidates = list(enumerate_extensions(rule, mesh, prefix, new))
+        enumerated = tuple(enumerate_extensions(rule, mesh, prefix, new))
     else:
-        candidates = list(enumerate_strategies(rule, mesh, pieces))
+        enumerated = enumerate_strategies(rule, mesh, pieces)  # cached: one tuple for alike ops
+    candidates = list(enumerated)
     candidates = region_candidates(graph, op, rule, candidates)
     if whole_for_backward:
         candidates = [s for s in candidates if not permutation_axes(rule, s)]
@@ -229,7 +231,10 @@ def _op_node(graph, op, mesh, pieces, annotations, user_strategies, options, nee
             "loosen one of them (open a dimension with ?, or drop a replicated axis)",
             where=where(graph, op.line),
         )
-    return OpNode(op.name, op, rule, tuple(candidates), "; ".join(user) or None)
+    kept = tuple(candidates)
+    # nothing filtered: the enumeration's own tuple, which identical layers' ops then share (their cost tables'
+    # sides are worked out once, :func:`~planner.model.tables.data_edge`)
+    return OpNode(op.name, op, rule, enumerated if kept == enumerated else kept, "; ".join(user) or None)
 
 
 def _source_node(graph, s: str, reads, nodes, op_index, annotations) -> SourceNode:

@@ -70,6 +70,8 @@ array([7., 1.])
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -263,6 +265,13 @@ class Fanout:
         object.__setattr__(self, "_offsets", tuple(int(o) for o in offsets))
         object.__setattr__(self, "_position", {r: j for j, r in enumerate(readers)})
 
+    def with_dense_table(self, array: np.ndarray) -> "Fanout":
+        """This fanout with ``array``, its :class:`LazyTable` computed, in its place: the same readers, needs and
+        masks (checked when it was made; each cell was checked as it was computed)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "class_cost", array)
+        return out
+
     def need_mask(self, j: int) -> np.ndarray:
         """Bool matrix (candidates of ``readers[j]``, layouts): True where that candidate needs the layout."""
         return self._masks[j]
@@ -309,10 +318,16 @@ class SearchProblem:
 
     def dense(self) -> "SearchProblem":
         """This problem with every :class:`LazyTable` computed into an array (what an ILP reads)."""
-        edges = tuple(e if not isinstance(e.class_cost, LazyTable) else replace(e, class_cost=dense(e.class_cost))
+        arrays: dict[int, np.ndarray] = {}  # one array per table, however many links share it (identical layers)
+
+        def computed(table: LazyTable) -> np.ndarray:
+            if id(table) not in arrays:
+                arrays[id(table)] = dense(table)
+            return arrays[id(table)]
+
+        edges = tuple(e if not isinstance(e.class_cost, LazyTable) else replace(e, class_cost=computed(e.class_cost))
                       for e in self.edges)
-        fanouts = tuple(f if not isinstance(f.class_cost, LazyTable)
-                        else Fanout(f.u, f.u_class, f.readers, f.needs, dense(f.class_cost), f.label)
+        fanouts = tuple(f if not isinstance(f.class_cost, LazyTable) else f.with_dense_table(computed(f.class_cost))
                         for f in self.fanouts)
         return replace(self, edges=edges, fanouts=fanouts)
 

@@ -22,7 +22,7 @@ from planner.ir.sharding import TensorSharding
 from planner.model.op_collectives import op_collectives_time_s
 from planner.model.moves import (move_time_s, op_moves, own_params, producer_side, reader_side, reshard_seconds,
                                  split_cotangents)
-from planner.model.nodes import Flow, Model, SourceNode
+from planner.model.nodes import Flow, Model, OpNode, SourceNode
 from planner.model.options import OPTIMIZER
 from planner.model.problem import Edge, Fanout, LazyTable, Node
 
@@ -165,29 +165,62 @@ def _label(m: Model, link: Flow) -> str:
     return f"{link.tensor}: {m.nodes[link.producer].name} -> {readers}"
 
 
-def data_edge(m: Model, link: Flow) -> Edge:
+def _side(sides: dict | None, key: tuple, strategies: tuple, compute):
+    """``compute()``, once per ``key`` in ``sides`` (None: not shared). ``key`` names a node's strategies by
+    identity (identical layers' ops share the enumeration's tuple), so the entry keeps the tuple and is read only
+    for that very tuple."""
+    if sides is None:
+        return compute()
+    hit = sides.get(key)
+    if hit is None or hit[0] is not strategies:
+        hit = sides[key] = (strategies, compute())
+    return hit[1]
+
+
+def _producer_classes(m: Model, node, sides: dict | None):
+    """:func:`_classes` of the producer's :func:`producer_side`."""
+    if not isinstance(node, OpNode):
+        return _classes(producer_side(m, node))
+    key = ("producer", id(node.strategies), id(node.rule), node.op.op)
+    return _side(sides, key, node.strategies, lambda: _classes(producer_side(m, node)))
+
+
+def _reader_entries(node: OpNode, ks, backward: bool, xla: bool, sides: dict | None) -> list:
+    """:func:`reader_side` of one reader, shared by alike readers (their rule, op kind and pending over manual axes
+    decide it beside the strategies)."""
+    key = ("reader", id(node.strategies), id(node.rule), node.op.op, node.manual_pending, ks, backward, xla)
+    return _side(sides, key, node.strategies, lambda: reader_side(node, ks, backward, xla))
+
+
+def data_edge(m: Model, link: Flow, sides: dict | None = None) -> Edge:
+    """The edge of a tensor one reader reads; ``sides``: a memo of producer and reader classes that one model's
+    links share (identical layers')."""
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes(producer_side(m, m.nodes[link.producer]))
-    v_class, v_uniq = _classes(reader_side(m.nodes[link.readers[0]], link.operands[0], link.backward,
-                                           m.options.reshard_policy == "xla"))
+    u_class, u_uniq = _producer_classes(m, m.nodes[link.producer], sides)
+    reader = m.nodes[link.readers[0]]
+    xla = m.options.reshard_policy == "xla"
+    key = ("reader classes", id(reader.strategies), id(reader.rule), reader.op.op, reader.manual_pending,
+           link.operands[0], link.backward, xla)
+    v_class, v_uniq = _side(sides, key, reader.strategies,
+                            lambda: _classes(_reader_entries(reader, link.operands[0], link.backward, xla, sides)))
     args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
             m.reshard_pieces, m.options.reshard_policy)
     forward = _table("forward", *args) if link.backward else None  # for reports: the search reads the sum
     return Edge(link.producer, link.readers[0], u_class, v_class, _table("data", *args), _label(m, link), forward)
 
 
-def fanout_edge(m: Model, link: Flow) -> Fanout:
+def fanout_edge(m: Model, link: Flow, sides: dict | None = None) -> Fanout:
     """Columns: each distinct layout a reader needs (forward), each distinct ``(layout, pending)``
     cotangent coming back (backward) and, under the ``xla`` policy, each reader's completion of its pending
-    cotangent; a reader candidate needs a set of columns."""
+    cotangent; a reader candidate needs a set of columns. ``sides``: as :func:`data_edge`'s."""
     spec = m.graph.tensor(link.tensor)
-    u_class, u_uniq = _classes(producer_side(m, m.nodes[link.producer]))
+    u_class, u_uniq = _producer_classes(m, m.nodes[link.producer], sides)
     column: dict[tuple, int] = {}
     needs = []
     xla = m.options.reshard_policy == "xla"
     for j, (v, ks) in enumerate(zip(link.readers, link.operands)):
         per_candidate = []
-        for layouts, grads in reader_side(m.nodes[v], ks, link.backward, xla):
+        for layouts, grads in _reader_entries(m.nodes[v], ks, link.backward, xla, sides):
             own, shared = split_cotangents(grads, xla)
             cols = {column.setdefault(("forward", lay), len(column)) for lay in layouts}
             cols |= {column.setdefault(("backward", *grad), len(column)) for grad in shared}

@@ -163,7 +163,10 @@ def bfs(
             raise error
         total = np.where(allowed, total, np.inf)
         best = total.min()
-        ties = np.flatnonzero(np.isclose(total, best, rtol=1e-9, atol=0.0) & allowed)
+        # the candidates within a relative 1e-9 of the best: np.isclose's test, written out (its call costs more
+        # than the rest of a decision); an infinite best ties only with itself, as there
+        ties = np.flatnonzero((np.abs(total - best) <= 1e-9 * abs(best) if np.isfinite(best) else total == best)
+                              & allowed)
         c = int(ties[0])
         if len(ties) > 1 and prefer is not None and via is not None:
             u, e = via

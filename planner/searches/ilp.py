@@ -343,9 +343,24 @@ def _normalised_edges(edges: tuple[Edge, ...], owner: list[int], pick: list[np.n
     """
     merged: dict[tuple, _ClassEdge] = {}
     unary = []
+    scaled: dict[int, tuple] = {}  # per cost table (identical layers' edges share one): (table, in model units)
+
+    def in_units(table) -> np.ndarray:
+        hit = scaled.get(id(table))
+        if hit is None or hit[0] is not table:
+            hit = scaled[id(table)] = (table, COST_SCALE * np.asarray(table, dtype=float))
+        return hit[1]
+
+    seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # identical layers renumber the same classes
+
+    def first_seen(classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = classes.astype(np.int64, copy=False).tobytes()
+        if key not in seen:
+            seen[key] = _first_seen_classes(classes)
+        return seen[key]
+
     remapped = (_ClassEdge(owner[edge.u], owner[edge.v], np.asarray(edge.u_class)[pick[edge.u]],
-                           np.asarray(edge.v_class)[pick[edge.v]],
-                           COST_SCALE * np.asarray(edge.class_cost, dtype=float)) for edge in edges)
+                           np.asarray(edge.v_class)[pick[edge.v]], in_units(edge.class_cost)) for edge in edges)
     for edge in itertools.chain(remapped, extra):
         u, v, u_class, v_class, table = edge.u, edge.v, edge.u_class, edge.v_class, edge.cost
         if u == v:
@@ -353,8 +368,8 @@ def _normalised_edges(edges: tuple[Edge, ...], owner: list[int], pick: list[np.n
             continue
         if u > v:
             u, v, u_class, v_class, table = v, u, v_class, u_class, table.T
-        u_class, rows = _first_seen_classes(u_class)
-        v_class, cols = _first_seen_classes(v_class)
+        u_class, rows = first_seen(u_class)
+        v_class, cols = first_seen(v_class)
         table = table[np.ix_(rows, cols)]
         key = (u, v, u_class.tobytes(), v_class.tobytes())
         if key in merged:
