@@ -1,4 +1,5 @@
-"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``, ``flip``.
+"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``, ``flip``,
+``roll``.
 
 - ``reshape(shape)``: the same elements in row-major order; one entry of ``shape`` may
   be -1 and is then inferred. Stored resolved (no -1) in a graph.
@@ -11,6 +12,8 @@
   elements instead, as ``lax.pad`` does (``x[:, :-1]`` of a pad by one in front is ``pad(low=1, high=-1)``,
   a shift).
 - ``flip(axes)``: the elements in reverse order along each of ``axes`` (``jnp.flip``, ``lax.rev``).
+- ``roll(shift, axis)``: the elements rotated by ``shift`` positions along ``axis``, those pushed past the end
+  coming back at the start (``jnp.roll`` by a constant, which JAX writes as a concatenate of two slices).
 
 FLOP convention: **0 FLOPs** (data movement only).
 
@@ -37,6 +40,7 @@ import numpy as np
 
 from graphs.ops.common import (
     Shape,
+    check_int,
     check_int_list,
     normalize_axis,
     numel,
@@ -429,6 +433,43 @@ def _flip_jax(jnp, lax, a, attrs):
 
 FLIP = OpDef("flip", "shape", 1, 1, (("axes", REQUIRED),), _flip_infer, _no_flops, _flip_reference, _flip_canonical,
              vjp=_shape_vjp("flip", _flip_grad), vjp_reads_inputs=False, rule="shape_ops.flip", jax_form=_flip_jax)
+
+
+# -- roll -------------------------------------------------------------------------------
+
+def roll_attrs(shape: Sequence[int], attrs: Mapping[str, Any]) -> tuple[int, int]:
+    """``(shift, axis)`` of a roll of ``shape``: the axis normalised, the shift taken modulo its size (a roll by
+    the size is none)."""
+    axis = normalize_axis(check_int(attrs.get("axis"), "roll attribute axis"), len(shape), "roll axis")
+    shift = check_int(attrs.get("shift"), "roll attribute shift")
+    return shift % shape[axis] if shape[axis] else 0, axis
+
+
+def _roll_infer(shapes, dtypes, attrs, names=None):
+    roll_attrs(tuple(shapes[0]), attrs)
+    return tuple(shapes[0]), dtypes[0]
+
+
+def _roll_canonical(shapes, attrs):
+    shift, axis = roll_attrs(tuple(shapes[0]), attrs)
+    return {"shift": shift, "axis": axis}
+
+
+def _roll_reference(arrays, attrs):
+    return np.roll(np.asarray(arrays[0]), attrs["shift"], attrs["axis"])
+
+
+def _roll_grad(i, arrays, attrs, cot):
+    return np.array(np.roll(cot, -attrs["shift"], attrs["axis"]))
+
+
+def _roll_jax(jnp, lax, a, attrs):
+    return jnp.roll(a[0], attrs["shift"], attrs["axis"])
+
+
+ROLL = OpDef("roll", "shape", 1, 1, (("shift", REQUIRED), ("axis", REQUIRED)), _roll_infer, _no_flops, _roll_reference,
+             _roll_canonical, vjp=_shape_vjp("roll", _roll_grad), vjp_reads_inputs=False, rule="shape_ops.roll",
+             jax_form=_roll_jax)
 
 # -- iota -------------------------------------------------------------------------------------
 

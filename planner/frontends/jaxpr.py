@@ -23,7 +23,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   (``jnp.sort``, ``jnp.argsort``) -> a ``sort`` op per result;
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``rev`` (``jnp.flip``) -> ``flip``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
-  ``concatenate`` -> ``concat``; ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
+  ``concatenate`` -> ``concat`` (of ``x[..., k:]`` and ``x[..., :k]``: ``roll``, as ``jnp.roll`` is written);
+  ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
   operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
   them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a ``pad`` along its padded dimension, its only
@@ -516,7 +517,33 @@ def _convert(w: Walker, eqn, ins) -> str:
 
 
 def _concatenate(w: Walker, eqn, ins) -> str:
-    return w.emit(eqn, "concat", ins, axis=int(eqn.params["dimension"]))
+    axis = int(eqn.params["dimension"])
+    rolled = _rotation(w, ins, axis)
+    if rolled is not None:
+        return w.emit(eqn, "roll", [rolled[0]], shift=rolled[1], axis=axis)
+    return w.emit(eqn, "concat", ins, axis=axis)
+
+
+def _rotation(w: Walker, ins, axis: int) -> tuple[str, int] | None:
+    """``(x, shift)`` where ``ins`` are ``x[..., k:]`` and ``x[..., :k]`` along ``axis`` (the rest of ``x``
+    whole), in this region: ``jnp.roll(x, -k, axis)``, as JAX writes a roll by a constant and XLA partitions it
+    (a rotation); None otherwise."""
+    if len(ins) != 2:
+        return None
+    pieces = [w.p.producer(v) for v in ins]
+    if any(p is None or p.op != "slice" or p.region != w.region or {k for k, _ in p.attrs} != {"starts", "stops"}
+           for p in pieces):
+        return None
+    (tail, head) = pieces
+    if tail.inputs != head.inputs:
+        return None
+    shape = w.shape(tail.inputs[0])
+    k = head.attr("stops")[axis]
+    for d, n in enumerate(shape):
+        want = ((k, n), (0, k)) if d == axis else ((0, n), (0, n))
+        if ((tail.attr("starts")[d], tail.attr("stops")[d]), (head.attr("starts")[d], head.attr("stops")[d])) != want:
+            return None
+    return tail.inputs[0], -k
 
 
 def _with_shape(w: Walker, eqn, x: str, shape: tuple[int, ...]) -> str:

@@ -30,7 +30,8 @@ the same programs through JAX):
   axis's sharding, as JAX types their decomposition (local statistics, reduced);
 - **concat** needs every operand sharded alike and keeps that sharding, the
   concatenated dimension included; **slice** keeps its operand's, where the
-  shards divide each sliced dimension;
+  shards divide each sliced dimension; **roll** too, where they divide both its
+  pieces (``jnp.roll`` is two slices and a concatenate);
 - **reshape** is JAX's rule: singleton dimensions aside, a split of one dimension
   deals its axes, major to minor, to the pieces (each axis must divide what is left
   of its piece), a merge of one run of dimensions keeps their axes when the sharded
@@ -206,10 +207,12 @@ def _dot_factor(ctx: _OpContext, rule: OpShardingRule, per_operand, f: int) -> t
     return left or right if contracting else left
 
 
-def _positional(ctx: _OpContext, ins: Sequence[TensorSharding], in_shapes, out_shape, mesh: Mesh):
+def _positional(ctx: _OpContext, ins: Sequence[TensorSharding], in_shapes, out_shape, mesh: Mesh,
+                rotated: tuple[int, int] | None = None):
     """JAX's rules of concatenate (every operand sharded alike; the result as they are), slice (the
-    result as the operand, each sliced sharded dimension divisible by its axes) and iota (no operand: the
-    result replicated, as JAX types ``lax.iota`` without a ``sharding``)."""
+    result as the operand, each sliced sharded dimension divisible by its axes), roll (``rotated``: its dimension
+    and rotation; its two slices' rule, the result as the operand) and iota (no operand: the result replicated, as
+    JAX types ``lax.iota`` without a ``sharding``)."""
     if not ins:
         return [() for _ in out_shape]
     if len(ins) > 1:
@@ -217,11 +220,14 @@ def _positional(ctx: _OpContext, ins: Sequence[TensorSharding], in_shapes, out_s
             raise ctx.error("needs every input sharded alike, and they are not")
         return [d.axes for d in ins[0].dims]
     for d, (n, m, dim) in enumerate(zip(in_shapes[0], out_shape, ins[0].dims)):
-        if n != m and dim.axes and m % _size(dim.axes, mesh):
-            names = ", ".join(map(_axis_text, dim.axes))
-            change = f"keeps {m} of the {n} elements" if m < n else f"pads to {m} the {n} elements"
-            raise ctx.error(f"{change} of dimension {d}, sharded over {names}, and "
-                            f"{_size(dim.axes, mesh)} shards do not divide {m}")
+        # jnp.roll slices the rolled dimension in two pieces: each a slice of the operand
+        kept = (rotated[1], n - rotated[1]) if rotated is not None and d == rotated[0] else (m,)
+        for m in kept:
+            if n != m and dim.axes and m % _size(dim.axes, mesh):
+                names = ", ".join(map(_axis_text, dim.axes))
+                change = f"keeps {m} of the {n} elements" if m < n else f"pads to {m} the {n} elements"
+                raise ctx.error(f"{change} of dimension {d}, sharded over {names}, and "
+                                f"{_size(dim.axes, mesh)} shards do not divide {m}")
     return [d.axes for d in ins[0].dims]
 
 
@@ -235,7 +241,9 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
     only_in_result = [f for f in in_result if not _factor_dims(rule, f)]
     moved = rule.factors_of_kind(FactorKind.PERMUTATION)  # concat's axis: JAX types it by position
     if (only_in_result or moved) and family == "shape" and not in_region:
-        dims = _positional(ctx, ins, [t.shape for t in in_specs], out_spec.shape, mesh)
+        rotated = None if rule.rotation is None else (
+            next(d for d, factors in enumerate(rule.result) if moved[0] in factors), rule.rotation)
+        dims = _positional(ctx, ins, [t.shape for t in in_specs], out_spec.shape, mesh, rotated)
         return [tuple(a) for a in dims], ()
     if family == "indexing" and not in_region:
         _gather_resolves(ctx, rule, per_operand)

@@ -256,4 +256,35 @@ def mirror_pairs(layout, dims) -> tuple[tuple[int, int], ...]:
                         key=lambda pair: pair[1]))
 
 
-__all__ = ["device_pairs", "halo_permutes", "mirror_pairs"]
+def rotation_pieces(n: int, p: int, shift: int) -> tuple[tuple[int, int, int], ...]:
+    """A roll by ``shift`` of a dimension of ``n`` split evenly ``p`` ways, as the pieces each output block is
+    made of, in its order: ``(offset, start, limit)``, the range ``[start, limit)`` of the input block ``offset``
+    blocks after it (cyclically). Output block ``j`` starts at the input's ``j * n/p - shift``: the rest of that
+    block, then the start of the next (XLA's partitioning of ``concatenate(x[k:], x[:k])``, read off what it
+    compiles); empty pieces left out.
+
+    >>> rotation_pieces(32, 4, -12)  # jnp.roll(x, -12): half of the next block, then half of the one after
+    ((1, 4, 8), (2, 0, 4))
+    >>> rotation_pieces(32, 4, 1)  # the previous block's last element, then this block's first seven
+    ((3, 7, 8), (4, 0, 7))
+    """
+    block = n // p
+    q, r = divmod((-shift) % n, block)
+    return tuple(piece for piece in ((q, r, block), (q + 1, 0, r)) if piece[2] > piece[1])
+
+
+def rotation_permutes(n: int, p: int, shift: int) -> tuple[Permute, ...]:
+    """The CollectivePermutes of a roll (:func:`rotation_pieces`), as :func:`halo_permutes` gives them: per piece
+    that comes from another block, ``(start, limit, pairs)`` with ``(source, destination)`` block ordinals; a
+    piece of the block itself moves nothing.
+
+    >>> rotation_permutes(32, 4, -8)  # one whole block from the next: XLA's one permute
+    ((0, 8, ((1, 0), (2, 1), (3, 2), (0, 3))),)
+    >>> rotation_permutes(32, 4, 1)  # a block's last element to the next block
+    ((7, 8, ((3, 0), (0, 1), (1, 2), (2, 3))),)
+    """
+    return tuple((start, limit, tuple(((j + offset) % p, j) for j in range(p)))
+                 for offset, start, limit in rotation_pieces(n, p, shift) if offset % p)
+
+
+__all__ = ["device_pairs", "halo_permutes", "mirror_pairs", "rotation_permutes", "rotation_pieces"]

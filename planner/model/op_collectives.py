@@ -20,7 +20,8 @@ Two kinds of op communicate inside their own instruction:
   halo exchange instead: CollectivePermutes bring each device the window of its result block
   (:mod:`planner.model.halo_exchange`), or an AllGather where XLA gathers; a scan (``cumsum``, a rule's
   ``whole_permutation``) gathers its operand along it and each device keeps its block of the result; a flip
-  (``mirrored``) sends each block to the device holding its mirror, one CollectivePermute. The
+  (``mirrored``) sends each block to the device holding its mirror, one CollectivePermute; a roll (``rotation``)
+  brings each block the two pieces the rotation puts there, at most two CollectivePermutes. The
   backward is what XLA compiles for the transposes: a concat's slices of each operand's piece out of the
   cotangent, a slice's zero pad of it, each a halo exchange of that window (or one AllGather of the cotangent
   and local cuts); a scan's gathered cotangent, its transpose local.
@@ -43,7 +44,7 @@ from graphs.ops import get_op
 from planner.collectives import backprop_primitive, primitive, seed_name, step_kind
 from planner.ir.axis import AxisRef
 from planner.ir.sharding import TensorSharding
-from planner.model.halo_exchange import device_pairs, halo_permutes, mirror_pairs
+from planner.model.halo_exchange import device_pairs, halo_permutes, mirror_pairs, rotation_permutes
 from planner.rules.factors import RESULT, FactorKind
 from planner.rules.registry import rule_for
 
@@ -162,7 +163,8 @@ class Exchange:
     after: TensorSharding
     #: a halo exchange's permutes (``kind`` CollectivePermute: the input's window to the output, taken and
     #: moved at once), each ``(start, limit, pairs)`` (:func:`~planner.model.halo_exchange.halo_permutes`); a
-    #: flip's, its ``(source, destination)`` device ids (:func:`~planner.model.halo_exchange.mirror_pairs`)
+    #: flip's, its ``(source, destination)`` device ids (:func:`~planner.model.halo_exchange.mirror_pairs`); a
+    #: roll's as a halo exchange's (:func:`~planner.model.halo_exchange.rotation_permutes`)
     permutes: tuple = ()
     #: a window's first element in its input along ``dims[0]`` (a halo exchange, or a ``Slice`` of a gathered
     #: cotangent): the output's element ``j`` is the input's ``window + j``, zero outside the input
@@ -191,6 +193,11 @@ def permutation_exchanges(rule, strategy, out_shape, wrt: tuple[int, ...] | None
     [f] = rule.factors_of_kind(FactorKind.PERMUTATION)
     ax = next(d for d, factors in enumerate(rule.result) if f in factors)
     p = math.prod(a.size_in(mesh) for a in axes)
+    if rule.rotation is not None:  # a roll: each block from the blocks the rotation brings (its backward rolls back)
+        n = out_shape[ax]
+        before, after, shift = (strategy.result, strategy.operands[0], -rule.rotation) if wrt is not None else \
+            (strategy.operands[0], strategy.result, rule.rotation)
+        return (Exchange("CollectivePermute", 0, axes, (ax,), before, after, rotation_permutes(n, p, shift)),)
     held = strategy.result.dim_axes
     result, operands = strategy.result, strategy.operands
     # XLA moves a concat's axes onto the first other dimension they divide beside the axes it already has; it

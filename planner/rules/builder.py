@@ -93,11 +93,12 @@ class RuleBuilder:
 
     def build(self, by_appearance: bool = False, reduction: str = PENDING_SUM,
               window_start: int | None = None, whole_permutation: bool = False,
-              mirrored: bool = False) -> OpShardingRule:
+              mirrored: bool = False, rotation: int | None = None) -> OpShardingRule:
         """The rule; ``by_appearance`` renumbers factors (and renames unnamed ones) in order of
         first appearance, operands first; ``reduction`` combines its ``REDUCTION`` factors;
         ``window_start``: a slice's offset along its permutation factor; ``whole_permutation``: the op reads
-        that factor's dimension whole (a scan); ``mirrored``: the op reverses it (a flip)."""
+        that factor's dimension whole (a scan); ``mirrored``: the op reverses it (a flip); ``rotation``: the op
+        rotates it by that many positions (a roll)."""
         if self._result is None:
             raise RuleError("a rule needs a result mapping")
         order = list(range(len(self._sizes)))
@@ -117,7 +118,7 @@ class RuleBuilder:
             tuple(self._sizes[f] for f in order), tuple(self._kinds[f] for f in order), tuple(names),
             tuple(remap(o) for o in self._operands), remap(self._result),
             tuple(self._divisible[f] for f in order), reduction, tuple(self._operand_sizes), window_start,
-            whole_permutation, mirrored,
+            whole_permutation, mirrored, rotation,
         )
 
 

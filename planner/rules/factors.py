@@ -108,6 +108,10 @@ class OpShardingRule:
     #: the op reverses its permutation factors' dimensions (``flip``): sharded, each device's block goes to the
     #: device holding the mirrored block, reversed (XLA's one CollectivePermute); its backward is the same
     mirrored: bool = False
+    #: the op rotates its permutation factor's dimension by this many positions (``roll``, in ``[1, size)``):
+    #: sharded, each device's block is two pieces of the blocks ``shift`` positions before it, moved by at most two
+    #: CollectivePermutes (XLA's partitioning of a concatenate of two slices of one operand); None for other rules
+    rotation: int | None = None
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
@@ -166,6 +170,12 @@ class OpShardingRule:
         if self.mirrored and (len(self.operands) != 1 or not self.factors_of_kind(FactorKind.PERMUTATION)
                               or self.window_start is not None or self.whole_permutation or self.operand_sizes):
             raise RuleError("mirrored belongs to a rule of one operand and permutation factors of one size")
+        if self.rotation is not None and (len(self.operands) != 1 or len(self.factors_of_kind(
+                FactorKind.PERMUTATION)) != 1 or self.window_start is not None or self.whole_permutation
+                or self.mirrored or self.operand_sizes or not 0 < self.rotation < self.factor_sizes[
+                    self.factors_of_kind(FactorKind.PERMUTATION)[0]]):
+            raise RuleError("rotation belongs to a rule of one operand and one permutation factor of one size, "
+                            "rotated by fewer positions than its size")
         for i, d, size in self.operand_sizes:
             if not (0 <= i < len(self.operands) and 0 <= d < len(self.operands[i])):
                 raise RuleError(f"operand_sizes names dimension {d} of operand {i}, which the rule lacks")
@@ -278,6 +288,7 @@ class OpShardingRule:
             if factors:
                 kind = self.reduction if kind is FactorKind.REDUCTION and self.reduction != PENDING_SUM else \
                     "whole" if kind is FactorKind.PERMUTATION and self.whole_permutation else \
-                    "mirror" if kind is FactorKind.PERMUTATION and self.mirrored else ""
+                    "mirror" if kind is FactorKind.PERMUTATION and self.mirrored else \
+                    f"rotate{self.rotation}" if kind is FactorKind.PERMUTATION and self.rotation is not None else ""
                 text += f" {label}={kind}{self._names_text(factors)}"
         return text

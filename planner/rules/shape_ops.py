@@ -138,6 +138,26 @@ def flip(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs
     return b.build(mirrored=bool(reversed_))
 
 
+def roll(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
+    """The rolled dimension (when the roll moves anything) is a rotated permutation factor: sharded, each device's
+    block is gathered from the two blocks the rotation brings into it, as XLA partitions a concatenate of two
+    slices of one operand (at most two CollectivePermutes); the others pass through.
+
+    >>> str(roll([(4, 8)], (4, 8), {"shift": 3, "axis": 1}))
+    '([i,j])->([i,j]) {i=4,j=8} permutation=rotate3{j}'
+    >>> str(roll([(4, 8)], (4, 8), {"shift": 0, "axis": 1}))
+    '([i,j])->([i,j]) {i=4,j=8}'
+    """
+    shape = in_shapes[0]
+    shift, axis = attrs["shift"] % shape[attrs["axis"]], attrs["axis"]
+    b = RuleBuilder()
+    factors = [b.factor(n, FactorKind.PERMUTATION if d == axis and shift else FactorKind.PASS_THROUGH)
+               for d, n in enumerate(shape)]
+    b.operand([(f,) for f in factors])
+    b.result([(f,) for f in factors])
+    return b.build(rotation=shift or None)
+
+
 def iota(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs: Mapping[str, Any]) -> OpShardingRule:
     """No operands: one factor per result dimension, each device counting its own block."""
     b = RuleBuilder()

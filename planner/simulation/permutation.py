@@ -1,5 +1,5 @@
-"""An op along a sharded permuted dimension (a concatenate, a slice, a scan, a flip), run as the exchanges the plan
-prices (:func:`planner.model.op_collectives.permutation_exchanges`).
+"""An op along a sharded permuted dimension (a concatenate, a slice, a scan, a flip, a roll), run as the exchanges the
+plan prices (:func:`planner.model.op_collectives.permutation_exchanges`).
 
 Forward, a concat: each operand moves off the permuted dimension (an AllToAll onto another dimension, or
 an AllGather along it), each device runs the op's ordinary local instance on its blocks, and the result
@@ -19,7 +19,7 @@ import numpy as np
 from graphs.dtypes import dtype_itemsize
 from planner.errors import SimulationMismatch
 from planner.ir.layout import shard_indices
-from planner.model.halo_exchange import device_pairs
+from planner.model.halo_exchange import device_pairs, rotation_pieces
 from planner.model.op_collectives import permutation_axes, permutation_exchanges
 from planner.redistribution.steps import Step
 from planner.simulation.collectives import run_step
@@ -146,6 +146,38 @@ def _mirror(move, arr: DistributedArray, axes, costs, net) -> DistributedArray:
     return DistributedArray(move.after, arr.shape, out)
 
 
+def _rotate(move, arr: DistributedArray, shift: int, costs, net) -> DistributedArray:
+    """A roll by ``shift`` (``move``: its permutes, one network step each, bytes counted): each device's block
+    joined from the pieces :func:`~planner.model.halo_exchange.rotation_pieces` gives, its own block's read in
+    place, the others' received."""
+    [ax] = move.dims
+    p = int(np.prod([a.size_in(move.before.mesh) for a in move.axes]))
+    pieces = rotation_pieces(arr.shape[ax], p, shift)
+    permutes = iter(move.permutes)
+
+    def cut(block, lo, hi):
+        index = [slice(None)] * np.ndim(block)
+        index[ax] = slice(lo, hi)
+        return np.asarray(block)[tuple(index)]
+
+    parts: list[list[np.ndarray]] = [[] for _ in arr.blocks]
+    for offset, start, limit in pieces:
+        if not offset % p:
+            for d, block in enumerate(arr.blocks):
+                parts[d].append(cut(block, start, limit))
+            continue
+        permute = next(permutes, None)
+        if next(costs, None) is None or permute is None or permute[:2] != (start, limit):
+            raise SimulationMismatch("the plan's permutes for this roll are not the pieces its rotation moves")
+        net.begin_step()
+        senders = dict((dst, src) for src, dst in device_pairs(move.before, move.axes, ax, permute[2]))
+        for d in range(len(arr.blocks)):
+            parts[d].append(net.send(senders[d], d, cut(arr.blocks[senders[d]], start, limit)))
+    if next(permutes, None) is not None:
+        raise SimulationMismatch("the plan lists more permutes for this roll than its rotation moves")
+    return DistributedArray(move.after, arr.shape, [np.concatenate(ps, axis=ax) for ps in parts])
+
+
 def forward(ins, operands, net) -> DistributedArray:
     """The result of ``ins`` (a Compute whose permutation factor is sharded), laid out as its strategy's
     result."""
@@ -155,6 +187,8 @@ def forward(ins, operands, net) -> DistributedArray:
     try:
         if ins.rule.mirrored:
             out = _mirror(moves[0], operands[0], tuple(ins.op.attr("axes")), costs, net)
+        elif ins.rule.rotation is not None:
+            out = _rotate(moves[0], operands[0], ins.rule.rotation, costs, net)
         elif moves[0].kind == "CollectivePermute":  # a slice's halo exchange: the operand straight to the result
             halo = _Halo(moves[0], ins.in_shapes[0], ins.out_shape)
             out = halo.run(operands[0], moves[0].after, ins.out_shape, costs, net)
@@ -190,6 +224,9 @@ def backward(ins, cotangent: DistributedArray, net) -> list[list[np.ndarray]]:
             k = move.which
             if ins.rule.mirrored:  # a flip's backward: the cotangent flipped back the same way
                 grads[k] = _mirror(move, cotangent, tuple(ins.op.attr("axes")), costs, net)
+                continue
+            if ins.rule.rotation is not None:  # a roll's backward: the cotangent rolled back
+                grads[k] = _rotate(move, cotangent, -ins.rule.rotation, costs, net)
                 continue
             if move.kind == "CollectivePermute":
                 halo = _Halo(move, ins.out_shape, ins.in_shapes[k])

@@ -2202,6 +2202,102 @@ def ho17_sum_sq_norm(x):
     return x / jnp.sqrt(jnp.sum(x * x, axis=-1, keepdims=True))
 
 
+# jnp.roll by a constant (two slices and a concatenate, read as one roll): XLA's one or two CollectivePermutes of the
+# pieces the rotation brings each block, on 2x4 and 2x2x2
+def roll_left_block(x):
+    return jnp.roll(x, -8, axis=1) * 2.0
+
+
+def roll_right_one(x):
+    return jnp.roll(x, 1, axis=1) * 2.0
+
+
+def roll_two_pieces(x):
+    return jnp.roll(x, -12, axis=1) * 2.0
+
+
+def roll_rows_3d(x):
+    return jnp.tanh(jnp.roll(x, -5, axis=0))
+
+
+def roll_free_dim(x):
+    return jnp.roll(x, 3, axis=1) * 2.0
+
+
+def roll_both(x):
+    return jnp.roll(x, (2, 3), axis=(0, 1)) * 2.0
+
+
+def roll_then_mm(x, w):
+    return jnp.roll(x, -3, axis=1) @ w
+
+
+# held-out programs of this session's batch, written before their first run and run once as written (all equal in
+# shardings; the rotation's bytes differed, which the roll above fixed): an RMS norm into a fused QKV on 2x2x2, an MoE
+# dispatch and expert einsum, softmax over a parallel vocabulary, a rotation written as a concatenate of slices, rows
+# gathered from a column-sharded table, a constraint mid-MLP, a layer norm on 1-D, attention with an output
+# projection, mean pooling, a transposed dot on 2x2x2, a residual GELU with a sharded bias, an argmax over a parallel
+# vocabulary
+def ho18_rms_qkv_3d(x, g, w):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    q, k, v = jnp.split(h @ w, 3, axis=-1)
+    return q * k + v
+
+
+def ho18_moe_dispatch(x, route, we):
+    d = jnp.einsum("te,td->etd", route, x)
+    return jnp.einsum("etd,edf->etf", d, we)
+
+
+def ho18_vocab_softmax_sum(h, w):
+    return jnp.sum(jax.nn.softmax(h @ w, axis=-1) * 2.0, axis=0)
+
+
+def ho18_slice_concat(x):
+    return jnp.concatenate([x[:, 8:], x[:, :8]], axis=1) * 3.0
+
+
+def ho18_gather_rows(t, ids):
+    return jnp.tanh(jnp.take(t, ids, axis=0))
+
+
+def ho18_constraint_mid_mlp(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(jax.nn.relu(x @ w1), NamedSharding(_MESH["2d"], P(None, "tp")))
+    return h @ w2
+
+
+def ho18_layernorm_1d(x, g, b):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / jnp.sqrt(v + 1e-5) * g + b
+
+
+def ho18_attn_out_proj(x, wq, wk, wv, wo):
+    B, T, H = x.shape
+    q = (x @ wq).reshape(B, T, 4, H // 4)
+    k = (x @ wk).reshape(B, T, 4, H // 4)
+    v = (x @ wv).reshape(B, T, 4, H // 4)
+    a = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k), axis=-1)
+    o = jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, T, H)
+    return o @ wo
+
+
+def ho18_mean_pool(x, w):
+    return jnp.mean(x, axis=1) @ w
+
+
+def ho18_transpose_mm_3d(x, w):
+    return x.T @ w
+
+
+def ho18_residual_gelu_bias(x, w, b):
+    return x + jax.nn.gelu(x @ w + b)
+
+
+def ho18_argmax_vocab(h, w):
+    return jnp.argmax(h @ w, axis=-1)
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2755,6 +2851,30 @@ def suite() -> dict:
                                                                       ((32, 32), P(None, "c")), ((32,), P())]),
         "ho17_swap_then_mm": (ho17_swap_then_mm, "2d", [((4, 8, 16), P("dp", "tp")), ((64, 16), P())]),
         "ho17_sum_sq_norm": (ho17_sum_sq_norm, "3d", [((16, 32), P("a", ("b", "c")))]),
+        "roll_left_block": (roll_left_block, "2d", [((16, 32), P("dp", "tp"))]),
+        "roll_right_one": (roll_right_one, "2d", [((16, 32), P("dp", "tp"))]),
+        "roll_two_pieces": (roll_two_pieces, "2d", [((16, 32), P("dp", "tp"))]),
+        "roll_rows_3d": (roll_rows_3d, "3d", [((16, 8), P(("a", "b", "c")))]),
+        "roll_free_dim": (roll_free_dim, "2d", [((16, 32), P("dp"))]),
+        "roll_both": (roll_both, "2d", [((16, 32), P("dp", "tp"))]),
+        "roll_then_mm": (roll_then_mm, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P())]),
+        "ho18_rms_qkv_3d": (ho18_rms_qkv_3d, "3d", [((16, 32), P(("a", "b"))), ((32,), P()), ((32, 96), P(None, "c"))]),
+        "ho18_moe_dispatch": (ho18_moe_dispatch, "2d", [((16, 32), P("dp")), ((16, 4), P("dp")),
+                                                        ((4, 32, 16), P("tp"))]),
+        "ho18_vocab_softmax_sum": (ho18_vocab_softmax_sum, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "ho18_slice_concat": (ho18_slice_concat, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho18_gather_rows": (ho18_gather_rows, "2d", [((64, 32), P(None, "tp")), (((16,), "i32"), P("dp"))]),
+        "ho18_constraint_mid_mlp": (ho18_constraint_mid_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P()),
+                                                                    ((64, 32), P())]),
+        "ho18_layernorm_1d": (ho18_layernorm_1d, "1d", [((16, 32), P("d")), ((32,), P()), ((32,), P())]),
+        "ho18_attn_out_proj": (ho18_attn_out_proj, "2d", [((2, 8, 32), P("dp")), ((32, 32), P(None, "tp")),
+                                                          ((32, 32), P(None, "tp")), ((32, 32), P(None, "tp")),
+                                                          ((32, 32), P("tp"))]),
+        "ho18_mean_pool": (ho18_mean_pool, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 16), P())]),
+        "ho18_transpose_mm_3d": (ho18_transpose_mm_3d, "3d", [((32, 16), P("a", ("b", "c"))), ((32, 24), P("a"))]),
+        "ho18_residual_gelu_bias": (ho18_residual_gelu_bias, "2d", [((16, 32), P("dp")), ((32, 32), P(None, "tp")),
+                                                                    ((32,), P("tp"))]),
+        "ho18_argmax_vocab": (ho18_argmax_vocab, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

@@ -810,6 +810,30 @@ def test_flip_has_jaxs_gradient():
     assert sorted(op.attr("axes") for op in traced.graph.ops if op.op == "flip") == [(0, 2), (1,)]
 
 
+def _rolled_loss(x, w):
+    # each position against the next one (a roll by one along the sequence) and a roll by half of it
+    h = jnp.tanh(x @ w)
+    return jnp.sum(h * jnp.roll(h, -1, axis=1)) + jnp.sum(jnp.roll(h, 8, axis=1) ** 2)
+
+
+def test_roll_is_read_as_one_op_with_jaxs_gradient():
+    x, w = _args([(2, 16, 4), (4, 6)], seed=31)
+    traced = check_gradient_against_jax(_rolled_loss, [x, w], "w")
+    # jnp.roll's two slices and concatenate, each read as one roll (its shift taken modulo the size)
+    assert sorted((op.attr("shift"), op.attr("axis")) for op in traced.graph.ops if op.op == "roll") == [(8, 1), (15, 1)]
+    assert not [op for op in traced.graph.ops if op.op in ("slice", "concat")]
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_roll_of_a_sharded_sequence_trains_exactly(search):
+    # the sequence over tp (4 blocks of 4): a roll by one brings each block the next block's first position, a roll
+    # by 8 two blocks away, forward and backward; gradients exact, bytes as predicted
+    _, p = _trained_plan(_rolled_loss, [(4, 16, 8), (8, 6)], ("w",), ['[{"dp"}, {"tp"}, {}]', '[{}, {}]'], search,
+                         seed=12)
+    if search == "propagate":
+        assert {c.kind for c in p.program.op_collectives("forward")} == {"CollectivePermute"}
+
+
 @pytest.mark.parametrize("search", ["bfs", "propagate"])
 def test_a_flip_of_a_sharded_sequence_trains_exactly(search):
     # the sequence over tp: each device's block goes to the device holding the mirrored block (one

@@ -460,6 +460,12 @@ PROGRAMS = {
     # flip (lax.rev): the operand's sharding kept
     "flip_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("flip", ["a"], "c", {"axes": [1]})]),
     "flip_two_axes_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))}, [("flip", ["a"], "c", {"axes": [0, 2]})]),
+    # roll (jnp.roll: two slices and a concatenate): the operand's sharding kept where both slices divide among the
+    # rolled dimension's devices (a roll by a block), JAX's slicing error where one does not
+    "roll_by_a_block": prog(M2, {"a": ((16, 32), P("X", "Y"))}, [("roll", ["a"], "c", {"shift": -8, "axis": 1})]),
+    "roll_uneven_pieces": prog(M2, {"a": ((16, 32), P("X", "Y"))}, [("roll", ["a"], "c", {"shift": 3, "axis": 1})]),
+    "roll_free_axis": prog(M2, {"a": ((16, 32), P("X", None))}, [("roll", ["a"], "c", {"shift": 3, "axis": 1})]),
+    "roll_rows_by_one": prog(M2, {"a": ((16, 32), P("X", "Y"))}, [("roll", ["a"], "c", {"shift": 1, "axis": 0})]),
     # sort (JAX's _sort_sharding_rule): every operand sharded alike and unsharded over the sorted dimension
     "sort_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("sort", ["a"], "c", {"axis": 1})]),
     "sort_sharded_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("sort", ["a"], "c", {"axis": 1})]),

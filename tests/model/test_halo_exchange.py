@@ -7,12 +7,33 @@ import json
 
 import pytest
 
-from planner.model.halo_exchange import halo_permutes
+import numpy as np
+
+from planner.model.halo_exchange import halo_permutes, rotation_permutes, rotation_pieces
 from tests.jax_devices import run_on_eight_devices
 
 #: (input size, result size, window start, devices): every multiple-of-p size pair up to 24, from two to four starts each
 GRID = [(n, m, s, p) for p in (2, 4, 8) for n in (p * k for k in range(2, 25 // p + 1)) for m in range(p, n, p)
         for s in range(0, n - m + 1, max(1, (n - m) // 2))]
+
+
+def test_a_rolls_pieces_make_each_block_of_the_rolled_dimension():
+    # derived from np.roll: each output block, joined from its pieces of the input blocks, is that block of the
+    # rolled input, for every shift of every even split of sizes up to 24; and a piece that comes from another
+    # block is exactly one permute, every block sending it to one other
+    for p in (1, 2, 3, 4, 8):
+        for n in range(p, 25, p):
+            x, block = np.arange(n), n // p
+            for shift in range(-n, n + 1):
+                pieces = rotation_pieces(n, p, shift)
+                rolled = np.roll(x, shift)
+                for j in range(p):
+                    joined = np.concatenate([x[((j + off) % p) * block:][lo:hi] for off, lo, hi in pieces])
+                    assert joined.tolist() == rolled[j * block:(j + 1) * block].tolist(), (n, p, shift, j)
+                permutes = rotation_permutes(n, p, shift)
+                assert [(lo, hi) for lo, hi, _ in permutes] == [(lo, hi) for off, lo, hi in pieces if off % p]
+                assert all(sorted(a for a, _ in pairs) == sorted(b for _, b in pairs) == list(range(p))
+                           and all(a != b for a, b in pairs) for _, _, pairs in permutes)
 
 
 def test_every_device_receives_its_whole_window_from_distinct_pairs():

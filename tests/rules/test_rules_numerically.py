@@ -93,6 +93,8 @@ CASES = [
     Case("slice_rows", "slice", ((6, 5),), {"starts": [1, 0], "stops": [4, 5]}),
     Case("flip_columns", "flip", ((6, 8),), {"axes": [1]}),
     Case("flip_two_dims", "flip", ((4, 6, 2),), {"axes": [0, 1]}),
+    Case("roll_columns", "roll", ((6, 8),), {"shift": 3, "axis": 1}),
+    Case("roll_rows_back", "roll", ((4, 6, 2),), {"shift": -5, "axis": 0}),
     Case("pad_columns", "pad", ((6, 8),), {"low": [0, 2], "high": [0, 2]}),  # 12 columns of 8
     Case("shift_columns", "pad", ((6, 8),), {"low": [0, 1], "high": [0, -1]}),  # x[:, :-1] after a pad by one
     Case("pad_two_dims", "pad", ((4, 6, 2),), {"low": [1, 0, 0], "high": [1, 2, 0], "value": -1.0}),

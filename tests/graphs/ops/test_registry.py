@@ -20,6 +20,7 @@ SPEC_OPS += ["argmax", "argmin"]  # jnp.argmax / argmin: a router's expert choic
 SPEC_OPS += ["top_k"]  # lax.top_k: a top-2 router's experts and gates (the frontend reads its two results)
 SPEC_OPS += ["cumsum"]  # jnp.cumsum: an expert's capacity positions in a GShard dispatch (the frontend reads it)
 SPEC_OPS += ["flip"]  # jnp.flip (the frontend reads lax.rev)
+SPEC_OPS += ["roll"]  # jnp.roll by a constant (the frontend reads its concatenate of two slices)
 SPEC_OPS += ["pad"]  # jnp.pad / lax.pad by a constant (a negative count crops): the frontend reads lax.pad
 SPEC_OPS += ["sort"]  # jnp.sort, jnp.argsort (keys with an iota payload): the frontend reads lax.sort
 SPEC_OPS += ["pow"]  # x ** 0.5, x ** 2.0 and jnp.power of float exponents (the frontend reads lax.pow)
