@@ -2298,6 +2298,64 @@ def ho18_argmax_vocab(h, w):
     return jnp.argmax(h @ w, axis=-1)
 
 
+# held-out programs of a second batch this session, written before their first run and run once as written, all equal:
+# a SwiGLU on 2x2x2, causal attention with a tril mask, logsumexp over sharded columns, a stack of two, heads split
+# then transposed and summed, a clipped where on 2x2x2, a per-row bias on 2x2x2, a sum then an outer scale, an MLP on
+# 1-D, min and max over columns, a middle slice into a dot, a cumsum over sharded columns
+def ho20_swiglu_3d(x, wg, wu, wd):
+    return (jax.nn.silu(x @ wg) * (x @ wu)) @ wd
+
+
+def ho20_causal_attn(q, k, v):
+    s = jnp.einsum("bqd,bkd->bqk", q, k) / 4.0
+    T = s.shape[-1]
+    m = jnp.tril(jnp.ones((T, T), dtype=bool))
+    a = jax.nn.softmax(jnp.where(m, s, -1e9), axis=-1)
+    return jnp.einsum("bqk,bkd->bqd", a, v)
+
+
+def ho20_logsumexp_rows(x):
+    return jax.nn.logsumexp(x, axis=-1)
+
+
+def ho20_stack_pair(a, b):
+    return jnp.stack([a, b], axis=0).sum(axis=0) * 2.0
+
+
+def ho20_expand_heads(x, w):
+    h = (x @ w).reshape(4, 8, 2, 16)
+    return jnp.transpose(h, (0, 2, 1, 3)).sum(-1)
+
+
+def ho20_where_clip(x):
+    return jnp.where(x > 0.0, jnp.minimum(x, 1.0), 0.1 * x)
+
+
+def ho20_bias_rows_3d(x, b, w):
+    return jnp.tanh(x + b[:, None]) @ w
+
+
+def ho20_sum_then_outer(x, w):
+    s = jnp.sum(x, axis=0)
+    return s[:, None] * w
+
+
+def ho20_two_matmul_chain_1d(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def ho20_min_reduce(x):
+    return jnp.min(x, axis=1) + jnp.max(x, axis=1)
+
+
+def ho20_slice_middle_mm(x, w):
+    return x[:, 4:12] @ w
+
+
+def ho20_cumsum_cols(x):
+    return jnp.cumsum(x, axis=1) * 0.5
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2875,6 +2933,21 @@ def suite() -> dict:
         "ho18_residual_gelu_bias": (ho18_residual_gelu_bias, "2d", [((16, 32), P("dp")), ((32, 32), P(None, "tp")),
                                                                     ((32,), P("tp"))]),
         "ho18_argmax_vocab": (ho18_argmax_vocab, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "ho20_swiglu_3d": (ho20_swiglu_3d, "3d", [((16, 32), P("a")), ((32, 64), P(None, ("b", "c"))),
+                                                  ((32, 64), P(None, ("b", "c"))), ((64, 32), P(("b", "c")))]),
+        "ho20_causal_attn": (ho20_causal_attn, "2d", [((4, 16, 8), P("dp", "tp")), ((4, 16, 8), P("dp")),
+                                                      ((4, 16, 8), P("dp"))]),
+        "ho20_logsumexp_rows": (ho20_logsumexp_rows, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho20_stack_pair": (ho20_stack_pair, "2d", [((16, 32), P("dp", "tp")), ((16, 32), P("dp"))]),
+        "ho20_expand_heads": (ho20_expand_heads, "2d", [((32, 16), P("dp")), ((16, 32), P(None, "tp"))]),
+        "ho20_where_clip": (ho20_where_clip, "3d", [((16, 32), P("a", ("b", "c")))]),
+        "ho20_bias_rows_3d": (ho20_bias_rows_3d, "3d", [((16, 32), P(("a", "b"))), ((16,), P("c")), ((32, 8), P())]),
+        "ho20_sum_then_outer": (ho20_sum_then_outer, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P())]),
+        "ho20_two_matmul_chain_1d": (ho20_two_matmul_chain_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")),
+                                                                      ((64, 16), P("d"))]),
+        "ho20_min_reduce": (ho20_min_reduce, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho20_slice_middle_mm": (ho20_slice_middle_mm, "2d", [((16, 16), P("dp", "tp")), ((8, 8), P())]),
+        "ho20_cumsum_cols": (ho20_cumsum_cols, "2d", [((16, 32), P("dp", "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

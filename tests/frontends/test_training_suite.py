@@ -53,7 +53,10 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          "ho_bias_mlp_3d", "ho_ln_head_2d", "ho_causal_attn", "ho_embed_pool_cls", "ho_rms_residual_1d",
          "ho_expert_einsum",
          # a second held-out batch, written before its first run and run once as written
-         "ho11_mlp_1d_mean", "ho11_megatron_mlp_2d", "ho11_onehot_ce", "ho11_layernorm_mlp_3d", "ho11_attn_heads")
+         "ho11_mlp_1d_mean", "ho11_megatron_mlp_2d", "ho11_onehot_ce", "ho11_layernorm_mlp_3d", "ho11_attn_heads",
+         # a third, likewise: a SwiGLU, an RMS norm into a projection, a bias and GELU, two layers on 2x2x2, a
+         # softmax cross entropy on 1-D
+         "ho21_swiglu_loss", "ho21_rms_proj_loss", "ho21_bias_gelu_loss", "ho21_two_layer_3d", "ho21_softmax_ce_dp")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -85,6 +88,11 @@ DIFFER = {
     # gradient needs nothing and w1's is all-reduced over dp and tp (14,336 B); XLA gathers w2 again for the
     # backward and partitions the gradients' own dots (a [64, 32] over dp, a [64, 16] over tp)
     "ho11_fsdp_mlp": "AllGather 7,680 B vs 11,776 B, AllReduce 18,440 B vs 14,344 B",
+    # held-out, third batch: a sequence against itself rolled by one over tp. Forward both move each block's first
+    # position to the previous block (48 B). Backward, the plan rolls the cotangent back (one permute, 48 B); XLA
+    # runs JAX's transpose as written, the concatenate's split (the last position's piece to block 0, a permute)
+    # and each piece's zero pad (a halo permute, and the one-position piece replicated in place by an AllReduce)
+    "ho21_roll_seq_loss": "CollectivePermute 2 x 48 B vs 3 x 48 B, AllReduce 512 B vs 584 B",
 }
 
 

@@ -466,6 +466,34 @@ def ho11_fsdp_mlp(x, w1, w2):
     return jnp.sum(jax.nn.relu(x @ w1) @ w2)
 
 
+# a third held-out batch, written before its first run and run once as written
+def ho21_roll_seq_loss(x, w):
+    h = jnp.tanh(x @ w)
+    return jnp.sum(h * jnp.roll(h, -1, axis=1))
+
+
+def ho21_swiglu_loss(x, wg, wu, wd):
+    return jnp.mean((jax.nn.silu(x @ wg) * (x @ wu)) @ wd)
+
+
+def ho21_rms_proj_loss(x, g, w):
+    n = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    return jnp.sum((n @ w) ** 2)
+
+
+def ho21_bias_gelu_loss(x, w, b):
+    return jnp.sum(jax.nn.gelu(x @ w + b))
+
+
+def ho21_two_layer_3d(x, w1, w2):
+    return jnp.sum(jnp.tanh(jnp.tanh(x @ w1) @ w2))
+
+
+def ho21_softmax_ce_dp(x, w, y):
+    lp = jax.nn.log_softmax(x @ w, axis=-1)
+    return -jnp.mean(jnp.sum(y * lp, axis=-1))
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -659,6 +687,36 @@ def suite() -> dict:
             ((32, 64), P("dp")),
             ((64, 32), P(None, "dp"))],
             (1, 2)),
+        "ho21_roll_seq_loss": (ho21_roll_seq_loss, "2d", [
+            ((4, 16, 8), P("dp", "tp")),
+            ((8, 6), P())],
+            (1,)),
+        "ho21_swiglu_loss": (ho21_swiglu_loss, "2d", [
+            ((16, 32), P("dp")),
+            ((32, 64), P(None, "tp")),
+            ((32, 64), P(None, "tp")),
+            ((64, 32), P("tp"))],
+            (1, 2, 3)),
+        "ho21_rms_proj_loss": (ho21_rms_proj_loss, "2d", [
+            ((16, 32), P("dp")),
+            ((32,), P()),
+            ((32, 16), P(None, "tp"))],
+            (1, 2)),
+        "ho21_bias_gelu_loss": (ho21_bias_gelu_loss, "2d", [
+            ((16, 32), P("dp")),
+            ((32, 64), P(None, "tp")),
+            ((64,), P("tp"))],
+            (1, 2)),
+        "ho21_two_layer_3d": (ho21_two_layer_3d, "3d", [
+            ((16, 32), P("a")),
+            ((32, 32), P(None, ("b", "c"))),
+            ((32, 16), P(("b", "c")))],
+            (1, 2)),
+        "ho21_softmax_ce_dp": (ho21_softmax_ce_dp, "1d", [
+            ((16, 32), P("d")),
+            ((32, 10), P()),
+            ((16, 10), P("d"))],
+            (1,)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }

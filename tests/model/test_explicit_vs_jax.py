@@ -649,6 +649,30 @@ PROGRAMS = {
     "ho2_einsum_heads": prog(M2, {"q": ((2, 4, 8, 4), P("X", "Y", None, None)),
                                   "k": ((2, 4, 8, 4), P("X", "Y", None, None))},
                              [("einsum", ["q", "k"], "s", {"equation": "bhqd,bhkd->bhqk"})]),
+    # a third held-out batch, likewise: a dot of row- and column-sharded operands, a row broadcast, a max over a
+    # sharded dimension, a split of a free dimension, a layer norm on 2x2x2, a roll by two blocks, a flip of rows, a
+    # transpose on 2x2x2, a subtraction of conflicting shardings (an error in both), a cumsum along a free
+    # dimension, a mean then exp, an einsum contracting a dimension both operands shard (an error in both)
+    "ho3_mm_rows_and_cols": prog(M2, {"a": ((8, 16), P("X", None)), "w": ((16, 8), P(None, "Y"))},
+                                 [("matmul", ["a", "w"], "y", {})]),
+    "ho3_mul_broadcast_row": prog(M2, {"a": ((8, 16), P("X", "Y")), "b": ((16,), P("Y"))},
+                                  [("mul", ["a", "b"], "c", {})]),
+    "ho3_max_over_sharded": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("max", ["a"], "m", {"axes": (1,)})]),
+    "ho3_reshape_split_free": prog(M2, {"a": ((8, 16), P("X", None))}, [("reshape", ["a"], "r", {"shape": (8, 4, 4)})]),
+    "ho3_layernorm_rows_3d": prog(M3, {"a": ((4, 8), P(("X", "Y"), "Z")), "g": ((8,), P("Z")),
+                                       "b": ((8,), P("Z"))},
+                                  [("layernorm", ["a", "g", "b"], "n", {})]),
+    "ho3_roll_by_two_blocks": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("roll", ["a"], "r", {"shift": 8, "axis": 1})]),
+    "ho3_flip_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("flip", ["a"], "f", {"axes": [0]})]),
+    "ho3_transpose_3d": prog(M3, {"a": ((4, 8, 2), P("X", "Y", "Z"))},
+                             [("transpose", ["a"], "t", {"perm": (2, 0, 1)})]),
+    "ho3_sub_mismatch_cols": prog(M2, {"a": ((8, 16), P(None, "Y")), "b": ((8, 16), P(None, "X"))},
+                                  [("sub", ["a", "b"], "c", {})]),
+    "ho3_cumsum_free": prog(M2, {"a": ((8, 16), P("X", None))}, [("cumsum", ["a"], "c", {"axis": 1})]),
+    "ho3_mean_rows_then_exp": prog(M2, {"a": ((8, 16), P("X", "Y"))},
+                                   [("mean", ["a"], "m", {"axes": (0,)}), ("exp", ["m"], "e", {})]),
+    "ho3_einsum_contract_both": prog(M2, {"a": ((8, 16), P(None, "Y")), "b": ((16, 4), P("Y", None))},
+                                     [("einsum", ["a", "b"], "c", {"equation": "ij,jk->ik"})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
