@@ -820,7 +820,8 @@ def test_roll_is_read_as_one_op_with_jaxs_gradient():
     x, w = _args([(2, 16, 4), (4, 6)], seed=31)
     traced = check_gradient_against_jax(_rolled_loss, [x, w], "w")
     # jnp.roll's two slices and concatenate, each read as one roll (its shift taken modulo the size)
-    assert sorted((op.attr("shift"), op.attr("axis")) for op in traced.graph.ops if op.op == "roll") == [(8, 1), (15, 1)]
+    rolls = sorted((op.attr("shift"), op.attr("axis")) for op in traced.graph.ops if op.op == "roll")
+    assert rolls == [(8, 1), (15, 1)]
     assert not [op for op in traced.graph.ops if op.op in ("slice", "concat")]
 
 
