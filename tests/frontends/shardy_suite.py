@@ -2356,6 +2356,61 @@ def ho20_cumsum_cols(x):
     return jnp.cumsum(x, axis=1) * 0.5
 
 
+# held-out programs of a third batch this session, written before their first run and run once as written, all equal:
+# a dot of 12 rows on tp, an einsum contracting two dimensions, heads merged on 2x2x2 into a dot, a split of a sharded
+# dimension on 2x2x2, columns taken by an index, rows concatenated into a dot, a pad in front of sharded columns, a
+# variance over rows, a residual of two dots on 2x2x2, a batched dot over heads, softmax over rows then a sum, a
+# transpose constrained then a dot
+def ho22_uneven_rows_mm(x, w):
+    return jnp.tanh(x @ w)
+
+
+def ho22_einsum_two_contract(a, b):
+    return jnp.einsum("bij,ijk->bk", a, b)
+
+
+def ho22_merge_heads_3d(x, w):
+    B, T, H, D = x.shape
+    return x.reshape(B, T, H * D) @ w
+
+
+def ho22_split_last_3d(x):
+    return jnp.tanh(x.reshape(16, 4, 8)).sum(axis=1)
+
+
+def ho22_take_cols(x, idx):
+    return jnp.take(x, idx, axis=1) * 2.0
+
+
+def ho22_concat_rows_mm(a, b, w):
+    return jnp.concatenate([a, b], axis=0) @ w
+
+
+def ho22_pad_front(x):
+    return jnp.pad(x, ((0, 0), (4, 0))) * 2.0
+
+
+def ho22_var_cols(x):
+    return jnp.var(x, axis=0)
+
+
+def ho22_residual_two_mm_3d(x, w1, w2):
+    return x + jnp.tanh(x @ w1) @ w2
+
+
+def ho22_batch_matmul_heads(a, b):
+    return jnp.einsum("bhqd,bhdk->bhqk", a, b)
+
+
+def ho22_softmax_then_sum_rows(x):
+    return jnp.sum(jax.nn.softmax(x, axis=0), axis=1)
+
+
+def ho22_constraint_transpose(x, w):
+    h = jax.lax.with_sharding_constraint(x.T, NamedSharding(_MESH["2d"], P("tp", "dp")))
+    return h @ w
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2948,6 +3003,23 @@ def suite() -> dict:
         "ho20_min_reduce": (ho20_min_reduce, "2d", [((16, 32), P("dp", "tp"))]),
         "ho20_slice_middle_mm": (ho20_slice_middle_mm, "2d", [((16, 16), P("dp", "tp")), ((8, 8), P())]),
         "ho20_cumsum_cols": (ho20_cumsum_cols, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho22_uneven_rows_mm": (ho22_uneven_rows_mm, "2d", [((12, 32), P("tp")), ((32, 16), P(None, "dp"))]),
+        "ho22_einsum_two_contract": (ho22_einsum_two_contract, "2d", [((4, 8, 16), P("dp", "tp")),
+                                                                      ((8, 16, 8), P("tp"))]),
+        "ho22_merge_heads_3d": (ho22_merge_heads_3d, "3d", [((2, 8, 4, 8), P("a", "b", "c")), ((32, 16), P())]),
+        "ho22_split_last_3d": (ho22_split_last_3d, "3d", [((16, 32), P("a", ("b", "c")))]),
+        "ho22_take_cols": (ho22_take_cols, "2d", [((16, 32), P("dp", "tp")), (((8,), "i32"), P())]),
+        "ho22_concat_rows_mm": (ho22_concat_rows_mm, "2d", [((8, 16), P("dp")), ((8, 16), P("dp")),
+                                                            ((16, 32), P(None, "tp"))]),
+        "ho22_pad_front": (ho22_pad_front, "2d", [((16, 28), P("dp", "tp"))]),
+        "ho22_var_cols": (ho22_var_cols, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho22_residual_two_mm_3d": (ho22_residual_two_mm_3d, "3d", [((16, 32), P("a")),
+                                                                    ((32, 64), P(None, ("b", "c"))),
+                                                                    ((64, 32), P(("b", "c")))]),
+        "ho22_batch_matmul_heads": (ho22_batch_matmul_heads, "2d", [((2, 4, 8, 8), P("dp", "tp")),
+                                                                    ((2, 4, 8, 8), P("dp", "tp"))]),
+        "ho22_softmax_then_sum_rows": (ho22_softmax_then_sum_rows, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho22_constraint_transpose": (ho22_constraint_transpose, "2d", [((16, 32), P("dp", "tp")), ((16, 8), P())]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors
