@@ -24,8 +24,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``rev`` (``jnp.flip``) -> ``flip``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat`` (of ``x[..., k:]`` and ``x[..., :k]``: ``roll``, as ``jnp.roll`` is written);
-  ``slice`` without strides; ``split`` -> a ``slice`` per piece; ``copy`` is the
-  operand; ``stack`` -> a size-1
+  ``slice`` without strides (cutting several dimensions: a ``slice`` per dimension, in order); ``split`` -> a
+  ``slice`` per piece; ``copy`` is the operand; ``stack`` -> a size-1
   ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
   them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a ``pad`` along its padded dimension, its only
   reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is one shift, as XLA simplifies it); ``iota``;
@@ -609,8 +609,22 @@ def _slice(w: Walker, eqn, ins) -> str:
     if strides is not None and any(int(s) != 1 for s in strides):
         raise ModelError(f"slice with strides {tuple(strides)} has no op in shardplan's catalogue (slices are "
                          "contiguous)", where=w.where(eqn))
-    return w.emit(eqn, "slice", ins, starts=tuple(int(s) for s in eqn.params["start_indices"]),
-                  stops=tuple(int(s) for s in eqn.params["limit_indices"]))
+    starts = tuple(int(s) for s in eqn.params["start_indices"])
+    stops = tuple(int(s) for s in eqn.params["limit_indices"])
+    shape = w.shape(ins[0])
+    cut = [d for d, (a, b, n) in enumerate(zip(starts, stops, shape)) if (a, b) != (0, n)]
+    # several dimensions cut: one slice per dimension, in dimension order, as XLA's windowed reshard takes them
+    # (and Shardy shards each window, a cut to one position too)
+    x, now = ins[0], list(shape)
+    for d in cut[:-1]:
+        first, last = [0] * len(shape), list(now)
+        first[d], last[d] = starts[d], stops[d]
+        now[d] = stops[d] - starts[d]
+        x = w.add(eqn, "slice", [x], tuple(now), w.p.values[x].dtype, starts=tuple(first), stops=tuple(last))
+    first, last = [0] * len(shape), list(now)
+    for d in cut[-1:]:
+        first[d], last[d] = starts[d], stops[d]
+    return w.emit(eqn, "slice", [x], starts=tuple(first), stops=tuple(last))
 
 
 def _split(w: Walker, eqn, ins) -> list[str]:

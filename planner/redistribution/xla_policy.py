@@ -162,7 +162,8 @@ def _padded_steps(shape, dtype, source: TensorSharding, destination: TensorShard
     zero their padding) and one AllReduce over those axes completes the value (the engine's masked ``Slice``,
     then its AllReduce), as XLA replicates such a dimension (``ReplicatePartial``); none where there is no such
     dimension. Probed on JAX 0.10.2: ``x[:, 0]`` of a dimension split over 2 or 4 devices, then squeezed,
-    all-reduces the position over them, as ``x[:, 5:7]`` on 4 devices all-reduces its 2 positions."""
+    all-reduces the position over them, as ``x[:, 5:7]`` on 4 devices all-reduces its 2 positions; ``x[1, 2]`` of
+    two dimensions over dp and tp, squeezed, puts its position in place in both and all-reduces over dp and tp."""
     shards = source.shard_counts()
     masking = [k for k, (n, c) in enumerate(zip(shape, shards))
                if replicates_in_place(n, c) and not destination.dims[k].axes]
@@ -175,7 +176,7 @@ def _padded_steps(shape, dtype, source: TensorSharding, destination: TensorShard
         hop = _one_hop(shape, dtype, source, masked, cluster)
     except ReshardError:
         return []
-    if [step.kind for step in hop] != ["Slice"]:
+    if not hop or any(step.kind != "Slice" for step in hop):  # a masked Slice per dimension, nothing moved
         return []
     return hop + [all_reduce_step(shape, dtype_itemsize(dtype), masked, masked.with_unreduced(()), tuple(axes),
                                   cluster)]

@@ -1961,8 +1961,8 @@ def pos_last_token_logits(h, w):
     return jax.nn.log_softmax(h[:, -1, :] @ w, axis=-1)
 
 
-# single positions and short windows first written where the plan and Shardy differed (two cut dimensions still do:
-# DIFFERS in test_shardy_suite.py)
+# single positions and short windows first written where the plan and Shardy differed (two cut dimensions too: the
+# shardings agree, XLA's bytes differ, BYTES_DIFFER in test_shardy_suite.py)
 def pos_two_cuts(x):
     return x[1, 2] * 2.0
 
@@ -2409,6 +2409,36 @@ def ho22_softmax_then_sum_rows(x):
 def ho22_constraint_transpose(x, w):
     h = jax.lax.with_sharding_constraint(x.T, NamedSharding(_MESH["2d"], P("tp", "dp")))
     return h @ w
+
+
+# slices cutting two dimensions: a slice per dimension in order, each window sharded as Shardy shards it (a single
+# position too, past its size), positions squeezed replicated in place by one AllReduce over both dimensions' axes
+def cut_pos_both_dims(x):
+    return x[1:2, 2:3] * 2.0
+
+
+def cut_far_positions(x):
+    return x[3:4, 5:6] * 2.0
+
+
+def cut_two_windows(x):
+    return x[1:3, 2:6] * 2.0
+
+
+def cut_pos_rows_moved(x):
+    return x[2:3, 1:2] * 2.0
+
+
+def cut_positions_3d(x):
+    return x[5:6, 3:4] * 2.0
+
+
+def cut_window_and_position_3d(x):
+    return x[2:6, 6:7] * 2.0
+
+
+def cut_first_row_last_col(x):
+    return x[0:1, 7:8] * 2.0
 
 
 def suite() -> dict:
@@ -3020,6 +3050,13 @@ def suite() -> dict:
                                                                     ((2, 4, 8, 8), P("dp", "tp"))]),
         "ho22_softmax_then_sum_rows": (ho22_softmax_then_sum_rows, "2d", [((16, 32), P("dp", "tp"))]),
         "ho22_constraint_transpose": (ho22_constraint_transpose, "2d", [((16, 32), P("dp", "tp")), ((16, 8), P())]),
+        "cut_pos_both_dims": (cut_pos_both_dims, "2d", [((4, 8, 32), P("dp", "tp"))]),
+        "cut_far_positions": (cut_far_positions, "2d", [((4, 8, 32), P("dp", "tp"))]),
+        "cut_two_windows": (cut_two_windows, "2d", [((4, 8, 32), P("dp", "tp"))]),
+        "cut_pos_rows_moved": (cut_pos_rows_moved, "2d", [((4, 8, 32), P("dp", "tp"))]),
+        "cut_positions_3d": (cut_positions_3d, "3d", [((8, 8, 16), P("a", ("b", "c")))]),
+        "cut_window_and_position_3d": (cut_window_and_position_3d, "3d", [((8, 8, 16), P(("a", "b"), "c"))]),
+        "cut_first_row_last_col": (cut_first_row_last_col, "2d", [((4, 8, 32), P("dp", "tp"))]),
     }
 
 #: our op kinds -> the StableHLO ops they are, for matching anchors

@@ -131,7 +131,9 @@ CASES = {
     "transpose": (lambda x: x.transpose(2, 0, 1), [(4, 8, 2)], {"transpose": 1}),
     "cast_to_int": (lambda x: (x * 10).astype(jnp.int32), [(4, 8)], {"mul": 1, "cast": 1}),
     "concat": (lambda x, y: jnp.concatenate([x, y], axis=1), [(4, 8), (4, 3)], {"concat": 1}),
-    "slice": (lambda x: x[1:3, 2:], [(4, 8)], {"slice": 1}),
+    "slice": (lambda x: x[1:3], [(4, 8)], {"slice": 1}),
+    # two dimensions cut: a slice per dimension, in dimension order (as XLA's windowed reshard, and Shardy shards each)
+    "slice_two_dims": (lambda x: x[1:3, 2:], [(4, 8)], {"slice": 2}),
     "gather_rows": (lambda t, i: jnp.take(t, i, axis=0, mode="clip"), [(10, 4), IDX], {"gather": 1}),
     "integer_pow": (lambda x: x ** 3, [(4, 8)], {"mul": 2}),
     "square": (jnp.square, [(4, 8)], {"mul": 1}),
