@@ -2441,6 +2441,47 @@ def cut_first_row_last_col(x):
     return x[0:1, 7:8] * 2.0
 
 
+# held-out programs of a fourth batch this session, written before their first run and run once as written, all equal:
+# top-2 gates of a router, an expert's capacity positions by cumsum, an expert FFN over experts on tp, rotary halves,
+# an RMS norm into a parallel vocabulary's log-softmax, a mean minus a max over a sequence on 2x2x2, a KV cache
+# concatenated along the sequence, a tanh-GELU MLP on 1-D
+def ho23_top2_gates(x, wg):
+    v, i = jax.lax.top_k(x @ wg, 2)
+    return jax.nn.softmax(v, axis=-1)
+
+
+def ho23_capacity_positions(x, wg):
+    e = jax.nn.one_hot(jnp.argmax(x @ wg, axis=-1), 4)
+    return jnp.cumsum(e, axis=0) * e
+
+
+def ho23_expert_ffn(x, w1, w2):
+    h = jax.nn.relu(jnp.einsum("etd,edf->etf", x, w1))
+    return jnp.einsum("etf,efd->etd", h, w2)
+
+
+def ho23_rope_halves(x):
+    x1, x2 = x[..., :8], x[..., 8:]
+    return jnp.concatenate([-x2, x1], axis=-1) * 0.5 + x
+
+
+def ho23_norm_then_vocab(x, g, w):
+    n = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    return jax.nn.log_softmax(n @ w, axis=-1)
+
+
+def ho23_seq_mean_3d(x):
+    return jnp.mean(x, axis=1) - jnp.max(x, axis=1)
+
+
+def ho23_kv_cache_concat(k_old, k_new):
+    return jnp.concatenate([k_old, k_new], axis=1) * 1.0
+
+
+def ho23_gelu_approx_mlp_1d(x, w1, w2):
+    return jax.nn.gelu(x @ w1, approximate=True) @ w2
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -2955,6 +2996,18 @@ def suite() -> dict:
                                                   ((8, 32), P())]),
         "ho15_cumsum_rows": (ho15_cumsum_rows, "2d", [((16, 32), P("dp", "tp"))]),
         "pos_two_cuts": (pos_two_cuts, "2d", [((4, 8, 32), P("dp", "tp"))]),
+        "ho23_top2_gates": (ho23_top2_gates, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp"))]),
+        "ho23_capacity_positions": (ho23_capacity_positions, "2d", [((16, 32), P("dp")), ((32, 4), P())]),
+        "ho23_expert_ffn": (ho23_expert_ffn, "2d", [((4, 8, 16), P("tp")), ((4, 16, 32), P("tp")),
+                                                    ((4, 32, 16), P("tp"))]),
+        "ho23_rope_halves": (ho23_rope_halves, "2d", [((2, 8, 16), P("dp", "tp"))]),
+        "ho23_norm_then_vocab": (ho23_norm_then_vocab, "2d", [((16, 32), P("dp")), ((32,), P()),
+                                                              ((32, 64), P(None, "tp"))]),
+        "ho23_seq_mean_3d": (ho23_seq_mean_3d, "3d", [((4, 16, 8), P("a", ("b", "c")))]),
+        "ho23_kv_cache_concat": (ho23_kv_cache_concat, "2d", [((2, 8, 16), P("dp", None, "tp")),
+                                                              ((2, 8, 16), P("dp", None, "tp"))]),
+        "ho23_gelu_approx_mlp_1d": (ho23_gelu_approx_mlp_1d, "1d", [((16, 32), P("d")), ((32, 64), P()),
+                                                                    ((64, 32), P())]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
