@@ -71,7 +71,6 @@ array([7., 1.])
 from __future__ import annotations
 
 import copy
-
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
