@@ -80,7 +80,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable, NamedTuple, TypeVar
 
-__all__ = ["BoundedCache", "CacheInfo", "cache_stats", "clear_caches", "memoize"]
+__all__ = ["BoundedCache", "ByIdentity", "CacheInfo", "cache_stats", "clear_caches", "memoize"]
 
 T = TypeVar("T")
 _MISSING = object()
@@ -182,6 +182,34 @@ class BoundedCache:
     def stats(self) -> dict[str, int]:
         """``{"hits", "misses", "size", "maxsize"}`` since the last :meth:`clear`."""
         return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize}
+
+
+class ByIdentity:
+    """Values worked out once per shared object within one step (a model's build, its ILP), keyed by the object's
+    identity and a few hashable extras: for objects that many places share and that cost more to hash than to
+    look up (identical layers' candidate tuples, cost tables). Each entry keeps its object, so an identity freed
+    and reused by another object is never read as the first. Not a registered cache: it lives as long as the step.
+
+    >>> memo, calls = ByIdentity(), []
+    >>> table = [1.0, 2.0]
+    >>> memo.get(table, lambda: calls.append(1) or sum(table)), memo.get(table, lambda: 0.0), len(calls)
+    (3.0, 3.0, 1)
+    >>> memo.get([1.0, 2.0], lambda: -1.0)  # an equal list is another object
+    -1.0
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict = {}
+
+    def get(self, obj: Any, compute: Callable[[], T], *extra: Any) -> T:
+        """``compute()`` for ``obj`` (and ``extra``), computed the first time only."""
+        key = (id(obj), *extra)
+        hit = self._entries.get(key)
+        if hit is None or hit[0] is not obj:
+            hit = self._entries[key] = (obj, compute())
+        return hit[1]
 
 
 def _register(cache: BoundedCache) -> None:

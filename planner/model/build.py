@@ -12,6 +12,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from costmodels import Cluster
+from planner.caches import ByIdentity
 from planner.enumeration import enumerate_extensions, enumerate_strategies, make_strategy, search_pieces
 from planner.errors import PlanningError, RuleError, ShardplanError
 from planner.ir.axis import AxisRef, merge_adjacent
@@ -144,7 +145,7 @@ def build_model(graph, mesh: Mesh, cluster: Cluster, options: Options = Options(
             return item
 
         op_memo: dict = {}  # identical layers' ops priced once
-        sides: dict = {}  # and their links' producer and reader classes worked out once
+        sides = ByIdentity()  # and their links' producer and reader classes worked out once
         problem_nodes = tuple(tick(node_costs(stub, i, op_memo)) for i in range(len(nodes_t)))
         problem = SearchProblem(
             problem_nodes,

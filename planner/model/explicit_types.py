@@ -221,13 +221,13 @@ def _positional(ctx: _OpContext, ins: Sequence[TensorSharding], in_shapes, out_s
         return [d.axes for d in ins[0].dims]
     for d, (n, m, dim) in enumerate(zip(in_shapes[0], out_shape, ins[0].dims)):
         # jnp.roll slices the rolled dimension in two pieces: each a slice of the operand
-        kept = (rotated[1], n - rotated[1]) if rotated is not None and d == rotated[0] else (m,)
-        for m in kept:
-            if n != m and dim.axes and m % _size(dim.axes, mesh):
+        pieces = (rotated[1], n - rotated[1]) if rotated is not None and d == rotated[0] else (m,)
+        for piece in pieces:
+            if n != piece and dim.axes and piece % _size(dim.axes, mesh):
                 names = ", ".join(map(_axis_text, dim.axes))
-                change = f"keeps {m} of the {n} elements" if m < n else f"pads to {m} the {n} elements"
+                change = f"keeps {piece} of the {n} elements" if piece < n else f"pads to {piece} the {n} elements"
                 raise ctx.error(f"{change} of dimension {d}, sharded over {names}, and "
-                                f"{_size(dim.axes, mesh)} shards do not divide {m}")
+                                f"{_size(dim.axes, mesh)} shards do not divide {piece}")
     return [d.axes for d in ins[0].dims]
 
 

@@ -76,6 +76,7 @@ from typing import Sequence
 
 import numpy as np
 
+from planner.caches import ByIdentity
 from planner.redistribution.state import distinct  # np.unique without its import of numpy.ma
 
 _Adjacency = tuple[tuple[tuple[int, int], ...], ...]
@@ -317,12 +318,10 @@ class SearchProblem:
 
     def dense(self) -> "SearchProblem":
         """This problem with every :class:`LazyTable` computed into an array (what an ILP reads)."""
-        arrays: dict[int, np.ndarray] = {}  # one array per table, however many links share it (identical layers)
+        arrays = ByIdentity()  # one array per table, however many links share it (identical layers)
 
         def computed(table: LazyTable) -> np.ndarray:
-            if id(table) not in arrays:
-                arrays[id(table)] = dense(table)
-            return arrays[id(table)]
+            return arrays.get(table, lambda: dense(table))
 
         edges = tuple(e if not isinstance(e.class_cost, LazyTable) else replace(e, class_cost=computed(e.class_cost))
                       for e in self.edges)

@@ -16,7 +16,7 @@ import numpy as np
 
 from costmodels import Cluster, op_time_s, parameter_bytes
 from graphs.dtypes import dtype_itemsize, is_float
-from planner.caches import BoundedCache
+from planner.caches import BoundedCache, ByIdentity
 from planner.enumeration import Strategy
 from planner.ir.sharding import TensorSharding
 from planner.model.op_collectives import op_collectives_time_s
@@ -165,51 +165,41 @@ def _label(m: Model, link: Flow) -> str:
     return f"{link.tensor}: {m.nodes[link.producer].name} -> {readers}"
 
 
-def _side(sides: dict | None, key: tuple, strategies: tuple, compute):
-    """``compute()``, once per ``key`` in ``sides`` (None: not shared). ``key`` names a node's strategies by
-    identity (identical layers' ops share the enumeration's tuple), so the entry keeps the tuple and is read only
-    for that very tuple."""
-    if sides is None:
-        return compute()
-    hit = sides.get(key)
-    if hit is None or hit[0] is not strategies:
-        hit = sides[key] = (strategies, compute())
-    return hit[1]
+# A node's side of its links is worked out once per alike node when ``sides`` (a :class:`ByIdentity` of one model's
+# build) is given: identical layers' ops share the enumeration's candidate tuple and their rule, and their op kind
+# and pending over manual axes decide the rest.
+
+def _shared(sides: ByIdentity | None, node: OpNode, compute, *extra):
+    return compute() if sides is None else sides.get(node.strategies, compute, id(node.rule), node.op.op,
+                                                     node.manual_pending, *extra)
 
 
-def _producer_classes(m: Model, node, sides: dict | None):
+def _producer_classes(m: Model, node, sides: ByIdentity | None):
     """:func:`_classes` of the producer's :func:`producer_side`."""
     if not isinstance(node, OpNode):
         return _classes(producer_side(m, node))
-    key = ("producer", id(node.strategies), id(node.rule), node.op.op)
-    return _side(sides, key, node.strategies, lambda: _classes(producer_side(m, node)))
+    return _shared(sides, node, lambda: _classes(producer_side(m, node)), "producer")
 
 
-def _reader_entries(node: OpNode, ks, backward: bool, xla: bool, sides: dict | None) -> list:
-    """:func:`reader_side` of one reader, shared by alike readers (their rule, op kind and pending over manual axes
-    decide it beside the strategies)."""
-    key = ("reader", id(node.strategies), id(node.rule), node.op.op, node.manual_pending, ks, backward, xla)
-    return _side(sides, key, node.strategies, lambda: reader_side(node, ks, backward, xla))
+def _reader_entries(node: OpNode, ks, backward: bool, xla: bool, sides: ByIdentity | None) -> list:
+    """:func:`reader_side` of one reader."""
+    return _shared(sides, node, lambda: reader_side(node, ks, backward, xla), "reader", ks, backward, xla)
 
 
-def data_edge(m: Model, link: Flow, sides: dict | None = None) -> Edge:
-    """The edge of a tensor one reader reads; ``sides``: a memo of producer and reader classes that one model's
-    links share (identical layers')."""
+def data_edge(m: Model, link: Flow, sides: ByIdentity | None = None) -> Edge:
+    """The edge of a tensor one reader reads; ``sides``: what one model's links share (see above)."""
     spec = m.graph.tensor(link.tensor)
     u_class, u_uniq = _producer_classes(m, m.nodes[link.producer], sides)
-    reader = m.nodes[link.readers[0]]
-    xla = m.options.reshard_policy == "xla"
-    key = ("reader classes", id(reader.strategies), id(reader.rule), reader.op.op, reader.manual_pending,
-           link.operands[0], link.backward, xla)
-    v_class, v_uniq = _side(sides, key, reader.strategies,
-                            lambda: _classes(_reader_entries(reader, link.operands[0], link.backward, xla, sides)))
+    reader, ks, xla = m.nodes[link.readers[0]], link.operands[0], m.options.reshard_policy == "xla"
+    v_class, v_uniq = _shared(sides, reader, lambda: _classes(_reader_entries(reader, ks, link.backward, xla, sides)),
+                              "reader classes", ks, link.backward, xla)
     args = (spec.shape, spec.dtype, tuple(u_uniq), tuple(v_uniq), m.cluster, m.options.insert_pbroadcast,
             m.reshard_pieces, m.options.reshard_policy)
     forward = _table("forward", *args) if link.backward else None  # for reports: the search reads the sum
     return Edge(link.producer, link.readers[0], u_class, v_class, _table("data", *args), _label(m, link), forward)
 
 
-def fanout_edge(m: Model, link: Flow, sides: dict | None = None) -> Fanout:
+def fanout_edge(m: Model, link: Flow, sides: ByIdentity | None = None) -> Fanout:
     """Columns: each distinct layout a reader needs (forward), each distinct ``(layout, pending)``
     cotangent coming back (backward) and, under the ``xla`` policy, each reader's completion of its pending
     cotangent; a reader candidate needs a set of columns. ``sides``: as :func:`data_edge`'s."""

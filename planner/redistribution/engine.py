@@ -139,12 +139,8 @@ def planning_seconds(shape, dtype, source: TensorSharding, destination: TensorSh
     source, destination = source.layout_only(), destination.layout_only()
     if source.mesh != destination.mesh or (source.unreduced and source.reduction != PENDING_SUM):
         return reshard_for_planning(shape, dtype, source, destination, cluster, within).time_s
-    shape = tuple(int(d) for d in shape)
-    order, canonical = _canonical(shape, source, destination)
-    if order != tuple(range(len(order))):
-        source, destination = source.permuted(order), destination.permuted(order)
-    steps, _ = _canonical_search(canonical, dtype_itemsize(dtype), source, destination, cluster, True, False,
-                                 None if within is None else tuple(within), False)
+    _, steps, _ = _in_canonical_order(tuple(int(d) for d in shape), dtype_itemsize(dtype), source, destination,
+                                      cluster, True, False, None if within is None else tuple(within), False)
     return sum(s.time_s for s in steps)
 
 
@@ -292,9 +288,8 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
     solved in a canonical order (:func:`_canonical`) and its steps renamed back."""
     if primes or source.mesh != destination.mesh:
         return _search_here(shape, itemsize, source, destination, cluster, by_time, primes, exhaustive, within, ties)
-    order, canonical = _canonical(shape, source, destination)
-    steps, exact = _canonical_search(canonical, itemsize, source.permuted(order), destination.permuted(order),
-                                     cluster, by_time, exhaustive, within, ties)
+    order, steps, exact = _in_canonical_order(shape, itemsize, source, destination, cluster, by_time, exhaustive,
+                                              within, ties)
     if order == tuple(range(len(order))):
         return list(steps), exact
     back = [0] * len(order)
@@ -302,6 +297,18 @@ def _search(shape, itemsize, source: TensorSharding, destination: TensorSharding
         back[i] = j
     return [Step(s.kind, s.axes, tuple(order[d] for d in s.dims), s.before.permuted(back),
                  s.after.permuted(back), s.bytes_per_device, s.time_s, s.pairs) for s in steps], exact
+
+
+def _in_canonical_order(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster, by_time,
+                        exhaustive, within, ties) -> tuple[tuple[int, ...], tuple, bool]:
+    """The problem's canonical dimension order (:func:`_canonical`), and its search's steps in that order (once
+    per class of alike problems, :func:`_canonical_search`) and whether they are exact."""
+    order, canonical = _canonical(shape, source, destination)
+    if order != tuple(range(len(order))):
+        source, destination = source.permuted(order), destination.permuted(order)
+    steps, exact = _canonical_search(canonical, itemsize, source, destination, cluster, by_time, exhaustive, within,
+                                     ties)
+    return order, steps, exact
 
 
 def _canonical(shape, source: TensorSharding, destination: TensorSharding) -> tuple[tuple[int, ...], tuple]:

@@ -35,7 +35,7 @@ from planner.caches import memoize
 from planner.errors import RuleError, ShardingError
 from planner.ir.axis import AxisRef, axes_size, merge_adjacent, sort_axes
 from planner.ir.mesh import Mesh
-from planner.ir.sharding import TensorSharding
+from planner.ir.sharding import PENDING_SUM, TensorSharding
 from planner.rules.factors import RESULT, FactorKind, OpShardingRule
 from planner.notations.mindspore import axes_for_splits
 
@@ -136,10 +136,8 @@ def _dims_tuple(rule: OpShardingRule, which: int | str, factor_axes: FactorAxes)
 
 
 @memoize("factor shardings' tensor shardings", maxsize=65536)
-def _sharding(mesh: Mesh, dims, unreduced=(), reduction=None) -> TensorSharding:
+def _sharding(mesh: Mesh, dims, unreduced=(), reduction=PENDING_SUM) -> TensorSharding:
     """A tensor's sharding from its dimensions' axes: the strategies of many ops and layers share few of them."""
-    if reduction is None:
-        return TensorSharding.build(mesh, dims)
     return TensorSharding.build(mesh, dims, unreduced=unreduced, reduction=reduction)
 
 

@@ -127,6 +127,7 @@ from typing import Callable
 import numpy as np
 
 from costmodels.units import format_bytes, format_seconds
+from planner.caches import ByIdentity
 from planner.errors import PlanningError
 from planner.model.decision import Decision, SolverReport
 from planner.model.ignored import ignored_annotations
@@ -343,13 +344,10 @@ def _normalised_edges(edges: tuple[Edge, ...], owner: list[int], pick: list[np.n
     """
     merged: dict[tuple, _ClassEdge] = {}
     unary = []
-    scaled: dict[int, tuple] = {}  # per cost table (identical layers' edges share one): (table, in model units)
+    scaled = ByIdentity()  # each cost table in model units once (identical layers' edges share one)
 
     def in_units(table) -> np.ndarray:
-        hit = scaled.get(id(table))
-        if hit is None or hit[0] is not table:
-            hit = scaled[id(table)] = (table, COST_SCALE * np.asarray(table, dtype=float))
-        return hit[1]
+        return scaled.get(table, lambda: COST_SCALE * np.asarray(table, dtype=float))
 
     seen: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}  # identical layers renumber the same classes
 
