@@ -2482,6 +2482,71 @@ def ho23_gelu_approx_mlp_1d(x, w1, w2):
     return jax.nn.gelu(x @ w1, approximate=True) @ w2
 
 
+# held-out programs of a fifth batch, written before their first run and run once as written, all equal:
+# grouped-query attention scores, a SwiGLU with its down projection on 1-D, an affine layer norm on 2x2x2, causal
+# attention with a tril mask, tied embedding logits, a top-1 dispatch, mean pooling into a classifier, a batched
+# outer product, a transpose into a dot on 2x2x2, two head groups concatenated into a dot, an RMS norm written by
+# hand over sharded columns, a residual MLP on 2x2x2
+def ho24_gqa_scores(q, k):
+    b, s, h, d = q.shape
+    q = q.reshape(b, s, 2, h // 2, d)
+    return jnp.einsum("bsgkd,btgd->bgkst", q, k)
+
+
+def ho24_swiglu_down_1d(x, w1, w3, w2):
+    return (jax.nn.silu(x @ w1) * (x @ w3)) @ w2
+
+
+def ho24_layernorm_affine_3d(x, s, b):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * s + b
+
+
+def ho24_causal_attention(q, k, v):
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 4.0
+    n = q.shape[2]
+    mask = jnp.tril(jnp.ones((n, n), dtype=bool))
+    s = jnp.where(mask, s, -1e9)
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+
+def ho24_tied_logits(ids, table):
+    h = jnp.take(table, ids, axis=0)
+    return h @ table.T
+
+
+def ho24_top1_dispatch(x, wg):
+    logits = x @ wg
+    e = jnp.argmax(logits, axis=-1)
+    mask = jax.nn.one_hot(e, wg.shape[1])
+    return jnp.einsum("te,td->etd", mask, x)
+
+
+def ho24_pool_classify(x, w):
+    return jnp.mean(x, axis=1) @ w
+
+
+def ho24_batched_outer(a, b):
+    return jnp.einsum("bi,bj->bij", a, b)
+
+
+def ho24_transpose_3d_mm(x, w):
+    return jnp.transpose(x, (1, 0, 2)) @ w
+
+
+def ho24_concat_heads_mm(a, b, w):
+    return jnp.concatenate([a, b], axis=-1) @ w
+
+
+def ho24_rms_by_hand_tp(x):
+    return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) / x.shape[-1] + 1e-6)
+
+
+def ho24_residual_mlp_3d(x, w1, w2):
+    return x + jnp.tanh(x @ w1) @ w2
+
+
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
     return {
@@ -3008,6 +3073,24 @@ def suite() -> dict:
                                                               ((2, 8, 16), P("dp", None, "tp"))]),
         "ho23_gelu_approx_mlp_1d": (ho23_gelu_approx_mlp_1d, "1d", [((16, 32), P("d")), ((32, 64), P()),
                                                                     ((64, 32), P())]),
+        "ho24_gqa_scores": (ho24_gqa_scores, "2d", [((2, 8, 8, 16), P("dp", None, "tp")), ((2, 8, 2, 16), P("dp"))]),
+        "ho24_swiglu_down_1d": (ho24_swiglu_down_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")),
+                                                          ((32, 64), P(None, "d")), ((64, 32), P("d"))]),
+        "ho24_layernorm_affine_3d": (ho24_layernorm_affine_3d, "3d", [((4, 8, 16), P("a", "b")), ((16,), P()),
+                                                                    ((16,), P())]),
+        "ho24_causal_attention": (ho24_causal_attention, "2d", [((2, 4, 8, 16), P("dp", "tp")),
+                                                              ((2, 4, 8, 16), P("dp", "tp")),
+                                                              ((2, 4, 8, 16), P("dp", "tp"))]),
+        "ho24_tied_logits": (ho24_tied_logits, "2d", [(((4, 8), "i32"), P()), ((64, 16), P("tp"))]),
+        "ho24_top1_dispatch": (ho24_top1_dispatch, "2d", [((16, 32), P("dp")), ((32, 4), P())]),
+        "ho24_pool_classify": (ho24_pool_classify, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 8), P())]),
+        "ho24_batched_outer": (ho24_batched_outer, "2d", [((8, 16), P("dp", "tp")), ((8, 16), P("dp"))]),
+        "ho24_transpose_3d_mm": (ho24_transpose_3d_mm, "3d", [((4, 8, 16), P("a", "b")), ((16, 8), P(None, "c"))]),
+        "ho24_concat_heads_mm": (ho24_concat_heads_mm, "2d", [((16, 16), P("dp", "tp")), ((16, 16), P("dp", "tp")),
+                                                            ((32, 8), P())]),
+        "ho24_rms_by_hand_tp": (ho24_rms_by_hand_tp, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho24_residual_mlp_3d": (ho24_residual_mlp_3d, "3d", [((8, 16), P(("a", "b"))), ((16, 32), P(None, "c")),
+                                                            ((32, 16), P("c"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

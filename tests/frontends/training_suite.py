@@ -494,6 +494,36 @@ def ho21_softmax_ce_dp(x, w, y):
     return -jnp.mean(jnp.sum(y * lp, axis=-1))
 
 
+# a fourth held-out batch, written before its first run and run once as written
+def ho24_megatron_block_loss(x, w1, w2):
+    return jnp.mean((jax.nn.gelu(x @ w1) @ w2) ** 2)
+
+
+def ho24_layernorm_mlp_loss(x, s, w):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    h = (x - m) * jax.lax.rsqrt(v + 1e-5) * s
+    return jnp.sum(jnp.tanh(h @ w))
+
+
+def ho24_attention_proj_loss(x, wq, wk, wo):
+    q, k = x @ wq, x @ wk
+    a = jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, k) / 4.0, axis=-1)
+    return jnp.mean(jnp.einsum("bqk,bkd->bqd", a, x) @ wo)
+
+
+def ho24_fsdp_linear_loss(x, w):
+    return jnp.sum(jax.nn.relu(x @ w))
+
+
+def ho24_embedding_head_loss(table, ids, w):
+    return jnp.mean(jnp.take(table, ids, axis=0) @ w)
+
+
+def ho24_expert_loss_3d(x, w):
+    return jnp.sum(jnp.einsum("etd,edf->etf", x, w) ** 2)
+
+
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
     ``(shape, "i32")`` shape is int32."""
@@ -717,6 +747,18 @@ def suite() -> dict:
             ((32, 10), P()),
             ((16, 10), P("d"))],
             (1,)),
+        "ho24_megatron_block_loss": (ho24_megatron_block_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                                      ((64, 32), P("tp"))], (1, 2)),
+        "ho24_layernorm_mlp_loss": (ho24_layernorm_mlp_loss, "2d", [((4, 8, 32), P("dp")), ((32,), P()),
+                                                                    ((32, 16), P(None, "tp"))], (1, 2)),
+        "ho24_attention_proj_loss": (ho24_attention_proj_loss, "2d", [((2, 8, 16), P("dp")), ((16, 16), P(None, "tp")),
+                                                                      ((16, 16), P(None, "tp")), ((16, 8), P())],
+                                     (1, 2, 3)),
+        "ho24_fsdp_linear_loss": (ho24_fsdp_linear_loss, "2d", [((16, 32), P("dp")), ((32, 64), P("dp", "tp"))], (1,)),
+        "ho24_embedding_head_loss": (ho24_embedding_head_loss, "2d", [((64, 16), P("tp")), (((8,), "i32"), P("dp")),
+                                                                      ((16, 8), P())], (0, 2)),
+        "ho24_expert_loss_3d": (ho24_expert_loss_3d, "3d", [((4, 8, 16), P("a", "b")), ((4, 16, 8), P("a", None, "c"))],
+                                (1,)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }

@@ -673,6 +673,35 @@ PROGRAMS = {
                                    [("mean", ["a"], "m", {"axes": (0,)}), ("exp", ["m"], "e", {})]),
     "ho3_einsum_contract_both": prog(M2, {"a": ((8, 16), P(None, "Y")), "b": ((16, 4), P("Y", None))},
                                      [("einsum", ["a", "b"], "c", {"equation": "ij,jk->ik"})]),
+    # a fourth held-out batch, written before its first run and run once as written: attention scores over heads on
+    # 2x2x2, a dot contracting a dimension only one operand shards, a replicated bias added, a transpose into a
+    # dot, softmax along a free dimension, a merge of a sharded minor dimension, a concatenate along a free
+    # dimension on 2x2x2, a sum over every dimension, GELU then tanh, a dot of rows on 1-D, a mean over free rows, a
+    # slice of whole blocks of a sharded dimension, an outer product by einsum
+    "ho4_scores_heads_3d": prog(M3, {"q": ((2, 4, 8, 4), P("X", "Y", None, None)),
+                                     "k": ((2, 4, 8, 4), P("X", "Y", None, None))},
+                                [("einsum", ["q", "k"], "s", {"equation": "bhsd,bhtd->bhst"})]),
+    "ho4_mm_contract_one_side": prog(M2, {"a": ((8, 16), P(None, "Y")), "w": ((16, 4), P(None, None))},
+                                     [("matmul", ["a", "w"], "y", {})]),
+    "ho4_add_replicated_bias": prog(M2, {"a": ((8, 16), P("X", "Y")), "b": ((16,), None)},
+                                    [("add", ["a", "b"], "c", {})]),
+    "ho4_transpose_then_mm": prog(M2, {"a": ((16, 8), P("Y", "X")), "w": ((16, 4), P(None, None))},
+                                  [("transpose", ["a"], "t", {"perm": (1, 0)}), ("matmul", ["t", "w"], "y", {})]),
+    "ho4_softmax_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("softmax", ["a"], "s", {"axis": 1})]),
+    "ho4_merge_sharded_minor": prog(M2, {"a": ((8, 4, 4), P("X", "Y", None))},
+                                    [("reshape", ["a"], "r", {"shape": (8, 16)})]),
+    "ho4_concat_free_3d": prog(M3, {"a": ((4, 8, 2), P("X", "Y", None)), "b": ((4, 8, 2), P("X", "Y", None))},
+                               [("concat", ["a", "b"], "c", {"axis": 2})]),
+    "ho4_sum_everything": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("sum", ["a"], "s", {"axes": (0, 1)})]),
+    "ho4_gelu_then_tanh": prog(M2, {"a": ((8, 16), P("X", "Y"))},
+                               [("gelu", ["a"], "g", {}), ("tanh", ["g"], "t", {})]),
+    "ho4_mm_rows_1d": prog(M1, {"a": ((16, 8), P("X", None)), "w": ((8, 4), P(None, None))},
+                           [("matmul", ["a", "w"], "y", {})]),
+    "ho4_mean_free_rows": prog(M2, {"a": ((8, 16), P(None, "Y"))}, [("mean", ["a"], "m", {"axes": (0,)})]),
+    "ho4_slice_whole_blocks": prog(M2, {"a": ((8, 16), P("X", "Y"))},
+                                   [("slice", ["a"], "s", {"starts": (0, 0), "stops": (8, 8)})]),
+    "ho4_outer_einsum": prog(M2, {"a": ((8,), P("X")), "b": ((16,), P("Y"))},
+                             [("einsum", ["a", "b"], "c", {"equation": "i,j->ij"})]),
 }
 
 #: JAX's message for a class of problem, and what shardplan's message says for it.
