@@ -2546,6 +2546,116 @@ def ho24_rms_by_hand_tp(x):
 def ho24_residual_mlp_3d(x, w1, w2):
     return x + jnp.tanh(x @ w1) @ w2
 
+# held-out programs of a sixth batch, written before their first run and run once as written: cross-attention over a
+# memory of another length, scores under a sliding-window mask of iotas, rotary pairs interleaved by a reshape, soft-
+# capped logits over a parallel vocabulary, a sigmoid-gated residual on 2x2x2, QK-normalised scores, a sum of a
+# sequence and its shift, a mean over heads, a masked mean pool, a vmapped matmul on 2x2x2, a two-tower dot product, an
+# MLP with a masked hidden layer. All equal but the cross-attention, whose bytes differed (the propagate search
+# gathered the one operand that shards the contraction where XLA all-reduces): now equal too
+def ho25_cross_attention(x, mem, wq):
+    q = x @ wq
+    s = jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, mem) / 4.0, axis=-1)
+    return jnp.einsum("bqk,bkd->bqd", s, mem)
+
+
+def ho25_sliding_window_scores(q, k):
+    s = jnp.einsum("bqd,bkd->bqk", q, k)
+    i = jnp.arange(q.shape[1])[:, None]
+    j = jnp.arange(k.shape[1])[None, :]
+    return jnp.where(jnp.abs(i - j) <= 2, s, -1e9)
+
+
+def ho25_interleaved_rope(x):
+    b, s, d = x.shape
+    y = x.reshape(b, s, d // 2, 2)
+    r = jnp.stack([-y[..., 1], y[..., 0]], axis=-1)
+    return r.reshape(b, s, d) + x
+
+
+def ho25_logit_softcap(x, w):
+    return 30.0 * jnp.tanh((x @ w) / 30.0)
+
+
+def ho25_sigmoid_gated_residual_3d(x, wg, wv):
+    return x + jax.nn.sigmoid(x @ wg) * (x @ wv)
+
+
+def ho25_qk_norm_scores(q, k):
+    qn = q * jax.lax.rsqrt(jnp.mean(q * q, axis=-1, keepdims=True) + 1e-6)
+    kn = k * jax.lax.rsqrt(jnp.mean(k * k, axis=-1, keepdims=True) + 1e-6)
+    return jnp.einsum("bqhd,bkhd->bhqk", qn, kn)
+
+
+def ho25_shifted_sum_seq(x):
+    return x[:, 1:] + x[:, :-1]
+
+
+def ho25_head_mean(x):
+    b, s, d = x.shape
+    return jnp.mean(x.reshape(b, s, 4, d // 4), axis=2)
+
+
+def ho25_masked_mean_pool(x, m):
+    return jnp.sum(x * m[..., None], axis=1) / (jnp.sum(m, axis=1)[:, None] + 1.0)
+
+
+def ho25_vmap_matmul_3d(x, w):
+    return jax.vmap(lambda a, b: a @ b)(x, w)
+
+
+def ho25_two_tower_dot(a, b, wa, wb):
+    return jnp.sum((a @ wa) * (b @ wb), axis=-1)
+
+
+def ho25_mlp_masked_hidden(x, w1, m, w2):
+    return (jax.nn.relu(x @ w1) * m) @ w2
+
+
+# a contraction only one operand shards, over whole device groups: XLA all-reduces partial products where the result
+# is smaller than that operand (each counted over the groups, the axes an operand shares with the result), and gathers
+# the operand where the result is as large or larger. On either side of the boundary: scores against keys fewer than,
+# as many as and more than the features (1-D; batched on 2x2x2), a weight sharded on its rows under activations whose
+# rows lie on the other axis, and activations whose columns are split under a replicated weight
+def one_sided_fewer_keys(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k)
+
+
+def one_sided_as_many_keys(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k)
+
+
+def one_sided_more_keys(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k)
+
+
+def one_sided_fewer_keys_3d(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k)
+
+
+def one_sided_as_many_keys_3d(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k)
+
+
+def one_sided_weight_small(x, w):
+    return x @ w
+
+
+def one_sided_weight_equal(x, w):
+    return x @ w
+
+
+def one_sided_weight_large(x, w):
+    return x @ w
+
+
+def one_sided_columns_small(x, w):
+    return x @ w
+
+
+def one_sided_columns_large(x, w):
+    return x @ w
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3091,6 +3201,39 @@ def suite() -> dict:
         "ho24_rms_by_hand_tp": (ho24_rms_by_hand_tp, "2d", [((16, 32), P("dp", "tp"))]),
         "ho24_residual_mlp_3d": (ho24_residual_mlp_3d, "3d", [((8, 16), P(("a", "b"))), ((16, 32), P(None, "c")),
                                                             ((32, 16), P("c"))]),
+        "ho25_cross_attention": (ho25_cross_attention, "2d", [((2, 8, 16), P("dp")), ((2, 12, 16), P("dp")),
+                                                              ((16, 16), P(None, "tp"))]),
+        "ho25_sliding_window_scores": (ho25_sliding_window_scores, "2d", [((2, 8, 16), P("dp")),
+                                                                          ((2, 8, 16), P("dp", "tp"))]),
+        "ho25_interleaved_rope": (ho25_interleaved_rope, "2d", [((2, 8, 16), P("dp", "tp"))]),
+        "ho25_logit_softcap": (ho25_logit_softcap, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))]),
+        "ho25_sigmoid_gated_residual_3d": (ho25_sigmoid_gated_residual_3d, "3d", [((8, 16), P(("a", "b"))),
+                                                                                  ((16, 16), P(None, "c")),
+                                                                                  ((16, 16), P(None, "c"))]),
+        "ho25_qk_norm_scores": (ho25_qk_norm_scores, "2d", [((2, 8, 4, 16), P("dp", None, "tp")),
+                                                            ((2, 8, 4, 16), P("dp", None, "tp"))]),
+        "ho25_shifted_sum_seq": (ho25_shifted_sum_seq, "2d", [((4, 16, 8), P("dp", "tp"))]),
+        "ho25_head_mean": (ho25_head_mean, "2d", [((4, 8, 32), P("dp", None, "tp"))]),
+        "ho25_masked_mean_pool": (ho25_masked_mean_pool, "2d", [((4, 16, 32), P("dp", "tp")),
+                                                                ((4, 16), P("dp", "tp"))]),
+        "ho25_vmap_matmul_3d": (ho25_vmap_matmul_3d, "3d", [((4, 8, 16), P("a", "b")),
+                                                            ((4, 16, 8), P("a", None, "c"))]),
+        "ho25_two_tower_dot": (ho25_two_tower_dot, "2d", [((16, 32), P("dp")), ((16, 32), P("dp")),
+                                                          ((32, 16), P(None, "tp")), ((32, 16), P(None, "tp"))]),
+        "ho25_mlp_masked_hidden": (ho25_mlp_masked_hidden, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                                  ((16, 64), P("dp", "tp")), ((64, 32), P("tp"))]),
+        "one_sided_fewer_keys": (one_sided_fewer_keys, "1d", [((8, 16), P(None, "d")), ((12, 16), P())]),
+        "one_sided_as_many_keys": (one_sided_as_many_keys, "1d", [((8, 16), P(None, "d")), ((16, 16), P())]),
+        "one_sided_more_keys": (one_sided_more_keys, "1d", [((8, 16), P(None, "d")), ((24, 16), P())]),
+        "one_sided_fewer_keys_3d": (one_sided_fewer_keys_3d, "3d", [((4, 8, 16), P("a", None, ("b", "c"))),
+                                                             ((4, 12, 16), P("a"))]),
+        "one_sided_as_many_keys_3d": (one_sided_as_many_keys_3d, "3d", [((4, 8, 16), P("a", None, ("b", "c"))),
+                                                               ((4, 16, 16), P("a"))]),
+        "one_sided_weight_small": (one_sided_weight_small, "2d", [((16, 32), P("dp")), ((32, 8), P("tp"))]),
+        "one_sided_weight_equal": (one_sided_weight_equal, "2d", [((64, 32), P("dp")), ((32, 16), P("tp"))]),
+        "one_sided_weight_large": (one_sided_weight_large, "2d", [((128, 32), P("dp")), ((32, 16), P("tp"))]),
+        "one_sided_columns_small": (one_sided_columns_small, "2d", [((16, 32), P("tp", "dp")), ((32, 8), P())]),
+        "one_sided_columns_large": (one_sided_columns_large, "2d", [((16, 32), P("tp", "dp")), ((32, 64), P())]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
@@ -3300,7 +3443,7 @@ def mesh_of(key: str):
 
 
 def arguments(mesh_key: str, specs) -> tuple:
-    """A case's mesh, its arguments as ``ShapeDtypeStruct``\ s (an ``(shape, "i32")`` shape is int32) and their
+    r"""A case's mesh, its arguments as ``ShapeDtypeStruct``\ s (an ``(shape, "i32")`` shape is int32) and their
     ``NamedSharding``\ s."""
     mesh = mesh_of(mesh_key)
     args = [jax.ShapeDtypeStruct(s[0], jnp.int32) if isinstance(s[0], tuple)

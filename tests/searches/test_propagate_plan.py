@@ -208,9 +208,9 @@ def _dot_with_one_sharded_contraction(m, k, n):
     return g.build()
 
 
-def test_a_contraction_only_one_operand_shards_is_gathered_where_that_moves_fewer_bytes():
-    # A 8x32: gathering it receives 3/4 of 8 * 32 * 4 B = 768 B per device; all-reducing the 8x32
-    # partial sums would receive 2 * 3/4 of 1024 B = 1536 B. The dot computes unsharded on A gathered.
+def test_a_contraction_only_one_operand_shards_is_gathered_where_the_result_is_as_large():
+    # A 8x32 (1024 B) and the 8x32 result (1024 B): the result is no smaller than A, so XLA gathers A, receiving
+    # 3/4 of it, 768 B per device. The dot computes unsharded on A gathered.
     p = plan(_dot_with_one_sharded_contraction(8, 32, 32), search="propagate")
     assert p.op("dot").result_sharding.dims_text() == '[{}, {}]'
     (r,) = p.reshards
@@ -220,13 +220,23 @@ def test_a_contraction_only_one_operand_shards_is_gathered_where_that_moves_fewe
 
 
 def test_a_contraction_only_one_operand_shards_stays_sharded_where_the_result_is_smaller():
-    # A 8x64 (2 KiB, gathering it receives 3/4 of it, 1536 B) against an 8x4 result (128 B, its all-reduce
-    # receives 2 * 3/4 of it, 192 B): the dot keeps A's sharding and leaves a pending sum, reduced into the
-    # replicated result.
+    # A 8x64 (2 KiB) against an 8x4 result (128 B): the dot keeps A's sharding and leaves a pending sum, reduced
+    # into the replicated result.
     p = plan(_dot_with_one_sharded_contraction(8, 64, 4), search="propagate")
     assert p.op("dot").result_sharding.dims_text() == '[{}, {}], unreduced={"a"}'
     steps = {r.tensor: [s.kind for s in r.steps] for r in p.reshards}
     assert steps == {"B": ["Slice"], "C": ["AllReduce"]}  # B is cut to A's contraction locally
+
+
+def test_a_one_sided_contraction_is_reduced_where_the_result_is_smaller_though_a_gather_moves_fewer_bytes():
+    # A 8x32 (1024 B) against an 8x24 result (768 B): gathering A would receive 3/4 of it (768 B) and the
+    # all-reduce receives 2 * 3/4 of the result (1152 B), yet the result is the smaller, and XLA all-reduces
+    p = plan(_dot_with_one_sharded_contraction(8, 32, 24), search="propagate")
+    assert p.op("dot").result_sharding.dims_text() == '[{}, {}], unreduced={"a"}'
+    steps = {r.tensor: [(s.kind, s.bytes_per_device) for s in r.steps] for r in p.reshards}
+    assert steps == {"B": [("Slice", 0)], "C": [("AllReduce", 2 * 3 * 8 * 24 * 4 // 4)]}
+    result = simulate(p, seed=0)
+    assert result.ok and result.measured_comm_bytes_per_device == p.totals.comm_bytes_per_device
 
 
 _XLA_ONE_SIDED = """
@@ -244,7 +254,7 @@ _XLA_ONE_SIDED = """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [(8, 32, 32), (8, 64, 4)])
+@pytest.mark.parametrize("shape", [(8, 32, 32), (8, 64, 4), (8, 32, 24), (8, 32, 31)])
 def test_xla_gathers_or_reduces_a_one_sided_contraction_as_the_plan_does(shape):
     # The same dot through jax.jit (Shardy, XLA's partitioner) on 4 host devices: XLA's collectives, kind
     # and bytes per device, are the plan's. Expected values come from XLA at test time.

@@ -208,10 +208,14 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
     use, free in each group, where they are as many devices (the ``xla`` policy's
     :func:`~planner.redistribution.xla_policy.regrouped`: ``x[{"a"}, {}] @ w[{"a"}, {}]`` on 2x2x2 moves ``w`` to
     ``[{"b", "c"}, {}]``). Where the contraction's axes do not partition a whole group, it gathers the operand,
-    whatever the bytes (``x[{}, {"dp"}] @ w[{}, {}]`` on a 2x4 ``dp``, ``tp`` mesh); where they do, it gathers
+    whatever the bytes (``x[{}, {"dp"}] @ w[{}, {}]`` on a 2x4 ``dp``, ``tp`` mesh). Where they do and one operand
+    shards the contraction, it gathers that operand where the result is at least as large as it, each counted in
+    one group (its share over the grouping axes), and otherwise slices the other operands to match and all-reduces
+    the partial products: scores ``q[b, s, d] . k[b, t, d]`` with ``q``'s ``d`` split all-reduce with fewer keys
+    ``t`` than features ``d`` and gather ``q`` from as many on (JAX 0.10.2, ``tests/frontends/shardy_suite.py``'s
+    ``one_sided_*``), whichever moves fewer bytes. Where several operands shard it on different axes, it gathers
     only if that receives fewer bytes per device than all-reducing the partial result (``2 (n-1)/n`` of its
-    shard), and otherwise slices the other operands to match and all-reduces (``x[{}, {"dp"}] @ w[{}, {"tp"}]``;
-    ``w`` moved onto b and c above, ``x`` sliced and the product all-reduced over b and c, JAX 0.10.2)."""
+    shard)."""
     if len(operands) < 2:
         return {}
     try:
@@ -242,15 +246,27 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
         if math.prod(a.size_in(mesh) for a in grouped | {a for k in sharding for a in axes[k]}) < mesh.size:
             out[f] = ()  # the contraction does not partition a whole group
             continue
-        group = {k: math.prod(a.size_in(mesh) for a in axes[k]) for k in sharding}  # the factor's group per operand
-        gather = sum(operand_bytes[k] / shards[k] * (group[k] - 1) for k in sharding)
-        n = group[min(sharding, key=lambda k: (-operand_bytes[k], k))]  # the widest operand's
-        reduce = 2 * (n - 1) / n * result_bytes / result.num_shards()
-        if gather < reduce:
+        if len(sharding) == 1:  # one operand: gathered unless the result is smaller, group for group
+            (k,) = sharding
+            gathers = result_bytes / _group_pieces(rule, wanted, grouped, mesh) >= \
+                operand_bytes[k] / _group_pieces(rule, projs[k], grouped, mesh)
+        else:
+            group = {k: math.prod(a.size_in(mesh) for a in axes[k]) for k in sharding}  # the factor's group per operand
+            gather = sum(operand_bytes[k] / shards[k] * (group[k] - 1) for k in sharding)
+            n = group[min(sharding, key=lambda k: (-operand_bytes[k], k))]  # the widest operand's
+            gathers = gather < 2 * (n - 1) / n * result_bytes / result.num_shards()
+        if gathers:
             out[f] = ()
         elif moved:
             out[f] = moved
     return out
+
+
+def _group_pieces(rule: OpShardingRule, factor_axes, grouped: set, mesh: Mesh) -> int:
+    """Into how many pieces the device groups of ``grouped`` split a tensor whose factor axes are
+    ``factor_axes`` (its batch and non-contracting factors on grouping axes): each group holds one."""
+    return math.prod(a.size_in(mesh) for f, axes in enumerate(factor_axes)
+                     if rule.factor_kinds[f] is not FactorKind.REDUCTION for a in axes if a in grouped)
 
 
 def _agreed_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding]) -> dict[int, tuple]:
