@@ -61,7 +61,11 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # MLP, a layer norm into a projection, attention with an output projection, an FSDP weight on dp and tp,
          # an embedding into a head, experts' weights on 2x2x2
          "ho24_megatron_block_loss", "ho24_layernorm_mlp_loss", "ho24_attention_proj_loss", "ho24_fsdp_linear_loss",
-         "ho24_embedding_head_loss", "ho24_expert_loss_3d")
+         "ho24_embedding_head_loss", "ho24_expert_loss_3d",
+         # a fifth, likewise, all equal: cross-attention over a memory of another length, soft-capped logits, a
+         # sigmoid-gated residual on 2x2x2, an RMS norm into an MLP, a vmapped matmul on 2x2x2, a masked mean pool
+         "ho25_cross_attention_loss", "ho25_softcap_loss", "ho25_gated_residual_loss_3d", "ho25_rms_mlp_loss",
+         "ho25_vmap_matmul_loss_3d", "ho25_masked_pool_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {

@@ -523,6 +523,36 @@ def ho24_embedding_head_loss(table, ids, w):
 def ho24_expert_loss_3d(x, w):
     return jnp.sum(jnp.einsum("etd,edf->etf", x, w) ** 2)
 
+# a fifth held-out batch, written before its first run and run once as written (after the propagate search's
+# one-operand contraction rule changed, which the cross-attention's forward relies on)
+def ho25_cross_attention_loss(x, mem, wq):
+    q = x @ wq
+    s = jax.nn.softmax(jnp.einsum("bqd,bkd->bqk", q, mem) / 4.0, axis=-1)
+    return jnp.mean(jnp.einsum("bqk,bkd->bqd", s, mem) ** 2)
+
+
+def ho25_softcap_loss(x, w):
+    return jnp.mean((30.0 * jnp.tanh((x @ w) / 30.0)) ** 2)
+
+
+def ho25_gated_residual_loss_3d(x, wg, wv):
+    return jnp.sum(x + jax.nn.sigmoid(x @ wg) * (x @ wv))
+
+
+def ho25_rms_mlp_loss(x, g, w1, w2):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    return jnp.mean(jax.nn.relu(h @ w1) @ w2)
+
+
+def ho25_vmap_matmul_loss_3d(x, w):
+    return jnp.sum(jnp.tanh(jax.vmap(lambda a, b: a @ b)(x, w)))
+
+
+def ho25_masked_pool_loss(x, m, w):
+    pooled = jnp.sum(x * m[..., None], axis=1) / (jnp.sum(m, axis=1)[:, None] + 1.0)
+    return jnp.mean((pooled @ w) ** 2)
+
+
 
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
@@ -759,6 +789,19 @@ def suite() -> dict:
                                                                       ((16, 8), P())], (0, 2)),
         "ho24_expert_loss_3d": (ho24_expert_loss_3d, "3d", [((4, 8, 16), P("a", "b")), ((4, 16, 8), P("a", None, "c"))],
                                 (1,)),
+        "ho25_cross_attention_loss": (ho25_cross_attention_loss, "2d", [((2, 8, 16), P("dp")),
+                                                                        ((2, 12, 16), P("dp")),
+                                                                        ((16, 16), P(None, "tp"))], (2,)),
+        "ho25_softcap_loss": (ho25_softcap_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp"))], (1,)),
+        "ho25_gated_residual_loss_3d": (ho25_gated_residual_loss_3d, "3d", [((8, 16), P(("a", "b"))),
+                                                                            ((16, 16), P(None, "c")),
+                                                                            ((16, 16), P(None, "c"))], (1, 2)),
+        "ho25_rms_mlp_loss": (ho25_rms_mlp_loss, "2d", [((16, 32), P("dp")), ((32,), P()), ((32, 64), P(None, "tp")),
+                                                        ((64, 32), P("tp"))], (1, 2, 3)),
+        "ho25_vmap_matmul_loss_3d": (ho25_vmap_matmul_loss_3d, "3d", [((4, 8, 16), P("a", "b")),
+                                                                      ((4, 16, 8), P("a", None, "c"))], (1,)),
+        "ho25_masked_pool_loss": (ho25_masked_pool_loss, "2d", [((4, 16, 32), P("dp", "tp")),
+                                                                ((4, 16), P("dp", "tp")), ((32, 8), P())], (0, 2)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }

@@ -62,6 +62,40 @@ PENDING_D = ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None, unreduced=
 
 
 PROGRAMS = {
+    # a fifth held-out batch, written before its first run and run once as written: an RMS norm over a free hidden
+    # dimension, a layer norm of rows on 2x2x2, a column-parallel dot then its bias and ReLU, attention over heads
+    # (scores, softmax, weighted values), a maximum along a free dimension, a scan along a free dimension, a 3-D
+    # transpose, a split of a free minor dimension, a concatenate of rows sharded alike, a sum over a sharded
+    # dimension on 1-D, a centring by a kept mean, a softmax written out (exp, a kept sum, a division)
+    "ho5_rmsnorm_free_hidden": prog(M2, {"a": ((8, 16), P("X", None)), "g": ((16,), None)},
+                                    [("rmsnorm", ["a", "g"], "n", {})]),
+    "ho5_layernorm_rows_3d": prog(M3, {"a": ((4, 8, 16), P("X", ("Y", "Z"), None)), "g": ((16,), None),
+                                       "b": ((16,), None)}, [("layernorm", ["a", "g", "b"], "n", {})]),
+    "ho5_column_dot_bias_relu": prog(M2, {"a": ((8, 16), P("X", None)), "w": ((16, 32), P(None, "Y")),
+                                          "b": ((32,), P("Y"))},
+                                     [("matmul", ["a", "w"], "h", {}), ("add", ["h", "b"], "z", {}),
+                                      ("relu", ["z"], "r", {})]),
+    "ho5_attention_over_heads": prog(M2, {"q": ((2, 4, 8, 4), P("X", "Y", None, None)),
+                                          "k": ((2, 4, 8, 4), P("X", "Y", None, None)),
+                                          "v": ((2, 4, 8, 4), P("X", "Y", None, None))},
+                                     [("einsum", ["q", "k"], "s", {"equation": "bhsd,bhtd->bhst"}),
+                                      ("softmax", ["s"], "p", {"axis": 3}),
+                                      ("einsum", ["p", "v"], "o", {"equation": "bhst,bhtd->bhsd"})]),
+    "ho5_max_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("max", ["a"], "m", {"axes": (1,)})]),
+    "ho5_cumsum_free_axis": prog(M2, {"a": ((8, 16), P("X", None))}, [("cumsum", ["a"], "c", {"axis": 1})]),
+    "ho5_transpose_3d": prog(M2, {"a": ((2, 4, 8), P("X", "Y", None))},
+                             [("transpose", ["a"], "t", {"perm": (2, 0, 1)})]),
+    "ho5_split_free_minor": prog(M2, {"a": ((8, 16), P("X", None))},
+                                 [("reshape", ["a"], "r", {"shape": (8, 4, 4)})]),
+    "ho5_concat_rows_alike": prog(M2, {"a": ((8, 16), P(None, "Y")), "b": ((8, 16), P(None, "Y"))},
+                                  [("concat", ["a", "b"], "c", {"axis": 0})]),
+    "ho5_sum_sharded_rows_1d": prog(M1, {"a": ((16, 8), P("X", None))}, [("sum", ["a"], "s", {"axes": (0,)})]),
+    "ho5_centre_by_kept_mean": prog(M2, {"a": ((8, 16), P("X", "Y"))},
+                                    [("mean", ["a"], "m", {"axes": (1,), "keepdims": True}),
+                                     ("sub", ["a", "m"], "c", {})]),
+    "ho5_softmax_written_out": prog(M2, {"a": ((8, 16), P("X", None))},
+                                    [("exp", ["a"], "e", {}), ("sum", ["e"], "s", {"axes": (1,), "keepdims": True}),
+                                     ("div", ["e", "s"], "d", {})]),
     # -- elementwise and broadcasting (consensus) ----------------------------------------------------------
     "seed001_add_outer": prog(M2, {"a": ((4, 1), P("X", None)), "b": ((1, 8), P(None, "Y"))},
                               [("add", ["a", "b"], "c", {})]),
