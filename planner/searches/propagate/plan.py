@@ -213,9 +213,11 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
     one group (its share over the grouping axes), and otherwise slices the other operands to match and all-reduces
     the partial products: scores ``q[b, s, d] . k[b, t, d]`` with ``q``'s ``d`` split all-reduce with fewer keys
     ``t`` than features ``d`` and gather ``q`` from as many on (JAX 0.10.2, ``tests/frontends/shardy_suite.py``'s
-    ``one_sided_*``), whichever moves fewer bytes. Where several operands shard it on different axes, it gathers
-    only if that receives fewer bytes per device than all-reducing the partial result (``2 (n-1)/n`` of its
-    shard)."""
+    ``one_sided_*``), whichever moves fewer bytes. Where several operands shard it on different axes (one that
+    shards it on grouping axes first spread over every other axis, as above), each splitting it as many ways, the
+    operands of smaller shards are permuted onto the axes of the largest shard (on a tie, the last operand's) and
+    the partial products all-reduced; split different ways (``x[{}, {"dp"}] @ w[{"tp"}, {}]`` on 2x4), every
+    operand is gathered."""
     if len(operands) < 2:
         return {}
     try:
@@ -234,27 +236,35 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
         if not sharding:
             continue
         axes = {k: tuple(projs[k][f]) for k in sharding}
-        shards = {k: operands[k].num_shards() for k in sharding}
         moved = ()
-        if len(sharding) == 1 and free and set(axes[sharding[0]]) <= grouped \
-                and all(a.is_full for a in axes[sharding[0]]) \
+        if len(sharding) > 1:
+            # several, on other axes: one that splits it over grouping axes is first spread over its group (every
+            # other whole axis) where the group has as many devices, else gathered (it leaves the contraction)
+            spread = free_in_groups(mesh, list(grouped))
+            room = math.prod(a.size_in(mesh) for a in spread)
+            onto = {k: spread if set(axes[k]) & grouped else axes[k] for k in sharding
+                    if not (set(axes[k]) & grouped) or room >= math.prod(a.size_in(mesh) for a in axes[k])}
+            if not onto:
+                out[f] = ()
+                continue
+            if len(onto) > 1:  # the smaller shards permuted onto the largest's where they split as many ways
+                if len({math.prod(a.size_in(mesh) for a in axes) for axes in onto.values()}) > 1:
+                    out[f] = ()
+                else:
+                    out[f] = onto[max(onto, key=lambda k: (operand_bytes[k] / operands[k].num_shards(), k))]
+                continue
+            sharding = list(onto)
+            moved = axes[sharding[0]] = onto[sharding[0]]  # the one left keeps them unless gathered below
+        elif free and set(axes[sharding[0]]) <= grouped and all(a.is_full for a in axes[sharding[0]]) \
                 and math.prod(a.size_in(mesh) for a in free) >= math.prod(a.size_in(mesh) for a in axes[sharding[0]]):
-            (k,) = sharding
-            shards[k] = shards[k] // math.prod(a.size_in(mesh) for a in axes[k]) * math.prod(
-                a.size_in(mesh) for a in free)
-            moved = axes[k] = free
-        if math.prod(a.size_in(mesh) for a in grouped | {a for k in sharding for a in axes[k]}) < mesh.size:
+            moved = axes[sharding[0]] = free
+        # one operand: gathered unless the result is smaller, group for group
+        (k,) = sharding
+        if math.prod(a.size_in(mesh) for a in grouped | set(axes[k])) < mesh.size:
             out[f] = ()  # the contraction does not partition a whole group
             continue
-        if len(sharding) == 1:  # one operand: gathered unless the result is smaller, group for group
-            (k,) = sharding
-            gathers = result_bytes / _group_pieces(rule, wanted, grouped, mesh) >= \
-                operand_bytes[k] / _group_pieces(rule, projs[k], grouped, mesh)
-        else:
-            group = {k: math.prod(a.size_in(mesh) for a in axes[k]) for k in sharding}  # the factor's group per operand
-            gather = sum(operand_bytes[k] / shards[k] * (group[k] - 1) for k in sharding)
-            n = group[min(sharding, key=lambda k: (-operand_bytes[k], k))]  # the widest operand's
-            gathers = gather < 2 * (n - 1) / n * result_bytes / result.num_shards()
+        gathers = result_bytes / _group_pieces(rule, wanted, grouped, mesh) >= \
+            operand_bytes[k] / _group_pieces(rule, projs[k], grouped, mesh)
         if gathers:
             out[f] = ()
         elif moved:
