@@ -2655,6 +2655,62 @@ def one_sided_columns_small(x, w):
 def one_sided_columns_large(x, w):
     return x @ w
 
+# held-out programs of a seventh batch, written before their first run and run once as written: a dot whose two
+# operands split the contraction on different axes, a batched contraction on 2x2x2, a dot whose result wants the
+# contracting axis, a matrix-vector product, scores against more keys than features, a weighted sum over heads, an
+# outer product summed, rows and columns split on one axis of 1-D, a layer norm into a parallel vocabulary on 2x2x2,
+# a gather into a row-parallel dot, a sum over two of three split dimensions, an FSDP weight on 2x2x2. All equal but
+# the two-sided dot, whose bytes differed (the propagate search kept the contraction split where XLA gathers both
+# operands): now equal too
+def ho26_two_sided_diff_axes(x, w):
+    return x @ w
+
+
+def ho26_batched_contract_3d(a, b):
+    return jnp.einsum("bij,bjk->bik", a, b)
+
+
+def ho26_result_wants_contraction(x, w):
+    return jnp.tanh(x @ w)
+
+
+def ho26_matvec(x, v):
+    return x @ v
+
+
+def ho26_scores_more_keys(q, k):
+    return jnp.einsum("bqd,bkd->bqk", q, k)
+
+
+def ho26_weighted_sum_heads(p, v):
+    return jnp.einsum("bhqk,bhkd->bqhd", p, v)
+
+
+def ho26_outer_then_sum(a, b):
+    return jnp.sum(a[:, None] * b[None, :], axis=0)
+
+
+def ho26_rows_cols_one_axis_1d(x, w):
+    return x @ w
+
+
+def ho26_layernorm_then_vocab_3d(x, w):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return ((x - m) * jax.lax.rsqrt(v + 1e-5)) @ w
+
+
+def ho26_gather_then_mm(table, ids, w):
+    return jnp.take(table, ids, axis=0) @ w
+
+
+def ho26_reduce_two_axes_3d(x):
+    return jnp.sum(x, axis=(0, 2))
+
+
+def ho26_fsdp_weight_3d(x, w):
+    return jax.nn.relu(x @ w)
+
 
 
 def suite() -> dict:
@@ -3234,6 +3290,24 @@ def suite() -> dict:
         "one_sided_weight_large": (one_sided_weight_large, "2d", [((128, 32), P("dp")), ((32, 16), P("tp"))]),
         "one_sided_columns_small": (one_sided_columns_small, "2d", [((16, 32), P("tp", "dp")), ((32, 8), P())]),
         "one_sided_columns_large": (one_sided_columns_large, "2d", [((16, 32), P("tp", "dp")), ((32, 64), P())]),
+        "ho26_two_sided_diff_axes": (ho26_two_sided_diff_axes, "2d", [((16, 32), P(None, "dp")), ((32, 16), P("tp"))]),
+        "ho26_batched_contract_3d": (ho26_batched_contract_3d, "3d", [((4, 8, 16), P("a", None, "b")),
+                                                                      ((4, 16, 8), P("a", "c"))]),
+        "ho26_result_wants_contraction": (ho26_result_wants_contraction, "2d", [((16, 32), P("dp", "tp")),
+                                                                                ((32, 16), P())]),
+        "ho26_matvec": (ho26_matvec, "2d", [((16, 32), P("dp", "tp")), ((32,), P())]),
+        "ho26_scores_more_keys": (ho26_scores_more_keys, "2d", [((2, 8, 16), P("dp", None, "tp")),
+                                                                ((2, 32, 16), P("dp"))]),
+        "ho26_weighted_sum_heads": (ho26_weighted_sum_heads, "2d", [((2, 4, 8, 8), P("dp", "tp")),
+                                                                    ((2, 4, 8, 16), P("dp", "tp"))]),
+        "ho26_outer_then_sum": (ho26_outer_then_sum, "2d", [((16,), P("dp")), ((32,), P("tp"))]),
+        "ho26_rows_cols_one_axis_1d": (ho26_rows_cols_one_axis_1d, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d"))]),
+        "ho26_layernorm_then_vocab_3d": (ho26_layernorm_then_vocab_3d, "3d", [((8, 16), P("a")),
+                                                                              ((16, 64), P(None, ("b", "c")))]),
+        "ho26_gather_then_mm": (ho26_gather_then_mm, "2d", [((64, 16), P(None, "tp")), (((8,), "i32"), P("dp")),
+                                                            ((16, 8), P("tp"))]),
+        "ho26_reduce_two_axes_3d": (ho26_reduce_two_axes_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "ho26_fsdp_weight_3d": (ho26_fsdp_weight_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 8), P("c"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
