@@ -2712,6 +2712,63 @@ def ho26_fsdp_weight_3d(x, w):
     return jax.nn.relu(x @ w)
 
 
+# held-out programs of an eighth batch, written before their first run and run once as written, all equal: heads
+# merged into a row-parallel dot, heads split on 2x2x2, a transpose then a sum, a maximum over two of three split
+# dimensions, softmax over a split dimension on 2x2x2, two column-parallel weights concatenated into a dot, a
+# vocabulary-parallel embedding, a dot then a transpose on 2x2x2, a batch mean into a dot, a leaky ReLU into a dot,
+# three dots on 1-D, a layer norm of a split sequence
+def ho27_merge_heads_dot(o, wo):
+    b, s, h, d = o.shape
+    return o.reshape(b, s, h * d) @ wo
+
+
+def ho27_split_heads_3d(x):
+    b, s, e = x.shape
+    return jnp.tanh(x.reshape(b, s, 4, e // 4))
+
+
+def ho27_transpose_then_reduce(x):
+    return jnp.sum(x.T, axis=0)
+
+
+def ho27_max_two_axes_3d(x):
+    return jnp.max(x, axis=(1, 2))
+
+
+def ho27_softmax_sharded_3d(x):
+    return jax.nn.softmax(x, axis=-1)
+
+
+def ho27_concat_weights_dot(x, w1, w2):
+    return x @ jnp.concatenate([w1, w2], axis=1)
+
+
+def ho27_embedding_vocab_rows(table, ids):
+    return jnp.take(table, ids, axis=0)
+
+
+def ho27_dot_then_transpose_3d(x, w):
+    return (x @ w).T
+
+
+def ho27_mean_batch_then_dot(x, w):
+    return jnp.mean(x, axis=0) @ w
+
+
+def ho27_leaky_then_dot(x, w):
+    return jnp.where(x > 0, x, 0.1 * x) @ w
+
+
+def ho27_three_matmuls_1d(x, a, b, c):
+    return ((x @ a) @ b) @ c
+
+
+def ho27_layernorm_seq_split(x, g, b):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return (x - m) * jax.lax.rsqrt(v + 1e-5) * g + b
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3301,13 +3358,32 @@ def suite() -> dict:
         "ho26_weighted_sum_heads": (ho26_weighted_sum_heads, "2d", [((2, 4, 8, 8), P("dp", "tp")),
                                                                     ((2, 4, 8, 16), P("dp", "tp"))]),
         "ho26_outer_then_sum": (ho26_outer_then_sum, "2d", [((16,), P("dp")), ((32,), P("tp"))]),
-        "ho26_rows_cols_one_axis_1d": (ho26_rows_cols_one_axis_1d, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d"))]),
+        "ho26_rows_cols_one_axis_1d": (ho26_rows_cols_one_axis_1d, "1d", [((16, 32), P("d")),
+                                                                          ((32, 64), P(None, "d"))]),
         "ho26_layernorm_then_vocab_3d": (ho26_layernorm_then_vocab_3d, "3d", [((8, 16), P("a")),
                                                                               ((16, 64), P(None, ("b", "c")))]),
         "ho26_gather_then_mm": (ho26_gather_then_mm, "2d", [((64, 16), P(None, "tp")), (((8,), "i32"), P("dp")),
                                                             ((16, 8), P("tp"))]),
         "ho26_reduce_two_axes_3d": (ho26_reduce_two_axes_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
         "ho26_fsdp_weight_3d": (ho26_fsdp_weight_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 8), P("c"))]),
+        "ho27_merge_heads_dot": (ho27_merge_heads_dot, "2d", [((2, 8, 4, 16), P("dp", None, "tp")),
+                                                              ((64, 32), P("tp"))]),
+        "ho27_split_heads_3d": (ho27_split_heads_3d, "3d", [((4, 8, 32), P("a", None, ("b", "c")))]),
+        "ho27_transpose_then_reduce": (ho27_transpose_then_reduce, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho27_max_two_axes_3d": (ho27_max_two_axes_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "ho27_softmax_sharded_3d": (ho27_softmax_sharded_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "ho27_concat_weights_dot": (ho27_concat_weights_dot, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                    ((32, 16), P(None, "tp"))]),
+        "ho27_embedding_vocab_rows": (ho27_embedding_vocab_rows, "2d", [((64, 16), P("tp")),
+                                                                        (((8, 4), "i32"), P("dp"))]),
+        "ho27_dot_then_transpose_3d": (ho27_dot_then_transpose_3d, "3d", [((16, 32), P("a")),
+                                                                          ((32, 8), P(None, ("b", "c")))]),
+        "ho27_mean_batch_then_dot": (ho27_mean_batch_then_dot, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P("tp"))]),
+        "ho27_leaky_then_dot": (ho27_leaky_then_dot, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P())]),
+        "ho27_three_matmuls_1d": (ho27_three_matmuls_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")),
+                                                                ((64, 32), P("d")), ((32, 64), P(None, "d"))]),
+        "ho27_layernorm_seq_split": (ho27_layernorm_seq_split, "2d", [((4, 16, 32), P("dp", "tp")), ((32,), P()),
+                                                                      ((32,), P())]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
