@@ -62,6 +62,33 @@ PENDING_D = ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None, unreduced=
 
 
 PROGRAMS = {
+    # a sixth held-out batch, written before its first run and run once as written, half of it meant to be refused:
+    # a dot contracting a dimension both operands split on 2x2x2, an add of operands split on other axes, an einsum
+    # whose result would use one axis twice, a split of a sharded major dimension, a concatenate of operands split
+    # alike elsewhere, a slice of three rows of a split dimension, a transpose added to its like, a kept sum, a dot
+    # contracting over two different axes, softmax along the split dimension on 1-D, a scan along a split
+    # dimension, a kept maximum on 2x2x2
+    "ho6_dot_both_split_3d": prog(M3, {"a": ((8, 16), P(None, "X")), "w": ((16, 8), P("X", None))},
+                                  [("matmul", ["a", "w"], "y", {})]),
+    "ho6_add_other_axes_3d": prog(M3, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P("Y", None))},
+                                  [("add", ["a", "b"], "c", {})]),
+    "ho6_einsum_axis_twice": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((16, 8), P(None, "X"))},
+                                  [("einsum", ["a", "b"], "c", {"equation": "ij,jk->ik"})]),
+    "ho6_split_sharded_major": prog(M2, {"a": ((8, 16), P("X", None))},
+                                    [("reshape", ["a"], "r", {"shape": (2, 4, 16)})]),
+    "ho6_concat_split_elsewhere": prog(M2, {"a": ((8, 16), P("X", None)), "b": ((8, 16), P("Y", None))},
+                                       [("concat", ["a", "b"], "c", {"axis": 1})]),
+    "ho6_slice_three_rows": prog(M2, {"a": ((8, 16), P("X", "Y"))},
+                                 [("slice", ["a"], "s", {"starts": (0, 0), "stops": (3, 16)})]),
+    "ho6_transpose_add_like": prog(M2, {"a": ((8, 16), P("X", "Y")), "b": ((16, 8), P("Y", "X"))},
+                                   [("transpose", ["a"], "t", {"perm": (1, 0)}), ("add", ["t", "b"], "c", {})]),
+    "ho6_kept_sum": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("sum", ["a"], "s", {"axes": (1,), "keepdims": True})]),
+    "ho6_dot_contract_two_axes": prog(M2, {"a": ((8, 16), P(None, "X")), "w": ((16, 8), P("Y", None))},
+                                      [("matmul", ["a", "w"], "y", {})]),
+    "ho6_softmax_split_axis_1d": prog(M1, {"a": ((8, 16), P(None, "X"))}, [("softmax", ["a"], "p", {"axis": 1})]),
+    "ho6_cumsum_split_axis": prog(M2, {"a": ((8, 16), P(None, "Y"))}, [("cumsum", ["a"], "c", {"axis": 1})]),
+    "ho6_kept_max_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", "Z"))},
+                            [("max", ["a"], "m", {"axes": (2,), "keepdims": True})]),
     # a fifth held-out batch, written before its first run and run once as written: an RMS norm over a free hidden
     # dimension, a layer norm of rows on 2x2x2, a column-parallel dot then its bias and ReLU, attention over heads
     # (scores, softmax, weighted values), a maximum along a free dimension, a scan along a free dimension, a 3-D
