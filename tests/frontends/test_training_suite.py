@@ -65,7 +65,12 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # a fifth, likewise, all equal: cross-attention over a memory of another length, soft-capped logits, a
          # sigmoid-gated residual on 2x2x2, an RMS norm into an MLP, a vmapped matmul on 2x2x2, a masked mean pool
          "ho25_cross_attention_loss", "ho25_softcap_loss", "ho25_gated_residual_loss_3d", "ho25_rms_mlp_loss",
-         "ho25_vmap_matmul_loss_3d", "ho25_masked_pool_loss")
+         "ho25_vmap_matmul_loss_3d", "ho25_masked_pool_loss",
+         # a sixth, likewise, all equal: heads merged into a row-parallel dot, a dot both operands split on the
+         # contraction on 2x2x2, column-parallel weights concatenated, a leaky ReLU MLP, three dots on 1-D, an affine
+         # layer norm of a split sequence into a projection
+         "ho27_merge_heads_loss", "ho27_two_sided_loss_3d", "ho27_concat_weights_loss", "ho27_leaky_mlp_loss",
+         "ho27_three_matmul_loss_1d", "ho27_layernorm_affine_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {

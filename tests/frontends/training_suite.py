@@ -553,6 +553,35 @@ def ho25_masked_pool_loss(x, m, w):
     return jnp.mean((pooled @ w) ** 2)
 
 
+# a sixth held-out batch, written before its first run and run once as written
+def ho27_merge_heads_loss(o, wo):
+    b, s, h, d = o.shape
+    return jnp.mean((o.reshape(b, s, h * d) @ wo) ** 2)
+
+
+def ho27_two_sided_loss_3d(x, w):
+    return jnp.sum(jnp.tanh(x @ w))
+
+
+def ho27_concat_weights_loss(x, w1, w2):
+    return jnp.mean(jax.nn.relu(x @ jnp.concatenate([w1, w2], axis=1)))
+
+
+def ho27_leaky_mlp_loss(x, w1, w2):
+    h = x @ w1
+    return jnp.sum((jnp.where(h > 0, h, 0.1 * h) @ w2) ** 2)
+
+
+def ho27_three_matmul_loss_1d(x, a, b, c):
+    return jnp.mean(((x @ a) @ b) @ c)
+
+
+def ho27_layernorm_affine_loss(x, g, b, w):
+    m = jnp.mean(x, axis=-1, keepdims=True)
+    v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+    return jnp.mean(((x - m) * jax.lax.rsqrt(v + 1e-5) * g + b) @ w)
+
+
 
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
@@ -802,6 +831,18 @@ def suite() -> dict:
                                                                       ((4, 16, 8), P("a", None, "c"))], (1,)),
         "ho25_masked_pool_loss": (ho25_masked_pool_loss, "2d", [((4, 16, 32), P("dp", "tp")),
                                                                 ((4, 16), P("dp", "tp")), ((32, 8), P())], (0, 2)),
+        "ho27_merge_heads_loss": (ho27_merge_heads_loss, "2d", [((2, 8, 4, 16), P("dp", None, "tp")),
+                                                                ((64, 32), P("tp"))], (1,)),
+        "ho27_two_sided_loss_3d": (ho27_two_sided_loss_3d, "3d", [((16, 32), P(None, "a")), ((32, 16), P("b"))], (1,)),
+        "ho27_concat_weights_loss": (ho27_concat_weights_loss, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                      ((32, 16), P(None, "tp"))], (1, 2)),
+        "ho27_leaky_mlp_loss": (ho27_leaky_mlp_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                            ((64, 32), P("tp"))], (1, 2)),
+        "ho27_three_matmul_loss_1d": (ho27_three_matmul_loss_1d, "1d", [((16, 32), P()), ((32, 64), P(None, "d")),
+                                                                        ((64, 32), P("d")), ((32, 64), P(None, "d"))],
+                                      (1, 2, 3)),
+        "ho27_layernorm_affine_loss": (ho27_layernorm_affine_loss, "2d", [((4, 16, 32), P("dp", "tp")), ((32,), P()),
+                                                                          ((32,), P()), ((32, 8), P())], (1, 2, 3)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }
