@@ -2769,6 +2769,60 @@ def ho27_layernorm_seq_split(x, g, b):
     return (x - m) * jax.lax.rsqrt(v + 1e-5) * g + b
 
 
+# held-out programs of a ninth batch, written before their first run and run once as written: einsums contracting
+# two dimensions (2x4, 2x2x2), heads into an output projection, a concatenate along a split sequence on 2x2x2, a
+# slice of heads, a gather from a table split on both dimensions by indices split on dp, a transpose then a sum on
+# 2x2x2, batch and sequence merged into a dot, a bias then a scale, row norms on 2x2x2, a minimum over a split
+# sequence, swapped axes into a dot. All equal but the gather's bytes (see BYTES_DIFFER)
+def ho28_two_contractions(x, w):
+    return jnp.einsum("bsd,sdf->bf", x, w)
+
+
+def ho28_two_contractions_3d(x, w):
+    return jnp.einsum("bhd,hde->be", x, w)
+
+
+def ho28_heads_out_proj(o, w):
+    return jnp.einsum("bshd,hde->bse", o, w)
+
+
+def ho28_concat_seq_3d(a, b):
+    return jnp.tanh(jnp.concatenate([a, b], axis=1))
+
+
+def ho28_slice_heads(x):
+    return x[:, :, :2] * 2.0
+
+
+def ho28_gather_sharded_both(table, ids):
+    return jnp.take(table, ids, axis=0) * 2.0
+
+
+def ho28_transpose_sum_3d(x):
+    return jnp.sum(jnp.transpose(x, (2, 0, 1)), axis=1)
+
+
+def ho28_merge_batch_seq(x, w):
+    b, s, d = x.shape
+    return x.reshape(b * s, d) @ w
+
+
+def ho28_bias_and_scale(x, w, b, g):
+    return (x @ w + b) * g
+
+
+def ho28_square_norm_rows(x):
+    return jnp.sqrt(jnp.sum(x * x, axis=-1))
+
+
+def ho28_min_over_seq(x):
+    return jnp.min(x, axis=1)
+
+
+def ho28_swap_then_dot(x, w):
+    return jnp.swapaxes(x, 1, 2) @ w
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3384,6 +3438,23 @@ def suite() -> dict:
                                                                 ((64, 32), P("d")), ((32, 64), P(None, "d"))]),
         "ho27_layernorm_seq_split": (ho27_layernorm_seq_split, "2d", [((4, 16, 32), P("dp", "tp")), ((32,), P()),
                                                                       ((32,), P())]),
+        "ho28_two_contractions": (ho28_two_contractions, "2d", [((4, 8, 16), P("dp", "tp")), ((8, 16, 32), P("tp"))]),
+        "ho28_two_contractions_3d": (ho28_two_contractions_3d, "3d", [((8, 4, 16), P("a", "b", "c")),
+                                                                      ((4, 16, 8), P("b", "c"))]),
+        "ho28_heads_out_proj": (ho28_heads_out_proj, "2d", [((2, 8, 4, 16), P("dp", None, "tp")),
+                                                            ((4, 16, 32), P("tp"))]),
+        "ho28_concat_seq_3d": (ho28_concat_seq_3d, "3d", [((4, 8, 16), P("a", "b", "c")),
+                                                          ((4, 8, 16), P("a", "b", "c"))]),
+        "ho28_slice_heads": (ho28_slice_heads, "2d", [((2, 8, 4, 16), P("dp", None, "tp"))]),
+        "ho28_gather_sharded_both": (ho28_gather_sharded_both, "2d", [((64, 16), P("tp", "dp")),
+                                                                      (((8,), "i32"), P("dp"))]),
+        "ho28_transpose_sum_3d": (ho28_transpose_sum_3d, "3d", [((4, 8, 16), P("a", "b", "c"))]),
+        "ho28_merge_batch_seq": (ho28_merge_batch_seq, "2d", [((4, 8, 16), P("dp", "tp")), ((16, 8), P())]),
+        "ho28_bias_and_scale": (ho28_bias_and_scale, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                            ((64,), P("tp")), ((64,), P())]),
+        "ho28_square_norm_rows": (ho28_square_norm_rows, "3d", [((8, 16), P(("a", "b"), "c"))]),
+        "ho28_min_over_seq": (ho28_min_over_seq, "2d", [((4, 16, 8), P("dp", "tp"))]),
+        "ho28_swap_then_dot": (ho28_swap_then_dot, "2d", [((4, 16, 8), P("dp", "tp")), ((16, 4), P())]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
