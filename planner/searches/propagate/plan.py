@@ -211,13 +211,13 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
     whatever the bytes (``x[{}, {"dp"}] @ w[{}, {}]`` on a 2x4 ``dp``, ``tp`` mesh). Where they do and one operand
     shards the contraction, it gathers that operand where the result is at least as large as it, each counted in
     one group (its share over the grouping axes), and otherwise slices the other operands to match and all-reduces
-    the partial products: scores ``q[b, s, d] . k[b, t, d]`` with ``q``'s ``d`` split all-reduce with fewer keys
-    ``t`` than features ``d`` and gather ``q`` from as many on (JAX 0.10.2, ``tests/frontends/shardy_suite.py``'s
-    ``one_sided_*``), whichever moves fewer bytes. Where several operands shard it on different axes (one that
-    shards it on grouping axes first spread over every other axis, as above), each splitting it as many ways, the
-    operands of smaller shards are permuted onto the axes of the largest shard (on a tie, the last operand's) and
-    the partial products all-reduced; split different ways (``x[{}, {"dp"}] @ w[{"tp"}, {}]`` on 2x4), every
-    operand is gathered."""
+    the partial products, whatever the bytes either moves: scores ``q[b, s, d] . k[b, t, d]`` with ``q``'s ``d``
+    split all-reduce with fewer keys ``t`` than features ``d`` and gather ``q`` from as many on (JAX 0.10.2,
+    ``tests/frontends/shardy_suite.py``'s ``one_sided_*``). Where several operands shard it on different axes
+    (one that shards it on grouping axes first spread over every other axis, as above), each splitting it as many
+    ways, the operands of smaller shards are permuted onto the axes of the largest shard (on a tie, the last
+    operand's) and the partial products all-reduced; split different ways (``x[{}, {"dp"}] @ w[{"tp"}, {}]`` on
+    2x4), every operand is gathered."""
     if len(operands) < 2:
         return {}
     try:
