@@ -2823,6 +2823,64 @@ def ho28_swap_then_dot(x, w):
     return jnp.swapaxes(x, 1, 2) @ w
 
 
+# held-out programs of a tenth batch, written before their first run and run once as written, all equal:
+# grouped-query scores on 2x2x2, tied logits on 2x2x2, a pad into a dot, a roll along a split sequence on 2x2x2, an
+# argmax over split features, a merge of split dimensions, a residual MLP then centring on 1-D, experts' einsum on
+# 2x2x2, scores plus a bias, a weighted mean of split columns, two head groups concatenated into a dot on 2x2x2, a
+# scan over split rows into a dot
+def ho29_gqa_3d(q, k):
+    b, s, h, d = q.shape
+    q = q.reshape(b, s, 2, h // 2, d)
+    return jnp.einsum("bsgkd,btgd->bgkst", q, k)
+
+
+def ho29_tied_logits_3d(ids, table):
+    return jnp.take(table, ids, axis=0) @ table.T
+
+
+def ho29_pad_then_dot(x, w):
+    return jnp.pad(x, ((0, 0), (0, 8))) @ w
+
+
+def ho29_roll_seq_3d(x):
+    return jnp.roll(x, 1, axis=1) - x
+
+
+def ho29_argmax_heads(x):
+    return jnp.argmax(x, axis=-1)
+
+
+def ho29_merge_sharded_dims(x):
+    b, s, d = x.shape
+    return jnp.tanh(x.reshape(b * s, d))
+
+
+def ho29_mlp_residual_ln_1d(x, w1, w2):
+    h = x + jax.nn.relu(x @ w1) @ w2
+    m = jnp.mean(h, axis=-1, keepdims=True)
+    return h - m
+
+
+def ho29_expert_einsum_3d(x, w):
+    return jnp.einsum("etd,edf->etf", x, w)
+
+
+def ho29_scores_bias(q, k, bias):
+    return jnp.einsum("bqd,bkd->bqk", q, k) + bias
+
+
+def ho29_weighted_mean_cols(x, w):
+    return jnp.sum(x * w, axis=-1) / jnp.sum(w)
+
+
+def ho29_two_heads_concat_dot_3d(a, b, w):
+    return jnp.concatenate([a, b], axis=-1) @ w
+
+
+def ho29_cumsum_then_dot(x, w):
+    return jnp.cumsum(x, axis=0) @ w
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3455,6 +3513,23 @@ def suite() -> dict:
         "ho28_square_norm_rows": (ho28_square_norm_rows, "3d", [((8, 16), P(("a", "b"), "c"))]),
         "ho28_min_over_seq": (ho28_min_over_seq, "2d", [((4, 16, 8), P("dp", "tp"))]),
         "ho28_swap_then_dot": (ho28_swap_then_dot, "2d", [((4, 16, 8), P("dp", "tp")), ((16, 4), P())]),
+        "ho29_gqa_3d": (ho29_gqa_3d, "3d", [((2, 8, 8, 16), P("a", None, ("b", "c"))), ((2, 8, 2, 16), P("a"))]),
+        "ho29_tied_logits_3d": (ho29_tied_logits_3d, "3d", [(((4, 8), "i32"), P("a")), ((64, 16), P(("b", "c")))]),
+        "ho29_pad_then_dot": (ho29_pad_then_dot, "2d", [((16, 24), P("dp")), ((32, 8), P())]),
+        "ho29_roll_seq_3d": (ho29_roll_seq_3d, "3d", [((4, 16, 8), P("a", ("b", "c")))]),
+        "ho29_argmax_heads": (ho29_argmax_heads, "2d", [((4, 8, 16), P("dp", None, "tp"))]),
+        "ho29_merge_sharded_dims": (ho29_merge_sharded_dims, "2d", [((4, 8, 16), P("dp", "tp"))]),
+        "ho29_mlp_residual_ln_1d": (ho29_mlp_residual_ln_1d, "1d", [((16, 32), P("d")), ((32, 64), P(None, "d")),
+                                                                    ((64, 32), P("d"))]),
+        "ho29_expert_einsum_3d": (ho29_expert_einsum_3d, "3d", [((4, 8, 16), P("a", ("b", "c"))),
+                                                                ((4, 16, 8), P("a", None, "c"))]),
+        "ho29_scores_bias": (ho29_scores_bias, "2d", [((2, 8, 16), P("dp")), ((2, 8, 16), P("dp")),
+                                                      ((2, 8, 8), P("dp", None, "tp"))]),
+        "ho29_weighted_mean_cols": (ho29_weighted_mean_cols, "2d", [((16, 32), P("dp", "tp")), ((32,), P("tp"))]),
+        "ho29_two_heads_concat_dot_3d": (ho29_two_heads_concat_dot_3d, "3d", [((16, 16), P("a", "b")),
+                                                                              ((16, 16), P("a", "b")),
+                                                                              ((32, 8), P(None, "c"))]),
+        "ho29_cumsum_then_dot": (ho29_cumsum_then_dot, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P("tp"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
