@@ -2881,6 +2881,59 @@ def ho29_cumsum_then_dot(x, w):
     return jnp.cumsum(x, axis=0) @ w
 
 
+# held-out programs of an eleventh batch, written before their first run and run once as written, all equal:
+# a dot constrained onto a reduce-scatter layout, a three-operand einsum, a batched dot on 2x2x2, two contractions
+# split alike, a one-sided dot grouped on 2x2x2, rows and columns split on 2x2x2, a batched outer product on 2x2x2, a
+# vector-matrix product on 1-D, a Gram matrix, attention values on 2x2x2, a dot constrained onto split columns, a
+# batched contraction on 2x2x2
+def ho30_reduce_scatter_pattern(x, w):
+    return jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P("tp", None)))
+
+
+def ho30_three_operand_einsum(a, b, c):
+    return jnp.einsum("ij,jk,kl->il", a, b, c)
+
+
+def ho30_broadcast_batch_dot(x, w):
+    return jnp.einsum("bsd,df->bsf", x, w)
+
+
+def ho30_contract_two_split_same(x, w):
+    return jnp.einsum("bsd,sdf->bf", x, w)
+
+
+def ho30_dot_one_sided_grouped_3d(x, w):
+    return x @ w
+
+
+def ho30_dot_row_col_3d(x, w):
+    return x @ w
+
+
+def ho30_outer_batch_3d(a, b):
+    return jnp.einsum("bi,bj->bij", a, b)
+
+
+def ho30_vec_mat_1d(v, w):
+    return v @ w
+
+
+def ho30_gram_matrix(x):
+    return x.T @ x
+
+
+def ho30_attention_values_3d(p, v):
+    return jnp.einsum("bhqk,bhkd->bhqd", p, v)
+
+
+def ho30_dot_split_result_cols(x, w):
+    return jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P(None, "tp")))
+
+
+def ho30_mixed_contract_3d(x, w):
+    return jnp.einsum("bij,jk->bik", x, w)
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3530,6 +3583,25 @@ def suite() -> dict:
                                                                               ((16, 16), P("a", "b")),
                                                                               ((32, 8), P(None, "c"))]),
         "ho29_cumsum_then_dot": (ho29_cumsum_then_dot, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P("tp"))]),
+        "ho30_reduce_scatter_pattern": (ho30_reduce_scatter_pattern, "2d", [((16, 32), P(None, "tp")),
+                                                                            ((32, 8), P("tp"))]),
+        "ho30_three_operand_einsum": (ho30_three_operand_einsum, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                        ((16, 8), P("tp"))]),
+        "ho30_broadcast_batch_dot": (ho30_broadcast_batch_dot, "3d", [((4, 8, 16), P("a", "b")),
+                                                                      ((16, 32), P(None, "c"))]),
+        "ho30_contract_two_split_same": (ho30_contract_two_split_same, "2d", [((4, 8, 16), P("dp", "tp")),
+                                                                              ((8, 16, 4), P("tp"))]),
+        "ho30_dot_one_sided_grouped_3d": (ho30_dot_one_sided_grouped_3d, "3d", [((16, 32), P("a", "b")),
+                                                                                ((32, 8), P())]),
+        "ho30_dot_row_col_3d": (ho30_dot_row_col_3d, "3d", [((16, 32), P("a", "b")), ((32, 8), P("b", "c"))]),
+        "ho30_outer_batch_3d": (ho30_outer_batch_3d, "3d", [((8, 16), P("a", "b")), ((8, 16), P("a", "c"))]),
+        "ho30_vec_mat_1d": (ho30_vec_mat_1d, "1d", [((32,), P("d")), ((32, 16), P())]),
+        "ho30_gram_matrix": (ho30_gram_matrix, "2d", [((32, 16), P("dp", "tp"))]),
+        "ho30_attention_values_3d": (ho30_attention_values_3d, "3d", [((2, 4, 8, 8), P("a", "b", None, "c")),
+                                                                      ((2, 4, 8, 16), P("a", "b"))]),
+        "ho30_dot_split_result_cols": (ho30_dot_split_result_cols, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P())]),
+        "ho30_mixed_contract_3d": (ho30_mixed_contract_3d, "3d", [((4, 8, 16), P("a", None, "b")),
+                                                                  ((16, 8), P("c"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

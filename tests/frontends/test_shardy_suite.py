@@ -299,7 +299,12 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # held-out programs of a tenth batch, written before their first run and run once as written, all equal
          "ho29_gqa_3d", "ho29_tied_logits_3d", "ho29_pad_then_dot", "ho29_roll_seq_3d", "ho29_argmax_heads",
          "ho29_merge_sharded_dims", "ho29_mlp_residual_ln_1d", "ho29_expert_einsum_3d", "ho29_scores_bias",
-         "ho29_weighted_mean_cols", "ho29_two_heads_concat_dot_3d", "ho29_cumsum_then_dot")
+         "ho29_weighted_mean_cols", "ho29_two_heads_concat_dot_3d", "ho29_cumsum_then_dot",
+         # held-out programs of an eleventh batch, written before their first run and run once as written, all equal
+         "ho30_reduce_scatter_pattern", "ho30_three_operand_einsum", "ho30_broadcast_batch_dot",
+         "ho30_contract_two_split_same", "ho30_dot_one_sided_grouped_3d", "ho30_dot_row_col_3d",
+         "ho30_outer_batch_3d", "ho30_vec_mat_1d", "ho30_gram_matrix", "ho30_attention_values_3d",
+         "ho30_dot_split_result_cols", "ho30_mixed_contract_3d")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
