@@ -28,7 +28,6 @@ propagated sharding with its open marks.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Sequence
 
@@ -36,6 +35,7 @@ from costmodels.units import format_bytes
 from graphs.axis_regions import region_of
 from graphs.ops import get_op
 from planner.errors import PlanningError, RuleError
+from planner.ir.axis import axes_size
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.axis_types import axes_of_type, combine, explicit_prefixes, op_explicit_axes, restrict
@@ -241,14 +241,14 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
             # several, on other axes: one that splits it over grouping axes is first spread over its group (every
             # other whole axis) where the group has as many devices, else gathered (it leaves the contraction)
             spread = free_in_groups(mesh, list(grouped))
-            room = math.prod(a.size_in(mesh) for a in spread)
+            room = axes_size(spread, mesh)
             onto = {k: spread if set(axes[k]) & grouped else axes[k] for k in sharding
-                    if not (set(axes[k]) & grouped) or room >= math.prod(a.size_in(mesh) for a in axes[k])}
+                    if not (set(axes[k]) & grouped) or room >= axes_size(axes[k], mesh)}
             if not onto:
                 out[f] = ()
                 continue
             if len(onto) > 1:  # the smaller shards permuted onto the largest's where they split as many ways
-                if len({math.prod(a.size_in(mesh) for a in axes) for axes in onto.values()}) > 1:
+                if len({axes_size(axes, mesh) for axes in onto.values()}) > 1:
                     out[f] = ()
                 else:
                     out[f] = onto[max(onto, key=lambda k: (operand_bytes[k] / operands[k].num_shards(), k))]
@@ -256,11 +256,11 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
             sharding = list(onto)
             moved = axes[sharding[0]] = onto[sharding[0]]  # the one left keeps them unless gathered below
         elif free and set(axes[sharding[0]]) <= grouped and all(a.is_full for a in axes[sharding[0]]) \
-                and math.prod(a.size_in(mesh) for a in free) >= math.prod(a.size_in(mesh) for a in axes[sharding[0]]):
+                and axes_size(free, mesh) >= axes_size(axes[sharding[0]], mesh):
             moved = axes[sharding[0]] = free
         # one operand: gathered unless the result is smaller, group for group
         (k,) = sharding
-        if math.prod(a.size_in(mesh) for a in grouped | set(axes[k])) < mesh.size:
+        if axes_size(grouped | set(axes[k]), mesh) < mesh.size:
             out[f] = ()  # the contraction does not partition a whole group
             continue
         gathers = result_bytes / _group_pieces(rule, wanted, grouped, mesh) >= \
@@ -275,8 +275,8 @@ def _gathered_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding
 def _group_pieces(rule: OpShardingRule, factor_axes, grouped: set, mesh: Mesh) -> int:
     """Into how many pieces the device groups of ``grouped`` split a tensor whose factor axes are
     ``factor_axes`` (its batch and non-contracting factors on grouping axes): each group holds one."""
-    return math.prod(a.size_in(mesh) for f, axes in enumerate(factor_axes)
-                     if rule.factor_kinds[f] is not FactorKind.REDUCTION for a in axes if a in grouped)
+    return axes_size((a for f, axes in enumerate(factor_axes) if rule.factor_kinds[f] is not FactorKind.REDUCTION
+                      for a in axes if a in grouped), mesh)
 
 
 def _agreed_reductions(rule: OpShardingRule, operands: Sequence[TensorSharding]) -> dict[int, tuple]:
