@@ -231,7 +231,8 @@ class _HashedKey(list):
         return self.hashvalue
 
 
-def _key(items: tuple) -> _HashedKey:
+def hashed_key(items: tuple) -> _HashedKey:
+    """``items`` as a cache key whose hash is computed once (a lookup hashes its key twice)."""
     key = _HashedKey(items)
     key.hashvalue = hash(items)
     return key
@@ -254,9 +255,9 @@ def memoize(name: str, maxsize: int) -> Callable[[Callable[..., T]], Callable[..
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> T:
             if kwargs:
-                key = _key(args + (_KWARGS,) + tuple(sorted(kwargs.items())))
+                key = hashed_key(args + (_KWARGS,) + tuple(sorted(kwargs.items())))
                 return cache.get_or_compute(key, functools.partial(fn, *args, **kwargs))
-            return cache.get_or_compute(_key(args), fn, *args)
+            return cache.get_or_compute(hashed_key(args), fn, *args)
 
         def cache_info() -> CacheInfo:
             return CacheInfo(cache.hits, cache.misses, cache.maxsize, len(cache))

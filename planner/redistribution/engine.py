@@ -51,11 +51,11 @@ import numpy as np
 
 from costmodels import RING, Cluster, CollectiveCost, load_cluster
 from graphs.dtypes import dtype_itemsize
-from planner.caches import BoundedCache, memoize
+from planner.caches import BoundedCache, hashed_key, memoize
 from planner.errors import ReshardError, ShardingError  # ReshardError is re-exported here
 from planner.ir.axis import AxisRef, axes_for_digit, axes_size, merge_adjacent
 from planner.ir.layout import device_index_ranges, devices_to_positions
-from planner.ir.sharding import PENDING_SUM, TensorSharding
+from planner.ir.sharding import PENDING_SUM, DimSharding, TensorSharding
 from planner.redistribution.direct import direct_chain
 from planner.redistribution.lower_bound import NOTE
 from planner.redistribution.moves import Move, gather_then_slice, moves
@@ -135,13 +135,30 @@ def planning_seconds(shape, dtype, source: TensorSharding, destination: TensorSh
                      within=None) -> float:
     """``reshard_for_planning(...).time_s``, without building the plan: the canonical search's steps summed in
     their order (renaming the steps back to the tensor's dimensions keeps each step's time). The planner's cost
-    tables read thousands of these and need only the seconds."""
+    tables read thousands of these and need only the seconds, so each canonical problem's are kept under a key of
+    the shardings' dimensions in canonical order: a problem alike to one priced before renames nothing."""
     source, destination = source.layout_only(), destination.layout_only()
     if source.mesh != destination.mesh or (source.unreduced and source.reduction != PENDING_SUM):
         return reshard_for_planning(shape, dtype, source, destination, cluster, within).time_s
-    _, steps, _ = _in_canonical_order(tuple(int(d) for d in shape), dtype_itemsize(dtype), source, destination,
-                                      cluster, True, False, None if within is None else tuple(within), False)
-    return sum(s.time_s for s in steps)
+    shape = tuple(int(d) for d in shape)
+    itemsize = dtype_itemsize(dtype)
+    within = None if within is None else tuple(within)
+    order, canonical = _canonical(shape, source, destination)
+    a, b = source.dims, destination.dims
+    key = hashed_key((canonical, itemsize, source.mesh, tuple(a[i] for i in order), tuple(b[i] for i in order),
+                      source.unreduced, source.reduction, destination.unreduced, destination.reduction, cluster,
+                      within))
+    seconds = _SECONDS.get(key)
+    if seconds is None:
+        if order != tuple(range(len(order))):
+            source, destination = source.permuted(order), destination.permuted(order)
+        steps, _ = _canonical_search(canonical, itemsize, source, destination, cluster, True, False, within, False)
+        seconds = _SECONDS.put(key, sum(s.time_s for s in steps))
+    return seconds
+
+
+#: :func:`planning_seconds`' seconds per canonical problem.
+_SECONDS = BoundedCache("canonical redistribution seconds", 65536)
 
 
 @memoize("default cluster", maxsize=1)
@@ -320,8 +337,7 @@ def _canonical(shape, source: TensorSharding, destination: TensorSharding) -> tu
     keys = []
     for i, (size, a, b) in enumerate(zip(shape, source.dims, destination.dims)):
         even = size > 0 and size % devices == 0
-        keys.append((not even, 0 if even else size, [(r.name, r.pre_size, r.size or 0) for r in a.axes],
-                     [(r.name, r.pre_size, r.size or 0) for r in b.axes], i))
+        keys.append((not even, 0 if even else size, _split_key(a), _split_key(b), i))
     keys.sort()
     order = tuple(k[-1] for k in keys)
     sizes = [shape[i] for i in order]
@@ -332,6 +348,23 @@ def _canonical(shape, source: TensorSharding, destination: TensorSharding) -> tu
             total *= shape[i]
         sizes[:even] = [total // devices ** (even - 1)] + [devices] * (even - 1)
     return order, tuple(sizes)
+
+
+def _split_key(dim: DimSharding) -> tuple:
+    """How ``dim`` is split, as :func:`_canonical` orders dimensions: its axes' names and sizes, major first
+    (kept per dimension sharding: the planner's shardings share a few hundred of them)."""
+    key = _SPLIT_KEYS.get(dim)
+    if key is None:
+        if len(_SPLIT_KEYS) >= SPLIT_KEYS:
+            _SPLIT_KEYS.clear()
+        key = _SPLIT_KEYS[dim] = tuple((r.name, r.pre_size, r.size or 0) for r in dim.axes)
+    return key
+
+
+_SPLIT_KEYS: dict[DimSharding, tuple] = {}
+
+#: How many dimension shardings' keys :func:`_split_key` keeps before it starts afresh.
+SPLIT_KEYS = 4096
 
 
 @memoize("canonical redistribution searches", maxsize=65536)
