@@ -27,7 +27,7 @@ import os
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from costmodels import Cluster, format_bytes, format_quantity, load_cluster
 from graphs import ComputationGraph, load_model, load_model_text
@@ -47,14 +47,22 @@ from planner.report import Plan, make_plan
 from planner.searches import DEFAULT_SEARCH, SEARCHES, search_named
 from planner.searches.propagate import PASSES
 from graphs.pipeline_spec import PipelineSpec, read_pipeline
-from planner.export import export_pipeline as _export_pipeline
-from planner.stages.layers import microbatched
-from planner.stages.plan import PipelinePlan, pipeline_plan
-from planner.stages.profile import stage_program
-from planner.stages.search import search_pipeline
 
 __all__ = ["OUTPUT_LAYOUTS", "OVERLAPS", "SEARCHES", "PipelinePlan", "Plan", "PlanWarning", "export_pipeline", "load",
            "plan", "plan_pipeline"]
+
+if TYPE_CHECKING:
+    from planner.stages.plan import PipelinePlan
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`~planner.stages.plan.PipelinePlan`, imported when first asked for: the pipeline level (the stages
+    and their exports) loads only for a pipelined plan, not for every ``shardplan plan``."""
+    if name == "PipelinePlan":
+        from planner.stages.plan import PipelinePlan
+
+        return PipelinePlan
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load(model: Any) -> ComputationGraph:
@@ -216,6 +224,9 @@ def plan_pipeline(
     mesh the rest), any other on as many devices as its mesh has. ``search`` plans each stage mesh (the SPMD
     searches); ``memory_budget`` (bytes per device) replaces the cluster's device memory.
     """
+    from planner.stages.plan import pipeline_plan
+    from planner.stages.search import search_pipeline
+
     progress = as_progress(progress)
     graph = load(model)
     check_differentiable(graph)
@@ -251,6 +262,10 @@ def export_pipeline(
     """:func:`plan_pipeline`'s plan of ``model`` in notation ``to`` (:func:`planner.export.export_pipeline`):
     the mesh, the stages, the schedule, and per stage the layouts of the SPMD plan its costs were read from,
     planned again by ``search`` on the chosen stage mesh for one microbatch."""
+    from planner.export import export_pipeline as _export_pipeline
+    from planner.stages.layers import microbatched
+    from planner.stages.profile import stage_program
+
     progress = as_progress(progress)
     graph = load(model)
     chosen = plan_pipeline(graph, devices=devices, pipeline=pipeline, cluster=cluster, memory_budget=memory_budget,

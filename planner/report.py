@@ -26,7 +26,6 @@ import numpy as np
 from costmodels.units import format_bytes, format_seconds
 from graphs.ops import get_op
 from planner.errors import PlanningError, did_you_mean, quote
-from planner.export import export
 from planner.ir.mesh import AxisType, Mesh
 from planner.ir.sharding import TensorSharding
 from planner.model.axis_types import axes_of_type, restrict
@@ -450,6 +449,8 @@ class Plan:
     def export(self, to: str) -> dict:
         """The plan in another notation: ``jax``, ``shardy``, ``dtensor`` or ``mindspore``
         (:func:`planner.export.export`), as JSON-ready data keyed by tensor and op."""
+        from planner.export import export  # the exporters load for an export only
+
         return export(self, to)
 
     def explain(self, tensor: str) -> list[str]:

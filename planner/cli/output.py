@@ -37,9 +37,12 @@ def _finite(value: Any) -> Any:
     """``value`` with every non-finite float (an unbounded ratio, an error of a result that is not finite)
     as None, so that the output is strict JSON (``json.dumps`` would write ``Infinity``, which no JSON
     parser is obliged to read)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most of a document: nothing to look into
+        return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]

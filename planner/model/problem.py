@@ -71,6 +71,7 @@ array([7., 1.])
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -119,15 +120,18 @@ class LazyTable:
         if self._values is None:
             self._values = np.zeros(self.shape)
             self._known = np.zeros(self.shape, dtype=bool)
-        known, values, cell = self._known, self._values, self._cell
+        known, cell = self._known, self._cell
         todo_rows, todo_cols = np.nonzero(~known[np.ix_(rows, cols)])  # row-major: the order cells are computed in
-        for a, b in zip(rows[todo_rows].tolist(), cols[todo_cols].tolist()):
+        at_rows, at_cols = rows[todo_rows], cols[todo_cols]
+        out = []
+        for a, b in zip(at_rows.tolist(), at_cols.tolist()):
             t = float(cell(a, b))
-            if not (t >= 0.0 and np.isfinite(t)):
+            if not (t >= 0.0 and math.isfinite(t)):
                 raise ValueError(f"cost table cell ({a}, {b}) must be finite and >= 0, got {t}")
-            values[a, b] = t
-            known[a, b] = True
-            self._left -= 1
+            out.append(t)
+        self._values[at_rows, at_cols] = out
+        known[at_rows, at_cols] = True
+        self._left -= len(out)
 
     def __getitem__(self, key):
         if not isinstance(key, tuple):

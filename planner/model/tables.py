@@ -244,9 +244,16 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
     """
     key = (kind, tuple(shape), dtype, u_items, v_items, cluster, insert_pbroadcast, within, policy)
 
-    def cost(src, lay, backward=False, pending=(), cotangent=(), regroup=()):
-        return reshard_seconds(shape, dtype, src[0], lay, backward, pending, cluster, insert_pbroadcast, within,
-                               policy, src[1], cotangent, regroup)
+    priced: dict[tuple, float] = {}  # a producer class's redistributions, which the cells of its row share
+
+    def cost(a, lay, backward=False, pending=(), cotangent=(), regroup=()):
+        key = (a, lay, backward, pending, cotangent, regroup)
+        t = priced.get(key)
+        if t is None:
+            src = u_items[a]
+            t = priced[key] = reshard_seconds(shape, dtype, src[0], lay, backward, pending, cluster,
+                                              insert_pbroadcast, within, policy, src[1], cotangent, regroup)
+        return t
 
     def complete(lay, pending, cotangent) -> float:
         return reshard_seconds(shape, dtype, lay, lay, True, pending, cluster, insert_pbroadcast, within, policy,
@@ -262,18 +269,18 @@ def _table(kind, shape, dtype, u_items, v_items, cluster, insert_pbroadcast=True
         return columns[b]
 
     def cell(a: int, b: int) -> float:
-        src, item = u_items[a], v_items[b]
+        item = v_items[b]
         if kind == "data":
             shared, completing = column(b)
-            return (sum(cost(src, lay, regroup=regroup) for lay, regroup in item[0]) + completing
-                    + sum(cost(src, lay, True, p, g, rg) for lay, p, g, rg in shared))
+            return (sum(cost(a, lay, regroup=regroup) for lay, regroup in item[0]) + completing
+                    + sum(cost(a, lay, True, p, g, rg) for lay, p, g, rg in shared))
         if kind == "forward":
-            return sum(cost(src, lay, regroup=regroup) for lay, regroup in item[0])
+            return sum(cost(a, lay, regroup=regroup) for lay, regroup in item[0])
         if item[0] == "forward":
-            return cost(src, item[1][0], regroup=item[1][1])
+            return cost(a, item[1][0], regroup=item[1][1])
         if item[0] == "complete":
             return complete(item[1], item[2], item[3])
-        return cost(src, item[1], True, item[2], item[3], item[4])
+        return cost(a, item[1], True, item[2], item[3], item[4])
 
     return TABLES.get_or_compute(key, lambda: LazyTable((len(u_items), len(v_items)), cell))
 
