@@ -2934,6 +2934,114 @@ def ho30_mixed_contract_3d(x, w):
     return jnp.einsum("bij,jk->bik", x, w)
 
 
+# held-out programs of a twelfth batch, written before their first run and run once as written, all equal:
+# a SwiGLU MLP, grouped-query attention scores, a layer norm into a projection on 2x2x2, a log-sum-exp over a split
+# vocabulary, a scaled residual, a mean pool into a head, a weight gradient's dot, a biased GELU on 1-D, a cumulative
+# sum over a split sequence, a concatenation into a projection, a masked softmax, an attention output projection
+def ho31_swiglu_mlp(x, w1, w3, w2):
+    return (jax.nn.silu(x @ w1) * (x @ w3)) @ w2
+
+
+def ho31_gqa_scores(q, k):
+    k = jnp.repeat(k, 4, axis=1)
+    return jnp.einsum("bhqd,bhkd->bhqk", q, k)
+
+
+def ho31_layernorm_proj_3d(x, w):
+    mu = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return ((x - mu) * jax.lax.rsqrt(var + 1e-5)) @ w
+
+
+def ho31_logsumexp_vocab(logits):
+    return jax.nn.logsumexp(logits, axis=-1)
+
+
+def ho31_residual_scaled(x, w):
+    return x + 0.5 * (x @ w)
+
+
+def ho31_mean_pool_head(x, w):
+    return jnp.mean(x, axis=1) @ w
+
+
+def ho31_weight_grad_shape(x, y):
+    return x.T @ y
+
+
+def ho31_bias_gelu_1d(x, w, b):
+    return jax.nn.gelu(x @ w + b)
+
+
+def ho31_cumsum_rows(x):
+    return jnp.cumsum(x, axis=1)
+
+
+def ho31_concat_then_proj(a, b, w):
+    return jnp.concatenate([a, b], axis=1) @ w
+
+
+def ho31_masked_softmax(s, mask):
+    return jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+
+
+def ho31_heads_out_proj(o, w):
+    return jnp.einsum("bshd,hdf->bsf", o, w)
+
+
+# held-out programs of a thirteenth batch, written before their first run and run once as written, all equal:
+# heads split out of a 2x2x2-split hidden, padded rows, reversed columns, an argmax over a split vocabulary,
+# take_along_axis over split columns, rows centred on a sub-axis pair, an FSDP MLP on 1-D, full attention, a squeeze
+# then an expand, a maximum over the batch, an RMS norm's scale on split features, gathered rows into a dot
+def ho32_reshape_heads_3d(x):
+    return jnp.transpose(x.reshape(4, 8, 4, 8), (0, 2, 1, 3)) * 2.0
+
+
+def ho32_pad_rows(x):
+    return jnp.pad(x, ((1, 1), (0, 0))) + 1.0
+
+
+def ho32_reverse_cols(x):
+    return x[:, ::-1] * 3.0
+
+
+def ho32_argmax_vocab(logits):
+    return jnp.argmax(logits, axis=-1)
+
+
+def ho32_take_along_rows(x, idx):
+    return jnp.take_along_axis(x, idx, axis=1)
+
+
+def ho32_center_rows_3d(x):
+    return x - jnp.sum(x, axis=1, keepdims=True)
+
+
+def ho32_fsdp_mlp_1d(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def ho32_attention_full(q, k, v):
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 4.0
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+
+def ho32_squeeze_expand(x):
+    return (jnp.squeeze(x, 1) * 2.0)[:, None, :]
+
+
+def ho32_max_over_batch(x):
+    return jnp.max(x, axis=0)
+
+
+def ho32_rms_norm_scale(x, g):
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+
+
+def ho32_gather_rows_then_dot(table, ids, w):
+    return jnp.take(table, ids, axis=0) @ w
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3602,6 +3710,37 @@ def suite() -> dict:
         "ho30_dot_split_result_cols": (ho30_dot_split_result_cols, "2d", [((16, 32), P("dp", "tp")), ((32, 8), P())]),
         "ho30_mixed_contract_3d": (ho30_mixed_contract_3d, "3d", [((4, 8, 16), P("a", None, "b")),
                                                                   ((16, 8), P("c"))]),
+        "ho31_swiglu_mlp": (ho31_swiglu_mlp, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                    ((32, 64), P(None, "tp")), ((64, 32), P("tp"))]),
+        "ho31_gqa_scores": (ho31_gqa_scores, "2d", [((2, 8, 16, 8), P("dp", "tp")), ((2, 2, 16, 8), P("dp"))]),
+        "ho31_layernorm_proj_3d": (ho31_layernorm_proj_3d, "3d", [((4, 8, 16), P("a", "b")), ((16, 32), P(None, "c"))]),
+        "ho31_logsumexp_vocab": (ho31_logsumexp_vocab, "2d", [((16, 64), P("dp", "tp"))]),
+        "ho31_residual_scaled": (ho31_residual_scaled, "2d", [((16, 32), P("dp", "tp")), ((32, 32), P("tp"))]),
+        "ho31_mean_pool_head": (ho31_mean_pool_head, "2d", [((4, 16, 32), P("dp", "tp")), ((32, 10), P())]),
+        "ho31_weight_grad_shape": (ho31_weight_grad_shape, "2d", [((16, 32), P("dp")), ((16, 8), P("dp"))]),
+        "ho31_bias_gelu_1d": (ho31_bias_gelu_1d, "1d", [((16, 32), P("d")), ((32, 64), P()), ((64,), P())]),
+        "ho31_cumsum_rows": (ho31_cumsum_rows, "2d", [((4, 16), P("dp", "tp"))]),
+        "ho31_concat_then_proj": (ho31_concat_then_proj, "2d", [((8, 16), P("dp", "tp")), ((8, 16), P("dp", "tp")),
+                                                                ((32, 8), P())]),
+        "ho31_masked_softmax": (ho31_masked_softmax, "2d", [((2, 4, 8, 8), P("dp", "tp")), ((8, 8), P())]),
+        "ho31_heads_out_proj": (ho31_heads_out_proj, "2d", [((2, 8, 4, 16), P("dp", None, "tp")),
+                                                            ((4, 16, 32), P("tp"))]),
+        "ho32_reshape_heads_3d": (ho32_reshape_heads_3d, "3d", [((4, 8, 32), P("a", "b", "c"))]),
+        "ho32_pad_rows": (ho32_pad_rows, "2d", [((16, 8), P("dp", "tp"))]),
+        "ho32_reverse_cols": (ho32_reverse_cols, "2d", [((8, 16), P("dp", "tp"))]),
+        "ho32_argmax_vocab": (ho32_argmax_vocab, "2d", [((16, 64), P("dp", "tp"))]),
+        "ho32_take_along_rows": (ho32_take_along_rows, "2d", [((8, 16), P("dp", "tp")), (((8, 2), "i32"), P("dp"))]),
+        "ho32_center_rows_3d": (ho32_center_rows_3d, "3d", [((8, 16), P("a", ("b", "c")))]),
+        "ho32_fsdp_mlp_1d": (ho32_fsdp_mlp_1d, "1d", [((16, 32), P("d")), ((32, 64), P("d")),
+                                                      ((64, 32), P(None, "d"))]),
+        "ho32_attention_full": (ho32_attention_full, "2d", [((2, 4, 8, 16), P("dp", "tp")),
+                                                            ((2, 4, 8, 16), P("dp", "tp")),
+                                                            ((2, 4, 8, 16), P("dp", "tp"))]),
+        "ho32_squeeze_expand": (ho32_squeeze_expand, "2d", [((16, 1, 8), P("dp"))]),
+        "ho32_max_over_batch": (ho32_max_over_batch, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho32_rms_norm_scale": (ho32_rms_norm_scale, "2d", [((4, 8, 32), P("dp", None, "tp")), ((32,), P("tp"))]),
+        "ho32_gather_rows_then_dot": (ho32_gather_rows_then_dot, "2d", [((64, 16), P("tp")), (((8,), "i32"), P("dp")),
+                                                                        ((16, 32), P(None, "tp"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),
