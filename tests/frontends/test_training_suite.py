@@ -70,7 +70,12 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # contraction on 2x2x2, column-parallel weights concatenated, a leaky ReLU MLP, three dots on 1-D, an affine
          # layer norm of a split sequence into a projection
          "ho27_merge_heads_loss", "ho27_two_sided_loss_3d", "ho27_concat_weights_loss", "ho27_leaky_mlp_loss",
-         "ho27_three_matmul_loss_1d", "ho27_layernorm_affine_loss")
+         "ho27_three_matmul_loss_1d", "ho27_layernorm_affine_loss",
+         # an eighth, likewise, all equal but the FSDP MLP (in DIFFER): a SwiGLU MLP, attention trained through its
+         # queries, keys and values, an RMS norm into an MLP, an embedding into logits, a biased GELU, a residual on
+         # 2x2x2, a cross entropy over a split vocabulary
+         "ho31_swiglu_loss", "ho31_attention_loss", "ho31_rms_mlp_loss", "ho31_embed_logits_loss",
+         "ho31_bias_gelu_loss", "ho31_residual_loss_3d", "ho31_cross_entropy_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -107,6 +112,12 @@ DIFFER = {
     # runs JAX's transpose as written, the concatenate's split (the last position's piece to block 0, a permute)
     # and each piece's zero pad (a halo permute, and the one-position piece replicated in place by an AllReduce)
     "ho21_roll_seq_loss": "CollectivePermute 2 x 48 B vs 3 x 48 B, AllReduce 512 B vs 584 B",
+    # held-out, eighth batch: an FSDP MLP on 1-D (w1's rows and w2's columns on d, x's rows on d), ho11_fsdp_mlp's
+    # class. As many bytes in all (32,312 B), split otherwise: both gather w1 (7,168 B) and the hidden activation
+    # (3,584 B) forward. Backward, the plan all-reduces the hidden activation's cotangent (7,168 B) and w1's gradient
+    # (14,336 B); XLA gathers w2 again (7,168 B), partitions the gradients' own dots and all-reduces w2's gradient
+    # (14,336 B)
+    "ho31_fsdp_loss_1d": "AllGather 2 (10,752 B) vs 3 (17,920 B), AllReduce 21,560 B vs 14,392 B",
 }
 
 

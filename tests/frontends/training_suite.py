@@ -582,6 +582,44 @@ def ho27_layernorm_affine_loss(x, g, b, w):
     return jnp.mean(((x - m) * jax.lax.rsqrt(v + 1e-5) * g + b) @ w)
 
 
+# an eighth held-out batch, written before its first run and run once as written: a SwiGLU MLP, attention trained
+# through its queries, keys and values, an RMS norm into an MLP, an embedding into logits, an FSDP MLP on 1-D, a
+# biased GELU, a residual on 2x2x2, a cross entropy over a split vocabulary
+def ho31_swiglu_loss(x, w1, w3, w2):
+    return jnp.mean(((jax.nn.silu(x @ w1) * (x @ w3)) @ w2) ** 2)
+
+
+def ho31_attention_loss(q, k, v):
+    s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 4.0
+    return jnp.mean(jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v))
+
+
+def ho31_rms_mlp_loss(x, g, w):
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g
+    return jnp.sum(jnp.tanh(h @ w))
+
+
+def ho31_embed_logits_loss(table, ids, w):
+    return jnp.mean(jnp.take(table, ids, axis=0) @ w)
+
+
+def ho31_fsdp_loss_1d(x, w1, w2):
+    return jnp.mean(jax.nn.relu(x @ w1) @ w2)
+
+
+def ho31_bias_gelu_loss(x, w, b):
+    return jnp.mean(jax.nn.gelu(x @ w + b))
+
+
+def ho31_residual_loss_3d(x, w):
+    return jnp.mean((x + x @ w) ** 2)
+
+
+def ho31_cross_entropy_loss(h, w, labels):
+    logp = jax.nn.log_softmax(h @ w, axis=-1)
+    return -jnp.mean(jnp.sum(jax.nn.one_hot(labels, 64) * logp, axis=-1))
+
+
 
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
@@ -843,6 +881,22 @@ def suite() -> dict:
                                       (1, 2, 3)),
         "ho27_layernorm_affine_loss": (ho27_layernorm_affine_loss, "2d", [((4, 16, 32), P("dp", "tp")), ((32,), P()),
                                                                           ((32,), P()), ((32, 8), P())], (1, 2, 3)),
+        "ho31_swiglu_loss": (ho31_swiglu_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                      ((32, 64), P(None, "tp")), ((64, 32), P("tp"))], (1, 2, 3)),
+        "ho31_attention_loss": (ho31_attention_loss, "2d", [((2, 4, 8, 16), P("dp", "tp")),
+                                                            ((2, 4, 8, 16), P("dp", "tp")),
+                                                            ((2, 4, 8, 16), P("dp", "tp"))], (0, 1, 2)),
+        "ho31_rms_mlp_loss": (ho31_rms_mlp_loss, "2d", [((4, 8, 32), P("dp", None, "tp")), ((32,), P()),
+                                                        ((32, 16), P("tp"))], (1, 2)),
+        "ho31_embed_logits_loss": (ho31_embed_logits_loss, "2d", [((64, 16), P("tp")), (((8,), "i32"), P("dp")),
+                                                                  ((16, 64), P(None, "tp"))], (0, 2)),
+        "ho31_fsdp_loss_1d": (ho31_fsdp_loss_1d, "1d", [((16, 32), P("d")), ((32, 64), P("d")),
+                                                        ((64, 32), P(None, "d"))], (1, 2)),
+        "ho31_bias_gelu_loss": (ho31_bias_gelu_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                            ((64,), P("tp"))], (1, 2)),
+        "ho31_residual_loss_3d": (ho31_residual_loss_3d, "3d", [((8, 16), P("a")), ((16, 16), P(None, "b"))], (1,)),
+        "ho31_cross_entropy_loss": (ho31_cross_entropy_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
+                                                                    (((16,), "i32"), P("dp"))], (1,)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }

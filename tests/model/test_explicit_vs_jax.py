@@ -62,6 +62,34 @@ PENDING_D = ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None, unreduced=
 
 
 PROGRAMS = {
+    # a seventh held-out batch, written before its first run and run once as written: a dot on 2x2x2 keeping the batch
+    # split, heads contracted where both operands split them, free minor dimensions merged, a sharded major dimension
+    # merged with a free one, a minimum over a split dimension, a layer norm over a split hidden dimension, a
+    # concatenate along a split dimension, a slice of split columns, a transpose into a dot against a replicated
+    # weight, a product broadcast over a sub-axis pair, a sum of everything on 2x2x2, a GELU into a row-parallel dot
+    "ho7_matmul_batch_split_3d": prog(M3, {"a": ((4, 8, 16), P("X", "Y", None)), "w": ((16, 8), P(None, "Z"))},
+                                      [("matmul", ["a", "w"], "y", {})]),
+    "ho7_einsum_heads_contract": prog(M2, {"o": ((2, 4, 8), P("X", "Y", None)), "w": ((4, 8, 16), P("Y", None, None))},
+                                      [("einsum", ["o", "w"], "y", {"equation": "bhd,hdf->bf"})]),
+    "ho7_merge_free_minors": prog(M2, {"a": ((8, 4, 4), P("X", None, None))},
+                                  [("reshape", ["a"], "r", {"shape": (8, 16)})]),
+    "ho7_merge_sharded_major": prog(M2, {"a": ((8, 4, 4), P(None, "Y", None))},
+                                    [("reshape", ["a"], "r", {"shape": (8, 16)})]),
+    "ho7_min_split_axis": prog(M2, {"a": ((8, 16), P("X", "Y"))}, [("min", ["a"], "m", {"axes": (1,)})]),
+    "ho7_layernorm_split_hidden": prog(M2, {"a": ((8, 16), P("X", "Y")), "g": ((16,), P("Y")), "b": ((16,), P("Y"))},
+                                       [("layernorm", ["a", "g", "b"], "n", {})]),
+    "ho7_concat_split_axis": prog(M2, {"a": ((8, 16), P("X", "Y")), "b": ((8, 16), P("X", "Y"))},
+                                  [("concat", ["a", "b"], "c", {"axis": 1})]),
+    "ho7_slice_split_cols": prog(M2, {"a": ((8, 16), P(None, "Y"))},
+                                 [("slice", ["a"], "s", {"starts": (0, 0), "stops": (8, 8)})]),
+    "ho7_transpose_into_dot": prog(M2, {"a": ((16, 8), P("Y", "X")), "w": ((16, 4), None)},
+                                   [("transpose", ["a"], "t", {"perm": (1, 0)}), ("matmul", ["t", "w"], "y", {})]),
+    "ho7_mul_sub_axis_pair_3d": prog(M3, {"a": ((4, 8), P("X", ("Y", "Z"))), "b": ((1, 8), P(None, ("Y", "Z")))},
+                                     [("mul", ["a", "b"], "c", {})]),
+    "ho7_sum_everything_3d": prog(M3, {"a": ((2, 4, 8), P("X", "Y", "Z"))},
+                                  [("sum", ["a"], "s", {"axes": (0, 1, 2)})]),
+    "ho7_gelu_row_parallel": prog(M2, {"x": ((8, 16), P("X", "Y")), "w": ((16, 8), P("Y", None))},
+                                  [("gelu", ["x"], "g", {}), ("matmul", ["g", "w"], "y", {})]),
     # a sixth held-out batch, written before its first run and run once as written, half of it meant to be refused:
     # a dot contracting a dimension both operands split on 2x2x2, an add of operands split on other axes, an einsum
     # whose result would use one axis twice, a split of a sharded major dimension, a concatenate of operands split
