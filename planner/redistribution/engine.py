@@ -133,10 +133,10 @@ def reshard_for_planning(shape, dtype, source, destination, cluster, within=None
 
 def planning_seconds(shape, dtype, source: TensorSharding, destination: TensorSharding, cluster,
                      within=None) -> float:
-    """``reshard_for_planning(...).time_s``, without building the plan: the canonical search's steps summed in
-    their order (renaming the steps back to the tensor's dimensions keeps each step's time). The planner's cost
-    tables read thousands of these and need only the seconds, so each canonical problem's are kept under a key of
-    the shardings' dimensions in canonical order: a problem alike to one priced before renames nothing."""
+    """``reshard_for_planning(...).time_s``, without building the plan: the times of the canonical search's chain
+    summed in its order (renaming the steps back to the tensor's dimensions keeps each step's time). The planner's
+    cost tables read thousands of these and need only the seconds, so each canonical problem's are kept under a key
+    of the shardings' dimensions in canonical order: a problem alike to one priced before renames nothing."""
     source, destination = source.layout_only(), destination.layout_only()
     if source.mesh != destination.mesh or (source.unreduced and source.reduction != PENDING_SUM):
         return reshard_for_planning(shape, dtype, source, destination, cluster, within).time_s
@@ -152,8 +152,7 @@ def planning_seconds(shape, dtype, source: TensorSharding, destination: TensorSh
     if seconds is None:
         if order != tuple(range(len(order))):
             source, destination = source.permuted(order), destination.permuted(order)
-        steps, _ = _canonical_search(canonical, itemsize, source, destination, cluster, True, False, within, False)
-        seconds = _SECONDS.put(key, sum(s.time_s for s in steps))
+        seconds = _SECONDS.put(key, _canonical_seconds(canonical, itemsize, source, destination, cluster, within))
     return seconds
 
 
@@ -388,15 +387,8 @@ def _search_here(shape, itemsize, source: TensorSharding, destination: TensorSha
     describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
     graph = _graph(pc, cluster, itemsize, by_time)
     if not primes:
-        # whole axes (the planner's thousands of small searches, nearly all exact within their
-        # budget): the plan in hand is only made when the search runs out
-        chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None, ties)
-        if chain is not None and exact:
-            return _chain_steps(pc, chain, goal), True
-        first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
-        if chain is not None and chain_cost(graph, chain) <= chain_cost(graph, first):
-            first = chain
-        return _chain_steps(pc, first, goal), False
+        chain, exact = _whole_axes_chain(pc, graph, start, goal, itemsize, cluster, budget, describe, ties)
+        return _chain_steps(pc, chain, goal), exact
     # a plan in hand before any search, (cost, pieces, chain): the cheaper of the direct plan and
     # gathering everything; every search below only looks for cheaper ones
     first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
@@ -418,6 +410,33 @@ def _search_here(shape, itemsize, source: TensorSharding, destination: TensorSha
     # "any"; with "exhaustive" the search returns the exhaustive search's chain when it can)
     _, over, chain = known
     return _chain_steps(over, chain, over.state_of(destination)), exact and not ties
+
+
+def _whole_axes_chain(pc: Pieces, graph: Graph, start: State, goal: State, itemsize: int, cluster, budget: Budget,
+                      describe, ties: bool) -> tuple[list, bool]:
+    """The search over whole axes (the planner's thousands of small searches, nearly all exact within their
+    budget): its chain and whether it is exact; the plan in hand is only made when the search runs out."""
+    chain, exact = astar(graph, start, goal, _same_layout, describe, budget, None, ties)
+    if chain is not None and exact:
+        return chain, True
+    first = _first_chain(pc, graph, start, goal, itemsize, cluster, budget)
+    if chain is not None and chain_cost(graph, chain) <= chain_cost(graph, first):
+        first = chain
+    return first, False
+
+
+def _canonical_seconds(shape, itemsize, source: TensorSharding, destination: TensorSharding, cluster,
+                       within) -> float:
+    """The seconds of :func:`_canonical_search`'s steps for the planner (time first, any cheapest chain), summed
+    from the chain its search finds without making the steps."""
+    pc = Pieces.refine(destination.mesh, shape, [source, destination], False, within)
+    start, goal = pc.state_of(source), pc.state_of(destination)
+    if start == goal:
+        return 0
+    describe = lambda: _unreachable(source, destination, shape)  # noqa: E731
+    chain, _ = _whole_axes_chain(pc, _graph(pc, cluster, itemsize, True), start, goal, itemsize, cluster,
+                                 search_budget(pc), describe, False)
+    return sum(cost.time_s for _, _, cost, _ in chain)
 
 
 def _first_chain(pc: Pieces, graph: Graph, start: State, goal: State, itemsize: int, cluster, budget: Budget) -> list:
