@@ -76,6 +76,23 @@ class DimSharding:
         return text
 
 
+def _interned(dim: DimSharding) -> DimSharding:
+    """The one :class:`DimSharding` equal to ``dim`` that shardings share: the planner's caches, keyed by
+    shardings, then find their keys by identity instead of comparing dimensions field by field."""
+    got = _DIMS.get(dim)
+    if got is None:
+        if len(_DIMS) >= INTERNED_DIMS:
+            _DIMS.clear()
+        got = _DIMS[dim] = dim
+    return got
+
+
+_DIMS: dict[DimSharding, DimSharding] = {}
+
+#: How many distinct dimension shardings :func:`_interned` keeps before it starts afresh.
+INTERNED_DIMS = 65536
+
+
 def _check_no_overlap(where: list[tuple[AxisRef, str]]) -> None:
     """Each axis or sub-axis appears once; sub-axes of one axis do not overlap and fit together."""
     by_name: dict[str, list[tuple[AxisRef, str]]] = {}
@@ -137,7 +154,7 @@ class TensorSharding:
     def __post_init__(self):
         mesh = self.mesh
         dims = tuple(
-            replace(d, axes=tuple(a.canonical(mesh) if _known(a, mesh) else a for a in d.axes))
+            _interned(replace(d, axes=tuple(a.canonical(mesh) if _known(a, mesh) else a for a in d.axes)))
             for d in self.dims
         )
         object.__setattr__(self, "dims", dims)

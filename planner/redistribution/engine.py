@@ -138,7 +138,8 @@ def planning_seconds(shape, dtype, source: TensorSharding, destination: TensorSh
     cost tables read thousands of these and need only the seconds, so each canonical problem's are kept under a key
     of the shardings' dimensions in canonical order: a problem alike to one priced before renames nothing."""
     source, destination = source.layout_only(), destination.layout_only()
-    if source.mesh != destination.mesh or (source.unreduced and source.reduction != PENDING_SUM):
+    if (source.mesh is not destination.mesh and source.mesh != destination.mesh) or (
+            source.unreduced and source.reduction != PENDING_SUM):
         return reshard_for_planning(shape, dtype, source, destination, cluster, within).time_s
     shape = tuple(int(d) for d in shape)
     itemsize = dtype_itemsize(dtype)
