@@ -303,6 +303,14 @@ def _stacked_pmean(x, attrs):
     return _stacked_psum(x, attrs) / x.shape[0]
 
 
+def _stacked_pmax(x, attrs):
+    return np.broadcast_to(x.max(axis=0), x.shape).copy()
+
+
+def _stacked_pmin(x, attrs):
+    return np.broadcast_to(x.min(axis=0), x.shape).copy()
+
+
 def _stacked_identity(x, attrs):
     return x.copy()
 
@@ -358,6 +366,14 @@ def _kernel_psum(net, members, blocks, attrs):
 
 def _kernel_pmean(net, members, blocks, attrs):
     return [r / len(members) for r in ring_all_reduce(net, members, blocks)]
+
+
+def _kernel_pmax(net, members, blocks, attrs):
+    return ring_all_reduce(net, members, blocks, np.maximum)
+
+
+def _kernel_pmin(net, members, blocks, attrs):
+    return ring_all_reduce(net, members, blocks, np.minimum)
 
 
 def _kernel_identity(net, members, blocks, attrs):
@@ -431,6 +447,16 @@ def _jax_psum(jax, x, attrs):
 def _jax_pmean(jax, x, attrs):
     axes = tuple(attrs["axes"])
     return jax.lax.pmean(x, axes[0] if len(axes) == 1 else axes)
+
+
+def _jax_pmax(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.pmax(x, axes[0] if len(axes) == 1 else axes)
+
+
+def _jax_pmin(jax, x, attrs):
+    axes = tuple(attrs["axes"])
+    return jax.lax.pmin(x, axes[0] if len(axes) == 1 else axes)
 
 
 def _jax_pbroadcast(jax, x, attrs):
@@ -629,9 +655,13 @@ PRIMITIVES: Mapping[str, Primitive] = _registry(
               fix="it already varies there: drop the pbroadcast",
               reference=_stacked_identity, kernel=_kernel_identity, jax=_jax_pbroadcast, in_regions=True,
               stacked_adjoint="pbroadcast"),
+    Primitive("pmax", VARYING, INVARIANT, "AllReduce", None, None, fix="insert pbroadcast or drop the pmax",
+              reference=_stacked_pmax, kernel=_kernel_pmax, jax=_jax_pmax, in_regions=True),
     Primitive("pmean", VARYING, INVARIANT, "AllReduce", None, "pbroadcast", mean_of="psum",
               reference=_stacked_pmean, kernel=_kernel_pmean, jax=_jax_pmean, in_regions=True,
               stacked_adjoint="pmean"),
+    Primitive("pmin", VARYING, INVARIANT, "AllReduce", None, None, fix="insert pbroadcast or drop the pmin",
+              reference=_stacked_pmin, kernel=_kernel_pmin, jax=_jax_pmin, in_regions=True),
     Primitive("ppermute", VARYING, VARYING, "CollectivePermute", None, "ppermute", _inverse_perm, shape="permutes",
               reference=_stacked_ppermute, kernel=_kernel_ppermute, jax=_jax_ppermute, in_regions=True),
     Primitive("pscatter", INVARIANT, VARYING, None, "local slice x[axis_index]", "all_gather_invariant",

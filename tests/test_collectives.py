@@ -98,7 +98,8 @@ def test_communicating_collectives_lower_to_the_planners_step_kinds():
     lowered = {n: p.lowering for n, p in PRIMITIVES.items() if p.communicates}
     assert lowered == {
         "all_gather": "AllGather", "all_gather_invariant": "AllGather", "all_to_all": "AllToAll",
-        "pmean": "AllReduce", "ppermute": "CollectivePermute", "psum": "AllReduce", "psum_scatter": "ReduceScatter",
+        "pmax": "AllReduce", "pmean": "AllReduce", "pmin": "AllReduce", "ppermute": "CollectivePermute",
+        "psum": "AllReduce", "psum_scatter": "ReduceScatter",
     }
 
 
@@ -148,6 +149,24 @@ def test_a_collective_needs_an_axis():
         result_variance("psum", {"i"}, ())
 
 
+def test_pmax_and_pmin_reduce_as_psum_types_but_have_no_transpose():
+    # JAX 0.10.2 types pmax and pmin like psum (varying -> invariant over the axes; an invariant operand gets a pvary
+    # first in its jaxpr) and has no differentiation rule for either
+    assert result_variance("pmax", {"i", "j"}, ("i",)) == result_variance("pmin", {"i", "j"}, ("i",)) == {"j"}
+    assert primitive("pmax").transpose is None and primitive("pmin").transpose is None
+    with pytest.raises(RuleError, match="pmax has no transpose"):
+        transpose_of("pmax")
+    with pytest.raises(VarianceError, match="insert pbroadcast or drop the pmin"):
+        result_variance("pmin", {"j"}, ("i",))
+
+
+def test_pmax_and_pmin_take_each_elements_extremum_over_the_group():
+    x = np.array([[[1.0, 5.0]], [[4.0, -2.0]], [[3.0, 0.0]]])  # three devices' blocks
+    attrs = {"axes": ("i",), "group_size": 3}
+    assert primitive("pmax").reference(x, attrs)[:, 0].tolist() == [[4.0, 5.0]] * 3
+    assert primitive("pmin").reference(x, attrs)[:, 0].tolist() == [[1.0, -2.0]] * 3
+
+
 def test_pmean_is_a_scaled_psum():
     assert seed_name("pmean") == "psum" and seed_name("psum") == "psum"
     assert result_variance("pmean", {"i"}, "i") == frozenset()
@@ -155,7 +174,7 @@ def test_pmean_is_a_scaled_psum():
 
 
 def test_backprop_runs_the_seeds_transpose_except_pbroadcasts_psum_which_the_redistribution_makes():
-    assert {n: backprop_primitive(n) for n in REGION_COLLECTIVES if n != "axis_index"} == {
+    assert {n: backprop_primitive(n) for n in REGION_COLLECTIVES if primitive(n).transpose is not None} == {
         "all_gather": "psum_scatter", "all_gather_invariant": "pscatter", "all_to_all": "all_to_all",
         "pbroadcast": "pbroadcast", "pmean": "pbroadcast", "ppermute": "ppermute", "pscatter": "all_gather_invariant",
         "psum": "pbroadcast", "psum_scatter": "all_gather"}
@@ -165,8 +184,8 @@ def test_region_collectives_are_the_graph_ops():
     from graphs.ops.collectives import COLLECTIVE_OPS
 
     assert COLLECTIVE_OPS == REGION_COLLECTIVES == (
-        "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmean", "ppermute", "pscatter",
-        "psum", "psum_scatter")
+        "all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast", "pmax", "pmean", "pmin",
+        "ppermute", "pscatter", "psum", "psum_scatter")
 
 
 # -- step kinds ---------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ the operand of device ``c``, ``y_c`` its result):
 
 - ``psum``: ``y_c = sum_d x_d``; VJP: the psum of the cotangents.
 - ``pmean``: ``y_c = sum_d x_d / G``; VJP: the pmean of the cotangents.
+- ``pmax``, ``pmin``: ``y_c = max_d x_d`` (``min_d``), an all-reduce with that computation; not
+  differentiable (JAX has no rule for either: a region using one is not trained through it).
 - ``pbroadcast``: ``y_c = x_c`` (a type change only: an invariant value becomes
   device-varying); VJP: identity per device (the reduction it implies, seed 004's
   pbroadcast -> psum, is made by the planner from variance types).
@@ -245,8 +247,10 @@ def _collective(name: str) -> OpDef:
                      vjp_reads_inputs=False, rule="regions.collective", bytes_accessed=no_bytes_accessed)
     infer, extra = _BY_SHAPE[primitive(name).shape]
     attrs = (("axes", REQUIRED),) + extra + (("group_size", None),)
+    linear = primitive(name).transpose is not None or primitive(name).adjoint is not None
     return OpDef(name, "collective", 1, 1, attrs, infer(name), _zero_flops, _reference(name), canonical=_canonical,
-                 vjp=_vjp(name), vjp_reads_inputs=False, rule="regions.collective", bytes_accessed=no_bytes_accessed)
+                 vjp=_vjp(name) if linear else None, vjp_reads_inputs=False, rule="regions.collective",
+                 bytes_accessed=no_bytes_accessed)
 
 
 #: The collective ops by name, alphabetically: one per primitive of the registry a region's body may apply.

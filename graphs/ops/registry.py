@@ -10,7 +10,7 @@ the others by hand. Every op has an entry; none is deliberately left without one
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, argmax, argmin, axis_index, cast, comparison, concat, conv2d, cross_entropy, cumsum, div, einsum, erf, erfc, exp, expm1, flip, gather, gelu, iota, is_finite, layernorm, log, log1p, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pad, pbroadcast, pmean, pow, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, roll, rsqrt, select, sharding_constraint, sigmoid, slice, softmax, sort, sqrt, stop_gradient, sub, sum, take_along_axis, tanh, top_k, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, argmax, argmin, axis_index, cast, comparison, concat, conv2d, cross_entropy, cumsum, div, einsum, erf, erfc, exp, expm1, flip, gather, gelu, iota, is_finite, layernorm, log, log1p, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pad, pbroadcast, pmax, pmean, pmin, pow, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, roll, rsqrt, select, sharding_constraint, sigmoid, slice, softmax, sort, sqrt, stop_gradient, sub, sum, take_along_axis, tanh, top_k, transpose)
 """
 
 from __future__ import annotations

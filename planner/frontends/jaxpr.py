@@ -51,9 +51,9 @@ Shardings the program states are read, never dropped (:meth:`Walker.sharded`):
 ``sharding_constraint``, ``reshard``, ``device_put`` and a nested jit's ``in_shardings`` / ``out_shardings`` ->
 ``sharding_constraint`` ops; any primitive's ``out_sharding`` / ``sharding`` parameter -> the
 ``out_sharding`` of the op making its result; ``shard_alike`` -> a ``shard_as`` group;
-``shard_map`` -> a manual region whose body holds ``psum`` (``psum_invariant``), ``pbroadcast``
-(``pvary``), ``all_gather``, ``psum_scatter`` (``reduce_scatter``), ``all_to_all``, ``ppermute``
-and ``axis_index``. Every sharding must be on one mesh (the trace's).
+``shard_map`` -> a manual region whose body holds ``psum`` (``psum_invariant``), ``pmax``, ``pmin``,
+``pbroadcast`` (``pvary``), ``all_gather``, ``psum_scatter`` (``reduce_scatter``), ``all_to_all``,
+``ppermute`` and ``axis_index``. Every sharding must be on one mesh (the trace's).
 
 A handler that cannot express its primitive raises; the walker turns that into a ``refused``
 node, an error only if an output needs its value.
@@ -946,6 +946,8 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "min": _min,
     "mul": _simple("mul"),
     "neg": _simple("neg"),
+    "pmax": _each("pmax", "axes"),
+    "pmin": _each("pmin", "axes"),
     "ppermute": _ppermute,
     "psum": _each("psum", "axes"),
     "psum_invariant": _each("psum", "axes"),

@@ -1,9 +1,9 @@
 """Manual regions run on JAX/XLA as ``jax.shard_map`` (issue 14 over issue 13's regions).
 
 The end-to-end check is one subprocess (JAX must start with 4 host devices; this process may already hold JAX
-with another count) running six plans: megatron_by_hand forward, dp_training_step trained, ring_matmul forward,
+with another count) running seven plans: megatron_by_hand forward, dp_training_step trained, ring_matmul forward,
 a two-axis region whose collectives list their axes against the mesh's order, a region using every other
-collective, trained, and one using all_gather_invariant and pscatter, trained."""
+collective, trained, one using all_gather_invariant and pscatter, trained, and one using pmax and pmin."""
 
 import json
 import os
@@ -69,6 +69,33 @@ outputs: [m, s, t, si]
 """
 
 
+# a softmax over columns on tp written by hand (the row maximum by pmax, the sum by psum), and the row minimum by pmin
+EXTREMES = """\
+name: extremes
+mesh: {tp: 4}
+tensors:
+  x: {shape: [8, 16]}
+regions:
+  - name: r
+    manual_axes: [tp]
+    inputs: [x]
+    in_shardings: ['[{}, {"tp"}]']
+    outputs: [p, lo]
+    out_shardings: ['[{}, {"tp"}]', '[{}, {}]']
+    ops:
+      - {name: local_max, op: max, axes: [1], keepdims: true, inputs: [x], output: m}
+      - {name: row_max, op: pmax, axes: [tp], inputs: [m], output: mm}
+      - {name: shifted, op: sub, inputs: [x, mm], output: s}
+      - {name: exponent, op: exp, inputs: [s], output: e}
+      - {name: local_sum, op: sum, axes: [1], keepdims: true, inputs: [e], output: z}
+      - {name: row_sum, op: psum, axes: [tp], inputs: [z], output: zz}
+      - {name: normalise, op: div, inputs: [e, zz], output: p}
+      - {name: local_min, op: min, axes: [1], keepdims: true, inputs: [x], output: n}
+      - {name: row_min, op: pmin, axes: [tp], inputs: [n], output: lo}
+outputs: [p, lo]
+"""
+
+
 RUNS = textwrap.dedent("""\
     import json, sys
     from planner.api import plan
@@ -112,12 +139,15 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
     every.write_text(ALL_COLLECTIVES)
     invariant = tmp_path / "invariant_gather.yaml"
     invariant.write_text(INVARIANT_GATHER)
+    extremes = tmp_path / "extremes.yaml"
+    extremes.write_text(EXTREMES)
     runs = [["megatron", str(CONFIGS / "megatron_by_hand.yaml"), False],
             ["dp", str(CONFIGS / "dp_training_step.yaml"), True],
             ["ring", str(CONFIGS / "ring_matmul.yaml"), False],
             ["two_axes", str(two_axes), False],
             ["every", str(every), True],
-            ["invariant", str(invariant), True]]
+            ["invariant", str(invariant), True],
+            ["extremes", str(extremes), False]]
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", RUNS, json.dumps(runs)], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)
@@ -170,3 +200,12 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
     assert sorted((c["phase"], c["kind"]) for c in inv["predicted_collectives"]) == \
         [("backward", "AllGather"), ("forward", "AllGather")]
     assert inv["xla_comm_bytes_per_device"] == inv["predicted_comm_bytes_per_device"]
+
+    ext = d["extremes"]
+    assert ext["ok"] and all(o["ok"] for o in ext["outputs"].values())
+    # pmax, psum and pmin: three all-reduces over the 4 devices on XLA too, each of the [8, 1] f32 row statistics,
+    # the ring's 2 * 3 chunks of 2 floats = 48 B per device
+    reduces = [c for c in ext["xla_collectives"] if c["kind"] == "all-reduce"]
+    assert len(reduces) == len(ext["xla_collectives"]) == 3
+    assert all(c["replica_groups"] == [[0, 1, 2, 3]] and c["bytes_per_device"] == 2 * 3 * 2 * 4 for c in reduces)
+    assert ext["xla_comm_bytes_per_device"] == ext["predicted_comm_bytes_per_device"] == 3 * 48

@@ -3042,6 +3042,54 @@ def ho32_gather_rows_then_dot(table, ids, w):
     return jnp.take(table, ids, axis=0) @ w
 
 
+# held-out jax.shard_map regions of a fourteenth batch, written before their first run and run once as written: a
+# softmax by hand (pmax and psum), a gathered sequence into a column-parallel dot, rows reduce-scattered, two regions
+# with a reshard between them, a permute over one axis of 2x2x2, a minimum over columns (pmin). The first run refused
+# pmax and pmin (no op in the catalogue); with them added (planner.collectives' registry), all equal
+def ho33_sm_stable_softmax(x):
+    def body(x):
+        m = jax.lax.pmax(jnp.max(x, axis=1, keepdims=True), "tp")
+        e = jnp.exp(x - m)
+        return e / jax.lax.psum(jnp.sum(e, axis=1, keepdims=True), "tp")
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=P("dp", "tp"), out_specs=P("dp", "tp"))(x)
+
+
+def ho33_sm_gather_seq_dot(x, w):
+    def body(x, w):
+        return jax.lax.all_gather(x, "tp", axis=1, tiled=True) @ w
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=(P("dp", "tp"), P(None, "tp")),
+                         out_specs=P("dp", None, "tp"))(x, w)
+
+
+def ho33_sm_scatter_rows(g):
+    def body(g):
+        return jax.lax.psum_scatter(g, "dp", scatter_dimension=0, tiled=True)
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=P(None, "tp"), out_specs=P("dp", "tp"))(g)
+
+
+def ho33_sm_two_regions(x):
+    y = jax.shard_map(lambda u: u * 2.0, mesh=_MESH["2d"], in_specs=P("dp"), out_specs=P("dp"))(x)
+    return jax.shard_map(lambda v: jax.lax.psum(jnp.sum(v, axis=1), "tp"), mesh=_MESH["2d"],
+                         in_specs=P(None, "tp"), out_specs=P())(y)
+
+
+def ho33_sm_permute_a_3d(x):
+    def body(x):
+        return jax.lax.ppermute(x, "a", [(0, 1), (1, 0)]) + x
+
+    return jax.shard_map(body, mesh=_MESH["3d"], in_specs=P("a", "b"), out_specs=P("a", "b"))(x)
+
+
+def ho33_sm_pmin_cols(x):
+    def body(x):
+        return jax.lax.pmin(x, "tp")
+
+    return jax.shard_map(body, mesh=_MESH["2d"], in_specs=P("dp", "tp"), out_specs=P("dp", None))(x)
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3741,6 +3789,13 @@ def suite() -> dict:
         "ho32_rms_norm_scale": (ho32_rms_norm_scale, "2d", [((4, 8, 32), P("dp", None, "tp")), ((32,), P("tp"))]),
         "ho32_gather_rows_then_dot": (ho32_gather_rows_then_dot, "2d", [((64, 16), P("tp")), (((8,), "i32"), P("dp")),
                                                                         ((16, 32), P(None, "tp"))]),
+        "ho33_sm_stable_softmax": (ho33_sm_stable_softmax, "2d", [((8, 16), P("dp", "tp"))]),
+        "ho33_sm_gather_seq_dot": (ho33_sm_gather_seq_dot, "2d", [((4, 16, 32), P("dp", "tp")),
+                                                                  ((32, 16), P(None, "tp"))]),
+        "ho33_sm_scatter_rows": (ho33_sm_scatter_rows, "2d", [((16, 32), P(None, "tp"))]),
+        "ho33_sm_two_regions": (ho33_sm_two_regions, "2d", [((8, 16), P("dp"))]),
+        "ho33_sm_permute_a_3d": (ho33_sm_permute_a_3d, "3d", [((8, 16), P("a", "b"))]),
+        "ho33_sm_pmin_cols": (ho33_sm_pmin_cols, "2d", [((8, 16), P("dp", "tp"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

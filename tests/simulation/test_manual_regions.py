@@ -7,6 +7,7 @@ import pytest
 from graphs import load_model, load_model_text
 from graphs.graph_builder import GraphBuilder
 from planner.api import plan
+from planner.errors import ModelError
 from planner.partitioning import Backprop, Compute
 from planner.simulation.run import simulate
 
@@ -150,3 +151,45 @@ def test_a_body_collective_over_one_axis_of_two_counts_each_devices_bytes_once()
     r = _simulated(plan(load_model_text(SWAP_AND_SHIFT), training=True))
     assert r.phases["forward"]["measured_comm_bytes_per_device"] == 384 + 512
     assert r.phases["forward"]["collectives"] == {"AllToAll": 1, "CollectivePermute": 1}
+
+
+# a softmax over columns sharded on tp, written by hand in a region: the row maximum taken locally then by pmax, the
+# row sum of the exponentials by psum (jax.nn.softmax's stable form, as manual code writes it); pmin beside it
+STABLE_SOFTMAX = """\
+name: stable_softmax
+mesh: {dp: 2, tp: 4}
+tensors:
+  x: {shape: [8, 16]}
+regions:
+  - name: r
+    manual_axes: [dp, tp]
+    inputs: [x]
+    in_shardings: ['[{"dp"}, {"tp"}]']
+    outputs: [p, lo]
+    out_shardings: ['[{"dp"}, {"tp"}]', '[{"dp"}, {}]']
+    ops:
+      - {name: local_max, op: max, axes: [1], keepdims: true, inputs: [x], output: m}
+      - {name: row_max, op: pmax, axes: [tp], inputs: [m], output: mm}
+      - {name: shifted, op: sub, inputs: [x, mm], output: s}
+      - {name: exponent, op: exp, inputs: [s], output: e}
+      - {name: local_sum, op: sum, axes: [1], keepdims: true, inputs: [e], output: z}
+      - {name: row_sum, op: psum, axes: [tp], inputs: [z], output: zz}
+      - {name: normalise, op: div, inputs: [e, zz], output: p}
+      - {name: local_min, op: min, axes: [1], keepdims: true, inputs: [x], output: n}
+      - {name: row_min, op: pmin, axes: [tp], inputs: [n], output: lo}
+outputs: [p, lo]
+"""
+
+
+def test_pmax_and_pmin_in_a_region_simulate_exactly_as_all_reduces():
+    p = plan(STABLE_SOFTMAX)
+    r = _simulated(p)
+    # three AllReduces over tp = 4 of a [4, 1] f32 block (16 B, ring chunks of one float): 2 * 3 * 4 B each
+    assert p.program.collective_counts() == {"AllReduce": 3}
+    assert r.measured_comm_bytes_per_device == 3 * 24
+
+
+def test_training_through_pmax_is_refused_as_jax_refuses_it():
+    text = STABLE_SOFTMAX.replace("x: {shape: [8, 16]}", "x: {shape: [8, 16], kind: param}")
+    with pytest.raises(ModelError, match=r"op 'r/row_max' \(pmax\) of model 'stable_softmax' has no gradient"):
+        plan(text, training=True)

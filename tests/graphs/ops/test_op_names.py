@@ -32,7 +32,7 @@ BUILDERS = ("graphs/builders/", "planner/frontends/", "graphs/manual_regions.py"
 ELSEWHERE = {
     # the registry of collectives: seed 004's primitives by name, each with its types, transpose, kernel, lowering
     "planner/collectives.py": {"all_gather", "all_gather_invariant", "all_to_all", "axis_index", "pbroadcast",
-                               "pmean", "ppermute", "pscatter", "psum", "psum_scatter"},
+                               "pmax", "pmean", "pmin", "ppermute", "pscatter", "psum", "psum_scatter"},
     # a manual region's boundary and the pbroadcasts its variance types imply
     "planner/partitioning/program.py": {"manual_enter", "manual_exit", "pbroadcast"},
     # the shard_map lowering writes seed 004's primitives the steps are: the pbroadcasts of the variance types, the

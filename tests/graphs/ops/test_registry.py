@@ -26,6 +26,7 @@ SPEC_OPS += ["sort"]  # jnp.sort, jnp.argsort (keys with an iota payload): the f
 SPEC_OPS += ["pow"]  # x ** 0.5, x ** 2.0 and jnp.power of float exponents (the frontend reads lax.pow)
 SPEC_OPS += ["take_along_axis"]  # jnp.take_along_axis: a cross-entropy's pick of each label (the frontend reads it)
 SPEC_OPS += ["stop_gradient"]  # lax.stop_gradient: optax's cross-entropy shift, logsumexp's (the frontend reads it)
+SPEC_OPS += ["pmax", "pmin"]  # lax.pmax / pmin in a shard_map body: a stable softmax's maximum (the frontend reads)
 SPEC_OPS += ["iota"]  # jnp.arange, jax.nn.one_hot and jnp.tril's masks (the frontend reads lax.iota)  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
 
 
