@@ -1,6 +1,6 @@
-"""Elementwise ops: unary (relu, gelu, tanh, exp, expm1, log, log1p, erf, erfc, sigmoid, neg, abs, sqrt, rsqrt, cast),
-binary with
-broadcasting, ``comparison`` and ``is_finite`` (bool results) and ``select`` (``jnp.where``).
+"""Elementwise ops: unary (relu, gelu, tanh, exp, expm1, log, log1p, erf, erfc, sigmoid, neg, abs, sqrt, rsqrt,
+sin, cos, sign, floor, ceil, round, cast), binary with broadcasting, ``comparison`` and ``is_finite`` (bool
+results) and ``select`` (``jnp.where``).
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
@@ -19,8 +19,9 @@ VJPs: a broadcast operand's gradient is the cotangent summed over the dimensions
 it was stretched along (:func:`unbroadcast`). Sub-gradients at kinks: ``relu`` has
 gradient 0 at ``x == 0`` (and below); ``maximum`` (``minimum``) gives the cotangent to
 the larger (smaller) operand and splits it equally on ties; ``abs`` gives ``+dy`` where ``x >= 0`` (0
-included) and ``-dy`` below, as JAX does. ``exp``, ``sigmoid``, ``tanh``, ``relu``, ``sqrt`` and ``rsqrt``
-read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. ``select`` gives the cotangent
+included) and ``-dy`` below, as JAX does; ``sign``, ``floor``, ``ceil`` and ``round`` (half to even,
+``jnp.round``) are piecewise constant: their gradient is zero, as JAX's. ``exp``, ``sigmoid``, ``tanh``, ``relu``,
+``sqrt`` and ``rsqrt`` read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. ``select`` gives the cotangent
 to the operand each element was chosen from (zeros to the other); ``comparison``'s bool result and ``select``'s
 predicate take no gradient. A cast
 between float types passes the cotangent through; a cast to an integer or bool
@@ -270,6 +271,35 @@ def _erfc_jax(jnp, lax, a, attrs):
     return lax.erfc(a[0])
 
 
+def _sin_jax(jnp, lax, a, attrs):
+    return jnp.sin(a[0])
+
+
+def _cos_jax(jnp, lax, a, attrs):
+    return jnp.cos(a[0])
+
+
+def _sign_jax(jnp, lax, a, attrs):
+    return jnp.sign(a[0])
+
+
+def _floor_jax(jnp, lax, a, attrs):
+    return jnp.floor(a[0])
+
+
+def _ceil_jax(jnp, lax, a, attrs):
+    return jnp.ceil(a[0])
+
+
+def _round_jax(jnp, lax, a, attrs):
+    return jnp.round(a[0])
+
+
+def _zero_slope(name: str):
+    """The VJP of a piecewise-constant op: zeros (JAX's gradient of sign, floor, ceil and round)."""
+    return _unary_vjp(name, lambda x, r, c: np.zeros_like(c))
+
+
 def _erf(x: np.ndarray) -> np.ndarray:
     import scipy.special  # here, not at import: scipy.special loads numpy.ma, which planning never needs
 
@@ -322,6 +352,16 @@ ERFC = _unary("erfc", _erfc, floats_only=True, jax_form=_erfc_jax,
 # JAX's sub-gradient: +dy where x >= 0 (x = 0 included), -dy below
 ABS = _unary("abs", np.abs, floats_only=False, jax_form=_abs_jax,
              vjp=_unary_vjp("abs", lambda x, r, c: np.where(x >= 0, c, np.negative(c))))
+# d sin = dx cos(x), d cos = -dx sin(x) (rotary embeddings' angles computed in the graph)
+SIN = _unary("sin", np.sin, floats_only=True, jax_form=_sin_jax, vjp=_unary_vjp("sin", lambda x, r, c: c * np.cos(x)))
+COS = _unary("cos", np.cos, floats_only=True, jax_form=_cos_jax, vjp=_unary_vjp("cos", lambda x, r, c: -c * np.sin(x)))
+# piecewise constant: quantisation's floor and round (half to even, as jnp.round and np.round), a sign
+SIGN = _unary("sign", np.sign, floats_only=False, jax_form=_sign_jax, vjp=_zero_slope("sign"), reads_inputs=False)
+FLOOR = _unary("floor", np.floor, floats_only=True, jax_form=_floor_jax, vjp=_zero_slope("floor"),
+               reads_inputs=False)
+CEIL = _unary("ceil", np.ceil, floats_only=True, jax_form=_ceil_jax, vjp=_zero_slope("ceil"), reads_inputs=False)
+ROUND = _unary("round", np.round, floats_only=True, jax_form=_round_jax, vjp=_zero_slope("round"),
+               reads_inputs=False)
 # d sqrt(x) = dx / (2 sqrt(x)); d x^(-1/2) = -dx x^(-3/2) / 2 = -dx r^3 / 2
 SQRT = _unary("sqrt", np.sqrt, floats_only=True, jax_form=_sqrt_jax,
               vjp=_unary_vjp("sqrt", lambda x, r, c: c * 0.5 / r), reads_inputs=False, reads_result=True)

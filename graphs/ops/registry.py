@@ -10,7 +10,7 @@ the others by hand. Every op has an entry; none is deliberately left without one
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, argmax, argmin, axis_index, cast, comparison, concat, conv2d, cross_entropy, cumsum, div, einsum, erf, erfc, exp, expm1, flip, gather, gelu, iota, is_finite, layernorm, log, log1p, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pad, pbroadcast, pmax, pmean, pmin, pow, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, roll, rsqrt, select, sharding_constraint, sigmoid, slice, softmax, sort, sqrt, stop_gradient, sub, sum, take_along_axis, tanh, top_k, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, argmax, argmin, axis_index, cast, ceil, comparison, concat, conv2d, cos, cross_entropy, cumsum, div, einsum, erf, erfc, exp, expm1, flip, floor, gather, gelu, iota, is_finite, layernorm, log, log1p, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pad, pbroadcast, pmax, pmean, pmin, pow, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, roll, round, rsqrt, select, sharding_constraint, sigmoid, sign, sin, slice, softmax, sort, sqrt, stop_gradient, sub, sum, take_along_axis, tanh, top_k, transpose)
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "argmax": reductions.ARGMAX,
     "argmin": reductions.ARGMIN,
     "cast": pointwise.CAST,
+    "ceil": pointwise.CEIL,
     "comparison": pointwise.COMPARISON,
     "concat": shape_ops.CONCAT,
     "conv2d": conv.CONV2D,
+    "cos": pointwise.COS,
     "cross_entropy": loss.CROSS_ENTROPY,
     "div": pointwise.DIV,
     "cumsum": reductions.CUMSUM,
@@ -41,6 +43,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "exp": pointwise.EXP,
     "expm1": pointwise.EXPM1,
     "flip": shape_ops.FLIP,
+    "floor": pointwise.FLOOR,
     "gather": gather.GATHER,
     "gelu": pointwise.GELU,
     "iota": shape_ops.IOTA,
@@ -64,11 +67,14 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "relu": pointwise.RELU,
     "reshape": shape_ops.RESHAPE,
     "roll": shape_ops.ROLL,
+    "round": pointwise.ROUND,
     "rmsnorm": normalization.RMSNORM,
     "rsqrt": pointwise.RSQRT,
     "select": pointwise.SELECT,
     "sharding_constraint": annotation.SHARDING_CONSTRAINT,
     "sigmoid": pointwise.SIGMOID,
+    "sign": pointwise.SIGN,
+    "sin": pointwise.SIN,
     "slice": shape_ops.SLICE,
     "softmax": normalization.SOFTMAX,
     "sort": reductions.SORT,

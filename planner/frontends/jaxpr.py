@@ -11,7 +11,8 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 
 Mappings (operands are values, literals become ``const`` tensors):
 
-- ``add``, ``sub``, ``mul``, ``div``, ``pow``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``, ``rsqrt``;
+- ``add``, ``sub``, ``mul``, ``div``, ``pow``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``,
+  ``rsqrt``, ``sin``, ``cos``, ``sign``, ``floor``, ``ceil``; ``round`` to nearest even (``jnp.round``) -> ``round``;
   ``logistic`` -> ``sigmoid``;
   ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
   primitives broadcast size-1 and scalar operands as numpy does, and so do ours;
@@ -370,6 +371,15 @@ def _scalar(value, what: str) -> float:
 
 def _simple(op: str) -> Callable:
     return lambda w, eqn, ins: w.emit(eqn, op, ins)
+
+
+def _round(w: Walker, eqn, ins) -> str:
+    """``lax.round`` to nearest even (``jnp.round``) -> ``round``; away from zero (``lax.round``'s default) has
+    no op."""
+    if int(eqn.params.get("rounding_method", 0)) != 1:  # lax.RoundingMethod: 0 AWAY_FROM_ZERO, 1 TO_NEAREST_EVEN
+        raise ModelError("lax.round away from zero has no op in shardplan's catalogue (its `round` is jnp.round's, "
+                         "half to even): use jnp.round", where=w.where(eqn))
+    return w.emit(eqn, "round", ins)
 
 
 def _max(w: Walker, eqn, ins) -> str:
@@ -931,9 +941,12 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
     "cumsum": _cumsum,
+    "ceil": _simple("ceil"),
+    "cos": _simple("cos"),
     "erf": _simple("erf"),
     "erfc": _simple("erfc"),
     "exp": _simple("exp"),
+    "floor": _simple("floor"),
     "expm1": _simple("expm1"),
     "gather": _gather,
     "integer_pow": _integer_pow,
@@ -958,10 +971,13 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "reduce_sum": _reduce("sum"),
     "reshape": _reshape,
     "reshard": _reshard,
+    "round": _round,
     "rsqrt": _simple("rsqrt"),
     "select_n": _select_n,
     "shard_alike": _shard_alike,
     "shard_map": _shard_map,
+    "sign": _simple("sign"),
+    "sin": _simple("sin"),
     "sharding_constraint": _sharding_constraint,
     "slice": _slice,
     "split": _split,

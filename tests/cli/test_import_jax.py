@@ -52,7 +52,7 @@ def module(tmp_path, monkeypatch):
         "import jax.numpy as jnp\n"
         "def f(x, w):\n"
         "    h = x @ w\n"
-        "    return jnp.sin(h)\n"
+        "    return jnp.arctan(h)\n"
         "def g(x):\n"
         "    return -x\n")
     monkeypatch.chdir(tmp_path)
@@ -65,7 +65,7 @@ def module(tmp_path, monkeypatch):
     (["usermod:gg", "--args", "f32[4]"], "module 'usermod' has no function 'gg'; did you mean g? (its functions: f, g)"),
     (["usermod:g", "--args", "f32[4,x]"], "cannot parse --args entry 'f32[4,x]'"),
     (["usermod:g"], "no example arguments for g: give their shapes with --args"),
-    (["usermod:f", "--args", "f32[4,8]", "f32[8,2]"], "usermod.py:4:11 (f): JAX primitive 'sin' has no op"),
+    (["usermod:f", "--args", "f32[4,8]", "f32[8,2]"], "usermod.py:4:11 (f): JAX primitive 'atan' has no op"),
     (["usermod:g", "--args", "f32[4]", "--shardings", "y=[{}]", "--mesh", "d=2"], "names 'y', which is no argument"),
 ])
 def test_import_jax_errors_exit_2_with_a_clear_message(module, argv, message, capsys):

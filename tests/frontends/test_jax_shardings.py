@@ -333,7 +333,7 @@ def test_grad_of_relu_reads_its_comparison_and_select_and_computes_jaxs_gradient
 
 
 def test_a_refused_primitive_no_result_needs_is_dropped_as_jax_drops_it():
-    g = trace(lambda x: (jnp.sin(x), x * 2.0)[1], np.ones((4,), np.float32))
+    g = trace(lambda x: (jnp.arctan(x), x * 2.0)[1], np.ones((4,), np.float32))
     assert [op.op for op in g.ops] == ["mul"]
 
 

@@ -170,6 +170,11 @@ CASES = {
     "broadcast_materialised": (lambda b: jnp.broadcast_to(b, (4, 8)), [(8,)], {"add": 1}),
     "custom_vjp_inlined": (lambda x: _custom_vjp()(x) * 2.0, [(4, 8)], {"tanh": 1, "mul": 1}),
     "jit_inlined": (lambda x: jax.jit(lambda y: jnp.exp(y) + 1.0)(x), [(4, 8)], {"exp": 1, "add": 1}),
+    # rotary angles computed in the function; quantisation by floor, ceil and jnp.round (half to even), a sign
+    "sin_cos": (lambda x: jnp.sin(x) * jnp.cos(2.0 * x), [(4, 8)], {"sin": 1, "cos": 1, "mul": 2}),
+    "floor_ceil": (lambda x: jnp.floor(x * 4.0) + jnp.ceil(x), [(4, 8)], {"mul": 1, "floor": 1, "ceil": 1, "add": 1}),
+    "round_half_even": (lambda x: jnp.round(x * 2.0) / 2.0, [(4, 8)], {"mul": 1, "round": 1, "div": 1}),
+    "sign": (lambda x: jnp.sign(x) * jnp.sqrt(jnp.abs(x)), [(4, 8)], {"sign": 1, "abs": 1, "sqrt": 1, "mul": 1}),
 }
 
 
@@ -325,12 +330,12 @@ def _line_of(fn, text):
 def test_unsupported_primitive_names_it_and_its_line():
     def f(x):
         y = x * 2.0
-        return jnp.sin(y)
+        return jnp.arctan(y)
 
     with pytest.raises(ModelError) as e:
         trace(f, np.ones((4, 8), np.float32))
-    assert "JAX primitive 'sin' has no op" in str(e.value)
-    assert _line_of(f, "jnp.sin") in e.value.where
+    assert "JAX primitive 'atan' has no op" in str(e.value)
+    assert _line_of(f, "jnp.arctan") in e.value.where
 
 
 def test_abs_sqrt_and_rsqrt_outside_a_norm_have_jaxs_gradients():
@@ -467,6 +472,26 @@ def test_interior_padding_is_refused_with_its_line():
     with pytest.raises(ModelError, match="pad with a computed value or interior padding") as e:
         trace(f, np.ones((4, 8), np.float32))
     assert _line_of(f, "jax.lax.pad") in e.value.where
+
+
+def test_round_away_from_zero_is_refused_with_its_line():
+    # lax.round's default rounds halves away from zero; the catalogue's round is jnp.round's, half to even
+    def f(x):
+        return jax.lax.round(x)
+
+    with pytest.raises(ModelError, match="lax.round away from zero has no op") as e:
+        trace(f, np.ones((4, 8), np.float32))
+    assert _line_of(f, "jax.lax.round") in e.value.where
+
+
+def test_sin_cos_sign_floor_ceil_and_round_have_jaxs_gradients():
+    # sign, floor, ceil and round pass no gradient (JAX's zero derivative): w's comes through sin, cos and the
+    # products with h
+    def loss(x, w):
+        h = x @ w
+        return jnp.sum(jnp.sin(h) * jnp.cos(h) + jnp.sign(h) * h + jnp.floor(h) + jnp.ceil(h) * h + jnp.round(h) * h)
+
+    check_gradient_against_jax(loss, _args([(4, 6), (6, 8)], seed=7), "w")
 
 
 def test_select_n_of_more_than_two_cases_is_refused_with_its_line():

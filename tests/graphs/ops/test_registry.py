@@ -27,6 +27,8 @@ SPEC_OPS += ["pow"]  # x ** 0.5, x ** 2.0 and jnp.power of float exponents (the 
 SPEC_OPS += ["take_along_axis"]  # jnp.take_along_axis: a cross-entropy's pick of each label (the frontend reads it)
 SPEC_OPS += ["stop_gradient"]  # lax.stop_gradient: optax's cross-entropy shift, logsumexp's (the frontend reads it)
 SPEC_OPS += ["pmax", "pmin"]  # lax.pmax / pmin in a shard_map body: a stable softmax's maximum (the frontend reads)
+SPEC_OPS += ["sin", "cos"]  # rotary embeddings' angles computed in the traced function (the frontend reads them)
+SPEC_OPS += ["sign", "floor", "ceil", "round"]  # quantisation written by hand (jnp.sign, floor, ceil, round)
 SPEC_OPS += ["iota"]  # jnp.arange, jax.nn.one_hot and jnp.tril's masks (the frontend reads lax.iota)  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
 
 
