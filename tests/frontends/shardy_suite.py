@@ -3144,6 +3144,51 @@ def ho34_round_half(x):
     return jnp.round(x * 2.0) / 2.0
 
 
+# held-out programs of a sixteenth batch, written before their first run and run once as written, all equal:
+# a constraint between layers, shard_alike of a product and an argument, a nested jit's out_shardings, jax.grad of an
+# MLP and of a cross entropy traced as programs, a constraint with an unconstrained dimension, value_and_grad on 1-D,
+# a constraint on a transpose
+def ho35_constraint_between_layers(x, w1, w2):
+    h = jax.lax.with_sharding_constraint(x @ w1, NamedSharding(_MESH["2d"], P("dp", "tp")))
+    return jax.nn.relu(h) @ w2
+
+
+def ho35_shard_alike_pair(x, w, y):
+    from jax.experimental.shard_alike import shard_alike
+    a, b = shard_alike(x @ w, y)
+    return a + b
+
+
+def ho35_nested_jit_out_sharding(x, w):
+    inner = jax.jit(lambda u: u * 2.0, out_shardings=NamedSharding(_MESH["2d"], P(None, "tp")))
+    return inner(x) @ w
+
+
+def ho35_grad_of_mlp(w, x):
+    return jax.grad(lambda w, x: jnp.mean(jnp.tanh(x @ w)))(w, x)
+
+
+def ho35_grad_of_cross_entropy(w, h, y):
+    def loss(w):
+        logp = jax.nn.log_softmax(h @ w, axis=-1)
+        return -jnp.mean(jnp.sum(y * logp, axis=-1))
+    return jax.grad(loss)(w)
+
+
+def ho35_constraint_unconstrained_dim(x, w):
+    h = jax.lax.with_sharding_constraint(x @ w, NamedSharding(_MESH["2d"], P(P.UNCONSTRAINED, "tp")))
+    return jnp.tanh(h)
+
+
+def ho35_value_and_grad(w, x):
+    loss, g = jax.value_and_grad(lambda w: jnp.sum((x @ w) ** 2))(w)
+    return loss, g
+
+
+def ho35_constraint_on_transpose(x):
+    return jax.lax.with_sharding_constraint(x.T, NamedSharding(_MESH["2d"], P("tp", None))) * 2.0
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3861,6 +3906,18 @@ def suite() -> dict:
         "ho34_ellipsis_einsum": (ho34_ellipsis_einsum, "2d", [((2, 8, 32), P("dp")), ((32, 16), P(None, "tp"))]),
         "ho34_bf16_matmul": (ho34_bf16_matmul, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp"))]),
         "ho34_round_half": (ho34_round_half, "1d", [((16, 32), P("d"))]),
+        "ho35_constraint_between_layers": (ho35_constraint_between_layers, "2d", [((16, 32), P("dp")),
+                                                                                  ((32, 64), P()), ((64, 16), P())]),
+        "ho35_shard_alike_pair": (ho35_shard_alike_pair, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                ((16, 16), P())]),
+        "ho35_nested_jit_out_sharding": (ho35_nested_jit_out_sharding, "2d", [((16, 32), P("dp")), ((32, 8), P())]),
+        "ho35_grad_of_mlp": (ho35_grad_of_mlp, "2d", [((32, 16), P(None, "tp")), ((8, 32), P("dp"))]),
+        "ho35_grad_of_cross_entropy": (ho35_grad_of_cross_entropy, "2d", [((16, 64), P(None, "tp")), ((8, 16), P("dp")),
+                                                                          ((8, 64), P("dp"))]),
+        "ho35_constraint_unconstrained_dim": (ho35_constraint_unconstrained_dim, "2d", [((16, 32), P("dp")),
+                                                                                        ((32, 16), P())]),
+        "ho35_value_and_grad": (ho35_value_and_grad, "1d", [((32, 16), P()), ((16, 32), P("d"))]),
+        "ho35_constraint_on_transpose": (ho35_constraint_on_transpose, "2d", [((16, 32), P("dp", "tp"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

@@ -321,7 +321,11 @@ AGREE = ("attention", "attention_3d", "batch_conflict", "batched_scores", "bias_
          # sign, floor and round refused on the first run, all equal with them added
          "ho34_rotary_in_graph", "ho34_clip_then_dot", "ho34_signed_sqrt", "ho34_softplus_mean", "ho34_row_norms",
          "ho34_floor_quantise", "ho34_log_sigmoid_loss", "ho34_var_over_batch", "ho34_ellipsis_einsum",
-         "ho34_bf16_matmul", "ho34_round_half")
+         "ho34_bf16_matmul", "ho34_round_half",
+         # held-out programs of a sixteenth batch, written before their first run and run once as written, all equal
+         "ho35_constraint_between_layers", "ho35_shard_alike_pair", "ho35_nested_jit_out_sharding",
+         "ho35_grad_of_mlp", "ho35_grad_of_cross_entropy", "ho35_constraint_unconstrained_dim", "ho35_value_and_grad",
+         "ho35_constraint_on_transpose")
 
 #: Functions that agree on shardings but whose plan moves other bytes (or kinds) than XLA compiles, and how
 #: (plan vs XLA: count and bytes per device by kind, JAX 0.10.2 on 8 host CPU devices)
@@ -386,7 +390,7 @@ def test_every_anchor_tensor_has_shardys_sharding(suite):
 @pytest.mark.slow
 def test_each_function_is_compared_at_its_matmuls_and_results(suite):
     # not vacuous: every function has at least one result compared, and every one with a matmul or einsum
-    # (all but 243 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
+    # (all but 244 elementwise, normalisation, reduction, gather, reshape, concatenate and slice ones) has those
     # compared too
     for name, rows in suite["shardings"].items():
         anchors = {r["anchor"].split("[")[0].split("#")[0] for r in rows}
@@ -447,7 +451,8 @@ def test_each_function_is_compared_at_its_matmuls_and_results(suite):
                         "ho33_sm_stable_softmax", "ho33_sm_scatter_rows", "ho33_sm_two_regions",
                         "ho33_sm_permute_a_3d", "ho33_sm_pmin_cols",
                         "ho34_rotary_in_graph", "ho34_signed_sqrt", "ho34_softplus_mean", "ho34_row_norms",
-                        "ho34_log_sigmoid_loss", "ho34_var_over_batch", "ho34_round_half"):
+                        "ho34_log_sigmoid_loss", "ho34_var_over_batch", "ho34_round_half",
+                        "ho35_constraint_on_transpose"):
             assert "dot" in anchors, name
     assert sum(len(rows) for rows in suite["shardings"].values()) >= 250
 
