@@ -21,10 +21,9 @@ gradient 0 at ``x == 0`` (and below); ``maximum`` (``minimum``) gives the cotang
 the larger (smaller) operand and splits it equally on ties; ``abs`` gives ``+dy`` where ``x >= 0`` (0
 included) and ``-dy`` below, as JAX does; ``sign``, ``floor``, ``ceil`` and ``round`` (half to even,
 ``jnp.round``) are piecewise constant: their gradient is zero, as JAX's. ``exp``, ``sigmoid``, ``tanh``, ``relu``,
-``sqrt`` and ``rsqrt`` read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. ``select`` gives the cotangent
-to the operand each element was chosen from (zeros to the other); ``comparison``'s bool result and ``select``'s
-predicate take no gradient. A cast
-between float types passes the cotangent through; a cast to an integer or bool
+``sqrt`` and ``rsqrt`` read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. ``select`` gives
+the cotangent to the operand each element was chosen from (zeros to the other); ``comparison``'s bool result and
+``select``'s predicate take no gradient. A cast between float types passes the cotangent through; a cast to an integer or bool
 type, or from one, has no gradient (its VJP raises ModelError).
 
 >>> broadcast_shapes([(64, 64), (64,)])

@@ -18,6 +18,7 @@ import pytest
 from planner.api import plan
 from planner.engines.jax_run import planned_collectives
 from tests.model.test_manual_regions import INVARIANT_GATHER  # trained: each op transposes into the other
+from tests.simulation.test_manual_regions import STABLE_SOFTMAX  # pmax, psum and pmin in one body
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -69,33 +70,6 @@ outputs: [m, s, t, si]
 """
 
 
-# a softmax over columns on tp written by hand (the row maximum by pmax, the sum by psum), and the row minimum by pmin
-EXTREMES = """\
-name: extremes
-mesh: {tp: 4}
-tensors:
-  x: {shape: [8, 16]}
-regions:
-  - name: r
-    manual_axes: [tp]
-    inputs: [x]
-    in_shardings: ['[{}, {"tp"}]']
-    outputs: [p, lo]
-    out_shardings: ['[{}, {"tp"}]', '[{}, {}]']
-    ops:
-      - {name: local_max, op: max, axes: [1], keepdims: true, inputs: [x], output: m}
-      - {name: row_max, op: pmax, axes: [tp], inputs: [m], output: mm}
-      - {name: shifted, op: sub, inputs: [x, mm], output: s}
-      - {name: exponent, op: exp, inputs: [s], output: e}
-      - {name: local_sum, op: sum, axes: [1], keepdims: true, inputs: [e], output: z}
-      - {name: row_sum, op: psum, axes: [tp], inputs: [z], output: zz}
-      - {name: normalise, op: div, inputs: [e, zz], output: p}
-      - {name: local_min, op: min, axes: [1], keepdims: true, inputs: [x], output: n}
-      - {name: row_min, op: pmin, axes: [tp], inputs: [n], output: lo}
-outputs: [p, lo]
-"""
-
-
 RUNS = textwrap.dedent("""\
     import json, sys
     from planner.api import plan
@@ -140,7 +114,7 @@ def test_regions_run_through_shard_map_and_match_the_reference(tmp_path):
     invariant = tmp_path / "invariant_gather.yaml"
     invariant.write_text(INVARIANT_GATHER)
     extremes = tmp_path / "extremes.yaml"
-    extremes.write_text(EXTREMES)
+    extremes.write_text(STABLE_SOFTMAX)
     runs = [["megatron", str(CONFIGS / "megatron_by_hand.yaml"), False],
             ["dp", str(CONFIGS / "dp_training_step.yaml"), True],
             ["ring", str(CONFIGS / "ring_matmul.yaml"), False],
