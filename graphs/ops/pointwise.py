@@ -23,8 +23,8 @@ included) and ``-dy`` below, as JAX does; ``sign``, ``floor``, ``ceil`` and ``ro
 ``jnp.round``) are piecewise constant: their gradient is zero, as JAX's. ``exp``, ``sigmoid``, ``tanh``, ``relu``,
 ``sqrt`` and ``rsqrt`` read only their result, ``add``, ``sub``, ``neg`` and ``cast`` only shapes. ``select`` gives
 the cotangent to the operand each element was chosen from (zeros to the other); ``comparison``'s bool result and
-``select``'s predicate take no gradient. A cast between float types passes the cotangent through; a cast to an integer or bool
-type, or from one, has no gradient (its VJP raises ModelError).
+``select``'s predicate take no gradient. A cast between float types passes the cotangent through; a cast to an
+integer or bool type, or from one, has no gradient (its VJP raises ModelError).
 
 >>> broadcast_shapes([(64, 64), (64,)])
 (64, 64)
