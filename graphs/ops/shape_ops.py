@@ -1,5 +1,5 @@
-"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``, ``flip``,
-``roll``.
+"""Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``,
+``dynamic_update_slice``, ``flip``, ``roll``.
 
 - ``reshape(shape)``: the same elements in row-major order; one entry of ``shape`` may
   be -1 and is then inferred. Stored resolved (no -1) in a graph.
@@ -11,6 +11,9 @@
   (``jnp.pad`` by a constant, ``lax.pad`` without interior padding); a negative count crops that many
   elements instead, as ``lax.pad`` does (``x[:, :-1]`` of a pad by one in front is ``pad(low=1, high=-1)``,
   a shift).
+- ``dynamic_update_slice(starts)`` of ``[operand, update, *dynamic starts]``: the operand with ``update`` written
+  from a position, per dimension a constant of ``starts`` or a rank-0 integer input, each clamped so that the
+  update fits (``lax.dynamic_update_slice``).
 - ``flip(axes)``: the elements in reverse order along each of ``axes`` (``jnp.flip``, ``lax.rev``).
 - ``roll(shift, axis)``: the elements rotated by ``shift`` positions along ``axis``, those pushed past the end
   coming back at the start (``jnp.roll`` by a constant, which JAX writes as a concatenate of two slices).
@@ -42,6 +45,8 @@ from graphs.ops.common import (
     Shape,
     check_int,
     check_int_list,
+    need_int,
+    need_rank,
     normalize_axis,
     numel,
     operand,
@@ -398,6 +403,168 @@ def _pad_jax(jnp, lax, a, attrs):
 PAD = OpDef("pad", "shape", 1, 1, (("low", REQUIRED), ("high", REQUIRED), ("value", 0.0)), _pad_infer, _no_flops,
             _pad_reference, _pad_canonical, vjp=_shape_vjp("pad", _pad_grad), vjp_reads_inputs=False,
             rule="shape_ops.pad", jax_form=_pad_jax)
+
+
+# -- dynamic_update_slice -----------------------------------------------------------------
+#
+# Inputs ``[operand, update, *dynamic starts]``: ``update`` (the operand's rank and dtype, no dimension larger)
+# written over the operand from a start position, one per dimension: ``starts`` gives each as a constant or
+# ``None`` for one computed by the program, a rank-0 integer input, in order (no ``starts``: every one an input,
+# as ``lax.dynamic_update_slice`` takes them). Each start is clamped into ``[0, size - update size]`` as StableHLO's
+# are (a KV cache's new token written at its position). The result is the updated copy. Which starts are constants
+# matters to the partitioner (:func:`planner.rules.shape_ops.dynamic_update_slice`). 0 FLOPs; bytes: the default
+# (operand and update read, result written: XLA copies the operand unless the program donates it). VJP: the
+# operand's cotangent is the cotangent with the window zeroed, the update's the window; the starts are integers.
+
+def _dus_starts(rank: int, attrs: Mapping[str, Any]) -> tuple[int | None, ...]:
+    starts = attrs.get("starts")
+    if starts is None:
+        return (None,) * rank
+    if not isinstance(starts, (list, tuple)) or len(starts) != rank:
+        raise ModelError(f"dynamic_update_slice attribute starts needs one entry per dimension of the operand (rank "
+                         f"{rank}): a constant start or null for one given as an input, got {starts!r}")
+    return tuple(None if v is None else check_int(v, "dynamic_update_slice start") for v in starts)
+
+
+def _dus_infer(shapes, dtypes, attrs, names=None):
+    need_rank("dynamic_update_slice", shapes, names, 0, 1, "the operand")
+    rank = len(shapes[0])
+    given = _dus_starts(rank, attrs)
+    dynamic = given.count(None)
+    if len(shapes) != 2 + dynamic:
+        raise ModelError(f"dynamic_update_slice of {operand(names, shapes, 0)} needs the operand, the update and "
+                         f"{dynamic} start indices (a rank-0 integer for each dimension whose start is not a constant "
+                         f"of attribute starts), got {len(shapes)} inputs")
+    if len(shapes[1]) != rank or any(u > n for u, n in zip(shapes[1], shapes[0])):
+        raise ModelError(f"dynamic_update_slice writes {operand(names, shapes, 1)} into {operand(names, shapes, 0)}: "
+                         "the update needs the operand's rank and no dimension larger than the operand's")
+    same_dtype("dynamic_update_slice", dtypes[:2], names)
+    for i in range(2, len(shapes)):
+        if tuple(shapes[i]) != ():
+            raise ModelError(f"dynamic_update_slice start index {operand(names, shapes, i)} must be a rank-0 "
+                             "integer")
+        need_int("dynamic_update_slice", dtypes[i], names, i, "start indices")
+    return tuple(shapes[0]), dtypes[0]
+
+
+def _dus_canonical(shapes, attrs):
+    return {"starts": _dus_starts(len(shapes[0]), attrs)}
+
+
+def _dus_window(arrays, attrs, shape, size) -> tuple[int, ...]:
+    """The window's start per dimension (the constants of ``starts`` and the start inputs among ``arrays``),
+    clamped into ``[0, shape - size]`` as StableHLO clamps it."""
+    given = iter(arrays[2:])
+    starts = [next(given) if v is None else v for v in _dus_starts(len(shape), attrs)]
+    return tuple(min(max(int(np.asarray(s)), 0), n - u) for s, n, u in zip(starts, shape, size))
+
+
+def _dus_reference(arrays, attrs):
+    out = np.array(arrays[0], copy=True)
+    size = np.shape(arrays[1])
+    starts = _dus_window(arrays, attrs, out.shape, size)
+    out[tuple(slice(s, s + u) for s, u in zip(starts, size))] = arrays[1]
+    return out
+
+
+def _dus_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("dynamic_update_slice", arrays, wrt, ("operand", "update") + ("start index",) * (len(arrays) - 2))
+    cot = np.asarray(cotangent)
+    size = np.shape(arrays[1])
+    starts = _dus_window(arrays, attrs, cot.shape, size)
+    window = tuple(slice(s, s + u) for s, u in zip(starts, size))
+    out = []
+    for i in wrt:
+        if i == 0:
+            g = np.array(cot, copy=True)
+            g[window] = 0
+        else:
+            g = np.array(cot[window], copy=True)
+        out.append(g)
+    return tuple(out)
+
+
+def _dus_local_window(arrays, attrs, ctx) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+    """The part of the window inside this device's operand block: its index in the block and in the update's
+    block (a dimension the update covers whole is split alike in both: the rule gives them one factor)."""
+    block, update = ctx.operands[0], ctx.operands[1]
+    starts = _dus_window(arrays, attrs, block.global_shape, update.global_shape)
+    here, there = [], []
+    for d, s in enumerate(starts):
+        lo, hi = block.ranges[d]
+        u = update.global_shape[d]
+        if u == block.global_shape[d]:
+            here.append(slice(None))
+            there.append(slice(None))
+            continue
+        a, b = max(lo, s), min(hi, s + u)
+        a = min(a, b)
+        here.append(slice(a - lo, b - lo))
+        there.append(slice(a - s, b - s))
+    return tuple(here), tuple(there)
+
+
+def _dus_local_reference(arrays, attrs, ctx, rule):
+    """The update's elements that fall in this device's operand block written there (a dimension the update
+    covers in part may be split: the update is whole along it and each device writes its part)."""
+    out = np.array(arrays[0], copy=True)
+    here, there = _dus_local_window(arrays, attrs, ctx)
+    out[here] = np.asarray(arrays[1])[there]
+    return out
+
+
+def _dus_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    """The operand's cotangent block with the window's part zeroed; the update's: the window's part of this block
+    (zeros elsewhere: the devices along a split dimension each give their part, summed)."""
+    here, there = _dus_local_window(arrays, attrs, ctx)
+    cot = np.asarray(cotangent)
+    out = []
+    for i in wrt:
+        if i == 0:
+            g = np.array(cot, copy=True)
+            g[here] = 0
+        elif i == 1:
+            g = np.zeros(ctx.operands[1].local_shape, dtype=cot.dtype)
+            g[there] = cot[here]
+        else:
+            raise RuleError("dynamic_update_slice: the start indices are integers and have no cotangent")
+        out.append(g)
+    return out
+
+
+def _dus_jax(jnp, lax, a, attrs):
+    """The primitive's clamped starts (``lax.dynamic_update_slice`` itself would first wrap a negative one)."""
+    given = iter(a[2:])
+    starts = [next(given) if v is None else v for v in attrs["starts"]]
+    return lax.dynamic_update_slice(a[0], a[1], [jnp.clip(jnp.asarray(s, jnp.int32), 0, n - u)
+                                                 for s, n, u in zip(starts, a[0].shape, a[1].shape)])
+
+
+def _dus_jax_local(jnp, lax, a, attrs, ctx):
+    """Each position of this device's operand block inside the window takes the update's element there: per
+    dimension the update covers in part, the block's global positions, the window (start clamped) and the
+    update's element at each."""
+    x, update = a[0], a[1]
+    given = iter(a[2:])
+    starts = [next(given) if v is None else v for v in attrs["starts"]]
+    inside = None
+    for d in range(x.ndim):
+        n, u = ctx.global_shapes[0][d], ctx.global_shapes[1][d]
+        if u == n:
+            continue
+        s = jnp.clip(jnp.asarray(starts[d], jnp.int32), 0, n - u)
+        at = ctx.start(0, d) + jnp.arange(x.shape[d], dtype=jnp.int32) - s
+        hit = (at >= 0) & (at < u)
+        update = jnp.take(update, jnp.clip(at, 0, u - 1), axis=d)
+        hit = hit.reshape((1,) * d + (x.shape[d],) + (1,) * (x.ndim - d - 1))
+        inside = hit if inside is None else inside & hit
+    return update if inside is None else jnp.where(inside, update, x)
+
+
+DYNAMIC_UPDATE_SLICE = OpDef("dynamic_update_slice", "shape", 2, None, (("starts", None),), _dus_infer, _no_flops,
+                             _dus_reference, _dus_canonical, vjp=_dus_vjp, rule="shape_ops.dynamic_update_slice",
+                             jax_form=_dus_jax, local_reference=_dus_local_reference, local_vjp=_dus_local_vjp,
+                             jax_local_form=_dus_jax_local)
 
 
 # -- flip -------------------------------------------------------------------------------

@@ -416,17 +416,19 @@ def _refused_reader(p: Trace, name: str, depth: int) -> TracedOp | None:
 
 
 def _unwrap_indices(p: Trace, n: TracedOp) -> None:
-    """``t[i]``'s negative-index wrap is ``i`` where gathers (``gather``, ``take_along_axis``) read it as their
-    indices (in range), else an error."""
+    """``t[i]``'s negative-index wrap ``(i, i < 0, i + n)`` is ``i`` where gathers (``gather``, ``take_along_axis``)
+    read it as their indices (in range); elsewhere (a ``dynamic_update_slice``'s start) it is what JAX computes, a
+    ``select`` of ``i + n`` where ``i < 0``."""
     readers = p.readers(n.out)
     refused = _refused_reader(p, n.out, depth=4)
     if refused is not None:  # the gather reading it has no op (not whole rows): that is the error to report
         raise ModelError(refused.attr("message"), where=refused.where or None)
-    if n.out in p.outputs or not readers or any(r.op not in _INDEXING or r.inputs[0] == n.out for r in readers):
-        raise ModelError("JAX primitive 'select_n' (jnp.where, lax.select) has no op in shardplan's catalogue; the "
-                         "negative-index wrap of t[i] is supported where only a gather reads it", where=n.where)
-    for r in readers:
-        p.replace(r, r.op, [r.inputs[0], n.inputs[0]], **dict(r.attrs))
+    index, negative, shifted = n.inputs
+    gathers = [r for r in readers if r.op in _INDEXING and r.inputs[0] != n.out]
+    for r in gathers:
+        p.replace(r, r.op, [r.inputs[0], index], **dict(r.attrs))
+    if n.out in p.outputs or len(gathers) < len(readers):
+        p.replace(n, "select", [negative, shifted, index])
 
 
 _INDEXING = ("gather", "take_along_axis")

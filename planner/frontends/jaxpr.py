@@ -25,10 +25,10 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``rev`` (``jnp.flip``) -> ``flip``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat`` (of ``x[..., k:]`` and ``x[..., :k]``: ``roll``, as ``jnp.roll`` is written);
-  ``slice`` without strides (cutting several dimensions: a ``slice`` per dimension, in order); ``split`` -> a
-  ``slice`` per piece; ``copy`` is the operand; ``stack`` -> a size-1
-  ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``, broadcast and ``reshape``, as JAX lowers
-  them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a ``pad`` along its padded dimension, its only
+  ``dynamic_update_slice`` (its constant starts in ``starts``, the others operands); ``slice`` without strides
+  (cutting several dimensions: a ``slice`` per dimension, in order); ``split`` -> a ``slice`` per piece; ``copy``
+  is the operand; ``stack`` -> a size-1 ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``,
+  broadcast and ``reshape``, as JAX lowers them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a ``pad`` along its padded dimension, its only
   reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is one shift, as XLA simplifies it); ``iota``;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
@@ -39,8 +39,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   matrix picked by ``x[jnp.arange(n), labels]`` -> ``take_along_axis`` of the labels along the columns, reshaped;
 - ``integer_pow`` and ``square`` become internal nodes for
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
-  the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (kept only where a ``gather``
-  reads it: its indices are in range);
+  the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (the indices themselves where a
+  ``gather`` reads it: they are in range; a ``select`` elsewhere);
 - ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``;
   ``select_n(p, a, b)`` of a bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an
   integer ``select_n`` of more cases is refused;
@@ -371,6 +371,16 @@ def _scalar(value, what: str) -> float:
 
 def _simple(op: str) -> Callable:
     return lambda w, eqn, ins: w.emit(eqn, op, ins)
+
+
+def _dynamic_update_slice(w: Walker, eqn, ins) -> str:
+    """``lax.dynamic_update_slice`` -> ``dynamic_update_slice``: a constant start (a literal, or computed from
+    constants) is kept in ``starts`` (XLA partitions a window at a constant position without gathering), the
+    others stay operands."""
+    consts = [w.p.const_value(v) for v in ins[2:]]
+    starts = [None if c is None else int(c) for c in consts]
+    dynamic = [v for v, c in zip(ins[2:], consts) if c is None]
+    return w.emit(eqn, "dynamic_update_slice", ins[:2] + dynamic, starts=tuple(starts))
 
 
 def _round(w: Walker, eqn, ins) -> str:
@@ -739,9 +749,10 @@ def _compare(direction: str) -> Callable:
 
 
 def _select_n(w: Walker, eqn, ins) -> str:
-    """A constant choice; ``jnp``'s index wrap ``select_n(i < 0, i, i + n)`` (``t[i]``), which is ``i`` for a
-    gather's in-range indices; else ``select(p, on_true, on_false)`` of a bool predicate (``select_n`` takes
-    the false case first)."""
+    """A constant choice; ``jnp``'s index wrap ``select_n(i < 0, i, i + n)`` (``t[i]``, a
+    ``lax.dynamic_update_slice`` start), which is ``i`` for a gather's in-range indices
+    (:mod:`~planner.frontends.fusion`); else ``select(p, on_true, on_false)`` of a bool predicate (``select_n``
+    takes the false case first)."""
     choice = w.p.const_value(ins[0])
     if choice is not None:  # a choice made by constants (jnp.var's where(N - ddof > 0, ...))
         return ins[1 + int(choice)]
@@ -750,7 +761,7 @@ def _select_n(w: Walker, eqn, ins) -> str:
             and test.inputs[0] == ins[1] and w.p.const_value(test.inputs[1]) == 0.0):
         shifted = w.p.producer(ins[2])
         if shifted is not None and shifted.op == "add" and ins[1] in shifted.inputs:
-            return w.emit(eqn, "index_wrap", [ins[1]])
+            return w.emit(eqn, "index_wrap", [ins[1], ins[0], ins[2]])  # i, then i < 0 and i + n
     if len(ins) != 3 or w.p.values[ins[0]].dtype != "bool":
         raise ModelError(f"JAX primitive 'select_n' with an integer case index ({len(ins) - 1} cases) has no op in "
                          "shardplan's catalogue; choose between two values with a bool predicate (jnp.where)",
@@ -925,6 +936,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "axis_index": _axis_index,
     "broadcast_in_dim": _broadcast_in_dim,
     "concatenate": _concatenate,
+    "dynamic_update_slice": _dynamic_update_slice,
     "convert_element_type": _convert,
     "copy": lambda w, eqn, ins: ins[0],
     "copy_p": lambda w, eqn, ins: ins[0],

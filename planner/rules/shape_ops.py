@@ -1,4 +1,4 @@
-"""Rules of data-movement ops: ``reshape``, ``transpose``, ``concat``, ``slice``.
+"""Rules of data-movement ops: ``reshape``, ``transpose``, ``concat``, ``slice``, ``dynamic_update_slice``.
 
 - ``reshape``: the pieces common to input and output dims (:func:`~planner.rules.builder.reshape_rule`).
 - ``transpose``: result dimension ``d`` carries the factor of input dimension ``perm[d]``.
@@ -9,6 +9,8 @@
   ``PERMUTATION`` factor as Shardy's (the input's piece its own size): sharded, the op
   exchanges blocks itself; where several are sliced each needs replication, with one
   factor for the input side and one for the result; untouched dimensions pass through.
+- ``dynamic_update_slice``: Shardy's: the operand's dimensions pass through to the result; the update shares
+  those it covers whole and replicates the others, along which the operand stays split (no communication).
 
 >>> str(transpose([(2, 3, 4)], (4, 2, 3), {"perm": (2, 0, 1)}))
 '([i,j,k])->([k,i,j]) {i=2,j=3,k=4}'
@@ -117,6 +119,28 @@ def pad(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs:
         outs.append((b.factor(out_shape[d], _NR),) if d in cut else (f,))
     b.operand(ins)
     b.result(outs)
+    return b.build(by_appearance=True)
+
+
+def dynamic_update_slice(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...],
+                         attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Shardy's rule: a dimension the update covers whole is one factor of the operand, the update and the
+    result; one it covers in part is a factor of the operand and the result, which stays split (each device writes
+    the window's part in its own block, no communication), and one of the update that needs replication. The
+    start indices have no dimensions. (XLA's partitioner gathers the operand along a split dimension instead where
+    the start there is computed and the update longer than one element; the plan does not.)"""
+    operand, update = in_shapes[0], in_shapes[1]
+    b = RuleBuilder()
+    ins, ups = [], []
+    for n, u in zip(operand, update):
+        f = b.factor(n)
+        ins.append((f,))
+        ups.append((f,) if u == n else (b.factor(u, _NR),))
+    b.operand(ins)
+    b.operand(ups)
+    for _ in in_shapes[2:]:
+        b.operand([])
+    b.result(ins)
     return b.build(by_appearance=True)
 
 

@@ -3189,6 +3189,41 @@ def ho35_constraint_on_transpose(x):
     return jax.lax.with_sharding_constraint(x.T, NamedSharding(_MESH["2d"], P("tp", None))) * 2.0
 
 
+# Seventeenth held-out batch: lax.dynamic_update_slice (a KV cache's new entry at a computed or
+# constant position, rows of a 1-D-split matrix, a block of a 2x2x2-split tensor), written before its first run
+def ho36_kv_traced_pos(cache, new, pos):
+    return jax.lax.dynamic_update_slice(cache, new, (0, pos, 0))
+
+
+def ho36_kv_seq_split(cache, new, pos):
+    return jax.lax.dynamic_update_slice(cache, new, (0, pos, 0)) * 2.0
+
+
+def ho36_kv_constant_pos(cache, new):
+    return jax.lax.dynamic_update_slice(cache, new, (0, 3, 0))
+
+
+def ho36_kv_then_scores(cache, new, q, pos):
+    k = jax.lax.dynamic_update_slice(cache, new, (0, pos, 0))
+    return jnp.einsum("bqd,bkd->bqk", q, k)
+
+
+def ho36_update_from_dot(cache, x, w, pos):
+    return jax.lax.dynamic_update_slice(cache, jnp.tanh(x @ w), (pos, 0))
+
+
+def ho36_rows_1d(x, rows, pos):
+    return jnp.exp(jax.lax.dynamic_update_slice(x, rows, (pos, 0)))
+
+
+def ho36_3d_block(x, u, pos):
+    return jax.lax.dynamic_update_slice(x, u, (0, pos, 0)) + 1.0
+
+
+def ho36_update_split_on_cut(x, u, pos):
+    return jax.lax.dynamic_update_slice(x, u, (0, pos, 0))
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3918,6 +3953,23 @@ def suite() -> dict:
                                                                                         ((32, 16), P())]),
         "ho35_value_and_grad": (ho35_value_and_grad, "1d", [((32, 16), P()), ((16, 32), P("d"))]),
         "ho35_constraint_on_transpose": (ho35_constraint_on_transpose, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho36_kv_traced_pos": (ho36_kv_traced_pos, "2d", [((2, 16, 32), P("dp", None, "tp")),
+                                                          ((2, 1, 32), P("dp", None, "tp")), (((), "i32"), P())]),
+        "ho36_kv_seq_split": (ho36_kv_seq_split, "2d", [((2, 16, 32), P("dp", "tp", None)),
+                                                        ((2, 1, 32), P("dp", None, None)), (((), "i32"), P())]),
+        "ho36_kv_constant_pos": (ho36_kv_constant_pos, "2d", [((2, 16, 32), P("dp", None, "tp")),
+                                                              ((2, 1, 32), P("dp", None, "tp"))]),
+        "ho36_kv_then_scores": (ho36_kv_then_scores, "2d", [((2, 16, 32), P("dp", "tp", None)),
+                                                            ((2, 1, 32), P("dp", None, None)),
+                                                            ((2, 4, 32), P("dp", None, None)), (((), "i32"), P())]),
+        "ho36_update_from_dot": (ho36_update_from_dot, "2d", [((16, 32), P(None, "tp")), ((4, 8), P()),
+                                                              ((8, 32), P(None, "tp")), (((), "i32"), P())]),
+        "ho36_rows_1d": (ho36_rows_1d, "1d", [((16, 32), P("d")), ((4, 32), P()), (((), "i32"), P())]),
+        "ho36_3d_block": (ho36_3d_block, "3d", [((8, 16, 8), P("a", "b", "c")), ((8, 2, 8), P("a", None, "c")),
+                                                (((), "i32"), P())]),
+        "ho36_update_split_on_cut": (ho36_update_split_on_cut, "2d", [((2, 16, 32), P("dp", None, None)),
+                                                                      ((2, 4, 32), P("dp", "tp", None)),
+                                                                      (((), "i32"), P())]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

@@ -870,3 +870,34 @@ def test_a_flip_of_a_sharded_sequence_trains_exactly(search):
                          search, seed=10)
     if search == "propagate":
         assert "CollectivePermute" in {c.kind for c in p.program.op_collectives("forward")}
+
+
+def _kv_write_loss(cache, new, q, pos):
+    # a KV cache's new entries written at a computed position (JAX wraps a negative one, then clamps), then read by
+    # attention scores
+    k = jax.lax.dynamic_update_slice(cache, jnp.tanh(new), (0, pos, 0))
+    return jnp.sum(jnp.einsum("bqd,bkd->bqk", q, k) ** 2)
+
+
+@pytest.mark.parametrize("pos", [5, -3, 20])
+def test_a_kv_cache_write_at_a_computed_position_has_jaxs_values_and_gradients(pos):
+    # in range, wrapped from the end (-3 is 16 - 3 = 13) and clamped (20 to 16 - 2 = 14)
+    args = _args([(2, 16, 8), (2, 2, 8), (2, 3, 8), np.array(pos, np.int32)], seed=31)
+    ops = check_against_jax(_kv_write_loss, args)
+    assert ops["dynamic_update_slice"] == 1 and ops["select"] == 1  # the wrap is JAX's select, kept
+    for param in ("cache", "new"):
+        check_gradient_against_jax(_kv_write_loss, args, param)
+
+
+def test_a_constant_start_is_kept_in_the_op_not_as_an_input():
+    traced = trace_function(lambda x, u: jax.lax.dynamic_update_slice(x, u, (0, 3)), *_args([(4, 8), (4, 2)]))
+    [op] = [op for op in traced.graph.ops if op.op == "dynamic_update_slice"]
+    assert op.attr("starts") == (0, 3) and len(op.inputs) == 2
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_kv_cache_split_over_its_positions_trains_exactly(search):
+    # the cache's positions over tp, 4 per device: the window at 3 spans two devices' blocks, each writes its part
+    # and the new entries' gradient is summed over tp
+    _trains_exactly(_kv_write_loss, [(2, 16, 8), (2, 2, 8), (2, 3, 8), np.array(3, np.int32)], ("cache", "new"),
+                    ['[{"dp"}, {"tp"}, {}]', '[{"dp"}, {}, {}]', '[{"dp"}, {}, {}]', "[]"], search, seed=5)

@@ -107,6 +107,11 @@ CASES = [
     Case("slice_first_column", "slice", ((6, 8),), {"starts": [0, 0], "stops": [6, 1]}),  # x[:, :1]
     Case("slice_last_column", "slice", ((6, 8),), {"starts": [0, 7], "stops": [6, 8]}),  # x[:, -1:]
     Case("slice_position_and_rows", "slice", ((6, 8),), {"starts": [1, 5], "stops": [4, 6]}),
+    # a window written over split rows (its start drawn in [-50, 50): clamped), over two dims, at a constant start
+    Case("update_rows", "dynamic_update_slice", ((8, 6), (3, 6), (), ()), {}, ("f32", "f32", "i32", "i32")),
+    Case("update_block", "dynamic_update_slice", ((6, 8, 2), (2, 3, 2), (), ()), {"starts": [None, None, 0]},
+         ("f32", "f32", "i32", "i32")),
+    Case("update_constant_row", "dynamic_update_slice", ((8, 6), (1, 6)), {"starts": [5, 0]}),
     # gather, loss, conv
     Case("gather", "gather", ((7, 3), (5,)), {}, ("f32", "i32")),
     Case("gather_3d_table", "gather", ((9, 2, 3), (2, 3)), {}, ("f32", "i32")),

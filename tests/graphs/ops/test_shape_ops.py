@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from graphs.ops.shape_ops import CONCAT, RESHAPE, SLICE, TRANSPOSE
+from graphs.ops.shape_ops import CONCAT, DYNAMIC_UPDATE_SLICE, RESHAPE, SLICE, TRANSPOSE
 from planner.errors import ModelError
 
 
@@ -57,3 +57,32 @@ def test_transpose_and_concat_copy_every_element_once():
 def test_slice_reads_only_the_elements_it_keeps():
     # of an 8x6 f32 operand, the 4x4 block kept is read once and written once
     assert SLICE.bytes_accessed([(8, 6)], (4, 4), (4, 4), {"starts": [0, 2], "stops": [4, 6]}) == 2 * 16 * 4
+
+
+def test_dynamic_update_slice_writes_the_update_at_clamped_starts():
+    op = DYNAMIC_UPDATE_SLICE
+    x, u = np.zeros((5, 4)), np.ones((2, 4))
+    # a computed row start (an input) and a constant column start; 7 is clamped to 5 - 2 = 3, -1 to 0
+    attrs = op.canonical([(5, 4), (2, 4), ()], {"starts": [None, 0]})
+    assert op.infer([(5, 4), (2, 4), ()], ["f32", "f32", "i32"], attrs) == ((5, 4), "f32")
+    assert op.reference([x, u, np.int32(7)], attrs)[:, 0].tolist() == [0, 0, 0, 1, 1]
+    assert op.reference([x, u, np.int32(-1)], attrs)[:, 0].tolist() == [1, 1, 0, 0, 0]
+    # the cotangent 0..19 by rows of 4: the operand's keeps it outside the window (rows 1-2), the update's is it
+    g_x, g_u = op.vjp([x, u, np.int32(1)], attrs, None, np.arange(20.0).reshape(5, 4), (0, 1))
+    assert g_x[:, 0].tolist() == [0, 0, 0, 12, 16] and g_u[:, 0].tolist() == [4, 8]
+
+
+def test_dynamic_update_slice_needs_a_start_per_dimension_and_a_fitting_update():
+    op = DYNAMIC_UPDATE_SLICE
+    with pytest.raises(ModelError, match="needs the operand, the update and 2 start indices"):
+        op.infer([(5, 4), (2, 4), ()], ["f32", "f32", "i32"], {})
+    with pytest.raises(ModelError, match="no dimension larger than the operand's"):
+        op.infer([(5, 4), (6, 4)], ["f32", "f32"], {"starts": [0, 0]})
+    with pytest.raises(ModelError, match="one entry per dimension"):
+        op.infer([(5, 4), (2, 4)], ["f32", "f32"], {"starts": [0]})
+    with pytest.raises(ModelError, match="must be a rank-0 integer"):
+        op.infer([(5, 4), (2, 4), (1,)], ["f32", "f32", "i32"], {"starts": [None, 0]})
+    with pytest.raises(ModelError, match="integer"):
+        op.infer([(5, 4), (2, 4), ()], ["f32", "f32", "f32"], {"starts": [None, 0]})
+    with pytest.raises(ModelError, match="no gradient with respect to its start index"):
+        op.vjp([np.zeros((5, 4)), np.ones((2, 4)), np.int32(1)], {"starts": (None, 0)}, None, np.zeros((5, 4)), (2,))
