@@ -277,6 +277,9 @@ class OpDef:
     #: cases and the predicate; its sort: keys and payload); where jnp.where broadcasts one, they take the
     #: consensus (JAX 0.10.2, probed)
     sharded_alike: tuple[int, ...] = ()
+    #: operands JAX's explicit mode requires of one sharding whatever their shapes (its dynamic_update_slice: the
+    #: operand and the update, JAX 0.10.2, probed)
+    typed_alike: tuple[int, ...] = ()
     #: its result carries no gradient back to its operand (JAX's ``stop_gradient``): the result is a constant to
     #: the backward, so :func:`graphs.gradients.requires_grad` leaves it out, and with it whatever reaches the
     #: outputs only through such ops (``jax.nn.logsumexp``'s shift: its maximum is not differentiated)

@@ -564,7 +564,7 @@ def _dus_jax_local(jnp, lax, a, attrs, ctx):
 DYNAMIC_UPDATE_SLICE = OpDef("dynamic_update_slice", "shape", 2, None, (("starts", None),), _dus_infer, _no_flops,
                              _dus_reference, _dus_canonical, vjp=_dus_vjp, rule="shape_ops.dynamic_update_slice",
                              jax_form=_dus_jax, local_reference=_dus_local_reference, local_vjp=_dus_local_vjp,
-                             jax_local_form=_dus_jax_local)
+                             jax_local_form=_dus_jax_local, typed_alike=(0, 1))
 
 
 # -- flip -------------------------------------------------------------------------------

@@ -253,6 +253,11 @@ def _typed_axes(ctx: _OpContext, graph, op, rule: OpShardingRule, ins: Sequence[
         raise ctx.error("needs its inputs of the result's shape sharded alike (JAX's select: the cases, and a "
                         "predicate that is not a scalar; its sort: keys and payload), and they are not: "
                         + ", ".join(f"input {i} {ins[i].layout_only().dims_text()}" for i in alike))
+    typed = get_op(op.op).typed_alike
+    if len({ins[i].layout_only().dims_text() for i in typed}) > 1:  # JAX's dynamic_update_slice: operand, update
+        raise ctx.error("needs its inputs sharded alike (JAX's dynamic_update_slice: the operand and the update), "
+                        "and they are not: "
+                        + ", ".join(f"input {i} {ins[i].layout_only().dims_text()}" for i in typed))
     # a dot (JAX's dot_general): two operands on the matmul units, no windowed factor (a convolution's)
     dot = get_op(op.op).matmul_units and len(ins) == 2 and FactorKind.NEED_REPLICATION not in rule.factor_kinds
     chosen: list[tuple[AxisRef, ...]] = []

@@ -62,6 +62,14 @@ PENDING_D = ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None, unreduced=
 
 
 PROGRAMS = {
+    # a KV cache's write at a constant position: the update typed as the cache is (JAX types the result as the
+    # operand), and one whose update is split otherwise (JAX raises)
+    "dus_update_typed_alike": prog(M2, {"cache": ((2, 16, 32), P("X", None, "Y")),
+                                        "new": ((2, 1, 32), P("X", None, "Y"))},
+                                   [("dynamic_update_slice", ["cache", "new"], "k", {"starts": [0, 3, 0]})]),
+    "dus_update_typed_otherwise": prog(M2, {"cache": ((2, 16, 32), P("X", "Y", None)),
+                                            "new": ((2, 1, 32), P("X", None, None))},
+                                       [("dynamic_update_slice", ["cache", "new"], "k", {"starts": [0, 3, 0]})]),
     # a seventh held-out batch, written before its first run and run once as written: a dot on 2x2x2 keeping the batch
     # split, heads contracted where both operands split them, free minor dimensions merged, a sharded major dimension
     # merged with a free one, a minimum over a split dimension, a layer norm over a split hidden dimension, a
@@ -817,6 +825,9 @@ PROBLEMS = {
                                     r"reads input \d with pending sums"),
     "a sharding that splits a dimension unevenly": (r"does not evenly divide the dimension size",
                                                     r"which does not evenly divide the dimension size"),
+    "dynamic_update_slice's operand and update sharded differently": (
+        r"dynamic_update_slice operand sharding must be equal to update sharding",
+        r"needs its inputs sharded alike \(JAX's dynamic_update_slice"),
     "select's inputs sharded differently": (r"select cases must have the same shardings|select `which` must be",
                                             r"needs its inputs of the result's shape sharded alike"),
     "a cumulative sum along a sharded dimension": (r"Input should be unsharded over the axis being reduced",
