@@ -28,8 +28,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``dynamic_update_slice`` (its constant starts in ``starts``, the others operands); ``slice`` without strides
   (cutting several dimensions: a ``slice`` per dimension, in order); ``split`` -> a ``slice`` per piece; ``copy``
   is the operand; ``stack`` -> a size-1 ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``,
-  broadcast and ``reshape``, as JAX lowers them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a ``pad`` along its padded dimension, its only
-  reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is one shift, as XLA simplifies it); ``iota``;
+  broadcast and ``reshape``, as JAX lowers them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a
+  ``pad`` along its padded dimension, its only reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is one shift, as XLA simplifies it); ``iota``;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
@@ -936,7 +936,6 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "axis_index": _axis_index,
     "broadcast_in_dim": _broadcast_in_dim,
     "concatenate": _concatenate,
-    "dynamic_update_slice": _dynamic_update_slice,
     "convert_element_type": _convert,
     "copy": lambda w, eqn, ins: ins[0],
     "copy_p": lambda w, eqn, ins: ins[0],
@@ -944,6 +943,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "div": _simple("div"),
     "pow": _simple("pow"),
     "dot_general": _dot_general,
+    "dynamic_update_slice": _dynamic_update_slice,
     "eq": _compare("eq"),
     "ge": _compare("ge"),
     "gt": _compare("gt"),
