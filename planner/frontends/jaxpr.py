@@ -29,7 +29,8 @@ Mappings (operands are values, literals become ``const`` tensors):
   (cutting several dimensions: a ``slice`` per dimension, in order); ``split`` -> a ``slice`` per piece; ``copy``
   is the operand; ``stack`` -> a size-1 ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``,
   broadcast and ``reshape``, as JAX lowers them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a
-  ``pad`` along its padded dimension, its only reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is one shift, as XLA simplifies it); ``iota``;
+  ``pad`` along its padded dimension, its only reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is
+  one shift, as XLA simplifies it); ``iota``;
 - ``broadcast_in_dim``: a ``reshape`` where it only inserts size-1 dimensions, else an
   internal ``broadcast`` that an elementwise reader absorbs (numpy broadcasting) or that is
   materialised as ``add`` of zeros of the broadcast shape;
