@@ -1,5 +1,5 @@
 """Ops that move data without arithmetic: ``reshape``, ``transpose``, ``concat``, ``slice``, ``pad``,
-``dynamic_update_slice``, ``flip``, ``roll``.
+``dynamic_slice``, ``dynamic_update_slice``, ``flip``, ``roll``.
 
 - ``reshape(shape)``: the same elements in row-major order; one entry of ``shape`` may
   be -1 and is then inferred. Stored resolved (no -1) in a graph.
@@ -11,6 +11,9 @@
   (``jnp.pad`` by a constant, ``lax.pad`` without interior padding); a negative count crops that many
   elements instead, as ``lax.pad`` does (``x[:, :-1]`` of a pad by one in front is ``pad(low=1, high=-1)``,
   a shift).
+- ``dynamic_slice(sizes, starts)`` of ``[operand, *dynamic starts]``: the window of ``sizes`` from a position,
+  per dimension a constant of ``starts`` or a rank-0 integer input, each clamped so that the window fits
+  (``lax.dynamic_slice``; JAX's ``x[i]`` at a computed ``i``).
 - ``dynamic_update_slice(starts)`` of ``[operand, update, *dynamic starts]``: the operand with ``update`` written
   from a position, per dimension a constant of ``starts`` or a rank-0 integer input, each clamped so that the
   update fits (``lax.dynamic_update_slice``).
@@ -405,6 +408,123 @@ PAD = OpDef("pad", "shape", 1, 1, (("low", REQUIRED), ("high", REQUIRED), ("valu
             rule="shape_ops.pad", jax_form=_pad_jax)
 
 
+# -- dynamic slices: the start positions ---------------------------------------------------
+
+def _starts(rank: int, attrs: Mapping[str, Any], op: str = "dynamic_update_slice") -> tuple[int | None, ...]:
+    """Attribute ``starts`` of a dynamic slice or update: per dimension a constant start, or None for an input."""
+    starts = attrs.get("starts")
+    if starts is None:
+        return (None,) * rank
+    if not isinstance(starts, (list, tuple)) or len(starts) != rank:
+        raise ModelError(f"{op} attribute starts needs one entry per dimension of the operand (rank {rank}): a "
+                         f"constant start or null for one given as an input, got {starts!r}")
+    return tuple(None if v is None else check_int(v, f"{op} start") for v in starts)
+
+
+def _check_start_inputs(op: str, shapes, dtypes, names, first: int) -> None:
+    """The start indices given as inputs (from ``first`` on): rank-0 integers."""
+    for i in range(first, len(shapes)):
+        if tuple(shapes[i]) != ():
+            raise ModelError(f"{op} start index {operand(names, shapes, i)} must be a rank-0 integer")
+        need_int(op, dtypes[i], names, i, "start indices")
+
+
+def _clamped_starts(given, attrs, shape, size, op: str = "dynamic_update_slice") -> tuple[int, ...]:
+    """The window's start per dimension (the constants of ``starts`` and the ``given`` start inputs in order),
+    clamped into ``[0, shape - size]`` as StableHLO clamps it."""
+    given = iter(given)
+    starts = [next(given) if v is None else v for v in _starts(len(shape), attrs, op)]
+    return tuple(min(max(int(np.asarray(s)), 0), n - u) for s, n, u in zip(starts, shape, size))
+
+
+# -- dynamic_slice -------------------------------------------------------------------------
+#
+# Inputs ``[operand, *dynamic starts]``, attributes ``sizes`` (the window's size per dimension, at least 1, at most
+# the operand's) and ``starts`` (as ``dynamic_update_slice``'s: a constant per dimension or ``None`` for a rank-0
+# integer input, in order; no ``starts``: every one an input): the window of the operand from the starts, each
+# clamped into ``[0, size - window size]`` as StableHLO's are (``x[i]`` at a computed ``i``, which JAX writes as a
+# dynamic slice of one row, a cache's entry read at its position). 0 FLOPs; bytes: the kept elements read and
+# written (as ``slice``). VJP: the cotangent placed at the window, zeros elsewhere.
+
+def _ds_infer(shapes, dtypes, attrs, names=None):
+    need_rank("dynamic_slice", shapes, names, 0, 1, "the operand")
+    shape = tuple(shapes[0])
+    sizes = check_int_list(attrs.get("sizes"), "dynamic_slice attribute sizes")
+    if len(sizes) != len(shape) or not all(1 <= k <= n for k, n in zip(sizes, shape)):
+        raise ModelError(f"dynamic_slice of {operand(names, shapes, 0)} needs sizes, one per dimension, each at least "
+                         f"1 and at most the dimension's size, got {list(sizes)}")
+    dynamic = _starts(len(shape), attrs, "dynamic_slice").count(None)
+    if len(shapes) != 1 + dynamic:
+        raise ModelError(f"dynamic_slice of {operand(names, shapes, 0)} needs the operand and {dynamic} start indices "
+                         f"(a rank-0 integer for each dimension whose start is not a constant of attribute starts), "
+                         f"got {len(shapes)} inputs")
+    _check_start_inputs("dynamic_slice", shapes, dtypes, names, 1)
+    return sizes, dtypes[0]
+
+
+def _ds_canonical(shapes, attrs):
+    return {"sizes": check_int_list(attrs.get("sizes"), "dynamic_slice attribute sizes"),
+            "starts": _starts(len(shapes[0]), attrs, "dynamic_slice")}
+
+
+def _ds_window(arrays, attrs) -> tuple[slice, ...]:
+    shape, sizes = np.shape(arrays[0]), tuple(attrs["sizes"])
+    starts = _clamped_starts(arrays[1:], attrs, shape, sizes, "dynamic_slice")
+    return tuple(slice(s, s + k) for s, k in zip(starts, sizes))
+
+
+def _ds_reference(arrays, attrs):
+    return np.array(np.asarray(arrays[0])[_ds_window(arrays, attrs)], copy=True)
+
+
+def _ds_vjp(arrays, attrs, result, cotangent, wrt):
+    check_wrt("dynamic_slice", arrays, wrt, ("operand",) + ("start index",) * (len(arrays) - 1))
+    cot = np.asarray(cotangent)
+    g = np.zeros(np.shape(arrays[0]), dtype=cot.dtype)
+    g[_ds_window(arrays, attrs)] = cot
+    return (g,)
+
+
+def _ds_local_attrs(attrs, block) -> dict:
+    """``attrs`` on a device's block: a dimension the window keeps whole is split alike on the operand and the
+    result (the rule gives them one factor), so the window is the whole block there; a cut one is whole."""
+    sizes = tuple(local if k == n else k for k, n, local in zip(attrs["sizes"], block.global_shape,
+                                                                 block.local_shape))
+    return {**attrs, "sizes": sizes}
+
+
+def _ds_local_reference(arrays, attrs, ctx, rule):
+    return _ds_reference(arrays, _ds_local_attrs(attrs, ctx.operands[0]))
+
+
+def _ds_local_vjp(arrays, attrs, cotangent, ctx, wrt):
+    return list(_ds_vjp(arrays, _ds_local_attrs(attrs, ctx.operands[0]), None, cotangent, wrt))
+
+
+def _ds_jax_local(jnp, lax, a, attrs, ctx):
+    """The window on this device's block: whole along a dimension it keeps whole (split alike on both sides)."""
+    x = a[0]
+    sizes = [local if k == n else k for k, n, local in zip(attrs["sizes"], ctx.global_shapes[0], x.shape)]
+    given = iter(a[1:])
+    starts = [next(given) if v is None else v for v in attrs["starts"]]
+    return lax.dynamic_slice(x, [jnp.clip(jnp.asarray(s, jnp.int32), 0, n - k)
+                                 for s, n, k in zip(starts, x.shape, sizes)], tuple(sizes))
+
+
+def _ds_jax(jnp, lax, a, attrs):
+    """The primitive's clamped starts (``lax.dynamic_slice`` itself would first wrap a negative one)."""
+    given = iter(a[1:])
+    starts = [next(given) if v is None else v for v in attrs["starts"]]
+    return lax.dynamic_slice(a[0], [jnp.clip(jnp.asarray(s, jnp.int32), 0, n - k)
+                                    for s, n, k in zip(starts, a[0].shape, attrs["sizes"])], tuple(attrs["sizes"]))
+
+
+DYNAMIC_SLICE = OpDef("dynamic_slice", "shape", 1, None, (("sizes", REQUIRED), ("starts", None)), _ds_infer, _no_flops,
+                      _ds_reference, _ds_canonical, vjp=_ds_vjp, rule="shape_ops.dynamic_slice", jax_form=_ds_jax,
+                      local_reference=_ds_local_reference, local_vjp=_ds_local_vjp, jax_local_form=_ds_jax_local,
+                      bytes_accessed=_slice_bytes)
+
+
 # -- dynamic_update_slice -----------------------------------------------------------------
 #
 # Inputs ``[operand, update, *dynamic starts]``: ``update`` (the operand's rank and dtype, no dimension larger)
@@ -416,20 +536,10 @@ PAD = OpDef("pad", "shape", 1, 1, (("low", REQUIRED), ("high", REQUIRED), ("valu
 # (operand and update read, result written: XLA copies the operand unless the program donates it). VJP: the
 # operand's cotangent is the cotangent with the window zeroed, the update's the window; the starts are integers.
 
-def _dus_starts(rank: int, attrs: Mapping[str, Any]) -> tuple[int | None, ...]:
-    starts = attrs.get("starts")
-    if starts is None:
-        return (None,) * rank
-    if not isinstance(starts, (list, tuple)) or len(starts) != rank:
-        raise ModelError(f"dynamic_update_slice attribute starts needs one entry per dimension of the operand (rank "
-                         f"{rank}): a constant start or null for one given as an input, got {starts!r}")
-    return tuple(None if v is None else check_int(v, "dynamic_update_slice start") for v in starts)
-
-
 def _dus_infer(shapes, dtypes, attrs, names=None):
     need_rank("dynamic_update_slice", shapes, names, 0, 1, "the operand")
     rank = len(shapes[0])
-    given = _dus_starts(rank, attrs)
+    given = _starts(rank, attrs)
     dynamic = given.count(None)
     if len(shapes) != 2 + dynamic:
         raise ModelError(f"dynamic_update_slice of {operand(names, shapes, 0)} needs the operand, the update and "
@@ -439,24 +549,17 @@ def _dus_infer(shapes, dtypes, attrs, names=None):
         raise ModelError(f"dynamic_update_slice writes {operand(names, shapes, 1)} into {operand(names, shapes, 0)}: "
                          "the update needs the operand's rank and no dimension larger than the operand's")
     same_dtype("dynamic_update_slice", dtypes[:2], names)
-    for i in range(2, len(shapes)):
-        if tuple(shapes[i]) != ():
-            raise ModelError(f"dynamic_update_slice start index {operand(names, shapes, i)} must be a rank-0 "
-                             "integer")
-        need_int("dynamic_update_slice", dtypes[i], names, i, "start indices")
+    _check_start_inputs("dynamic_update_slice", shapes, dtypes, names, 2)
     return tuple(shapes[0]), dtypes[0]
 
 
 def _dus_canonical(shapes, attrs):
-    return {"starts": _dus_starts(len(shapes[0]), attrs)}
+    return {"starts": _starts(len(shapes[0]), attrs)}
 
 
 def _dus_window(arrays, attrs, shape, size) -> tuple[int, ...]:
-    """The window's start per dimension (the constants of ``starts`` and the start inputs among ``arrays``),
-    clamped into ``[0, shape - size]`` as StableHLO clamps it."""
-    given = iter(arrays[2:])
-    starts = [next(given) if v is None else v for v in _dus_starts(len(shape), attrs)]
-    return tuple(min(max(int(np.asarray(s)), 0), n - u) for s, n, u in zip(starts, shape, size))
+    """The update's window's start per dimension, clamped."""
+    return _clamped_starts(arrays[2:], attrs, shape, size)
 
 
 def _dus_reference(arrays, attrs):

@@ -25,8 +25,9 @@ Mappings (operands are values, literals become ``const`` tensors):
   ``reshape``, ``squeeze`` -> ``reshape``;
   ``transpose``; ``rev`` (``jnp.flip``) -> ``flip``; ``convert_element_type`` -> ``cast`` (nothing when only weak typing changes);
   ``concatenate`` -> ``concat`` (of ``x[..., k:]`` and ``x[..., :k]``: ``roll``, as ``jnp.roll`` is written);
-  ``dynamic_update_slice`` (its constant starts in ``starts``, the others operands); ``slice`` without strides
-  (cutting several dimensions: a ``slice`` per dimension, in order); ``split`` -> a ``slice`` per piece; ``copy``
+  ``dynamic_slice`` and ``dynamic_update_slice`` (their constant starts in ``starts``, the others operands; a
+  window at constant starts only is a ``slice``); ``slice`` without strides (cutting several dimensions: a
+  ``slice`` per dimension, in order); ``split`` -> a ``slice`` per piece; ``copy``
   is the operand; ``stack`` -> a size-1 ``reshape`` of each operand and a ``concat``, ``tile`` -> ``reshape``,
   broadcast and ``reshape``, as JAX lowers them; ``pad`` by a constant at the edges -> ``pad`` (a ``slice`` of a
   ``pad`` along its padded dimension, its only reader, folds into it: ``jnp.pad(x, ((0, 0), (1, 0)))[:, :-1]`` is
@@ -374,6 +375,20 @@ def _simple(op: str) -> Callable:
     return lambda w, eqn, ins: w.emit(eqn, op, ins)
 
 
+def _dynamic_slice(w: Walker, eqn, ins) -> str:
+    """``lax.dynamic_slice`` (``x[i]`` at a computed ``i``) -> ``dynamic_slice``: its ``slice_sizes`` the op's
+    ``sizes``, a constant start kept in ``starts``, the others operands; with every start a constant, ``slice`` ops
+    of the clamped window."""
+    consts = [w.p.const_value(v) for v in ins[1:]]
+    sizes = tuple(int(k) for k in eqn.params["slice_sizes"])
+    if all(c is not None for c in consts):  # every start a constant: a slice, as StableHLO canonicalises it
+        starts = tuple(min(max(int(c), 0), n - k) for c, n, k in zip(consts, w.shape(ins[0]), sizes))
+        return _slices(w, eqn, ins[0], starts, tuple(a + k for a, k in zip(starts, sizes)))
+    dynamic = [v for v, c in zip(ins[1:], consts) if c is None]
+    return w.emit(eqn, "dynamic_slice", ins[:1] + dynamic, sizes=sizes,
+                  starts=tuple(None if c is None else int(c) for c in consts))
+
+
 def _dynamic_update_slice(w: Walker, eqn, ins) -> str:
     """``lax.dynamic_update_slice`` -> ``dynamic_update_slice``: a constant start (a literal, or computed from
     constants) is kept in ``starts`` (XLA partitions a window at a constant position without gathering), the
@@ -632,11 +647,15 @@ def _slice(w: Walker, eqn, ins) -> str:
                          "contiguous)", where=w.where(eqn))
     starts = tuple(int(s) for s in eqn.params["start_indices"])
     stops = tuple(int(s) for s in eqn.params["limit_indices"])
-    shape = w.shape(ins[0])
+    return _slices(w, eqn, ins[0], starts, stops)
+
+
+def _slices(w: Walker, eqn, x: str, starts: tuple[int, ...], stops: tuple[int, ...]) -> str:
+    """``x[starts:stops]``: several dimensions cut, one ``slice`` per dimension, in dimension order, as XLA's
+    windowed reshard takes them (and Shardy shards each window, a cut to one position too)."""
+    shape = w.shape(x)
     cut = [d for d, (a, b, n) in enumerate(zip(starts, stops, shape)) if (a, b) != (0, n)]
-    # several dimensions cut: one slice per dimension, in dimension order, as XLA's windowed reshard takes them
-    # (and Shardy shards each window, a cut to one position too)
-    x, now = ins[0], list(shape)
+    now = list(shape)
     for d in cut[:-1]:
         first, last = [0] * len(shape), list(now)
         first[d], last[d] = starts[d], stops[d]
@@ -944,6 +963,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "div": _simple("div"),
     "pow": _simple("pow"),
     "dot_general": _dot_general,
+    "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice,
     "eq": _compare("eq"),
     "ge": _compare("ge"),

@@ -1,4 +1,5 @@
-"""Rules of data-movement ops: ``reshape``, ``transpose``, ``concat``, ``slice``, ``dynamic_update_slice``.
+"""Rules of data-movement ops: ``reshape``, ``transpose``, ``concat``, ``slice``, ``dynamic_slice``,
+``dynamic_update_slice``.
 
 - ``reshape``: the pieces common to input and output dims (:func:`~planner.rules.builder.reshape_rule`).
 - ``transpose``: result dimension ``d`` carries the factor of input dimension ``perm[d]``.
@@ -9,6 +10,8 @@
   ``PERMUTATION`` factor as Shardy's (the input's piece its own size): sharded, the op
   exchanges blocks itself; where several are sliced each needs replication, with one
   factor for the input side and one for the result; untouched dimensions pass through.
+- ``dynamic_slice``: Shardy's: a dimension the window cuts needs replication on both sides, nothing propagating
+  through it (XLA gathers the operand along it); the others pass through.
 - ``dynamic_update_slice``: Shardy's: the operand's dimensions pass through to the result; the update shares
   those it covers whole and replicates the others, along which the operand stays split (no communication).
 
@@ -118,6 +121,24 @@ def pad(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...], attrs:
         ins.append((f,))
         outs.append((b.factor(out_shape[d], _NR),) if d in cut else (f,))
     b.operand(ins)
+    b.result(outs)
+    return b.build(by_appearance=True)
+
+
+def dynamic_slice(in_shapes: Sequence[tuple[int, ...]], out_shape: tuple[int, ...],
+                  attrs: Mapping[str, Any]) -> OpShardingRule:
+    """Shardy's rule: a dimension the window keeps whole is one factor of the operand and the result; one it cuts
+    needs replication and blocks propagation (one factor for the operand side, one for the result: nothing flows
+    between them; XLA gathers the operand along it). The start indices have no dimensions."""
+    b = RuleBuilder()
+    ins, outs = [], []
+    for n, k in zip(in_shapes[0], out_shape):
+        f = b.factor(n, FactorKind.PASS_THROUGH if k == n else _NR)
+        ins.append((f,))
+        outs.append((f,) if k == n else (b.factor(k, _NR),))
+    b.operand(ins)
+    for _ in in_shapes[1:]:
+        b.operand([])
     b.result(outs)
     return b.build(by_appearance=True)
 

@@ -60,6 +60,7 @@ SAMPLES = {
     "flip": ([(3, 4, 2)], ["f32"], {"axes": [0, 2]}),
     "roll": ([(3, 4, 2)], ["f32"], {"shift": -3, "axis": 1}),
     "pad": ([(3, 4)], ["f32"], {"low": [1, -1], "high": [0, 2], "value": 1.5}),
+    "dynamic_slice": ([(6, 4, 3), (), ()], ["f32", "i32", "i32"], {"sizes": [2, 4, 2], "starts": [None, 0, None]}),
     "dynamic_update_slice": ([(6, 4, 3), (2, 4, 1), (), ()], ["f32", "f32", "i32", "i32"], {"starts": [None, 0, None]}),
     "matmul": ([(2, 5, 3), (4, 5)], ["f32", "f32"], {"transpose_a": True, "transpose_b": True}),
     "max": ([(3, 4, 5)], ["i32"], {"axes": [0, -1], "keepdims": True}),

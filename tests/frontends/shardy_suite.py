@@ -3224,6 +3224,41 @@ def ho36_update_split_on_cut(x, u, pos):
     return jax.lax.dynamic_update_slice(x, u, (0, pos, 0))
 
 
+# Eighteenth held-out batch: lax.dynamic_slice (a row read at a computed position, x[i], windows of rows and of a
+# sequence, a layer's weight picked from a stack, a window into a dot, a constant window, columns on 1-D, a middle
+# index on 2x2x2), written before its first run
+def ho37_row_at_pos(x, pos):
+    return x[pos] * 2.0
+
+
+def ho37_window_rows(x, pos):
+    return jnp.tanh(jax.lax.dynamic_slice(x, (pos, 0), (4, 32)))
+
+
+def ho37_seq_window(cache, pos):
+    return jnp.sin(jax.lax.dynamic_slice_in_dim(cache, pos, 2, axis=1))
+
+
+def ho37_layer_weight(x, w, i):
+    return jnp.tanh(x @ w[i])
+
+
+def ho37_window_then_dot(x, w, pos):
+    return jax.lax.dynamic_slice(x, (pos, 0), (8, 32)) @ w
+
+
+def ho37_constant_window(x):
+    return jnp.exp(jax.lax.dynamic_slice(x, (2, 0), (4, 32)))
+
+
+def ho37_col_window_1d(x, pos):
+    return jnp.exp(jax.lax.dynamic_slice(x, (0, pos), (8, 4)))
+
+
+def ho37_middle_index_3d(x, pos):
+    return x[:, pos, :] + 1.0
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -3970,6 +4005,16 @@ def suite() -> dict:
         "ho36_update_split_on_cut": (ho36_update_split_on_cut, "2d", [((2, 16, 32), P("dp", None, None)),
                                                                       ((2, 4, 32), P("dp", "tp", None)),
                                                                       (((), "i32"), P())]),
+        "ho37_row_at_pos": (ho37_row_at_pos, "2d", [((16, 32), P("dp", "tp")), (((), "i32"), P())]),
+        "ho37_window_rows": (ho37_window_rows, "2d", [((16, 32), P("dp", "tp")), (((), "i32"), P())]),
+        "ho37_seq_window": (ho37_seq_window, "2d", [((2, 16, 32), P("dp", "tp", None)), (((), "i32"), P())]),
+        "ho37_layer_weight": (ho37_layer_weight, "2d", [((8, 32), P("dp")), ((4, 32, 16), P(None, None, "tp")),
+                                                        (((), "i32"), P())]),
+        "ho37_window_then_dot": (ho37_window_then_dot, "2d", [((16, 32), P("dp")), ((32, 8), P(None, "tp")),
+                                                              (((), "i32"), P())]),
+        "ho37_constant_window": (ho37_constant_window, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho37_col_window_1d": (ho37_col_window_1d, "1d", [((8, 32), P(None, "d")), (((), "i32"), P())]),
+        "ho37_middle_index_3d": (ho37_middle_index_3d, "3d", [((8, 16, 8), P("a", "b", "c")), (((), "i32"), P())]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

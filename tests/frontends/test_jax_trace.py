@@ -901,3 +901,36 @@ def test_a_kv_cache_split_over_its_positions_trains_exactly(search):
     # and the new entries' gradient is summed over tp
     _trains_exactly(_kv_write_loss, [(2, 16, 8), (2, 2, 8), (2, 3, 8), np.array(3, np.int32)], ("cache", "new"),
                     ['[{"dp"}, {"tp"}, {}]', '[{"dp"}, {}, {}]', '[{"dp"}, {}, {}]', "[]"], search, seed=5)
+
+
+def _layer_pick_loss(x, stack, i):
+    # one layer's weight picked from a stack at a computed index (x[i]: JAX's dynamic slice of one, squeezed) and a
+    # window of the activations' rows at it
+    h = jnp.tanh(x @ stack[i])
+    return jnp.sum(jax.lax.dynamic_slice_in_dim(h, i, 6, axis=0) ** 2)
+
+
+@pytest.mark.parametrize("i", [1, -2, 3])
+def test_a_window_at_a_computed_index_has_jaxs_values_and_gradients(i):
+    # the 6 rows' window in range (1), wrapped from the end (-2: layer 4 - 2 = 2, rows from 8 - 2 = 6, clamped to
+    # 8 - 6 = 2) and clamped (3 to 2)
+    args = _args([(8, 6), (4, 6, 5), np.array(i, np.int32)], seed=37)
+    ops = check_against_jax(_layer_pick_loss, args)
+    assert ops["dynamic_slice"] == 2
+    for param in ("x", "stack"):
+        check_gradient_against_jax(_layer_pick_loss, args, param)
+
+
+def test_a_window_at_constant_starts_is_a_slice():
+    # one slice per cut dimension, as the frontend reads lax.slice; the column start 9 clamped to 10 - 3
+    traced = trace_function(lambda x: jax.lax.dynamic_slice(x, (2, 9), (4, 3)), *_args([(8, 10)]))
+    assert [(op.op, op.attr("starts"), op.attr("stops")) for op in traced.graph.ops] == [
+        ("slice", (2, 0), (6, 10)), ("slice", (0, 7), (4, 10))]
+
+
+@pytest.mark.parametrize("search", ["bfs", "propagate"])
+def test_a_layer_picked_from_a_split_stack_trains_exactly(search):
+    # the stack's output features over tp and the rows over dp: the picked layer keeps tp, the window of rows is
+    # read from rows gathered over dp
+    _trains_exactly(_layer_pick_loss, [(8, 6), (4, 6, 8), np.array(2, np.int32)], ("x", "stack"),
+                    ['[{"dp"}, {}]', '[{}, {}, {"tp"}]', "[]"], search, seed=6)

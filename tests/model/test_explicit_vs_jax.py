@@ -62,6 +62,12 @@ PENDING_D = ("matmul", ["a", "v"], "d", {"out_sharding": P("X", None, unreduced=
 
 
 PROGRAMS = {
+    # a window read at constant starts: along a free dimension of a split operand, and along a split one (JAX 0.10.2
+    # types the window's rows as the operand's, f32[4@X,32@Y])
+    "ds_window_free_dim": prog(M2, {"x": ((16, 32), P(None, "Y"))},
+                               [("dynamic_slice", ["x"], "y", {"sizes": [4, 32], "starts": [3, 0]})]),
+    "ds_window_split_dim": prog(M2, {"x": ((16, 32), P("X", "Y"))},
+                                [("dynamic_slice", ["x"], "y", {"sizes": [4, 32], "starts": [3, 0]})]),
     # a KV cache's write at a constant position: the update typed as the cache is (JAX types the result as the
     # operand), and one whose update is split otherwise (JAX raises)
     "dus_update_typed_alike": prog(M2, {"cache": ((2, 16, 32), P("X", None, "Y")),

@@ -107,7 +107,11 @@ CASES = [
     Case("slice_first_column", "slice", ((6, 8),), {"starts": [0, 0], "stops": [6, 1]}),  # x[:, :1]
     Case("slice_last_column", "slice", ((6, 8),), {"starts": [0, 7], "stops": [6, 8]}),  # x[:, -1:]
     Case("slice_position_and_rows", "slice", ((6, 8),), {"starts": [1, 5], "stops": [4, 6]}),
-    # a window written over split rows (its start drawn in [-50, 50): clamped), over two dims, at a constant start
+    # windows read and written at starts drawn in [-50, 50) (clamped): over split rows, over two dims, at a
+    # constant start
+    Case("window_rows", "dynamic_slice", ((8, 6), ()), {"sizes": [3, 6], "starts": [None, 0]}, ("f32", "i32")),
+    Case("window_block", "dynamic_slice", ((6, 8, 2), (), ()), {"sizes": [2, 3, 2], "starts": [None, None, 0]},
+         ("f32", "i32", "i32")),
     Case("update_rows", "dynamic_update_slice", ((8, 6), (3, 6), (), ()), {}, ("f32", "f32", "i32", "i32")),
     Case("update_block", "dynamic_update_slice", ((6, 8, 2), (2, 3, 2), (), ()), {"starts": [None, None, 0]},
          ("f32", "f32", "i32", "i32")),

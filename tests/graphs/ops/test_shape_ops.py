@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from graphs.ops.shape_ops import CONCAT, DYNAMIC_UPDATE_SLICE, RESHAPE, SLICE, TRANSPOSE
+from graphs.ops.shape_ops import CONCAT, DYNAMIC_SLICE, DYNAMIC_UPDATE_SLICE, RESHAPE, SLICE, TRANSPOSE
 from planner.errors import ModelError
 
 
@@ -86,3 +86,26 @@ def test_dynamic_update_slice_needs_a_start_per_dimension_and_a_fitting_update()
         op.infer([(5, 4), (2, 4), ()], ["f32", "f32", "f32"], {"starts": [None, 0]})
     with pytest.raises(ModelError, match="no gradient with respect to its start index"):
         op.vjp([np.zeros((5, 4)), np.ones((2, 4)), np.int32(1)], {"starts": (None, 0)}, None, np.zeros((5, 4)), (2,))
+
+
+def test_dynamic_slice_reads_the_window_at_clamped_starts():
+    op = DYNAMIC_SLICE
+    x = np.arange(20.0).reshape(5, 4)  # x[r, c] = 4 r + c
+    attrs = op.canonical([(5, 4), ()], {"sizes": [2, 3], "starts": [None, 1]})
+    assert op.infer([(5, 4), ()], ["f32", "i32"], attrs) == ((2, 3), "f32")
+    # row start 9 clamps to 5 - 2 = 3 (rows 3-4), -2 to 0; columns 1-3
+    assert op.reference([x, np.int32(9)], attrs)[:, 0].tolist() == [13, 17]
+    assert op.reference([x, np.int32(-2)], attrs)[:, 0].tolist() == [1, 5]
+    # the cotangent lands at the window (rows 3-4, columns 1-3), zeros elsewhere
+    [g] = op.vjp([x, np.int32(3)], attrs, None, np.ones((2, 3)), (0,))
+    assert g.sum() == 6 and g[3:, 1:].tolist() == [[1, 1, 1], [1, 1, 1]]
+
+
+def test_dynamic_slice_needs_sizes_that_fit_and_a_start_per_dimension():
+    op = DYNAMIC_SLICE
+    with pytest.raises(ModelError, match="at most the dimension's size"):
+        op.infer([(5, 4), (), ()], ["f32", "i32", "i32"], {"sizes": [6, 1]})
+    with pytest.raises(ModelError, match="needs the operand and 2 start indices"):
+        op.infer([(5, 4), ()], ["f32", "i32"], {"sizes": [2, 2]})
+    with pytest.raises(ModelError, match="must be a rank-0 integer"):
+        op.infer([(5, 4), (2,)], ["f32", "i32"], {"sizes": [2, 2], "starts": [None, 0]})
