@@ -75,7 +75,10 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          # queries, keys and values, an RMS norm into an MLP, an embedding into logits, a biased GELU, a residual on
          # 2x2x2, a cross entropy over a split vocabulary
          "ho31_swiglu_loss", "ho31_attention_loss", "ho31_rms_mlp_loss", "ho31_embed_logits_loss",
-         "ho31_bias_gelu_loss", "ho31_residual_loss_3d", "ho31_cross_entropy_loss")
+         "ho31_bias_gelu_loss", "ho31_residual_loss_3d", "ho31_cross_entropy_loss",
+         # a ninth, likewise, all equal but the write into a cache split over its positions (in DIFFER): a KV cache's
+         # write into attention scores, a layer's weight picked from a stack at a computed index, a window of rows
+         "ho38_kv_write_loss", "ho38_layer_pick_loss", "ho38_window_rows_loss", "ho38_kv_seq_split_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
@@ -118,6 +121,12 @@ DIFFER = {
     # (14,336 B); XLA gathers w2 again (7,168 B), partitions the gradients' own dots and all-reduces w2's gradient
     # (14,336 B)
     "ho31_fsdp_loss_1d": "AllGather 2 (10,752 B) vs 3 (17,920 B), AllReduce 21,560 B vs 14,392 B",
+    # held-out, ninth batch: a dynamic_update_slice into a cache split over its positions (tp), the new entry whole
+    # there. Forward both write locally (0 B). Backward, the plan takes each device's part of the window from its
+    # block of the cotangent and sums the new entry's cotangent over tp (an AllReduce of its f32[1, 1, 32] block);
+    # XLA reads the window with a dynamic slice of the cotangent, which its partitioner computes by gathering the
+    # cotangent along the split positions first (1,536 B)
+    "ho38_kv_seq_split_loss": "AllGather 0 B vs 1,536 B, AllReduce 3 (224 B) vs 2 (32 B)",
 }
 
 

@@ -620,6 +620,26 @@ def ho31_cross_entropy_loss(h, w, labels):
     return -jnp.mean(jnp.sum(jax.nn.one_hot(labels, 64) * logp, axis=-1))
 
 
+# ninth held-out training batch: dynamic slices and updates (a KV cache's write into scores, a layer picked from a
+# stack, a window of rows, a write into a cache split over its positions), written before its first run
+def ho38_kv_write_loss(cache, new, q, pos):
+    k = jax.lax.dynamic_update_slice(cache, jnp.tanh(new), (0, pos, 0))
+    return jnp.mean(jnp.einsum("bqd,bkd->bqk", q, k) ** 2)
+
+
+def ho38_layer_pick_loss(x, stack, i):
+    return jnp.mean(jnp.tanh(x @ stack[i]))
+
+
+def ho38_window_rows_loss(x, w, pos):
+    h = jnp.tanh(x @ w)
+    return jnp.mean(jax.lax.dynamic_slice_in_dim(h, pos, 4, axis=0) ** 2)
+
+
+def ho38_kv_seq_split_loss(cache, new, pos):
+    return jnp.mean(jnp.sin(jax.lax.dynamic_update_slice(cache, new, (0, pos, 0))))
+
+
 
 def suite() -> dict:
     """name -> (loss, mesh, [(shape, PartitionSpec) per argument], the trained arguments' positions); an
@@ -897,6 +917,16 @@ def suite() -> dict:
         "ho31_residual_loss_3d": (ho31_residual_loss_3d, "3d", [((8, 16), P("a")), ((16, 16), P(None, "b"))], (1,)),
         "ho31_cross_entropy_loss": (ho31_cross_entropy_loss, "2d", [((16, 32), P("dp")), ((32, 64), P(None, "tp")),
                                                                     (((16,), "i32"), P("dp"))], (1,)),
+        "ho38_kv_write_loss": (ho38_kv_write_loss, "2d", [((2, 16, 32), P("dp", None, "tp")),
+                                                          ((2, 1, 32), P("dp", None, "tp")),
+                                                          ((2, 4, 32), P("dp", None, "tp")), (((), "i32"), P())], (0, 1)),
+        "ho38_layer_pick_loss": (ho38_layer_pick_loss, "2d", [((16, 32), P("dp")), ((4, 32, 16), P(None, None, "tp")),
+                                                              (((), "i32"), P())], (1,)),
+        "ho38_window_rows_loss": (ho38_window_rows_loss, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp")),
+                                                                (((), "i32"), P())], (1,)),
+        "ho38_kv_seq_split_loss": (ho38_kv_seq_split_loss, "2d", [((2, 16, 32), P("dp", "tp", None)),
+                                                                  ((2, 1, 32), P("dp", None, None)), (((), "i32"), P())],
+                                   (0, 1)),
         "bias_gelu_3d": (bias_gelu_3d, "3d", [((16, 32), P(("a", "b"))), ((32, 64), P(None, "c")), ((64,), P("c"))],
                          (1, 2)),
     }
