@@ -1,6 +1,6 @@
 """Elementwise ops: unary (relu, gelu, tanh, exp, expm1, log, log1p, erf, erfc, sigmoid, neg, abs, sqrt, rsqrt,
 sin, cos, sign, floor, ceil, round, cast), binary with broadcasting, ``comparison`` and ``is_finite`` (bool
-results) and ``select`` (``jnp.where``).
+results), ``logical`` and ``logical_not`` (of bool masks) and ``select`` (``jnp.where``).
 
 FLOP convention: **1 FLOP per output element** for every op of this family (a cast
 included; gelu's few extra multiplications are not counted separately).
@@ -14,6 +14,8 @@ other's size. Both operands must have the same dtype (insert a ``cast``).
 ``comparison(a, b)`` with attribute ``direction`` (``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge``: StableHLO's
 comparison directions) broadcasts the same way and gives a bool array; ``select(pred, on_true, on_false)``
 is ``jnp.where``: a bool ``pred`` and two operands of one dtype, all three broadcast together.
+``logical(a, b)`` with attribute ``operation`` (``and``, ``or``, ``xor``) and ``logical_not(a)`` combine bool
+masks (``&``, ``|``, ``^``, ``~`` of masks), broadcasting as the binary ops; they take no gradient.
 
 VJPs: a broadcast operand's gradient is the cotangent summed over the dimensions
 it was stretched along (:func:`unbroadcast`). Sub-gradients at kinks: ``relu`` has
@@ -582,6 +584,46 @@ def _select_jax(jnp, lax, a, attrs):
 
 SELECT = OpDef("select", "pointwise", 3, 3, (), _select_infer, _elementwise_flops, _select_reference,
                vjp=_select_vjp, **_BINARY_TRAITS, jax_form=_select_jax, sharded_alike=(0, 1, 2))
+
+
+#: The operations of ``logical``: ``jnp.logical_and``, ``logical_or``, ``logical_xor`` (``&``, ``|``, ``^`` of masks).
+LOGICAL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+def _logical_infer(shapes, dtypes, attrs, names=None):
+    operation = attrs.get("operation")
+    if operation not in LOGICAL:
+        raise ModelError(f"logical attribute operation must be one of {', '.join(LOGICAL)}, got {operation!r}")
+    for i, dtype in enumerate(dtypes):
+        if dtype != "bool":
+            raise ModelError(f"logical {operation} needs bool operands (masks), but {operand(names, shapes, i)} is "
+                             f"{dtype}")
+    return broadcast_shapes(shapes, "logical", names), "bool"
+
+
+def _logical_jax(jnp, lax, a, attrs):
+    return {"and": jnp.logical_and, "or": jnp.logical_or, "xor": jnp.logical_xor}[attrs["operation"]](a[0], a[1])
+
+
+# masks combined elementwise (a causal mask and a padding mask): a bool result, no gradient
+LOGICAL_OP = OpDef("logical", "pointwise", 2, 2, (("operation", REQUIRED),), _logical_infer, _elementwise_flops,
+                   lambda arrays, attrs: LOGICAL[attrs["operation"]](np.asarray(arrays[0]), np.asarray(arrays[1])),
+                   vjp=_no_gradient_vjp("logical"), vjp_reads_inputs=False, **_BINARY_TRAITS, jax_form=_logical_jax)
+
+
+def _logical_not_infer(shapes, dtypes, attrs, names=None):
+    if dtypes[0] != "bool":
+        raise ModelError(f"logical_not needs a bool operand (a mask), but {operand(names, shapes, 0)} is {dtypes[0]}")
+    return tuple(shapes[0]), "bool"
+
+
+def _logical_not_jax(jnp, lax, a, attrs):
+    return jnp.logical_not(a[0])
+
+
+LOGICAL_NOT = OpDef("logical_not", "pointwise", 1, 1, (), _logical_not_infer, _elementwise_flops,
+                    lambda arrays, attrs: np.logical_not(np.asarray(arrays[0])), vjp=_no_gradient_vjp("logical_not"),
+                    vjp_reads_inputs=False, **_UNARY_TRAITS, jax_form=_logical_not_jax)
 
 
 def _is_finite_infer(shapes, dtypes, attrs, names=None):

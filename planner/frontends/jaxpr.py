@@ -43,7 +43,9 @@ Mappings (operands are values, literals become ``const`` tensors):
   :mod:`planner.frontends.fusion` (``sqrt`` and ``rsqrt`` are catalogue ops it may fold into a norm); so does
   the ``select_n(i < 0, i, i + n)`` with which ``t[i]`` wraps negative indices (the indices themselves where a
   ``gather`` reads it: they are in range; a ``select`` elsewhere);
-- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``;
+- ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge`` -> ``comparison`` (its ``direction``); ``is_finite``; ``and``,
+  ``or``, ``xor`` of bool masks -> ``logical`` (its ``operation``), ``not`` -> ``logical_not`` (of integers, bitwise,
+  refused);
   ``select_n(p, a, b)`` of a bool ``p`` (``jnp.where(p, b, a)``, ``lax.select``) -> ``select(p, b, a)``; an
   integer ``select_n`` of more cases is refused;
 - a primitive of :data:`FOLDABLE` whose operands are all constants is computed at trace time
@@ -373,6 +375,21 @@ def _scalar(value, what: str) -> float:
 
 def _simple(op: str) -> Callable:
     return lambda w, eqn, ins: w.emit(eqn, op, ins)
+
+
+def _logical(operation: str | None) -> Callable:
+    """``and``, ``or``, ``xor`` (``&``, ``|``, ``^``) and ``not`` (``~``) of bool masks -> ``logical`` and
+    ``logical_not``; of integers they are bitwise, which has no op."""
+    def handler(w: Walker, eqn, ins) -> str:
+        name = eqn.primitive.name
+        kinds = {w.p.values[v].dtype for v in ins}
+        if kinds != {"bool"}:
+            raise ModelError(f"JAX primitive {name!r} of {', '.join(sorted(kinds))} operands is bitwise, which has no "
+                             "op in shardplan's catalogue; its logical form (bool masks) has", where=w.where(eqn))
+        return w.emit(eqn, "logical_not", ins) if operation is None else \
+            w.emit(eqn, "logical", ins, operation=operation)
+
+    return handler
 
 
 def _dynamic_slice(w: Walker, eqn, ins) -> str:
@@ -951,6 +968,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "abs": _simple("abs"),
     "add": _simple("add"),
     "add_any": _simple("add"),
+    "and": _logical("and"),
     "all_gather": _all_gather,
     "all_to_all": _all_to_all,
     "axis_index": _axis_index,
@@ -971,6 +989,9 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "le": _compare("le"),
     "lt": _compare("lt"),
     "ne": _compare("ne"),
+    "not": _logical(None),
+    "or": _logical("or"),
+    "xor": _logical("xor"),
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),
     "cumsum": _cumsum,

@@ -3259,6 +3259,40 @@ def ho37_middle_index_3d(x, pos):
     return x[:, pos, :] + 1.0
 
 
+# Nineteenth held-out batch: masks combined by &, |, ^ and ~ (a causal mask and key padding, two windows of
+# values, a negated mask into a dot, an exclusive or on 2x2x2, a masked mean on 1-D, a padding mask into attention
+# scores), written before its first run
+def ho39_causal_and_padding(s, valid):
+    causal = jnp.tril(jnp.ones(s.shape[-2:], dtype=bool))
+    keep = causal[None] & (valid[:, None, :] > 0)
+    return jax.nn.softmax(jnp.where(keep, s, -1e9), axis=-1)
+
+
+def ho39_or_of_windows(x):
+    near = jnp.abs(x) < 0.5
+    far = jnp.abs(x) > 2.0
+    return jnp.where(near | far, 0.0, x) @ jnp.ones((32, 8))
+
+
+def ho39_not_mask_dot(x, w):
+    return jnp.where(~(x > 0), 0.0, x) @ w
+
+
+def ho39_xor_mask_3d(a, b):
+    return jnp.where((a > 0) ^ (b > 0), a, b) + 1.0
+
+
+def ho39_masked_mean_1d(x, m):
+    keep = (m > 0) & jnp.isfinite(x)
+    return jnp.sum(jnp.where(keep, x, 0.0), axis=0) / jnp.maximum(jnp.sum(keep, axis=0), 1)
+
+
+def ho39_mask_into_scores(q, k, valid):
+    s = jnp.einsum("bqd,bkd->bqk", q, k)
+    keep = (valid[:, None, :] > 0) & ~(s < -100.0)
+    return jnp.where(keep, s, -1e9)
+
+
 
 def suite() -> dict:
     """name -> (function, mesh, [(shape, PartitionSpec) per argument]); an ``(shape, "i32")`` shape is int32."""
@@ -4015,6 +4049,13 @@ def suite() -> dict:
         "ho37_constant_window": (ho37_constant_window, "2d", [((16, 32), P("dp", "tp"))]),
         "ho37_col_window_1d": (ho37_col_window_1d, "1d", [((8, 32), P(None, "d")), (((), "i32"), P())]),
         "ho37_middle_index_3d": (ho37_middle_index_3d, "3d", [((8, 16, 8), P("a", "b", "c")), (((), "i32"), P())]),
+        "ho39_causal_and_padding": (ho39_causal_and_padding, "2d", [((2, 8, 8), P("dp", "tp")), ((2, 8), P("dp"))]),
+        "ho39_or_of_windows": (ho39_or_of_windows, "2d", [((16, 32), P("dp", "tp"))]),
+        "ho39_not_mask_dot": (ho39_not_mask_dot, "2d", [((16, 32), P("dp")), ((32, 16), P(None, "tp"))]),
+        "ho39_xor_mask_3d": (ho39_xor_mask_3d, "3d", [((8, 16), P("a", ("b", "c"))), ((8, 16), P("a"))]),
+        "ho39_masked_mean_1d": (ho39_masked_mean_1d, "1d", [((16, 32), P("d")), ((16, 32), P("d"))]),
+        "ho39_mask_into_scores": (ho39_mask_into_scores, "2d", [((2, 8, 16), P("dp")), ((2, 8, 16), P("dp", "tp")),
+                                                                ((2, 8), P("dp"))]),
         "win3_of_8": (win3_of_8, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win3_mid": (win3_mid, "2d", [((16, 8, 32), P("dp", "tp"))]),
         "win2_late": (win2_late, "2d", [((16, 8, 32), P("dp", "tp"))]),

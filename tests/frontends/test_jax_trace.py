@@ -934,3 +934,28 @@ def test_a_layer_picked_from_a_split_stack_trains_exactly(search):
     # read from rows gathered over dp
     _trains_exactly(_layer_pick_loss, [(8, 6), (4, 6, 8), np.array(2, np.int32)], ("x", "stack"),
                     ['[{"dp"}, {}]', '[{}, {}, {"tp"}]', "[]"], search, seed=6)
+
+
+def _two_masks_loss(q, k, valid):
+    # a causal mask and a key-padding mask combined (& of bools), one inverted (~), then softmax attention weights
+    s = q @ k.T
+    causal = jnp.tril(jnp.ones(s.shape, dtype=bool))
+    keep = (causal & (valid[None, :] > 0)) | ~(s > 1e9)  # the second term is all True: | and ~ exercised
+    keep = keep & ~(causal ^ causal)
+    return jnp.sum(jax.nn.softmax(jnp.where(keep & (valid[None, :] > 0), s, -1e9), axis=-1) ** 2)
+
+
+def test_masks_combined_by_and_or_xor_not_have_jaxs_values_and_gradients():
+    args = _args([(6, 4), (6, 4), np.array([1.0, 1.0, 0.0, 1.0, 0.0, 1.0], np.float32)], seed=41)
+    ops = check_against_jax(_two_masks_loss, args)
+    assert ops["logical"] == 5 and ops["logical_not"] == 2  # &, |, ^, & and & again; two ~
+    check_gradient_against_jax(_two_masks_loss, args, "q")
+
+
+def test_bitwise_and_of_integers_is_refused_with_its_line():
+    def f(i, x):
+        return x * ((i & 3) > 0)
+
+    with pytest.raises(ModelError, match="'and' of i32 operands is bitwise") as e:
+        trace_function(f, np.arange(4, dtype=np.int32), *_args([(4,)]))
+    assert _line_of(f, "i & 3") in e.value.where

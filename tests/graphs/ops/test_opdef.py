@@ -54,7 +54,8 @@ def test_a_named_rule_is_a_function_of_planner_rules_resolved_once(name):
 def test_followers_are_unary_elementwise_ops_that_pass_shardings():
     followers = [n for n, op in OPS.items() if op.follows_operand]
     assert followers == ["abs", "cast", "ceil", "cos", "erf", "erfc", "exp", "expm1", "floor", "gelu", "is_finite",
-                         "log", "log1p", "neg", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "tanh"]
+                         "log", "log1p", "logical_not", "neg", "relu", "round", "rsqrt", "sigmoid", "sign", "sin",
+                         "sqrt", "tanh"]
     for name in followers:
         op = OPS[name]
         assert (op.min_inputs, op.max_inputs) == (1, 1) and op.family == "pointwise", name

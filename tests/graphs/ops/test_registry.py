@@ -30,6 +30,7 @@ SPEC_OPS += ["pmax", "pmin"]  # lax.pmax / pmin in a shard_map body: a stable so
 SPEC_OPS += ["sin", "cos"]  # rotary embeddings' angles computed in the traced function (the frontend reads them)
 SPEC_OPS += ["sign", "floor", "ceil", "round"]  # quantisation written by hand (jnp.sign, floor, ceil, round)
 SPEC_OPS += ["dynamic_update_slice"]  # lax.dynamic_update_slice: a KV cache's new entry (the frontend reads it)
+SPEC_OPS += ["logical", "logical_not"]  # masks combined: jnp.logical_and/or/xor/not, & | ^ ~ (the frontend reads them)
 SPEC_OPS += ["dynamic_slice"]  # lax.dynamic_slice and x[i] at a computed i (the frontend reads lax.dynamic_slice)
 SPEC_OPS += ["iota"]  # jnp.arange, jax.nn.one_hot and jnp.tril's masks (the frontend reads lax.iota)  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
 
