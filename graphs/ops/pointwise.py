@@ -8,7 +8,7 @@ included; gelu's few extra multiplications are not counted separately).
 Bytes accessed: the default (:func:`~graphs.ops.opdef.every_element_once`): every operand element
 read once, every result element written once.
 
-Binary ops (add, sub, mul, div, maximum, minimum) broadcast the numpy way: shapes are
+Binary ops (add, sub, mul, div, rem, maximum, minimum) broadcast the numpy way: shapes are
 right-aligned and a dimension of size 1 (or a missing one) stretches to the
 other's size. Both operands must have the same dtype (insert a ``cast``).
 ``comparison(a, b)`` with attribute ``direction`` (``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge``: StableHLO's
@@ -474,6 +474,17 @@ def _minimum_grad(i, x0, x1, cot):
     return _maximum_grad(1 - i, x0, x1, cot)
 
 
+def _rem_grad(i, x0, x1, cot):
+    # JAX's rem rules: d/dx = 1; d/dy = -(x / y rounded toward zero)
+    if i == 0:
+        return np.array(cot, copy=True)
+    return -cot * np.trunc(np.divide(x0, x1))
+
+
+def _rem_jax(jnp, lax, a, attrs):
+    return jnp.fmod(a[0], a[1])  # lax.rem, broadcast
+
+
 def _add_jax(jnp, lax, a, attrs):
     return jnp.add(a[0], a[1])
 
@@ -510,6 +521,9 @@ MINIMUM = _binary("minimum", np.minimum, _minimum_jax, vjp=_binary_vjp("minimum"
 POW = _binary("pow", np.power, _pow_jax, floats_only=True, vjp=_binary_vjp("pow", _pow_grad))
 MUL = _binary("mul", np.multiply, _mul_jax, vjp=_binary_vjp("mul", lambda i, a, b, c: c * (b if i == 0 else a)),
               multilinear=True)
+# the remainder of a division truncated toward zero, with the dividend's sign (StableHLO's rem, C's fmod; jnp.remainder
+# and % adjust it to the divisor's sign with a select)
+REM = _binary("rem", np.fmod, _rem_jax, vjp=_binary_vjp("rem", _rem_grad))
 SUB = _binary("sub", np.subtract, _sub_jax,
               vjp=_binary_vjp("sub", lambda i, a, b, c: c if i == 0 else np.negative(c)), reads_inputs=False)
 

@@ -10,7 +10,7 @@ the others by hand. Every op has an entry; none is deliberately left without one
 >>> get_op("matmull")
 Traceback (most recent call last):
 ...
-planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, argmax, argmin, axis_index, cast, ceil, comparison, concat, conv2d, cos, cross_entropy, cumsum, div, dynamic_slice, dynamic_update_slice, einsum, erf, erfc, exp, expm1, flip, floor, gather, gelu, iota, is_finite, layernorm, log, log1p, logical, logical_not, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pad, pbroadcast, pmax, pmean, pmin, pow, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, reshape, rmsnorm, roll, round, rsqrt, select, sharding_constraint, sigmoid, sign, sin, slice, softmax, sort, sqrt, stop_gradient, sub, sum, take_along_axis, tanh, top_k, transpose)
+planner.errors.ModelError: unknown op 'matmull'; did you mean matmul? (known ops: abs, add, all_gather, all_gather_invariant, all_to_all, argmax, argmin, axis_index, cast, ceil, comparison, concat, conv2d, cos, cross_entropy, cumsum, div, dynamic_slice, dynamic_update_slice, einsum, erf, erfc, exp, expm1, flip, floor, gather, gelu, iota, is_finite, layernorm, log, log1p, logical, logical_not, manual_enter, manual_exit, matmul, max, maximum, mean, min, minimum, mul, neg, pad, pbroadcast, pmax, pmean, pmin, pow, ppermute, propagation_barrier, pscatter, psum, psum_scatter, relu, rem, reshape, rmsnorm, roll, round, rsqrt, select, sharding_constraint, sigmoid, sign, sin, slice, softmax, sort, sqrt, stop_gradient, sub, sum, take_along_axis, tanh, top_k, transpose)
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ OPS: Mapping[str, OpDef] = MappingProxyType(dict(sorted({
     "relu": pointwise.RELU,
     "reshape": shape_ops.RESHAPE,
     "roll": shape_ops.ROLL,
+    "rem": pointwise.REM,
     "round": pointwise.ROUND,
     "rmsnorm": normalization.RMSNORM,
     "rsqrt": pointwise.RSQRT,

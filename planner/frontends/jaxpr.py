@@ -11,7 +11,7 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 
 Mappings (operands are values, literals become ``const`` tensors):
 
-- ``add``, ``sub``, ``mul``, ``div``, ``pow``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``,
+- ``add``, ``sub``, ``mul``, ``div``, ``rem``, ``pow``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``, ``sqrt``,
   ``rsqrt``, ``sin``, ``cos``, ``sign``, ``floor``, ``ceil``; ``round`` to nearest even (``jnp.round``) -> ``round``;
   ``logistic`` -> ``sigmoid``;
   ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
@@ -991,6 +991,7 @@ PRIMITIVES: dict[str, Callable[[Walker, Any, list[str]], Any]] = {
     "ne": _compare("ne"),
     "not": _logical(None),
     "or": _logical("or"),
+    "rem": _simple("rem"),
     "xor": _logical("xor"),
     "argmax": _arg("argmax"),
     "argmin": _arg("argmin"),

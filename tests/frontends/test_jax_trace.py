@@ -959,3 +959,15 @@ def test_bitwise_and_of_integers_is_refused_with_its_line():
     with pytest.raises(ModelError, match="'and' of i32 operands is bitwise") as e:
         trace_function(f, np.arange(4, dtype=np.int32), *_args([(4,)]))
     assert _line_of(f, "i & 3") in e.value.where
+
+
+def test_remainder_and_percent_have_jaxs_values_and_gradients():
+    # jnp.remainder (x % y) is lax.rem then a select to the divisor's sign (which reads an and of two masks);
+    # jnp.fmod is lax.rem itself
+    def loss(x, y):
+        return jnp.sum((x % y) * jnp.remainder(x, 1.5) + jnp.fmod(x, y))
+
+    x, y = _args([(4, 6), (6,)], seed=43)
+    ops = check_against_jax(loss, [x, y + np.sign(y) * 0.5])
+    assert ops["rem"] == 3 and ops["logical"] == 2
+    check_gradient_against_jax(loss, [x, y + np.sign(y) * 0.5], "x")

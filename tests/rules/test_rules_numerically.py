@@ -57,6 +57,7 @@ CASES = [
     Case("stop_gradient", "stop_gradient", ((4, 6),), {}),
     Case("add_broadcast_outer", "add", ((5, 1), (1, 6)), {}),
     Case("add_int_bias", "add", ((4, 6), (6,)), {}, ("i32", "i32")),
+    Case("rem_by_row", "rem", ((4, 6), (6,)), {}),
     Case("mask_and_row_mask", "logical", ((4, 6), (6,)), {"operation": "and"}, ("bool", "bool")),
     Case("mask_not", "logical_not", ((5, 3),), {}, ("bool",)),
     Case("sub", "sub", ((3, 5), (3, 5)), {}),

@@ -31,6 +31,7 @@ SPEC_OPS += ["sin", "cos"]  # rotary embeddings' angles computed in the traced f
 SPEC_OPS += ["sign", "floor", "ceil", "round"]  # quantisation written by hand (jnp.sign, floor, ceil, round)
 SPEC_OPS += ["dynamic_update_slice"]  # lax.dynamic_update_slice: a KV cache's new entry (the frontend reads it)
 SPEC_OPS += ["logical", "logical_not"]  # masks combined: jnp.logical_and/or/xor/not, & | ^ ~ (the frontend reads them)
+SPEC_OPS += ["rem"]  # jnp.remainder and % (their lax.rem, then a select on the sign)
 SPEC_OPS += ["dynamic_slice"]  # lax.dynamic_slice and x[i] at a computed i (the frontend reads lax.dynamic_slice)
 SPEC_OPS += ["iota"]  # jnp.arange, jax.nn.one_hot and jnp.tril's masks (the frontend reads lax.iota)  # jax.nn.elu, softplus and log_sigmoid (the frontend reads them)  # jnp.where and JAX's comparisons (select_n, gt ...; the frontend reads them)
 
