@@ -12,8 +12,8 @@ policy is not kept either: what a plan recomputes is the pipeline level's ``reco
 Mappings (operands are values, literals become ``const`` tensors):
 
 - ``add``, ``sub``, ``mul``, ``div``, ``rem``, ``pow``, ``neg``, ``exp``, ``expm1``, ``log1p``, ``tanh``, ``abs``,
-  ``sqrt``, ``rsqrt``, ``sin``, ``cos``, ``sign``, ``floor``, ``ceil``; ``round`` to nearest even (``jnp.round``) -> ``round``;
-  ``logistic`` -> ``sigmoid``;
+  ``sqrt``, ``rsqrt``, ``sin``, ``cos``, ``sign``, ``floor``, ``ceil``; ``round`` to nearest even (``jnp.round``) ->
+  ``round``; ``logistic`` -> ``sigmoid``;
   ``max`` -> ``relu`` when one operand is the constant 0, else ``maximum``; ``min`` -> ``minimum``. JAX's binary
   primitives broadcast size-1 and scalar operands as numpy does, and so do ours;
 - ``dot_general`` -> ``matmul`` (with ``transpose_a`` / ``transpose_b``) where it fits, else an
