@@ -78,7 +78,7 @@ AGREE = ("seq_parallel_matmul", "seq_first_matmul", "bias_over_batch_and_sequenc
          "ho31_bias_gelu_loss", "ho31_residual_loss_3d", "ho31_cross_entropy_loss",
          # a ninth, likewise, all equal but the write into a cache split over its positions (in DIFFER): a KV cache's
          # write into attention scores, a layer's weight picked from a stack at a computed index, a window of rows
-         "ho38_kv_write_loss", "ho38_layer_pick_loss", "ho38_window_rows_loss", "ho38_kv_seq_split_loss")
+         "ho38_kv_write_loss", "ho38_layer_pick_loss", "ho38_window_rows_loss")
 
 #: Losses whose plan moves other bytes than XLA compiles, and how (plan vs XLA: count and bytes per device).
 DIFFER = {
