@@ -773,6 +773,17 @@ def _fanout_factor(fanout: _ClassFanout) -> elimination.Factor | None:
     # the layouts a cell needs, as bits: the union of its owners' masks; then each distinct (producer class,
     # union) is priced once, summed as one row as a cell would be (cells far outnumber them, and they are at most
     # as many as the cells, so this stays within the limit above)
+    if layouts + int(shape[u]).bit_length() <= 63:  # each cell's (producer class, union) as one integer
+        bit = np.left_shift(np.uint64(1), np.arange(layouts, dtype=np.uint64))
+        union = np.zeros(shape, dtype=np.uint64)
+        for a, mask in enumerate(masks):
+            union |= (mask.astype(np.uint64) @ bit).reshape([-1 if i == a else 1 for i in range(axes)])
+        producer = np.arange(shape[u], dtype=np.uint64).reshape([-1 if i == u else 1 for i in range(axes)])
+        distinct, which = np.unique((union | (producer << np.uint64(layouts))).ravel(), return_inverse=True)
+        needed = ((distinct[:, None] >> np.arange(layouts, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+        charge = fanout.cost[rows[u][(distinct >> np.uint64(layouts)).astype(np.intp)]]
+        return elimination.Factor(owners, (needed * charge).sum(axis=-1)[which.ravel()].reshape(shape),
+                                  tuple(classes))
     words = np.zeros(shape + (-(-layouts // 8),), dtype=np.uint8)
     for a, mask in enumerate(masks):
         words |= np.packbits(mask, axis=1).reshape([-1 if i == a else 1 for i in range(axes)] + [words.shape[-1]])
