@@ -858,7 +858,12 @@ def _run_cbc(model: pulp.LpProblem, time_limit: float | None, progress: Progress
             text = log.read()
     result = re.search(r"^Result - (.+)$", text, re.MULTILINE)
     status = result.group(1).strip() if result else pulp.LpSolution[model.sol_status]
-    return _outcome(model, status, _cbc_gap(model, text), elapsed)
+    outcome = _outcome(model, status, _cbc_gap(model, text), elapsed)
+    if outcome.infeasible and "infeasible" not in status.lower() and model.sol_status != pulp.LpSolutionInfeasible:
+        # CBC stopped on its time limit before a first solution (its log says "No Solution Found", or it had no
+        # time to say anything), which PuLP reads as an infeasible problem: only a proof of infeasibility is one
+        outcome = replace(outcome, infeasible=False)
+    return outcome
 
 
 def _outcome(model: pulp.LpProblem, status: str, gap: float | None, elapsed: float) -> _Outcome:
