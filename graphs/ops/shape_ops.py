@@ -410,7 +410,7 @@ PAD = OpDef("pad", "shape", 1, 1, (("low", REQUIRED), ("high", REQUIRED), ("valu
 
 # -- dynamic slices: the start positions ---------------------------------------------------
 
-def _starts(rank: int, attrs: Mapping[str, Any], op: str = "dynamic_update_slice") -> tuple[int | None, ...]:
+def _starts(rank: int, attrs: Mapping[str, Any], op: str) -> tuple[int | None, ...]:
     """Attribute ``starts`` of a dynamic slice or update: per dimension a constant start, or None for an input."""
     starts = attrs.get("starts")
     if starts is None:
@@ -429,7 +429,7 @@ def _check_start_inputs(op: str, shapes, dtypes, names, first: int) -> None:
         need_int(op, dtypes[i], names, i, "start indices")
 
 
-def _clamped_starts(given, attrs, shape, size, op: str = "dynamic_update_slice") -> tuple[int, ...]:
+def _clamped_starts(given, attrs, shape, size, op: str) -> tuple[int, ...]:
     """The window's start per dimension (the constants of ``starts`` and the ``given`` start inputs in order),
     clamped into ``[0, shape - size]`` as StableHLO clamps it."""
     given = iter(given)
@@ -539,8 +539,7 @@ DYNAMIC_SLICE = OpDef("dynamic_slice", "shape", 1, None, (("sizes", REQUIRED), (
 def _dus_infer(shapes, dtypes, attrs, names=None):
     need_rank("dynamic_update_slice", shapes, names, 0, 1, "the operand")
     rank = len(shapes[0])
-    given = _starts(rank, attrs)
-    dynamic = given.count(None)
+    dynamic = _starts(rank, attrs, "dynamic_update_slice").count(None)
     if len(shapes) != 2 + dynamic:
         raise ModelError(f"dynamic_update_slice of {operand(names, shapes, 0)} needs the operand, the update and "
                          f"{dynamic} start indices (a rank-0 integer for each dimension whose start is not a constant "
@@ -554,18 +553,13 @@ def _dus_infer(shapes, dtypes, attrs, names=None):
 
 
 def _dus_canonical(shapes, attrs):
-    return {"starts": _starts(len(shapes[0]), attrs)}
-
-
-def _dus_window(arrays, attrs, shape, size) -> tuple[int, ...]:
-    """The update's window's start per dimension, clamped."""
-    return _clamped_starts(arrays[2:], attrs, shape, size)
+    return {"starts": _starts(len(shapes[0]), attrs, "dynamic_update_slice")}
 
 
 def _dus_reference(arrays, attrs):
     out = np.array(arrays[0], copy=True)
     size = np.shape(arrays[1])
-    starts = _dus_window(arrays, attrs, out.shape, size)
+    starts = _clamped_starts(arrays[2:], attrs, out.shape, size, "dynamic_update_slice")
     out[tuple(slice(s, s + u) for s, u in zip(starts, size))] = arrays[1]
     return out
 
@@ -574,7 +568,7 @@ def _dus_vjp(arrays, attrs, result, cotangent, wrt):
     check_wrt("dynamic_update_slice", arrays, wrt, ("operand", "update") + ("start index",) * (len(arrays) - 2))
     cot = np.asarray(cotangent)
     size = np.shape(arrays[1])
-    starts = _dus_window(arrays, attrs, cot.shape, size)
+    starts = _clamped_starts(arrays[2:], attrs, cot.shape, size, "dynamic_update_slice")
     window = tuple(slice(s, s + u) for s, u in zip(starts, size))
     out = []
     for i in wrt:
@@ -591,7 +585,7 @@ def _dus_local_window(arrays, attrs, ctx) -> tuple[tuple[slice, ...], tuple[slic
     """The part of the window inside this device's operand block: its index in the block and in the update's
     block (a dimension the update covers whole is split alike in both: the rule gives them one factor)."""
     block, update = ctx.operands[0], ctx.operands[1]
-    starts = _dus_window(arrays, attrs, block.global_shape, update.global_shape)
+    starts = _clamped_starts(arrays[2:], attrs, block.global_shape, update.global_shape, "dynamic_update_slice")
     here, there = [], []
     for d, s in enumerate(starts):
         lo, hi = block.ranges[d]

@@ -396,24 +396,27 @@ def _dynamic_slice(w: Walker, eqn, ins) -> str:
     """``lax.dynamic_slice`` (``x[i]`` at a computed ``i``) -> ``dynamic_slice``: its ``slice_sizes`` the op's
     ``sizes``, a constant start kept in ``starts``, the others operands; with every start a constant, ``slice`` ops
     of the clamped window."""
-    consts = [w.p.const_value(v) for v in ins[1:]]
+    starts, dynamic = _starts(w, ins[1:])
     sizes = tuple(int(k) for k in eqn.params["slice_sizes"])
-    if all(c is not None for c in consts):  # every start a constant: a slice, as StableHLO canonicalises it
-        starts = tuple(min(max(int(c), 0), n - k) for c, n, k in zip(consts, w.shape(ins[0]), sizes))
-        return _slices(w, eqn, ins[0], starts, tuple(a + k for a, k in zip(starts, sizes)))
-    dynamic = [v for v, c in zip(ins[1:], consts) if c is None]
-    return w.emit(eqn, "dynamic_slice", ins[:1] + dynamic, sizes=sizes,
-                  starts=tuple(None if c is None else int(c) for c in consts))
+    if not dynamic:  # every start a constant: a slice, as StableHLO canonicalises it
+        first = tuple(min(max(a, 0), n - k) for a, n, k in zip(starts, w.shape(ins[0]), sizes))
+        return _slices(w, eqn, ins[0], first, tuple(a + k for a, k in zip(first, sizes)))
+    return w.emit(eqn, "dynamic_slice", ins[:1] + dynamic, sizes=sizes, starts=starts)
 
 
 def _dynamic_update_slice(w: Walker, eqn, ins) -> str:
     """``lax.dynamic_update_slice`` -> ``dynamic_update_slice``: a constant start (a literal, or computed from
     constants) is kept in ``starts`` (XLA partitions a window at a constant position without gathering), the
     others stay operands."""
-    consts = [w.p.const_value(v) for v in ins[2:]]
-    starts = [None if c is None else int(c) for c in consts]
-    dynamic = [v for v, c in zip(ins[2:], consts) if c is None]
-    return w.emit(eqn, "dynamic_update_slice", ins[:2] + dynamic, starts=tuple(starts))
+    starts, dynamic = _starts(w, ins[2:])
+    return w.emit(eqn, "dynamic_update_slice", ins[:2] + dynamic, starts=starts)
+
+
+def _starts(w: Walker, values: list[str]) -> tuple[tuple[int | None, ...], list[str]]:
+    """A dynamic slice's start operands as the op's ``starts`` (a constant's value, None for a computed one) and
+    the computed ones, its operands."""
+    consts = [w.p.const_value(v) for v in values]
+    return tuple(None if c is None else int(c) for c in consts), [v for v, c in zip(values, consts) if c is None]
 
 
 def _round(w: Walker, eqn, ins) -> str:
